@@ -1,0 +1,240 @@
+"""``actuatorlab`` command line: a thin layer over :mod:`actuatorlab.pipeline`.
+
+Every error the library raises for bad input (:class:`~actuatorlab.errors.ActuatorlabError`) is
+printed as one line naming the file and the problem, with exit code 2 and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import __version__
+from .errors import ActuatorlabError
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Identify, trust and use actuator models from real joint logs.")
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _progress():
+    return Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
+                    TimeElapsedColumn(), console=err_console, transient=False)
+
+
+class _Bars:
+    """Adapter from the library's progress(name, stage, fraction) callback to rich bars."""
+
+    def __init__(self, progress: Progress):
+        self.p, self.tasks = progress, {}
+
+    def __call__(self, name: str, stage: str, frac: float) -> None:
+        if name not in self.tasks:
+            self.tasks[name] = self.p.add_task(name, total=1.0)
+        self.p.update(self.tasks[name], completed=max(0.0, min(1.0, frac)), description=f"{name} [{stage}]")
+
+
+def _mrad(x, unit):
+    if x is None:
+        return "-"
+    return f"{x * 1e3:.2f} m{unit}" if unit == "rad" else f"{x * 1e3:.4f} mm"
+
+
+@app.command()
+def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or folders (default: bundled XL330 example)"),
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="fit one model (e.g. m4+delay); default: the nested family with validation selection"),
+        out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder for model.json and report.html"),
+        seed: int = typer.Option(0, "--seed"),
+        budget: str = typer.Option("default", "--budget", help="quick | default | thorough"),
+        dt: Optional[float] = typer.Option(None, "--dt", help="control period [s] (default: median sample period)"),
+        mapping: Optional[Path] = typer.Option(None, "--mapping", help="column mapping for CSV logs")):
+    """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json."""
+    from .pipeline import run_fit
+
+    with _progress() as p:
+        d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p))
+    unit = d["_summary"]["unit"]
+    if d.get("selection"):
+        t = Table(title="Nested models: fitted on part of the data, judged on the rest (validation)")
+        for c in ("model", "free", "train MAE", "validation MAE", "gain vs parent", "earns place"):
+            t.add_column(c)
+        for r in d["selection"]["table"]:
+            g = r["gain_vs_parent"]
+            t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], unit),
+                      _mrad(r["validation_mae"], unit), "-" if g is None else f"{100 * g:+.1f}%",
+                      "yes" if r["earns_place"] else "no")
+        console.print(t)
+    t = Table(title=f"{d['model']}: parameters (fitted on all given logs)")
+    for c in ("parameter", "value", "unit", "stderr", "bounds"):
+        t.add_column(c)
+    for name, e in d["parameters"].items():
+        if e["free"]:
+            se = e.get("stderr")
+            t.add_row(name, f"{e['value']:.5g}", e["unit"], "-" if se is None else f"{se:.2g}",
+                      f"[{e['lower']:.3g}, {e['upper']:.3g}]")
+    console.print(t)
+    flagged = (d.get("identifiability") or {}).get("flagged_pairs") or []
+    for a, b, c in flagged:
+        console.print(f"[yellow]poorly separable:[/] {a} and {b} (corr {c:+.3f})")
+    s = d["_summary"]
+    console.print(f"training replay: MAE {_mrad(s['position_mae'], unit)}, RMSE {_mrad(s['position_rmse'], unit)}, "
+                  f"relative {100 * s['position_relative_error']:.2f}%")
+    console.print(f"wrote {out / 'model.json'}, {out / 'report.html'}, {out / 'identifiability.json'}")
+
+
+@app.command()
+def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
+             data: List[Path] = typer.Argument(..., help="log files or folders to replay"),
+             as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+             dt: Optional[float] = typer.Option(None, "--dt", help="replay period [s] (default: the fitted one)")):
+    """Replay logs with a fitted model (never refitting) and report errors by log and regime."""
+    from .evaluate import format_table
+    from .pipeline import run_evaluate
+
+    s = run_evaluate(model_json, data, dt=dt)
+    if as_json:
+        sys.stdout.write(json.dumps(s, default=float) + "\n")
+        return
+    console.print(format_table(s))
+
+
+@app.command()
+def compare(data: List[Path] = typer.Argument(..., help="training logs"),
+            holdout: List[Path] = typer.Option(..., "--holdout", help="held-out logs (repeat the option)"),
+            models: Optional[str] = typer.Option(None, "--models", help="comma-separated (default: the nested ladder)"),
+            seed: int = typer.Option(0, "--seed"), budget: str = typer.Option("default", "--budget"),
+            as_json: bool = typer.Option(False, "--json")):
+    """Fit nested models on DATA and compare them on held-out logs."""
+    from .pipeline import run_compare
+
+    with _progress() as p:
+        r = run_compare(data, holdout, models=models.split(",") if models else None, seed=seed, budget=budget,
+                        progress=_Bars(p))
+    if as_json:
+        sys.stdout.write(json.dumps(r, default=float) + "\n")
+        return
+    unit = r["unit"]
+    t = Table(title=f"Held-out comparison ({len(r['heldout_logs'])} logs never fitted on)")
+    for c in ("model", "parent", "free", "train MAE", "held-out MAE", "vs parent", "fit s"):
+        t.add_column(c)
+    for row in r["rows"]:
+        g = row.get("heldout_gain_vs_parent")
+        mark = "" if g is None else ("[green]improves[/]" if g > 0 else "[red]does not[/]")
+        t.add_row(("* " if row["model"] == r["best"] else "  ") + row["model"], row["parent"] or "-",
+                  str(row["n_free"]), _mrad(row["train_mae"], unit), _mrad(row["heldout_mae"], unit),
+                  "-" if g is None else f"{100 * g:+.1f}% {mark}", f"{row['fit_wall_s']:.1f}")
+    console.print(t)
+
+
+@app.command("import")
+def import_(data: List[Path] = typer.Argument(...), out: Path = typer.Option(..., "--out", "-o"),
+            mapping: Optional[Path] = typer.Option(None, "--mapping")):
+    """Convert logs (BAM JSON, EMPS .mat, CSV + mapping) to the native Parquet + JSON format."""
+    from .pipeline import run_import
+
+    for p in run_import(data, out, mapping=mapping):
+        console.print(f"wrote {p}")
+
+
+@app.command()
+def audit(data: List[Path] = typer.Argument(...), as_json: bool = typer.Option(False, "--json"),
+          mapping: Optional[Path] = typer.Option(None, "--mapping")):
+    """Audit logs: rate, jitter, gaps, timestamps, NaN, saturation, derived channels, causality."""
+    from .logs import render_audit
+    from .pipeline import run_audit
+
+    reports = run_audit(data, mapping=mapping)
+    if as_json:
+        sys.stdout.write(json.dumps(reports, default=float) + "\n")
+        return
+    for r in reports:
+        for line in render_audit(r):
+            console.print(line)
+        console.print()
+    if any(i.get("severity") == "error" for r in reports for i in r.get("issues", [])):
+        raise typer.Exit(1)
+
+
+@app.command()
+def export(model_json: Path = typer.Argument(...), mjcf: Path = typer.Option(..., "--mjcf", help="MJCF file to write"),
+           base: Optional[Path] = typer.Option(None, "--base", help="existing MJCF to patch (never overwritten)"),
+           joint: Optional[str] = typer.Option(None, "--joint", help="joint of --base to patch")):
+    """Write what MuJoCo can represent of a fitted model and list what it cannot."""
+    from .export import export_mjcf
+    from .identify.modelfile import load_model
+
+    r = export_mjcf(load_model(model_json), mjcf, base_xml=base, joint=joint)
+    t = Table(title=f"wrote {r.path}")
+    t.add_column("MuJoCo quantity")
+    t.add_column("value")
+    for k, v in r.written.items():
+        t.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
+    console.print(t)
+    for line in r.not_representable:
+        console.print(f"[yellow]not representable:[/] {line}")
+
+
+@app.command()
+def models():
+    """List the registered models, extensions and control laws."""
+    from .models.control import CONTROL_LAWS
+    from .models.registry import BASE_MODELS, EXTENSIONS
+
+    t = Table(title="Nested models (combine extensions with '+', e.g. m4+delay)")
+    t.add_column("name")
+    t.add_column("free parameters")
+    t.add_column("what")
+    for name, (free, desc) in BASE_MODELS.items():
+        t.add_row(name, ", ".join(free), desc)
+    for name, (free, _, desc) in EXTENSIONS.items():
+        t.add_row("+" + name, ", ".join(free), desc)
+    console.print(t)
+    for name, law in CONTROL_LAWS.items():
+        console.print(f"control law [bold]{name}[/] ({law.drive} drive): {law.description}")
+
+
+@app.command()
+def version():
+    """Print the package version."""
+    console.print(__version__)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; bad input gives one line on stderr and exit code 2."""
+    try:
+        app(args=argv, standalone_mode=False)
+    except ActuatorlabError as e:
+        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+        return 2
+    except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
+        err_console.print(f"[red]error:[/] {e.filename}: {e.strerror}", highlight=False, soft_wrap=True)
+        return 2
+    except typer.Exit as e:
+        return e.exit_code
+    except SystemExit as e:
+        return int(e.code or 0)
+    except KeyboardInterrupt:
+        err_console.print("interrupted")
+        return 130
+    except Exception as e:  # click usage errors
+        import click
+
+        if isinstance(e, click.exceptions.ClickException):
+            e.show()
+            return e.exit_code
+        if isinstance(e, click.exceptions.Abort):
+            return 1
+        raise
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,524 @@
+"""A self-contained, offline HTML report of one model replayed on a set of logs.
+
+The report is a single file: plotly.js is inlined once in the ``<head>`` and every figure is a
+JSON blob drawn by a few lines of script, so it opens without network access and can be archived
+next to the run that produced it. Content: model and data, pooled metrics (rollout vs one-step),
+per-log table, error by regime, parameter table with uncertainties, the parameter correlation
+heatmap with flagged pairs, caller-supplied extra sections, and one figure per log (measured vs
+simulated position and the command, the error underneath, torque-off spans shaded).
+
+Arrays are sent to the browser as base64 float32 (plotly.js typed-array spec) and decimated by a
+uniform stride to at most ``max_points`` samples per trace; metrics always use every sample.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import html
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+from actuatorlab.errors import ModelError
+from actuatorlab.evaluate.metrics import REGIMES, LogResult, summarize
+
+__all__ = ["write_report"]
+
+_MEASURED = "#222222"
+_SIMULATED = "#1f77b4"
+_COMMAND = "#999999"
+_ONESTEP = "#ff7f0e"
+_MAX_SHADED_SPANS = 200
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;
+padding:1.5rem;color:#222;line-height:1.4}
+h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
+table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
+th,td{border:1px solid #ddd;padding:.25rem .6rem;text-align:right}
+th{background:#f4f4f4}td.l,th.l{text-align:left}
+.cards{display:flex;flex-wrap:wrap;gap:.75rem}
+.card{border:1px solid #ddd;border-radius:6px;padding:.5rem .9rem;min-width:9rem}
+.card .v{font-size:1.25rem;font-weight:600}.card .k{font-size:.8rem;color:#666}
+.muted{color:#666;font-size:.85rem}.warn{color:#b00}
+.fig{width:100%;min-height:360px}
+"""
+
+_LOADER = """
+document.querySelectorAll('script.actuatorlab-figure').forEach(function (s) {
+  var f = JSON.parse(s.textContent);
+  Plotly.newPlot(s.dataset.target, f.data, f.layout,
+                 {responsive: true, displaylogo: false});
+});
+"""
+
+
+# --------------------------------------------------------------------------------------------
+# JSON encoding of figures
+# --------------------------------------------------------------------------------------------
+
+
+def _typed(a: np.ndarray) -> dict[str, str] | list:
+    """plotly.js typed-array spec ({"dtype", "bdata"}) for numeric arrays, list otherwise."""
+    if a.dtype.kind not in "fiub":
+        return [_jsonable(x) for x in a.tolist()]
+    dtype = "f4" if a.dtype.kind == "f" else "i4"
+    spec = {"dtype": dtype, "bdata": base64.b64encode(a.astype("<" + dtype).tobytes()).decode()}
+    if a.ndim > 1:
+        spec["shape"] = ", ".join(str(d) for d in a.shape)
+    return spec
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, np.ndarray):
+        return _typed(x)
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, (np.floating, float)):
+        x = float(x)
+        return x if math.isfinite(x) else None
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.bool_):
+        return bool(x)
+    return x
+
+
+def _figure_script(fig: Any, target: str) -> str:
+    """Figure -> ``<div>`` + ``<script type="application/json">`` drawn by the loader."""
+    payload = json.dumps(_jsonable(fig.to_plotly_json()), separators=(",", ":"), allow_nan=False)
+    payload = payload.replace("</", "<\\/")  # never close the script element early
+    return (
+        f'<div id="{target}" class="fig"></div>\n'
+        f'<script type="application/json" class="actuatorlab-figure" data-target="{target}">'
+        f"{payload}</script>\n"
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Figures
+# --------------------------------------------------------------------------------------------
+
+
+def _decimation(n: int, max_points: int) -> np.ndarray:
+    """Indices of a uniform-stride decimation of n samples to at most max_points."""
+    stride = max(1, math.ceil(n / max(1, max_points)))
+    return np.arange(0, n, stride)
+
+
+def _xaxis_args(t: np.ndarray) -> dict[str, Any]:
+    """x0/dx for a uniform time base (halves the data), explicit x otherwise."""
+    if t.size >= 2:
+        dt = np.diff(t)
+        step = float(np.median(dt))
+        if step > 0 and np.all(np.abs(dt - step) <= 1e-6 * step):
+            return {"x0": float(t[0]), "dx": step}
+    return {"x": t.astype(np.float64)}
+
+
+def _spans(flag: np.ndarray, t: np.ndarray) -> list[tuple[float, float]]:
+    """Contiguous [t_start, t_end] spans where flag is true."""
+    if not flag.any():
+        return []
+    d = np.diff(np.concatenate([[0], flag.astype(np.int8), [0]]))
+    starts, ends = np.flatnonzero(d == 1), np.flatnonzero(d == -1) - 1
+    return [(float(t[a]), float(t[b])) for a, b in zip(starts, ends)]
+
+
+def _log_figure(r: LogResult, metrics: Mapping[str, Any], max_points: int) -> Any:
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    idx = _decimation(r.n, max_points)
+    t = r.t[idx]
+    m = r.mask[idx]
+    xa = _xaxis_args(t)
+
+    def y(a: np.ndarray) -> np.ndarray:
+        return np.where(m, a[idx], np.nan).astype(np.float32)
+
+    fig = make_subplots(
+        rows=2, cols=1, shared_xaxes=True, row_heights=[0.65, 0.35], vertical_spacing=0.05
+    )
+    line = dict(width=1.2)
+    fig.add_trace(
+        go.Scatter(name="command", y=y(r.q_target), mode="lines",
+                   line=dict(color=_COMMAND, width=1, dash="dash"), **xa), row=1, col=1
+    )
+    fig.add_trace(
+        go.Scatter(name="measured", y=y(r.q_meas), mode="lines",
+                   line=dict(color=_MEASURED, **line), **xa), row=1, col=1
+    )
+    fig.add_trace(
+        go.Scatter(name="simulated (rollout)", y=y(r.q_sim), mode="lines",
+                   line=dict(color=_SIMULATED, **line), **xa), row=1, col=1
+    )
+    fig.add_trace(
+        go.Scatter(name="rollout error (sim - meas)", y=y(r.q_sim - r.q_meas), mode="lines",
+                   line=dict(color=_SIMULATED, width=1), **xa), row=2, col=1
+    )
+    if r.q_onestep is not None:
+        fig.add_trace(
+            go.Scatter(name="one-step error", y=y(r.q_onestep - r.q_meas), mode="lines",
+                       line=dict(color=_ONESTEP, width=1), **xa), row=2, col=1
+        )
+    off = _spans((r.torque_enable <= 0.5) & r.mask, r.t)
+    for a, b in off[:_MAX_SHADED_SPANS]:
+        fig.add_vrect(x0=a, x1=b, fillcolor="#d62728", opacity=0.08, line_width=0,
+                      layer="below", row="all", col=1)
+    cond = ", ".join(f"{k}={v}" for k, v in sorted(r.conditions.items()))
+    mae = metrics.get("position_mae")
+    title = f"{r.name}" + (f" ({cond})" if cond else "")
+    if mae is not None:
+        title += f" - rollout MAE {mae:.4g} {r.unit}"
+    if off:
+        title += " - shaded: torque off"
+    fig.update_layout(
+        template="none",
+        title=dict(text=html.escape(title), font=dict(size=14)),
+        height=460,
+        margin=dict(l=70, r=20, t=50, b=40),
+        legend=dict(orientation="h", y=1.02, x=1, xanchor="right", yanchor="bottom"),
+        hovermode="x unified",
+    )
+    fig.update_yaxes(title_text=f"position [{r.unit}]", row=1, col=1)
+    fig.update_yaxes(title_text=f"error [{r.unit}]", zeroline=True, row=2, col=1)
+    fig.update_xaxes(title_text="time [s]", row=2, col=1)
+    return fig
+
+
+def _regime_figure(summary: Mapping[str, Any]) -> Any:
+    import plotly.graph_objects as go
+
+    unit = summary.get("unit", "")
+    regimes = summary.get("regimes", {})
+    names = [k for k in REGIMES if k in regimes] + [k for k in regimes if k not in REGIMES]
+    maes = [regimes[k]["position_mae"] for k in names]
+    text = [
+        f"n={regimes[k]['n_samples']}, {100 * (regimes[k]['fraction'] or 0):.1f} %" for k in names
+    ]
+    fig = go.Figure(
+        go.Bar(x=names, y=[np.nan if v is None else v for v in maes], text=text,
+               textposition="outside", marker_color=_SIMULATED, name="regime MAE")
+    )
+    overall = summary.get("position_mae")
+    if overall is not None:
+        fig.add_hline(y=overall, line_dash="dash", line_color=_MEASURED,
+                      annotation_text=f"all samples {overall:.4g} {unit}")
+    fig.update_layout(
+        template="none", height=360, margin=dict(l=70, r=20, t=30, b=60),
+        yaxis_title=f"rollout MAE [{unit}]", showlegend=False,
+    )
+    return fig
+
+
+def _correlation_figure(names: Sequence[str], corr: np.ndarray) -> Any:
+    import plotly.graph_objects as go
+
+    n = len(names)
+    heat = go.Heatmap(
+        z=corr, x=list(names), y=list(names), zmin=-1, zmax=1, colorscale="RdBu_r",
+        colorbar=dict(title="corr"),
+        hovertemplate="%{y} / %{x}: %{z:.3f}<extra></extra>",
+    )
+    if n <= 16:
+        heat.update(texttemplate="%{z:.2f}", textfont=dict(size=10))
+    fig = go.Figure(heat)
+    side = max(360, min(900, 40 * n + 160))
+    fig.update_layout(
+        template="none", height=side, width=side + 120, margin=dict(l=140, r=20, t=30, b=140),
+        yaxis=dict(autorange="reversed"),
+    )
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# HTML pieces
+# --------------------------------------------------------------------------------------------
+
+
+def _e(x: Any) -> str:
+    return html.escape(str(x))
+
+
+def _g(x: Any, spec: str = ".4g") -> str:
+    if x is None:
+        return "-"
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return _e(x)
+    return format(v, spec) if math.isfinite(v) else _e(v)
+
+
+def _float(x: Any) -> float | None:
+    """float(x), or None when x is None or not a finite number."""
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100.0 * x:.2f} %"
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> str:
+    """HTML table; cells are already-escaped strings; the first ``left`` columns left-aligned."""
+    cls = lambda i: ' class="l"' if i < left else ""  # noqa: E731
+    out = ["<table><thead><tr>"]
+    out += [f"<th{cls(i)}>{h}</th>" for i, h in enumerate(header)]
+    out.append("</tr></thead><tbody>")
+    for row in rows:
+        out.append("<tr>" + "".join(f"<td{cls(i)}>{c}</td>" for i, c in enumerate(row)) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def _cards(summary: Mapping[str, Any]) -> str:
+    u = summary.get("unit", "")
+
+    def length(v: float | None) -> str:
+        if v is None:
+            return "-"
+        s = f"{v:.4g} {u}"
+        return s + (f" ({math.degrees(v):.3g}&deg;)" if u == "rad" else "")
+
+    items = [
+        ("rollout MAE", length(summary.get("rollout_mae"))),
+        ("one-step MAE", length(summary.get("onestep_mae"))),
+        ("RMSE", length(summary.get("position_rmse"))),
+        ("relative error", _pct(summary.get("position_relative_error"))),
+        ("max |error|", length(summary.get("position_max_abs_error"))),
+        ("velocity MAE", _g(summary.get("velocity_mae")) + f" {u}/s"),
+    ]
+    if summary.get("effort_relative_error") is not None:
+        items.append(("effort relative error", _pct(summary.get("effort_relative_error"))))
+    return '<div class="cards">' + "".join(
+        f'<div class="card"><div class="v">{v}</div><div class="k">{_e(k)}</div></div>'
+        for k, v in items
+    ) + "</div>"
+
+
+def _per_log_table(summary: Mapping[str, Any]) -> str:
+    u = _e(summary.get("unit", ""))
+    rows = []
+    for d in summary.get("per_log", []):
+        cond = ", ".join(f"{k}={v}" for k, v in sorted(d.get("conditions", {}).items()))
+        rows.append([
+            _e(d["log"]), _e(cond), str(d["n"]), _g(d["position_mae"]), _g(d.get("onestep_mae")),
+            _g(d["position_rmse"]), _pct(d["position_relative_error"]),
+            _pct(d.get("effort_relative_error")),
+        ])
+    rows.append([
+        "<b>all (pooled)</b>", "", str(summary.get("n_samples", "")),
+        _g(summary.get("position_mae")), _g(summary.get("onestep_mae")),
+        _g(summary.get("position_rmse")), _pct(summary.get("position_relative_error")),
+        _pct(summary.get("effort_relative_error")),
+    ])
+    header = ["log", "conditions", "samples", f"rollout MAE [{u}]", f"one-step MAE [{u}]",
+              f"RMSE [{u}]", "rel. error", "effort rel. error"]
+    return _table(header, rows, left=2)
+
+
+def _regime_table(summary: Mapping[str, Any]) -> str:
+    u = _e(summary.get("unit", ""))
+    rows = [
+        [_e(k), _g(d["position_mae"]), str(d["n_samples"]), _pct(d["fraction"])]
+        for k, d in summary.get("regimes", {}).items()
+    ]
+    return _table(["regime", f"rollout MAE [{u}]", "samples", "share"], rows)
+
+
+def _parameter_table(parameters: Sequence[Mapping[str, Any]]) -> str:
+    rows = []
+    for i, p in enumerate(parameters):
+        if "name" not in p or "value" not in p:
+            raise ModelError(f"parameter entry {i} needs 'name' and 'value', got keys {sorted(p)}")
+        value, se = p["value"], p.get("stderr")
+        lo, hi, free = p.get("lower"), p.get("upper"), bool(p.get("free", True))
+        v, s, fl, fh = (_float(x) for x in (value, se, lo, hi))
+        rel = abs(s / v) if s is not None and v else None
+        note = ""
+        if free and v is not None and fl is not None and fh is not None:
+            span = fh - fl
+            tol = 1e-3 * span if math.isfinite(span) and span > 0 else 0.0
+            if v <= fl + tol or v >= fh - tol:
+                note = '<span class="warn">at bound</span>'
+        if rel is not None and rel > 0.5:
+            note += (" " if note else "") + '<span class="warn">poorly determined</span>'
+        rows.append([
+            _e(p["name"]),
+            _g(value) + ("" if se is None else f" &plusmn; {_g(se, '.2g')}"),
+            "-" if rel is None else f"{100 * rel:.1f} %",
+            _e(p.get("unit", "")),
+            _g(lo), _g(hi),
+            "free" if free else "fixed",
+            note,
+        ])
+    header = ["parameter", "value &plusmn; std. error", "rel. std. error", "unit", "lower",
+              "upper", "free / fixed", "note"]
+    return _table(header, rows)
+
+
+def _identifiability_section(ident: Mapping[str, Any] | None, figs: list[str]) -> str:
+    if not ident:
+        return '<p class="muted">No identifiability analysis was provided.</p>'
+    names = [str(n) for n in ident.get("names", [])]
+    corr = np.asarray(ident.get("correlation", []), dtype=np.float64)
+    if corr.shape != (len(names), len(names)):
+        raise ModelError(
+            f"identifiability: correlation matrix has shape {corr.shape}, "
+            f"expected ({len(names)}, {len(names)}) for names {names}"
+        )
+    parts = []
+    if names:
+        target = f"fig-corr-{len(figs)}"
+        figs.append(_figure_script(_correlation_figure(names, corr), target))
+        parts.append(figs[-1])
+    flagged = ident.get("flagged_pairs", []) or []
+    if flagged:
+        rows = [[_e(a), _e(b), f"{float(c):+.3f}"] for a, b, c in flagged]
+        parts.append("<p>Strongly correlated parameter pairs (only their combination is "
+                     "determined by the data):</p>")
+        parts.append(_table(["parameter", "parameter", "correlation"], rows, left=2))
+    else:
+        parts.append('<p class="muted">No strongly correlated parameter pairs were flagged.</p>')
+    return "\n".join(parts)
+
+
+def _data_description(results: Sequence[LogResult]) -> str:
+    n = sum(int(r.mask.sum()) for r in results)
+    duration = sum(float(r.t[-1] - r.t[0]) for r in results if r.n)
+    conds: dict[str, set[str]] = {}
+    for r in results:
+        for k, v in r.conditions.items():
+            conds.setdefault(str(k), set()).add(str(v))
+    cond = "; ".join(f"{_e(k)}: {_e(', '.join(sorted(v)))}" for k, v in sorted(conds.items()))
+    names = ", ".join(_e(r.name) for r in results)
+    return (
+        f"<p><b>Data:</b> {len(results)} logs, {n} samples, {duration:.1f} s"
+        + (f"; {cond}" if cond else "")
+        + f'.<br><span class="muted">Logs: {names}</span></p>'
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Public
+# --------------------------------------------------------------------------------------------
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def write_report(
+    path: str | Path,
+    results: Sequence[LogResult],
+    *,
+    model_name: str,
+    title: str = "Actuator model report",
+    parameters: Sequence[Mapping[str, Any]] = (),
+    identifiability: Mapping[str, Any] | None = None,
+    summary: Mapping[str, Any] | None = None,
+    extra_sections: Mapping[str, str] | None = None,
+    max_points: int = 2000,
+) -> Path:
+    """Write a self-contained HTML report (no network needed to view it) and return its path.
+
+    Args:
+        path: output file (parents are created); written atomically (temporary file in the same
+            directory, then ``os.replace``), so readers never see a partial report.
+        results: the replayed logs (:class:`LogResult`), one figure each.
+        model_name: name of the evaluated model, shown in the header.
+        title: page title.
+        parameters: one dict per parameter with keys ``name``, ``value``, ``unit``, ``stderr``
+            (None if unknown), ``lower``, ``upper``, ``free`` (bool).
+        identifiability: None or {"names": [p...], "correlation": (P, P) list of lists,
+            "flagged_pairs": [[a, b, corr], ...]}.
+        summary: a :func:`~actuatorlab.evaluate.metrics.summarize` dict; computed from
+            ``results`` when None.
+        extra_sections: section title -> trusted HTML fragment (e.g. a model-comparison or
+            timestep-sensitivity table), inserted as is.
+        max_points: (int) at most this many samples per plotted trace (uniform stride).
+
+    Raises:
+        ModelError: a parameter entry lacks ``name``/``value`` or the correlation matrix does not
+            match its names.
+    """
+    path = Path(path)
+    results = list(results)
+    if summary is None:
+        summary = summarize(results)
+    per_log = {d["log"]: d for d in summary.get("per_log", [])}
+
+    import plotly.offline
+
+    figs: list[str] = []
+    body: list[str] = [
+        f"<h1>{_e(title)}</h1>",
+        f"<p><b>Model:</b> {_e(model_name)}</p>",
+        _data_description(results),
+        "<h2>Summary</h2>",
+        '<p class="muted">Rollout: closed-loop simulation of the whole log from its initial '
+        "state. One-step: prediction one sample ahead from the measured state. Pooled numbers "
+        "weight samples, not logs.</p>",
+        _cards(summary),
+        _per_log_table(summary),
+        "<h2>Error by regime</h2>",
+        '<p class="muted">near_reversal: within the reversal window of a sign change of the '
+        "measured velocity; low/high speed: below 10 % / above 50 % of the log's 95th-percentile "
+        "speed (by default); static: torque on and nearly still; driving/backdriving: the "
+        "simulated motor delivers/absorbs power; torque_disabled: joint free.</p>",
+    ]
+    figs.append(_figure_script(_regime_figure(summary), "fig-regimes"))
+    body += [figs[-1], _regime_table(summary), "<h2>Parameters</h2>"]
+    body.append(_parameter_table(parameters) if parameters
+                else '<p class="muted">No parameters were provided.</p>')
+    body.append("<h2>Identifiability</h2>")
+    body.append(_identifiability_section(identifiability, figs))
+    for sec_title, fragment in (extra_sections or {}).items():
+        body += [f"<h2>{_e(sec_title)}</h2>", str(fragment)]
+    body.append("<h2>Logs</h2>")
+    for i, r in enumerate(results):
+        fig = _log_figure(r, per_log.get(r.name, {}), max_points)
+        figs.append(_figure_script(fig, f"fig-log-{i}"))
+        body.append(figs[-1])
+
+    page = "\n".join([
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title>",
+        f"<style>{_CSS}</style>",
+        "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
+        f"<script>{plotly.offline.get_plotlyjs()}</script>",
+        "</head><body>",
+        *body,
+        f"<script>{_LOADER}</script>",
+        "</body></html>",
+        "",
+    ])
+    _write_atomic(path, page)
+    return path

@@ -1,0 +1,6 @@
+"""Identification of actuator models from logs (CMA-ES + gradient refinement), model selection
+on validation data, and the identifiability summary."""
+
+from .fit import FitResult, ParamSpace, fit_model, make_loss
+
+__all__ = ["FitResult", "ParamSpace", "fit_model", "make_loss"]

@@ -1,0 +1,138 @@
+"""RUN/model.json: the fitted model, its parameters with units and bounds, the data used,
+metrics, package version and git revision (schema "actuatorlab-model" v1, docs/model_file.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelError
+from ..models.control import DEFAULT_ERROR_GAIN
+from ..models.params import PARAMS, neutral_params, unit_for
+from ..models.registry import get_model
+
+__all__ = ["MODEL_FORMAT", "MODEL_FORMAT_VERSION", "model_to_dict", "save_model", "load_model",
+           "params_from_model", "git_revision", "atomic_write_text"]
+
+MODEL_FORMAT = "actuatorlab-model"
+MODEL_FORMAT_VERSION = "1"
+
+
+def git_revision() -> str:
+    """Git revision of the package source if it lives in a checkout, else "unknown"."""
+    try:
+        root = Path(__file__).resolve().parents[3]
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+        rev = out.stdout.strip()
+        if out.returncode == 0 and rev:
+            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=5).stdout.strip()
+            return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"
+
+
+def atomic_write_text(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file in the same folder + os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiability: dict | None = None,
+                  selection: dict | None = None, extra: dict | None = None) -> dict[str, Any]:
+    """Serializable description of a :class:`~actuatorlab.identify.fit.FitResult`."""
+    from .. import __version__
+
+    joint = setup.get("joint_type", "revolute")
+    stderr = (identifiability or {}).get("stderr", {})
+    params = {}
+    values = fit.params
+    free = set(fit.space.names)
+    for name in PARAMS:
+        entry = {"value": values[name], "unit": unit_for(name, joint), "free": name in free,
+                 "description": PARAMS[name].description}
+        if name in free:
+            i = fit.space.names.index(name)
+            entry.update(lower=float(fit.space.lower[i]), upper=float(fit.space.upper[i]),
+                         stderr=stderr.get(name))
+        params[name] = entry
+    law = setup.get("controller", "")
+    d = {
+        "format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
+        "model": fit.model, "description": fit.spec.description,
+        "features": list(fit.spec.free),
+        "actuator": setup.get("actuator"), "joint_type": joint, "controller": law,
+        "setup": setup,
+        "controller_constants": {"error_gain": setup.get("gains", {}).get("error_gain", DEFAULT_ERROR_GAIN.get(law)),
+                                 "max_duty": setup.get("gains", {}).get("max_duty", 1.0)},
+        "parameters": params,
+        "fit": {"train_mae": fit.train_mae, "evaluations": fit.evaluations, "wall_s": fit.wall_s,
+                "profile": fit.profile, "dt": fit.dt, "history": fit.history},
+        "data": data, "metrics": metrics, "identifiability": identifiability, "selection": selection,
+        "package_version": __version__, "git_revision": git_revision(),
+    }
+    if extra:
+        d.update(extra)
+    return d
+
+
+def save_model(d: dict, path: str | Path) -> Path:
+    return atomic_write_text(path, json.dumps(d, indent=2, default=_json_default) + "\n")
+
+
+def _json_default(o):
+    import numpy as np
+
+    if isinstance(o, (np.floating, np.integer)):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    raise TypeError(type(o).__name__)
+
+
+def load_model(path: str | Path) -> dict[str, Any]:
+    """Read and validate a model.json; errors name the file and the problem."""
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"{path}: no such model file")
+    try:
+        d = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ModelError(f"{path}: not valid JSON ({e.__class__.__name__}: {e})") from None
+    if not isinstance(d, dict) or d.get("format") != MODEL_FORMAT:
+        raise ModelError(f"{path}: not an actuatorlab model file (missing format '{MODEL_FORMAT}')")
+    if d.get("format_version") != MODEL_FORMAT_VERSION:
+        raise ModelError(f"{path}: model format version {d.get('format_version')!r} is not supported "
+                         f"(this version reads {MODEL_FORMAT_VERSION!r})")
+    for key in ("model", "parameters", "setup"):
+        if key not in d:
+            raise ModelError(f"{path}: missing key {key!r}")
+    get_model(d["model"])
+    for name, entry in d["parameters"].items():
+        if name not in PARAMS:
+            raise ModelError(f"{path}: unknown parameter {name!r}")
+        if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
+            raise ModelError(f"{path}: parameter {name!r} has no numeric value")
+    return d
+
+
+def params_from_model(d: dict) -> dict[str, float]:
+    """Full parameter dict (neutral values for anything the file does not list)."""
+    p = neutral_params()
+    p.update({k: float(v["value"]) for k, v in d["parameters"].items()})
+    return p

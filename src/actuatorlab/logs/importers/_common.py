@@ -1,0 +1,78 @@
+"""Shared helpers of the importers: file reading with clear errors and log validation."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from actuatorlab.errors import DataError
+from actuatorlab.logs.format import Trajectory
+
+__all__ = ["MIN_SAMPLES", "validate_trajectory", "read_json", "zoh_indices"]
+
+#: Fewest samples a log may have to be usable (strict mode).
+MIN_SAMPLES = 10
+
+#: Channels that may never hold NaN (strict mode): the time base and the joint position pair.
+_NO_NAN = ("position", "position_target")
+
+
+def read_json(path: Path) -> Any:
+    """Parse a JSON file; empty, truncated or invalid files raise a one-line :class:`DataError`."""
+    raw = path.read_bytes()
+    if not raw.strip():
+        raise DataError(path, "file is empty")
+    try:
+        return json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise DataError(path, f"not UTF-8 text (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        hint = " (file looks truncated)" if e.pos >= len(raw.rstrip()) - 1 else ""
+        raise DataError(path, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}{hint}") from None
+
+
+def _fmt_t(t: float) -> str:
+    return f"{t:.6g} s"
+
+
+def validate_trajectory(traj: Trajectory, path: str | Path | None = None) -> None:
+    """Raise :class:`DataError` naming ``path`` on the first problem that makes a log unusable.
+
+    Checks, in order: at least :data:`MIN_SAMPLES` samples; a ``position`` channel; no NaN in
+    time, ``position`` or ``position_target``; timestamps strictly increasing (a duplicate or a
+    step back names the sample index and both times).
+    """
+    path = path if path is not None else (traj.source_file or traj.name)
+    t = np.asarray(traj.time, dtype=np.float64)
+    if t.ndim != 1:
+        raise DataError(path, f"time must be one-dimensional, got shape {t.shape}")
+    if t.shape[0] < MIN_SAMPLES:
+        raise DataError(path, f"only {t.shape[0]} samples (at least {MIN_SAMPLES} needed)")
+    if "position" not in traj.data:
+        raise DataError(path, "no 'position' channel")
+    for name, x in [("time", t)] + [(c, traj.data[c]) for c in _NO_NAN if c in traj.data]:
+        bad = np.flatnonzero(~np.isfinite(np.asarray(x, dtype=np.float64)))
+        if bad.size:
+            raise DataError(path, f"{bad.size} NaN/inf value(s) in {name}, first at sample {bad[0]}")
+    dt = np.diff(t)
+    bad = np.flatnonzero(dt <= 0.0)
+    if bad.size:
+        i = int(bad[0]) + 1
+        what = "a duplicate" if dt[i - 1] == 0.0 else "a step back"
+        more = f"; {bad.size} such samples" if bad.size > 1 else ""
+        raise DataError(
+            path,
+            f"timestamps not strictly increasing at sample {i} "
+            f"(t={_fmt_t(t[i])} after t={_fmt_t(t[i - 1])}, {what}{more})",
+        )
+
+
+def zoh_indices(t_src: np.ndarray, t_query: np.ndarray) -> np.ndarray:
+    """Index of the last source sample at or before each query time (-1 where there is none).
+
+    (T_src,) [s] strictly increasing, (T_q,) [s] -> (T_q,) int.
+    """
+    return np.searchsorted(np.asarray(t_src), np.asarray(t_query), side="right") - 1

@@ -1,0 +1,165 @@
+"""One joint: control law -> drive/motor -> transmission (armature, backlash, compliance) ->
+friction -> plant, as a pure step ``step(params, consts, state, inputs) -> (state, outputs)``.
+
+The firmware/control law (:mod:`.control`) is evaluated once per control period on the measured
+position and held over ``substeps`` physics steps (sample-and-hold). The motor (:mod:`.motor`),
+friction (:mod:`.friction`) and plant (:mod:`.plant`) are separate pure functions.
+
+Rigid transmission (one body, inertia I = I_load + armature)::
+
+    tau_m = drive(u, dq)                         motor effort at the output
+    tau_e = plant external effort (gravity, bias)
+    tau_f = stick_slip(I, dq, tau_m + tau_e, F(tau_m, tau_e, dq), h)
+    dq'   = dq + h (tau_m + tau_e + tau_f) / I   semi-implicit Euler, h = dt / substeps
+    q'    = q + h dq'
+
+Compliant transmission with backlash (two bodies: motor side q_m with inertia J = armature,
+output q with inertia I_load), the coupling effort through the dead band of width b::
+
+    delta = q_m - q;  e = delta - clip(delta, -b/2, b/2)          dead-zone (backlash)
+    tau_c = k e + c (dq_m - dq) [e != 0],   c = 2 zeta sqrt(k J_eff), zeta = 0.3
+    k is capped at 0.25 J_eff / h^2 (omega h <= 0.5) so the explicit step stays stable.
+    J dq_m'  = J dq_m + h (tau_m - tau_c + tau_f),   friction on the gearbox (motor side)
+    I dq'    = I dq + h (tau_c + tau_e)
+(Nordin & Gutman, "Controlling mechanical systems with backlash — a survey", Automatica 2002,
+dead-zone model.)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .control import LawConstants, get_control_law
+from .friction import friction_budget, stick_slip_torque
+from .motor import dc_motor_torque
+from .plant import PlantConstants, carriage, pendulum
+
+__all__ = ["StepConfig", "Constants", "State", "Inputs", "Outputs", "make_step", "drive_effort"]
+
+_ZETA = 0.3
+
+
+@dataclass(frozen=True)
+class StepConfig:
+    """Static (compile-time) structure of a joint model.
+
+    law: control-law name (``Setup.controller``); plant: "pendulum" | "carriage";
+    compliant: two-body transmission with backlash and series stiffness; substeps: physics steps
+    per control period.
+    """
+
+    law: str = "dynamixel_pwm"
+    plant: Literal["pendulum", "carriage"] = "pendulum"
+    compliant: bool = False
+    substeps: int = 1
+
+
+class Constants(NamedTuple):
+    """Per-log constants: the controller's (:class:`LawConstants`) and the bench's (:class:`PlantConstants`)."""
+
+    law: LawConstants
+    plant: PlantConstants
+
+
+class State(NamedTuple):
+    """q [rad|m] output position, dq [rad/s|m/s] output velocity, qm / dqm motor-side position and
+    velocity expressed at the output (equal to q, dq for a rigid transmission), q_prev [rad|m] the
+    position the controller measured one control period ago, q_prev2 two periods ago."""
+
+    q: jnp.ndarray
+    dq: jnp.ndarray
+    qm: jnp.ndarray
+    dqm: jnp.ndarray
+    q_prev: jnp.ndarray
+    q_prev2: jnp.ndarray
+
+
+class Inputs(NamedTuple):
+    """Per control period: q_target [rad|m] (already delayed), enable [0/1], v_supply [V]."""
+
+    q_target: jnp.ndarray
+    enable: jnp.ndarray
+    v_supply: jnp.ndarray
+
+
+class Outputs(NamedTuple):
+    """q, dq at the start of the period; u the controller output [V|N.m]; tau_motor, tau_ext,
+    tau_friction [N.m|N] efforts at the start of the period."""
+
+    q: jnp.ndarray
+    dq: jnp.ndarray
+    u: jnp.ndarray
+    tau_motor: jnp.ndarray
+    tau_ext: jnp.ndarray
+    tau_friction: jnp.ndarray
+
+
+def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable):
+    """Effort of the drive at the output for controller output ``u``.
+
+    voltage: DC motor (:func:`dc_motor_torque`); current: ``enable * drive_gain * u`` (an ideal
+    current loop, EMPS); effort: ``enable * u`` (ideal torque source).
+    """
+    if drive == "voltage":
+        return dc_motor_torque(p, u, dq_motor, enable)
+    if drive == "current":
+        return enable * c.drive_gain * u
+    return enable * u
+
+
+def make_step(cfg: StepConfig):
+    """Build the pure step function for a static configuration."""
+    law = get_control_law(cfg.law)
+    plant_fn = pendulum if cfg.plant == "pendulum" else carriage
+    n_sub = int(cfg.substeps)
+
+    def step(p, k: Constants, s: State, x: Inputs):
+        h = k.law.dt / n_sub
+        u = law.fn(k.law, p, x.q_target, s.q, s.q_prev, s.q_prev2, s.dq, x.v_supply)
+        I_load, tau_e0 = plant_fn(k.plant, p, s.q)
+        tau_m0 = drive_effort(law.drive, p, k.law, u, s.dqm, x.enable)
+
+        if not cfg.compliant:
+            def sub(carry, _):
+                q, dq = carry
+                I_load, tau_e = plant_fn(k.plant, p, q)
+                inertia = I_load + p["armature"]
+                tau_m = drive_effort(law.drive, p, k.law, u, dq, x.enable)
+                budget = friction_budget(p, tau_m, tau_e, dq)
+                tau_f = stick_slip_torque(inertia, dq, tau_m + tau_e, budget, h)
+                dq = dq + h * (tau_m + tau_e + tau_f) / inertia
+                return (q + h * dq, dq), tau_f
+
+            (q, dq), tau_f = jax.lax.scan(sub, (s.q, s.dq), None, length=n_sub)
+            new = State(q, dq, q, dq, s.q, s.q_prev)
+        else:
+            def sub(carry, _):
+                q, dq, qm, dqm = carry
+                I_load, tau_e = plant_fn(k.plant, p, q)
+                J = p["armature"]
+                j_eff = J * I_load / (J + I_load)
+                # stiffer than the step can resolve (omega h > 0.5) acts as the stiffest resolvable
+                k_s = jnp.minimum(p["stiffness"], 0.25 * j_eff / h**2)
+                half = 0.5 * p["backlash"]
+                delta = qm - q
+                e = delta - jnp.clip(delta, -half, half)
+                engaged = jnp.abs(e) > 0.0
+                c_d = 2.0 * _ZETA * jnp.sqrt(k_s * j_eff)
+                tau_c = k_s * e + jnp.where(engaged, c_d * (dqm - dq), 0.0)
+                tau_m = drive_effort(law.drive, p, k.law, u, dqm, x.enable)
+                budget = friction_budget(p, tau_m, -tau_c, dqm)
+                tau_f = stick_slip_torque(J, dqm, tau_m - tau_c, budget, h)
+                dqm = dqm + h * (tau_m - tau_c + tau_f) / J
+                dq = dq + h * (tau_c + tau_e) / I_load
+                return (q + h * dq, dq, qm + h * dqm, dqm), tau_f
+
+            (q, dq, qm, dqm), tau_f = jax.lax.scan(sub, (s.q, s.dq, s.qm, s.dqm), None, length=n_sub)
+            new = State(q, dq, qm, dqm, s.q, s.q_prev)
+        out = Outputs(s.q, s.dq, u, tau_m0, tau_e0, tau_f[0])
+        return new, out
+
+    return step

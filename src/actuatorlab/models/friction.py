@@ -1,0 +1,59 @@
+"""Friction: Coulomb, viscous, Stribeck, load-dependent and directional, with stick/slip.
+
+The friction is a *budget* (maximum resisting effort) applied by :func:`stick_slip_torque`, which
+clips the effort needed to stop the joint within one step: a joint at rest resists any net torque
+below the budget (sticks), and friction can only bring the velocity towards zero, never reverse it,
+so it never adds energy. This formulation follows BAM (Duclusaud et al., "Extended Friction Models
+for the Physics Simulation of Servo Actuators", ICRA 2025), whose models M1..M6 are the special
+cases listed in :mod:`actuatorlab.models.registry`.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+__all__ = ["friction_budget", "stick_slip_torque"]
+
+_EPS = 1e-9
+
+
+def friction_budget(p, tau_motor, tau_ext, dq):
+    """Maximum friction effort [N.m] for the current state.
+
+    s          = exp(-(|dq| / v_s)^alpha)                        Stribeck coefficient, 1 at rest
+    tau_gb     = |tau_ext - tau_motor|                           torque through the gearbox
+    tau_gb_dir = |mu_e tau_ext - mu_m tau_motor|                 directional (driving/backdriving)
+    F = F_c + s F_s                                              Coulomb + Stribeck
+        + mu tau_gb + s mu_s tau_gb                              load-dependent (M3, M4)
+        + tau_gb_dir                                             directional (M5)
+        + s [q_m |tau_ext|^2 (|tau_ext| < |tau_motor|) + q_e |tau_motor|^2 (|tau_ext| > |tau_motor|)]
+              * (tau_ext and tau_motor of opposite signs)        quadratic terms (BAM M6)
+        + F_v |dq|                                               viscous
+    Parameters at 0 switch their term off. With mu_m = mu_e = mu the directional term equals the
+    non-directional one: driving and backdriving then lose the same fraction of the torque, which
+    is what an asymmetric gearbox efficiency breaks.
+    """
+    adq = jnp.abs(dq)
+    s = jnp.exp(-jnp.power(adq / p["stribeck_velocity"] + _EPS, p["stribeck_alpha"]))
+    tau_gb = jnp.abs(tau_ext - tau_motor)
+    tau_dir = jnp.abs(p["load_friction_external"] * tau_ext - p["load_friction_motor"] * tau_motor)
+    opposite = (tau_ext * tau_motor) < 0.0
+    quad = jnp.where(jnp.abs(tau_ext) < jnp.abs(tau_motor),
+                     p["load_friction_external_quad"] * tau_ext**2,
+                     p["load_friction_motor_quad"] * tau_motor**2)
+    coulomb = (p["friction_base"] + s * p["friction_stribeck"]
+               + p["load_friction"] * tau_gb + s * p["load_friction_stribeck"] * tau_gb
+               + tau_dir + s * jnp.where(opposite, quad, 0.0))
+    return coulomb + p["friction_viscous"] * adq
+
+
+def stick_slip_torque(inertia, dq, tau_net, budget, dt):
+    """Friction torque that at most stops the joint within one step (stick/slip).
+
+    tau_stop = inertia * dq / dt + tau_net          effort that brings dq to 0 in one step
+    tau_f    = -sign(tau_stop) * min(|tau_stop|, budget)
+    Hence dq' = dq + (tau_net + tau_f) dt / inertia lies between 0 and the frictionless dq' with the
+    same sign: friction dissipates and a resting joint holds |tau_net| <= budget.
+    """
+    tau_stop = inertia * dq / dt + tau_net
+    return -jnp.sign(tau_stop) * jnp.minimum(jnp.abs(tau_stop), budget)

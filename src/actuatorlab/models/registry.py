@@ -1,0 +1,152 @@
+"""Registry of named, nested actuator models.
+
+A model name is a base model optionally followed by extensions: ``m4``, ``m4+delay``,
+``m6+delay+backlash``. Base models follow BAM's ladder (Duclusaud et al., ICRA 2025):
+
+=====  ==========================================================================
+m1     DC motor (kt, R) + armature + Coulomb + viscous
+m2     m1 + Stribeck
+m3     m1 + load-dependent Coulomb (grows with the torque through the gearbox)
+m4     m2 + m3 + load-dependent Stribeck
+m5     m4 with directional load friction (driving vs backdriving efficiency)
+m6     m5 + quadratic load terms at rest
+=====  ==========================================================================
+
+Extensions: ``delay`` (command delay), ``offset`` (encoder offset and bias effort), ``climit``
+(driver current limit), ``backlash`` (two-body transmission with dead band and series
+stiffness), ``compliance`` (series stiffness without dead band), ``gain`` (free firmware gain
+scale, for undocumented firmwares).
+
+Each model lists its free parameters; every other parameter keeps its neutral value, so a model
+with more mechanisms contains its parent exactly (``parent`` is the model it extends).
+Which parameters are free also depends on the drive: a current-mode drive (EMPS) has no kt/R.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..errors import UnknownNameError
+
+__all__ = ["ModelSpec", "BASE_MODELS", "EXTENSIONS", "get_model", "list_models", "DEFAULT_LADDER",
+           "parent_of", "contains", "embed_params"]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A named nested model: its free parameters and static structure."""
+
+    name: str
+    free: tuple[str, ...]
+    compliant: bool = False
+    description: str = ""
+
+    def free_for(self, drive: str) -> tuple[str, ...]:
+        """Free parameters that matter for a drive type ("voltage", "current", "effort")."""
+        motor = {"kt", "R", "current_limit"}
+        return tuple(n for n in self.free if drive == "voltage" or n not in motor)
+
+    @property
+    def base(self) -> str:
+        return self.name.split("+")[0]
+
+    @property
+    def extensions(self) -> tuple[str, ...]:
+        return tuple(self.name.split("+")[1:])
+
+
+_M1 = ("kt", "R", "armature", "friction_base", "friction_viscous")
+_STRIBECK = ("friction_stribeck", "stribeck_velocity", "stribeck_alpha")
+BASE_MODELS: dict[str, tuple[tuple[str, ...], str]] = {
+    "m1": (_M1, "Coulomb + viscous"),
+    "m2": (_M1 + _STRIBECK, "Stribeck"),
+    "m3": (_M1 + ("load_friction",), "load-dependent"),
+    "m4": (_M1 + _STRIBECK + ("load_friction", "load_friction_stribeck"), "Stribeck load-dependent"),
+    "m5": (_M1 + _STRIBECK + ("load_friction_motor", "load_friction_external", "load_friction_stribeck"),
+           "Stribeck load-dependent directional"),
+    "m6": (_M1 + _STRIBECK + ("load_friction_motor", "load_friction_external", "load_friction_stribeck",
+                              "load_friction_motor_quad", "load_friction_external_quad"),
+           "Stribeck load-dependent directional quadratic"),
+}
+
+#: extension -> (extra free parameters, makes the transmission compliant, description)
+EXTENSIONS: dict[str, tuple[tuple[str, ...], bool, str]] = {
+    "delay": (("delay",), False, "command delay"),
+    "offset": (("q_offset", "force_offset"), False, "encoder offset and constant bias effort"),
+    "climit": (("current_limit",), False, "driver current limit"),
+    "backlash": (("backlash", "stiffness"), True, "dead band + series stiffness (two bodies)"),
+    "compliance": (("stiffness",), True, "series stiffness (two bodies)"),
+    "gain": (("gain_scale",), False, "free firmware gain scale"),
+}
+
+#: The nested ladder fitted by ``actuatorlab fit`` without ``--model``: each entry extends an
+#: earlier one, so each extension can be judged against its parent on validation data.
+DEFAULT_LADDER: tuple[str, ...] = ("m1", "m2", "m3", "m4", "m5", "m6")
+
+_BASE_PARENT = {"m2": "m1", "m3": "m1", "m4": "m2", "m5": "m4", "m6": "m5"}
+
+
+def list_models() -> list[str]:
+    """Base model names and extension names (extensions combine with '+')."""
+    return list(BASE_MODELS) + [f"+{e}" for e in EXTENSIONS]
+
+
+def get_model(name: str) -> ModelSpec:
+    """Look a model up by name (``m4``, ``m4+delay``, ...); errors list what exists."""
+    parts = [s.strip() for s in name.strip().split("+")]
+    base, exts = parts[0], parts[1:]
+    if base not in BASE_MODELS:
+        raise UnknownNameError("model", name, list_models())
+    free = list(BASE_MODELS[base][0])
+    desc = [BASE_MODELS[base][1]]
+    compliant = False
+    for e in exts:
+        if e not in EXTENSIONS:
+            raise UnknownNameError("model extension", e, list(EXTENSIONS))
+        extra, comp, d = EXTENSIONS[e]
+        free += [x for x in extra if x not in free]
+        compliant |= comp
+        desc.append(d)
+    canonical = "+".join([base] + sorted(set(exts), key=list(EXTENSIONS).index))
+    return ModelSpec(canonical, tuple(free), compliant, " + ".join(desc))
+
+
+_DIRECTIONAL = ("load_friction_motor", "load_friction_external")
+
+
+def _expressible(spec: ModelSpec) -> set[str]:
+    # non-directional load friction mu |tau_e - tau_m| is the directional one with mu_m = mu_e = mu
+    free = set(spec.free)
+    return free | {"load_friction"} if set(_DIRECTIONAL) <= free else free
+
+
+def contains(outer: str, inner: str) -> bool:
+    """True if model ``outer`` contains model ``inner`` exactly (``inner`` is ``outer`` with some
+    mechanisms switched off or tied): free parameters are a subset up to the directional
+    load-friction identity (see :func:`embed_params`) and the structure is no richer."""
+    a, b = get_model(outer), get_model(inner)
+    return (a.name != b.name and set(b.free) <= _expressible(a)
+            and (a.compliant or not b.compliant))
+
+
+def embed_params(params: dict[str, float], into: str) -> dict[str, float]:
+    """Parameters of a contained model rewritten for model ``into`` with the same behaviour.
+
+    A non-directional load friction mu becomes mu_m = mu_e = mu when ``into`` is directional.
+    """
+    spec = get_model(into)
+    p = dict(params)
+    mu = p.get("load_friction", 0.0)
+    if mu and "load_friction" not in spec.free and set(_DIRECTIONAL) <= set(spec.free):
+        p["load_friction"] = 0.0
+        p["load_friction_motor"] = p.get("load_friction_motor", 0.0) + mu
+        p["load_friction_external"] = p.get("load_friction_external", 0.0) + mu
+    return p
+
+
+def parent_of(name: str) -> str | None:
+    """The model that ``name`` extends by one step (drop the last extension, or the base's parent)."""
+    spec = get_model(name)
+    if spec.extensions:
+        return "+".join([spec.base] + list(spec.extensions[:-1]))
+    return _BASE_PARENT.get(spec.base)

@@ -1,0 +1,242 @@
+"""The jobs behind the CLI, as library functions: fit, evaluate, compare, import, audit, export.
+
+Each takes paths and options, returns plain data (dicts, lists) and writes outputs atomically; the
+CLI (:mod:`actuatorlab.cli`) only parses arguments, draws progress and prints tables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import jax.numpy as jnp
+import numpy as np
+
+from .errors import DataError
+from .logs import load_logs, save_trajectory, audit_log
+from .logs.format import Trajectory
+
+__all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
+           "run_audit", "identifiability_for"]
+
+Progress = Callable[[str, str, float], None]
+
+
+def example_data_dir() -> Path:
+    """The real XL330 logs bundled with the package (used when no DATA is given)."""
+    return Path(__file__).resolve().parent / "examples" / "bam_xl330"
+
+
+def load_data(paths: list[str | Path] | None, mapping: str | None = None) -> list[Trajectory]:
+    paths = list(paths or [example_data_dir()])
+    return load_logs(paths, mapping=mapping)
+
+
+def _setup_summary(trajs: list[Trajectory]) -> dict:
+    """Representative setup (the first log's) plus the gains seen across logs."""
+    s = trajs[0].setup.to_dict()
+    s["gains_seen"] = sorted({str(t.setup.gains) for t in trajs})
+    return s
+
+
+def identifiability_for(fit, batches) -> dict | None:
+    """Standard errors and correlations of the free parameters at the optimum (rollout residuals)."""
+    from .identify.fit import substeps_for
+    from .identify.identifiability import identifiability
+    from .sim.rollout import rollout_batch
+
+    space = fit.space
+    if space.n == 0:
+        return None
+    items = [(b.step_config(fit.spec.compliant, substeps_for(fit.spec)), b.arrays(), np.asarray(b.mask))
+             for b in batches]
+
+    def residuals(theta):
+        p = space.params(jnp.asarray(theta))
+        rs = [(rollout_batch(cfg, p, arr).q - arr["q_meas"])[mask] for cfg, arr, mask in items]
+        return jnp.concatenate(rs)
+
+    return identifiability(residuals, np.asarray(fit.theta, float), list(space.names))
+
+
+def _param_rows(model_dict: dict) -> list[dict]:
+    rows = []
+    for name, e in model_dict["parameters"].items():
+        if e.get("free"):
+            rows.append({"name": name, "value": e["value"], "unit": e["unit"], "stderr": e.get("stderr"),
+                         "lower": e.get("lower"), "upper": e.get("upper"), "free": True})
+    return rows
+
+
+def _html_table(rows: list[dict], cols: list[str]) -> str:
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.4g}"
+        return "" if v is None else str(v)
+
+    head = "".join(f"<th>{c}</th>" for c in cols)
+    body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(c))}</td>" for c in cols) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, seed: int = 0,
+            budget: str = "default", dt: float | None = None, mapping: str | None = None,
+            progress: Progress | None = None) -> dict:
+    """Fit (one model, or the nested family with validation selection) and write RUN/.
+
+    Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
+    """
+    from .evaluate import summarize, write_report
+    from .evaluate.replay import replay_batches, timestep_sensitivity
+    from .identify.fit import fit_model
+    from .identify.modelfile import atomic_write_text, model_to_dict, save_model
+    from .identify.select import BUDGETS, fit_family, split_validation
+    from .models.registry import get_model
+    from .sim.rollout import make_batches
+    import json
+
+    if budget not in BUDGETS:
+        from .errors import UnknownNameError
+        raise UnknownNameError("budget", budget, list(BUDGETS))
+    if model is not None:
+        get_model(model)  # fail before loading data
+    trajs = load_data(paths, mapping)
+    out = Path(out)
+    selection = None
+    if model is None:
+        sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress)
+        fit = sel.final
+        selection = {"table": sel.table, "selected": sel.selected, "fit_logs": sel.fit_names,
+                     "validation_logs": sel.val_names, "rule": "a model earns its place when its validation "
+                     "position MAE is >= 2 % below every eligible model it contains; the eligible model with "
+                     "the lowest validation MAE is selected, then refitted on all given logs"}
+    else:
+        evals, starts, grad = BUDGETS[budget]
+        cb = (lambda s, d, t: progress(model, s, d / t)) if progress else None
+        fit = fit_model(trajs, model, seed=seed, max_evals=evals, n_starts=starts, grad_steps=grad, dt=dt,
+                        progress=cb)
+    batches = make_batches(trajs, fit.dt)
+    if progress:
+        progress("identifiability", "jacobian", 0.0)
+    ident = identifiability_for(fit, batches)
+    results = replay_batches(fit.model, fit.params, batches)
+    summary = summarize(results)
+    data = {"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in trajs],
+            "n_samples": int(sum(b.n_samples for b in batches)), "dt": fit.dt}
+    d = model_to_dict(fit, setup=_setup_summary(trajs), data=data,
+                      metrics={"train": {k: summary[k] for k in ("position_mae", "position_rmse",
+                                                                  "position_relative_error")}},
+                      identifiability=ident, selection=selection)
+    if progress:
+        progress("timestep sensitivity", "replay", 0.0)
+    d["timestep_sensitivity"] = timestep_sensitivity(d, trajs)
+    save_model(d, out / "model.json")
+    atomic_write_text(out / "identifiability.json", json.dumps(ident, indent=2) + "\n")
+    extra = {}
+    if selection:
+        extra["Nested models (validation selection)"] = _html_table(
+            selection["table"], ["model", "parent", "n_free", "train_mae", "validation_mae", "gain_vs_parent",
+                                 "earns_place", "selected"])
+    extra["Timestep sensitivity"] = _html_table(
+        [{"dt": k, **v} for k, v in d["timestep_sensitivity"].items()], ["dt", "position_mae", "ratio_to_dt"])
+    write_report(out / "report.html", results, title=f"actuatorlab fit: {fit.model}", model_name=fit.model,
+                 parameters=_param_rows(d), identifiability=ident, summary=summary, extra_sections=extra)
+    d["_summary"] = summary
+    return d
+
+
+def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | None = None) -> dict:
+    """Replay logs with a fitted model (never refitting); returns the metrics summary."""
+    from .evaluate import summarize
+    from .evaluate.replay import replay
+    from .identify.modelfile import load_model
+
+    d = load_model(model_path)
+    trajs = load_data(paths, mapping)
+    joint = d.get("joint_type")
+    for t in trajs:
+        if joint and t.setup.joint_type != joint:
+            raise DataError(t.source_file or t.name, f"unit mismatch: log is {t.setup.joint_type} but the "
+                                                     f"model was fitted on {joint} joints")
+    s = summarize(replay(d, trajs, dt))
+    s["model"] = d["model"]
+    return s
+
+
+def run_compare(paths, holdout, *, models: list[str] | None = None, seed: int = 0, budget: str = "default",
+                dt: float | None = None, progress: Progress | None = None) -> dict:
+    """Fit several nested models on ``paths`` and score them on ``holdout`` logs (never fitted on).
+
+    Each model starts from its parent's optimum; the table marks which extensions lower held-out
+    error relative to their parent.
+    """
+    from .evaluate import summarize
+    from .evaluate.replay import replay_batches
+    from .identify.fit import fit_model
+    from .identify.select import BUDGETS, ladder_for
+    from .models.registry import contains, get_model
+    from .sim.rollout import make_batches
+
+    train = load_data(paths)
+    test = load_logs(list(holdout))
+    train_names = {t.source_file for t in train}
+    overlap = [t.source_file for t in test if t.source_file in train_names]
+    if overlap:
+        raise DataError(overlap[0], "held-out log is also in the training data")
+    models = list(models or ladder_for(train))
+    for m in models:
+        get_model(m)
+    evals, starts, grad = BUDGETS[budget]
+    tb = make_batches(train, dt)
+    hb = make_batches(test, tb[0].dt)
+    rows, fits = [], {}
+    for i, m in enumerate(models):
+        inner = [x for x in fits if contains(m, x)]
+        parent = max(inner, key=lambda x: len(fits[x].space.names)) if inner else None
+        cb = (lambda s, d, t, _m=m: progress(_m, s, d / t)) if progress else None
+        r = fit_model(tb, m, seed=seed + i, max_evals=evals, n_starts=starts, grad_steps=grad,
+                      init=[fits[x].params for x in inner], progress=cb)
+        fits[m] = r
+        s = summarize(replay_batches(m, r.params, hb))
+        row = {"model": m, "parent": parent, "n_free": len(r.space.names), "train_mae": r.train_mae,
+               "heldout_mae": s["position_mae"], "heldout_rmse": s["position_rmse"], "fit_wall_s": r.wall_s}
+        if parent:
+            prow = next(x for x in rows if x["model"] == parent)
+            row["heldout_gain_vs_parent"] = 1.0 - row["heldout_mae"] / prow["heldout_mae"]
+            row["improves_heldout"] = row["heldout_gain_vs_parent"] > 0.0
+        rows.append(row)
+    best = min(rows, key=lambda r: r["heldout_mae"])
+    return {"rows": rows, "best": best["model"], "unit": tb[0].unit,
+            "train_logs": [t.name for t in train], "heldout_logs": [t.name for t in test]}
+
+
+def run_import(paths, out_dir, *, mapping: str | None = None) -> list[Path]:
+    """Convert logs of any supported format to the native format in ``out_dir``."""
+    trajs = load_logs(list(paths), mapping=mapping)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for t in trajs:
+        target = out / f"{t.name}.parquet"
+        if Path(t.source_file).resolve() == target.resolve():
+            raise DataError(t.source_file, "refusing to overwrite a raw input file")
+        written.append(save_trajectory(t, target))
+    return written
+
+
+def run_audit(paths, *, mapping: str | None = None) -> list[dict]:
+    """Audit every log (loaded leniently so that the problems can be reported, not raised)."""
+    from .logs import find_log_files, load_log
+
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            files.extend(find_log_files(p))
+        elif p.exists():
+            files.append(p)
+        else:
+            raise DataError(p, "no such file or folder")
+    if not files:
+        raise DataError(paths[0] if paths else None, "no supported log files found")
+    return [audit_log(load_log(f, mapping=mapping, strict=False)) for f in files]
