@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import inspect
+import json
 from pathlib import Path
 
 import jax
@@ -244,6 +245,34 @@ def test_pd_law_maps_to_a_position_actuator(tmp_path):
         assert d.actuator_force[0] == pytest.approx(np.clip(20.0 * (qt - q) - 0.5 * dq, -3, 3), abs=1e-12)
 
 
+def test_model_file_path_is_accepted_and_existing_output_survives_a_failure(tmp_path):
+    model_path = tmp_path / "model.json"
+    model_path.write_text(json.dumps(pwm_model(armature=0.007)))
+    out = tmp_path / "bench.xml"
+    res = export_mjcf(model_path, out)
+    assert mujoco.MjModel.from_xml_path(str(out)).dof_armature[0] == 0.007
+    before = out.read_text()
+    broken = pwm_model()
+    del broken["setup"]["supply_voltage"]
+    model_path.write_text(json.dumps(broken))
+    with pytest.raises(ModelError, match="model.json: controller 'dynamixel_pwm' needs setup.supply_voltage"):
+        export_mjcf(model_path, out)
+    assert out.read_text() == before and res.path == out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bench.xml", "model.json"]  # no temp files left
+
+
+def test_output_that_mujoco_rejects_is_never_written(tmp_path, monkeypatch):
+    from actuatorlab.export import mjcf
+
+    def broken_law(ctx):
+        return mjcf._Actuator("position", {"kp": "1", "bogus": "1"}, {})
+
+    monkeypatch.setitem(mjcf._LAWS, "dynamixel_pwm", broken_law)
+    with pytest.raises(ModelError, match="does not load in MuJoCo.*bogus"):
+        export_mjcf(pwm_model(), tmp_path / "bench.xml")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_not_representable_lists_active_mechanisms_only(tmp_path):
     on = pwm_model(friction_stribeck=0.02, load_friction=0.1, backlash=0.01, stiffness=50.0,
                    load_friction_motor=0.2, efficiency_fwd=0.8)
@@ -309,6 +338,10 @@ def test_patch_errors(tmp_path):
     prismatic["joint_type"] = "prismatic"
     with pytest.raises(ModelError, match="HINGE"):
         export_mjcf(prismatic, tmp_path / "x.xml", base_xml=BASE_2R, joint="R1")
+    with pytest.raises(ModelError, match="format_version"):
+        export_mjcf({**model, "format_version": "7"}, tmp_path / "x.xml")
+    with pytest.raises(ModelError, match="needs kt > 0"):
+        export_mjcf({**model, "parameters": {"R": {"value": 5.0}}}, tmp_path / "x.xml")
     bad = copy.deepcopy(model)
     bad["controller"] = "magic"
     with pytest.raises(UnknownNameError, match="dynamixel_pwm"):

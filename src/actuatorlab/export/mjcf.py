@@ -44,6 +44,7 @@ Simulation of Servo Actuators", ICRA 2025).
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
@@ -637,13 +638,26 @@ def _fix_keyframes(root: ET.Element, old: list[ET.Element], m0: mujoco.MjModel, 
 # public entry point
 
 
-def export_mjcf(model: dict[str, Any], out_path: str | Path, *, base_xml: str | Path | None = None,
+def _load_model(model: dict[str, Any] | str | Path) -> dict[str, Any]:
+    if isinstance(model, dict):
+        return model
+    path = Path(model)
+    try:
+        loaded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelError(f"{path}: cannot read the model file ({e})") from None
+    if not isinstance(loaded, dict):
+        raise ModelError(f"{path}: expected a JSON object")
+    return loaded
+
+
+def export_mjcf(model: dict[str, Any] | str | Path, out_path: str | Path, *, base_xml: str | Path | None = None,
                 joint: str | None = None, servo: Servo = "auto",
                 timestep: float | None = None) -> ExportResult:
     """Write the fitted actuator ``model`` (a parsed ``model.json``) as MJCF to ``out_path``.
 
     Args:
-        model: the dict of ``RUN/model.json`` (format "actuatorlab-model", version "1").
+        model: the dict of ``RUN/model.json`` (format "actuatorlab-model", version "1"), or its path.
         out_path: the MJCF file to write (atomically; parent directory created). It is loaded with
             ``mujoco.MjModel.from_xml_path`` before it replaces any existing file.
         base_xml: a robot MJCF to patch (never modified); None writes the test bench.
@@ -661,6 +675,18 @@ def export_mjcf(model: dict[str, Any], out_path: str | Path, *, base_xml: str | 
             an input file, or the written MJCF does not load.
         UnknownNameError: unknown controller, or ``joint`` not in ``base_xml`` (lists the joints).
     """
+    label = None if isinstance(model, dict) else str(model)
+    try:
+        return _export(_load_model(model), Path(out_path), base_xml, joint, servo, timestep)
+    except ModelError as e:  # name the model file in errors about its content
+        msg = str(e)
+        if label is not None and msg.startswith("model: "):
+            raise ModelError(f"{label}: {msg[len('model: '):]}") from None
+        raise
+
+
+def _export(model: dict[str, Any], out: Path, base_xml: str | Path | None, joint: str | None,
+            servo: Servo, timestep: float | None) -> ExportResult:
     _check_format(model)
     if servo not in ("auto", "dcmotor", "position"):
         raise UnknownNameError("servo mapping", str(servo), ["auto", "dcmotor", "position"])
@@ -673,7 +699,6 @@ def export_mjcf(model: dict[str, Any], out_path: str | Path, *, base_xml: str | 
     if controller not in _LAWS:
         raise UnknownNameError("controller", str(controller), list(_LAWS))
     constants = dict(model.get("controller_constants") or {})
-    out = Path(out_path)
     out_dir = out.resolve().parent
 
     if base_xml is None:
