@@ -56,7 +56,7 @@ def print_table(rows: list[dict]) -> None:
 
     table = Table(title="Peers on the XL330 split (MAE in mrad)")
     for col, just in [("peer", "left"), ("model", "left"), ("trials", "right"),
-                      ("fit wall [s]", "right"), ("fit CPU [s]", "right"),
+                      ("fit wall (s)", "right"), ("fit CPU (s)", "right"),
                       ("train MAE", "right"), ("held-out MAE", "right")]:
         table.add_column(col, justify=just)
     for r in rows:

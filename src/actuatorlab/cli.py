@@ -87,6 +87,13 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
     s = d["_summary"]
     console.print(f"training replay: MAE {_mrad(s['position_mae'], unit)}, RMSE {_mrad(s['position_rmse'], unit)}, "
                   f"relative {100 * s['position_relative_error']:.2f}%")
+    ts = d.get("timestep_sensitivity") or {}
+    parts = []
+    for k, v in ts.items():
+        mv = v.get("max_abs_relative_change")
+        parts.append(f"{k}: MAE {_mrad(v['position_mae'], unit)}" + ("" if mv is None else f", params move <= {100 * mv:.0f}%"))
+    if parts:
+        console.print("timestep sensitivity: " + "; ".join(parts))
     console.print(f"wrote {out / 'model.json'}, {out / 'report.html'}, {out / 'identifiability.json'}")
 
 

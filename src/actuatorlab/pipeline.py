@@ -138,7 +138,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
             selection["table"], ["model", "parent", "n_free", "train_mae", "validation_mae", "gain_vs_parent",
                                  "earns_place", "selected"])
     extra["Timestep sensitivity"] = _html_table(
-        [{"dt": k, **v} for k, v in d["timestep_sensitivity"].items()], ["dt", "position_mae", "ratio_to_dt"])
+        [{**v, "dt": k, "dt_s": v["dt"]} for k, v in d["timestep_sensitivity"].items()],
+        ["dt", "dt_s", "position_mae", "ratio_to_dt", "refit_position_mae", "max_abs_relative_change"])
     write_report(out / "report.html", results, title=f"actuatorlab fit: {fit.model}", model_name=fit.model,
                  parameters=_param_rows(d), identifiability=ident, summary=summary, extra_sections=extra)
     d["_summary"] = summary

@@ -155,13 +155,15 @@ class FitResult:
 def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed: int = 0,
               max_evals: int = 3000, popsize: int = 16, n_starts: int = 2, grad_steps: int = 150,
               init: dict | list[dict] | None = None, dt: float | None = None,
-              progress: Callable | None = None, profile: str | None = None) -> FitResult:
+              progress: Callable | None = None, profile: str | None = None,
+              sigma0: float = 0.25) -> FitResult:
     """Fit ``model`` to the logs.
 
     init: parameters of models this one contains (one dict or several). Each is scored first and
     the best is the first CMA-ES start, so the result is never worse on these logs than any of them.
 
-    max_evals: rollout evaluations for CMA-ES per start. progress(stage, done, total) is called.
+    max_evals: rollout evaluations for CMA-ES per start; sigma0: initial CMA-ES step in the
+    normalised box (small values refine around ``init``). progress(stage, done, total) is called.
     """
     t_start = time.perf_counter()
     spec = get_model(model)
@@ -196,12 +198,14 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     else:  # mid-box for always-on quantities, off for optional mechanisms
         z_init = space.to_z(space.theta_from({}))
         z_init = np.where([PARAMS[n].neutral == 0.0 for n in space.names], z_init, 0.5)
-    starts = [z_init] + [rng.uniform(0.05, 0.95, space.n) for _ in range(max(0, n_starts - 1))]
-    score(np.array(starts))
+    score(z_init[None])
 
     total_work = n_starts * max_evals + grad_steps
-    for si, z0 in enumerate(starts):
-        es = cma.CMAEvolutionStrategy(list(z0), 0.25, {
+    for si in range(n_starts):
+        # later starts: a wide perturbation of the best point so far (a uniform draw in the box
+        # often lands where the joint never leaves stiction and the loss is flat)
+        z0 = z_init if si == 0 else np.clip(best_z + rng.normal(0.0, 0.2, space.n), 0.0, 1.0)
+        es = cma.CMAEvolutionStrategy(list(z0), sigma0, {
             "bounds": [0.0, 1.0], "popsize": popsize, "seed": int(rng.integers(1, 2**31 - 1)),
             "maxfevals": max_evals, "verbose": -9, "tolfun": 1e-9, "tolx": 1e-7})
         used = 0

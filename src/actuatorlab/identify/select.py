@@ -32,9 +32,9 @@ LADDERS: dict[str, tuple[str, ...]] = {
 
 #: name -> (CMA evaluations per start, starts, gradient steps)
 BUDGETS: dict[str, tuple[int, int, int]] = {
-    "quick": (400, 1, 40),
-    "default": (1500, 2, 120),
-    "thorough": (5000, 3, 300),
+    "quick": (1500, 1, 0),
+    "default": (4000, 2, 60),
+    "thorough": (12000, 3, 200),
 }
 
 

@@ -1,0 +1,155 @@
+"""Identification on synthetic logs with known ground truth: parameter recovery, nested models never
+fit worse than the models they contain, validation-based selection, determinism."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from synthetic import ENCODER_STEP, TRUTH_M1, synthetic_set
+
+from actuatorlab.identify import select
+from actuatorlab.identify.fit import ParamSpace, fit_model, make_loss
+from actuatorlab.identify.select import fit_family, split_validation
+from actuatorlab.models.registry import embed_params, get_model
+from actuatorlab.sim.rollout import make_batches
+
+#: four excitations (chirp, sine, torque-disabled drop, steps) at two firmware gains
+SPECS = [("chirp400", "chirp", 400), ("sine800", "sine", 800), ("drop400", "drop", 400), ("steps800", "steps", 800)]
+TRUTH_LOAD = {**TRUTH_M1, "load_friction": 0.2}
+#: mean |quantisation error| of a uniform quantiser: step / 4
+NOISE_FLOOR = ENCODER_STEP / 4
+
+
+@pytest.fixture(scope="module")
+def m1_logs():
+    return synthetic_set(SPECS, TRUTH_M1, duration=1.5)
+
+
+@pytest.fixture(scope="module")
+def load_logs():
+    return synthetic_set(SPECS, TRUTH_LOAD, duration=1.5, model="m3")
+
+
+@pytest.fixture(scope="module")
+def m1_fit(m1_logs):
+    return fit_model(m1_logs, "m1", seed=0, max_evals=600, n_starts=1, grad_steps=60)
+
+
+def test_m1_parameters_are_recovered(m1_fit):
+    p = m1_fit.params
+    for name, truth in TRUTH_M1.items():
+        assert p[name] == pytest.approx(truth, rel=0.03), name
+    assert p["kt"] / p["R"] == pytest.approx(TRUTH_M1["kt"] / TRUTH_M1["R"], rel=0.01)
+    # mechanisms m1 does not have stay neutral
+    assert p["load_friction"] == 0.0 and p["delay"] == 0.0 and p["backlash"] == 0.0
+    # the fit reaches the encoder quantisation floor (the model class contains the truth)
+    assert m1_fit.train_mae < 2 * NOISE_FLOOR
+    assert m1_fit.space.names == get_model("m1").free and m1_fit.dt == 0.005 and m1_fit.profile == "servo"
+
+
+def test_gradient_refinement_improves_on_cma(m1_fit):
+    (h,) = m1_fit.history
+    assert h["evals"] <= 600 + 16
+    assert m1_fit.train_mae <= h["best_f"]
+    assert m1_fit.train_mae < 0.9 * h["best_f"], (m1_fit.train_mae, h["best_f"])
+
+
+def test_train_mae_is_the_pooled_replay_error_at_the_returned_parameters(m1_fit, m1_logs):
+    batches = make_batches(m1_logs, m1_fit.dt)
+    loss = make_loss(m1_fit.spec, m1_fit.space, batches, "mae")
+    assert float(loss(m1_fit.theta)) == pytest.approx(m1_fit.train_mae, rel=1e-9)
+    truth = m1_fit.space.theta_from(TRUTH_M1)
+    assert float(loss(truth)) == pytest.approx(NOISE_FLOOR, rel=0.1)
+
+
+def test_fits_are_deterministic_for_a_fixed_seed(m1_logs):
+    kw = dict(max_evals=96, n_starts=2, grad_steps=0)
+    a = fit_model(m1_logs, "m1", seed=7, **kw)
+    b = fit_model(m1_logs, "m1", seed=7, **kw)
+    c = fit_model(m1_logs, "m1", seed=8, **kw)
+    np.testing.assert_array_equal(a.theta, b.theta)
+    assert a.train_mae == b.train_mae and a.evaluations == b.evaluations and a.history == b.history
+    assert not np.array_equal(a.theta, c.theta)
+
+
+# ------------------------------------------------------------------------------------------------
+# nested models
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def nested(load_logs):
+    """The ladder fitted on load-friction data, each model started from the ones it contains."""
+    batches = make_batches(load_logs)
+    kw = dict(n_starts=1, grad_steps=0)
+    fits = {"m1": fit_model(batches, "m1", seed=0, max_evals=400, **kw)}
+    fits["m2"] = fit_model(batches, "m2", seed=1, max_evals=32, init=fits["m1"].params, **kw)
+    fits["m3"] = fit_model(batches, "m3", seed=2, max_evals=1000, init=fits["m1"].params, **kw)
+    fits["m4"] = fit_model(batches, "m4", seed=3, max_evals=32, init=[fits["m2"].params, fits["m3"].params], **kw)
+    fits["m5"] = fit_model(batches, "m5", seed=4, max_evals=32, init=fits["m4"].params, **kw)
+    return batches, fits
+
+
+def test_load_friction_model_finds_what_m1_cannot(nested):
+    _, fits = nested
+    assert fits["m1"].train_mae > 10 * NOISE_FLOOR
+    assert fits["m3"].train_mae < 0.2 * fits["m1"].train_mae
+    assert fits["m3"].params["load_friction"] == pytest.approx(0.2, rel=0.1)
+
+
+@pytest.mark.parametrize("child,parents", [("m2", ["m1"]), ("m3", ["m1"]), ("m4", ["m2", "m3"]), ("m5", ["m4"])])
+def test_richer_model_never_fits_worse_than_what_it_contains(nested, child, parents):
+    batches, fits = nested
+    for parent in parents:
+        assert fits[child].train_mae <= fits[parent].train_mae * (1 + 1e-12), (child, parent)
+        # the parent's optimum written in the child's parameters replays identically
+        spec = get_model(child)
+        space = ParamSpace.build(spec, batches, "servo")
+        theta = space.theta_from(embed_params(fits[parent].params, child))
+        assert float(make_loss(spec, space, batches)(theta)) == pytest.approx(fits[parent].train_mae, rel=1e-12)
+
+
+def test_directional_model_keeps_the_load_friction_it_started_from(nested):
+    _, fits = nested
+    p5 = fits["m5"].params
+    mu = fits["m4"].params["load_friction"]
+    assert mu > 0.1 and p5["load_friction"] == 0.0
+    assert p5["load_friction_motor"] == pytest.approx(mu, rel=0.2)
+    assert p5["load_friction_external"] == pytest.approx(mu, rel=0.2)
+
+
+# ------------------------------------------------------------------------------------------------
+# selection on validation data
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture()
+def test_budget(monkeypatch):
+    monkeypatch.setitem(select.BUDGETS, "test", (1000, 1, 0))
+    return "test"
+
+
+def test_validation_split_holds_out_one_excitation(m1_logs):
+    fit, val = split_validation(m1_logs)
+    assert [t.name for t in val] == ["sine800"]
+    assert sorted(t.name for t in fit) == ["chirp400", "drop400", "steps800"]
+
+
+def test_selection_adds_load_friction_only_when_the_data_has_it(load_logs, m1_logs, test_budget):
+    with_load = fit_family(load_logs, ("m1", "m3"), budget=test_budget)
+    assert with_load.selected == "m3"
+    assert with_load.val_names == ["sine800"] and "sine800" not in with_load.fit_names
+    row = {r["model"]: r for r in with_load.table}
+    assert row["m3"]["earns_place"] and row["m3"]["parent"] == "m1" and row["m3"]["gain_vs_parent"] > 0.5
+    assert with_load.final.model == "m3"
+    assert with_load.final.params["load_friction"] == pytest.approx(0.2, rel=0.05)
+
+    without = fit_family(m1_logs, ("m1", "m3"), budget=test_budget)
+    assert without.selected == "m1"
+    row = {r["model"]: r for r in without.table}
+    assert not row["m3"]["earns_place"] and row["m3"]["gain_vs_parent"] < 0.02
+    assert row["m1"]["validation_mae"] < 1.5 * NOISE_FLOOR
+    assert without.final.model == "m1"
+    for name, truth in TRUTH_M1.items():
+        assert without.final.params[name] == pytest.approx(truth, rel=0.03), name
