@@ -26,7 +26,7 @@ __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "Selection
            "BUDGETS"]
 
 LADDERS: dict[str, tuple[str, ...]] = {
-    "servo": ("m1", "m2", "m3", "m4", "m5", "m6", "m4+delay", "m6+delay"),
+    "servo": ("m1", "m2", "m3", "m4", "m5", "m6", "g1", "g2", "g1+delay"),
     "drive": ("m1", "m1+offset", "m2+offset", "m1+offset+delay"),
 }
 

@@ -129,7 +129,7 @@ def make_step(cfg: StepConfig):
                 I_load, tau_e = plant_fn(k.plant, p, q)
                 inertia = I_load + p["armature"]
                 tau_m = drive_effort(law.drive, p, k.law, u, dq, x.enable)
-                budget = friction_budget(p, tau_m, tau_e, dq)
+                budget = friction_budget(p, tau_m, tau_e, dq, p["armature"] / inertia)
                 tau_f = stick_slip_torque(inertia, dq, tau_m + tau_e, budget, h)
                 dq = dq + h * (tau_m + tau_e + tau_f) / inertia
                 return (q + h * dq, dq), tau_f

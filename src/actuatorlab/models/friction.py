@@ -17,7 +17,7 @@ __all__ = ["friction_budget", "stick_slip_torque"]
 _EPS = 1e-9
 
 
-def friction_budget(p, tau_motor, tau_ext, dq):
+def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0):
     """Maximum friction effort [N.m] for the current state.
 
     s          = exp(-(|dq| / v_s)^alpha)                        Stribeck coefficient, 1 at rest
@@ -32,6 +32,15 @@ def friction_budget(p, tau_motor, tau_ext, dq):
     Parameters at 0 switch their term off. With mu_m = mu_e = mu the directional term equals the
     non-directional one: driving and backdriving then lose the same fraction of the torque, which
     is what an asymmetric gearbox efficiency breaks.
+
+    Gear-mesh efficiency (actuatorlab): the torque actually carried by the gear mesh is the motor
+    torque minus what accelerates the rotor, tau_g = (1 - r) tau_motor - r tau_ext with
+    r = J_rotor / (J_rotor + I_load) (``rotor_share``; rigid quasi-static estimate). Holding a
+    load, tau_g = tau_motor; in free fall it is only the rotor's inertial torque r |tau_ext|,
+    which BAM's |tau_ext - tau_motor| overstates. The loss is
+        + eta_d |tau_g|   when tau_g dq >= 0 (motor drives the load)
+        + eta_b |tau_g|   otherwise (the load backdrives the motor)
+    i.e. an efficiency 1 - eta_d driving and 1 - eta_b backdriving (Coulomb-like in each regime).
     """
     adq = jnp.abs(dq)
     s = jnp.exp(-jnp.power(adq / p["stribeck_velocity"] + _EPS, p["stribeck_alpha"]))
@@ -44,7 +53,9 @@ def friction_budget(p, tau_motor, tau_ext, dq):
     coulomb = (p["friction_base"] + s * p["friction_stribeck"]
                + p["load_friction"] * tau_gb + s * p["load_friction_stribeck"] * tau_gb
                + tau_dir + s * jnp.where(opposite, quad, 0.0))
-    return coulomb + p["friction_viscous"] * adq
+    tau_g = (1.0 - rotor_share) * tau_motor - rotor_share * tau_ext
+    mesh = jnp.abs(tau_g) * jnp.where(tau_g * dq >= 0.0, p["mesh_friction_drive"], p["mesh_friction_back"])
+    return coulomb + mesh + p["friction_viscous"] * adq
 
 
 def stick_slip_torque(inertia, dq, tau_net, budget, dt):

@@ -10,6 +10,8 @@ m3     m1 + load-dependent Coulomb (grows with the torque through the gearbox)
 m4     m2 + m3 + load-dependent Stribeck
 m5     m4 with directional load friction (driving vs backdriving efficiency)
 m6     m5 + quadratic load terms at rest
+g1     m1 + gear-mesh efficiency, driving vs backdriving (actuatorlab; see friction.py)
+g2     g1 + Stribeck
 =====  ==========================================================================
 
 Extensions: ``delay`` (command delay), ``offset`` (encoder offset and bias effort), ``climit``
@@ -67,6 +69,8 @@ BASE_MODELS: dict[str, tuple[tuple[str, ...], str]] = {
     "m6": (_M1 + _STRIBECK + ("load_friction_motor", "load_friction_external", "load_friction_stribeck",
                               "load_friction_motor_quad", "load_friction_external_quad"),
            "Stribeck load-dependent directional quadratic"),
+    "g1": (_M1 + ("mesh_friction_drive", "mesh_friction_back"), "gear-mesh efficiency (driving/backdriving)"),
+    "g2": (_M1 + _STRIBECK + ("mesh_friction_drive", "mesh_friction_back"), "gear-mesh efficiency + Stribeck"),
 }
 
 #: extension -> (extra free parameters, makes the transmission compliant, description)
@@ -83,7 +87,7 @@ EXTENSIONS: dict[str, tuple[tuple[str, ...], bool, str]] = {
 #: earlier one, so each extension can be judged against its parent on validation data.
 DEFAULT_LADDER: tuple[str, ...] = ("m1", "m2", "m3", "m4", "m5", "m6")
 
-_BASE_PARENT = {"m2": "m1", "m3": "m1", "m4": "m2", "m5": "m4", "m6": "m5"}
+_BASE_PARENT = {"m2": "m1", "m3": "m1", "m4": "m2", "m5": "m4", "m6": "m5", "g1": "m1", "g2": "g1"}
 
 
 def list_models() -> list[str]:
