@@ -35,7 +35,8 @@ from ..models.params import BOUND_PROFILES, PARAMS, bounds_for, neutral_params
 from ..models.registry import ModelSpec, embed_params, get_model
 from ..sim.rollout import Batch, make_batches, rollout_batch
 
-__all__ = ["ParamSpace", "FitResult", "fit_model", "make_loss", "profile_for", "substeps_for"]
+__all__ = ["ParamSpace", "FitResult", "fit_model", "make_loss", "profile_for", "substeps_for",
+           "effort_available"]
 
 
 def profile_for(trajs_or_batches) -> str:
@@ -64,12 +65,12 @@ class ParamSpace:
     @staticmethod
     def build(spec: ModelSpec, batches: list[Batch], profile: str, fixed: dict | None = None) -> "ParamSpace":
         drives = {get_control_law(b.law).drive for b in batches}
-        names = [n for n in spec.free if any(n in spec.free_for(d) for d in drives)]
+        plants = {b.plant for b in batches}
+        names = [n for n in spec.free if any(n in spec.free_for(d) for d in drives)
+                 and (n != "q_offset" or "pendulum" in plants)]  # a carriage has no gravity angle
         lo = np.array([bounds_for(n, profile)[0] for n in names])
         hi = np.array([bounds_for(n, profile)[1] for n in names])
         base = neutral_params()
-        for b in batches:  # a current-mode drive with a known gain: nothing to do; kt/R unused
-            pass
         base.update(fixed or {})
         return ParamSpace(tuple(names), lo, hi, np.array([PARAMS[n].scale == "log" for n in names]), base)
 
@@ -104,28 +105,48 @@ class ParamSpace:
         return np.clip(np.array([float(values.get(n, self.base[n])) for n in self.names]), self.lower, self.upper)
 
 
-def make_loss(spec: ModelSpec, space: ParamSpace, batches: list[Batch], kind: str = "mae") -> Callable:
-    """Loss(theta) -> pooled position error over all samples of all batches (jit-able)."""
+def effort_available(batches: list[Batch]) -> bool:
+    """True if every log of every batch has a measured controller output (e.g. EMPS ``vir``)."""
+    return all(np.isfinite(b.effort_meas[b.mask]).all() for b in batches)
+
+
+def make_loss(spec: ModelSpec, space: ParamSpace, batches: list[Batch], kind: str = "mae",
+              effort_weight: float = 0.0) -> Callable:
+    """Loss(theta) over all samples of all batches (jit-able).
+
+    effort_weight = 0: pooled position error (MAE for ``kind="mae"``), in the log's unit.
+    effort_weight = w > 0 (logs with a measured controller output):
+        log(mean|q_sim - q|) + w log(mean|u_sim - u|)
+    scale-free, so a relative improvement counts the same in either signal. A stiff position loop
+    (EMPS: kp kv gtau = 1.4e6 N/m) hides friction and delay in position, but not in the
+    controller output it needs; fitting position alone let a 0.13 ms command delay trade against
+    viscous friction (Fv 5.6 instead of ~200 N.s/m, force error 30 %, bench/emps.py).
+    """
     sub = substeps_for(spec)
-    items = [(b.step_config(spec.compliant, sub), b.arrays(), jnp.asarray(b.mask, jnp.float64))
-             for b in batches]
+    items = [(b.step_config(spec.compliant, sub), b.arrays(), jnp.asarray(b.mask, jnp.float64),
+              jnp.asarray(np.nan_to_num(b.effort_meas), jnp.float64)) for b in batches]
     n_total = float(sum(b.n_samples for b in batches))
+
+    def residual(e):
+        if kind == "mae":
+            r = jnp.abs(e)
+        elif kind == "mse":
+            r = e**2
+        else:  # smooth MAE for gradients: sqrt(e^2 + eps^2)
+            r = jnp.sqrt(e**2 + 1e-12)
+        return jnp.where(jnp.isfinite(r), r, 1e3)
 
     def loss(theta):
         p = space.params(theta)
-        total = 0.0
-        for cfg, arr, mask in items:
+        sq, su = 0.0, 0.0
+        for cfg, arr, mask, u_meas in items:
             out = rollout_batch(cfg, p, arr)
-            e = out.q - arr["q_meas"]
-            if kind == "mae":
-                r = jnp.abs(e)
-            elif kind == "mse":
-                r = e**2
-            else:  # smooth MAE for gradients: sqrt(e^2 + eps^2)
-                r = jnp.sqrt(e**2 + 1e-8)
-            r = jnp.where(jnp.isfinite(r), r, 1e3)
-            total = total + jnp.sum(r * mask)
-        return total / n_total
+            sq = sq + jnp.sum(residual(out.q - arr["q_meas"]) * mask)
+            if effort_weight > 0:
+                su = su + jnp.sum(residual(out.u - u_meas) * mask)
+        if effort_weight > 0:
+            return jnp.log(sq / n_total + 1e-30) + effort_weight * jnp.log(su / n_total + 1e-30)
+        return sq / n_total
 
     return loss
 
@@ -144,6 +165,8 @@ class FitResult:
     profile: str
     dt: float
     history: list = field(default_factory=list)
+    objective: float = math.nan  # value of the fitted objective (= train_mae without effort term)
+    effort_weight: float = 0.0
 
     @property
     def params(self) -> dict[str, float]:
@@ -156,7 +179,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
               max_evals: int = 3000, popsize: int = 16, n_starts: int = 2, grad_steps: int = 150,
               init: dict | list[dict] | None = None, dt: float | None = None,
               progress: Callable | None = None, profile: str | None = None,
-              sigma0: float = 0.25) -> FitResult:
+              sigma0: float = 0.25, effort_weight: float | None = None) -> FitResult:
     """Fit ``model`` to the logs.
 
     init: parameters of models this one contains (one dict or several). Each is scored first and
@@ -164,13 +187,17 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
 
     max_evals: rollout evaluations for CMA-ES per start; sigma0: initial CMA-ES step in the
     normalised box (small values refine around ``init``). progress(stage, done, total) is called.
+    effort_weight: weight of the controller-output error (see :func:`make_loss`); None means 1.0
+    when every log has a measured controller output and 0 otherwise.
     """
     t_start = time.perf_counter()
     spec = get_model(model)
     batches = trajs if trajs and isinstance(trajs[0], Batch) else make_batches(list(trajs), dt)
     profile = profile or profile_for(batches)
     space = ParamSpace.build(spec, batches, profile)
-    loss = make_loss(spec, space, batches, "mae")
+    if effort_weight is None:
+        effort_weight = 1.0 if effort_available(batches) else 0.0
+    loss = make_loss(spec, space, batches, "mae", effort_weight)
     pop_loss = jax.jit(jax.vmap(lambda z: loss(space.to_theta(z))))
     rng = np.random.default_rng(seed)
 
@@ -220,7 +247,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
 
     # gradient refinement from the best point
     if grad_steps > 0 and space.n > 0:
-        smooth = make_loss(spec, space, batches, "smooth")
+        smooth = make_loss(spec, space, batches, "smooth", effort_weight)
         vg = jax.jit(jax.value_and_grad(lambda z: smooth(space.to_theta(z))))
         opt = optax.adam(3e-3)
         z = jnp.asarray(best_z)
@@ -237,5 +264,6 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
                 progress("grad", n_starts * max_evals + k + 1, total_work)
         score(np.array(zs))  # keep the refined point only if it is better in MAE
     theta = np.asarray(space.to_theta(jnp.asarray(best_z)))
-    return FitResult(spec.name, spec, space, theta, best_f, evals, time.perf_counter() - t_start,
-                     profile, batches[0].dt, history)
+    train_mae = best_f if effort_weight == 0 else float(jax.jit(make_loss(spec, space, batches, "mae"))(theta))
+    return FitResult(spec.name, spec, space, theta, train_mae, evals, time.perf_counter() - t_start,
+                     profile, batches[0].dt, history, objective=best_f, effort_weight=effort_weight)

@@ -82,7 +82,9 @@ def resample_uniform(traj: Trajectory, dt: float) -> Trajectory:
     if not np.all(np.diff(t) > 0):
         raise DataError(where, "cannot resample: timestamps are not strictly increasing (load it with strict=True)")
     grid = uniform_grid(float(t[0]), float(t[-1]), float(dt))
-    idx = np.searchsorted(t, grid, side="right") - 1  # >= 0 since grid[0] == t[0]
+    # a sample stamped up to 1e-3 dt after a grid time is simultaneous (timestamp jitter: EMPS
+    # stamps wander by 3e-8 s around the 1 ms grid, which would otherwise delay every command)
+    idx = np.searchsorted(t, grid + 1e-3 * dt, side="right") - 1  # >= 0 since grid[0] == t[0]
     hold_age = grid - t[idx]
     data: dict[str, np.ndarray] = {}
     channels = {}

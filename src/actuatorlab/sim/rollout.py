@@ -81,8 +81,10 @@ def default_dt(trajs: list[Trajectory]) -> float:
     return max(1e-4, round(float(np.median(med)), 4))
 
 
-def _zoh(time, values, grid):
-    idx = np.searchsorted(time, grid + 1e-12, side="right") - 1
+def _zoh(time, values, grid, tol):
+    """Last sample at or before each grid time; a sample stamped up to ``tol`` [s] after the grid
+    time counts as simultaneous (timestamp jitter, e.g. 3e-8 s on EMPS), never a later one."""
+    idx = np.searchsorted(time, grid + tol, side="right") - 1
     return values[np.clip(idx, 0, len(time) - 1)]
 
 
@@ -98,15 +100,16 @@ def log_arrays(tr: Trajectory, dt: float) -> dict:
         raise DataError(src, "timestamps must be strictly increasing with at least 3 samples")
     n = int(np.floor((time[-1] - time[0]) / dt + 1e-9)) + 1
     grid = time[0] + dt * np.arange(n)
+    tol = 1e-3 * dt
     law = get_control_law(tr.setup.controller)
     q = np.interp(grid, time, tr["position"])
     if "velocity" in tr.data:
         dq = np.interp(grid, time, tr["velocity"])
     else:
         dq = np.gradient(q, dt)
-    enable = _zoh(time, tr["torque_enable"], grid) if "torque_enable" in tr.data else np.ones(n)
+    enable = _zoh(time, tr["torque_enable"], grid, tol) if "torque_enable" in tr.data else np.ones(n)
     if "supply_voltage" in tr.data:
-        v = _zoh(time, tr["supply_voltage"], grid)
+        v = _zoh(time, tr["supply_voltage"], grid, tol)
     elif tr.setup.supply_voltage is not None:
         v = np.full(n, float(tr.setup.supply_voltage))
     elif law.drive == "voltage":
@@ -118,7 +121,7 @@ def log_arrays(tr: Trajectory, dt: float) -> dict:
     for name, arr in (("position", q), ("position_target", tr["position_target"]), ("supply_voltage", v)):
         if not np.all(np.isfinite(arr)):
             raise DataError(src, f"channel {name!r} contains NaN or inf")
-    return dict(t=grid - grid[0], q_target=_zoh(time, tr["position_target"], grid),
+    return dict(t=grid - grid[0], q_target=_zoh(time, tr["position_target"], grid, tol),
                 enable=enable.astype(float), v_supply=v, q_meas=q, dq_meas=dq, effort_meas=effort)
 
 
@@ -202,7 +205,9 @@ def rollout(cfg: StepConfig, params, consts: Constants, q_target, enable, v_supp
     step = make_step(cfg)
     dt = consts.law.dt
     x = Inputs(_delayed(q_target, params["delay"], dt), _delayed(enable, params["delay"], dt), v_supply)
-    s0 = State(q0, dq0, q0, dq0, q0, q0)
+    # the controller's memory of past positions is reconstructed from the measured initial
+    # velocity, so a log cut while moving does not start with a spurious velocity estimate of 0
+    s0 = State(q0, dq0, q0, dq0, q0 - dq0 * dt, q0 - 2.0 * dq0 * dt)
 
     def body(s, xi):
         return step(params, consts, s, xi)
