@@ -767,6 +767,7 @@ def _write_validated(out: Path, text: str) -> None:
             mujoco.MjModel.from_xml_path(tmp)
         except Exception as e:
             raise ModelError(f"{out}: the exported MJCF does not load in MuJoCo: {e}") from None
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
         os.replace(tmp, out)
     except BaseException:
         if os.path.exists(tmp):

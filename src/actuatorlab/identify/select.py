@@ -32,7 +32,7 @@ LADDERS: dict[str, tuple[str, ...]] = {
 
 #: name -> (CMA evaluations per start, starts, gradient steps)
 BUDGETS: dict[str, tuple[int, int, int]] = {
-    "quick": (1500, 1, 0),
+    "quick": (1500, 2, 0),
     "default": (4000, 2, 60),
     "thorough": (12000, 3, 200),
 }

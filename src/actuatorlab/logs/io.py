@@ -61,6 +61,7 @@ def _atomic_write(dest: Path, write: Any) -> None:
         write(tmp)
         with open(tmp, "rb+") as f:
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)  # mkstemp creates 0600
         os.replace(tmp, dest)
     except BaseException:
         tmp.unlink(missing_ok=True)
