@@ -104,7 +104,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     out = Path(out)
     selection = None
     if model is None:
-        sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress)
+        sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress,
+                         checkpoint=out / "checkpoint.json")
         fit = sel.final
         selection = {"table": sel.table, "selected": sel.selected, "fit_logs": sel.fit_names,
                      "validation_logs": sel.val_names, "rule": "a model earns its place when its validation "

@@ -11,7 +11,10 @@ logs starting from its fitting-part optimum.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -20,7 +23,7 @@ from ..errors import DataError
 from ..logs.format import Trajectory
 from ..models.registry import contains, get_model
 from ..sim.rollout import make_batches
-from .fit import FitResult, fit_model, profile_for
+from .fit import FitResult, ParamSpace, fit_model, profile_for
 
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
            "BUDGETS"]
@@ -55,6 +58,44 @@ def time_split(tr: Trajectory, fraction: float = 0.7) -> tuple[Trajectory, Traje
     return cut(slice(0, k), "[:%d%%]" % round(100 * fraction)), cut(slice(k, None), "[%d%%:]" % round(100 * fraction))
 
 
+def _fingerprint(trajs, ladder, seed, budget, min_gain, dt) -> str:
+    h = hashlib.sha256()
+    for t in trajs:
+        h.update(t.name.encode())
+        h.update(np.ascontiguousarray(t.time).tobytes())
+        for c in sorted(t.data):
+            h.update(c.encode())
+            h.update(np.ascontiguousarray(t.data[c]).tobytes())
+    h.update(json.dumps([list(ladder), seed, budget, min_gain, dt, BUDGETS[budget]]).encode())
+    return h.hexdigest()
+
+
+def _load_checkpoint(path, key) -> dict:
+    if path is None or not Path(path).is_file():
+        return {}
+    try:
+        d = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError):
+        return {}
+    return d.get("models", {}) if d.get("key") == key else {}
+
+
+def _save_checkpoint(path, key, done) -> None:
+    if path is not None:
+        from .modelfile import atomic_write_text
+
+        atomic_write_text(path, json.dumps({"key": key, "models": done}, default=float))
+
+
+def _restore(entry: dict, model: str, batches) -> FitResult:
+    spec = get_model(model)
+    space = ParamSpace.build(spec, batches, profile_for(batches))
+    return FitResult(spec.name, spec, space, space.theta_from(entry["params"]), entry["train_mae"],
+                     entry["evaluations"], entry["wall_s"], profile_for(batches), batches[0].dt,
+                     entry.get("history", []), objective=entry.get("objective", entry["train_mae"]),
+                     effort_weight=entry.get("effort_weight", 0.0))
+
+
 def split_validation(trajs: list[Trajectory], every: int = 4) -> tuple[list[Trajectory], list[Trajectory]]:
     """Deterministic split of the given logs into (fit, validation).
 
@@ -86,8 +127,13 @@ class SelectionResult:
 
 def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *, seed: int = 0,
                budget: str = "default", min_gain: float = 0.02, dt: float | None = None,
-               progress: Callable[[str, str, float], None] | None = None) -> SelectionResult:
-    """Fit every model of ``ladder`` on the fitting part and select on the validation part."""
+               progress: Callable[[str, str, float], None] | None = None,
+               checkpoint: str | Path | None = None) -> SelectionResult:
+    """Fit every model of ``ladder`` on the fitting part and select on the validation part.
+
+    checkpoint: a JSON file updated (atomically) after every model; a rerun with the same logs and
+    options resumes from it instead of refitting the models already done.
+    """
     from ..evaluate.metrics import summarize
     from ..evaluate.replay import replay_batches
 
@@ -103,11 +149,22 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     table: list[dict] = []
     val_mae: dict[str, float] = {}
     eligible: dict[str, bool] = {}
+    key = _fingerprint(trajs, ladder, seed, budget, min_gain, dt)
+    done = _load_checkpoint(checkpoint, key)
     for i, m in enumerate(ladder):
         inner = [x for x in fits if contains(m, x)]
-        cb = (lambda stage, done, total, _m=m: progress(_m, stage, done / total)) if progress else None
-        r = fit_model(fb, m, seed=seed + i, max_evals=evals, n_starts=starts, grad_steps=grad,
-                      init=[fits[x].params for x in inner], progress=cb)
+        if m in done:  # resume: same logs and options, this model was already fitted
+            r = _restore(done[m], m, fb)
+            if progress:
+                progress(m, "resumed", 1.0)
+        else:
+            cb = (lambda stage, d, total, _m=m: progress(_m, stage, d / total)) if progress else None
+            r = fit_model(fb, m, seed=seed + i, max_evals=evals, n_starts=starts, grad_steps=grad,
+                          init=[fits[x].params for x in inner], progress=cb)
+            done[m] = {"params": r.params, "train_mae": r.train_mae, "evaluations": r.evaluations,
+                       "wall_s": r.wall_s, "history": r.history, "objective": r.objective,
+                       "effort_weight": r.effort_weight}
+            _save_checkpoint(checkpoint, key, done)
         fits[m] = r
         v = summarize(replay_batches(m, r.params, vb))["position_mae"]
         val_mae[m] = float("inf") if v is None else float(v)
