@@ -35,11 +35,11 @@ DT = 0.005
 
 
 def xl330_setup(kp: float = 400.0, *, mass: float = 0.49, length: float = 0.1, v_supply: float = 7.4,
-                controller: str = "dynamixel_pwm", joint_type: str = "revolute", **gains) -> Setup:
-    """XL330-like servo on the pendulum bench: mass [kg] at length [m], supply [V], P gain [register]."""
-    bench = {"mass": mass, "length": length, "arm_mass": 0.0} if joint_type == "revolute" else dict(gains.pop("bench", {}))
-    return Setup(actuator="xl330", joint_type=joint_type, controller=controller, gains={"kp": float(kp), **gains},
-                 supply_voltage=v_supply, bench=bench)
+                controller: str = "dynamixel_pwm", **gains: float) -> Setup:
+    """XL330-like servo on the pendulum bench: point mass [kg] at length [m], supply [V], firmware
+    Position P Gain ``kp`` [register units] (other gains as keywords)."""
+    return Setup(actuator="xl330", joint_type="revolute", controller=controller, gains={"kp": float(kp), **gains},
+                 supply_voltage=v_supply, bench={"mass": mass, "length": length, "arm_mass": 0.0})
 
 
 def command(kind: str, t: np.ndarray, *, amplitude: float = 1.0) -> tuple[np.ndarray, np.ndarray]:

@@ -138,7 +138,7 @@ def test_validation_split_holds_out_one_excitation(m1_logs):
 
 def test_selection_adds_load_friction_only_when_the_data_has_it(load_logs, m1_logs, test_budget):
     with_load = fit_family(load_logs, ("m1", "m3"), budget=test_budget)
-    assert with_load.selected == "m3"
+    assert with_load.selected == "m3" and "load_friction" in get_model(with_load.selected).free
     assert with_load.val_names == ["sine800"] and "sine800" not in with_load.fit_names
     row = {r["model"]: r for r in with_load.table}
     assert row["m3"]["earns_place"] and row["m3"]["parent"] == "m1" and row["m3"]["gain_vs_parent"] > 0.5
@@ -146,7 +146,7 @@ def test_selection_adds_load_friction_only_when_the_data_has_it(load_logs, m1_lo
     assert with_load.final.params["load_friction"] == pytest.approx(0.2, rel=0.05)
 
     without = fit_family(m1_logs, ("m1", "m3"), budget=test_budget)
-    assert without.selected == "m1"
+    assert without.selected == "m1" and "load_friction" not in get_model(without.selected).free
     row = {r["model"]: r for r in without.table}
     assert not row["m3"]["earns_place"] and row["m3"]["gain_vs_parent"] < 0.02
     assert row["m1"]["validation_mae"] < 1.5 * NOISE_FLOOR

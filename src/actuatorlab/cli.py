@@ -231,13 +231,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130
-    except Exception as e:  # click usage errors
-        import click
-
-        if isinstance(e, click.exceptions.ClickException):
+    except Exception as e:  # usage errors (typer bundles its own click; plain click as fallback)
+        if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
             e.show()
             return e.exit_code
-        if isinstance(e, click.exceptions.Abort):
+        if type(e).__name__ == "Abort":
             return 1
         raise
     return 0

@@ -217,13 +217,12 @@ def run_import(paths, out_dir, *, mapping: str | None = None) -> list[Path]:
     trajs = load_logs(list(paths), mapping=mapping)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    written = []
-    for t in trajs:
-        target = out / f"{t.name}.parquet"
-        if Path(t.source_file).resolve() == target.resolve():
-            raise DataError(t.source_file, "refusing to overwrite a raw input file")
-        written.append(save_trajectory(t, target))
-    return written
+    sources = {Path(t.source_file).resolve() for t in trajs if t.source_file}
+    for t in trajs:  # check every target before writing anything
+        for target in (out / f"{t.name}.parquet", out / f"{t.name}.json"):
+            if target.resolve() in sources:
+                raise DataError(target, "refusing to overwrite a raw input file; choose another --out folder")
+    return [save_trajectory(t, out / f"{t.name}.parquet") for t in trajs]
 
 
 def run_audit(paths, *, mapping: str | None = None) -> list[dict]:

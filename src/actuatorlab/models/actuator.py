@@ -141,6 +141,9 @@ def make_step(cfg: StepConfig):
                 q, dq, qm, dqm = carry
                 I_load, tau_e = plant_fn(k.plant, p, q)
                 J = p["armature"]
+                # a plant whose whole moving mass is the armature (EMPS carriage) keeps 0.1 % of it
+                # on the output side so that the two-body model stays defined
+                I_load = jnp.maximum(I_load, 1e-3 * J)
                 j_eff = J * I_load / (J + I_load)
                 # stiffer than the step can resolve (omega h > 0.5) acts as the stiffest resolvable
                 k_s = jnp.minimum(p["stiffness"], 0.25 * j_eff / h**2)

@@ -237,8 +237,12 @@ def one_step(cfg: StepConfig, params, arrays):
     def one(consts, qt, en, vs, qm, dqm):
         dt = consts.law.dt
         x = Inputs(_delayed(qt, params["delay"], dt), _delayed(en, params["delay"], dt), vs)
-        q_prev = jnp.concatenate([qm[:1], qm[:-1]])
-        q_prev2 = jnp.concatenate([qm[:2], qm[:-2]])
+        # the controller's memory as in :func:`rollout`: measured past positions, reconstructed
+        # from the initial velocity before the log starts
+        back1 = qm[:1] - dqm[:1] * dt
+        back2 = qm[:1] - 2.0 * dqm[:1] * dt
+        q_prev = jnp.concatenate([back1, qm[:-1]])
+        q_prev2 = jnp.concatenate([back2, back1, qm[:-2]])
         s = State(qm, dqm, qm, dqm, q_prev, q_prev2)
         new, _ = jax.vmap(lambda si, xi: step(params, consts, si, xi))(s, x)
         return jnp.concatenate([qm[:1], new.q[:-1]])
