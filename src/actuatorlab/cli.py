@@ -190,6 +190,27 @@ def export(model_json: Path = typer.Argument(...), mjcf: Path = typer.Option(...
 
 
 @app.command()
+def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot name"),
+          suite: str = typer.Option("neural_actuator", "--suite", help="suite name (e.g. neural_actuator, smoke)"),
+          out: Path = typer.Option(..., "--out", "-o", help="dataset folder to write"),
+          seed: int = typer.Option(0, "--seed"),
+          scale: float = typer.Option(1.0, "--scale", help="in (0, 1]: shrinks number and length of trajectories"),
+          overwrite: bool = typer.Option(False, "--overwrite", help="replace a dataset this command wrote before")):
+    """Write realistic synthetic logs from virtual hardware with known ground truth."""
+    from .synth import run_synth
+
+    with _progress() as p:
+        task = p.add_task(f"{robot}/{suite}", total=None)
+
+        def cb(done, total, name):
+            p.update(task, total=total, completed=done, description=f"{suite}: {name}"[:28])
+
+        summary = run_synth(robot, suite, out, seed, scale, progress=cb, overwrite=overwrite)
+    console.print({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
+    console.print(f"wrote {out} (dataset card: {Path(out) / 'DATASET.md'})")
+
+
+@app.command()
 def models():
     """List the registered models, extensions and control laws."""
     from .models.control import CONTROL_LAWS

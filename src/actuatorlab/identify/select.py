@@ -42,7 +42,12 @@ BUDGETS: dict[str, tuple[int, int, int]] = {
 
 
 def ladder_for(trajs) -> tuple[str, ...]:
-    return LADDERS[profile_for(trajs)]
+    """The default ladder for these logs; firmwares whose gain units are not documented (Feetech)
+    get the free gain scale (``+gain``) on every model."""
+    ladder = LADDERS[profile_for(trajs)]
+    if any(getattr(t, "setup", None) is not None and t.setup.controller == "feetech_pwm" for t in trajs):
+        ladder = tuple(m + "+gain" if "gain" not in m.split("+") else m for m in ladder)
+    return ladder
 
 
 def time_split(tr: Trajectory, fraction: float = 0.7) -> tuple[Trajectory, Trajectory]:

@@ -41,9 +41,10 @@ def _fmt_t(t: float) -> str:
 def validate_trajectory(traj: Trajectory, path: str | Path | None = None) -> None:
     """Raise :class:`DataError` naming ``path`` on the first problem that makes a log unusable.
 
-    Checks, in order: at least :data:`MIN_SAMPLES` samples; a ``position`` channel; no NaN in
-    time, ``position`` or ``position_target``; timestamps strictly increasing (a duplicate or a
-    step back names the sample index and both times).
+    Checks, in order: at least :data:`MIN_SAMPLES` samples; a ``position`` channel (or, for a
+    multi-joint log, ``position/<joint>`` channels); no NaN in time, positions or position targets;
+    timestamps strictly increasing (a duplicate or a step back names the sample index and both
+    times).
     """
     path = path if path is not None else (traj.source_file or traj.name)
     t = np.asarray(traj.time, dtype=np.float64)
@@ -51,9 +52,11 @@ def validate_trajectory(traj: Trajectory, path: str | Path | None = None) -> Non
         raise DataError(path, f"time must be one-dimensional, got shape {t.shape}")
     if t.shape[0] < MIN_SAMPLES:
         raise DataError(path, f"only {t.shape[0]} samples (at least {MIN_SAMPLES} needed)")
-    if "position" not in traj.data:
-        raise DataError(path, "no 'position' channel")
-    for name, x in [("time", t)] + [(c, traj.data[c]) for c in _NO_NAN if c in traj.data]:
+    joint_positions = [c for c in traj.data if c.startswith("position/")]
+    if "position" not in traj.data and not joint_positions:
+        raise DataError(path, "no 'position' channel (nor 'position/<joint>' channels)")
+    no_nan = [c for c in traj.data if c in _NO_NAN or c.split("/")[0] in _NO_NAN and "/" in c]
+    for name, x in [("time", t)] + [(c, traj.data[c]) for c in no_nan]:
         bad = np.flatnonzero(~np.isfinite(np.asarray(x, dtype=np.float64)))
         if bad.size:
             raise DataError(path, f"{bad.size} NaN/inf value(s) in {name}, first at sample {bad[0]}")
