@@ -4,7 +4,7 @@ One command (from the repo root)::
 
     python bench/xl330.py                    # actuatorlab + both peers (creates the peers' venvs)
     python bench/xl330.py --skip-peers       # actuatorlab only
-    python bench/xl330.py --peers-json bench/out/peers_500.json   # reuse a peers run
+    python bench/xl330.py --peers-json bench/out/peers_500.json bench/out/peers_m1_2000.json
 
 Both sides use the split of ``bench/split.py`` (7 training / 4 held-out real XL330 logs) and the
 raw logs of ``../shared/data/bam/xl330/raw``; held-out logs are never used for fitting or model
@@ -71,7 +71,8 @@ def main(argv=None) -> int:
     p.add_argument("--budgets", nargs="+", default=["quick", "default"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-peers", action="store_true")
-    p.add_argument("--peers-json", type=Path, default=None, help="reuse the JSON line of bench/run_peers.py")
+    p.add_argument("--peers-json", type=Path, nargs="+", default=None,
+                   help="reuse the final JSON line(s) of earlier bench/run_peers.py runs")
     p.add_argument("--bam-trials", type=int, default=500)
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
@@ -83,7 +84,8 @@ def main(argv=None) -> int:
 
     peers = []
     if a.peers_json:
-        peers = json.loads(a.peers_json.read_text().strip().splitlines()[-1])["results"]
+        for f in a.peers_json:
+            peers += json.loads(f.read_text().strip().splitlines()[-1])["results"]
     elif not a.skip_peers:
         out = BENCH / "out" / "peers_for_xl330.json"
         out.parent.mkdir(exist_ok=True)

@@ -52,6 +52,10 @@ def identifiability_for(fit, batches) -> dict | None:
              for b in batches]
 
     def residuals(theta):
+        # concrete values only: the summary then takes central differences through the already
+        # compiled rollout (2p replays, well under a second) instead of compiling a forward-mode
+        # Jacobian of the whole scan (tens of seconds)
+        theta = np.asarray(theta, dtype=np.float64)
         p = space.params(jnp.asarray(theta))
         rs = [(rollout_batch(cfg, p, arr).q - arr["q_meas"])[mask] for cfg, arr, mask in items]
         return jnp.concatenate(rs)
