@@ -116,7 +116,7 @@ def make_loss(spec: ModelSpec, space: ParamSpace, batches: list[Batch], kind: st
 
     effort_weight = 0: pooled position error (MAE for ``kind="mae"``), in the log's unit.
     effort_weight = w > 0 (logs with a measured controller output):
-        log(mean|q_sim - q|) + w log(mean|u_sim - u|)
+        log(mean (q_sim - q)^2) + w log(mean (u_sim - u)^2)  (= 2 log ||e_q|| + 2 w log ||e_u|| + const)
     scale-free, so a relative improvement counts the same in either signal. A stiff position loop
     (EMPS: kp kv gtau = 1.4e6 N/m) hides friction and delay in position, but not in the
     controller output it needs; fitting position alone let a 0.13 ms command delay trade against
@@ -147,6 +147,10 @@ def make_loss(spec: ModelSpec, space: ParamSpace, batches: list[Batch], kind: st
         if effort_weight > 0:
             return jnp.log(sq / n_total + 1e-30) + effort_weight * jnp.log(su / n_total + 1e-30)
         return sq / n_total
+
+    if effort_weight > 0 and kind != "mse":
+        # the scale-free objective uses L2 norms, the norm of the benchmark's relative errors
+        return make_loss(spec, space, batches, "mse", effort_weight)
 
     return loss
 
