@@ -110,7 +110,7 @@ BOUND_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
         "friction_base": (0.0, 100.0),
         "friction_viscous": (0.0, 1000.0),
         "friction_stribeck": (0.0, 100.0),
-        "stribeck_velocity": (1e-4, 0.1),
+        "stribeck_velocity": (1e-4, 1.0),
         "stribeck_alpha": (1.0, 5.0),
         "load_friction": (0.0, 0.5),
         "load_friction_motor": (0.0, 0.5),
