@@ -210,6 +210,29 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
     console.print(f"wrote {out} (dataset card: {Path(out) / 'DATASET.md'})")
 
 
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def bench(ctx: typer.Context, name: str = typer.Argument(..., help="sim | xl330 | emps | peers")):
+    """Run a benchmark of bench/ (a source checkout): a table, then one JSON line. Extra options
+    are passed on (e.g. `actuatorlab bench sim --json`)."""
+    import runpy
+
+    from .errors import UnknownNameError
+
+    scripts = {"sim": "sim.py", "xl330": "xl330.py", "emps": "emps.py", "peers": "run_peers.py"}
+    if name not in scripts:
+        raise UnknownNameError("benchmark", name, list(scripts))
+    path = Path(__file__).resolve().parents[2] / "bench" / scripts[name]
+    if not path.is_file():
+        raise ActuatorlabError(f"{path}: benchmarks live in the source checkout's bench/ folder")
+    sys.argv = [str(path), *ctx.args]
+    sys.path.insert(0, str(path.parent))
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as e:
+        if e.code:
+            raise typer.Exit(int(e.code))
+
+
 @app.command()
 def models():
     """List the registered models, extensions and control laws."""

@@ -28,9 +28,10 @@ __all__ = ["LawConstants", "ControlLaw", "CONTROL_LAWS", "get_control_law",
 #: error in counts (4096 per turn) times Position P Gain / 128 / ... gives PWM counts out of 885;
 #: BAM (Duclusaud et al. 2025) measured duty = kp * (4096/2pi)/(256*885) * error.
 DYNAMIXEL_ERROR_GAIN = (4096.0 / (2.0 * jnp.pi)) / (256.0 * 885.0)
-#: Feetech STS: 4096 counts per turn; duty per count per unit of P gain as assumed here (1/1000 duty
-#: per count at kp = 1, clipped at 1). The firmware is not documented: fit ``gain_scale`` for it.
-FEETECH_ERROR_GAIN = (4096.0 / (2.0 * jnp.pi)) / 1000.0 / 32.0
+#: Feetech STS: duty per rad of position error per unit of the firmware P gain. BAM's identified
+#: STS3215 actuator uses 0.166 (Rhoban/bam, Feetech actuator definition); the firmware is not
+#: documented, so fits on Feetech logs also free ``gain_scale`` (``+gain``).
+FEETECH_ERROR_GAIN = 0.166
 
 
 class LawConstants(NamedTuple):

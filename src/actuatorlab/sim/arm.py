@@ -1,0 +1,450 @@
+"""Whole-robot rollouts with an actuatorlab actuator model on every listed joint (MJX path).
+
+A :class:`~actuatorlab.robots.Robot` names, per joint, a firmware law, a DC motor (or ideal torque
+source), a transmission and a friction model. The joint torque is computed here from the *same*
+pure functions as the one-joint model (:mod:`actuatorlab.models`: control laws, ``drive_effort``,
+``friction_budget``, ``stick_slip_torque``) and applied to MuJoCo as ``qfrc_applied``; MuJoCo does
+the multibody dynamics (gravity, Coriolis, coupling, constraints). Two paths share the equations
+and this module's types:
+
+* :func:`make_mjx_rollout` (this module): MJX, ``jax.lax.scan``; jit-, vmap- and grad-able with
+  respect to actuator parameters, per-step inputs and MJX model fields (link masses, ...);
+* :func:`actuatorlab.sim.arm_native.rollout_native`: native MuJoCo (``mj_step1``/``mj_step2``)
+  with a NumPy twin of the same functions: fastest, no gradients.
+
+Timing per control step k (period ``control_dt = substeps * physics_dt``)::
+
+    delay line   q*_k = target delayed by ``delay`` (linear interpolation between control samples)
+    physics step s = 0 .. substeps-1 (h = physics_dt):
+      MuJoCo position/velocity stage at (qpos, qvel): M, qfrc_bias, qfrc_passive
+      firmware tick (s % law_every == 0, period firmware_dt = law_every h):
+        target  q_t = q*_k (hold) | q*_{k-1} + (q*_k - q*_{k-1}) min(1, (s + law_every)/substeps)
+                (linear) | q_f += (1 - exp(-firmware_dt/target_tau)) (q*_k - q_f) (filter)
+        u = law(q_t, q_meas, q_prev, q_prev2, dq, V)     q_meas = q - q_offset; u held to next tick
+      tau_m  = drive_effort(u, dq, enable)               DC motor: kt (clip((u - kt dq)/R)), ...
+      tau_m  = clip(tau_m, lo, hi)                       effort bounds, below
+      tau_e  = qfrc_passive - qfrc_bias - force_offset   external effort seen by the joint
+      I      = M[i, i]                                   effective inertia (joint armature included)
+      tau_f  = stick_slip(I, dq, tau_m + tau_e, F(tau_m, tau_e, dq, armature / I), h)
+      qfrc_applied[i] = tau_m + tau_f - force_offset ;  MuJoCo acceleration + Euler step
+
+Effort bounds: voltage and current drives ``|tau_m| <= effort_limit``; effort drives (``pd``)
+also the DC-motor envelope of Isaac Lab's ``DCMotor`` actuator,
+``hi = clip(S (1 - dq / v_max), 0, E)``, ``lo = clip(S (-1 - dq / v_max), -E, 0)``
+(S saturation effort, E effort limit, v_max velocity limit). The joint's armature parameter is
+written into MuJoCo's ``dof_armature``, so the rotor inertia is part of the multibody mass matrix
+and of M[i, i]; damping and dry friction of modelled joints are zeroed in the MJCF (the model
+supplies them). The friction uses the diagonal of M only (each joint sees its own effective
+inertia; coupling through off-diagonal terms and constraint forces is not in the stick/slip
+test), after Duclusaud et al., "Extended Friction Models for the Physics Simulation of Servo
+Actuators", ICRA 2025, who apply the same budget per joint in MuJoCo.
+
+Outputs are recorded at the start of each control period (like :class:`~actuatorlab.models.
+actuator.Outputs`): joint q, dq, and the first substep's u, tau_motor, tau_friction, tau_ext.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+
+from ..errors import ModelError
+from ..models.actuator import drive_effort
+from ..models.control import CONTROL_LAWS, LawConstants
+from ..models.friction import friction_budget, stick_slip_torque
+from ..robots.loader import Robot
+
+__all__ = ["ArmConfig", "ArmInputs", "ArmState", "ArmOutputs", "Kit", "JAX_KIT", "make_inputs",
+           "initial_state", "make_mjx_rollout", "mjx_model", "position_loss"]
+
+
+@dataclass(frozen=True)
+class ArmConfig:
+    """Static timing of a rollout (compile-time).
+
+    physics_dt [s] MuJoCo step; substeps: physics steps per control step (per input sample);
+    law_every: physics steps per firmware-law evaluation (divides substeps); target: "hold" |
+    "linear" | "filter" (target between control steps, see the module docstring); target_tau [s]
+    filter time constant; delay_steps: length of the delay line in control steps (the largest
+    delay it represents is (delay_steps - 1) * control_dt; longer delays are clipped to it).
+    """
+
+    physics_dt: float
+    substeps: int
+    law_every: int
+    target: str = "hold"
+    target_tau: float = 0.01
+    delay_steps: int = 1
+
+    @property
+    def control_dt(self) -> float:
+        return self.substeps * self.physics_dt
+
+    @property
+    def firmware_dt(self) -> float:
+        return self.law_every * self.physics_dt
+
+    @classmethod
+    def from_robot(cls, robot: Robot, **overrides: Any) -> "ArmConfig":
+        """The robot's own timing; ``overrides`` replace fields (e.g. ``substeps=1``)."""
+        cfg = cls(robot.physics_dt, robot.substeps, robot.law_every, robot.target, robot.target_tau,
+                  robot.delay_steps)
+        cfg = dataclasses.replace(cfg, **overrides)
+        if cfg.substeps < 1 or cfg.law_every < 1 or cfg.substeps % cfg.law_every:
+            raise ModelError(f"ArmConfig: law_every ({cfg.law_every}) must divide substeps ({cfg.substeps})")
+        if cfg.target not in ("hold", "linear", "filter"):
+            raise ModelError(f"ArmConfig: target must be hold, linear or filter, got {cfg.target!r}")
+        if cfg.delay_steps < 1:
+            raise ModelError("ArmConfig: delay_steps must be >= 1")
+        return cfg
+
+
+class ArmInputs(NamedTuple):
+    """Per control step, per joint (robot joint order): q_target [rad | m] (T, n) the host's
+    command, enable [1 on / 0 free] (T, n), v_supply [V] (T, n). A leading batch axis is allowed."""
+
+    q_target: Any
+    enable: Any
+    v_supply: Any
+
+
+class ArmState(NamedTuple):
+    """Rollout state between control steps.
+
+    qpos (nq,), qvel (nv,): MuJoCo state; q_prev, q_prev2 (n,) [rad | m]: positions the firmware
+    measured at its last two ticks; u (n,) [V | N.m]: held firmware output; target_prev (n,): the
+    previous control step's delayed target ("linear"); target_filt (n,): filtered target
+    ("filter"); hist_target, hist_enable (D, n): last D raw inputs, newest first (delay line).
+    """
+
+    qpos: Any
+    qvel: Any
+    q_prev: Any
+    q_prev2: Any
+    u: Any
+    target_prev: Any
+    target_filt: Any
+    hist_target: Any
+    hist_enable: Any
+
+
+class ArmOutputs(NamedTuple):
+    """At the start of every control period (T, ...): q, dq (T, n) joint position [rad | m] and
+    velocity; u (T, n) firmware output; tau_motor, tau_friction, tau_ext (T, n) [N.m | N] efforts
+    of the first physics step; qpos (T, nq), qvel (T, nv) the full MuJoCo state."""
+
+    q: Any
+    dq: Any
+    u: Any
+    tau_motor: Any
+    tau_friction: Any
+    tau_ext: Any
+    qpos: Any
+    qvel: Any
+
+
+# ---------------------------------------------------------------------------------------------
+# The actuator equations, written once over an array namespace ("kit"): jax.numpy for MJX, numpy
+# (with NumPy twins of the library functions, see arm_native) for native MuJoCo.
+@dataclass(frozen=True)
+class Kit:
+    """Array namespace and the model functions to use with it."""
+
+    xp: Any
+    laws: dict
+    drive_effort: Callable
+    friction_budget: Callable
+    stick_slip_torque: Callable
+
+    def put(self, out, idx, val):
+        """out with out[..., idx] = val (functional for jax, a copy for numpy)."""
+        if idx is None:
+            return val
+        if self.xp is np:
+            out = np.array(out, copy=True)
+            out[..., idx] = val
+            return out
+        return out.at[..., idx].set(val)
+
+
+JAX_KIT = Kit(jnp, {k: v.fn for k, v in CONTROL_LAWS.items()}, drive_effort, friction_budget,
+              stick_slip_torque)
+
+
+@dataclass(frozen=True, eq=False)
+class _Layout:
+    """Static per-robot structure: joint addresses, law/drive groups, effort bounds (n,)."""
+
+    qadr: np.ndarray
+    dadr: np.ndarray
+    law_groups: tuple
+    drive_groups: tuple
+    envelope: np.ndarray
+    effort_limit: np.ndarray
+    saturation: np.ndarray
+    velocity_limit: np.ndarray
+
+
+def _groups(values: list[str]) -> tuple:
+    uniq = list(dict.fromkeys(values))
+    if len(uniq) == 1:
+        return ((uniq[0], None),)
+    return tuple((u, np.array([i for i, v in enumerate(values) if v == u])) for u in uniq)
+
+
+def layout(robot: Robot) -> _Layout:
+    js = robot.joints
+    return _Layout(qadr=robot.qpos_adr, dadr=robot.dof_adr,
+                   law_groups=_groups([j.law for j in js]),
+                   drive_groups=_groups([j.drive for j in js]),
+                   envelope=np.array([j.drive == "effort" for j in js]),
+                   effort_limit=np.array([j.effort_limit for j in js]),
+                   saturation=np.array([j.saturation_effort for j in js]),
+                   velocity_limit=np.array([j.velocity_limit for j in js]))
+
+
+def _take(tree, idx):
+    if idx is None:
+        return tree
+    if isinstance(tree, dict):
+        return {k: v[..., idx] for k, v in tree.items()}
+    return type(tree)(*[v[..., idx] for v in tree])
+
+
+def firmware_output(kit: Kit, lay: _Layout, p, lc: LawConstants, target, q_meas, q_prev, q_prev2,
+                    dq, v_supply):
+    """Firmware law of every joint: u (..., n) [V | N.m] (each joint's own law)."""
+    u = None
+    for law, idx in lay.law_groups:
+        val = kit.laws[law](_take(lc, idx), _take(p, idx), *(_take((target, q_meas, q_prev, q_prev2,
+                                                                     dq, v_supply), idx)))
+        u = val if idx is None else kit.put(kit.xp.zeros_like(q_meas) if u is None else u, idx, val)
+    return u
+
+
+def motor_effort(kit: Kit, lay: _Layout, p, lc: LawConstants, u, dq, enable):
+    """Drive effort at the joint (..., n) with the effort bounds of the module docstring."""
+    xp = kit.xp
+    tau = None
+    for drive, idx in lay.drive_groups:
+        val = kit.drive_effort(drive, _take(p, idx), _take(lc, idx), *_take((u, dq, enable), idx))
+        tau = val if idx is None else kit.put(xp.zeros_like(u) if tau is None else tau, idx, val)
+    E = lay.effort_limit
+    if lay.envelope.any():
+        S, V = lay.saturation, lay.velocity_limit
+        hi = xp.where(lay.envelope, xp.clip(S * (1.0 - dq / V), 0.0, E), E)
+        lo = xp.where(lay.envelope, xp.clip(S * (-1.0 - dq / V), -E, 0.0), -E)
+        return xp.clip(tau, lo, hi)
+    return xp.clip(tau, -E, E)
+
+
+def joint_effort(kit: Kit, p, tau_m, dq, m_diag, tau_smooth, h):
+    """(applied, tau_f, tau_e): the effort written to qfrc_applied, the friction and the external
+    effort, for motor effort ``tau_m``, effective inertia ``m_diag`` = M[i, i] and
+    ``tau_smooth`` = (qfrc_passive - qfrc_bias)[i]."""
+    tau_e = tau_smooth - p["force_offset"]
+    budget = kit.friction_budget(p, tau_m, tau_e, dq, p["armature"] / m_diag)
+    tau_f = kit.stick_slip_torque(m_diag, dq, tau_m + tau_e, budget, h)
+    return tau_m + tau_f - p["force_offset"], tau_f, tau_e
+
+
+def push(xp, hist, x):
+    """Delay line (..., D, n) with x (..., n) inserted as the newest entry."""
+    return xp.concatenate([x[..., None, :], hist[..., :-1, :]], axis=-2)
+
+
+def delayed(xp, hist, steps):
+    """Entry ``steps`` (n,) [control steps, fractional] back in the delay line, linear
+    interpolation between samples; clipped to the line's length."""
+    D = hist.shape[-2]
+    f = xp.clip(steps, 0.0, D - 1)
+    k0 = xp.floor(f)
+    w = f - k0
+    k0 = k0.astype(np.int64) if xp is np else k0.astype(jnp.int32)
+    k1 = xp.minimum(k0 + 1, D - 1)
+    shape = hist.shape[:-2] + (1, hist.shape[-1])
+    a = xp.take_along_axis(hist, xp.broadcast_to(k0, shape), axis=-2)[..., 0, :]
+    b = xp.take_along_axis(hist, xp.broadcast_to(k1, shape), axis=-2)[..., 0, :]
+    return (1.0 - w) * a + w * b
+
+
+def target_at(xp, cfg: ArmConfig, s, tgt, prev, filt_new):
+    """Target the firmware sees at physics substep ``s`` of a control period."""
+    if cfg.target == "hold":
+        return tgt
+    if cfg.target == "linear":
+        a = xp.minimum(1.0, (s + cfg.law_every) / cfg.substeps)
+        return prev + (tgt - prev) * a
+    return filt_new
+
+
+def filter_gain(cfg: ArmConfig) -> float:
+    return 1.0 - math.exp(-cfg.firmware_dt / cfg.target_tau)
+
+
+# ---------------------------------------------------------------------------------------------
+def make_inputs(robot: Robot, q_target, enable=1.0, v_supply=None) -> ArmInputs:
+    """ArmInputs (T, n) from targets (T, n); enable and v_supply broadcast (default: each joint's
+    configured supply voltage)."""
+    qt = np.asarray(q_target, dtype=float)
+    if qt.ndim < 2 or qt.shape[-1] != robot.n_joints:
+        raise ModelError(f"q_target must have shape (T, {robot.n_joints}) for {robot.name}, got {qt.shape}")
+    vs = np.array([j.supply_voltage for j in robot.joints]) if v_supply is None else v_supply
+    return ArmInputs(qt, np.broadcast_to(np.asarray(enable, float), qt.shape).copy(),
+                     np.broadcast_to(np.asarray(vs, float), qt.shape).copy())
+
+
+def _follow_equalities(m: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, skip: set[int]) -> None:
+    """Joint equalities (x - x0 = c0 + c1 y + c2 y^2 + ..., y = q2 - q2_0): set each follower
+    joint (not in ``skip``) from its leader, in place."""
+    for e in range(m.neq):
+        if m.eq_type[e] != mujoco.mjtEq.mjEQ_JOINT or m.eq_obj2id[e] < 0:
+            continue
+        j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
+        q1, q2 = m.jnt_qposadr[j1], m.jnt_qposadr[j2]
+        if q1 in skip:
+            continue
+        c = m.eq_data[e][:5]
+        y = qpos[q2] - m.qpos0[q2]
+        qpos[q1] = m.qpos0[q1] + c[0] + c[1] * y + c[2] * y**2 + c[3] * y**3 + c[4] * y**4
+        qvel[m.jnt_dofadr[j1]] = (c[1] + 2 * c[2] * y + 3 * c[3] * y**2 + 4 * c[4] * y**3) * qvel[m.jnt_dofadr[j2]]
+
+
+def initial_state(robot: Robot, cfg: ArmConfig | None = None, *, q=None, dq=None, qpos=None, qvel=None,
+                  q_target=None, hist_target=None, hist_enable=None) -> ArmState:
+    """A rollout start (NumPy arrays).
+
+    The MuJoCo state is ``qpos``/``qvel`` (default: the model's qpos0, rest) with the modelled
+    joints set to ``q``/``dq`` [rad | m] (n,) when given, and joints that follow another through a
+    joint equality (a mimic finger) set from their leader. The firmware memory is reconstructed
+    from the velocity (q_prev = q - dq firmware_dt, as the one-joint replay does); the delay line
+    holds ``hist_target``/``hist_enable`` (D, n) newest first, or ``q_target`` (default: q, a servo
+    holding its position) and enable = 1.
+    """
+    cfg = cfg or ArmConfig.from_robot(robot)
+    m = robot.model()
+    qp = np.array(m.qpos0 if qpos is None else qpos, dtype=float)
+    qv = np.zeros(m.nv) if qvel is None else np.array(qvel, dtype=float)
+    qadr, dadr = robot.qpos_adr, robot.dof_adr
+    if q is not None:
+        qp[qadr] = np.asarray(q, float)
+    if dq is not None:
+        qv[dadr] = np.asarray(dq, float)
+    _follow_equalities(m, qp, qv, set(int(a) for a in qadr))
+    qj, dqj = qp[qadr], qv[dadr]
+    D, n = cfg.delay_steps, robot.n_joints
+    if hist_target is None:
+        qt = qj if q_target is None else np.broadcast_to(np.asarray(q_target, float), (n,))
+        hist_target = np.tile(qt, (D, 1))
+    if hist_enable is None:
+        hist_enable = np.ones((D, n))
+    hist_target, hist_enable = np.asarray(hist_target, float), np.asarray(hist_enable, float)
+    if hist_target.shape != (D, n) or hist_enable.shape != (D, n):
+        raise ModelError(f"delay line must have shape ({D}, {n}), got {hist_target.shape} / {hist_enable.shape}")
+    h = cfg.firmware_dt
+    return ArmState(qp, qv, qj - dqj * h, qj - 2.0 * dqj * h, np.zeros(n), hist_target[0].copy(),
+                    hist_target[0].copy(), hist_target, hist_enable)
+
+
+def position_loss(out: ArmOutputs, q_meas, mask=None):
+    """Mean squared joint-position error [rad^2 | m^2] between a rollout and measurements (T, n);
+    ``mask`` (T,) or (T, n) excludes padding."""
+    err = (out.q - q_meas) ** 2
+    if mask is None:
+        return jnp.mean(err)
+    w = jnp.broadcast_to(jnp.asarray(mask, err.dtype).reshape(mask.shape + (1,) * (err.ndim - mask.ndim)), err.shape)
+    return jnp.sum(err * w) / jnp.maximum(jnp.sum(w), 1.0)
+
+
+# ---------------------------------------------------------------------------------------------
+def mjx_model(robot: Robot):
+    """The robot's MJX model (``mujoco.mjx.put_model`` of ``robot.model(for_mjx=True)``)."""
+    from mujoco import mjx
+
+    return mjx.put_model(robot.model(for_mjx=True))
+
+
+def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Callable:
+    """Build ``rollout(params, inputs, state, model_updates=None) -> (ArmState, ArmOutputs)``.
+
+    params: parameter sets, name -> (n_groups,) servo-side values (``robot.nominal_params()``);
+    inputs: :class:`ArmInputs` (T, n); state: :class:`ArmState`; model_updates: MJX ``Model``
+    fields to replace (name -> full array, e.g. ``{"body_mass": m}``), traced like the rest.
+
+    The function is pure and not jitted: compose ``jax.jit``, ``jax.vmap`` (batch: ``in_axes=(None,
+    0, 0)``) and ``jax.grad`` as needed. Differentiating through a model with constraint rows
+    (equalities, joint limits, contacts) needs solver iterations = 1 and ls_iterations = 4, which
+    :meth:`Robot.model` sets for MJX.
+    """
+    from mujoco import mjx
+
+    cfg = cfg or ArmConfig.from_robot(robot)
+    m = robot.model(for_mjx=True)
+    mx = mjx.put_model(m) if mx is None else mx
+    template = mjx.make_data(mx)
+    has_efc = getattr(template._impl, "efc_J", np.zeros(0)).size > 0  # as mjx.forward decides
+    integrate = mjx.euler if m.opt.integrator == mujoco.mjtIntegrator.mjINT_EULER else mjx.implicit
+    lay = layout(robot)
+    lc0 = robot.law_constants()
+    lc = LawConstants(*[jnp.asarray(v) for v in lc0._replace(dt=np.full_like(lc0.dt, cfg.firmware_dt))])
+    qadr, dadr = jnp.asarray(lay.qadr), jnp.asarray(lay.dadr)
+    kit, xp, h = JAX_KIT, jnp, cfg.physics_dt
+    a_filt = filter_gain(cfg)
+
+    def rollout(params, inputs: ArmInputs, state: ArmState, model_updates=None):
+        p = robot.joint_params(params, xp=jnp)
+        mxp = mx.replace(dof_armature=mx.dof_armature.at[dadr].set(p["armature"]))
+        if model_updates:
+            mxp = mxp.replace(**model_updates)
+        d0 = template.replace(qpos=jnp.asarray(state.qpos), qvel=jnp.asarray(state.qvel))
+        dsteps = p["delay"] / cfg.control_dt
+
+        def control_step(carry, x):
+            d, c = carry
+            hist_t = push(xp, c.hist_target, x.q_target)
+            hist_e = push(xp, c.hist_enable, x.enable)
+            tgt, en = delayed(xp, hist_t, dsteps), delayed(xp, hist_e, dsteps)
+
+            def substep(carry2, s):
+                d, q_prev, q_prev2, u, filt = carry2
+                d = mjx.fwd_position(mxp, d)
+                d = mjx.fwd_velocity(mxp, d)
+                q, dq = d.qpos[qadr], d.qvel[dadr]
+                m_diag = jnp.diag(mjx.full_m(mxp, d))[dadr]
+                tau_s = (d.qfrc_passive - d.qfrc_bias)[dadr]
+                tick = (s % cfg.law_every) == 0
+                filt_new = filt + a_filt * (tgt - filt)
+                q_meas = q - p["q_offset"]
+                u_new = firmware_output(kit, lay, p, lc, target_at(xp, cfg, s, tgt, c.target_prev, filt_new),
+                                        q_meas, q_prev, q_prev2, dq, x.v_supply)
+                u = jnp.where(tick, u_new, u)
+                q_prev, q_prev2 = jnp.where(tick, q_meas, q_prev), jnp.where(tick, q_prev, q_prev2)
+                filt = jnp.where(tick, filt_new, filt)
+                tau_m = motor_effort(kit, lay, p, lc, u, dq, en)
+                applied, tau_f, tau_e = joint_effort(kit, p, tau_m, dq, m_diag, tau_s, h)
+                d = d.replace(qfrc_applied=jnp.zeros_like(d.qfrc_applied).at[dadr].set(applied))
+                d = mjx.fwd_actuation(mxp, d)
+                d = mjx.fwd_acceleration(mxp, d)
+                d = mjx.solve(mxp, d) if has_efc else d.replace(qacc=d.qacc_smooth)
+                d = integrate(mxp, d)
+                return (d, q_prev, q_prev2, u, filt), (q, dq, u, tau_m, tau_f, tau_e)
+
+            start = (d.qpos, d.qvel)
+            (d, q_prev, q_prev2, u, filt), rec = jax.lax.scan(
+                substep, (d, c.q_prev, c.q_prev2, c.u, c.target_filt), jnp.arange(cfg.substeps))
+            out = ArmOutputs(*[r[0] for r in rec], *start)
+            c = ArmState(None, None, q_prev, q_prev2, u, tgt, filt, hist_t, hist_e)
+            return (d, c), out
+
+        c0 = ArmState(None, None, *[jnp.asarray(v) for v in state[2:]])
+        (d, c), out = jax.lax.scan(control_step, (d0, c0), ArmInputs(*[jnp.asarray(v) for v in inputs]))
+        return c._replace(qpos=d.qpos, qvel=d.qvel), out
+
+    return rollout

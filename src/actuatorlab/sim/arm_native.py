@@ -1,0 +1,174 @@
+"""Whole-robot rollouts in native MuJoCo: the fast path (no gradients).
+
+Same inputs, state, outputs and equations as :func:`actuatorlab.sim.arm.make_mjx_rollout` (read
+that module's docstring for the timing and the torque law). Per physics step and per environment:
+``mj_step1`` (positions, velocities, mass matrix, bias forces), the actuator torque for the whole
+batch at once in NumPy, then ``qfrc_applied`` and ``mj_step2`` (acceleration, constraints,
+integration). ``mj_step1``/``mj_step2`` are valid for the Euler and implicitfast integrators,
+the two a robot config allows.
+
+The actuator equations are not re-written for NumPy: :func:`numpy_twin` re-binds the library's
+JAX functions (control laws, ``drive_effort``, ``friction_budget``, ``stick_slip_torque``) to
+``numpy`` in place of ``jax.numpy``, so both paths run one source of truth. This works because
+those functions only use array functions that NumPy has with the same meaning (clip, where, abs,
+sign, exp, power, minimum); :data:`NUMPY_KIT` is checked against :data:`~actuatorlab.sim.arm.
+JAX_KIT` in tests/test_arm_sim.py.
+"""
+
+from __future__ import annotations
+
+import copy
+import types
+import weakref
+from typing import Callable
+
+import mujoco
+import numpy as np
+
+from ..errors import ModelError
+from ..models.actuator import drive_effort
+from ..models.control import CONTROL_LAWS
+from ..models.friction import friction_budget, stick_slip_torque
+from ..robots.loader import Robot
+from .arm import (ArmConfig, ArmInputs, ArmOutputs, ArmState, Kit, delayed, filter_gain, firmware_output,
+                  joint_effort, layout, motor_effort, push, target_at)
+
+__all__ = ["numpy_twin", "NUMPY_KIT", "native_model", "rollout_native"]
+
+_TWINS: dict = {}
+#: MjData objects reused across calls, per model (creating one costs ~1 ms; resetting ~10 us).
+#: Not shared between threads: give each thread its own model (:func:`native_model`).
+_POOL: "weakref.WeakKeyDictionary[mujoco.MjModel, list[mujoco.MjData]]" = weakref.WeakKeyDictionary()
+
+
+def numpy_twin(fn: Callable) -> Callable:
+    """``fn`` with ``jnp`` bound to ``numpy`` (and the actuatorlab model functions it calls bound
+    to their own twins). The code object is shared: the equations are the library's."""
+    if fn in _TWINS:
+        return _TWINS[fn]
+    g = dict(fn.__globals__)
+    twin = types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, fn.__closure__)
+    _TWINS[fn] = twin
+    g["jnp"] = np
+    for name in fn.__code__.co_names:
+        v = g.get(name)
+        if isinstance(v, types.FunctionType) and v.__module__.startswith("actuatorlab.models"):
+            g[name] = numpy_twin(v)
+    return twin
+
+
+NUMPY_KIT = Kit(np, {k: numpy_twin(v.fn) for k, v in CONTROL_LAWS.items()}, numpy_twin(drive_effort),
+                numpy_twin(friction_budget), numpy_twin(stick_slip_torque))
+
+
+def native_model(robot: Robot, params: dict, model_updates: dict | None = None) -> mujoco.MjModel:
+    """A private copy of the robot's native model with the joints' armature from ``params``
+    (parameter sets, as for the rollout) and ``model_updates`` (MjModel field -> array) written in."""
+    m = copy.copy(robot.model())
+    p = robot.joint_params(params)
+    m.dof_armature[robot.dof_adr] = p["armature"]
+    for k, v in (model_updates or {}).items():
+        getattr(m, k)[...] = np.asarray(v)
+    return m
+
+
+def _diag_index(m: mujoco.MjModel, dadr: np.ndarray) -> tuple[str, np.ndarray]:
+    """Where the mass-matrix diagonal of dofs ``dadr`` lives in MjData (MuJoCo 4: CSR ``M``)."""
+    if hasattr(m, "M_rowadr") and hasattr(mujoco.MjData, "M"):
+        return "M", (m.M_rowadr + m.M_rownnz - 1)[dadr]
+    return "qM", m.dof_Madr[dadr]
+
+
+def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmState,
+                   cfg: ArmConfig | None = None, model_updates: dict | None = None,
+                   model: mujoco.MjModel | None = None) -> tuple[ArmState, ArmOutputs]:
+    """Native MuJoCo rollout; arrays as in the MJX path, optionally with a leading batch axis B
+    on ``inputs`` and ``state`` (the parameters are shared by the batch). Returns NumPy arrays.
+
+    ``model``: a model from :func:`native_model` to reuse (it must hold the same parameters);
+    built from ``params``/``model_updates`` when omitted.
+    """
+    cfg = cfg or ArmConfig.from_robot(robot)
+    x = ArmInputs(*[np.asarray(v, float) for v in inputs])
+    s0 = ArmState(*[np.asarray(v, float) for v in state])
+    batched = x.q_target.ndim == 3
+    if not batched:
+        x = ArmInputs(*[v[None] for v in x])
+        s0 = ArmState(*[v[None] for v in s0])
+    B, T, n = x.q_target.shape
+    if n != robot.n_joints or s0.qpos.shape != (B, robot.nq) or s0.qvel.shape != (B, robot.nv):
+        raise ModelError(f"{robot.name}: inputs (B, T, {robot.n_joints}) and states (B, nq={robot.nq}, "
+                         f"nv={robot.nv}) expected, got {x.q_target.shape}, {s0.qpos.shape}, {s0.qvel.shape}")
+    if s0.hist_target.shape[-2] != cfg.delay_steps:
+        raise ModelError(f"state delay line holds {s0.hist_target.shape[-2]} steps, the config {cfg.delay_steps}")
+
+    m = native_model(robot, params, model_updates) if model is None else model
+    p = {k: np.asarray(v) for k, v in robot.joint_params(params).items()}
+    lay = layout(robot)
+    lc0 = robot.law_constants()
+    lc = lc0._replace(dt=np.full_like(lc0.dt, cfg.firmware_dt))
+    kit, h = NUMPY_KIT, cfg.physics_dt
+    qadr, dadr = lay.qadr, lay.dadr
+    mfield, madr = _diag_index(m, dadr)
+    a_filt = filter_gain(cfg)
+    dsteps = p["delay"] / cfg.control_dt
+
+    pool = _POOL.setdefault(m, [])
+    pool.extend(mujoco.MjData(m) for _ in range(B - len(pool)))
+    datas = pool[:B]
+    for b, d in enumerate(datas):
+        mujoco.mj_resetData(m, d)
+        d.qpos[:] = s0.qpos[b]
+        d.qvel[:] = s0.qvel[b]
+    qpos_v = [d.qpos for d in datas]
+    qvel_v = [d.qvel for d in datas]
+    mm_v = [getattr(d, mfield) for d in datas]
+    bias_v = [d.qfrc_bias for d in datas]
+    pas_v = [d.qfrc_passive for d in datas]
+    app_v = [d.qfrc_applied for d in datas]
+
+    q_prev, q_prev2, u = s0.q_prev.copy(), s0.q_prev2.copy(), s0.u.copy()
+    t_prev, filt = s0.target_prev.copy(), s0.target_filt.copy()
+    hist_t, hist_e = s0.hist_target.copy(), s0.hist_enable.copy()
+    outs = {k: np.empty((B, T, n)) for k in ("q", "dq", "u", "tau_motor", "tau_friction", "tau_ext")}
+    qpos_out, qvel_out = np.empty((B, T, robot.nq)), np.empty((B, T, robot.nv))
+
+    for k in range(T):
+        hist_t = push(np, hist_t, x.q_target[:, k])
+        hist_e = push(np, hist_e, x.enable[:, k])
+        tgt, en = delayed(np, hist_t, dsteps), delayed(np, hist_e, dsteps)
+        vs = x.v_supply[:, k]
+        for b in range(B):
+            qpos_out[b, k] = qpos_v[b]
+            qvel_out[b, k] = qvel_v[b]
+        for s in range(cfg.substeps):
+            for d in datas:
+                mujoco.mj_step1(m, d)
+            # one copy of each whole array per step, then one gather (cheaper than per-env indexing)
+            q, dq = np.array(qpos_v)[:, qadr], np.array(qvel_v)[:, dadr]
+            m_diag = np.array(mm_v)[:, madr]
+            tau_s = (np.array(pas_v) - np.array(bias_v))[:, dadr]
+            if s % cfg.law_every == 0:
+                filt = filt + a_filt * (tgt - filt)
+                q_meas = q - p["q_offset"]
+                u = firmware_output(kit, lay, p, lc, target_at(np, cfg, s, tgt, t_prev, filt),
+                                    q_meas, q_prev, q_prev2, dq, vs)
+                q_prev, q_prev2 = q_meas, q_prev
+            tau_m = motor_effort(kit, lay, p, lc, u, dq, en)
+            applied, tau_f, tau_e = joint_effort(kit, p, tau_m, dq, m_diag, tau_s, h)
+            for b, d in enumerate(datas):
+                app_v[b][dadr] = applied[b]
+                mujoco.mj_step2(m, d)
+            if s == 0:
+                for key, val in (("q", q), ("dq", dq), ("u", u), ("tau_motor", tau_m),
+                                 ("tau_friction", tau_f), ("tau_ext", tau_e)):
+                    outs[key][:, k] = val
+        t_prev = tgt
+
+    final = ArmState(np.array(qpos_v), np.array(qvel_v), q_prev, q_prev2, u, t_prev, filt, hist_t, hist_e)
+    out = ArmOutputs(outs["q"], outs["dq"], outs["u"], outs["tau_motor"], outs["tau_friction"],
+                     outs["tau_ext"], qpos_out, qvel_out)
+    if not batched:
+        final = ArmState(*[v[0] for v in final])
+        out = ArmOutputs(*[v[0] for v in out])
+    return final, out

@@ -1,0 +1,102 @@
+"""Truncated horizons for fitting robot rollouts to logs, with a length curriculum.
+
+Long closed-loop rollouts have chaotic, badly conditioned gradients; a fitter instead cuts each log
+into windows that restart from the *measured* state, and lengthens the windows as the fit
+converges (e.g. 128 -> 256 -> 320 control steps, :data:`CURRICULUM`). A window restarted at step
+k gets the measured joint positions/velocities at k (joints that follow another through a joint
+equality are set from their leader, everything else from ``qpos_ref``), the firmware memory
+reconstructed from the velocity, and the delay line filled with the logged inputs before k, so no
+command is lost at the cut.
+
+Typical use::
+
+    roll = jax.vmap(make_mjx_rollout(robot), in_axes=(None, 0, 0, None))
+    for length in CURRICULUM:
+        w = make_windows(robot, q_meas, dq_meas, inputs, length)
+        loss = lambda p: window_loss(roll, p, w)          # jax.grad / optax over p
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import DataError
+from ..robots.loader import Robot
+from .arm import ArmConfig, ArmInputs, ArmState, initial_state, position_loss
+
+__all__ = ["CURRICULUM", "Windows", "make_windows", "curriculum", "window_loss"]
+
+#: window lengths [control steps] of the default curriculum
+CURRICULUM: tuple[int, ...] = (128, 256, 320)
+
+
+class Windows(NamedTuple):
+    """W windows of L control steps: start (W,) index of each window in the log; inputs
+    (:class:`ArmInputs`, leaves (W, L, n)); state0 (:class:`ArmState`, leaves (W, ...)); q_meas,
+    dq_meas (W, L, n) targets; mask (W, L) False on padding past the end of the log."""
+
+    start: np.ndarray
+    inputs: ArmInputs
+    state0: ArmState
+    q_meas: np.ndarray
+    dq_meas: np.ndarray
+    mask: np.ndarray
+
+
+def make_windows(robot: Robot, q_meas, dq_meas, inputs: ArmInputs, length: int, stride: int | None = None,
+                 cfg: ArmConfig | None = None, qpos_ref=None) -> Windows:
+    """Cut one log (arrays (T, n) on the control grid, robot joint order) into windows of
+    ``length`` control steps every ``stride`` (default ``length``: no overlap). The last window
+    is padded with the last input and masked."""
+    cfg = cfg or ArmConfig.from_robot(robot)
+    q_meas, dq_meas = np.asarray(q_meas, float), np.asarray(dq_meas, float)
+    x = ArmInputs(*[np.asarray(v, float) for v in inputs])
+    T, n = q_meas.shape if q_meas.ndim == 2 else (0, 0)
+    if n != robot.n_joints or dq_meas.shape != q_meas.shape or any(v.shape != q_meas.shape for v in x):
+        raise DataError(None, f"{robot.name}: q_meas, dq_meas and inputs must all be (T, {robot.n_joints}); "
+                              f"got {q_meas.shape}, {dq_meas.shape}, {[v.shape for v in x]}")
+    if length < 1 or T < 1:
+        raise DataError(None, f"window length ({length}) and log length ({T}) must be >= 1")
+    stride = length if stride is None else int(stride)
+    starts = np.arange(0, max(T - 1, 1), stride) if T > length else np.array([0])
+    D = cfg.delay_steps
+    win = {k: [] for k in ("qt", "en", "vs", "q", "dq", "mask")}
+    states = []
+    for s in starts:
+        idx = np.minimum(np.arange(s, s + length), T - 1)
+        win["qt"].append(x.q_target[idx])
+        win["en"].append(x.enable[idx])
+        win["vs"].append(x.v_supply[idx])
+        win["q"].append(q_meas[idx])
+        win["dq"].append(dq_meas[idx])
+        win["mask"].append(np.arange(s, s + length) < T)
+        past = np.clip(np.arange(s - 1, s - 1 - D, -1), 0, T - 1)  # newest first
+        hist_t = np.where((np.arange(s - 1, s - 1 - D, -1) >= 0)[:, None], x.q_target[past], q_meas[s])
+        hist_e = np.where((np.arange(s - 1, s - 1 - D, -1) >= 0)[:, None], x.enable[past], 1.0)
+        states.append(initial_state(robot, cfg, q=q_meas[s], dq=dq_meas[s], qpos=qpos_ref,
+                                    hist_target=hist_t, hist_enable=hist_e))
+    state0 = ArmState(*[np.stack(v) for v in zip(*states)])
+    return Windows(starts, ArmInputs(np.stack(win["qt"]), np.stack(win["en"]), np.stack(win["vs"])),
+                   state0, np.stack(win["q"]), np.stack(win["dq"]), np.stack(win["mask"]))
+
+
+def curriculum(robot: Robot, q_meas, dq_meas, inputs: ArmInputs, lengths=CURRICULUM,
+               cfg: ArmConfig | None = None, qpos_ref=None) -> list[Windows]:
+    """One :class:`Windows` per stage of the curriculum (non-overlapping windows of each length;
+    a stage longer than the log becomes one padded window)."""
+    return [make_windows(robot, q_meas, dq_meas, inputs, int(L), cfg=cfg, qpos_ref=qpos_ref)
+            for L in lengths]
+
+
+def window_loss(rollout_batch: Callable, params, windows: Windows, model_updates=None):
+    """Mean squared joint-position error [rad^2 | m^2] over all windows (padding excluded).
+
+    ``rollout_batch(params, inputs, state, model_updates) -> (state, outputs)`` must take a leading
+    window axis: ``jax.vmap(make_mjx_rollout(robot), in_axes=(None, 0, 0, None))`` (differentiable)
+    or ``lambda p, x, s, u: rollout_native(robot, p, x, s, model_updates=u)`` (evaluation only).
+    """
+    _, out = rollout_batch(params, windows.inputs, windows.state0, model_updates)
+    return position_loss(out, jnp.asarray(windows.q_meas), jnp.asarray(windows.mask))
