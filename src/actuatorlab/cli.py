@@ -55,9 +55,22 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         seed: int = typer.Option(0, "--seed"),
         budget: str = typer.Option("default", "--budget", help="quick | default | thorough"),
         dt: Optional[float] = typer.Option(None, "--dt", help="control period [s] (default: median sample period)"),
-        mapping: Optional[Path] = typer.Option(None, "--mapping", help="column mapping for CSV logs")):
-    """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json."""
-    from .pipeline import run_fit
+        mapping: Optional[Path] = typer.Option(None, "--mapping", help="column mapping for CSV logs"),
+        robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot (e.g. open_manipulator_x)"),
+        max_evals: int = typer.Option(300, "--max-evals", help="with --robot: CMA-ES evaluations"),
+        per_joint: bool = typer.Option(False, "--per-joint", help="with --robot: one parameter set per joint")):
+    """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
+    (with --robot: RUN/arm_model.json from multi-joint logs)."""
+    from .pipeline import run_fit, run_fit_arm
+
+    if robot is not None:
+        if not data:
+            raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
+        d = run_fit_arm(robot, data, out, max_evals=max_evals, seed=seed, per_joint=per_joint)
+        _print_per_joint(d["metrics"]["train"])
+        console.print(f"train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
+                      f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
+        return
 
     with _progress() as p:
         d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p))
@@ -97,14 +110,35 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
     console.print(f"wrote {out / 'model.json'}, {out / 'report.html'}, {out / 'identifiability.json'}")
 
 
+def _print_per_joint(s: dict) -> None:
+    t = Table(title=f"rollout MAE per joint from measured states [{s.get('unit', 'rad')}]")
+    t.add_column("joint")
+    horizons = sorted({h for v in s["per_joint"].values() for h in v}, key=int)
+    for h in horizons:
+        t.add_column(f"{h} steps")
+    for j, v in s["per_joint"].items():
+        t.add_row(j, *[("-" if v.get(h) is None else f"{v[h]:.4g}") for h in horizons])
+    console.print(t)
+
+
 @app.command()
 def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
              data: List[Path] = typer.Argument(..., help="log files or folders to replay"),
              as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-             dt: Optional[float] = typer.Option(None, "--dt", help="replay period [s] (default: the fitted one)")):
+             dt: Optional[float] = typer.Option(None, "--dt", help="replay period [s] (default: the fitted one)"),
+             robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot; MODEL_JSON "
+                                                  "is RUN/arm_model.json or the word 'nominal'")):
     """Replay logs with a fitted model (never refitting) and report errors by log and regime."""
     from .evaluate import format_table
-    from .pipeline import run_evaluate
+    from .pipeline import run_evaluate, run_evaluate_arm
+
+    if robot is not None:
+        s = run_evaluate_arm(robot, model_json, data)
+        if as_json:
+            sys.stdout.write(json.dumps(s, default=float) + "\n")
+        else:
+            _print_per_joint(s)
+        return
 
     s = run_evaluate(model_json, data, dt=dt)
     if as_json:

@@ -245,3 +245,52 @@ def run_audit(paths, *, mapping: str | None = None) -> list[dict]:
     if not files:
         raise DataError(paths[0] if paths else None, "no supported log files found")
     return [audit_log(load_log(f, mapping=mapping, strict=False)) for f in files]
+
+
+ARM_MODEL_FORMAT = "actuatorlab-arm-model"
+
+
+def run_fit_arm(robot: str, paths, out: str | Path = "run", *, max_evals: int = 300, seed: int = 0,
+                per_joint: bool = False, horizon: int = 100) -> dict:
+    """Fit a robot's actuator parameters to multi-joint logs through window rollouts (native
+    MuJoCo path, CMA-ES); writes RUN/arm_model.json with the fitted and nominal parameters and
+    the per-joint replay MAE at 100/300/600 steps."""
+    import json
+
+    from .identify.arm_fit import evaluate_arm, fit_arm
+    from .identify.modelfile import atomic_write_text, git_revision
+    from . import __version__
+
+    trajs = load_logs(list(paths))
+    r = fit_arm(robot, trajs, max_evals=max_evals, seed=seed, per_joint=per_joint, horizon=horizon)
+    ev = evaluate_arm(robot, r["params"], trajs)
+    d = {"format": ARM_MODEL_FORMAT, "format_version": "1", "robot": robot, "per_joint": per_joint,
+         "params": r["params"], "nominal": r["nominal"],
+         "fit": {k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s", "horizon")},
+         "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
+         "package_version": __version__, "git_revision": git_revision()}
+    atomic_write_text(Path(out) / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
+    return d
+
+
+def run_evaluate_arm(robot: str, model_path, paths) -> dict:
+    """Per-joint replay MAE at 100/300/600 steps of multi-joint logs; ``model_path`` is an
+    arm_model.json from :func:`run_fit_arm` or the word "nominal" (the robot config's values)."""
+    import json
+
+    from .errors import ModelError
+    from .identify.arm_fit import evaluate_arm
+
+    params = None
+    if str(model_path) != "nominal":
+        p = Path(model_path)
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
+        if d.get("format") != ARM_MODEL_FORMAT:
+            raise ModelError(f"{p}: not an actuatorlab arm model (fit it with `actuatorlab fit --robot`)")
+        if d.get("robot") != robot:
+            raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {robot!r}")
+        params = d["params"]
+    return evaluate_arm(robot, params, load_logs(list(paths)))

@@ -1,0 +1,32 @@
+"""CLI end to end on multi-joint logs: synth -> fit --robot -> evaluate --robot --json."""
+
+from __future__ import annotations
+
+import json
+
+from actuatorlab.cli import main
+
+
+def test_synth_fit_evaluate_robot(tmp_path, capsys):
+    data = tmp_path / "syn"
+    assert main(["synth", "--suite", "smoke", "--out", str(data), "--seed", "1"]) == 0
+    run = tmp_path / "run"
+    assert main(["fit", str(data / "train"), "--robot", "open_manipulator_x", "--max-evals", "16",
+                 "--out", str(run)]) == 0
+    d = json.loads((run / "arm_model.json").read_text())
+    assert d["format"] == "actuatorlab-arm-model" and d["robot"] == "open_manipulator_x"
+    # the fit never ends worse than the nominal parameters it starts from
+    assert d["fit"]["train_mae"] <= d["fit"]["train_mae_nominal"] + 1e-12
+    capsys.readouterr()
+    assert main(["evaluate", str(run / "arm_model.json"), str(data), "--robot", "open_manipulator_x", "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    assert set(s["per_joint"]) == {"joint1", "joint2", "joint3", "joint4"}
+    assert all("100" in v and v["100"] >= 0 for v in s["per_joint"].values())
+
+
+def test_evaluate_robot_rejects_a_model_of_another_robot(tmp_path, capsys):
+    f = tmp_path / "arm_model.json"
+    f.write_text(json.dumps({"format": "actuatorlab-arm-model", "robot": "so101", "params": {}}))
+    rc = main(["evaluate", str(f), str(tmp_path), "--robot", "open_manipulator_x"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "so101" in err and "Traceback" not in err
