@@ -78,54 +78,14 @@ def get_robot(name: str) -> RobotSpec:
         raise UnknownNameError("robot", name, list(ROBOTS)) from None
 
 
-def _repo_root() -> Path:
-    return Path(__file__).resolve().parents[3]
-
-
-def _from_robots_package(name: str) -> Path | None:
-    """The MJCF path that ``actuatorlab.robots`` gives for ``name``, if that package exists and knows it."""
-    try:
-        from actuatorlab import robots  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    candidates = []
-    for fn_name in ("mjcf_path", "model_path"):
-        fn = getattr(robots, fn_name, None)
-        if callable(fn):
-            candidates.append(lambda fn=fn: fn(name))
-    getter = getattr(robots, "get_robot", None)
-    if callable(getter):
-        candidates.append(lambda: getter(name))
-    registry = getattr(robots, "ROBOTS", None)
-    if isinstance(registry, dict) and name in registry:
-        candidates.append(lambda: registry[name])
-    for make in candidates:
-        try:
-            obj = make()
-        except Exception:  # the other package's registry does not know this robot: fall back
-            continue
-        for attr in (None, "mjcf_path", "mjcf", "model_path", "path"):
-            value = obj if attr is None else getattr(obj, attr, None)
-            if isinstance(value, (str, Path)):
-                path = Path(value)
-                if path.is_dir():
-                    path = path / ROBOTS[name].model_file
-                if path.is_file():
-                    return path
-    return None
-
-
 def locate_mjcf(name: str) -> Path:
-    """Path of the robot's MJCF: from ``actuatorlab.robots`` when it knows the robot, else the shared
-    models folder ``../shared/models/<folder>/<file>`` relative to the repository root."""
-    spec = get_robot(name)
-    path = _from_robots_package(name)
-    if path is not None:
-        return path
-    path = _repo_root().parent / "shared" / "models" / spec.model_folder / spec.model_file
+    """Path of the robot's MJCF, from the robot registry (:func:`actuatorlab.robots.load_robot`)."""
+    from ..robots import load_robot
+
+    get_robot(name)  # the synth suite must know the robot too (its truth and trajectories)
+    path = Path(load_robot(name).mjcf_path)
     if not path.is_file():
-        raise DataError(path, f"MJCF of robot {name!r} not found (expected the shared models folder "
-                              f"../shared/models/{spec.model_folder} beside the repository)")
+        raise DataError(path, f"MJCF of robot {name!r} not found")
     return path
 
 
