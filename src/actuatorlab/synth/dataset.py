@@ -378,7 +378,7 @@ def _card(robot: str, suite: Suite, seed: int, scale: float, rates: Rates, truth
         "generator": GENERATOR,
         "generator_version": GENERATOR_VERSION,
         "robot": robot,
-        "mjcf": f"../shared/models/{spec_r.model_folder}/{spec_r.model_file}",
+        "mjcf": f"actuatorlab robot registry: robots/assets/{spec_r.model_folder}/{spec_r.model_file}",
         "suite": suite.name,
         "suite_description": suite.description,
         "seed": seed,

@@ -1,6 +1,6 @@
 """The ground-truth scene: a robot's MJCF edited in memory (``mujoco.MjSpec``), plus kinematics.
 
-The robot's own MJCF is read from the shared models folder (never copied). In memory, for the
+The robot's own MJCF comes from the robot registry (:mod:`actuatorlab.robots`). In memory, for the
 ground-truth physics only:
 
 * the MJCF's position actuators, keyframes, gripper joints and mimic equality are removed: the
