@@ -61,6 +61,9 @@ from typing import Any
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit  # noqa: E402
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_FILE = REPO_ROOT.parent / "shared" / "data" / "emps" / "DATA_EMPS.mat"
 
@@ -491,11 +494,7 @@ def main(argv: list[str] | None = None) -> int:
         "idim_ls_first70": {k: idim70[k] for k in ("M", "Fv", "Fc", "offset", "force_rel_err_pct")},
         "verdict": v, "total_wall_s": round(time.perf_counter() - t0, 1),
     }
-    line = json.dumps(summary, default=float)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(line + "\n")
-    print(line, flush=True)
+    emit(summary, args.out)
     return 0
 
 

@@ -35,6 +35,7 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH / "peers"))
 
 import setup_venvs  # noqa: E402
+from common import emit  # noqa: E402
 import split as bench_split  # noqa: E402
 
 
@@ -110,11 +111,7 @@ def main(argv: list[str] | None = None) -> int:
         "split": {k: split[k] for k in ("rule", "data_dir", "train", "heldout")},
         "results": rows,
     }
-    line = json.dumps(summary)
-    if args.out is not None:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(line + "\n")
-    print(line, flush=True)
+    emit(summary, args.out)
     return 0
 
 

@@ -28,6 +28,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import split as bench_split  # noqa: E402
+from common import emit  # noqa: E402
 
 
 def ours(train_files, test_files, models, budget: str, seed: int) -> list[dict]:
@@ -136,11 +137,7 @@ def main(argv=None) -> int:
                                                                 "fit_wall_s": fastest_ok["fit_wall_s"]},
         "rows": [{k: v for k, v in r.items() if k not in ("params", "selection")} for r in rows],
     }
-    line = json.dumps(summary, default=float)
-    if a.out:
-        a.out.parent.mkdir(parents=True, exist_ok=True)
-        a.out.write_text(line + "\n")
-    print(line)
+    emit(summary, a.out)
     return 0
 
 

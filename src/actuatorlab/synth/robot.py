@@ -130,18 +130,9 @@ def build_scene(robot: str, truths: dict[str, JointTruth], physics_dt: float) ->
         spec = mujoco.MjSpec.from_file(str(path))
     except Exception as e:  # mujoco raises ValueError with its own message
         raise DataError(path, f"MuJoCo cannot load this MJCF: {e}") from None
-    for act in list(spec.actuators):
-        spec.delete(act)
-    for key in list(spec.keys):
-        spec.delete(key)
-    for eq in list(spec.equalities):
-        spec.delete(eq)
-    for ex in list(spec.excludes):
-        spec.delete(ex)
-    for geom in list(spec.geoms):
-        spec.delete(geom)
-    for mesh in list(spec.meshes):
-        spec.delete(mesh)
+    for items in (spec.actuators, spec.keys, spec.equalities, spec.excludes, spec.geoms, spec.meshes):
+        for item in list(items):
+            spec.delete(item)
     names = set(spec_r.joints)
     for joint in list(spec.joints):
         if joint.name not in names:
