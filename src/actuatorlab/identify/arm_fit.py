@@ -40,7 +40,7 @@ from ..sim.arm import ArmConfig, ArmInputs
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import Windows, make_windows
 
-__all__ = ["DEFAULT_FIT_PARAMS", "LogArrays", "log_arrays", "evaluate_arm", "fit_arm", "per_joint_robot"]
+__all__ = ["DEFAULT_FIT_PARAMS", "ArmSpace", "LogArrays", "log_arrays", "evaluate_arm", "fit_arm", "per_joint_robot"]
 
 #: actuator parameters fitted by default
 DEFAULT_FIT_PARAMS: tuple[str, ...] = ("kt", "friction_base", "friction_viscous", "armature")
@@ -62,6 +62,70 @@ class LogArrays:
     inputs: ArmInputs
     scored: np.ndarray
     units: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmSpace:
+    """Fitted robot parameters and the map between their values and z in [0, 1]^(P G).
+
+    names: P parameter names; G: parameter sets (groups, or joints when fitted per joint);
+    lower, upper: (P G,) bounds, parameter-major (``theta[a G + g]`` is parameter a of set g);
+    log: (P G,) True where the parameter moves on a log scale. A parameter with positive nominal
+    value p0 moves log-uniformly in [0.2 p0, 5 p0] (:data:`BOX_FACTORS`); one whose nominal is 0
+    moves linearly in the "servo" profile of :data:`~actuatorlab.models.params.BOUND_PROFILES`.
+    """
+
+    names: tuple[str, ...]
+    G: int
+    lower: np.ndarray
+    upper: np.ndarray
+    log: np.ndarray
+    nominal: dict
+
+    @staticmethod
+    def build(names: Iterable[str], nominal: dict) -> "ArmSpace":
+        names = tuple(names)
+        G = len(next(iter(nominal.values())))
+        lo, hi, log = [], [], []
+        for k in names:
+            for g in range(G):
+                p0 = float(nominal[k][g])
+                if p0 > 0:
+                    lo.append(BOX_FACTORS[0] * p0), hi.append(BOX_FACTORS[1] * p0), log.append(True)
+                else:
+                    b = bounds_for(k, "servo")
+                    lo.append(b[0]), hi.append(b[1]), log.append(False)
+        return ArmSpace(names, G, np.array(lo), np.array(hi), np.array(log),
+                        {k: np.asarray(v, float).copy() for k, v in nominal.items()})
+
+    @property
+    def n(self) -> int:
+        return len(self.names) * self.G
+
+    def to_theta(self, z, xp=np):
+        """Values (P G,) from z (P G,), clipped to [0, 1]; ``xp`` numpy or jax.numpy."""
+        lo, hi, log = self.lower, self.upper, self.log
+        z = xp.clip(z, 0.0, 1.0)
+        lo_l = np.log(np.where(log, lo, 1.0))
+        span = np.log(np.where(log, hi, 1.0)) - lo_l
+        return xp.where(log, xp.exp(lo_l + z * span), lo + z * (hi - lo))
+
+    def to_z(self, theta) -> np.ndarray:
+        lo, hi, log = self.lower, self.upper, self.log
+        theta = np.clip(np.asarray(theta, float), lo, hi)
+        zl = np.log(np.where(log, theta, 1.0) / np.where(log, lo, 1.0)) / np.log(np.where(log, hi / np.where(log, lo, 1.0), 2.0))
+        return np.clip(np.where(log, zl, (theta - lo) / (hi - lo)), 0.0, 1.0)
+
+    def z_of(self, params: dict) -> np.ndarray:
+        """z of parameter sets (name -> (G,)); names not given take the nominal value."""
+        return self.to_z(np.concatenate([np.asarray(params.get(k, self.nominal[k]), float) for k in self.names]))
+
+    def unpack(self, theta, xp=np) -> dict:
+        """Parameter sets name -> (G,): the nominal values with the fitted names from theta."""
+        p = {k: xp.asarray(v) for k, v in self.nominal.items()}
+        for a, k in enumerate(self.names):
+            p[k] = theta[a * self.G:(a + 1) * self.G]
+        return p
 
 
 def _where(traj: Trajectory) -> str:
@@ -286,33 +350,8 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, params: Ite
     den = max(float(wgt.sum()), 1.0)
 
     nominal = r.nominal_params()
-    G = len(r.groups)
-    lo, hi, log = [], [], []
-    for k in names:
-        for g in range(G):
-            p0 = float(nominal[k][g])
-            if p0 > 0:
-                lo.append(BOX_FACTORS[0] * p0), hi.append(BOX_FACTORS[1] * p0), log.append(True)
-            else:
-                b = bounds_for(k, "servo")
-                lo.append(b[0]), hi.append(b[1]), log.append(False)
-    lo, hi, log = np.array(lo), np.array(hi), np.array(log)
-
-    def to_theta(z):
-        z = np.clip(np.asarray(z, float), 0.0, 1.0)
-        lg_ = np.exp(np.log(np.where(log, lo, 1.0)) + z * np.log(np.where(log, hi / np.where(log, lo, 1.0), 1.0)))
-        return np.where(log, lg_, lo + z * (hi - lo))
-
-    def to_z(theta):
-        theta = np.clip(np.asarray(theta, float), lo, hi)
-        zl = np.log(np.where(log, theta, 1.0) / np.where(log, lo, 1.0)) / np.log(np.where(log, hi / np.where(log, lo, 1.0), 2.0))
-        return np.clip(np.where(log, zl, (theta - lo) / (hi - lo)), 0.0, 1.0)
-
-    def unpack(theta) -> dict:
-        p = {k: v.copy() for k, v in nominal.items()}
-        for a, k in enumerate(names):
-            p[k] = np.asarray(theta[a * G:(a + 1) * G], float)
-        return p
+    space = ArmSpace.build(names, nominal)
+    to_theta, unpack = space.to_theta, space.unpack
 
     model = native_model(r, nominal)  # private copy: the armature is written in per evaluation
 
@@ -324,7 +363,7 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, params: Ite
             return float("inf"), float("inf")
         return float(np.sum(e**2 * wgt) / den), float(np.sum(np.abs(e) * wgt) / den)
 
-    z0 = to_z(np.concatenate([nominal[k] for k in names]))
+    z0 = space.z_of(nominal)
     es = cma.CMAEvolutionStrategy(z0, sigma0, {"bounds": [0.0, 1.0], "maxfevals": int(max_evals),
                                                "seed": int(seed) + 1, "verbose": -9, "tolfun": 1e-12,
                                                "tolx": 1e-6})
