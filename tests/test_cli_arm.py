@@ -17,6 +17,15 @@ def test_synth_fit_evaluate_robot(tmp_path, capsys):
     assert d["format"] == "actuatorlab-arm-model" and d["robot"] == "open_manipulator_x"
     # the fit never ends worse than the nominal parameters it starts from
     assert d["fit"]["train_mae"] <= d["fit"]["train_mae_nominal"] + 1e-12
+    # no --model: the nested ladder was fitted and judged on held-back data; the selected model
+    # is the eligible one with the lowest validation error
+    from actuatorlab.identify.arm_fit import ARM_LADDER
+
+    table = d["selection"]["table"]
+    assert [r["model"] for r in table] == list(ARM_LADDER)
+    assert d["selection"]["validation"] and set(d["selection"]["validation"]).isdisjoint(d["selection"]["fit"])
+    ok = [r for r in table if r["earns_place"]]
+    assert d["model"] == min(ok, key=lambda r: r["validation_mae"])["model"]
     capsys.readouterr()
     assert main(["evaluate", str(run / "arm_model.json"), str(data), "--robot", "open_manipulator_x", "--json"]) == 0
     s = json.loads(capsys.readouterr().out)

@@ -57,7 +57,7 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         dt: Optional[float] = typer.Option(None, "--dt", help="control period [s] (default: median sample period)"),
         mapping: Optional[Path] = typer.Option(None, "--mapping", help="column mapping for CSV logs"),
         robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot (e.g. open_manipulator_x)"),
-        max_evals: int = typer.Option(300, "--max-evals", help="with --robot: CMA-ES evaluations"),
+        max_evals: int = typer.Option(300, "--max-evals", help="with --robot: CMA-ES evaluations per model"),
         per_joint: bool = typer.Option(False, "--per-joint", help="with --robot: one parameter set per joint")):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
@@ -66,9 +66,21 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
     if robot is not None:
         if not data:
             raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
-        d = run_fit_arm(robot, data, out, max_evals=max_evals, seed=seed, per_joint=per_joint)
+        d = run_fit_arm(robot, data, out, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
+                        progress=lambda m, i, n: console.print(f"[{i + 1}/{n + 1}] fitting {m}"))
+        if d["selection"]:
+            t = Table(title=f"Nested models on {robot}: fitted on part of the logs, judged on the rest "
+                            f"({d['selection']['val_horizon']}-step rollouts)")
+            for c in ("model", "free", "train MAE", "validation MAE", "gain vs parent", "earns place"):
+                t.add_column(c)
+            for r in d["selection"]["table"]:
+                g = r["gain_vs_parent"]
+                t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], "rad"),
+                          _mrad(r["validation_mae"], "rad"), "-" if g is None else f"{100 * g:+.1f} %",
+                          "yes" if r["earns_place"] else "no")
+            console.print(t)
         _print_per_joint(d["metrics"]["train"])
-        console.print(f"train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
+        console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
                       f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
         return
 

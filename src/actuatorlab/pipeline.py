@@ -250,24 +250,42 @@ def run_audit(paths, *, mapping: str | None = None) -> list[dict]:
 ARM_MODEL_FORMAT = "actuatorlab-arm-model"
 
 
-def run_fit_arm(robot: str, paths, out: str | Path = "run", *, max_evals: int = 300, seed: int = 0,
-                per_joint: bool = False, horizon: int = 100) -> dict:
+def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None = None, max_evals: int = 300,
+                seed: int = 0, per_joint: bool = False, horizon: int = 100, max_windows: int | None = 64,
+                progress=None) -> dict:
     """Fit a robot's actuator parameters to multi-joint logs through window rollouts (native
-    MuJoCo path, CMA-ES); writes RUN/arm_model.json with the fitted and nominal parameters and
-    the per-joint replay MAE at 100/300/600 steps."""
+    MuJoCo path, CMA-ES); writes RUN/arm_model.json with the model, the fitted and nominal
+    parameters and the per-joint replay MAE at 100/300/600 steps.
+
+    With ``model`` (e.g. "m3"), that model is fitted on all logs. Without, the nested ladder
+    :data:`~actuatorlab.identify.arm_fit.ARM_LADDER` is fitted on part of the logs and judged on
+    the rest (:func:`~actuatorlab.identify.select.split_validation`: every 4th log by excitation,
+    or a 70/30 time split of fewer than 3 logs), and the selected model is refitted on all of them
+    (:func:`~actuatorlab.identify.arm_fit.select_arm`)."""
     import json
 
-    from .identify.arm_fit import evaluate_arm, fit_arm
+    from .identify.arm_fit import evaluate_arm, fit_arm, select_arm
     from .identify.modelfile import atomic_write_text, git_revision
+    from .identify.select import split_validation
     from . import __version__
 
     trajs = load_logs(list(paths))
-    r = fit_arm(robot, trajs, max_evals=max_evals, seed=seed, per_joint=per_joint, horizon=horizon)
-    ev = evaluate_arm(robot, r["params"], trajs)
-    d = {"format": ARM_MODEL_FORMAT, "format_version": "1", "robot": robot, "per_joint": per_joint,
-         "params": r["params"], "nominal": r["nominal"],
+    selection = None
+    if model is not None:
+        r = fit_arm(robot, trajs, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
+                    horizon=horizon, max_windows=max_windows)
+    else:
+        fit_part, val_part = split_validation(trajs)
+        res = select_arm(robot, fit_part, val_part, per_joint=per_joint, max_evals=max_evals, seed=seed,
+                         horizon=horizon, max_windows=max_windows, progress=progress)
+        r = res["final"]
+        selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
+                     "val_horizon": res["val_horizon"]}
+    ev = evaluate_arm(robot, r["params"], trajs, model=r["model"])
+    d = {"format": ARM_MODEL_FORMAT, "format_version": "1", "robot": robot, "model": r["model"],
+         "per_joint": per_joint, "params": r["params"], "nominal": r["nominal"],
          "fit": {k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s", "horizon")},
-         "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
+         "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
          "package_version": __version__, "git_revision": git_revision()}
     atomic_write_text(Path(out) / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
     return d
@@ -281,7 +299,7 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     from .errors import ModelError
     from .identify.arm_fit import evaluate_arm
 
-    params = None
+    params, model = None, None
     if str(model_path) != "nominal":
         p = Path(model_path)
         try:
@@ -293,4 +311,5 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         if d.get("robot") != robot:
             raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {robot!r}")
         params = d["params"]
-    return evaluate_arm(robot, params, load_logs(list(paths)))
+        model = d.get("model")
+    return evaluate_arm(robot, params, load_logs(list(paths)), model=model)

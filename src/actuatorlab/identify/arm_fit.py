@@ -27,20 +27,21 @@ from __future__ import annotations
 
 import dataclasses
 import time as _time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import cma
 import numpy as np
 
 from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
-from ..models.params import PARAMS, bounds_for
+from ..models.params import PARAMS, bounds_for, neutral_params
+from ..models.registry import contains, embed_params, get_model
 from ..robots.loader import ParamGroup, Robot, load_robot
 from ..sim.arm import ArmConfig, ArmInputs
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import Windows, make_windows
 
-__all__ = ["DEFAULT_FIT_PARAMS", "ArmSpace", "LogArrays", "log_arrays", "evaluate_arm", "fit_arm", "per_joint_robot"]
+__all__ = ["DEFAULT_FIT_PARAMS", "ARM_LADDER", "ArmSpace", "robot_with_model", "model_params", "select_arm", "LogArrays", "log_arrays", "evaluate_arm", "fit_arm", "per_joint_robot"]
 
 #: actuator parameters fitted by default
 DEFAULT_FIT_PARAMS: tuple[str, ...] = ("kt", "friction_base", "friction_viscous", "armature")
@@ -68,7 +69,8 @@ class LogArrays:
 class ArmSpace:
     """Fitted robot parameters and the map between their values and z in [0, 1]^(P G).
 
-    names: P parameter names; G: parameter sets (groups, or joints when fitted per joint);
+    names: P parameter names; G: fitted parameter sets (groups, or joints when fitted per joint;
+    ``sets`` their indices among all sets, the others stay nominal);
     lower, upper: (P G,) bounds, parameter-major (``theta[a G + g]`` is parameter a of set g);
     log: (P G,) True where the parameter moves on a log scale. A parameter with positive nominal
     value p0 moves log-uniformly in [0.2 p0, 5 p0] (:data:`BOX_FACTORS`); one whose nominal is 0
@@ -81,22 +83,28 @@ class ArmSpace:
     upper: np.ndarray
     log: np.ndarray
     nominal: dict
+    sets: tuple[int, ...] = ()
 
     @staticmethod
-    def build(names: Iterable[str], nominal: dict) -> "ArmSpace":
+    def build(names: Iterable[str], nominal: dict, sets: Iterable[int] | None = None) -> "ArmSpace":
+        """Box of ``names`` around ``nominal`` (name -> (n_sets,)) for the parameter sets ``sets``
+        (indices; default all). Sets not fitted keep their nominal values."""
         names = tuple(names)
-        G = len(next(iter(nominal.values())))
+        n_sets = len(next(iter(nominal.values())))
+        sets = tuple(range(n_sets)) if sets is None else tuple(int(g) for g in sets)
+        if not sets:
+            raise ModelError("ArmSpace: no parameter set to fit")
         lo, hi, log = [], [], []
         for k in names:
-            for g in range(G):
+            for g in sets:
                 p0 = float(nominal[k][g])
                 if p0 > 0:
                     lo.append(BOX_FACTORS[0] * p0), hi.append(BOX_FACTORS[1] * p0), log.append(True)
                 else:
                     b = bounds_for(k, "servo")
                     lo.append(b[0]), hi.append(b[1]), log.append(False)
-        return ArmSpace(names, G, np.array(lo), np.array(hi), np.array(log),
-                        {k: np.asarray(v, float).copy() for k, v in nominal.items()})
+        return ArmSpace(names, len(sets), np.array(lo), np.array(hi), np.array(log),
+                        {k: np.asarray(v, float).copy() for k, v in nominal.items()}, sets)
 
     @property
     def n(self) -> int:
@@ -117,16 +125,25 @@ class ArmSpace:
         return np.clip(np.where(log, zl, (theta - lo) / (hi - lo)), 0.0, 1.0)
 
     def z_of(self, params: dict) -> np.ndarray:
-        """z of parameter sets (name -> (G,)); names not given take the nominal value."""
-        return self.to_z(np.concatenate([np.asarray(params.get(k, self.nominal[k]), float) for k in self.names]))
+        """z of parameter sets (name -> (n_sets,)); names not given take the nominal value."""
+        idx = list(self.sets)
+        return self.to_z(np.concatenate([np.asarray(params.get(k, self.nominal[k]), float)[idx] for k in self.names]))
 
     def unpack(self, theta, xp=np) -> dict:
-        """Parameter sets name -> (G,): the nominal values with the fitted names from theta."""
+        """Parameter sets name -> (n_sets,): the nominal values with the fitted ones from theta."""
         p = {k: xp.asarray(v) for k, v in self.nominal.items()}
+        every = self.sets == tuple(range(len(next(iter(self.nominal.values())))))
+        idx = np.array(self.sets)
         for a, k in enumerate(self.names):
-            p[k] = theta[a * self.G:(a + 1) * self.G]
+            val = theta[a * self.G:(a + 1) * self.G]
+            if every:
+                p[k] = val
+            elif xp is np:
+                p[k] = p[k].copy()
+                p[k][idx] = val
+            else:
+                p[k] = p[k].at[idx].set(val)
         return p
-
 
 def _where(traj: Trajectory) -> str:
     return traj.source_file or traj.name
@@ -244,16 +261,11 @@ def _windows(robot: Robot, logs: list[LogArrays], h: int, cfg: ArmConfig) -> tup
         sc.append(np.tile(lg.scored, (len(w.start), 1)))
     if not ws:
         return None
-    stacked = Windows(np.concatenate([w.start for w in ws]),
-                      ArmInputs(*[np.concatenate(v) for v in zip(*[w.inputs for w in ws])]),
-                      type(ws[0].state0)(*[np.concatenate(v) for v in zip(*[w.state0 for w in ws])]),
-                      np.concatenate([w.q_meas for w in ws]), np.concatenate([w.dq_meas for w in ws]),
-                      np.concatenate([w.mask for w in ws]))
-    return stacked, np.concatenate(sc)
+    return _stack(ws), np.concatenate(sc)
 
 
 def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[Trajectory],
-                 horizons: Iterable[int] = (100, 300, 600)) -> dict[str, Any]:
+                 horizons: Iterable[int] = (100, 300, 600), model: str | None = None) -> dict[str, Any]:
     """Open-loop replay score of multi-joint logs (see the module docstring).
 
     Args:
@@ -262,6 +274,8 @@ def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[T
             :func:`fit_arm`'s ``params``.
         trajs: logs in the multi-joint convention on the control grid.
         horizons: window lengths [control steps]; a horizon longer than a log skips that log.
+        model: registry model of every parameter set (:func:`robot_with_model`); default: the
+            robot config's own.
 
     Returns:
         {"per_joint": {joint: {str(h): MAE}}, "position_mae": MAE pooled over the scored joints at
@@ -269,6 +283,8 @@ def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[T
         "unit": "rad", "units": {joint: unit}, "n_windows": {str(h): W}}. MAEs in the log's unit.
     """
     robot = _robot(robot_name)
+    if model is not None:
+        robot = robot_with_model(robot, model)
     r, p = _param_sets(robot, params)
     cfg = ArmConfig.from_robot(r)
     logs = [log_arrays(robot, t) for t in trajs]
@@ -300,30 +316,151 @@ def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[T
 
 
 # ---------------------------------------------------------------------------------------------
-def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, params: Iterable[str] = DEFAULT_FIT_PARAMS,
-            per_joint: bool = False, max_evals: int = 300, seed: int = 0, horizon: int = 100,
-            sigma0: float = 0.3) -> dict[str, Any]:
+def robot_with_model(robot: Robot, model: str) -> Robot:
+    """The robot with every parameter set's model replaced by ``model`` (a registry name such as
+    ``"m1"`` or ``"m3+delay"``). Parameters the new model does not have take their neutral value
+    (a config's ``load_friction`` is dropped by ``m1``); parameters it has keep the config's
+    nominal value (neutral where the config gives none)."""
+    spec = get_model(model)
+    if spec.compliant:
+        raise ModelError(f"model {spec.name!r}: compliant transmissions (backlash/compliance) are not "
+                         f"available on the whole-robot path yet")
+    neutral = neutral_params()
+    groups = []
+    for g in robot.groups:
+        drive = next(j.drive for j in robot.joints if j.name in g.joints)
+        free = set(spec.free_for(drive))
+        nominal = tuple((k, v if k in free else neutral[k]) for k, v in g.nominal)
+        groups.append(dataclasses.replace(g, model=spec.name, nominal=nominal))
+    joints = tuple(dataclasses.replace(j, model=spec.name) for j in robot.joints)
+    return dataclasses.replace(robot, groups=tuple(groups), joints=joints)
+
+
+def model_params(robot: Robot, model: str, fixed: Iterable[str] = ()) -> tuple[str, ...]:
+    """Free parameters of ``model`` on this robot's drives, in table order, minus ``fixed``."""
+    spec = get_model(model)
+    free = set()
+    for j in robot.joints:
+        free |= set(spec.free_for(j.drive))
+    fixed = set(fixed)
+    for k in fixed:
+        _check_name(k)
+    return tuple(k for k in PARAMS if k in free and k not in fixed)
+
+
+def _pick(n: int, k: int | None) -> np.ndarray:
+    """Indices of at most ``k`` of ``n`` windows, evenly spread (deterministic)."""
+    if k is None or n <= k:
+        return np.arange(n)
+    return np.unique(np.round(np.linspace(0, n - 1, int(k))).astype(int))
+
+
+def _stack(ws: list[Windows]) -> Windows:
+    return Windows(np.concatenate([x.start for x in ws]),
+                   ArmInputs(*[np.concatenate(v) for v in zip(*[x.inputs for x in ws])]),
+                   type(ws[0].state0)(*[np.concatenate(v) for v in zip(*[x.state0 for x in ws])]),
+                   np.concatenate([x.q_meas for x in ws]), np.concatenate([x.dq_meas for x in ws]),
+                   np.concatenate([x.mask for x in ws]))
+
+
+def _inside(space: ArmSpace, p: dict) -> dict:
+    """``p`` with every fitted value outside the box replaced by its nominal value: the CMA-ES
+    start from a contained model's fit, whose switched-off mechanism (a 0 on a log scale) would
+    otherwise sit on the box edge. (The point itself has been scored as given.)"""
+    out = {k: np.asarray(v, float).copy() for k, v in p.items()}
+    i = 0
+    for k in space.names:
+        for g in space.sets:
+            if not space.lower[i] <= out[k][g] <= space.upper[i]:
+                out[k][g] = space.nominal[k][g]
+            i += 1
+    return out
+
+
+def _coevolve(r: Robot, names, nominal: dict, sets: list[int], start: dict, score, max_evals: int,
+              seed: int, sigma0: float, z_start: dict | None = None) -> tuple[dict, int]:
+    """Per-joint fit by cooperative coevolution: one CMA-ES per parameter set (joint), each on the
+    position error of its own joint(s). Generation g draws candidate c of every set, assembles
+    them into one parameter vector per c, scores all c in one batched rollout, and tells each set's
+    CMA-ES its own joint's errors. Joint coupling makes each set's score depend a little on the
+    others' candidates (noise that shrinks as they converge); the best assembled vector (by the
+    summed error) is kept, so the result is never worse than ``start``.
+    (Potter & De Jong, "A cooperative coevolutionary approach to function optimization", PPSN 1994,
+    with CMA-ES sub-searches: Hansen, arXiv:1604.00772.)"""
+    spaces = [ArmSpace.build(names, nominal, [g]) for g in sets]
+    opts = [cma.CMAEvolutionStrategy(sp.z_of(z_start or start), sigma0, {"bounds": [0.0, 1.0], "seed": int(seed) + 1 + g,
+                                                               "verbose": -9, "tolfun": 1e-12, "tolx": 1e-6})
+            for g, sp in zip(sets, spaces)]
+    pop = max(es.popsize for es in opts)
+    best = {k: np.asarray(v, float).copy() for k, v in start.items()}
+    best_f = float(score([best])[0, sets].sum())
+    evals = 1
+    while evals + pop <= max_evals and not all(es.stop() for es in opts):
+        zs = [es.ask(number=pop) for es in opts]
+        cands = []
+        for c in range(pop):
+            p = {k: np.asarray(v, float).copy() for k, v in best.items()}
+            for sp, zz in zip(spaces, zs):
+                th = sp.to_theta(zz[c])
+                for a, k in enumerate(names):
+                    p[k][sp.sets[0]] = th[a]
+            cands.append(p)
+        f = score(cands)  # (pop, n_sets)
+        evals += pop
+        for es, g, zz in zip(opts, sets, zs):
+            if not es.stop():
+                es.tell(zz, list(f[:, g]))
+        tot = f[:, sets].sum(axis=1)
+        i = int(np.argmin(tot))
+        if tot[i] < best_f:
+            best, best_f = cands[i], float(tot[i])
+        else:  # keep each set's incumbent unless its own joint improved inside an assembled vector
+            pass
+    return best, evals
+
+
+def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
+            params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
+            max_evals: int = 300, seed: int = 0, horizon: int = 100, sigma0: float = 0.3,
+            init: Iterable[dict] = (), max_windows: int | None = None) -> dict[str, Any]:
     """Fit actuator parameters of a whole robot to multi-joint logs with CMA-ES (module docstring).
 
     Args:
         robot_name: a bundled robot name or a :class:`Robot`.
         trajs: logs in the multi-joint convention on the control grid.
-        params: parameter names (:data:`~actuatorlab.models.params.PARAMS`) to fit; the others
-            stay nominal.
+        model: registry model of every parameter set (:func:`robot_with_model`); default: the
+            robot config's own.
+        params: parameter names (:data:`~actuatorlab.models.params.PARAMS`) to fit; default: the
+            free parameters of ``model`` minus ``fixed`` (:data:`DEFAULT_FIT_PARAMS` when no model
+            is given). The others stay nominal.
+        fixed: with ``model`` and no ``params``: free parameters kept at their nominal value
+            (default R: the winding resistance from the datasheet stall current; kt then sets the
+            motor gain kt/R and the free viscous friction the damping).
         per_joint: one value per joint instead of one per parameter set (actuator group).
-        max_evals: CMA-ES evaluation budget (each is one batched rollout of every window).
+            Parameter sets of joints the logs never record stay nominal.
+        max_evals: CMA-ES evaluation budget (each is one batched rollout of the fit windows).
         seed: CMA-ES seed (same seed, same result).
         horizon: window length [control steps]; logs shorter than it give one padded window.
         sigma0: initial CMA-ES step in the normalised box.
+        init: starting points, parameter sets as returned in ``param_sets`` (e.g. the fits of
+            contained models). Each is scored as given (even outside the box) and CMA-ES starts
+            from the best, so the result is never worse on the fit windows than any of them.
+        max_windows: fit on at most this many windows, evenly spread over the logs (None: all).
 
     Returns:
-        {"params": {name: {set or joint: value}} (servo side), "nominal": same layout,
+        {"model", "params": {name: {set or joint: value}} (servo side), "nominal": same layout,
+        "param_sets": {name: [value per parameter set]} (every parameter, fitted or not),
         "train_mae": [rad] pooled position MAE of the best parameters on the fit windows,
-        "train_mae_nominal": the same with nominal parameters, "evaluations": int, "wall_s": float}.
+        "train_mse": [rad^2] the mean squared error CMA-ES minimised,
+        "train_mae_nominal": the same with nominal parameters, "evaluations", "wall_s", "horizon",
+        "n_windows", "unit", "per_joint"}.
     """
     t0 = _time.perf_counter()
     robot = _robot(robot_name)
-    names = tuple(params)
+    if model is not None:
+        robot = robot_with_model(robot, model)
+    names = tuple(params) if params is not None else (
+        model_params(robot, model, fixed) if model is not None else DEFAULT_FIT_PARAMS)
     if not names:
         raise ModelError("fit_arm: no parameters to fit")
     for k in names:
@@ -341,51 +478,155 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, params: Ite
         w = make_windows(r, lg.q_meas, lg.dq_meas, lg.inputs, int(horizon), cfg=cfg)
         ws.append(w)
         sc.append(np.tile(lg.scored, (len(w.start), 1)))
-    w = Windows(np.concatenate([x.start for x in ws]),
-                ArmInputs(*[np.concatenate(v) for v in zip(*[x.inputs for x in ws])]),
-                type(ws[0].state0)(*[np.concatenate(v) for v in zip(*[x.state0 for x in ws])]),
-                np.concatenate([x.q_meas for x in ws]), np.concatenate([x.dq_meas for x in ws]),
-                np.concatenate([x.mask for x in ws]))
-    wgt = w.mask[..., None] * np.concatenate(sc)[:, None, :]
+    w, sc = _stack(ws), np.concatenate(sc)
+    keep = _pick(len(w.start), max_windows)
+    w = Windows(*[type(v)(*[x[keep] for x in v]) if isinstance(v, tuple) else v[keep] for v in w])
+    wgt = w.mask[..., None] * sc[keep][:, None, :]
     den = max(float(wgt.sum()), 1.0)
+    scored = np.any(sc, axis=0)
+    sets = [g for g, grp in enumerate(r.groups) if any(scored[robot.index(j)] for j in grp.joints)]
 
     nominal = r.nominal_params()
-    space = ArmSpace.build(names, nominal)
-    to_theta, unpack = space.to_theta, space.unpack
+    space = ArmSpace.build(names, nominal, sets)
+    model_ = native_model(r, nominal)  # private copy: the armature is written in per evaluation
+    W = len(w.start)
 
-    model = native_model(r, nominal)  # private copy: the armature is written in per evaluation
+    def scores(cands: list[dict]) -> list[tuple[float, float]]:
+        """(mean squared, mean absolute) position error of each candidate, all candidates in one
+        batched rollout (the windows repeated once per candidate)."""
+        P = len(cands)
+        batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
+        x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
+        s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
+        _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
+        e = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None])
+        res = []
+        for c in range(P):
+            if not np.all(np.isfinite(e[c])):
+                res.append((float("inf"), float("inf")))
+            else:
+                res.append((float(np.sum(e[c]**2 * wgt) / den), float(np.sum(np.abs(e[c]) * wgt) / den)))
+        return res
 
-    def sse(p: dict) -> tuple[float, float]:
-        model.dof_armature[r.dof_adr] = r.joint_params({"armature": p["armature"]})["armature"]
-        _, out = rollout_native(r, p, w.inputs, w.state0, cfg, model=model)
-        e = out.q - w.q_meas
-        if not np.all(np.isfinite(e)):
-            return float("inf"), float("inf")
-        return float(np.sum(e**2 * wgt) / den), float(np.sum(np.abs(e) * wgt) / den)
+    def scores_per_joint(cands: list[dict]) -> np.ndarray:
+        """(P, n_sets) mean squared position error of each candidate on the joints of each set."""
+        P = len(cands)
+        batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
+        x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
+        s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
+        _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
+        e2 = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None]) ** 2 * wgt[None]  # (P, W, L, n)
+        per_joint_err = e2.sum(axis=(1, 2)) / np.maximum(wgt.sum(axis=(0, 1)), 1.0)  # (P, n)
+        per_joint_err = np.where(np.isfinite(per_joint_err), per_joint_err, 1e6)
+        return np.stack([per_joint_err[:, [robot.index(j) for j in grp.joints]].sum(axis=1)
+                         for grp in r.groups], axis=1)
 
-    z0 = space.z_of(nominal)
-    es = cma.CMAEvolutionStrategy(z0, sigma0, {"bounds": [0.0, 1.0], "maxfevals": int(max_evals),
-                                               "seed": int(seed) + 1, "verbose": -9, "tolfun": 1e-12,
-                                               "tolx": 1e-6})
-    best_z, best_f, evals = z0, np.inf, 0
-    while not es.stop():
-        zs = es.ask()
-        fs = []
-        for z in zs:
-            f = sse(unpack(to_theta(z)))[0]
-            evals += 1
-            f = f if np.isfinite(f) else 1e6
-            fs.append(f)
-            if f < best_f:
-                best_z, best_f = np.asarray(z), f
-        es.tell(zs, fs)
-    best = unpack(to_theta(best_z))
-    _, mae = sse(best)
-    _, mae0 = sse(nominal)
+    starts = [nominal] + [{k: np.asarray(st.get(k, nominal[k]), float).copy() for k in nominal} for st in init]
+    f0 = [f for f, _ in scores(starts)]
+    evals = len(starts)
+    b = int(np.argmin(f0))
+    best_p, best_f = starts[b], f0[b]
+    if per_joint and len(sets) > 1:
+        best_p, n_ev = _coevolve(r, names, nominal, sets, best_p, scores_per_joint, max_evals, seed, sigma0,
+                                 _inside(space, best_p))
+        evals += n_ev
+    else:
+        z0 = space.z_of(_inside(space, best_p))
+        es = cma.CMAEvolutionStrategy(z0, sigma0, {"bounds": [0.0, 1.0], "maxfevals": int(max_evals),
+                                                   "seed": int(seed) + 1, "verbose": -9, "tolfun": 1e-12,
+                                                   "tolx": 1e-6})
+        while not es.stop():
+            zs = es.ask()
+            cands = [space.unpack(space.to_theta(z)) for z in zs]
+            fs = [f if np.isfinite(f) else 1e6 for f, _ in scores(cands)]
+            evals += len(zs)
+            i = int(np.argmin(fs))
+            if fs[i] < best_f:
+                best_p, best_f = cands[i], fs[i]
+            es.tell(zs, fs)
+    (mse, mae), (_, mae0) = scores([best_p, nominal])
 
     def nest(p):
-        return {k: {lab: float(p[k][g]) for g, lab in enumerate(labels)} for k in names}
+        return {k: {lab: float(p[k][g]) for g, lab in enumerate(labels) if g in sets} for k in names}
 
-    return {"params": nest(best), "nominal": nest(nominal), "train_mae": mae, "train_mae_nominal": mae0,
+    return {"model": model if model is None else get_model(model).name,
+            "params": nest(best_p), "nominal": nest(nominal),
+            "param_sets": {k: [float(v) for v in best_p[k]] for k in PARAMS},
+            "train_mae": mae, "train_mse": mse, "train_mae_nominal": mae0,
             "evaluations": evals, "wall_s": float(_time.perf_counter() - t0), "horizon": int(horizon),
             "n_windows": int(len(w.start)), "unit": "rad", "per_joint": bool(per_joint)}
+
+
+# ---------------------------------------------------------------------------------------------
+#: Nested ladder fitted by ``actuatorlab fit --robot`` without ``--model``: Coulomb + viscous,
+#: Stribeck, load-dependent friction, gear-mesh efficiency, and a command delay.
+ARM_LADDER: tuple[str, ...] = ("m1", "m2", "m3", "g1", "m3+delay")
+
+
+def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_trajs: Iterable[Trajectory],
+               ladder: Iterable[str] = ARM_LADDER, *, per_joint: bool = False, max_evals: int = 300,
+               seed: int = 0, horizon: int = 100, val_horizon: int = 300, min_gain: float = 0.02,
+               fixed: Iterable[str] = ("R",), max_windows: int | None = 64, final_evals: int | None = None,
+               progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+    """Nested model selection on a whole robot: each model must earn its place on validation logs.
+
+    Every model of ``ladder`` is fitted (:func:`fit_arm`) on ``fit_trajs``, starting from the fits
+    of the models it contains (:func:`~actuatorlab.models.registry.contains`), so it is never
+    worse than them on the fit windows. It is scored by the pooled position MAE of
+    ``val_horizon``-step window rollouts of ``val_trajs`` (:func:`evaluate_arm`; logs shorter than
+    that are scored at the longest horizon that fits). A model is *eligible* when its validation
+    MAE is at least ``min_gain`` (relative) below the best eligible model it contains, the same
+    rule as the one-joint :func:`actuatorlab.identify.select.fit_family`; the eligible model with
+    the lowest validation MAE is selected and refitted on fit + validation logs (``final_evals``
+    evaluations, default ``max_evals // 2``), starting from its fit.
+
+    Returns:
+        {"selected", "table": [{"model", "parent", "n_free", "train_mae", "validation_mae",
+        "gain_vs_parent", "earns_place", "selected", "wall_s"}], "fits": {model: fit_arm result},
+        "final": fit_arm result on all logs, "fit_names", "val_names", "val_horizon"}.
+    """
+    robot = _robot(robot_name)
+    fit_trajs, val_trajs = list(fit_trajs), list(val_trajs)
+    if not fit_trajs or not val_trajs:
+        raise DataError(None, "select_arm needs fit and validation logs "
+                              f"(got {len(fit_trajs)} and {len(val_trajs)})")
+    ladder = tuple(get_model(m).name for m in ladder)
+    fits: dict[str, dict] = {}
+    val_mae: dict[str, float] = {}
+    eligible: dict[str, bool] = {}
+    table = []
+    longest = max(t.n for t in val_trajs)
+    vh = int(min(val_horizon, longest))
+    for i, m in enumerate(ladder):
+        if progress:
+            progress(m, i, len(ladder))
+        inner = [x for x in fits if contains(m, x)]
+        starts = [{k: [embed_params({kk: vv[g] for kk, vv in fits[x]["param_sets"].items()}, m).get(k, v[g])
+                       for g in range(len(v))] for k, v in fits[x]["param_sets"].items()}
+                  for x in inner]
+        r = fit_arm(robot, fit_trajs, model=m, fixed=fixed, per_joint=per_joint, max_evals=max_evals,
+                    seed=seed + i, horizon=horizon, init=starts, max_windows=max_windows)
+        fits[m] = r
+        ev = evaluate_arm(robot, r["params"], val_trajs, horizons=(vh,), model=m)
+        v = ev["position_mae"]
+        val_mae[m] = float("inf") if v is None or not np.isfinite(v) else float(v)
+        ref = [x for x in inner if eligible[x]]
+        parent = min(ref, key=lambda x: val_mae[x]) if ref else None
+        gain = None if parent is None else 1.0 - val_mae[m] / val_mae[parent]
+        eligible[m] = bool(np.isfinite(val_mae[m])) and (parent is None or gain >= min_gain)
+        table.append({"model": m, "parent": parent, "n_free": len(r["params"]) * len(next(iter(r["params"].values()))),
+                      "train_mae": r["train_mae"], "validation_mae": val_mae[m], "gain_vs_parent": gain,
+                      "earns_place": eligible[m], "wall_s": r["wall_s"]})
+    if not any(eligible.values()):
+        raise ModelError("select_arm: no model gave a finite validation error")
+    selected = min((m for m in ladder if eligible[m]), key=lambda m: val_mae[m])
+    for row in table:
+        row["selected"] = row["model"] == selected
+    if progress:
+        progress(selected + " (all data)", len(ladder), len(ladder))
+    final = fit_arm(robot, fit_trajs + val_trajs, model=selected, fixed=fixed, per_joint=per_joint,
+                    max_evals=final_evals or max(max_evals // 2, 20), seed=seed + 100, horizon=horizon,
+                    init=[fits[selected]["param_sets"]], max_windows=max_windows)
+    return {"selected": selected, "table": table, "fits": fits, "final": final,
+            "fit_names": [t.name for t in fit_trajs], "val_names": [t.name for t in val_trajs],
+            "val_horizon": vh}

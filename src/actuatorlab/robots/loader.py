@@ -216,12 +216,13 @@ class Robot:
 
     def joint_params(self, group_params: dict, xp=np) -> dict:
         """Per-joint parameters (name -> (n_joints,) joint-side values) from group parameters
-        (name -> (n_groups,) servo-side values). ``xp`` is numpy or jax.numpy (differentiable)."""
+        (name -> (n_groups,) servo-side values; a leading batch axis (B, n_groups) gives (B, n_joints)).
+        ``xp`` is numpy or jax.numpy (differentiable)."""
         gidx = np.array([j.group for j in self.joints], dtype=np.int64)
         out = {}
         for k, v in group_params.items():
             scale = np.array([param_scale(k, j.output_to_joint) for j in self.joints])
-            out[k] = xp.asarray(v)[gidx] * scale
+            out[k] = xp.asarray(v)[..., gidx] * scale
         return out
 
     def law_constants(self) -> LawConstants:

@@ -270,8 +270,8 @@ def delayed(xp, hist, steps):
     k0 = k0.astype(np.int64) if xp is np else k0.astype(jnp.int32)
     k1 = xp.minimum(k0 + 1, D - 1)
     shape = hist.shape[:-2] + (1, hist.shape[-1])
-    a = xp.take_along_axis(hist, xp.broadcast_to(k0, shape), axis=-2)[..., 0, :]
-    b = xp.take_along_axis(hist, xp.broadcast_to(k1, shape), axis=-2)[..., 0, :]
+    a = xp.take_along_axis(hist, xp.broadcast_to(k0[..., None, :], shape), axis=-2)[..., 0, :]
+    b = xp.take_along_axis(hist, xp.broadcast_to(k1[..., None, :], shape), axis=-2)[..., 0, :]
     return (1.0 - w) * a + w * b
 
 

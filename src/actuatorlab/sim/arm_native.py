@@ -83,10 +83,16 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
                    cfg: ArmConfig | None = None, model_updates: dict | None = None,
                    model: mujoco.MjModel | None = None) -> tuple[ArmState, ArmOutputs]:
     """Native MuJoCo rollout; arrays as in the MJX path, optionally with a leading batch axis B
-    on ``inputs`` and ``state`` (the parameters are shared by the batch). Returns NumPy arrays.
+    on ``inputs`` and ``state``. Returns NumPy arrays.
 
-    ``model``: a model from :func:`native_model` to reuse (it must hold the same parameters);
-    built from ``params``/``model_updates`` when omitted.
+    ``params`` values are (n_groups,) (shared by the batch) or (B, n_groups): one parameter set
+    per environment, e.g. a whole CMA-ES population times the fit windows in one call. A
+    per-environment armature runs each environment on its own copy of the model (MuJoCo puts the
+    armature in the mass matrix).
+
+    ``model``: a model from :func:`native_model` to reuse (it must hold the same parameters;
+    with per-environment armature only its structure and other fields are used); built from
+    ``params``/``model_updates`` when omitted.
     """
     cfg = cfg or ArmConfig.from_robot(robot)
     x = ArmInputs(*[np.asarray(v, float) for v in inputs])
@@ -102,8 +108,21 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
     if s0.hist_target.shape[-2] != cfg.delay_steps:
         raise ModelError(f"state delay line holds {s0.hist_target.shape[-2]} steps, the config {cfg.delay_steps}")
 
-    m = native_model(robot, params, model_updates) if model is None else model
     p = {k: np.asarray(v) for k, v in robot.joint_params(params).items()}
+    if any(v.ndim > 1 and v.shape[0] != B for v in p.values()):
+        raise ModelError(f"per-environment parameters must have shape ({B}, n_groups)")
+    arm_b = p["armature"].ndim > 1
+    shared = {k: (v[0] if v.ndim > 1 else v) for k, v in params.items()} if arm_b else params
+    m = native_model(robot, shared, model_updates) if model is None else model
+    models = [m] * B
+    if arm_b:  # one model copy per distinct armature row
+        copies: dict = {}
+        for b in range(B):
+            key = p["armature"][b].tobytes()
+            if key not in copies:
+                copies[key] = copy.copy(m)
+                copies[key].dof_armature[robot.dof_adr] = p["armature"][b]
+            models[b] = copies[key]
     lay = layout(robot)
     lc0 = robot.law_constants()
     lc = lc0._replace(dt=np.full_like(lc0.dt, cfg.firmware_dt))
@@ -117,7 +136,7 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
     pool.extend(mujoco.MjData(m) for _ in range(B - len(pool)))
     datas = pool[:B]
     for b, d in enumerate(datas):
-        mujoco.mj_resetData(m, d)
+        mujoco.mj_resetData(models[b], d)
         d.qpos[:] = s0.qpos[b]
         d.qvel[:] = s0.qvel[b]
     qpos_v = [d.qpos for d in datas]
@@ -142,8 +161,8 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
             qpos_out[b, k] = qpos_v[b]
             qvel_out[b, k] = qvel_v[b]
         for s in range(cfg.substeps):
-            for d in datas:
-                mujoco.mj_step1(m, d)
+            for mb, d in zip(models, datas):
+                mujoco.mj_step1(mb, d)
             # one copy of each whole array per step, then one gather (cheaper than per-env indexing)
             q, dq = np.array(qpos_v)[:, qadr], np.array(qvel_v)[:, dadr]
             m_diag = np.array(mm_v)[:, madr]
@@ -158,7 +177,7 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
             applied, tau_f, tau_e = joint_effort(kit, p, tau_m, dq, m_diag, tau_s, h)
             for b, d in enumerate(datas):
                 app_v[b][dadr] = applied[b]
-                mujoco.mj_step2(m, d)
+                mujoco.mj_step2(models[b], d)
             if s == 0:
                 for key, val in (("q", q), ("dq", dq), ("u", u), ("tau_motor", tau_m),
                                  ("tau_friction", tau_f), ("tau_ext", tau_e)):
