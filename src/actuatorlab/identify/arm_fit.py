@@ -36,7 +36,7 @@ from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.params import PARAMS, bounds_for
 from ..robots.loader import ParamGroup, Robot, load_robot
-from ..sim.arm import ArmConfig, ArmInputs
+from ..sim.arm import ArmConfig, ArmInputs, mujoco_armature
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import Windows, make_windows
 
@@ -356,7 +356,8 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, params: Ite
     model = native_model(r, nominal)  # private copy: the armature is written in per evaluation
 
     def sse(p: dict) -> tuple[float, float]:
-        model.dof_armature[r.dof_adr] = r.joint_params({"armature": p["armature"]})["armature"]
+        arm = r.joint_params({"armature": p["armature"]})["armature"]
+        model.dof_armature[r.dof_adr] = mujoco_armature(r.compliant, arm)
         _, out = rollout_native(r, p, w.inputs, w.state0, cfg, model=model)
         e = out.q - w.q_meas
         if not np.all(np.isfinite(e)):
