@@ -85,8 +85,8 @@ def test_robot_with_model_and_errors(robot, m3_per_joint):
     assert robot_with_model(robot, "m3").nominal_params()["load_friction"][0] == robot.nominal_params()["load_friction"][0]
     with pytest.raises(UnknownNameError, match="m9"):
         robot_with_model(robot, "m9")
-    with pytest.raises(ModelError, match="compliant"):
-        robot_with_model(robot, "m1+backlash")
+    bl = robot_with_model(robot, "m1+backlash")
+    assert bl.compliant.all() and bl.nominal_params()["stiffness"][0] == pytest.approx(20.0)
     _, logs = m3_per_joint
     with pytest.raises(DataError, match="validation"):
         select_arm(robot, logs, [], ladder=("m1",))

@@ -37,7 +37,7 @@ from ..logs.format import Trajectory
 from ..models.params import PARAMS, bounds_for, neutral_params
 from ..models.registry import contains, embed_params, get_model
 from ..robots.loader import ParamGroup, Robot, load_robot
-from ..sim.arm import ArmConfig, ArmInputs
+from ..sim.arm import ArmConfig, ArmInputs, mujoco_armature
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import Windows, make_windows
 
@@ -320,17 +320,21 @@ def robot_with_model(robot: Robot, model: str) -> Robot:
     """The robot with every parameter set's model replaced by ``model`` (a registry name such as
     ``"m1"`` or ``"m3+delay"``). Parameters the new model does not have take their neutral value
     (a config's ``load_friction`` is dropped by ``m1``); parameters it has keep the config's
-    nominal value (neutral where the config gives none)."""
+    nominal value (neutral where the config gives none; a neutral value outside the servo bounds,
+    such as the rigid stiffness 1e9 N.m/rad, becomes the geometric mean of the bounds, 20 N.m/rad).
+    A compliant model (``+backlash``, ``+compliance``) makes every joint a two-body transmission."""
     spec = get_model(model)
-    if spec.compliant:
-        raise ModelError(f"model {spec.name!r}: compliant transmissions (backlash/compliance) are not "
-                         f"available on the whole-robot path yet")
     neutral = neutral_params()
     groups = []
     for g in robot.groups:
         drive = next(j.drive for j in robot.joints if j.name in g.joints)
         free = set(spec.free_for(drive))
         nominal = tuple((k, v if k in free else neutral[k]) for k, v in g.nominal)
+        # a mechanism the config leaves at a neutral value outside the servo bounds (stiffness
+        # 1e9 = rigid) starts in the middle of the bounds (geometric mean)
+        nominal = tuple((k, float(np.sqrt(bounds_for(k, "servo")[0] * bounds_for(k, "servo")[1]))
+                         if k in free and v == neutral[k] and not bounds_for(k, "servo")[0] <= v <= bounds_for(k, "servo")[1]
+                         and PARAMS[k].scale == "log" else v) for k, v in nominal)
         groups.append(dataclasses.replace(g, model=spec.name, nominal=nominal))
     joints = tuple(dataclasses.replace(j, model=spec.name) for j in robot.joints)
     return dataclasses.replace(robot, groups=tuple(groups), joints=joints)

@@ -22,7 +22,8 @@ output q with inertia I_load), the coupling effort through the dead band of widt
     J dq_m'  = J dq_m + h (tau_m - tau_c + tau_f),   friction on the gearbox (motor side)
     I dq'    = I dq + h (tau_c + tau_e)
 (Nordin & Gutman, "Controlling mechanical systems with backlash — a survey", Automatica 2002,
-dead-zone model.)
+dead-zone model.) The coupling is :func:`transmission_coupling` (J_eff: :func:`effective_inertia`),
+the one function the whole-robot rollouts (:mod:`actuatorlab.sim.arm`) use as well.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from .friction import friction_budget, stick_slip_torque
 from .motor import dc_motor_torque
 from .plant import PlantConstants, carriage, pendulum
 
-__all__ = ["StepConfig", "Constants", "State", "Inputs", "Outputs", "make_step", "drive_effort"]
+__all__ = ["StepConfig", "Constants", "State", "Inputs", "Outputs", "make_step", "drive_effort",
+           "transmission_coupling", "effective_inertia"]
 
 _ZETA = 0.3
 
@@ -111,6 +113,48 @@ def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable):
     return enable * u
 
 
+def effective_inertia(J, I_load):
+    """Reduced inertia of the two-body transmission [kg.m^2 | kg]: J_eff = J I_load / (J + I_load)
+    for rotor inertia J (``armature``) and output-side inertia I_load, the inertia that the
+    coupling spring sees when both bodies are free."""
+    return J * I_load / (J + I_load)
+
+
+def transmission_coupling(p, qm, dqm, q, dq, j_eff, h):
+    """Effort [N.m | N] that a compliant transmission with backlash passes from the motor side to
+    the output (the motor side feels its opposite).
+
+    Args:
+        p: parameters; uses ``backlash`` [rad | m] (full width b of the dead band) and
+            ``stiffness`` [N.m/rad | N/m] (series spring k).
+        qm, dqm: motor-side position [rad | m] and velocity [rad/s | m/s], expressed at the output.
+        q, dq: output position and velocity (same units).
+        j_eff: reduced inertia of the two bodies [kg.m^2 | kg] (:func:`effective_inertia`).
+        h: integration step [s].
+
+    Equations (dead-zone backlash model, Nordin & Gutman, "Controlling mechanical systems with
+    backlash -- a survey", Automatica 38 (2002), with a spring-damper contact)::
+
+        delta = q_m - q
+        e     = delta - clip(delta, -b/2, b/2)         deflection beyond the dead band (0 inside)
+        k_s   = min(k, 0.25 J_eff / h^2)               omega h <= 0.5: the explicit step stays stable
+        c     = 2 zeta sqrt(k_s J_eff),  zeta = 0.3    contact damping, only while engaged
+        tau_c = k_s e + c (dq_m - dq) [e != 0]
+
+    A spring stiffer than the step can resolve acts as the stiffest resolvable one; b = 0 gives a
+    plain series spring (``+compliance``). Inside the band tau_c is exactly 0. Works on scalars or
+    arrays of any shape (elementwise) and, through :func:`~actuatorlab.sim.arm_native.numpy_twin`,
+    on NumPy arrays.
+    """
+    k_s = jnp.minimum(p["stiffness"], 0.25 * j_eff / h**2)
+    half = 0.5 * p["backlash"]
+    delta = qm - q
+    e = delta - jnp.clip(delta, -half, half)
+    engaged = jnp.abs(e) > 0.0
+    c_d = 2.0 * _ZETA * jnp.sqrt(k_s * j_eff)
+    return k_s * e + jnp.where(engaged, c_d * (dqm - dq), 0.0)
+
+
 def make_step(cfg: StepConfig):
     """Build the pure step function for a static configuration."""
     law = get_control_law(cfg.law)
@@ -144,15 +188,7 @@ def make_step(cfg: StepConfig):
                 # a plant whose whole moving mass is the armature (EMPS carriage) keeps 0.1 % of it
                 # on the output side so that the two-body model stays defined
                 I_load = jnp.maximum(I_load, 1e-3 * J)
-                j_eff = J * I_load / (J + I_load)
-                # stiffer than the step can resolve (omega h > 0.5) acts as the stiffest resolvable
-                k_s = jnp.minimum(p["stiffness"], 0.25 * j_eff / h**2)
-                half = 0.5 * p["backlash"]
-                delta = qm - q
-                e = delta - jnp.clip(delta, -half, half)
-                engaged = jnp.abs(e) > 0.0
-                c_d = 2.0 * _ZETA * jnp.sqrt(k_s * j_eff)
-                tau_c = k_s * e + jnp.where(engaged, c_d * (dqm - dq), 0.0)
+                tau_c = transmission_coupling(p, qm, dqm, q, dq, effective_inertia(J, I_load), h)
                 tau_m = drive_effort(law.drive, p, k.law, u, dqm, x.enable)
                 budget = friction_budget(p, tau_m, -tau_c, dqm)
                 tau_f = stick_slip_torque(J, dqm, tau_m - tau_c, budget, h)

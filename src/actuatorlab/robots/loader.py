@@ -193,6 +193,13 @@ class Robot:
         """Position of joint ``name`` in this robot's joint arrays."""
         return self.joint_names.index(self.joint(name).name)
 
+    @property
+    def compliant(self) -> np.ndarray:
+        """(n_joints,) bool: True for joints whose parameter set's model has a two-body
+        transmission (``+backlash``, ``+compliance``; registry ``compliant``). Such a joint's
+        rotor is a body of its own in the rollouts, not part of MuJoCo's ``dof_armature``."""
+        return np.array([get_model(self.groups[j.group].model).compliant for j in self.joints], dtype=bool)
+
     def free_params(self) -> tuple[str, ...]:
         """Parameters free in at least one group's model (for its drive type), in table order."""
         free = set()
@@ -447,9 +454,6 @@ def _parse_actuator(path: Path, name: str, d: Any) -> dict:
     except UnknownNameError:
         raise _err(path, f"{where}: unknown model {d['model']!r}; available: "
                          f"{', '.join(list_models())}") from None
-    if spec.compliant:
-        raise _err(path, f"{where}: model {spec.name!r} has a compliant transmission (backlash/"
-                         "compliance), which the robot rollouts do not support yet; use a rigid model")
     law = d["law"]
     if law not in CONTROL_LAWS:
         raise _err(path, f"{where}: unknown control law {law!r}; available: {', '.join(sorted(CONTROL_LAWS))}")
@@ -485,7 +489,8 @@ def build_model(robot: Robot, for_mjx: bool = False) -> mujoco.MjModel:
 
     Edits of the MJCF (the file itself is never written):
     * timestep = physics_dt, integrator as configured;
-    * every modelled joint: armature = the nominal armature (joint units), damping = 0,
+    * every modelled joint: armature = the nominal armature (joint units; 0 for a compliant
+      joint, whose rotor the rollouts integrate as a body of its own), damping = 0,
       frictionloss = 0 (the actuator model supplies friction), and the MJCF actuators that drive
       it are removed (keyframe ``ctrl`` entries follow);
     * ``joint_overrides`` applied to the listed unmodelled joints;
@@ -516,9 +521,10 @@ def _compile(robot: Robot, for_mjx: bool) -> mujoco.MjModel:
         spec.option.ls_iterations = 4
     nominal = robot.joint_params(robot.nominal_params())
     names = set(robot.joint_names)
+    compliant = robot.compliant
     for i, j in enumerate(robot.joints):
         sj = spec.joint(j.name)
-        sj.armature = float(nominal["armature"][i])
+        sj.armature = 0.0 if compliant[i] else float(nominal["armature"][i])
         sj.damping = np.zeros_like(np.asarray(sj.damping, dtype=float))
         sj.frictionloss = 0.0
     for jn, attrs in robot.joint_overrides:

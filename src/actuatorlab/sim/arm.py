@@ -3,9 +3,9 @@
 A :class:`~actuatorlab.robots.Robot` names, per joint, a firmware law, a DC motor (or ideal torque
 source), a transmission and a friction model. The joint torque is computed here from the *same*
 pure functions as the one-joint model (:mod:`actuatorlab.models`: control laws, ``drive_effort``,
-``friction_budget``, ``stick_slip_torque``) and applied to MuJoCo as ``qfrc_applied``; MuJoCo does
-the multibody dynamics (gravity, Coriolis, coupling, constraints). Two paths share the equations
-and this module's types:
+``friction_budget``, ``stick_slip_torque``, ``transmission_coupling``) and applied to MuJoCo as
+``qfrc_applied``; MuJoCo does the multibody dynamics (gravity, Coriolis, coupling, constraints).
+Two paths share the equations and this module's types:
 
 * :func:`make_mjx_rollout` (this module): MJX, ``jax.lax.scan``; jit-, vmap- and grad-able with
   respect to actuator parameters, per-step inputs and MJX model fields (link masses, ...);
@@ -21,26 +21,47 @@ Timing per control step k (period ``control_dt = substeps * physics_dt``)::
         target  q_t = q*_k (hold) | q*_{k-1} + (q*_k - q*_{k-1}) min(1, (s + law_every)/substeps)
                 (linear) | q_f += (1 - exp(-firmware_dt/target_tau)) (q*_k - q_f) (filter)
         u = law(q_t, q_meas, q_prev, q_prev2, dq, V)     q_meas = q - q_offset; u held to next tick
-      tau_m  = drive_effort(u, dq, enable)               DC motor: kt (clip((u - kt dq)/R)), ...
-      tau_m  = clip(tau_m, lo, hi)                       effort bounds, below
+      tau_m  = drive_effort(u, dq_m, enable)             DC motor: kt (clip((u - kt dq_m)/R)), ...
+      tau_m  = clip(tau_m, lo, hi)                       effort bounds, below (at dq_m)
       tau_e  = qfrc_passive - qfrc_bias - force_offset   external effort seen by the joint
-      I      = M[i, i]                                   effective inertia (joint armature included)
-      tau_f  = stick_slip(I, dq, tau_m + tau_e, F(tau_m, tau_e, dq, armature / I), h)
-      qfrc_applied[i] = tau_m + tau_f - force_offset ;  MuJoCo acceleration + Euler step
+      rigid joint (dq_m = dq; one body, rotor in MuJoCo's armature):
+        I      = M[i, i]                                 effective inertia (rotor included)
+        tau_f  = stick_slip(I, dq, tau_m + tau_e, F(tau_m, tau_e, dq, armature / I), h)
+        qfrc_applied[i] = tau_m + tau_f - force_offset
+      compliant joint (``+backlash``, ``+compliance``; rotor q_m, dq_m with J = armature is a
+      body of its own, MuJoCo's armature of the joint is 0):
+        I_load = 1 / (M^-1)[i, i]                        output-side inertia, see below
+        J_eff  = J I_load / (J + I_load)
+        tau_c  = transmission_coupling(p, q_m, dq_m, q, dq, J_eff, h)   dead zone + spring-damper
+        tau_f  = stick_slip(J, dq_m, tau_m - tau_c, F(tau_m, -tau_c, dq_m), h)   motor side
+        dq_m'  = dq_m + h (tau_m - tau_c + tau_f) / J;   q_m' = q_m + h dq_m'
+        qfrc_applied[i] = tau_c - force_offset
+      MuJoCo acceleration + Euler step
+
+The firmware always reads the output side (the joint), as the one-joint model does. The coupling
+(:func:`~actuatorlab.models.actuator.transmission_coupling`) is the one-joint model's: a dead zone
+of width ``backlash`` and a spring-damper beyond it, its stiffness capped at 0.25 J_eff / h^2 so
+the explicit step stays stable. I_load is 1 / (M^-1)[i, i], the inertia the joint presents to an
+effort applied on it alone, rather than M[i, i]: a joint's effort also accelerates the links it
+is coupled to, and a cap computed from M[i, i] (up to 4x larger on the OpenManipulator-X wrist)
+let a stiff, backlash-free chain diverge in a few steps. The motor-side state is part of
+:class:`ArmState`; :func:`initial_state` starts it at the joint's position and velocity (middle
+of the dead band, spring relaxed).
 
 Effort bounds: voltage and current drives ``|tau_m| <= effort_limit``; effort drives (``pd``)
 also the DC-motor envelope of Isaac Lab's ``DCMotor`` actuator,
-``hi = clip(S (1 - dq / v_max), 0, E)``, ``lo = clip(S (-1 - dq / v_max), -E, 0)``
-(S saturation effort, E effort limit, v_max velocity limit). The joint's armature parameter is
-written into MuJoCo's ``dof_armature``, so the rotor inertia is part of the multibody mass matrix
-and of M[i, i]; damping and dry friction of modelled joints are zeroed in the MJCF (the model
-supplies them). The friction uses the diagonal of M only (each joint sees its own effective
+``hi = clip(S (1 - dq_m / v_max), 0, E)``, ``lo = clip(S (-1 - dq_m / v_max), -E, 0)``
+(S saturation effort, E effort limit, v_max velocity limit). A rigid joint's armature parameter
+is written into MuJoCo's ``dof_armature``, so the rotor inertia is part of the multibody mass
+matrix and of M[i, i]; damping and dry friction of modelled joints are zeroed in the MJCF (the
+model supplies them). The friction uses the diagonal of M only (each joint sees its own effective
 inertia; coupling through off-diagonal terms and constraint forces is not in the stick/slip
 test), after Duclusaud et al., "Extended Friction Models for the Physics Simulation of Servo
 Actuators", ICRA 2025, who apply the same budget per joint in MuJoCo.
 
 Outputs are recorded at the start of each control period (like :class:`~actuatorlab.models.
-actuator.Outputs`): joint q, dq, and the first substep's u, tau_motor, tau_friction, tau_ext.
+actuator.Outputs`): joint q, dq, motor side q_m, dq_m, and the first substep's u, tau_motor,
+tau_friction (motor side for a compliant joint), tau_ext.
 """
 
 from __future__ import annotations
@@ -56,13 +77,13 @@ import mujoco
 import numpy as np
 
 from ..errors import ModelError
-from ..models.actuator import drive_effort
+from ..models.actuator import drive_effort, effective_inertia, transmission_coupling
 from ..models.control import CONTROL_LAWS, LawConstants
 from ..models.friction import friction_budget, stick_slip_torque
 from ..robots.loader import Robot
 
 __all__ = ["ArmConfig", "ArmInputs", "ArmState", "ArmOutputs", "Kit", "JAX_KIT", "make_inputs",
-           "initial_state", "make_mjx_rollout", "mjx_model", "position_loss"]
+           "initial_state", "make_mjx_rollout", "mjx_model", "mujoco_armature", "position_loss"]
 
 
 @dataclass(frozen=True)
@@ -121,7 +142,9 @@ class ArmState(NamedTuple):
     qpos (nq,), qvel (nv,): MuJoCo state; q_prev, q_prev2 (n,) [rad | m]: positions the firmware
     measured at its last two ticks; u (n,) [V | N.m]: held firmware output; target_prev (n,): the
     previous control step's delayed target ("linear"); target_filt (n,): filtered target
-    ("filter"); hist_target, hist_enable (D, n): last D raw inputs, newest first (delay line).
+    ("filter"); hist_target, hist_enable (D, n): last D raw inputs, newest first (delay line);
+    qm, dqm (n,) [rad | m], [rad/s | m/s]: motor side of each joint's transmission, expressed at
+    the joint (the rotor of a compliant joint; equal to the joint's q, dq for a rigid one).
     """
 
     qpos: Any
@@ -133,12 +156,15 @@ class ArmState(NamedTuple):
     target_filt: Any
     hist_target: Any
     hist_enable: Any
+    qm: Any
+    dqm: Any
 
 
 class ArmOutputs(NamedTuple):
     """At the start of every control period (T, ...): q, dq (T, n) joint position [rad | m] and
     velocity; u (T, n) firmware output; tau_motor, tau_friction, tau_ext (T, n) [N.m | N] efforts
-    of the first physics step; qpos (T, nq), qvel (T, nv) the full MuJoCo state."""
+    of the first physics step; qpos (T, nq), qvel (T, nv) the full MuJoCo state; qm, dqm (T, n)
+    motor side of the transmissions (= q, dq for rigid joints)."""
 
     q: Any
     dq: Any
@@ -148,6 +174,8 @@ class ArmOutputs(NamedTuple):
     tau_ext: Any
     qpos: Any
     qvel: Any
+    qm: Any
+    dqm: Any
 
 
 # ---------------------------------------------------------------------------------------------
@@ -162,6 +190,7 @@ class Kit:
     drive_effort: Callable
     friction_budget: Callable
     stick_slip_torque: Callable
+    transmission_coupling: Callable
 
     def put(self, out, idx, val):
         """out with out[..., idx] = val (functional for jax, a copy for numpy)."""
@@ -175,17 +204,19 @@ class Kit:
 
 
 JAX_KIT = Kit(jnp, {k: v.fn for k, v in CONTROL_LAWS.items()}, drive_effort, friction_budget,
-              stick_slip_torque)
+              stick_slip_torque, transmission_coupling)
 
 
 @dataclass(frozen=True, eq=False)
 class _Layout:
-    """Static per-robot structure: joint addresses, law/drive groups, effort bounds (n,)."""
+    """Static per-robot structure: joint addresses, law/drive groups, effort bounds (n,),
+    compliant (n,) bool: joints with a two-body transmission (:attr:`Robot.compliant`)."""
 
     qadr: np.ndarray
     dadr: np.ndarray
     law_groups: tuple
     drive_groups: tuple
+    compliant: np.ndarray
     envelope: np.ndarray
     effort_limit: np.ndarray
     saturation: np.ndarray
@@ -204,6 +235,7 @@ def layout(robot: Robot) -> _Layout:
     return _Layout(qadr=robot.qpos_adr, dadr=robot.dof_adr,
                    law_groups=_groups([j.law for j in js]),
                    drive_groups=_groups([j.drive for j in js]),
+                   compliant=robot.compliant,
                    envelope=np.array([j.drive == "effort" for j in js]),
                    effort_limit=np.array([j.effort_limit for j in js]),
                    saturation=np.array([j.saturation_effort for j in js]),
@@ -245,14 +277,62 @@ def motor_effort(kit: Kit, lay: _Layout, p, lc: LawConstants, u, dq, enable):
     return xp.clip(tau, -E, E)
 
 
-def joint_effort(kit: Kit, p, tau_m, dq, m_diag, tau_smooth, h):
-    """(applied, tau_f, tau_e): the effort written to qfrc_applied, the friction and the external
-    effort, for motor effort ``tau_m``, effective inertia ``m_diag`` = M[i, i] and
-    ``tau_smooth`` = (qfrc_passive - qfrc_bias)[i]."""
+def mujoco_armature(compliant, armature, xp=np):
+    """Armature to write into MuJoCo's ``dof_armature`` (n,): the rotor inertia ``armature`` of a
+    rigid joint, 0 for a compliant one (its rotor is integrated as a body of its own)."""
+    if not np.any(compliant):
+        return armature
+    return xp.where(compliant, 0.0, armature)
+
+
+def motor_side(lay: _Layout, xp, q, dq, qm, dqm):
+    """(qm, dqm) of every joint: the carried motor-side state for compliant joints, the joint's
+    own q, dq for rigid ones."""
+    if not lay.compliant.any():
+        return q, dq
+    return xp.where(lay.compliant, qm, q), xp.where(lay.compliant, dqm, dq)
+
+
+def load_inertia(xp, M, dadr):
+    """Output-side inertia of each joint (n,) [kg.m^2 | kg]: 1 / (M^-1)[i, i], the inertia a joint
+    presents to an effort applied on it alone with every other dof free (<= M[i, i]; equal for a
+    joint that is dynamically decoupled from the others). ``M`` (nv, nv) the mass matrix."""
+    E = np.eye(M.shape[-1])[:, dadr]
+    return 1.0 / xp.linalg.solve(M, E)[dadr, np.arange(len(dadr))]
+
+
+def joint_effort(kit: Kit, lay: _Layout, p, tau_m, q, dq, qm, dqm, m_diag, i_load, tau_smooth, h):
+    """Transmission and friction of every joint (..., n) for one physics step.
+
+    Args: motor effort ``tau_m`` (evaluated at the motor-side velocity), joint state ``q, dq``
+    (output side), motor side ``qm, dqm`` (:func:`motor_side`), ``m_diag`` = M[i, i] (rigid
+    joints: rotor included), ``i_load`` = 1 / (M^-1)[i, i] (:func:`load_inertia`; compliant joints,
+    whose rotor is not in M, see :func:`mujoco_armature`; None when no joint is compliant) and
+    ``tau_smooth`` = (qfrc_passive - qfrc_bias)[i].
+
+    Returns (applied, tau_f, tau_e, qm', dqm'): the effort written to qfrc_applied, the friction,
+    the external effort and the motor side after the step (semi-implicit Euler, as the one-joint
+    model; rigid joints return qm, dqm unchanged). The equations are in the module docstring.
+    """
+    xp = kit.xp
     tau_e = tau_smooth - p["force_offset"]
-    budget = kit.friction_budget(p, tau_m, tau_e, dq, p["armature"] / m_diag)
-    tau_f = kit.stick_slip_torque(m_diag, dq, tau_m + tau_e, budget, h)
-    return tau_m + tau_f - p["force_offset"], tau_f, tau_e
+    comp = lay.compliant
+    if not comp.all():  # rigid: one body, friction on the joint
+        budget = kit.friction_budget(p, tau_m, tau_e, dq, p["armature"] / m_diag)
+        tau_f = kit.stick_slip_torque(m_diag, dq, tau_m + tau_e, budget, h)
+        applied = tau_m + tau_f
+        if not comp.any():
+            return applied - p["force_offset"], tau_f, tau_e, qm, dqm
+    J = p["armature"]  # compliant: the rotor is its own body, friction on the motor side
+    tau_c = kit.transmission_coupling(p, qm, dqm, q, dq, effective_inertia(J, i_load), h)
+    budget_m = kit.friction_budget(p, tau_m, -tau_c, dqm)
+    tau_fm = kit.stick_slip_torque(J, dqm, tau_m - tau_c, budget_m, h)
+    dqm = dqm + h * (tau_m - tau_c + tau_fm) / J
+    qm = qm + h * dqm
+    if comp.all():
+        return tau_c - p["force_offset"], tau_fm, tau_e, qm, dqm
+    return (xp.where(comp, tau_c, applied) - p["force_offset"], xp.where(comp, tau_fm, tau_f), tau_e,
+            qm, dqm)
 
 
 def push(xp, hist, x):
@@ -318,7 +398,7 @@ def _follow_equalities(m: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, sk
 
 
 def initial_state(robot: Robot, cfg: ArmConfig | None = None, *, q=None, dq=None, qpos=None, qvel=None,
-                  q_target=None, hist_target=None, hist_enable=None) -> ArmState:
+                  q_target=None, hist_target=None, hist_enable=None, qm=None, dqm=None) -> ArmState:
     """A rollout start (NumPy arrays).
 
     The MuJoCo state is ``qpos``/``qvel`` (default: the model's qpos0, rest) with the modelled
@@ -326,7 +406,9 @@ def initial_state(robot: Robot, cfg: ArmConfig | None = None, *, q=None, dq=None
     joint equality (a mimic finger) set from their leader. The firmware memory is reconstructed
     from the velocity (q_prev = q - dq firmware_dt, as the one-joint replay does); the delay line
     holds ``hist_target``/``hist_enable`` (D, n) newest first, or ``q_target`` (default: q, a servo
-    holding its position) and enable = 1.
+    holding its position) and enable = 1. The motor side of the transmissions is ``qm``/``dqm``
+    (n,) when given, else the joint's own position and velocity (a compliant joint starts in the
+    middle of its dead band, spring relaxed); the rollouts ignore it for rigid joints.
     """
     cfg = cfg or ArmConfig.from_robot(robot)
     m = robot.model()
@@ -349,8 +431,10 @@ def initial_state(robot: Robot, cfg: ArmConfig | None = None, *, q=None, dq=None
     if hist_target.shape != (D, n) or hist_enable.shape != (D, n):
         raise ModelError(f"delay line must have shape ({D}, {n}), got {hist_target.shape} / {hist_enable.shape}")
     h = cfg.firmware_dt
+    qm = qj.copy() if qm is None else np.broadcast_to(np.asarray(qm, float), (n,)).copy()
+    dqm = dqj.copy() if dqm is None else np.broadcast_to(np.asarray(dqm, float), (n,)).copy()
     return ArmState(qp, qv, qj - dqj * h, qj - 2.0 * dqj * h, np.zeros(n), hist_target[0].copy(),
-                    hist_target[0].copy(), hist_target, hist_enable)
+                    hist_target[0].copy(), hist_target, hist_enable, qm, dqm)
 
 
 def position_loss(out: ArmOutputs, q_meas, mask=None):
@@ -400,7 +484,8 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
 
     def rollout(params, inputs: ArmInputs, state: ArmState, model_updates=None):
         p = robot.joint_params(params, xp=jnp)
-        mxp = mx.replace(dof_armature=mx.dof_armature.at[dadr].set(p["armature"]))
+        arm = mujoco_armature(lay.compliant, p["armature"], jnp)
+        mxp = mx.replace(dof_armature=mx.dof_armature.at[dadr].set(arm))
         if model_updates:
             mxp = mxp.replace(**model_updates)
         d0 = template.replace(qpos=jnp.asarray(state.qpos), qvel=jnp.asarray(state.qvel))
@@ -413,11 +498,14 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
             tgt, en = delayed(xp, hist_t, dsteps), delayed(xp, hist_e, dsteps)
 
             def substep(carry2, s):
-                d, q_prev, q_prev2, u, filt = carry2
+                d, q_prev, q_prev2, u, filt, qm, dqm = carry2
                 d = mjx.fwd_position(mxp, d)
                 d = mjx.fwd_velocity(mxp, d)
                 q, dq = d.qpos[qadr], d.qvel[dadr]
-                m_diag = jnp.diag(mjx.full_m(mxp, d))[dadr]
+                qm, dqm = motor_side(lay, xp, q, dq, qm, dqm)
+                M = mjx.full_m(mxp, d)
+                m_diag = jnp.diag(M)[dadr]
+                i_load = load_inertia(jnp, M, lay.dadr) if lay.compliant.any() else None
                 tau_s = (d.qfrc_passive - d.qfrc_bias)[dadr]
                 tick = (s % cfg.law_every) == 0
                 filt_new = filt + a_filt * (tgt - filt)
@@ -427,24 +515,27 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
                 u = jnp.where(tick, u_new, u)
                 q_prev, q_prev2 = jnp.where(tick, q_meas, q_prev), jnp.where(tick, q_prev, q_prev2)
                 filt = jnp.where(tick, filt_new, filt)
-                tau_m = motor_effort(kit, lay, p, lc, u, dq, en)
-                applied, tau_f, tau_e = joint_effort(kit, p, tau_m, dq, m_diag, tau_s, h)
+                tau_m = motor_effort(kit, lay, p, lc, u, dqm, en)
+                applied, tau_f, tau_e, qm1, dqm1 = joint_effort(kit, lay, p, tau_m, q, dq, qm, dqm, m_diag,
+                                                                i_load, tau_s, h)
                 d = d.replace(qfrc_applied=jnp.zeros_like(d.qfrc_applied).at[dadr].set(applied))
                 d = mjx.fwd_actuation(mxp, d)
                 d = mjx.fwd_acceleration(mxp, d)
                 d = mjx.solve(mxp, d) if has_efc else d.replace(qacc=d.qacc_smooth)
                 d = integrate(mxp, d)
-                return (d, q_prev, q_prev2, u, filt), (q, dq, u, tau_m, tau_f, tau_e)
+                return (d, q_prev, q_prev2, u, filt, qm1, dqm1), (q, dq, u, tau_m, tau_f, tau_e, qm, dqm)
 
             start = (d.qpos, d.qvel)
-            (d, q_prev, q_prev2, u, filt), rec = jax.lax.scan(
-                substep, (d, c.q_prev, c.q_prev2, c.u, c.target_filt), jnp.arange(cfg.substeps))
-            out = ArmOutputs(*[r[0] for r in rec], *start)
-            c = ArmState(None, None, q_prev, q_prev2, u, tgt, filt, hist_t, hist_e)
+            (d, q_prev, q_prev2, u, filt, qm, dqm), rec = jax.lax.scan(
+                substep, (d, c.q_prev, c.q_prev2, c.u, c.target_filt, c.qm, c.dqm), jnp.arange(cfg.substeps))
+            q, dq, u0, tau_m, tau_f, tau_e, qm0, dqm0 = [r[0] for r in rec]
+            out = ArmOutputs(q, dq, u0, tau_m, tau_f, tau_e, *start, qm0, dqm0)
+            c = ArmState(None, None, q_prev, q_prev2, u, tgt, filt, hist_t, hist_e, qm, dqm)
             return (d, c), out
 
         c0 = ArmState(None, None, *[jnp.asarray(v) for v in state[2:]])
         (d, c), out = jax.lax.scan(control_step, (d0, c0), ArmInputs(*[jnp.asarray(v) for v in inputs]))
-        return c._replace(qpos=d.qpos, qvel=d.qvel), out
+        qm, dqm = motor_side(lay, xp, d.qpos[qadr], d.qvel[dadr], c.qm, c.dqm)
+        return c._replace(qpos=d.qpos, qvel=d.qvel, qm=qm, dqm=dqm), out
 
     return rollout

@@ -8,11 +8,12 @@ integration). ``mj_step1``/``mj_step2`` are valid for the Euler and implicitfast
 the two a robot config allows.
 
 The actuator equations are not re-written for NumPy: :func:`numpy_twin` re-binds the library's
-JAX functions (control laws, ``drive_effort``, ``friction_budget``, ``stick_slip_torque``) to
-``numpy`` in place of ``jax.numpy``, so both paths run one source of truth. This works because
-those functions only use array functions that NumPy has with the same meaning (clip, where, abs,
-sign, exp, power, minimum); :data:`NUMPY_KIT` is checked against :data:`~actuatorlab.sim.arm.
-JAX_KIT` in tests/test_arm_sim.py.
+JAX functions (control laws, ``drive_effort``, ``friction_budget``, ``stick_slip_torque``,
+``transmission_coupling``) to ``numpy`` in place of ``jax.numpy``, so both paths run one source
+of truth. This works because those functions only use array functions that NumPy has with the
+same meaning (clip, where, abs, sign, exp, power, minimum, sqrt); :data:`NUMPY_KIT` is checked
+against :data:`~actuatorlab.sim.arm.JAX_KIT` in tests/test_arm_sim.py and
+tests/test_arm_backlash.py.
 """
 
 from __future__ import annotations
@@ -26,12 +27,12 @@ import mujoco
 import numpy as np
 
 from ..errors import ModelError
-from ..models.actuator import drive_effort
+from ..models.actuator import drive_effort, transmission_coupling
 from ..models.control import CONTROL_LAWS
 from ..models.friction import friction_budget, stick_slip_torque
 from ..robots.loader import Robot
 from .arm import (ArmConfig, ArmInputs, ArmOutputs, ArmState, Kit, delayed, filter_gain, firmware_output,
-                  joint_effort, layout, motor_effort, push, target_at)
+                  joint_effort, layout, motor_effort, motor_side, mujoco_armature, push, target_at)
 
 __all__ = ["numpy_twin", "NUMPY_KIT", "native_model", "rollout_native"]
 
@@ -58,15 +59,17 @@ def numpy_twin(fn: Callable) -> Callable:
 
 
 NUMPY_KIT = Kit(np, {k: numpy_twin(v.fn) for k, v in CONTROL_LAWS.items()}, numpy_twin(drive_effort),
-                numpy_twin(friction_budget), numpy_twin(stick_slip_torque))
+                numpy_twin(friction_budget), numpy_twin(stick_slip_torque), numpy_twin(transmission_coupling))
 
 
 def native_model(robot: Robot, params: dict, model_updates: dict | None = None) -> mujoco.MjModel:
     """A private copy of the robot's native model with the joints' armature from ``params``
-    (parameter sets, as for the rollout) and ``model_updates`` (MjModel field -> array) written in."""
+    (parameter sets, as for the rollout; 0 for compliant joints, see
+    :func:`~actuatorlab.sim.arm.mujoco_armature`) and ``model_updates`` (MjModel field -> array)
+    written in."""
     m = copy.copy(robot.model())
     p = robot.joint_params(params)
-    m.dof_armature[robot.dof_adr] = p["armature"]
+    m.dof_armature[robot.dof_adr] = mujoco_armature(robot.compliant, p["armature"])
     for k, v in (model_updates or {}).items():
         getattr(m, k)[...] = np.asarray(v)
     return m
@@ -102,9 +105,11 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
         x = ArmInputs(*[v[None] for v in x])
         s0 = ArmState(*[v[None] for v in s0])
     B, T, n = x.q_target.shape
-    if n != robot.n_joints or s0.qpos.shape != (B, robot.nq) or s0.qvel.shape != (B, robot.nv):
+    if (n != robot.n_joints or s0.qpos.shape != (B, robot.nq) or s0.qvel.shape != (B, robot.nv)
+            or s0.qm.shape != (B, n) or s0.dqm.shape != (B, n)):
         raise ModelError(f"{robot.name}: inputs (B, T, {robot.n_joints}) and states (B, nq={robot.nq}, "
-                         f"nv={robot.nv}) expected, got {x.q_target.shape}, {s0.qpos.shape}, {s0.qvel.shape}")
+                         f"nv={robot.nv}, qm/dqm n={robot.n_joints}) expected, got {x.q_target.shape}, "
+                         f"{s0.qpos.shape}, {s0.qvel.shape}, {s0.qm.shape}")
     if s0.hist_target.shape[-2] != cfg.delay_steps:
         raise ModelError(f"state delay line holds {s0.hist_target.shape[-2]} steps, the config {cfg.delay_steps}")
 
@@ -121,7 +126,7 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
             key = p["armature"][b].tobytes()
             if key not in copies:
                 copies[key] = copy.copy(m)
-                copies[key].dof_armature[robot.dof_adr] = p["armature"][b]
+                copies[key].dof_armature[robot.dof_adr] = mujoco_armature(robot.compliant, p["armature"][b])
             models[b] = copies[key]
     lay = layout(robot)
     lc0 = robot.law_constants()
@@ -149,7 +154,12 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
     q_prev, q_prev2, u = s0.q_prev.copy(), s0.q_prev2.copy(), s0.u.copy()
     t_prev, filt = s0.target_prev.copy(), s0.target_filt.copy()
     hist_t, hist_e = s0.hist_target.copy(), s0.hist_enable.copy()
-    outs = {k: np.empty((B, T, n)) for k in ("q", "dq", "u", "tau_motor", "tau_friction", "tau_ext")}
+    qm, dqm = s0.qm.copy(), s0.dqm.copy()
+    compliant = bool(lay.compliant.any())
+    unit_rows = np.zeros((n, m.nv))
+    unit_rows[np.arange(n), dadr] = 1.0
+    minv_cols = np.empty((B, n, m.nv))
+    outs = {k: np.empty((B, T, n)) for k in ("q", "dq", "u", "tau_motor", "tau_friction", "tau_ext", "qm", "dqm")}
     qpos_out, qvel_out = np.empty((B, T, robot.nq)), np.empty((B, T, robot.nv))
 
     for k in range(T):
@@ -166,27 +176,38 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
             # one copy of each whole array per step, then one gather (cheaper than per-env indexing)
             q, dq = np.array(qpos_v)[:, qadr], np.array(qvel_v)[:, dadr]
             m_diag = np.array(mm_v)[:, madr]
+            if compliant:  # 1 / (M^-1)[i, i] from MuJoCo's factorisation of M (mj_step1 made it)
+                for b, d in enumerate(datas):
+                    mujoco.mj_solveM(models[b], d, minv_cols[b], unit_rows)
+                i_load = 1.0 / minv_cols[:, np.arange(n), dadr]
+            else:
+                i_load = None
             tau_s = (np.array(pas_v) - np.array(bias_v))[:, dadr]
+            qm, dqm = motor_side(lay, np, q, dq, qm, dqm)
             if s % cfg.law_every == 0:
                 filt = filt + a_filt * (tgt - filt)
                 q_meas = q - p["q_offset"]
                 u = firmware_output(kit, lay, p, lc, target_at(np, cfg, s, tgt, t_prev, filt),
                                     q_meas, q_prev, q_prev2, dq, vs)
                 q_prev, q_prev2 = q_meas, q_prev
-            tau_m = motor_effort(kit, lay, p, lc, u, dq, en)
-            applied, tau_f, tau_e = joint_effort(kit, p, tau_m, dq, m_diag, tau_s, h)
+            tau_m = motor_effort(kit, lay, p, lc, u, dqm, en)
+            applied, tau_f, tau_e, qm1, dqm1 = joint_effort(kit, lay, p, tau_m, q, dq, qm, dqm, m_diag, i_load,
+                                                            tau_s, h)
             for b, d in enumerate(datas):
                 app_v[b][dadr] = applied[b]
                 mujoco.mj_step2(models[b], d)
             if s == 0:
                 for key, val in (("q", q), ("dq", dq), ("u", u), ("tau_motor", tau_m),
-                                 ("tau_friction", tau_f), ("tau_ext", tau_e)):
+                                 ("tau_friction", tau_f), ("tau_ext", tau_e), ("qm", qm), ("dqm", dqm)):
                     outs[key][:, k] = val
+            qm, dqm = qm1, dqm1
         t_prev = tgt
 
-    final = ArmState(np.array(qpos_v), np.array(qvel_v), q_prev, q_prev2, u, t_prev, filt, hist_t, hist_e)
+    qpos_f, qvel_f = np.array(qpos_v), np.array(qvel_v)
+    qm, dqm = motor_side(lay, np, qpos_f[:, qadr], qvel_f[:, dadr], qm, dqm)
+    final = ArmState(qpos_f, qvel_f, q_prev, q_prev2, u, t_prev, filt, hist_t, hist_e, qm, dqm)
     out = ArmOutputs(outs["q"], outs["dq"], outs["u"], outs["tau_motor"], outs["tau_friction"],
-                     outs["tau_ext"], qpos_out, qvel_out)
+                     outs["tau_ext"], qpos_out, qvel_out, outs["qm"], outs["dqm"])
     if not batched:
         final = ArmState(*[v[0] for v in final])
         out = ArmOutputs(*[v[0] for v in out])

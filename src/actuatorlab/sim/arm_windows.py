@@ -6,7 +6,11 @@ converges (e.g. 128 -> 256 -> 320 control steps, :data:`CURRICULUM`). A window r
 k gets the measured joint positions/velocities at k (joints that follow another through a joint
 equality are set from their leader, everything else from ``qpos_ref``), the firmware memory
 reconstructed from the velocity, and the delay line filled with the logged inputs before k, so no
-command is lost at the cut.
+command is lost at the cut. The motor side of a compliant transmission (``+backlash``,
+``+compliance``) is not measured: it restarts at the measured joint state (q_m = q, dq_m = dq, the
+middle of the dead band, spring relaxed; see :func:`~actuatorlab.sim.arm.initial_state`), so a
+window loses up to ``backlash / 2`` of motion while the rotor crosses to the loaded edge, and
+short windows bias a fitted backlash low (docs/robots.md, "Not done / limits").
 
 Typical use::
 
