@@ -425,7 +425,7 @@ def _coevolve(r: Robot, names, nominal: dict, sets: list[int], start: dict, scor
 
 def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
             params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
-            max_evals: int = 300, seed: int = 0, horizon: int = 100, sigma0: float = 0.3,
+            max_evals: int = 300, seed: int = 0, horizon: int = 100, sigma0: float | None = None,
             init: Iterable[dict] = (), max_windows: int | None = None) -> dict[str, Any]:
     """Fit actuator parameters of a whole robot to multi-joint logs with CMA-ES (module docstring).
 
@@ -445,7 +445,8 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
         max_evals: CMA-ES evaluation budget (each is one batched rollout of the fit windows).
         seed: CMA-ES seed (same seed, same result).
         horizon: window length [control steps]; logs shorter than it give one padded window.
-        sigma0: initial CMA-ES step in the normalised box.
+        sigma0: initial CMA-ES step in the normalised box (default 0.3 from the nominal values,
+            0.1 when ``init`` gives fitted starting points: a local refinement).
         init: starting points, parameter sets as returned in ``param_sets`` (e.g. the fits of
             contained models). Each is scored as given (even outside the box) and CMA-ES starts
             from the best, so the result is never worse on the fit windows than any of them.
@@ -525,6 +526,8 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
         return np.stack([per_joint_err[:, [robot.index(j) for j in grp.joints]].sum(axis=1)
                          for grp in r.groups], axis=1)
 
+    init = list(init)
+    sigma0 = float(sigma0 if sigma0 is not None else (0.1 if init else 0.3))
     starts = [nominal] + [{k: np.asarray(st.get(k, nominal[k]), float).copy() for k in nominal} for st in init]
     f0 = [f for f, _ in scores(starts)]
     evals = len(starts)
