@@ -39,3 +39,13 @@ def test_evaluate_robot_rejects_a_model_of_another_robot(tmp_path, capsys):
     rc = main(["evaluate", str(f), str(tmp_path), "--robot", "open_manipulator_x"])
     err = capsys.readouterr().err
     assert rc == 2 and "so101" in err and "Traceback" not in err
+
+
+def test_fit_robot_rejects_an_unknown_method(tmp_path, capsys):
+    data = tmp_path / "syn"
+    assert main(["synth", "--suite", "smoke", "--out", str(data), "--seed", "1"]) == 0
+    capsys.readouterr()
+    rc = main(["fit", str(data / "train"), "--robot", "open_manipulator_x", "--method", "newton",
+               "--out", str(tmp_path / "run")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "newton" in err and "cma" in err and "grad" in err and "Traceback" not in err

@@ -58,7 +58,9 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         mapping: Optional[Path] = typer.Option(None, "--mapping", help="column mapping for CSV logs"),
         robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot (e.g. open_manipulator_x)"),
         max_evals: int = typer.Option(300, "--max-evals", help="with --robot: CMA-ES evaluations per model"),
-        per_joint: bool = typer.Option(False, "--per-joint", help="with --robot: one parameter set per joint")):
+        per_joint: bool = typer.Option(False, "--per-joint", help="with --robot: one parameter set per joint"),
+        method: str = typer.Option("cma", "--method", help="with --robot: cma (CMA-ES, native MuJoCo) | grad "
+                                                           "(Adam through MJX, window curriculum)")):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
     from .pipeline import run_fit, run_fit_arm
@@ -67,6 +69,7 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         if not data:
             raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
         d = run_fit_arm(robot, data, out, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
+                        method=method,
                         progress=lambda m, i, n: console.print(f"[{i + 1}/{n + 1}] fitting {m}"))
         if d["selection"]:
             t = Table(title=f"Nested models on {robot}: fitted on part of the logs, judged on the rest "

@@ -252,7 +252,7 @@ ARM_MODEL_FORMAT = "actuatorlab-arm-model"
 
 def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None = None, max_evals: int = 300,
                 seed: int = 0, per_joint: bool = False, horizon: int = 100, max_windows: int | None = 64,
-                progress=None) -> dict:
+                method: str = "cma", progress=None) -> dict:
     """Fit a robot's actuator parameters to multi-joint logs through window rollouts (native
     MuJoCo path, CMA-ES); writes RUN/arm_model.json with the model, the fitted and nominal
     parameters and the per-joint replay MAE at 100/300/600 steps.
@@ -261,7 +261,11 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
     :data:`~actuatorlab.identify.arm_fit.ARM_LADDER` is fitted on part of the logs and judged on
     the rest (:func:`~actuatorlab.identify.select.split_validation`: every 4th log by excitation,
     or a 70/30 time split of fewer than 3 logs), and the selected model is refitted on all of them
-    (:func:`~actuatorlab.identify.arm_fit.select_arm`)."""
+    (:func:`~actuatorlab.identify.arm_fit.select_arm`).
+
+    ``method``: "cma" (CMA-ES through the native MuJoCo path, the fast choice on CPUs) or "grad"
+    (Adam through the MJX rollout with a window curriculum, :mod:`actuatorlab.identify.arm_grad`;
+    compiles a gradient per model, minutes on a CPU)."""
     import json
 
     from .identify.arm_fit import evaluate_arm, fit_arm, select_arm
@@ -271,20 +275,29 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
 
     trajs = load_logs(list(paths))
     selection = None
-    if model is not None:
+    if method not in ("cma", "grad"):
+        from .errors import UnknownNameError
+
+        raise UnknownNameError("fit method", method, ("cma", "grad"))
+    if model is not None and method == "grad":
+        from .identify.arm_grad import fit_arm_grad
+
+        r = fit_arm_grad(robot, trajs, model=model, seed=seed, per_joint=per_joint)
+    elif model is not None:
         r = fit_arm(robot, trajs, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
                     horizon=horizon, max_windows=max_windows)
     else:
         fit_part, val_part = split_validation(trajs)
         res = select_arm(robot, fit_part, val_part, per_joint=per_joint, max_evals=max_evals, seed=seed,
-                         horizon=horizon, max_windows=max_windows, progress=progress)
+                         horizon=horizon, max_windows=max_windows, method=method, progress=progress)
         r = res["final"]
         selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
                      "val_horizon": res["val_horizon"]}
     ev = evaluate_arm(robot, r["params"], trajs, model=r["model"])
     d = {"format": ARM_MODEL_FORMAT, "format_version": "1", "robot": robot, "model": r["model"],
          "per_joint": per_joint, "params": r["params"], "nominal": r["nominal"],
-         "fit": {k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s", "horizon")},
+         "fit": {"method": method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
+                                                         "horizon")}},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
          "package_version": __version__, "git_revision": git_revision()}
     atomic_write_text(Path(out) / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")

@@ -37,7 +37,7 @@ from ..logs.format import Trajectory
 from ..models.params import PARAMS, bounds_for, neutral_params
 from ..models.registry import contains, embed_params, get_model
 from ..robots.loader import ParamGroup, Robot, load_robot
-from ..sim.arm import ArmConfig, ArmInputs, mujoco_armature
+from ..sim.arm import ArmConfig, ArmInputs
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import Windows, make_windows
 
@@ -359,6 +359,17 @@ def _pick(n: int, k: int | None) -> np.ndarray:
     return np.unique(np.round(np.linspace(0, n - 1, int(k))).astype(int))
 
 
+def fit_windows(robot: Robot, logs: list[LogArrays], length: int, cfg: ArmConfig) -> tuple[Windows, np.ndarray]:
+    """Windows of ``length`` control steps of every log, stacked (a log shorter than ``length``
+    gives one padded window), and (W, n) bool: the joints each window's log records."""
+    ws, sc = [], []
+    for lg in logs:
+        w = make_windows(robot, lg.q_meas, lg.dq_meas, lg.inputs, int(length), cfg=cfg)
+        ws.append(w)
+        sc.append(np.tile(lg.scored, (len(w.start), 1)))
+    return _stack(ws), np.concatenate(sc)
+
+
 def _stack(ws: list[Windows]) -> Windows:
     return Windows(np.concatenate([x.start for x in ws]),
                    ArmInputs(*[np.concatenate(v) for v in zip(*[x.inputs for x in ws])]),
@@ -478,12 +489,7 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     logs = [log_arrays(robot, t) for t in trajs]
     if not logs:
         raise DataError(None, "no logs to fit")
-    ws, sc = [], []
-    for lg in logs:  # every log gives at least one window (padded if shorter than the horizon)
-        w = make_windows(r, lg.q_meas, lg.dq_meas, lg.inputs, int(horizon), cfg=cfg)
-        ws.append(w)
-        sc.append(np.tile(lg.scored, (len(w.start), 1)))
-    w, sc = _stack(ws), np.concatenate(sc)
+    w, sc = fit_windows(r, logs, int(horizon), cfg)
     keep = _pick(len(w.start), max_windows)
     w = Windows(*[type(v)(*[x[keep] for x in v]) if isinstance(v, tuple) else v[keep] for v in w])
     wgt = w.mask[..., None] * sc[keep][:, None, :]
@@ -574,7 +580,7 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
                ladder: Iterable[str] = ARM_LADDER, *, per_joint: bool = False, max_evals: int = 300,
                seed: int = 0, horizon: int = 100, val_horizon: int = 300, min_gain: float = 0.02,
                fixed: Iterable[str] = ("R",), max_windows: int | None = 64, final_evals: int | None = None,
-               progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+               method: str = "cma", progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Nested model selection on a whole robot: each model must earn its place on validation logs.
 
     Every model of ``ladder`` is fitted (:func:`fit_arm`) on ``fit_trajs``, starting from the fits
@@ -587,11 +593,20 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
     the lowest validation MAE is selected and refitted on fit + validation logs (``final_evals``
     evaluations, default ``max_evals // 2``), starting from its fit.
 
+    ``method``: "cma" (:func:`fit_arm`, CMA-ES through the native path) or "grad"
+    (:func:`actuatorlab.identify.arm_grad.fit_arm_grad`, Adam through the MJX rollout with its
+    default window curriculum and step counts; ``max_evals``, ``horizon``, ``max_windows`` and
+    ``final_evals`` do not apply to it).
+
     Returns:
         {"selected", "table": [{"model", "parent", "n_free", "train_mae", "validation_mae",
         "gain_vs_parent", "earns_place", "selected", "wall_s"}], "fits": {model: fit_arm result},
         "final": fit_arm result on all logs, "fit_names", "val_names", "val_horizon"}.
     """
+    if method not in ("cma", "grad"):
+        raise UnknownNameError("fit method", method, ("cma", "grad"))
+    if method == "grad":
+        from .arm_grad import fit_arm_grad
     robot = _robot(robot_name)
     fit_trajs, val_trajs = list(fit_trajs), list(val_trajs)
     if not fit_trajs or not val_trajs:
@@ -611,8 +626,12 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
         starts = [{k: [embed_params({kk: vv[g] for kk, vv in fits[x]["param_sets"].items()}, m).get(k, v[g])
                        for g in range(len(v))] for k, v in fits[x]["param_sets"].items()}
                   for x in inner]
-        r = fit_arm(robot, fit_trajs, model=m, fixed=fixed, per_joint=per_joint, max_evals=max_evals,
-                    seed=seed + i, horizon=horizon, init=starts, max_windows=max_windows)
+        if method == "grad":
+            r = fit_arm_grad(robot, fit_trajs, model=m, fixed=fixed, per_joint=per_joint, seed=seed + i,
+                             init=starts)
+        else:
+            r = fit_arm(robot, fit_trajs, model=m, fixed=fixed, per_joint=per_joint, max_evals=max_evals,
+                        seed=seed + i, horizon=horizon, init=starts, max_windows=max_windows)
         fits[m] = r
         ev = evaluate_arm(robot, r["params"], val_trajs, horizons=(vh,), model=m)
         v = ev["position_mae"]
@@ -631,9 +650,13 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
         row["selected"] = row["model"] == selected
     if progress:
         progress(selected + " (all data)", len(ladder), len(ladder))
-    final = fit_arm(robot, fit_trajs + val_trajs, model=selected, fixed=fixed, per_joint=per_joint,
-                    max_evals=final_evals or max(max_evals // 2, 20), seed=seed + 100, horizon=horizon,
-                    init=[fits[selected]["param_sets"]], max_windows=max_windows)
+    if method == "grad":
+        final = fit_arm_grad(robot, fit_trajs + val_trajs, model=selected, fixed=fixed, per_joint=per_joint,
+                             seed=seed + 100, init=[fits[selected]["param_sets"]])
+    else:
+        final = fit_arm(robot, fit_trajs + val_trajs, model=selected, fixed=fixed, per_joint=per_joint,
+                        max_evals=final_evals or max(max_evals // 2, 20), seed=seed + 100, horizon=horizon,
+                        init=[fits[selected]["param_sets"]], max_windows=max_windows)
     return {"selected": selected, "table": table, "fits": fits, "final": final,
             "fit_names": [t.name for t in fit_trajs], "val_names": [t.name for t in val_trajs],
             "val_horizon": vh}
