@@ -580,7 +580,8 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
                ladder: Iterable[str] = ARM_LADDER, *, per_joint: bool = False, max_evals: int = 300,
                seed: int = 0, horizon: int = 100, val_horizon: int = 300, min_gain: float = 0.02,
                fixed: Iterable[str] = ("R",), max_windows: int | None = 64, final_evals: int | None = None,
-               method: str = "cma", progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+               method: str = "cma", child_sigma0: float = 0.2,
+               progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
     """Nested model selection on a whole robot: each model must earn its place on validation logs.
 
     Every model of ``ladder`` is fitted (:func:`fit_arm`) on ``fit_trajs``, starting from the fits
@@ -592,6 +593,10 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
     rule as the one-joint :func:`actuatorlab.identify.select.fit_family`; the eligible model with
     the lowest validation MAE is selected and refitted on fit + validation logs (``final_evals``
     evaluations, default ``max_evals // 2``), starting from its fit.
+
+    A model that contains others starts CMA-ES from their best fit with step ``child_sigma0`` (a
+    new mechanism moves the others' optimum: Coulomb friction that absorbed load-dependent
+    friction in m1 must give it back in m3); the final refit starts at 0.1.
 
     ``method``: "cma" (:func:`fit_arm`, CMA-ES through the native path) or "grad"
     (:func:`actuatorlab.identify.arm_grad.fit_arm_grad`, Adam through the MJX rollout with its
@@ -631,7 +636,8 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
                              init=starts)
         else:
             r = fit_arm(robot, fit_trajs, model=m, fixed=fixed, per_joint=per_joint, max_evals=max_evals,
-                        seed=seed + i, horizon=horizon, init=starts, max_windows=max_windows)
+                        seed=seed + i, horizon=horizon, init=starts, max_windows=max_windows,
+                        sigma0=child_sigma0 if starts else None)
         fits[m] = r
         ev = evaluate_arm(robot, r["params"], val_trajs, horizons=(vh,), model=m)
         v = ev["position_mae"]
