@@ -270,8 +270,8 @@ def test_fit_recovers_thermal_resistance(omx):
     R_th within 6 % and C_th within 3 % in 60 evaluations (measured +5.0 %, +1.4 %; 150 evaluations
     give +4.8 %, +1.0 %: R_th and C_th trade along a shallow valley, train MAE 3e-6 rad against
     5e-10 at the truth). With C_th known the loss alone is sharp in R_th (MAE 5e-10 rad at the
-    truth, 5e-5 at 8 K/W), but a one-value fit_arm is not possible: cma 4.5 fails on 1-D problems
-    ("not yet initialized (dimension needed)")."""
+    truth, 5e-5 at 8 K/W), but fit_arm on R_th alone (one value) stopped in cma 4.5.0's
+    _stds_into_limits with "not yet initialized (dimension needed)", so both are fitted."""
     from actuatorlab.identify.arm_fit import fit_arm
 
     true = with_model(omx, "m3+thermal", thermal_resistance=10.0, thermal_capacitance=0.5)
