@@ -48,7 +48,7 @@ def identifiability_for(fit, batches) -> dict | None:
     space = fit.space
     if space.n == 0:
         return None
-    items = [(b.step_config(fit.spec.compliant, substeps_for(fit.spec)), b.arrays(), np.asarray(b.mask))
+    items = [(b.step_config(fit.spec.compliant, substeps_for(fit.spec), fit.spec.thermal), b.arrays(), np.asarray(b.mask))
              for b in batches]
 
     def residuals(theta):

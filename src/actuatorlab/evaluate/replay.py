@@ -21,7 +21,7 @@ def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogRe
     p = {k: jnp.asarray(float(v), dtype=jnp.float64) for k, v in params.items()}
     results = []
     for b in batches:
-        cfg = b.step_config(spec.compliant, substeps_for(spec))
+        cfg = b.step_config(spec.compliant, substeps_for(spec), spec.thermal)
         arr = b.arrays()
         out = rollout_batch(cfg, p, arr)
         q1 = np.asarray(one_step(cfg, p, arr))

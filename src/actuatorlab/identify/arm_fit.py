@@ -54,7 +54,9 @@ class LogArrays:
     """One multi-joint log on the control grid, robot joint order.
 
     q_meas, dq_meas: (T, n) [rad | m], [rad/s | m/s]; inputs: :class:`ArmInputs` (T, n);
-    scored: (n,) bool, True for joints the log records; units: joint -> unit of the logged joints.
+    scored: (n,) bool, True for joints the log records; units: joint -> unit of the logged joints;
+    temperature: (T, n) [degC] winding temperature from temperature/<joint> channels (joints
+    without one: the nominal ambient temperature), or None when the log has none.
     """
 
     name: str
@@ -63,6 +65,7 @@ class LogArrays:
     inputs: ArmInputs
     scored: np.ndarray
     units: dict
+    temperature: np.ndarray | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,7 +206,16 @@ def log_arrays(robot: Robot, traj: Trajectory) -> LogArrays:
     if not np.all(np.isfinite(q[:, scored])) or not np.all(np.isfinite(qt)):
         raise DataError(where, "position or position_target channels hold NaN/inf samples")
     dq = np.nan_to_num(dq)
-    return LogArrays(traj.name, q, dq, ArmInputs(qt, en, vs), scored, units)
+    temp = None
+    if any(traj.has(f"temperature/{j}") for j in joints):
+        amb = robot.joint_params({"ambient_temperature": robot.nominal_params()["ambient_temperature"]})
+        temp = np.tile(amb["ambient_temperature"], (T, 1))
+        for j in joints:
+            if traj.has(f"temperature/{j}"):
+                i = robot.index(j)
+                col = np.asarray(traj[f"temperature/{j}"], float)
+                temp[:, i] = np.where(np.isfinite(col), col, temp[:, i])
+    return LogArrays(traj.name, q, dq, ArmInputs(qt, en, vs), scored, units, temp)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,7 +268,7 @@ def _windows(robot: Robot, logs: list[LogArrays], h: int, cfg: ArmConfig) -> tup
     for lg in logs:
         if h > lg.q_meas.shape[0]:
             continue
-        w = make_windows(robot, lg.q_meas, lg.dq_meas, lg.inputs, h, cfg=cfg)
+        w = make_windows(robot, lg.q_meas, lg.dq_meas, lg.inputs, h, cfg=cfg, temperature=lg.temperature)
         ws.append(w)
         sc.append(np.tile(lg.scored, (len(w.start), 1)))
     if not ws:
@@ -364,7 +376,8 @@ def fit_windows(robot: Robot, logs: list[LogArrays], length: int, cfg: ArmConfig
     gives one padded window), and (W, n) bool: the joints each window's log records."""
     ws, sc = [], []
     for lg in logs:
-        w = make_windows(robot, lg.q_meas, lg.dq_meas, lg.inputs, int(length), cfg=cfg)
+        w = make_windows(robot, lg.q_meas, lg.dq_meas, lg.inputs, int(length), cfg=cfg,
+                         temperature=lg.temperature)
         ws.append(w)
         sc.append(np.tile(lg.scored, (len(w.start), 1)))
     return _stack(ws), np.concatenate(sc)

@@ -123,7 +123,7 @@ def make_loss(spec: ModelSpec, space: ParamSpace, batches: list[Batch], kind: st
     viscous friction (Fv 5.6 instead of ~200 N.s/m, force error 30 %, bench/emps.py).
     """
     sub = substeps_for(spec)
-    items = [(b.step_config(spec.compliant, sub), b.arrays(), jnp.asarray(b.mask, jnp.float64),
+    items = [(b.step_config(spec.compliant, sub, spec.thermal), b.arrays(), jnp.asarray(b.mask, jnp.float64),
               jnp.asarray(np.nan_to_num(b.effort_meas), jnp.float64)) for b in batches]
     n_total = float(sum(b.n_samples for b in batches))
 

@@ -34,6 +34,7 @@ from typing import Literal, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from ..errors import ModelError
 from .control import LawConstants, get_control_law
 from .friction import friction_budget, stick_slip_torque
 from .motor import dc_motor_torque
@@ -51,13 +52,15 @@ class StepConfig:
 
     law: control-law name (``Setup.controller``); plant: "pendulum" | "carriage";
     compliant: two-body transmission with backlash and series stiffness; substeps: physics steps
-    per control period.
+    per control period; thermal: the model has ``+thermal`` (not available on this one-joint
+    path: :func:`make_step` raises; the whole-robot path, :mod:`actuatorlab.sim.arm`, has it).
     """
 
     law: str = "dynamixel_pwm"
     plant: Literal["pendulum", "carriage"] = "pendulum"
     compliant: bool = False
     substeps: int = 1
+    thermal: bool = False
 
 
 class Constants(NamedTuple):
@@ -157,6 +160,10 @@ def transmission_coupling(p, qm, dqm, q, dq, j_eff, h):
 
 def make_step(cfg: StepConfig):
     """Build the pure step function for a static configuration."""
+    if cfg.thermal:
+        raise ModelError("the +thermal extension (winding temperature) is available on the whole-robot "
+                         "path only (actuatorlab fit/evaluate --robot, actuatorlab.sim.arm); the one-joint "
+                         "model has no temperature state: drop +thermal from the model name")
     law = get_control_law(cfg.law)
     plant_fn = pendulum if cfg.plant == "pendulum" else carriage
     n_sub = int(cfg.substeps)

@@ -69,6 +69,14 @@ PARAMS: dict[str, ParamSpec] = {
         _P("q_offset", "rad", 0.0, "linear", "offset between encoder zero and gravity vertical"),
         _P("force_offset", "N.m", 0.0, "linear", "constant bias effort (asymmetric friction / cable)"),
         _P("gain_scale", "1", 1.0, "log", "multiplier on the firmware error gain (unknown firmware units)"),
+        # --- winding temperature (``+thermal``, whole-robot path only). Used by +thermal models
+        # alone (a static per-joint mask), so these are start values, not off switches: the
+        # nominal XM430-W350 of the virtual hardware (synth/truth.py, docs/synth.md) ---
+        _P("thermal_resistance", "K/W", 5.0, "log", "winding-to-ambient thermal resistance"),
+        _P("thermal_capacitance", "J/K", 30.0, "log", "heat capacity of winding + case"),
+        _P("ambient_temperature", "degC", 25.0, "linear", "ambient temperature the winding cools to"),
+        _P("resistance_tempco", "1/K", 0.00393, "linear",
+           "temperature coefficient of R about 25 degC (copper 0.00393/K)"),
     ]
 }
 
@@ -99,6 +107,10 @@ BOUND_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
         "q_offset": (-0.1, 0.1),
         "force_offset": (-0.2, 0.2),
         "gain_scale": (0.1, 10.0),
+        "thermal_resistance": (0.5, 50.0),
+        "thermal_capacitance": (1.0, 1000.0),
+        "ambient_temperature": (0.0, 60.0),
+        "resistance_tempco": (0.0, 0.01),
     },
     "drive": {
         "kt": (0.05, 500.0),
@@ -124,6 +136,10 @@ BOUND_PROFILES: dict[str, dict[str, tuple[float, float]]] = {
         "q_offset": (-0.01, 0.01),
         "force_offset": (-50.0, 50.0),
         "gain_scale": (0.1, 10.0),
+        "thermal_resistance": (0.01, 10.0),
+        "thermal_capacitance": (10.0, 1e5),
+        "ambient_temperature": (0.0, 60.0),
+        "resistance_tempco": (0.0, 0.01),
     },
 }
 

@@ -17,7 +17,8 @@ g2     g1 + Stribeck
 Extensions: ``delay`` (command delay), ``offset`` (encoder offset and bias effort), ``climit``
 (driver current limit), ``backlash`` (two-body transmission with dead band and series
 stiffness), ``compliance`` (series stiffness without dead band), ``gain`` (free firmware gain
-scale, for undocumented firmwares).
+scale, for undocumented firmwares), ``thermal`` (winding temperature state with R(T) and I^2 R
+heating; whole-robot rollouts only, see :mod:`actuatorlab.sim.arm`).
 
 Each model lists its free parameters; every other parameter keeps its neutral value, so a model
 with more mechanisms contains its parent exactly (``parent`` is the model it extends).
@@ -45,8 +46,13 @@ class ModelSpec:
 
     def free_for(self, drive: str) -> tuple[str, ...]:
         """Free parameters that matter for a drive type ("voltage", "current", "effort")."""
-        motor = {"kt", "R", "current_limit"}
+        motor = {"kt", "R", "current_limit", "thermal_resistance", "thermal_capacitance"}
         return tuple(n for n in self.free if drive == "voltage" or n not in motor)
+
+    @property
+    def thermal(self) -> bool:
+        """True when the model carries a winding temperature (``+thermal``)."""
+        return "thermal" in self.extensions
 
     @property
     def base(self) -> str:
@@ -81,6 +87,10 @@ EXTENSIONS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "backlash": (("backlash", "stiffness"), True, "dead band + series stiffness (two bodies)"),
     "compliance": (("stiffness",), True, "series stiffness (two bodies)"),
     "gain": (("gain_scale",), False, "free firmware gain scale"),
+    # ambient_temperature and resistance_tempco stay fixed: from positions alone the ambient
+    # trades off against R, and copper's tempco is known
+    "thermal": (("thermal_resistance", "thermal_capacitance"), False,
+                "winding temperature: I^2 R heating, R(T) (whole-robot path)"),
 }
 
 #: The nested ladder fitted by ``actuatorlab fit`` without ``--model``: each entry extends an

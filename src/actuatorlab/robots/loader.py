@@ -200,6 +200,12 @@ class Robot:
         rotor is a body of its own in the rollouts, not part of MuJoCo's ``dof_armature``."""
         return np.array([get_model(self.groups[j.group].model).compliant for j in self.joints], dtype=bool)
 
+    @property
+    def thermal(self) -> np.ndarray:
+        """(n_joints,) bool: True for joints whose parameter set's model carries a winding
+        temperature (``+thermal``; see :mod:`actuatorlab.sim.arm`)."""
+        return np.array([get_model(self.groups[j.group].model).thermal for j in self.joints], dtype=bool)
+
     def free_params(self) -> tuple[str, ...]:
         """Parameters free in at least one group's model (for its drive type), in table order."""
         free = set()

@@ -36,6 +36,10 @@ Timing per control step k (period ``control_dt = substeps * physics_dt``)::
         tau_f  = stick_slip(J, dq_m, tau_m - tau_c, F(tau_m, -tau_c, dq_m), h)   motor side
         dq_m'  = dq_m + h (tau_m - tau_c + tau_f) / J;   q_m' = q_m + h dq_m'
         qfrc_applied[i] = tau_c - force_offset
+      winding temperature (``+thermal`` joints, voltage drives; T [degC] carried in ArmState):
+        R_T    = R (1 + alpha (T - 25))                  R(T), used by the motor law above
+        i      = enable clip((u - kt dq_m) / R_T, +-current_limit)
+        T'     = T + h (i^2 R_T - (T - T_amb) / R_th) / C_th
       MuJoCo acceleration + Euler step
 
 The firmware always reads the output side (the joint), as the one-joint model does. The coupling
@@ -59,9 +63,17 @@ inertia; coupling through off-diagonal terms and constraint forces is not in the
 test), after Duclusaud et al., "Extended Friction Models for the Physics Simulation of Servo
 Actuators", ICRA 2025, who apply the same budget per joint in MuJoCo.
 
+Winding temperature (``+thermal``): the lumped first-order model of
+:func:`~actuatorlab.models.motor.winding_temperature_step` (I^2 R heating, cooling through R_th to
+the ambient) with R(T) from :func:`~actuatorlab.models.motor.winding_resistance` (copper tempco
+about 25 degC). Only joints whose model has ``+thermal`` (:attr:`Robot.thermal`, a static mask
+like the compliant one) use R(T) and move their temperature; every other joint's temperature stays
+where it started and its equations are untouched, so a robot without ``+thermal`` rolls out
+bit-identically to one that never heard of temperature. ``+thermal`` needs a voltage drive.
+
 Outputs are recorded at the start of each control period (like :class:`~actuatorlab.models.
-actuator.Outputs`): joint q, dq, motor side q_m, dq_m, and the first substep's u, tau_motor,
-tau_friction (motor side for a compliant joint), tau_ext.
+actuator.Outputs`): joint q, dq, motor side q_m, dq_m, winding temperature, and the first
+substep's u, tau_motor, tau_friction (motor side for a compliant joint), tau_ext and motor current.
 """
 
 from __future__ import annotations
@@ -80,6 +92,7 @@ from ..errors import ModelError
 from ..models.actuator import drive_effort, effective_inertia, transmission_coupling
 from ..models.control import CONTROL_LAWS, LawConstants
 from ..models.friction import friction_budget, stick_slip_torque
+from ..models.motor import dc_motor_current, winding_resistance, winding_temperature_step
 from ..robots.loader import Robot
 
 __all__ = ["ArmConfig", "ArmInputs", "ArmState", "ArmOutputs", "Kit", "JAX_KIT", "make_inputs",
@@ -144,7 +157,8 @@ class ArmState(NamedTuple):
     previous control step's delayed target ("linear"); target_filt (n,): filtered target
     ("filter"); hist_target, hist_enable (D, n): last D raw inputs, newest first (delay line);
     qm, dqm (n,) [rad | m], [rad/s | m/s]: motor side of each joint's transmission, expressed at
-    the joint (the rotor of a compliant joint; equal to the joint's q, dq for a rigid one).
+    the joint (the rotor of a compliant joint; equal to the joint's q, dq for a rigid one);
+    temperature (n,) [degC]: winding temperature (moves only on ``+thermal`` joints).
     """
 
     qpos: Any
@@ -158,13 +172,16 @@ class ArmState(NamedTuple):
     hist_enable: Any
     qm: Any
     dqm: Any
+    temperature: Any
 
 
 class ArmOutputs(NamedTuple):
     """At the start of every control period (T, ...): q, dq (T, n) joint position [rad | m] and
     velocity; u (T, n) firmware output; tau_motor, tau_friction, tau_ext (T, n) [N.m | N] efforts
     of the first physics step; qpos (T, nq), qvel (T, nv) the full MuJoCo state; qm, dqm (T, n)
-    motor side of the transmissions (= q, dq for rigid joints)."""
+    motor side of the transmissions (= q, dq for rigid joints); temperature (T, n) [degC] winding
+    temperature; current (T, n) [A] motor current of the first physics step (voltage drives; 0
+    for current and effort drives)."""
 
     q: Any
     dq: Any
@@ -176,6 +193,8 @@ class ArmOutputs(NamedTuple):
     qvel: Any
     qm: Any
     dqm: Any
+    temperature: Any
+    current: Any
 
 
 # ---------------------------------------------------------------------------------------------
@@ -191,6 +210,7 @@ class Kit:
     friction_budget: Callable
     stick_slip_torque: Callable
     transmission_coupling: Callable
+    motor_current: Callable = dc_motor_current
 
     def put(self, out, idx, val):
         """out with out[..., idx] = val (functional for jax, a copy for numpy)."""
@@ -204,19 +224,23 @@ class Kit:
 
 
 JAX_KIT = Kit(jnp, {k: v.fn for k, v in CONTROL_LAWS.items()}, drive_effort, friction_budget,
-              stick_slip_torque, transmission_coupling)
+              stick_slip_torque, transmission_coupling, dc_motor_current)
 
 
 @dataclass(frozen=True, eq=False)
 class _Layout:
     """Static per-robot structure: joint addresses, law/drive groups, effort bounds (n,),
-    compliant (n,) bool: joints with a two-body transmission (:attr:`Robot.compliant`)."""
+    compliant (n,) bool: joints with a two-body transmission (:attr:`Robot.compliant`); thermal
+    (n,) bool: joints with a winding temperature (:attr:`Robot.thermal`); voltage (n,) bool:
+    joints with a DC-motor (voltage) drive."""
 
     qadr: np.ndarray
     dadr: np.ndarray
     law_groups: tuple
     drive_groups: tuple
     compliant: np.ndarray
+    thermal: np.ndarray
+    voltage: np.ndarray
     envelope: np.ndarray
     effort_limit: np.ndarray
     saturation: np.ndarray
@@ -232,10 +256,15 @@ def _groups(values: list[str]) -> tuple:
 
 def layout(robot: Robot) -> _Layout:
     js = robot.joints
+    thermal, voltage = robot.thermal, np.array([j.drive == "voltage" for j in js])
+    if (thermal & ~voltage).any():
+        bad = [j.name for j, t, v in zip(js, thermal, voltage) if t and not v]
+        raise ModelError(f"{robot.name}: +thermal needs a voltage (DC motor) drive; joints {bad} have "
+                         f"a current or effort drive (no winding resistance in the model)")
     return _Layout(qadr=robot.qpos_adr, dadr=robot.dof_adr,
                    law_groups=_groups([j.law for j in js]),
                    drive_groups=_groups([j.drive for j in js]),
-                   compliant=robot.compliant,
+                   compliant=robot.compliant, thermal=thermal, voltage=voltage,
                    envelope=np.array([j.drive == "effort" for j in js]),
                    effort_limit=np.array([j.effort_limit for j in js]),
                    saturation=np.array([j.saturation_effort for j in js]),
@@ -335,6 +364,33 @@ def joint_effort(kit: Kit, lay: _Layout, p, tau_m, q, dq, qm, dqm, m_diag, i_loa
             qm, dqm)
 
 
+def hot_params(kit: Kit, lay: _Layout, p, temperature):
+    """``p`` with ``R`` replaced by R(T) (:func:`~actuatorlab.models.motor.winding_resistance`) on
+    the ``+thermal`` joints, for the motor law of this physics step; ``p`` itself (the same
+    object) when no joint is thermal. ``temperature`` (..., n) [degC]."""
+    if not lay.thermal.any():
+        return p
+    R_T = winding_resistance(p, temperature)
+    return dict(p, R=R_T if lay.thermal.all() else kit.xp.where(lay.thermal, R_T, p["R"]))
+
+
+def motor_current(kit: Kit, lay: _Layout, p, u, dq, enable):
+    """Motor current (..., n) [A] of the voltage-drive joints (0 elsewhere), with the motor law's
+    parameters ``p`` (:func:`hot_params`) at the motor-side velocity ``dq``."""
+    i = kit.motor_current(p, u, dq, enable)
+    return i if lay.voltage.all() else kit.xp.where(lay.voltage, i, 0.0)
+
+
+def thermal_step(kit: Kit, lay: _Layout, p_hot, temperature, current, h):
+    """Winding temperature (..., n) [degC] after one physics step of h [s]
+    (:func:`~actuatorlab.models.motor.winding_temperature_step`) on the ``+thermal`` joints;
+    unchanged elsewhere (the same object when no joint is thermal)."""
+    if not lay.thermal.any():
+        return temperature
+    t1 = winding_temperature_step(p_hot, temperature, current, p_hot["R"], h)
+    return t1 if lay.thermal.all() else kit.xp.where(lay.thermal, t1, temperature)
+
+
 def push(xp, hist, x):
     """Delay line (..., D, n) with x (..., n) inserted as the newest entry."""
     return xp.concatenate([x[..., None, :], hist[..., :-1, :]], axis=-2)
@@ -398,7 +454,8 @@ def _follow_equalities(m: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, sk
 
 
 def initial_state(robot: Robot, cfg: ArmConfig | None = None, *, q=None, dq=None, qpos=None, qvel=None,
-                  q_target=None, hist_target=None, hist_enable=None, qm=None, dqm=None) -> ArmState:
+                  q_target=None, hist_target=None, hist_enable=None, qm=None, dqm=None, temperature=None,
+                  params=None) -> ArmState:
     """A rollout start (NumPy arrays).
 
     The MuJoCo state is ``qpos``/``qvel`` (default: the model's qpos0, rest) with the modelled
@@ -408,7 +465,10 @@ def initial_state(robot: Robot, cfg: ArmConfig | None = None, *, q=None, dq=None
     holds ``hist_target``/``hist_enable`` (D, n) newest first, or ``q_target`` (default: q, a servo
     holding its position) and enable = 1. The motor side of the transmissions is ``qm``/``dqm``
     (n,) when given, else the joint's own position and velocity (a compliant joint starts in the
-    middle of its dead band, spring relaxed); the rollouts ignore it for rigid joints.
+    middle of its dead band, spring relaxed); the rollouts ignore it for rigid joints. The
+    winding temperature is ``temperature`` [degC] (n,) when given, else each joint's
+    ``ambient_temperature`` from ``params`` (parameter sets, as for the rollout; default the
+    robot's nominal ones); it only moves on ``+thermal`` joints.
     """
     cfg = cfg or ArmConfig.from_robot(robot)
     m = robot.model()
@@ -433,8 +493,12 @@ def initial_state(robot: Robot, cfg: ArmConfig | None = None, *, q=None, dq=None
     h = cfg.firmware_dt
     qm = qj.copy() if qm is None else np.broadcast_to(np.asarray(qm, float), (n,)).copy()
     dqm = dqj.copy() if dqm is None else np.broadcast_to(np.asarray(dqm, float), (n,)).copy()
+    if temperature is None:
+        amb = {"ambient_temperature": (params or robot.nominal_params())["ambient_temperature"]}
+        temperature = robot.joint_params(amb)["ambient_temperature"]
+    temperature = np.broadcast_to(np.asarray(temperature, float), (n,)).copy()
     return ArmState(qp, qv, qj - dqj * h, qj - 2.0 * dqj * h, np.zeros(n), hist_target[0].copy(),
-                    hist_target[0].copy(), hist_target, hist_enable, qm, dqm)
+                    hist_target[0].copy(), hist_target, hist_enable, qm, dqm, temperature)
 
 
 def position_loss(out: ArmOutputs, q_meas, mask=None):
@@ -498,7 +562,7 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
             tgt, en = delayed(xp, hist_t, dsteps), delayed(xp, hist_e, dsteps)
 
             def substep(carry2, s):
-                d, q_prev, q_prev2, u, filt, qm, dqm = carry2
+                d, q_prev, q_prev2, u, filt, qm, dqm, temp = carry2
                 d = mjx.fwd_position(mxp, d)
                 d = mjx.fwd_velocity(mxp, d)
                 q, dq = d.qpos[qadr], d.qvel[dadr]
@@ -515,7 +579,10 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
                 u = jnp.where(tick, u_new, u)
                 q_prev, q_prev2 = jnp.where(tick, q_meas, q_prev), jnp.where(tick, q_prev, q_prev2)
                 filt = jnp.where(tick, filt_new, filt)
-                tau_m = motor_effort(kit, lay, p, lc, u, dqm, en)
+                p_hot = hot_params(kit, lay, p, temp)
+                tau_m = motor_effort(kit, lay, p_hot, lc, u, dqm, en)
+                cur = motor_current(kit, lay, p_hot, u, dqm, en)
+                temp1 = thermal_step(kit, lay, p_hot, temp, cur, h)
                 applied, tau_f, tau_e, qm1, dqm1 = joint_effort(kit, lay, p, tau_m, q, dq, qm, dqm, m_diag,
                                                                 i_load, tau_s, h)
                 d = d.replace(qfrc_applied=jnp.zeros_like(d.qfrc_applied).at[dadr].set(applied))
@@ -523,14 +590,16 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
                 d = mjx.fwd_acceleration(mxp, d)
                 d = mjx.solve(mxp, d) if has_efc else d.replace(qacc=d.qacc_smooth)
                 d = integrate(mxp, d)
-                return (d, q_prev, q_prev2, u, filt, qm1, dqm1), (q, dq, u, tau_m, tau_f, tau_e, qm, dqm)
+                return ((d, q_prev, q_prev2, u, filt, qm1, dqm1, temp1),
+                        (q, dq, u, tau_m, tau_f, tau_e, qm, dqm, temp, cur))
 
             start = (d.qpos, d.qvel)
-            (d, q_prev, q_prev2, u, filt, qm, dqm), rec = jax.lax.scan(
-                substep, (d, c.q_prev, c.q_prev2, c.u, c.target_filt, c.qm, c.dqm), jnp.arange(cfg.substeps))
-            q, dq, u0, tau_m, tau_f, tau_e, qm0, dqm0 = [r[0] for r in rec]
-            out = ArmOutputs(q, dq, u0, tau_m, tau_f, tau_e, *start, qm0, dqm0)
-            c = ArmState(None, None, q_prev, q_prev2, u, tgt, filt, hist_t, hist_e, qm, dqm)
+            (d, q_prev, q_prev2, u, filt, qm, dqm, temp), rec = jax.lax.scan(
+                substep, (d, c.q_prev, c.q_prev2, c.u, c.target_filt, c.qm, c.dqm, c.temperature),
+                jnp.arange(cfg.substeps))
+            q, dq, u0, tau_m, tau_f, tau_e, qm0, dqm0, temp0, cur0 = [r[0] for r in rec]
+            out = ArmOutputs(q, dq, u0, tau_m, tau_f, tau_e, *start, qm0, dqm0, temp0, cur0)
+            c = ArmState(None, None, q_prev, q_prev2, u, tgt, filt, hist_t, hist_e, qm, dqm, temp)
             return (d, c), out
 
         c0 = ArmState(None, None, *[jnp.asarray(v) for v in state[2:]])

@@ -9,7 +9,7 @@ the two a robot config allows.
 
 The actuator equations are not re-written for NumPy: :func:`numpy_twin` re-binds the library's
 JAX functions (control laws, ``drive_effort``, ``friction_budget``, ``stick_slip_torque``,
-``transmission_coupling``) to ``numpy`` in place of ``jax.numpy``, so both paths run one source
+``transmission_coupling``, ``dc_motor_current``) to ``numpy`` in place of ``jax.numpy``, so both paths run one source
 of truth. This works because those functions only use array functions that NumPy has with the
 same meaning (clip, where, abs, sign, exp, power, minimum, sqrt); :data:`NUMPY_KIT` is checked
 against :data:`~actuatorlab.sim.arm.JAX_KIT` in tests/test_arm_sim.py and
@@ -30,9 +30,11 @@ from ..errors import ModelError
 from ..models.actuator import drive_effort, transmission_coupling
 from ..models.control import CONTROL_LAWS
 from ..models.friction import friction_budget, stick_slip_torque
+from ..models.motor import dc_motor_current
 from ..robots.loader import Robot
 from .arm import (ArmConfig, ArmInputs, ArmOutputs, ArmState, Kit, delayed, filter_gain, firmware_output,
-                  joint_effort, layout, motor_effort, motor_side, mujoco_armature, push, target_at)
+                  hot_params, joint_effort, layout, motor_current, motor_effort, motor_side, mujoco_armature,
+                  push, target_at, thermal_step)
 
 __all__ = ["numpy_twin", "NUMPY_KIT", "native_model", "rollout_native"]
 
@@ -59,7 +61,8 @@ def numpy_twin(fn: Callable) -> Callable:
 
 
 NUMPY_KIT = Kit(np, {k: numpy_twin(v.fn) for k, v in CONTROL_LAWS.items()}, numpy_twin(drive_effort),
-                numpy_twin(friction_budget), numpy_twin(stick_slip_torque), numpy_twin(transmission_coupling))
+                numpy_twin(friction_budget), numpy_twin(stick_slip_torque), numpy_twin(transmission_coupling),
+                numpy_twin(dc_motor_current))
 
 
 def native_model(robot: Robot, params: dict, model_updates: dict | None = None) -> mujoco.MjModel:
@@ -106,10 +109,11 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
         s0 = ArmState(*[v[None] for v in s0])
     B, T, n = x.q_target.shape
     if (n != robot.n_joints or s0.qpos.shape != (B, robot.nq) or s0.qvel.shape != (B, robot.nv)
-            or s0.qm.shape != (B, n) or s0.dqm.shape != (B, n)):
+            or s0.qm.shape != (B, n) or s0.dqm.shape != (B, n) or s0.temperature.shape != (B, n)):
         raise ModelError(f"{robot.name}: inputs (B, T, {robot.n_joints}) and states (B, nq={robot.nq}, "
-                         f"nv={robot.nv}, qm/dqm n={robot.n_joints}) expected, got {x.q_target.shape}, "
-                         f"{s0.qpos.shape}, {s0.qvel.shape}, {s0.qm.shape}")
+                         f"nv={robot.nv}, qm/dqm/temperature n={robot.n_joints}) expected, got "
+                         f"{x.q_target.shape}, {s0.qpos.shape}, {s0.qvel.shape}, {s0.qm.shape}, "
+                         f"{s0.temperature.shape}")
     if s0.hist_target.shape[-2] != cfg.delay_steps:
         raise ModelError(f"state delay line holds {s0.hist_target.shape[-2]} steps, the config {cfg.delay_steps}")
 
@@ -155,11 +159,13 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
     t_prev, filt = s0.target_prev.copy(), s0.target_filt.copy()
     hist_t, hist_e = s0.hist_target.copy(), s0.hist_enable.copy()
     qm, dqm = s0.qm.copy(), s0.dqm.copy()
+    temp = s0.temperature.copy()
     compliant = bool(lay.compliant.any())
     unit_rows = np.zeros((n, m.nv))
     unit_rows[np.arange(n), dadr] = 1.0
     minv_cols = np.empty((B, n, m.nv))
-    outs = {k: np.empty((B, T, n)) for k in ("q", "dq", "u", "tau_motor", "tau_friction", "tau_ext", "qm", "dqm")}
+    outs = {k: np.empty((B, T, n)) for k in ("q", "dq", "u", "tau_motor", "tau_friction", "tau_ext", "qm", "dqm",
+                                                 "temperature", "current")}
     qpos_out, qvel_out = np.empty((B, T, robot.nq)), np.empty((B, T, robot.nv))
 
     for k in range(T):
@@ -190,7 +196,9 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
                 u = firmware_output(kit, lay, p, lc, target_at(np, cfg, s, tgt, t_prev, filt),
                                     q_meas, q_prev, q_prev2, dq, vs)
                 q_prev, q_prev2 = q_meas, q_prev
-            tau_m = motor_effort(kit, lay, p, lc, u, dqm, en)
+            p_hot = hot_params(kit, lay, p, temp)
+            tau_m = motor_effort(kit, lay, p_hot, lc, u, dqm, en)
+            cur = motor_current(kit, lay, p_hot, u, dqm, en)
             applied, tau_f, tau_e, qm1, dqm1 = joint_effort(kit, lay, p, tau_m, q, dq, qm, dqm, m_diag, i_load,
                                                             tau_s, h)
             for b, d in enumerate(datas):
@@ -198,16 +206,19 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
                 mujoco.mj_step2(models[b], d)
             if s == 0:
                 for key, val in (("q", q), ("dq", dq), ("u", u), ("tau_motor", tau_m),
-                                 ("tau_friction", tau_f), ("tau_ext", tau_e), ("qm", qm), ("dqm", dqm)):
+                                 ("tau_friction", tau_f), ("tau_ext", tau_e), ("qm", qm), ("dqm", dqm),
+                                 ("temperature", temp), ("current", cur)):
                     outs[key][:, k] = val
             qm, dqm = qm1, dqm1
+            temp = thermal_step(kit, lay, p_hot, temp, cur, h)
         t_prev = tgt
 
     qpos_f, qvel_f = np.array(qpos_v), np.array(qvel_v)
     qm, dqm = motor_side(lay, np, qpos_f[:, qadr], qvel_f[:, dadr], qm, dqm)
-    final = ArmState(qpos_f, qvel_f, q_prev, q_prev2, u, t_prev, filt, hist_t, hist_e, qm, dqm)
+    final = ArmState(qpos_f, qvel_f, q_prev, q_prev2, u, t_prev, filt, hist_t, hist_e, qm, dqm, temp)
     out = ArmOutputs(outs["q"], outs["dq"], outs["u"], outs["tau_motor"], outs["tau_friction"],
-                     outs["tau_ext"], qpos_out, qvel_out, outs["qm"], outs["dqm"])
+                     outs["tau_ext"], qpos_out, qvel_out, outs["qm"], outs["dqm"], outs["temperature"],
+                     outs["current"])
     if not batched:
         final = ArmState(*[v[0] for v in final])
         out = ArmOutputs(*[v[0] for v in out])

@@ -10,7 +10,9 @@ command is lost at the cut. The motor side of a compliant transmission (``+backl
 ``+compliance``) is not measured: it restarts at the measured joint state (q_m = q, dq_m = dq, the
 middle of the dead band, spring relaxed; see :func:`~actuatorlab.sim.arm.initial_state`), so a
 window loses up to ``backlash / 2`` of motion while the rotor crosses to the loaded edge, and
-short windows bias a fitted backlash low (docs/robots.md, "Not done / limits").
+short windows bias a fitted backlash low (docs/robots.md, "Not done / limits"). The winding
+temperature (``+thermal``) restarts from the logged temperature at k when the log has one, else
+from the ambient temperature.
 
 Typical use::
 
@@ -51,10 +53,12 @@ class Windows(NamedTuple):
 
 
 def make_windows(robot: Robot, q_meas, dq_meas, inputs: ArmInputs, length: int, stride: int | None = None,
-                 cfg: ArmConfig | None = None, qpos_ref=None) -> Windows:
+                 cfg: ArmConfig | None = None, qpos_ref=None, temperature=None) -> Windows:
     """Cut one log (arrays (T, n) on the control grid, robot joint order) into windows of
     ``length`` control steps every ``stride`` (default ``length``: no overlap). The last window
-    is padded with the last input and masked."""
+    is padded with the last input and masked. ``temperature`` (T, n) [degC]: measured winding
+    temperature; each window starts from its value at the window start (default: the nominal
+    ambient temperature, see :func:`~actuatorlab.sim.arm.initial_state`)."""
     cfg = cfg or ArmConfig.from_robot(robot)
     q_meas, dq_meas = np.asarray(q_meas, float), np.asarray(dq_meas, float)
     x = ArmInputs(*[np.asarray(v, float) for v in inputs])
@@ -62,6 +66,11 @@ def make_windows(robot: Robot, q_meas, dq_meas, inputs: ArmInputs, length: int, 
     if n != robot.n_joints or dq_meas.shape != q_meas.shape or any(v.shape != q_meas.shape for v in x):
         raise DataError(None, f"{robot.name}: q_meas, dq_meas and inputs must all be (T, {robot.n_joints}); "
                               f"got {q_meas.shape}, {dq_meas.shape}, {[v.shape for v in x]}")
+    if temperature is not None:
+        temperature = np.asarray(temperature, float)
+        if temperature.shape != q_meas.shape:
+            raise DataError(None, f"{robot.name}: temperature must be (T, {robot.n_joints}) like q_meas; "
+                                  f"got {temperature.shape}")
     if length < 1 or T < 1:
         raise DataError(None, f"window length ({length}) and log length ({T}) must be >= 1")
     stride = length if stride is None else int(stride)
@@ -81,7 +90,8 @@ def make_windows(robot: Robot, q_meas, dq_meas, inputs: ArmInputs, length: int, 
         hist_t = np.where((np.arange(s - 1, s - 1 - D, -1) >= 0)[:, None], x.q_target[past], q_meas[s])
         hist_e = np.where((np.arange(s - 1, s - 1 - D, -1) >= 0)[:, None], x.enable[past], 1.0)
         states.append(initial_state(robot, cfg, q=q_meas[s], dq=dq_meas[s], qpos=qpos_ref,
-                                    hist_target=hist_t, hist_enable=hist_e))
+                                    hist_target=hist_t, hist_enable=hist_e,
+                                    temperature=None if temperature is None else temperature[s]))
     state0 = ArmState(*[np.stack(v) for v in zip(*states)])
     return Windows(starts, ArmInputs(np.stack(win["qt"]), np.stack(win["en"]), np.stack(win["vs"])),
                    state0, np.stack(win["q"]), np.stack(win["dq"]), np.stack(win["mask"]))

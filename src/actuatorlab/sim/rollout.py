@@ -69,8 +69,8 @@ class Batch:
         return dict(t=self.t, q_target=self.q_target, enable=self.enable, v_supply=self.v_supply,
                     q_meas=self.q_meas, dq_meas=self.dq_meas, consts=self.consts)
 
-    def step_config(self, compliant: bool = False, substeps: int = 1) -> StepConfig:
-        return StepConfig(self.law, self.plant, compliant, substeps)
+    def step_config(self, compliant: bool = False, substeps: int = 1, thermal: bool = False) -> StepConfig:
+        return StepConfig(self.law, self.plant, compliant, substeps, thermal)
 
 
 def default_dt(trajs: list[Trajectory]) -> float:
