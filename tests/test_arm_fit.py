@@ -130,3 +130,13 @@ def test_bad_inputs(robot, smoke_logs):
         fit_arm(ROBOT, [missing], params=("kt",), max_evals=2)
     with pytest.raises(UnknownNameError, match="not_a_param"):
         fit_arm(ROBOT, smoke_logs[:1], params=("not_a_param",), max_evals=2)
+
+
+def test_fit_of_a_single_parameter(robot):
+    """A one-dimensional search (cma 4.5 fails on bounded 1-D problems without the padding in
+    arm_fit._cma): kt x0.8 recovered alone."""
+    p = robot.nominal_params()
+    p["kt"] = p["kt"] * 0.8
+    logs = chirp_logs(robot, p, T=120, n_logs=1)
+    r = fit_arm(ROBOT, logs, params=("kt",), max_evals=60, horizon=60)
+    assert r["params"]["kt"]["xm430_w350"] == pytest.approx(p["kt"][0], rel=0.01)

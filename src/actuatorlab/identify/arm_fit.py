@@ -391,6 +391,14 @@ def _stack(ws: list[Windows]) -> Windows:
                    np.concatenate([x.mask for x in ws]))
 
 
+def _cma(z0: np.ndarray, sigma0: float, opts: dict) -> "cma.CMAEvolutionStrategy":
+    """CMA-ES from ``z0``; a one-dimensional search gets a second, ignored coordinate (cma 4.5
+    fails on bounded 1-D problems: "not yet initialized (dimension needed)"), so callers use
+    ``z[:n]`` of each candidate."""
+    z0 = np.asarray(z0, float)
+    return cma.CMAEvolutionStrategy(np.r_[z0, 0.5] if z0.size == 1 else z0, sigma0, opts)
+
+
 def _inside(space: ArmSpace, p: dict) -> dict:
     """``p`` with every fitted value outside the box replaced by its nominal value: the CMA-ES
     start from a contained model's fit, whose switched-off mechanism (a 0 on a log scale) would
@@ -416,7 +424,7 @@ def _coevolve(r: Robot, names, nominal: dict, sets: list[int], start: dict, scor
     (Potter & De Jong, "A cooperative coevolutionary approach to function optimization", PPSN 1994,
     with CMA-ES sub-searches: Hansen, arXiv:1604.00772.)"""
     spaces = [ArmSpace.build(names, nominal, [g]) for g in sets]
-    opts = [cma.CMAEvolutionStrategy(sp.z_of(z_start or start), sigma0, {"bounds": [0.0, 1.0], "seed": int(seed) + 1 + g,
+    opts = [_cma(sp.z_of(z_start or start), sigma0, {"bounds": [0.0, 1.0], "seed": int(seed) + 1 + g,
                                                                "verbose": -9, "tolfun": 1e-12, "tolx": 1e-6})
             for g, sp in zip(sets, spaces)]
     pop = max(es.popsize for es in opts)
@@ -429,7 +437,7 @@ def _coevolve(r: Robot, names, nominal: dict, sets: list[int], start: dict, scor
         for c in range(pop):
             p = {k: np.asarray(v, float).copy() for k, v in best.items()}
             for sp, zz in zip(spaces, zs):
-                th = sp.to_theta(zz[c])
+                th = sp.to_theta(zz[c][:sp.n])
                 for a, k in enumerate(names):
                     p[k][sp.sets[0]] = th[a]
             cands.append(p)
@@ -558,12 +566,12 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
         evals += n_ev
     else:
         z0 = space.z_of(_inside(space, best_p))
-        es = cma.CMAEvolutionStrategy(z0, sigma0, {"bounds": [0.0, 1.0], "maxfevals": int(max_evals),
+        es = _cma(z0, sigma0, {"bounds": [0.0, 1.0], "maxfevals": int(max_evals),
                                                    "seed": int(seed) + 1, "verbose": -9, "tolfun": 1e-12,
                                                    "tolx": 1e-6})
         while not es.stop():
             zs = es.ask()
-            cands = [space.unpack(space.to_theta(z)) for z in zs]
+            cands = [space.unpack(space.to_theta(z[:space.n])) for z in zs]
             fs = [f if np.isfinite(f) else 1e6 for f, _ in scores(cands)]
             evals += len(zs)
             i = int(np.argmin(fs))
