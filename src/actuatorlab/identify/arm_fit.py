@@ -413,7 +413,7 @@ def _inside(space: ArmSpace, p: dict) -> dict:
     return out
 
 
-def _coevolve(r: Robot, names, nominal: dict, sets: list[int], start: dict, score, max_evals: int,
+def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_evals: int,
               seed: int, sigma0: float, z_start: dict | None = None) -> tuple[dict, int]:
     """Per-joint fit by cooperative coevolution: one CMA-ES per parameter set (joint), each on the
     position error of its own joint(s). Generation g draws candidate c of every set, assembles
@@ -450,8 +450,6 @@ def _coevolve(r: Robot, names, nominal: dict, sets: list[int], start: dict, scor
         i = int(np.argmin(tot))
         if tot[i] < best_f:
             best, best_f = cands[i], float(tot[i])
-        else:  # keep each set's incumbent unless its own joint improved inside an assembled vector
-            pass
     return best, evals
 
 
@@ -561,7 +559,7 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     b = int(np.argmin(f0))
     best_p, best_f = starts[b], f0[b]
     if per_joint and len(sets) > 1:
-        best_p, n_ev = _coevolve(r, names, nominal, sets, best_p, scores_per_joint, max_evals, seed, sigma0,
+        best_p, n_ev = _coevolve(names, nominal, sets, best_p, scores_per_joint, max_evals, seed, sigma0,
                                  _inside(space, best_p))
         evals += n_ev
     else:
