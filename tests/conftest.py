@@ -20,3 +20,23 @@ def shared() -> Path:
 @pytest.fixture(scope="session")
 def example_dir() -> Path:
     return ROOT / "src" / "actuatorlab" / "examples" / "bam_xl330"
+
+
+@pytest.fixture(scope="module")
+def jax_compile_cache():
+    """JAX's persistent compilation cache in the temporary folder (``actuatorlab-jax-cache``) for
+    one test module, the previous settings restored at teardown. MJX rollouts take 20-70 s to
+    compile on a CPU; a rerun reads them back in seconds. Library code never sets this."""
+    import tempfile
+
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    old = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
+    jax.config.update("jax_compilation_cache_dir", str(Path(tempfile.gettempdir()) / "actuatorlab-jax-cache"))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+    cc.reset_cache()
+    yield
+    jax.config.update("jax_compilation_cache_dir", old[0])
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
+    cc.reset_cache()

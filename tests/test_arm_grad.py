@@ -12,10 +12,7 @@ tests/test_arm_sim.py uses) lets reruns skip the XLA compile; JAX_COMPILATION_CA
 from __future__ import annotations
 
 import math
-import tempfile
-from pathlib import Path
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
@@ -35,19 +32,9 @@ FIT = dict(params=NAMES, curriculum=(L, L), iters=(100, 50), batch=B, lr=0.1, se
 
 
 @pytest.fixture(scope="module", autouse=True)
-def jax_cache():
-    """Persistent compilation cache for this module (unless the environment already set one)."""
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
-    old = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
-    if old[0] is None:
-        jax.config.update("jax_compilation_cache_dir", str(Path(tempfile.gettempdir()) / "actuatorlab-jax-cache"))
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-        cc.reset_cache()
+def _cache(jax_compile_cache):
+    """The persistent JAX compilation cache (conftest.py), for this module's MJX compiles."""
     yield
-    jax.config.update("jax_compilation_cache_dir", old[0])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
-    cc.reset_cache()
 
 
 @pytest.fixture(scope="module")

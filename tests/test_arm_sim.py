@@ -10,8 +10,6 @@ gradient tests; a persistent compilation cache in the system temp dir makes reru
 from __future__ import annotations
 
 import json
-import tempfile
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -33,21 +31,9 @@ LINK = "link4"  # body whose mass the gradient test differentiates
 
 
 @pytest.fixture(scope="module", autouse=True)
-def jax_cache():
-    """Persistent compilation cache (fixed dir under the system temp dir) for this module only.
-
-    JAX decides once per process whether the cache is used; ``reset_cache`` makes it look again
-    (also at teardown, when the previous settings come back)."""
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
-    old = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
-    jax.config.update("jax_compilation_cache_dir", str(Path(tempfile.gettempdir()) / "actuatorlab-jax-cache"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-    cc.reset_cache()
+def _cache(jax_compile_cache):
+    """The persistent JAX compilation cache (conftest.py), for this module's MJX compiles."""
     yield
-    jax.config.update("jax_compilation_cache_dir", old[0])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
-    cc.reset_cache()
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,6 @@ rollout); the rest runs natively.
 from __future__ import annotations
 
 import dataclasses
-import tempfile
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -35,18 +33,9 @@ ALPHA = 0.00393  # [1/K] copper
 
 
 @pytest.fixture(scope="module", autouse=True)
-def jax_cache():
-    """Persistent compilation cache (the one tests/test_arm_sim.py uses), for this module only."""
-    from jax.experimental.compilation_cache import compilation_cache as cc
-
-    old = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
-    jax.config.update("jax_compilation_cache_dir", str(Path(tempfile.gettempdir()) / "actuatorlab-jax-cache"))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
-    cc.reset_cache()
+def _cache(jax_compile_cache):
+    """The persistent JAX compilation cache (conftest.py), for this module's MJX compiles."""
     yield
-    jax.config.update("jax_compilation_cache_dir", old[0])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
-    cc.reset_cache()
 
 
 @pytest.fixture(scope="module")

@@ -453,6 +453,23 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     return best, evals
 
 
+def fit_setup(robot_name: str | Robot, model: str | None, params: Iterable[str] | None, fixed: Iterable[str],
+              who: str) -> tuple[Robot, tuple[str, ...]]:
+    """(robot with ``model`` applied, names of the parameters to fit) for a whole-robot fitter:
+    ``params`` if given, else the free parameters of ``model`` minus ``fixed``, else
+    :data:`DEFAULT_FIT_PARAMS`. Unknown names raise :class:`UnknownNameError`."""
+    robot = _robot(robot_name)
+    if model is not None:
+        robot = robot_with_model(robot, model)
+    names = tuple(params) if params is not None else (
+        model_params(robot, model, fixed) if model is not None else DEFAULT_FIT_PARAMS)
+    if not names:
+        raise ModelError(f"{who}: no parameters to fit")
+    for k in names:
+        _check_name(k)
+    return robot, names
+
+
 def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
             params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
             max_evals: int = 300, seed: int = 0, horizon: int = 100, sigma0: float | None = None,
@@ -491,15 +508,7 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
         "n_windows", "unit", "per_joint"}.
     """
     t0 = _time.perf_counter()
-    robot = _robot(robot_name)
-    if model is not None:
-        robot = robot_with_model(robot, model)
-    names = tuple(params) if params is not None else (
-        model_params(robot, model, fixed) if model is not None else DEFAULT_FIT_PARAMS)
-    if not names:
-        raise ModelError("fit_arm: no parameters to fit")
-    for k in names:
-        _check_name(k)
+    robot, names = fit_setup(robot_name, model, params, fixed, "fit_arm")
     if horizon < 1 or max_evals < 1:
         raise ModelError(f"fit_arm: horizon ({horizon}) and max_evals ({max_evals}) must be >= 1")
     r = per_joint_robot(robot) if per_joint else robot

@@ -69,8 +69,7 @@ from ..robots.loader import Robot
 from ..sim.arm import ArmConfig, ArmInputs, make_mjx_rollout
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import CURRICULUM, Windows, make_windows
-from .arm_fit import (DEFAULT_FIT_PARAMS, ArmSpace, LogArrays, _check_name, _robot, log_arrays, model_params,
-                      per_joint_robot, robot_with_model)
+from .arm_fit import ArmSpace, LogArrays, _check_name, fit_setup, log_arrays, per_joint_robot
 
 __all__ = ["DEFAULT_ITERS", "fit_arm_grad", "stage_windows", "window_objective", "minibatches"]
 
@@ -256,15 +255,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
         last stage's windows [rad^2]), "compile_s", "wall_s"}.
     """
     t0 = _time.perf_counter()
-    robot = _robot(robot_name)
-    if model is not None:
-        robot = robot_with_model(robot, model)
-    names = tuple(params) if params is not None else (
-        model_params(robot, model, fixed) if model is not None else DEFAULT_FIT_PARAMS)
-    if not names:
-        raise ModelError("fit_arm_grad: no parameters to fit")
-    for k in names:
-        _check_name(k)
+    robot, names = fit_setup(robot_name, model, params, fixed, "fit_arm_grad")
     lengths = tuple(int(L) for L in curriculum)
     if not lengths:
         raise ModelError("fit_arm_grad: the curriculum is empty; give at least one window length")
