@@ -19,10 +19,10 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 import pytest
+from test_arm_fit import chirp_logs  # the same chirps as chirp_targets below
 
 from actuatorlab.errors import ModelError
 from actuatorlab.identify.arm_fit import fit_arm
-from actuatorlab.logs.format import Channel, Setup, Trajectory
 from actuatorlab.models.actuator import effective_inertia, transmission_coupling
 from actuatorlab.robots import CONFIG_DIR, load_robot
 from actuatorlab.sim.arm import ArmConfig, initial_state, make_inputs, make_mjx_rollout, position_loss
@@ -63,28 +63,6 @@ def chirp_targets(robot, T, rng):
         f0, f1, a = 0.3 + 0.2 * rng.random(), 2.0 + rng.random(), 0.4 + 0.3 * rng.random()
         qt[:, i] = a * np.sin(2 * np.pi * (f0 * t + 0.5 * (f1 - f0) / t[-1] * t**2) + 6 * rng.random())
     return qt
-
-
-def chirp_logs(robot, params, T=200, n_logs=2, seed=0):
-    """Multi-joint logs made by the native path itself (pattern of tests/test_arm_fit.py)."""
-    arm = list(robot.joint_names[ARM])
-    t = np.arange(T) * robot.control_dt
-    rng = np.random.default_rng(seed)
-    logs = []
-    for k in range(n_logs):
-        qt = chirp_targets(robot, T, rng)
-        _, o = rollout_native(robot, params, make_inputs(robot, qt), initial_state(robot, q=qt[0]))
-        data, ch = {}, {}
-        for j in arm:
-            i = robot.index(j)
-            for name, val, unit, kind in ((f"position/{j}", o.q[:, i], "rad", "measured"),
-                                          (f"velocity/{j}", o.dq[:, i], "rad/s", "estimated"),
-                                          (f"position_target/{j}", qt[:, i], "rad", "commanded")):
-                data[name], ch[name] = val, Channel(unit, kind)
-        setup = Setup("xm430-w350", controller="dynamixel_pwm", gains={"kp": 800}, supply_voltage=12.0,
-                      extra={"robot": robot.name, "joints": arm})
-        logs.append(Trajectory(f"chirp_{k}", t, data, ch, setup))
-    return logs
 
 
 # ---------------------------------------------------------------------------------------------

@@ -586,16 +586,22 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
                 best_p, best_f = cands[i], fs[i]
             es.tell(zs, fs)
     (mse, mae), (_, mae0) = scores([best_p, nominal])
+    return fit_result(model, names, labels, sets, best_p, nominal, mse, mae, mae0, per_joint,
+                      evaluations=evals, wall_s=float(_time.perf_counter() - t0), horizon=int(horizon),
+                      n_windows=int(len(w.start)))
 
+
+def fit_result(model: str | None, names, labels, sets, best: dict, nominal: dict, mse: float, mae: float,
+               mae0: float, per_joint: bool, **extra) -> dict[str, Any]:
+    """The result dict every whole-robot fitter returns (see :func:`fit_arm`), plus ``extra``."""
     def nest(p):
         return {k: {lab: float(p[k][g]) for g, lab in enumerate(labels) if g in sets} for k in names}
 
     return {"model": model if model is None else get_model(model).name,
-            "params": nest(best_p), "nominal": nest(nominal),
-            "param_sets": {k: [float(v) for v in best_p[k]] for k in PARAMS},
-            "train_mae": mae, "train_mse": mse, "train_mae_nominal": mae0,
-            "evaluations": evals, "wall_s": float(_time.perf_counter() - t0), "horizon": int(horizon),
-            "n_windows": int(len(w.start)), "unit": "rad", "per_joint": bool(per_joint)}
+            "params": nest(best), "nominal": nest(nominal),
+            "param_sets": {k: [float(v) for v in best[k]] for k in PARAMS},
+            "train_mae": mae, "train_mse": mse, "train_mae_nominal": mae0, **extra,
+            "unit": "rad", "per_joint": bool(per_joint)}
 
 
 # ---------------------------------------------------------------------------------------------

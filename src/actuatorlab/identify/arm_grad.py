@@ -63,13 +63,11 @@ import optax
 
 from ..errors import DataError, ModelError
 from ..logs.format import Trajectory
-from ..models.params import PARAMS
-from ..models.registry import get_model
 from ..robots.loader import Robot
 from ..sim.arm import ArmConfig, ArmInputs, make_mjx_rollout
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import CURRICULUM, Windows, make_windows
-from .arm_fit import ArmSpace, LogArrays, _check_name, fit_setup, log_arrays, per_joint_robot
+from .arm_fit import ArmSpace, LogArrays, _check_name, fit_result, fit_setup, log_arrays, per_joint_robot
 
 __all__ = ["DEFAULT_ITERS", "fit_arm_grad", "stage_windows", "window_objective", "minibatches"]
 
@@ -349,14 +347,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     mse, mae = native_score(p_best)
     _, mae_nom = native_score(nominal)
 
-    def nest(p):
-        return {k: {lab: float(p[k][g]) for g, lab in enumerate(labels) if g in sets} for k in names}
-
-    return {"model": model if model is None else get_model(model).name,
-            "params": nest(p_best), "nominal": nest(nominal),
-            "param_sets": {k: [float(v) for v in p_best[k]] for k in PARAMS},
-            "train_mae": mae, "train_mse": mse, "train_mae_nominal": mae_nom,
-            "evaluations": done, "wall_s": float(_time.perf_counter() - t0), "horizon": lengths[-1],
-            "n_windows": int(len(w_fin.start)), "unit": "rad", "per_joint": bool(per_joint),
-            "method": "adam", "mode": mode, "compile_s": compile_total, "train_mae_init": mae0,
-            "skipped_steps": skipped, "selected": best[1], "loss_history": history}
+    return fit_result(model, names, labels, sets, p_best, nominal, mse, mae, mae_nom, per_joint,
+                      evaluations=done, wall_s=float(_time.perf_counter() - t0), horizon=lengths[-1],
+                      n_windows=int(len(w_fin.start)), method="adam", mode=mode, compile_s=compile_total,
+                      train_mae_init=mae0, skipped_steps=skipped, selected=best[1], loss_history=history)
