@@ -7,7 +7,7 @@ friction (:mod:`.friction`) and plant (:mod:`.plant`) are separate pure function
 
 Rigid transmission (one body, inertia I = I_load + armature)::
 
-    tau_m = drive(u, dq)                         motor effort at the output
+    tau_m = drive(u, dq, V)                      motor effort at the output (supply sag, current limit)
     tau_e = plant external effort (gravity, bias)
     tau_f = stick_slip(I, dq, tau_m + tau_e, F(tau_m, tau_e, dq), h)
     dq'   = dq + h (tau_m + tau_e + tau_f) / I   semi-implicit Euler, h = dt / substeps
@@ -37,7 +37,7 @@ import jax.numpy as jnp
 from ..errors import ModelError
 from .control import LawConstants, get_control_law
 from .friction import friction_budget, stick_slip_torque
-from .motor import dc_motor_torque
+from .motor import dc_motor_torque, sagged_supply_voltage
 from .plant import PlantConstants, carriage, pendulum
 
 __all__ = ["StepConfig", "Constants", "State", "Inputs", "Outputs", "make_step", "drive_effort",
@@ -103,13 +103,23 @@ class Outputs(NamedTuple):
     tau_friction: jnp.ndarray
 
 
-def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable):
+def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable, v_supply=None):
     """Effort of the drive at the output for controller output ``u``.
 
     voltage: DC motor (:func:`dc_motor_torque`); current: ``enable * drive_gain * u`` (an ideal
     current loop, EMPS); effort: ``enable * u`` (ideal torque source).
+
+    v_supply [V] (voltage drive only, optional): the supply's no-load voltage that the law's
+    ``u = duty * v_supply`` was computed with. Given, the supply sags through
+    ``source_resistance`` (``+sag``): the motor sees duty * V with V from
+    :func:`~actuatorlab.models.motor.sagged_supply_voltage`, i.e. u * V / v_supply (exactly u when
+    R_s = 0). Omitted (the whole-robot path), no sag.
     """
     if drive == "voltage":
+        if v_supply is not None:
+            v0 = jnp.where(v_supply > 0.0, v_supply, 1.0)
+            v = sagged_supply_voltage(p, v0, u / v0, dq_motor)
+            u = u * (v / v0)
         return dc_motor_torque(p, u, dq_motor, enable)
     if drive == "current":
         return enable * c.drive_gain * u
@@ -172,14 +182,14 @@ def make_step(cfg: StepConfig):
         h = k.law.dt / n_sub
         u = law.fn(k.law, p, x.q_target, s.q, s.q_prev, s.q_prev2, s.dq, x.v_supply)
         I_load, tau_e0 = plant_fn(k.plant, p, s.q)
-        tau_m0 = drive_effort(law.drive, p, k.law, u, s.dqm, x.enable)
+        tau_m0 = drive_effort(law.drive, p, k.law, u, s.dqm, x.enable, x.v_supply)
 
         if not cfg.compliant:
             def sub(carry, _):
                 q, dq = carry
                 I_load, tau_e = plant_fn(k.plant, p, q)
                 inertia = I_load + p["armature"]
-                tau_m = drive_effort(law.drive, p, k.law, u, dq, x.enable)
+                tau_m = drive_effort(law.drive, p, k.law, u, dq, x.enable, x.v_supply)
                 budget = friction_budget(p, tau_m, tau_e, dq, p["armature"] / inertia)
                 tau_f = stick_slip_torque(inertia, dq, tau_m + tau_e, budget, h)
                 dq = dq + h * (tau_m + tau_e + tau_f) / inertia
@@ -196,7 +206,7 @@ def make_step(cfg: StepConfig):
                 # on the output side so that the two-body model stays defined
                 I_load = jnp.maximum(I_load, 1e-3 * J)
                 tau_c = transmission_coupling(p, qm, dqm, q, dq, effective_inertia(J, I_load), h)
-                tau_m = drive_effort(law.drive, p, k.law, u, dqm, x.enable)
+                tau_m = drive_effort(law.drive, p, k.law, u, dqm, x.enable, x.v_supply)
                 budget = friction_budget(p, tau_m, -tau_c, dqm)
                 tau_f = stick_slip_torque(J, dqm, tau_m - tau_c, budget, h)
                 dqm = dqm + h * (tau_m - tau_c + tau_f) / J

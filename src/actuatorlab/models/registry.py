@@ -46,7 +46,7 @@ class ModelSpec:
 
     def free_for(self, drive: str) -> tuple[str, ...]:
         """Free parameters that matter for a drive type ("voltage", "current", "effort")."""
-        motor = {"kt", "R", "current_limit", "thermal_resistance", "thermal_capacitance"}
+        motor = {"kt", "R", "current_limit", "source_resistance", "thermal_resistance", "thermal_capacitance"}
         return tuple(n for n in self.free if drive == "voltage" or n not in motor)
 
     @property
@@ -83,7 +83,8 @@ BASE_MODELS: dict[str, tuple[tuple[str, ...], str]] = {
 EXTENSIONS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "delay": (("delay",), False, "command delay"),
     "offset": (("q_offset", "force_offset"), False, "encoder offset and constant bias effort"),
-    "climit": (("current_limit",), False, "driver current limit"),
+    "climit": (("current_limit",), False, "firmware/driver current limit"),
+    "sag": (("source_resistance",), False, "supply sag through a source resistance"),
     "backlash": (("backlash", "stiffness"), True, "dead band + series stiffness (two bodies)"),
     "compliance": (("stiffness",), True, "series stiffness (two bodies)"),
     "gain": (("gain_scale",), False, "free firmware gain scale"),
