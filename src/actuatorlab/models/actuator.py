@@ -112,14 +112,14 @@ def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable, v_supply=N
     v_supply [V] (voltage drive only, optional): the supply's no-load voltage that the law's
     ``u = duty * v_supply`` was computed with. Given, the supply sags through
     ``source_resistance`` (``+sag``): the motor sees duty * V with V from
-    :func:`~actuatorlab.models.motor.sagged_supply_voltage`, i.e. u * V / v_supply (exactly u when
-    R_s = 0). Omitted (the whole-robot path), no sag.
+    :func:`~actuatorlab.models.motor.sagged_supply_voltage`, i.e. u - duty (v_supply - V) (exactly u
+    when R_s = 0). Omitted (the whole-robot path), no sag.
     """
     if drive == "voltage":
         if v_supply is not None:
             v0 = jnp.where(v_supply > 0.0, v_supply, 1.0)
-            v = sagged_supply_voltage(p, v0, u / v0, dq_motor)
-            u = u * (v / v0)
+            duty = u / v0
+            u = u - duty * (v0 - sagged_supply_voltage(p, v0, duty, dq_motor))  # duty * V
         return dc_motor_torque(p, u, dq_motor, enable)
     if drive == "current":
         return enable * c.drive_gain * u

@@ -57,7 +57,7 @@ def sagged_supply_voltage(p, v0, duty, dq):
 
         V_lin = (v0 + R_s d kt dq / R) / (1 + R_s d^2 / R)            both equations at once
         V_1   = min(v0, V_lin)                                         the supply only sources current
-        V     = v0 - R_s max(0, d clip((d V_1 - kt dq) / R, +-I_max))  with the current limit
+        V     = max(0, v0 - R_s max(0, d clip((d V_1 - kt dq) / R, +-I_max)))   with the current limit
 
     The supply only sources current (i_s >= 0): a regenerating motor does not raise V above v0
     (the returned energy goes into the bridge and bus capacitor, not modelled). Where the current
@@ -74,7 +74,7 @@ def sagged_supply_voltage(p, v0, duty, dq):
     v_lin = (v0 + rs * duty * kt * dq / R) / (1.0 + rs * duty * duty / R)
     v1 = jnp.minimum(v0, v_lin)
     i = jnp.clip((duty * v1 - kt * dq) / R, -p["current_limit"], p["current_limit"])
-    return v0 - rs * jnp.maximum(duty * i, 0.0)
+    return jnp.maximum(v0 - rs * jnp.maximum(duty * i, 0.0), 0.0)
 
 
 def torque_envelope(p, v_supply, dq, max_duty=1.0):
