@@ -15,7 +15,8 @@ g2     g1 + Stribeck
 =====  ==========================================================================
 
 Extensions: ``delay`` (command delay), ``offset`` (encoder offset and bias effort), ``climit``
-(driver current limit), ``backlash`` (two-body transmission with dead band and series
+(firmware/driver current limit), ``sag`` (supply sag through a source resistance, solved with the
+motor equation; see :func:`~actuatorlab.models.motor.sagged_supply_voltage`), ``backlash`` (two-body transmission with dead band and series
 stiffness), ``compliance`` (series stiffness without dead band), ``gain`` (free firmware gain
 scale, for undocumented firmwares), ``thermal`` (winding temperature state with R(T) and I^2 R
 heating; whole-robot rollouts only, see :mod:`actuatorlab.sim.arm`).
