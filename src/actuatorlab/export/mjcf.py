@@ -312,6 +312,8 @@ _REASONS: dict[str, str] = {
                               "load-independent and symmetric",
     "load_friction_motor_quad": "quadratic load friction at rest: frictionloss is load-independent",
     "load_friction_external_quad": "quadratic load friction at rest: frictionloss is load-independent",
+    "source_resistance": "supply sag through a source resistance (duty-dependent effective "
+                         "resistance R + d^2 R_s): the exported motor sees the stiff supply",
     "backlash": "dead band between motor and output needs a second (motor-side) joint; the "
                 "export does not add bodies to the kinematic tree",
     "stiffness": "series compliance needs a second (motor-side) joint coupled by a spring; the "
