@@ -113,10 +113,11 @@ def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable, v_supply=N
     ``u = duty * v_supply`` was computed with. Given, the supply sags through
     ``source_resistance`` (``+sag``): the motor sees duty * V with V from
     :func:`~actuatorlab.models.motor.sagged_supply_voltage`, i.e. u - duty (v_supply - V) (exactly u
-    when R_s = 0). Omitted (the whole-robot path), no sag.
+    when R_s = 0). Omitted (the whole-robot path), or parameters without
+    ``source_resistance`` (older parameter sets), no sag.
     """
     if drive == "voltage":
-        if v_supply is not None:
+        if v_supply is not None and "source_resistance" in p:
             v0 = jnp.where(v_supply > 0.0, v_supply, 1.0)
             duty = u / v0
             u = u - duty * (v0 - sagged_supply_voltage(p, v0, duty, dq_motor))  # duty * V
