@@ -122,7 +122,8 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         parts.append(f"{k}: MAE {_mrad(v['position_mae'], unit)}" + ("" if mv is None else f", params move <= {100 * mv:.0f}%"))
     if parts:
         console.print("timestep sensitivity: " + "; ".join(parts))
-    console.print(f"wrote {out / 'model.json'}, {out / 'report.html'}, {out / 'identifiability.json'}")
+    console.print(f"wrote {out / 'model.json'}, {out / 'report.html'} (plotly.js beside it), "
+                  f"{out / 'identifiability.json'}")
 
 
 def _print_per_joint(s: dict) -> None:
@@ -183,14 +184,16 @@ def _print_envelope(s: dict) -> None:
         console.print(f"[yellow]envelope check unavailable:[/] {s.get('envelope_unavailable_reason', '')}")
         return
     t = Table(title="Samples outside the model's operating envelope (training coverage)")
-    for c in ("log", "outside", "by dimension", "error share outside"):
+    for c in ("log", "outside", "by dimension", "error from outside (share of error / of samples)"):
         t.add_column(c)
     for r in s["per_log"]:
         dims = r.get("envelope_outside_dimensions") or {}
         err = (r.get("envelope") or {}).get("error") or {}
+        conc = [(k, v) for k, v in (err.get("by_dimension") or {}).items() if v["concentrated"]]
         t.add_row(str(r["log"]), f"{100 * r['envelope_outside_fraction']:.1f} %",
                   ", ".join(f"{k} {100 * v:.1f} %" for k, v in sorted(dims.items(), key=lambda kv: -kv[1])) or "-",
-                  "-" if not err else f"{100 * err['error_share']:.0f} %" + (" (concentrated)" if err["concentrated"] else ""))
+                  ", ".join(f"[yellow]{k}[/] {100 * v['error_share']:.0f} % / {100 * v['sample_share']:.1f} %"
+                            for k, v in conc) or "no")
     t.add_section()
     t.add_row("all", f"{100 * s['envelope_outside_fraction']:.1f} %", "", "")
     console.print(t)

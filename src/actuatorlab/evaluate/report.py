@@ -489,17 +489,17 @@ def _envelope_section(envelope: Mapping[str, Any] | None, summary: Mapping[str, 
             ev = d.get("envelope") or {}
             fr = d.get("envelope_outside_dimensions") or {}
             err = ev.get("error") or {}
-            conc = err.get("concentrated")
+            conc = [(k, v) for k, v in (err.get("by_dimension") or {}).items() if v["concentrated"]]
             rows.append([_e(d["log"]), _pct(d.get("envelope_outside_fraction"))]
                         + [_pct(fr.get(k)) if fr.get(k) else "" for k in dims]
-                        + [_pct(err.get("error_share")) if err else "-",
-                           '<span class="warn">yes</span>' if conc else "no"])
+                        + ["<br>".join(f'<span class="warn">{_e(k)}: {_pct(v["error_share"])} of the error on '
+                                       f'{_pct(v["sample_share"])} of the samples</span>' for k, v in conc) or "no"])
         rows.append(["<b>all (pooled)</b>", _pct(summary.get("envelope_outside_fraction"))]
-                    + [_pct((summary.get("envelope_outside_dimensions") or {}).get(k)) for k in dims] + ["", ""])
+                    + [_pct((summary.get("envelope_outside_dimensions") or {}).get(k)) for k in dims] + [""])
         parts.append("<p>Share of each log's samples outside the envelope, by dimension (a sample can be "
-                     "outside in several), and the share of its position error on those samples:</p>")
-        parts.append(_table(["log", "outside (any)"] + [_e(k) for k in dims]
-                            + ["error share outside", "error from outside"], rows))
+                     "outside in several), and the dimensions its position error comes from (outside samples "
+                     "carry &ge; 20 % of the error with &ge; 2x the MAE of the others):</p>")
+        parts.append(_table(["log", "outside (any)"] + [_e(k) for k in dims] + ["error from outside"], rows))
         warnings = summary.get("envelope_warnings") or []
         if warnings:
             parts.append("<ul>" + "".join(f'<li class="warn">{_e(w)}</li>' for w in warnings) + "</ul>")
@@ -555,7 +555,7 @@ def write_report(
     identifiability: Mapping[str, Any] | None = None,
     summary: Mapping[str, Any] | None = None,
     extra_sections: Mapping[str, str] | None = None,
-    max_points: int = 2000,
+    max_points: int = 1000,
     envelope: Mapping[str, Any] | None = None,
     envelope_checks: Sequence[Any] | None = None,
     plotly_js: str = "sibling",
