@@ -226,3 +226,32 @@ def test_evaluation_report_has_the_envelope_section_and_stays_small(evaluated):
     assert path.stat().st_size < 300_000
     # the stalled span is shaded in the stall log's figure
     assert "outside the envelope" in text
+
+
+def test_effort_from_the_firmware_law_when_no_duty_is_logged():
+    """Without pwm_duty the effort is the Dynamixel law on the logged command and measured position:
+    duty = clip(kp * error_gain * (q_target - q), +-1), error_gain = (4096 / 2 pi) / (256 * 885)."""
+    t = DT * np.arange(200)
+    q = np.zeros(200)
+    target = np.where(t < 0.5, 0.5, 1.0)  # 0.5 rad error: duty 0.575 at kp 400; 1 rad: saturated
+    tr = make_trajectory("law", t, target, setup=xl330_setup(400.0), position=q, velocity=q)
+    f = log_features(tr, DT)
+    gain = (4096 / (2 * np.pi)) / (256 * 885)
+    np.testing.assert_allclose(f["signals"]["effort"][:100], 400 * gain * 0.5, rtol=1e-6)
+    np.testing.assert_allclose(f["signals"]["effort"][100:], 1.0)
+    assert "dynamixel_pwm law" in f["effort_source"]
+
+
+def test_cli_report_standalone_inlines_plotly_and_needs_report(evaluated, capsys):
+    from actuatorlab.cli import main
+
+    out = evaluated["root"] / "single" / "eval.html"
+    capsys.readouterr()
+    assert main(["evaluate", str(evaluated["root"] / "model.json"), str(evaluated["logs"]), "--report", str(out),
+                 "--standalone"]) == 0
+    _, err = capsys.readouterr()
+    assert "warning: stall" in err  # the stall log's error is reported as coming from outside
+    assert [p.name for p in out.parent.iterdir()] == ["eval.html"]
+    assert '<script src="' not in out.read_text(encoding="utf-8")
+    assert main(["evaluate", str(evaluated["root"] / "model.json"), str(evaluated["logs"]), "--standalone"]) == 2
+    assert "--standalone needs --report" in capsys.readouterr().err

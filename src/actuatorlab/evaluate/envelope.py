@@ -35,7 +35,8 @@ The envelope (:func:`compute_envelope`) holds:
 3. **rest_saturated**: positions (``bins`` bins, dilated by one) x sign of the effort at which
    the training logs held the joint *at rest with a saturated controller* (a stall: full duty
    against gravity or an end stop). Motor models are usually fitted on moving data, and a stall
-   exercises the torque limit, so it is its own region.
+   exercises the torque limit, so it is its own region: a stall beyond the position range counts
+   as outside here too (other planes leave samples beyond a 1-D range to that range).
 4. **torque_disabled**: whether the training logs had torque-off spans (free swing).
 5. **Conditions**: the values of the tags ``load``, ``gain`` and ``excitation``
    (``Trajectory.conditions``) seen in training; a log with another value is under an unseen
@@ -474,9 +475,11 @@ def check_log(env: Mapping[str, Any], features: Mapping[str, Any], name: str = "
         occ = _unrows(p["occupied"], (xe.size - 1, ye.size - 1), pname)
         m = _filter(f, p["filter"])
         i, j = _cells(x, xe), _cells(y, ye)
-        ok = m & (i >= 0) & (j >= 0)  # outside a 1-D range: reported by that range, not the plane
+        ok = m & (i >= 0) & (j >= 0)  # outside a 1-D range: reported by that range, not the plane ...
         out = np.zeros(n, bool)
         out[ok] = ~occ[i[ok], j[ok]]
+        if p["filter"] == "rest_saturated":  # ... except a stall, which is its own regime wherever it is
+            out |= m & ~ok
         outside[pname] = out
     if not env.get("torque_disabled_seen", True):
         outside["torque_disabled"] = ~f["enabled"]
