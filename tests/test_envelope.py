@@ -255,3 +255,13 @@ def test_cli_report_standalone_inlines_plotly_and_needs_report(evaluated, capsys
     assert '<script src="' not in out.read_text(encoding="utf-8")
     assert main(["evaluate", str(evaluated["root"] / "model.json"), str(evaluated["logs"]), "--standalone"]) == 2
     assert "--standalone needs --report" in capsys.readouterr().err
+
+
+def test_report_planes_show_the_evaluated_samples_outside_in_orange(evaluated):
+    text = (evaluated["root"] / "out" / "eval.html").read_text(encoding="utf-8")
+    blobs = dict(re.findall(r'data-target="(fig-envelope-\d)">(.*?)</script>', text, flags=re.S))
+    figs = {json.loads(v)["layout"]["title"]["text"].split(" (")[0]: json.loads(v) for v in blobs.values()}
+    scat = {t["name"]: t for t in figs["velocity x effort"]["data"] if t["type"] == "scatter"}
+    assert set(scat) == {"inside", "stall"}
+    assert "#ff9900" in scat["stall"]["marker"]["color"] and "#ff9900" not in scat["inside"]["marker"]["color"]
+    assert len(scat["stall"]["marker"]["color"]) <= 300

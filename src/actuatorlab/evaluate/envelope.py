@@ -414,6 +414,7 @@ class EnvelopeCheck:
             ``torque_disabled``, and one entry per unseen checked condition, all True).
         unchecked: envelope dimensions the log cannot be checked in (it lacks the signal).
         conditions: {tag: {"value", "seen", "training_values", "checked"}} for the log's tags.
+        signals: {signal: (T,)} the log's envelope signals (:func:`log_features`), for plots.
     """
 
     log: str
@@ -421,6 +422,7 @@ class EnvelopeCheck:
     outside: dict[str, np.ndarray] = field(default_factory=dict)
     unchecked: tuple[str, ...] = ()
     conditions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    signals: dict[str, np.ndarray] = field(default_factory=dict)
 
     @property
     def any_outside(self) -> np.ndarray:
@@ -492,7 +494,8 @@ def check_log(env: Mapping[str, Any], features: Mapping[str, Any], name: str = "
         conds[tag] = c
         if c["checked"] and not c["seen"]:
             outside[f"condition:{tag}"] = np.ones(n, bool)
-    return EnvelopeCheck(log=name, n=n, outside=outside, unchecked=tuple(unchecked), conditions=conds)
+    return EnvelopeCheck(log=name, n=n, outside=outside, unchecked=tuple(unchecked), conditions=conds,
+                         signals=dict(f["signals"]))
 
 
 def check_trajectories(env: Mapping[str, Any], trajs: Sequence, dt: float | None = None) -> list[EnvelopeCheck]:

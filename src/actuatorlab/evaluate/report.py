@@ -424,8 +424,11 @@ def _data_description(results: Sequence[LogResult]) -> str:
     )
 
 
-def _plane_figure(plane: Mapping[str, Any], envelope: Mapping[str, Any]) -> Any:
-    """Occupancy of a 2-D envelope plane (training) as a heatmap."""
+def _plane_figure(plane: Mapping[str, Any], envelope: Mapping[str, Any], checks: Sequence[Any] = (),
+                  max_points: int = 300) -> Any:
+    """Occupancy of a 2-D envelope plane (training) as a heatmap, with the samples of the checked
+    logs on top (at most ``max_points`` per log, uniform stride; outside in this plane or a range
+    of its axes: orange)."""
     import plotly.graph_objects as go
 
     xe = np.asarray(plane["x_edges"], float)
@@ -438,6 +441,20 @@ def _plane_figure(plane: Mapping[str, Any], envelope: Mapping[str, Any]) -> Any:
         z=occ.T, x=0.5 * (xe[1:] + xe[:-1]), y=0.5 * (ye[1:] + ye[:-1]), zmin=0, zmax=1,
         colorscale=[[0, "#ffffff"], [1, "#c6dbef"]], showscale=False,
         hovertemplate="%{x:.3g}, %{y:.3g}: %{z}<extra>seen in training</extra>"))
+    for i, c in enumerate(checks):
+        x, y = c.signals.get(plane["x"]), c.signals.get(plane["y"])
+        if x is None or y is None:
+            continue
+        idx = _decimation(c.n, max_points)
+        out = np.zeros(c.n, bool)
+        for k in (plane["x"], plane["y"], _plane_name(plane, envelope)):
+            if k in c.outside:
+                out |= c.outside[k]
+        out = out[idx]
+        fig.add_trace(go.Scatter(
+            x=x[idx].astype(np.float32), y=y[idx].astype(np.float32), mode="markers", name=_e(c.log),
+            marker=dict(size=3, color=np.where(out, _OUTSIDE, _MEASURED).tolist(), opacity=0.5),
+            hovertemplate=f"{_e(c.log)}<br>%{{x:.3g}}, %{{y:.3g}}<extra></extra>", showlegend=False))
     fig.update_layout(template="none", height=360, width=520, margin=dict(l=70, r=20, t=40, b=50),
                       title=dict(text=f"{_e(plane['x'])} x {_e(plane['y'])} (shaded: seen in training)",
                                  font=dict(size=13)),
@@ -445,8 +462,12 @@ def _plane_figure(plane: Mapping[str, Any], envelope: Mapping[str, Any]) -> Any:
     return fig
 
 
+def _plane_name(plane: Mapping[str, Any], envelope: Mapping[str, Any]) -> str:
+    return next((k for k, v in envelope.get("planes", {}).items() if v is plane), "")
+
+
 def _envelope_section(envelope: Mapping[str, Any] | None, summary: Mapping[str, Any],
-                      figs: list[str]) -> str:
+                      figs: list[str], checks: Sequence[Any] = ()) -> str:
     """Training envelope (ranges, regimes, conditions, planes) and the coverage of every log."""
     if not envelope:
         return ('<p class="muted">The model file records no operating envelope (fitted before '
@@ -454,8 +475,8 @@ def _envelope_section(envelope: Mapping[str, Any] | None, summary: Mapping[str, 
     parts = ['<p class="muted">Region covered by the training logs (docs/model_file.md): 1-D '
              "ranges are the 0.1-99.9 % quantiles widened by 5 % of their span (at least one sensor "
              "step); 2-D planes mark the cells that held training samples (plus one neighbouring "
-             "cell); rest_saturated: positions where the joint was held still with a saturated "
-             "controller (stall).</p>"]
+             "cell; dots: samples of the logs of this report, orange where outside); rest_saturated: "
+             "positions where the joint was held still with a saturated controller (stall).</p>"]
     rows = []
     for name, d in envelope.get("dimensions", {}).items():
         rows.append([_e(name), _e(d.get("unit", "")), _g(d.get("lower")), _g(d.get("upper")),
@@ -475,7 +496,7 @@ def _envelope_section(envelope: Mapping[str, Any] | None, summary: Mapping[str, 
     planes = [p for p in envelope.get("planes", {}).values() if p.get("filter") != "rest_saturated"]
     for i, plane in enumerate(planes):
         target = f"fig-envelope-{i}"
-        figs.append(_figure_script(_plane_figure(plane, envelope), target))
+        figs.append(_figure_script(_plane_figure(plane, envelope, checks), target))
         parts.append(f'<div style="display:inline-block;width:49%">{figs[-1]}</div>')
     per_log = summary.get("per_log", [])
     if any(d.get("envelope") for d in per_log):
@@ -624,7 +645,7 @@ def write_report(
     for sec_title, fragment in (extra_sections or {}).items():
         body += [f"<h2>{_e(sec_title)}</h2>", str(fragment)]
     body.append("<h2>Operating envelope coverage</h2>")
-    body.append(_envelope_section(envelope, summary, figs))
+    body.append(_envelope_section(envelope, summary, figs, envelope_checks or ()))
     outside = {c.log: c.signal_outside for c in (envelope_checks or [])}
     body.append("<h2>Logs</h2>")
     for i, r in enumerate(results):
