@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         err = "; ".join(f"{k}: {100 * v[0]:.1f} % / {100 * v[1]:.0f} %, {v[2]} / {v[3]}" for k, v in r["error_from"].items())
         print(f"| {r['experiment']} | {r['model']} | {r['log']} | {r['conditions']} | {r['mae_mrad']:.1f} | "
               f"{100 * r['outside']:.1f} % | {dims or '-'} | {err or 'no'} |")
+    print(json.dumps({"bench": "envelope", "budget": a.budget, "rows": rows}, default=float))
     return 0
 
 

@@ -4,6 +4,7 @@ attribution, the ``evaluate --json`` keys and the evaluation report."""
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 from pathlib import Path
@@ -263,5 +264,7 @@ def test_report_planes_show_the_evaluated_samples_outside_in_orange(evaluated):
     figs = {json.loads(v)["layout"]["title"]["text"].split(" (")[0]: json.loads(v) for v in blobs.values()}
     scat = {t["name"]: t for t in figs["velocity x effort"]["data"] if t["type"] == "scatter"}
     assert set(scat) == {"inside", "stall"}
-    assert "#ff9900" in scat["stall"]["marker"]["color"] and "#ff9900" not in scat["inside"]["marker"]["color"]
-    assert len(scat["stall"]["marker"]["color"]) <= 300
+    color = {k: np.frombuffer(base64.b64decode(t["marker"]["color"]["bdata"]), "<f4") for k, t in scat.items()}
+    assert scat["stall"]["marker"]["colorscale"][1] == [1, "#ff9900"]
+    assert color["stall"].max() == 1.0 and color["inside"].max() == 0.0  # orange = 1: outside
+    assert color["stall"].size <= 300

@@ -594,7 +594,7 @@ def envelope_warnings(check: EnvelopeCheck, attribution: Mapping[str, Any] | Non
         top = sorted(fr.items(), key=lambda kv: -kv[1])[:3]
         out.append(f"{check.log}: {100 * share:.0f} % of its samples are outside the training envelope ("
                    + "; ".join(f"{k}: {100 * v:.0f} %, {describe(k)}" for k, v in top)
-                   + "); its error says little about the model inside its envelope")
+                   + "); its error is that of an extrapolation")
     if attribution and attribution.get("concentrated"):
         dims = sorted(((k, v) for k, v in attribution["by_dimension"].items() if v["concentrated"]),
                       key=lambda kv: -kv[1]["error_share"])

@@ -453,7 +453,8 @@ def _plane_figure(plane: Mapping[str, Any], envelope: Mapping[str, Any], checks:
         out = out[idx]
         fig.add_trace(go.Scatter(
             x=x[idx].astype(np.float32), y=y[idx].astype(np.float32), mode="markers", name=_e(c.log),
-            marker=dict(size=3, color=np.where(out, _OUTSIDE, _MEASURED).tolist(), opacity=0.5),
+            marker=dict(size=3, color=out.astype(np.float32), cmin=0, cmax=1, opacity=0.5,
+                        colorscale=[[0, _MEASURED], [1, _OUTSIDE]]),
             hovertemplate=f"{_e(c.log)}<br>%{{x:.3g}}, %{{y:.3g}}<extra></extra>", showlegend=False))
     fig.update_layout(template="none", height=360, width=520, margin=dict(l=70, r=20, t=40, b=50),
                       title=dict(text=f"{_e(plane['x'])} x {_e(plane['y'])} (shaded: seen in training)",
