@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import json
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +14,8 @@ import pytest
 from synthetic import TRUTH_M1, make_trajectory, xl330_setup
 
 from actuatorlab.errors import ModelError
-from actuatorlab.evaluate.envelope import (check_log, check_trajectories, compute_envelope, envelope_warnings,
-                                           error_attribution, log_features, validate_envelope)
+from actuatorlab.evaluate.envelope import (check_log, compute_envelope, envelope_warnings, error_attribution,
+                                           log_features, validate_envelope)
 from actuatorlab.logs import save_trajectory
 from actuatorlab.logs.format import Channel
 

@@ -70,6 +70,8 @@ __all__ = [
     "ENVELOPE_VERSION",
     "CHECKED_CONDITIONS",
     "CONTINUOUS",
+    "PLANES",
+    "DEFAULTS",
     "EnvelopeCheck",
     "log_features",
     "compute_envelope",
@@ -78,6 +80,7 @@ __all__ = [
     "check_trajectories",
     "error_attribution",
     "envelope_warnings",
+    "describe",
     "summarize_envelope",
 ]
 
