@@ -196,8 +196,9 @@ def test_evaluate_reports_the_outside_fraction_per_log_and_pooled(evaluated):
 def test_old_model_files_still_evaluate_without_an_envelope(evaluated):
     from actuatorlab.pipeline import run_evaluate
 
-    s = run_evaluate(evaluated["root"] / "old.json", [evaluated["logs"]])
+    s = run_evaluate(evaluated["root"] / "old.json", [evaluated["logs"]], report=evaluated["root"] / "old.html")
     assert s["envelope_available"] is False and s["envelope_outside_fraction"] is None
+    assert "records no operating envelope" in (evaluated["root"] / "old.html").read_text(encoding="utf-8")
     assert "no operating envelope" in s["envelope_unavailable_reason"]
     assert all(r["envelope_outside_fraction"] is None for r in s["per_log"])
     assert s["position_mae"] == pytest.approx(evaluated["s"]["position_mae"])
