@@ -72,8 +72,11 @@ def work(tmp_path_factory):
 def test_fit_writes_a_model_close_to_the_truth(work):
     assert work["rc"] == 0
     run = work["run"]
-    assert sorted(p.name for p in run.iterdir()) == ["identifiability.json", "model.json", "report.html"]
+    names = sorted(p.name for p in run.iterdir())
+    assert [n for n in names if not n.startswith("plotly-")] == ["identifiability.json", "model.json", "report.html"]
+    assert len(names) == 4 and names[2].startswith("plotly-") and names[2].endswith(".min.js")  # once per folder
     d = load_model(run / "model.json")
+    assert sorted(d["envelope"]["logs"]) == ["chirp400", "drop400", "sine800"] and d["envelope"]["dt"] == 0.005
     assert d["model"] == "m1" and d["joint_type"] == "revolute" and d["controller"] == "dynamixel_pwm"
     for name, truth in TRUTH_M1.items():
         e = d["parameters"][name]

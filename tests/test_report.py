@@ -70,6 +70,7 @@ def report(tmp_path_factory):
         out, results, title="XL330 identification", model_name="m4_stribeck",
         parameters=PARAMETERS, identifiability=IDENT, summary=summarize(results),
         extra_sections={"Model comparison": "<table><tr><td>m1 vs m4</td></tr></table>"},
+        plotly_js="inline", max_points=2000,
     )
     return path, results
 
@@ -125,6 +126,27 @@ def test_report_size_stays_reasonable(report):
     assert size < 6e6
 
 
+def test_reports_of_a_folder_share_one_sibling_plotly_js(report, tmp_path):
+    """Default: plotly.js written once next to the reports and loaded relatively (offline, no CDN)."""
+    import plotly.offline
+
+    _, results = report
+    a = write_report(tmp_path / "a.html", results, model_name="m")
+    js = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".js")
+    assert len(js) == 1 and js[0].startswith("plotly-")
+    mtime = (tmp_path / js[0]).stat().st_mtime_ns
+    b = write_report(tmp_path / "b.html", results[:2], model_name="m")
+    assert (tmp_path / js[0]).stat().st_mtime_ns == mtime  # not rewritten
+    assert (tmp_path / js[0]).read_text(encoding="utf-8") == plotly.offline.get_plotlyjs()
+    for page in (a, b):
+        text = page.read_text(encoding="utf-8")
+        assert re.findall(r'<script src="([^"]+)"', text) == [js[0]]
+        assert "http" not in "".join(re.findall(r"<(?:script|link)[^>]*>", text))
+    # the same 11 logs: the page alone is a small fraction of the inlined one
+    print(f"11 logs: inline {report[0].stat().st_size / 1e6:.2f} MB, sibling page {a.stat().st_size / 1e6:.3f} MB")
+    assert a.stat().st_size < 0.15 * report[0].stat().st_size
+
+
 def test_long_logs_are_decimated_to_max_points(tmp_path):
     r = make_log(0, n=5000, dt=0.001)
     path = write_report(tmp_path / "r.html", [r], model_name="m", max_points=2000)
@@ -138,7 +160,7 @@ def test_long_logs_are_decimated_to_max_points(tmp_path):
 
 def test_written_atomically_and_no_temp_files_left(tmp_path, monkeypatch):
     r = make_log(1, n=300)
-    path = write_report(tmp_path / "r.html", [r], model_name="first")
+    path = write_report(tmp_path / "r.html", [r], model_name="first", plotly_js="inline")
     assert sorted(os.listdir(tmp_path)) == ["r.html"]
     before = path.read_bytes()
 
@@ -147,7 +169,7 @@ def test_written_atomically_and_no_temp_files_left(tmp_path, monkeypatch):
 
     monkeypatch.setattr(os, "replace", fail)
     with pytest.raises(OSError, match="disk full"):
-        write_report(tmp_path / "r.html", [r], model_name="second")
+        write_report(tmp_path / "r.html", [r], model_name="second", plotly_js="inline")
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path)) == ["r.html"]  # temp file cleaned up
     assert path.read_bytes() == before  # old report intact

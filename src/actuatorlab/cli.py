@@ -122,7 +122,8 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         parts.append(f"{k}: MAE {_mrad(v['position_mae'], unit)}" + ("" if mv is None else f", params move <= {100 * mv:.0f}%"))
     if parts:
         console.print("timestep sensitivity: " + "; ".join(parts))
-    console.print(f"wrote {out / 'model.json'}, {out / 'report.html'}, {out / 'identifiability.json'}")
+    console.print(f"wrote {out / 'model.json'}, {out / 'report.html'} (plotly.js beside it), "
+                  f"{out / 'identifiability.json'}")
 
 
 def _print_per_joint(s: dict) -> None:
@@ -141,13 +142,21 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
              data: List[Path] = typer.Argument(..., help="log files or folders to replay"),
              as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
              dt: Optional[float] = typer.Option(None, "--dt", help="replay period [s] (default: the fitted one)"),
+             report: Optional[Path] = typer.Option(None, "--report", help="also write an HTML report (overlays, "
+                                                   "errors, regimes, envelope coverage) to this file"),
+             standalone: bool = typer.Option(False, "--standalone", help="with --report: inline plotly.js (one "
+                                             "self-contained file, ~4.8 MB more) instead of a shared sibling file"),
              robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot; MODEL_JSON "
                                                   "is RUN/arm_model.json or the word 'nominal'")):
-    """Replay logs with a fitted model (never refitting) and report errors by log and regime."""
+    """Replay logs with a fitted model (never refitting) and report errors by log and regime, and
+    how much of each log lies outside the model's operating envelope (the region its training
+    data covered)."""
     from .evaluate import format_table
     from .pipeline import run_evaluate, run_evaluate_arm
 
     if robot is not None:
+        if report is not None:
+            raise ActuatorlabError("--report is not available with --robot (whole-robot models)")
         s = run_evaluate_arm(robot, model_json, data)
         if as_json:
             sys.stdout.write(json.dumps(s, default=float) + "\n")
@@ -155,11 +164,39 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
             _print_per_joint(s)
         return
 
-    s = run_evaluate(model_json, data, dt=dt)
+    if robot is None and report is None and standalone:
+        raise ActuatorlabError("--standalone needs --report")
+    s = run_evaluate(model_json, data, dt=dt, report=report, standalone=standalone)
     if as_json:
         sys.stdout.write(json.dumps(s, default=float) + "\n")
+    else:
+        console.print(format_table(s))
+        _print_envelope(s)
+    for w in s.get("envelope_warnings") or []:
+        err_console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
+    if report is not None and not as_json:
+        console.print(f"wrote {report}")
+
+
+def _print_envelope(s: dict) -> None:
+    """Per-log share of samples outside the model's operating envelope, by dimension."""
+    if not s.get("envelope_available"):
+        console.print(f"[yellow]envelope check unavailable:[/] {s.get('envelope_unavailable_reason', '')}")
         return
-    console.print(format_table(s))
+    t = Table(title="Samples outside the model's operating envelope (training coverage)")
+    for c in ("log", "outside", "by dimension", "error from outside (share of error / of samples)"):
+        t.add_column(c)
+    for r in s["per_log"]:
+        dims = r.get("envelope_outside_dimensions") or {}
+        err = (r.get("envelope") or {}).get("error") or {}
+        conc = [(k, v) for k, v in (err.get("by_dimension") or {}).items() if v["concentrated"]]
+        t.add_row(str(r["log"]), f"{100 * r['envelope_outside_fraction']:.1f} %",
+                  ", ".join(f"{k} {100 * v:.1f} %" for k, v in sorted(dims.items(), key=lambda kv: -kv[1])) or "-",
+                  ", ".join(f"[yellow]{k}[/] {100 * v['error_share']:.0f} % / {100 * v['sample_share']:.1f} %"
+                            for k, v in conc) or "no")
+    t.add_section()
+    t.add_row("all", f"{100 * s['envelope_outside_fraction']:.1f} %", "", "")
+    console.print(t)
 
 
 @app.command()

@@ -6,6 +6,7 @@ CLI (:mod:`actuatorlab.cli`) only parses arguments, draws progress and prints ta
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 from typing import Callable
 
@@ -91,6 +92,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
     """
     from .evaluate import summarize, write_report
+    from .evaluate.envelope import compute_envelope
     from .evaluate.replay import replay_batches, timestep_sensitivity
     from .identify.fit import fit_model
     from .identify.modelfile import atomic_write_text, model_to_dict, save_model
@@ -132,6 +134,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
                       metrics={"train": {k: summary[k] for k in ("position_mae", "position_rmse",
                                                                   "position_relative_error")}},
                       identifiability=ident, selection=selection)
+    d["envelope"] = compute_envelope(trajs, fit.dt)  # the region the training data covered
     if progress:
         progress("timestep sensitivity", "replay", 0.0)
     d["timestep_sensitivity"] = timestep_sensitivity(d, trajs)
@@ -146,16 +149,34 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
         [{**v, "dt": k, "dt_s": v["dt"]} for k, v in d["timestep_sensitivity"].items()],
         ["dt", "dt_s", "position_mae", "ratio_to_dt", "refit_position_mae", "max_abs_relative_change"])
     write_report(out / "report.html", results, title=f"actuatorlab fit: {fit.model}", model_name=fit.model,
-                 parameters=_param_rows(d), identifiability=ident, summary=summary, extra_sections=extra)
+                 parameters=_param_rows(d), identifiability=ident, summary=summary, extra_sections=extra,
+                 envelope=d["envelope"])
     d["_summary"] = summary
     return d
 
 
-def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | None = None) -> dict:
-    """Replay logs with a fitted model (never refitting); returns the metrics summary."""
-    from .evaluate import summarize
+def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | None = None,
+                 report: str | Path | None = None, standalone: bool = False) -> dict:
+    """Replay logs with a fitted model (never refitting); returns the metrics summary.
+
+    Every log is also checked against the model's operating envelope
+    (:mod:`actuatorlab.evaluate.envelope`): the summary gains ``envelope_available``,
+    ``envelope_outside_fraction`` (share of all samples outside the envelope in at least one
+    dimension, None without an envelope), ``envelope_outside_dimensions`` ({dimension: share}),
+    ``envelope_warnings`` (unseen conditions, logs mostly outside, error that comes from outside),
+    and each ``per_log`` entry ``envelope_outside_fraction``, ``envelope_outside_dimensions`` and
+    ``envelope`` (details, :func:`~actuatorlab.evaluate.envelope.summarize_envelope`). A model file
+    written before envelopes were recorded still evaluates, with ``envelope_available`` false.
+
+    ``report``: also write an HTML report there (the fit report's layout, parameters from the
+    model file, an envelope coverage section); plotly.js goes once into a sibling file of the
+    folder unless ``standalone`` (inlined: one larger self-contained page).
+    """
+    from .evaluate import summarize, write_report
+    from .evaluate.envelope import check_trajectories, summarize_envelope
     from .evaluate.replay import replay
     from .identify.modelfile import load_model
+    from .sim.rollout import default_dt
 
     d = load_model(model_path)
     trajs = load_data(paths, mapping)
@@ -164,8 +185,45 @@ def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | N
         if joint and t.setup.joint_type != joint:
             raise DataError(t.source_file or t.name, f"unit mismatch: log is {t.setup.joint_type} but the "
                                                      f"model was fitted on {joint} joints")
-    s = summarize(replay(d, trajs, dt))
+    rdt = float(dt if dt is not None else d.get("fit", {}).get("dt") or 0) or default_dt(trajs)
+    results = replay(d, trajs, rdt)
+    s = summarize(results)
     s["model"] = d["model"]
+    env = d.get("envelope")
+    checks = None
+    if env is None:
+        s.update(envelope_available=False, envelope_outside_fraction=None, envelope_outside_dimensions=None,
+                 envelope_warnings=[], envelope_unavailable_reason=(
+                     f"{model_path}: the model file records no operating envelope (written before envelopes "
+                     "were recorded); refit to get one"))
+        for row in s["per_log"]:
+            row.update(envelope_outside_fraction=None, envelope_outside_dimensions=None, envelope=None)
+    else:
+        checks = check_trajectories(env, trajs, rdt)
+        by_name = {r.name: r for r in results}
+        errs = [np.abs(by_name[c.log].q_sim - by_name[c.log].q_meas) for c in checks]
+        e = summarize_envelope(checks, errs, s["unit"])
+        s.update(envelope_available=True, envelope_outside_fraction=e["outside_fraction"],
+                 envelope_outside_dimensions=e["outside_dimensions"], envelope_warnings=e["warnings"])
+        for row in s["per_log"]:
+            pl = e["per_log"][row["log"]]
+            row.update(envelope_outside_fraction=pl["outside_fraction"],
+                       envelope_outside_dimensions=pl["outside_dimensions"], envelope=pl)
+    if report is not None:
+        fitted = {x.get("name") for x in (d.get("data") or {}).get("logs", [])}
+        overlap = [t.name for t in trajs if t.name in fitted]
+        note = (f"<p>Model file: {html.escape(str(model_path))} ({html.escape(str(d.get('model')))}, fitted on "
+                f"{len(fitted)} logs: {html.escape(', '.join(sorted(fitted)) or 'unknown')}).</p>")
+        if overlap:
+            note += ('<p class="warn">These evaluated logs were also used for fitting, so their errors are '
+                     f"training errors: {html.escape(', '.join(overlap))}.</p>")
+        else:
+            note += "<p>None of the evaluated logs was used for fitting.</p>"
+        write_report(report, results, title=f"actuatorlab evaluate: {d['model']}", model_name=d["model"],
+                     parameters=_param_rows(d), identifiability=d.get("identifiability"), summary=s,
+                     extra_sections={"Evaluation": note}, envelope=env, envelope_checks=checks,
+                     plotly_js="inline" if standalone else "sibling")
+        s["report"] = str(report)
     return s
 
 

@@ -1,9 +1,12 @@
 """Evaluation of replayed logs: metrics by operating regime and the offline HTML report.
 
 The simulator fills one :class:`LogResult` per log; :func:`summarize` pools metrics over logs
-(weighting samples) and :func:`write_report` writes a self-contained HTML report.
+(weighting samples) and :func:`write_report` writes an offline HTML report. The operating envelope
+of a model's training data is recorded and checked by :mod:`actuatorlab.evaluate.envelope`.
 """
 
+from actuatorlab.evaluate.envelope import check_trajectories as check_trajectories
+from actuatorlab.evaluate.envelope import compute_envelope as compute_envelope
 from actuatorlab.evaluate.metrics import REGIMES as REGIMES
 from actuatorlab.evaluate.metrics import LogResult as LogResult
 from actuatorlab.evaluate.metrics import format_table as format_table
@@ -14,6 +17,8 @@ from actuatorlab.evaluate.report import write_report as write_report
 
 __all__ = [
     "REGIMES",
+    "check_trajectories",
+    "compute_envelope",
     "LogResult",
     "format_table",
     "log_metrics",

@@ -1,10 +1,13 @@
 """A self-contained, offline HTML report of one model replayed on a set of logs.
 
-The report is a single file: plotly.js is inlined once in the ``<head>`` and every figure is a
-JSON blob drawn by a few lines of script, so it opens without network access and can be archived
-next to the run that produced it. Content: model and data, pooled metrics (rollout vs one-step),
+The report opens without network access: plotly.js is loaded once per page, either from a
+sibling file ``plotly-VERSION.min.js`` that every report of the folder shares (default; the
+page itself then weighs tens to hundreds of kB) or inlined in the ``<head>`` (``plotly_js=
+"inline"``: one self-contained file, about 4.8 MB more), and every figure is a JSON blob drawn by
+a few lines of script. Content: model and data, pooled metrics (rollout vs one-step),
 per-log table, error by regime, parameter table with uncertainties, the parameter correlation
-heatmap with flagged pairs, caller-supplied extra sections, and one figure per log (measured vs
+heatmap with flagged pairs, caller-supplied extra sections, the operating-envelope coverage
+(training ranges and planes, per-log share outside and where the error comes from), and one figure per log (measured vs
 simulated position and the command, the error underneath, torque-off spans shaded).
 
 Arrays are sent to the browser as base64 float32 (plotly.js typed-array spec) and decimated by a
@@ -34,6 +37,7 @@ _MEASURED = "#222222"
 _SIMULATED = "#1f77b4"
 _COMMAND = "#999999"
 _ONESTEP = "#ff7f0e"
+_OUTSIDE = "#ff9900"
 _MAX_SHADED_SPANS = 200
 
 _CSS = """
@@ -133,7 +137,8 @@ def _spans(flag: np.ndarray, t: np.ndarray) -> list[tuple[float, float]]:
     return [(float(t[a]), float(t[b])) for a, b in zip(starts, ends)]
 
 
-def _log_figure(r: LogResult, metrics: Mapping[str, Any], max_points: int) -> Any:
+def _log_figure(r: LogResult, metrics: Mapping[str, Any], max_points: int,
+                outside: np.ndarray | None = None) -> Any:
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
@@ -174,13 +179,20 @@ def _log_figure(r: LogResult, metrics: Mapping[str, Any], max_points: int) -> An
     for a, b in off[:_MAX_SHADED_SPANS]:
         fig.add_vrect(x0=a, x1=b, fillcolor="#d62728", opacity=0.08, line_width=0,
                       layer="below", row="all", col=1)
+    out_spans = []
+    if outside is not None and outside.shape == r.mask.shape and not outside.all():
+        out_spans = _spans(outside & r.mask, r.t)
+        for a, b in out_spans[:_MAX_SHADED_SPANS]:
+            fig.add_vrect(x0=a, x1=b, fillcolor=_OUTSIDE, opacity=0.15, line_width=0,
+                          layer="below", row="all", col=1)
     cond = ", ".join(f"{k}={v}" for k, v in sorted(r.conditions.items()))
     mae = metrics.get("position_mae")
     title = f"{r.name}" + (f" ({cond})" if cond else "")
     if mae is not None:
         title += f" - rollout MAE {mae:.4g} {r.unit}"
-    if off:
-        title += " - shaded: torque off"
+    shaded = (["red: torque off"] if off else []) + (["orange: outside the envelope"] if out_spans else [])
+    if shaded:
+        title += " - shaded " + ", ".join(shaded)
     fig.update_layout(
         template="none",
         title=dict(text=html.escape(title), font=dict(size=14)),
@@ -412,6 +424,128 @@ def _data_description(results: Sequence[LogResult]) -> str:
     )
 
 
+def _plane_figure(plane: Mapping[str, Any], envelope: Mapping[str, Any], checks: Sequence[Any] = (),
+                  max_points: int = 300) -> Any:
+    """Occupancy of a 2-D envelope plane (training) as a heatmap, with the samples of the checked
+    logs on top (at most ``max_points`` per log, uniform stride; outside in this plane or a range
+    of its axes: orange)."""
+    import plotly.graph_objects as go
+
+    xe = np.asarray(plane["x_edges"], float)
+    ye = np.asarray([np.nan if v is None else v for v in plane["y_edges"]], float)
+    occ = np.array([[c == "1" for c in row] for row in plane["occupied"]], dtype=np.float32)
+    dims = envelope.get("dimensions", {})
+    ux = dims.get(plane["x"], {}).get("unit", "")
+    uy = dims.get(plane["y"], {}).get("unit", "")
+    fig = go.Figure(go.Heatmap(
+        z=occ.T, x=0.5 * (xe[1:] + xe[:-1]), y=0.5 * (ye[1:] + ye[:-1]), zmin=0, zmax=1,
+        colorscale=[[0, "#ffffff"], [1, "#c6dbef"]], showscale=False,
+        hovertemplate="%{x:.3g}, %{y:.3g}: %{z}<extra>seen in training</extra>"))
+    for i, c in enumerate(checks):
+        x, y = c.signals.get(plane["x"]), c.signals.get(plane["y"])
+        if x is None or y is None:
+            continue
+        idx = _decimation(c.n, max_points)
+        out = np.zeros(c.n, bool)
+        for k in (plane["x"], plane["y"], _plane_name(plane, envelope)):
+            if k in c.outside:
+                out |= c.outside[k]
+        out = out[idx]
+        fig.add_trace(go.Scatter(
+            x=x[idx].astype(np.float32), y=y[idx].astype(np.float32), mode="markers", name=_e(c.log),
+            marker=dict(size=3, color=out.astype(np.float32), cmin=0, cmax=1, opacity=0.5,
+                        colorscale=[[0, _MEASURED], [1, _OUTSIDE]]),
+            hovertemplate=f"{_e(c.log)}<br>%{{x:.3g}}, %{{y:.3g}}<extra></extra>", showlegend=False))
+    fig.update_layout(template="none", height=360, width=520, margin=dict(l=70, r=20, t=40, b=50),
+                      title=dict(text=f"{_e(plane['x'])} x {_e(plane['y'])} (shaded: seen in training)",
+                                 font=dict(size=13)),
+                      xaxis_title=f"{plane['x']} [{ux}]", yaxis_title=f"{plane['y']} [{uy}]")
+    return fig
+
+
+def _plane_name(plane: Mapping[str, Any], envelope: Mapping[str, Any]) -> str:
+    return next((k for k, v in envelope.get("planes", {}).items() if v is plane), "")
+
+
+def _envelope_section(envelope: Mapping[str, Any] | None, summary: Mapping[str, Any],
+                      figs: list[str], checks: Sequence[Any] = ()) -> str:
+    """Training envelope (ranges, regimes, conditions, planes) and the coverage of every log."""
+    if not envelope:
+        return ('<p class="muted">The model file records no operating envelope (fitted before '
+                "envelopes were recorded): coverage of these logs cannot be checked.</p>")
+    parts = ['<p class="muted">Region covered by the training logs (docs/model_file.md): 1-D '
+             "ranges are the 0.1-99.9 % quantiles widened by 5 % of their span (at least one sensor "
+             "step); 2-D planes mark the cells that held training samples (plus one neighbouring "
+             "cell; dots: samples of the logs of this report, orange where outside); rest_saturated: "
+             "positions where the joint was held still with a saturated controller (stall).</p>"]
+    rows = []
+    for name, d in envelope.get("dimensions", {}).items():
+        rows.append([_e(name), _e(d.get("unit", "")), _g(d.get("lower")), _g(d.get("upper")),
+                     _g(d.get("min")), _g(d.get("max"))])
+    parts.append(_table(["dimension", "unit", "lower", "upper", "training min", "training max"], rows))
+    reg = envelope.get("regimes", {})
+    if reg:
+        parts.append("<p>Training samples: " + ", ".join(f"{_e(k)} {_pct(v)}" for k, v in reg.items())
+                     + f" (rest: |velocity| &le; {_g(envelope.get('settings', {}).get('rest_speed'), '.3g')}"
+                     " for the whole rest window).</p>")
+    conds = envelope.get("conditions", {})
+    if conds:
+        checked = set(envelope.get("checked_conditions", []))
+        parts.append("<p>Conditions seen in training: " + "; ".join(
+            f"{_e(k)}{'' if k in checked else ' (not checked)'}: {_e(', '.join(v))}" for k, v in conds.items())
+            + ".</p>")
+    planes = [p for p in envelope.get("planes", {}).values() if p.get("filter") != "rest_saturated"]
+    for i, plane in enumerate(planes):
+        target = f"fig-envelope-{i}"
+        figs.append(_figure_script(_plane_figure(plane, envelope, checks), target))
+        parts.append(f'<div style="display:inline-block;width:49%">{figs[-1]}</div>')
+    per_log = summary.get("per_log", [])
+    if any(d.get("envelope") for d in per_log):
+        dims = []
+        for d in per_log:
+            for k in (d.get("envelope_outside_dimensions") or {}):
+                if k not in dims:
+                    dims.append(k)
+        rows = []
+        for d in per_log:
+            ev = d.get("envelope") or {}
+            fr = d.get("envelope_outside_dimensions") or {}
+            err = ev.get("error") or {}
+            conc = [(k, v) for k, v in (err.get("by_dimension") or {}).items() if v["concentrated"]]
+            rows.append([_e(d["log"]), _pct(d.get("envelope_outside_fraction"))]
+                        + [_pct(fr.get(k)) if fr.get(k) else "" for k in dims]
+                        + ["<br>".join(f'<span class="warn">{_e(k)}: {_pct(v["error_share"])} of the error on '
+                                       f'{_pct(v["sample_share"])} of the samples</span>' for k, v in conc) or "no"])
+        rows.append(["<b>all (pooled)</b>", _pct(summary.get("envelope_outside_fraction"))]
+                    + [_pct((summary.get("envelope_outside_dimensions") or {}).get(k)) for k in dims] + [""])
+        parts.append("<p>Share of each log's samples outside the envelope, by dimension (a sample can be "
+                     "outside in several), and the dimensions its position error comes from (outside samples "
+                     "carry &ge; 20 % of the error with &ge; 2x the MAE of the others):</p>")
+        parts.append(_table(["log", "outside (any)"] + [_e(k) for k in dims] + ["error from outside"], rows))
+        warnings = summary.get("envelope_warnings") or []
+        if warnings:
+            parts.append("<ul>" + "".join(f'<li class="warn">{_e(w)}</li>' for w in warnings) + "</ul>")
+        else:
+            parts.append('<p class="muted">No log has its error concentrated outside the envelope.</p>')
+    return "\n".join(parts)
+
+
+def _plotly_script(path: Path, mode: str) -> str:
+    """The ``<script>`` that loads plotly.js: inlined, or a sibling file written once per folder."""
+    import plotly.offline
+
+    js = plotly.offline.get_plotlyjs()
+    if mode == "inline":
+        return f"<script>{js}</script>"
+    if mode != "sibling":
+        raise ModelError(f"plotly_js must be 'sibling' or 'inline', got {mode!r}")
+    name = f"plotly-{plotly.offline.get_plotlyjs_version()}.min.js"
+    target = path.parent / name
+    if not (target.is_file() and target.stat().st_size == len(js.encode("utf-8"))):
+        _write_atomic(target, js)
+    return f'<script src="{name}"></script>'
+
+
 # --------------------------------------------------------------------------------------------
 # Public
 # --------------------------------------------------------------------------------------------
@@ -443,7 +577,10 @@ def write_report(
     identifiability: Mapping[str, Any] | None = None,
     summary: Mapping[str, Any] | None = None,
     extra_sections: Mapping[str, str] | None = None,
-    max_points: int = 2000,
+    max_points: int = 1000,
+    envelope: Mapping[str, Any] | None = None,
+    envelope_checks: Sequence[Any] | None = None,
+    plotly_js: str = "sibling",
 ) -> Path:
     """Write a self-contained HTML report (no network needed to view it) and return its path.
 
@@ -462,6 +599,16 @@ def write_report(
         extra_sections: section title -> trusted HTML fragment (e.g. a model-comparison or
             timestep-sensitivity table), inserted as is.
         max_points: (int) at most this many samples per plotted trace (uniform stride).
+        envelope: the model's operating envelope (the ``envelope`` of model.json, see
+            :mod:`actuatorlab.evaluate.envelope`); None: the coverage section says it is
+            unavailable. Per-log coverage is read from ``summary`` (``envelope_*`` keys of
+            :func:`actuatorlab.pipeline.run_evaluate`) when present.
+        envelope_checks: :class:`~actuatorlab.evaluate.envelope.EnvelopeCheck` per log; their
+            outside samples are shaded in the log figures.
+        plotly_js: "sibling" (default): plotly.js is written once as ``plotly-VERSION.min.js``
+            next to the report (kept if already there) and loaded by a relative ``<script src>``,
+            so every report of a folder shares it and each page stays small; "inline": embedded
+            in the page (one self-contained file, about 4.8 MB larger). Both work offline.
 
     Raises:
         ModelError: a parameter entry lacks ``name``/``value`` or the correlation matrix does not
@@ -472,8 +619,6 @@ def write_report(
     if summary is None:
         summary = summarize(results)
     per_log = {d["log"]: d for d in summary.get("per_log", [])}
-
-    import plotly.offline
 
     figs: list[str] = []
     body: list[str] = [
@@ -500,9 +645,12 @@ def write_report(
     body.append(_identifiability_section(identifiability, figs))
     for sec_title, fragment in (extra_sections or {}).items():
         body += [f"<h2>{_e(sec_title)}</h2>", str(fragment)]
+    body.append("<h2>Operating envelope coverage</h2>")
+    body.append(_envelope_section(envelope, summary, figs, envelope_checks or ()))
+    outside = {c.log: c.signal_outside for c in (envelope_checks or [])}
     body.append("<h2>Logs</h2>")
     for i, r in enumerate(results):
-        fig = _log_figure(r, per_log.get(r.name, {}), max_points)
+        fig = _log_figure(r, per_log.get(r.name, {}), max_points, outside.get(r.name))
         figs.append(_figure_script(fig, f"fig-log-{i}"))
         body.append(figs[-1])
 
@@ -513,7 +661,7 @@ def write_report(
         f"<title>{_e(title)}</title>",
         f"<style>{_CSS}</style>",
         "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
-        f"<script>{plotly.offline.get_plotlyjs()}</script>",
+        _plotly_script(path, plotly_js),
         "</head><body>",
         *body,
         f"<script>{_LOADER}</script>",

@@ -1,5 +1,6 @@
-"""RUN/model.json: the fitted model, its parameters with units and bounds, the data used,
-metrics, package version and git revision (schema "actuatorlab-model" v1, docs/model_file.md)."""
+"""RUN/model.json: the fitted model, its parameters with units and bounds, the data used, the
+operating envelope of the training data, metrics, package version and git revision (schema
+"actuatorlab-model" v1, docs/model_file.md)."""
 
 from __future__ import annotations
 
@@ -130,6 +131,10 @@ def load_model(path: str | Path) -> dict[str, Any]:
             raise ModelError(f"{path}: unknown parameter {name!r}")
         if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
             raise ModelError(f"{path}: parameter {name!r} has no numeric value")
+    if d.get("envelope") is not None:  # optional: files written before envelopes were recorded lack it
+        from ..evaluate.envelope import validate_envelope
+
+        validate_envelope(d["envelope"], str(path))
     return d
 
 
