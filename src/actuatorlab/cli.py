@@ -192,8 +192,10 @@ def compare(data: List[Path] = typer.Argument(..., help="training logs"),
 
 @app.command("import")
 def import_(data: List[Path] = typer.Argument(...), out: Path = typer.Option(..., "--out", "-o"),
-            mapping: Optional[Path] = typer.Option(None, "--mapping")):
-    """Convert logs (BAM JSON, EMPS .mat, CSV + mapping) to the native Parquet + JSON format."""
+            mapping: Optional[Path] = typer.Option(None, "--mapping", help="CSV column mapping, MCAP topic "
+                                                    "mapping or LeRobot units mapping (docs/format.md)")):
+    """Convert logs (BAM JSON, EMPS .mat, CSV + mapping, ROS 2 MCAP bags, LeRobot dataset folders) to
+    the native Parquet + JSON format (one pair per log or LeRobot episode)."""
     from .pipeline import run_import
 
     for p in run_import(data, out, mapping=mapping):

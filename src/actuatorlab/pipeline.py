@@ -231,20 +231,9 @@ def run_import(paths, out_dir, *, mapping: str | None = None) -> list[Path]:
 
 def run_audit(paths, *, mapping: str | None = None) -> list[dict]:
     """Audit every log (loaded leniently so that the problems can be reported, not raised)."""
-    from .logs import find_log_files, load_log
-
-    files: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            files.extend(find_log_files(p))
-        elif p.exists():
-            files.append(p)
-        else:
-            raise DataError(p, "no such file or folder")
-    if not files:
-        raise DataError(paths[0] if paths else None, "no supported log files found")
-    return [audit_log(load_log(f, mapping=mapping, strict=False)) for f in files]
+    if not paths:
+        raise DataError(None, "no supported log files found")
+    return [audit_log(t) for t in load_logs(list(paths), mapping=mapping, strict=False)]
 
 
 ARM_MODEL_FORMAT = "actuatorlab-arm-model"
