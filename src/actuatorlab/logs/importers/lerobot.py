@@ -29,6 +29,8 @@ mapping (``--mapping FILE`` or ``<dataset>/actuatorlab.mapping.json``), an error
      "calibration": "so101_follower.json", "resolution": 4096}
 
 Units: ``rad``, ``deg``, ``range_m100_100``, ``range_0_100`` or ``skip`` (kept raw, not a joint).
+A joint named ``gripper`` defaults to ``range_0_100`` (every LeRobot arm records it so), others
+to ``position_unit``.
 The range units need the LeRobot calibration (motor -> ``range_min``, ``range_max``,
 ``drive_mode`` in encoder counts; a file path relative to the mapping, or an object) and invert
 lerobot's ``MotorsBus._normalize``: ``raw = min + (n + 100)/200 (max - min)`` (``n`` negated first
@@ -322,7 +324,7 @@ def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | No
                     joint, sfx = nm, ("pos" if fname in ("observation.state", "action") else "")
                 canon = _SUFFIX.get(sfx)
                 if canon == "position":
-                    ju = joint_units.get(joint, unit)
+                    ju = joint_units.get(joint, "range_0_100" if joint == "gripper" and unit != "skip" else unit)
                     if ju != "skip":
                         q, how = _to_rad(where, joint, x, ju, cal, resolution)
                         name = f"{'position_target' if commanded else 'position'}/{joint}"

@@ -398,7 +398,7 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
 # Writing (tests, benchmarks, replayable command bags)
 # ----------------------------------------------------------------------------------------------
 
-def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray, position: np.ndarray, *,
+def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | None, position: np.ndarray, *,
                     velocity: np.ndarray | None = None, effort: np.ndarray | None = None,
                     log_times: np.ndarray | None = None, commands: np.ndarray | None = None,
                     command_times: np.ndarray | None = None, command_type: str = "trajectory",
@@ -408,7 +408,8 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray, pos
 
     Args:
         joints: joint names (n,).
-        stamps: (T,) [s] header stamps of the states, relative to ``t0_unix``.
+        stamps: (T,) [s] header stamps of the states, relative to ``t0_unix`` (None: unstamped, i.e.
+            zero stamps, as some drivers publish; ``log_times`` then required).
         position, velocity, effort: (T, n) SI values (velocity/effort None: empty arrays).
         log_times: (T,) [s] receive times (default: the stamps).
         commands: (K, n) position targets [rad | m], sent at ``command_times`` (K,) [s].
@@ -422,7 +423,10 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray, pos
 
     path = Path(path)
     log_times = stamps if log_times is None else log_times
-    ns = lambda s: int(round((t0_unix + float(s)) * 1e9))  # noqa: E731
+    if log_times is None:
+        raise ValueError("write_joint_bag: unstamped states need log_times")
+    base_ns = int(round(t0_unix * 1e9))
+    ns = lambda s: base_ns + int(round(float(s) * 1e9))  # noqa: E731
 
     def tmsg(s: float) -> dict:
         v = ns(s)
@@ -434,8 +438,9 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray, pos
             w = Writer(f)
             js = w.register_msgdef(_JOINT_STATE, MSGDEFS[_JOINT_STATE])
             events = []
-            for i in range(len(stamps)):
-                msg = {"header": {"stamp": tmsg(stamps[i]), "frame_id": ""}, "name": list(joints),
+            for i in range(len(log_times)):
+                stamp = {"sec": 0, "nanosec": 0} if stamps is None else tmsg(stamps[i])
+                msg = {"header": {"stamp": stamp, "frame_id": ""}, "name": list(joints),
                        "position": [float(x) for x in position[i]],
                        "velocity": [] if velocity is None else [float(x) for x in velocity[i]],
                        "effort": [] if effort is None else [float(x) for x in effort[i]]}
