@@ -393,8 +393,10 @@ def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | No
                       **{str(k): str(v) for k, v in cond.items()}}
         t = t_all[rows]
         fps = float(info["fps"])
-        snapped = np.round(t * fps) / fps
-        if np.all(np.abs(t - snapped) * fps < 1e-3):
+        with np.errstate(invalid="ignore", over="ignore"):
+            snapped = np.round(t * fps) / fps
+            on_grid = bool(np.all(np.abs(t - snapped) * fps < 1e-3))
+        if on_grid:
             t = snapped  # float32 k/fps stamps put back on the exact frame grid
         out.append(Trajectory(name=f"{root.name}_episode_{label}", time=t, data=data,
                               channels=channels, setup=setup, conditions=conditions, source_file=src))

@@ -328,13 +328,13 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
                    "(last command at or before each state sample)")
 
     # --- keep samples with a known target, sort check left to validation
-    keep = np.ones(n, bool)
-    if cmd_t is not None:
-        keep = t_abs >= np.min(cmd_t)
-        dropped = int(np.sum(~keep))
-        if dropped:
-            warnings.append(f"{dropped} state sample(s) before the first command were dropped (target unknown)")
-    kept = np.flatnonzero(keep)
+    start = 0
+    if cmd_t is not None:  # drop the leading states that precede every command (only a prefix: a
+        after = np.flatnonzero(t_abs >= np.min(cmd_t))  # stamp going back later stays for validation)
+        start = int(after[0]) if after.size else n
+        if start:
+            warnings.append(f"{start} state sample(s) before the first command were dropped (target unknown)")
+    kept = np.arange(start, n)
     if kept.size == 0:
         raise DataError(path, f"no {st_topic} sample at or after the first {cmd_topic} command")
     t0 = int(t_abs[kept[0]])
