@@ -83,8 +83,8 @@ def bam_as_csv(paths: list[Path], work: Path) -> list[Path]:
         csv.parent.mkdir(exist_ok=True)
         rows = ["time_ms,goal_deg,pos_deg,vel_rpm,enable"]
         for i in range(bam.n):
-            rows.append(f"{bam.time[i] * 1e3!r},{np.degrees(bam['position_target'][i])!r},"
-                        f"{np.degrees(bam['position'][i])!r},{bam['velocity'][i] * 60 / (2 * np.pi)!r},"
+            rows.append(f"{float(bam.time[i] * 1e3)!r},{float(np.degrees(bam['position_target'][i]))!r},"
+                        f"{float(np.degrees(bam['position'][i]))!r},{float(bam['velocity'][i] * 60 / (2 * np.pi))!r},"
                         f"{int(bam['torque_enable'][i]) if bam.has('torque_enable') else 1}")
         csv.write_text("\n".join(rows) + "\n")
         setup = {k: v for k, v in bam.setup.to_dict().items() if k != "extra"}

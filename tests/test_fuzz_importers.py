@@ -17,7 +17,6 @@ import io
 import json
 import math
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
