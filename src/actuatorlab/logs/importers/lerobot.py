@@ -57,7 +57,7 @@ from actuatorlab.logs.format import CANONICAL_UNITS, Channel, Trajectory
 from actuatorlab.logs.importers._common import read_json, setup_from_doc
 
 __all__ = ["LEROBOT_MAPPING_FORMAT", "ROBOT_TYPES", "POSITION_UNITS", "is_lerobot_root", "find_lerobot_root",
-           "lerobot_episodes", "load_lerobot", "write_lerobot_dataset", "normalize_positions"]
+           "lerobot_episodes", "write_lerobot_dataset", "normalize_positions"]
 
 LEROBOT_MAPPING_FORMAT = "actuatorlab-lerobot-mapping"
 
@@ -403,11 +403,6 @@ def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | No
     if not out:
         raise DataError(root, "LeRobot dataset without any frame")
     return out
-
-
-def load_lerobot(root: str | Path, mapping: str | Path | dict[str, Any] | None = None) -> list[Trajectory]:
-    """Alias of :func:`lerobot_episodes` (one trajectory per episode)."""
-    return lerobot_episodes(root, mapping)
 
 
 def write_lerobot_dataset(root: str | Path, episodes: list[dict[str, Any]], *, fps: float, joints: list[str],
