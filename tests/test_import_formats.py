@@ -115,12 +115,13 @@ def test_real_bam_log_reads_the_same_through_a_bag(tmp_path):
     bam = load_log(sorted(EXAMPLE.glob("*.json"))[0])
     t = bam.time - bam.time[0]
     write_joint_bag(tmp_path / "x.mcap", ["servo"], t, bam["position"][:, None], velocity=bam["velocity"][:, None],
-                    commands=bam["position_target"][:, None], command_times=t - 1e-4)
+                    commands=bam["position_target"][:, None], command_times=t - 1e-4,
+                    enable=bam["torque_enable"], enable_times=t - 1e-4)
     mapping = {"setup": {k: v for k, v in bam.setup.to_dict().items() if k != "extra"},
-               "conditions": bam.conditions}
+               "conditions": bam.conditions, "enable_topic": "/torque_enable"}
     tr = load_log(tmp_path / "x.mcap", mapping=mapping)
     np.testing.assert_allclose(tr.time, t, atol=2e-9)
-    for ch in ("position", "position_target", "velocity"):
+    for ch in ("position", "position_target", "velocity", "torque_enable"):
         np.testing.assert_allclose(tr[ch], bam[ch], atol=1e-12)
     assert tr.setup.controller == bam.setup.controller and tr.setup.bench == bam.setup.bench
     assert tr.conditions == bam.conditions

@@ -34,7 +34,8 @@ names are those of a bundled robot config (or ``"robot"`` is given), ``setup.ext
 
 The optional mapping (``--mapping FILE`` or ``<stem>.mapping.json`` beside the bag) is a JSON
 object with ``"format": "actuatorlab-mcap-mapping"`` and any of: ``state_topic``,
-``command_topic`` (``null`` for none), ``command_joints``, ``joints`` (keep only these; state
+``command_topic`` (``null`` for none), ``command_joints``, ``enable_topic`` (``std_msgs/Bool``,
+torque on/off, held onto the states like the commands), ``joints`` (keep only these; state
 messages lacking one are skipped and counted), ``joint_types`` (joint -> revolute | prismatic),
 ``time``, ``robot``, ``setup`` (as for CSV), ``conditions``.
 """
@@ -61,8 +62,10 @@ MCAP_MAPPING_FORMAT = "actuatorlab-mcap-mapping"
 _JOINT_STATE = "sensor_msgs/msg/JointState"
 _TRAJECTORY = "trajectory_msgs/msg/JointTrajectory"
 _MULTIARRAY = "std_msgs/msg/Float64MultiArray"
+_BOOL = "std_msgs/msg/Bool"
 _COMMAND_TYPES = (_TRAJECTORY, _MULTIARRAY, _JOINT_STATE)
 _MAPPING_KEYS = {"format", "format_version", "description", "state_topic", "command_topic", "command_joints",
+                 "enable_topic",
                  "joints", "joint_types", "time", "robot", "setup", "conditions"}
 
 _SEP = "=" * 80
@@ -83,6 +86,7 @@ MSGDEFS: dict[str, str] = {
                  + f"{_SEP}\nMSG: trajectory_msgs/JointTrajectoryPoint\nfloat64[] positions\nfloat64[] velocities\n"
                    "float64[] accelerations\nfloat64[] effort\nbuiltin_interfaces/Duration time_from_start\n"
                    f"{_SEP}\nMSG: builtin_interfaces/Duration\nint32 sec\nuint32 nanosec\n",
+    _BOOL: "bool data\n",
     _MULTIARRAY: "std_msgs/MultiArrayLayout layout\nfloat64[] data\n"
                  f"{_SEP}\nMSG: std_msgs/MultiArrayLayout\nMultiArrayDimension[] dim\nuint32 data_offset\n"
                  f"{_SEP}\nMSG: std_msgs/MultiArrayDimension\nstring label\nuint32 size\nuint32 stride\n",
@@ -327,6 +331,17 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
         cmd_src = (f"{cmd_topic} [{ctype}] at its {clock}, zero-order hold onto the {st_topic} time base "
                    "(last command at or before each state sample)")
 
+    # --- torque enable (std_msgs/Bool on "enable_topic": true = torque on), held like the commands
+    en_t: np.ndarray | None = None
+    en_v: np.ndarray | None = None
+    if doc.get("enable_topic") is not None:
+        e_topic = _pick_topic(path, topics, doc["enable_topic"], (_BOOL,), "enable", True)
+        emsgs = topics[e_topic]
+        en_t = np.array([log_ns for _, _, log_ns in emsgs], dtype=np.int64)
+        en_v = np.array([1.0 if bool(m.data) else 0.0 for _, m, _ in emsgs])
+        o = np.argsort(en_t, kind="stable")
+        en_t, en_v = en_t[o], en_v[o]
+
     # --- keep samples with a known target, sort check left to validation
     start = 0
     if cmd_t is not None:  # drop the leading states that precede every command (only a prefix: a
@@ -366,6 +381,15 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
             channels[f"{name}{sfx}"] = Channel(
                 unit, kind, "output", source=f"{st_topic} [{_JOINT_STATE}] {field}[{j!r}]", latency_s=lat,
                 description="as published by the driver (REP 103 SI units)")
+    if en_t is not None:
+        ix = zoh_indices(en_t, t_abs[kept])
+        en = np.where(ix >= 0, en_v[np.clip(ix, 0, None)], 1.0)  # before the first message: on (assumed)
+        for j in joints:
+            name = "torque_enable" if single else f"torque_enable/{j}"
+            data[name] = en.copy()
+            channels[name] = Channel("bool", "commanded", "none",
+                                     source=f"{doc['enable_topic']} [{_BOOL}] at its log time, zero-order hold "
+                                            "(on before its first message)")
     if has_stamps:
         data["receive_delay"] = delay[kept]
         channels["receive_delay"] = Channel(
@@ -402,6 +426,8 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
                     velocity: np.ndarray | None = None, effort: np.ndarray | None = None,
                     log_times: np.ndarray | None = None, commands: np.ndarray | None = None,
                     command_times: np.ndarray | None = None, command_type: str = "trajectory",
+                    enable: np.ndarray | None = None, enable_times: np.ndarray | None = None,
+                    enable_topic: str = "/torque_enable",
                     state_topic: str = "/joint_states", command_topic: str = "/joint_commands",
                     t0_unix: float = 1.7e9) -> Path:
     """Write a ROS 2 MCAP bag with a JointState topic and, optionally, a command topic.
@@ -414,6 +440,8 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
         log_times: (T,) [s] receive times (default: the stamps).
         commands: (K, n) position targets [rad | m], sent at ``command_times`` (K,) [s].
         command_type: "trajectory" (JointTrajectory, header stamped) or "multiarray" (Float64MultiArray).
+        enable, enable_times: (E,) torque enable (0/1) published on ``enable_topic`` (std_msgs/Bool)
+            at (E,) [s].
     The file is written to a temporary name and moved into place.
     """
     import os
@@ -458,6 +486,10 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
                     else:
                         msg = {"layout": {"dim": [], "data_offset": 0}, "data": q}
                     events.append((ns(command_times[k]), command_topic, cs, msg))
+            if enable is not None:
+                bs = w.register_msgdef(_BOOL, MSGDEFS[_BOOL])
+                for k in range(len(enable_times)):
+                    events.append((ns(enable_times[k]), enable_topic, bs, {"data": bool(enable[k] > 0.5)}))
             events.sort(key=lambda e: e[0])
             for log_ns, topic, schema, msg in events:
                 w.write_message(topic, schema, msg, log_time=log_ns, publish_time=log_ns)
