@@ -184,11 +184,16 @@ def candidates(setups: list[Setup], lim: Limits, *, dt: float = 0.01, segment_s:
     prims.append(("creep", creep, {"kind": "creep", "speed_rad_s": 0.05 * lim.v_max}))
     del rng  # the primitives are deterministic; seed kept for future randomised families
 
+    shapes: list[tuple[str, np.ndarray, dict]] = []
+    for name, q, tags in prims:  # the speed cap can make two sines the same command: keep one
+        q = _finish(q, T, dt, lim)
+        if not any(np.allclose(q, other) for _, other, _ in shapes):
+            shapes.append((name, q, tags))
     out = []
-    for k, s in enumerate(setups):
+    for s in setups:
         tag = _setup_tag(s)
-        for name, q, tags in prims:
-            out.append(Segment(f"{name}_{tag}" if len(setups) > 1 else name, _finish(q, T, dt, lim), dt, s,
+        for name, q, tags in shapes:
+            out.append(Segment(f"{name}_{tag}" if len(setups) > 1 else name, q.copy(), dt, s,
                                {**tags, "setup": tag, "kp": s.gains.get("kp"), "mass_kg": s.bench.get("mass")}))
     return out
 
@@ -365,12 +370,13 @@ def synthetic_logs(segments: list[Segment], model: str, truth: dict[str, float],
     return out
 
 
-def compare_to_naive(designed: list[Segment], naive: list[Segment], heldout: list[Segment], model: str,
-                     truth: dict[str, float], *, names: list[str] | None = None, budget: str = "quick",
-                     seed: int = 0) -> dict[str, Any]:
-    """Fit ``model`` to synthetic logs of the designed and of the naive set (same truth, same fit
-    budget) and score both: relative parameter error against the truth, and the closed-loop MAE
-    [rad] on held-out segments that neither set contains."""
+def compare_to_naive(designed: list[Segment], naive: list[Segment] | dict[str, list[Segment]],
+                     heldout: list[Segment], model: str, truth: dict[str, float], *,
+                     names: list[str] | None = None, budget: str = "quick", seed: int = 0) -> dict[str, Any]:
+    """Fit ``model`` to synthetic logs of the designed set and of each naive set (same truth, same
+    fit budget and seed) and score them: relative parameter error against the truth, and the
+    closed-loop MAE [rad] on held-out segments that no set contains. ``naive``: one set (row
+    "naive") or label -> set. Returns label -> row."""
     from ..evaluate import summarize
     from ..evaluate.replay import replay_batches
     from .fit import fit_model
@@ -379,7 +385,8 @@ def compare_to_naive(designed: list[Segment], naive: list[Segment], heldout: lis
     evals, starts, grad = BUDGETS[budget]
     held = make_batches(synthetic_logs(heldout, model, truth), heldout[0].dt)
     rows = {}
-    for label, segs in (("designed", designed), ("naive", naive)):
+    sets = {"designed": designed, **(naive if isinstance(naive, dict) else {"naive": naive})}
+    for label, segs in sets.items():
         logs = synthetic_logs(segs, model, truth)
         fit = fit_model(logs, model, seed=seed, max_evals=evals, n_starts=starts, grad_steps=grad, dt=segs[0].dt)
         fitted = fit.params
