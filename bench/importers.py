@@ -11,9 +11,12 @@ Rows (a table, then one JSON line):
 * LeRobot: SO-101 chirp logs made by the native MuJoCo rollout with a known ground truth (kt x1.3,
   friction_viscous x2 of the nominal STS3215), written as a LeRobot v3.0 dataset in degrees at
   50 fps -> native -> ``fit_arm`` of kt and friction_viscous (recovered vs true);
-* native Parquet: every converted folder above is re-read (round trip).
+* native Parquet: every converted folder above is re-read (round trip);
+* excitation design (:mod:`actuatorlab.identify.excite`): a 6 s D-optimal set designed from a rough
+  guess of an XL330 pendulum's m1 parameters vs three naive 6 s sets (one sine or chirp repeated),
+  each fitted (m1, quick budget) on synthetic logs of the truth: parameter error and held-out MAE.
 
-Usage: ``python bench/importers.py [--no-fuzz] [--out FILE]``.
+Usage: ``python bench/importers.py [--no-fuzz] [--only import|excite|fuzz] [--out FILE]``.
 """
 
 from __future__ import annotations
@@ -144,6 +147,36 @@ def lerobot_row(work: Path) -> dict:
             "rel_error": {k: abs(got[k] / true[k] - 1) for k in got}}
 
 
+def excite_rows() -> list[dict]:
+    from actuatorlab.identify.excite import Limits, candidates, compare_to_naive, design
+    from actuatorlab.logs.format import Setup
+
+    truth = dict(kt=0.4, R=3.5, armature=0.002, friction_base=0.03, friction_viscous=0.01)
+    nominal = {k: v * f for (k, v), f in zip(truth.items(), (1.3, 0.8, 1.5, 0.7, 2.0))}
+    setups = [Setup("xl330", "revolute", "dynamixel_pwm", {"kp": kp}, 7.4, {"mass": 0.49, "length": 0.1, "arm_mass": 0.0})
+              for kp in (400.0, 800.0)]
+    lim = Limits(q_min=-1.5, q_max=1.5, margin=0.1, v_max=3.0, duty=0.8)
+    segs = candidates(setups, lim, dt=0.01, segment_s=2.0)
+    by = {x.name: x for x in segs}
+    t0 = time.perf_counter()
+    rep = design(segs, "m1", nominal, 6.0)
+    t_design = time.perf_counter() - t0
+    naive = ("sine_a0.6_f0.5_kp400_m0.49", "sine_a0.25_f1.5_kp400_m0.49", "chirp_a0.8_kp400_m0.49")
+    held = [by[n] for n in ("steps_a0.5_kp800_m0.49", "reversals_v0.5_kp400_m0.49", "chirp_a0.3_kp400_m0.49")]
+    r = compare_to_naive([by[n] for n in rep["selected"]], {n: [by[n]] * 3 for n in naive}, held, "m1", truth)
+    crlb = {x["name"]: x["crlb_relative_stderr"] for x in rep["candidates"]}
+    rows = []
+    for label, row in r.items():
+        rows.append({"set": label, "segments": row["segments"], "duration_s": row["duration_s"],
+                     "heldout_mae": row["heldout_mae"], "param_rel_error": row["param_rel_error"],
+                     "mean_param_rel_error": row["mean_param_rel_error"],
+                     "design_s": t_design if label == "designed" else None,
+                     "logdet_F": rep["design"]["logdet"] if label == "designed" else
+                     next(x["logdet"] for x in rep["candidates"] if x["name"] == label) + 5 * np.log(3.0),
+                     "crlb": rep["design"]["crlb_relative_stderr"] if label == "designed" else crlb[label]})
+    return rows
+
+
 def fuzz_counts() -> dict:
     with tempfile.TemporaryDirectory() as d:
         dest = Path(d) / "counts.json"
@@ -161,20 +194,23 @@ def fuzz_counts() -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-fuzz", action="store_true")
+    ap.add_argument("--only", choices=["import", "excite", "fuzz"], help="run one section")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
     logs = sorted(EXAMPLE.glob("*.json"))[:3]
-    rows = []
-    with tempfile.TemporaryDirectory() as d:
-        work = Path(d)
-        rows.append(fit_row("bam", logs, work))
-        rows.append(fit_row("mcap", bam_as_mcap(logs, work), work))
-        rows.append(fit_row("csv", bam_as_csv(logs, work), work))
-        emps = SHARED / "data" / "emps" / "DATA_EMPS.mat"
-        if emps.is_file():
-            rows.append(fit_row("emps", [emps], work))
-        rows.append(lerobot_row(work))
-    fuzz = None if a.no_fuzz else fuzz_counts()
+    rows: list[dict] = []
+    if a.only in (None, "import"):
+        with tempfile.TemporaryDirectory() as d:
+            work = Path(d)
+            rows.append(fit_row("bam", logs, work))
+            rows.append(fit_row("mcap", bam_as_mcap(logs, work), work))
+            rows.append(fit_row("csv", bam_as_csv(logs, work), work))
+            emps = SHARED / "data" / "emps" / "DATA_EMPS.mat"
+            if emps.is_file():
+                rows.append(fit_row("emps", [emps], work))
+            rows.append(lerobot_row(work))
+    ex = excite_rows() if a.only in (None, "excite") else []
+    fuzz = None if a.no_fuzz or a.only not in (None, "fuzz") else fuzz_counts()
     print(f"{'format':8} {'logs':>4} {'samples':>8} {'conv s':>7} {'fit':38} {'fit s':>6} {'train MAE':>12}  parameters")
     for r in rows:
         mae = f"{r['train_mae'] * 1e3:.3f} m{r['unit']}"
@@ -182,11 +218,18 @@ def main(argv=None) -> int:
                        for k, v in list(r["params"].items())[:4])
         print(f"{r['format']:8} {r['logs']:>4} {r['samples']:>8} {r['convert_s']:>7.2f} {r['fit']:38} "
               f"{r['fit_s']:>6.1f} {mae:>12}  {ps}")
+    if ex:
+        print(f"\n{'excitation set (6 s each)':34} {'log det F':>9} {'held-out MAE':>13} {'mean param err':>14}  "
+              "per parameter (fitted vs truth)")
+        for r in ex:
+            print(f"{r['set']:34} {r['logdet_F']:>9.1f} {r['heldout_mae'] * 1e3:>10.4f} mrad {100 * r['mean_param_rel_error']:>13.1f}%  "
+                  + ", ".join(f"{k} {100 * v:.1f}%" for k, v in r["param_rel_error"].items()))
+        print(f"designed = {', '.join(ex[0]['segments'])}")
     if fuzz:
         print(f"fuzzed cases per importer ({fuzz['summary']}, {fuzz['wall_s']:.0f} s): " + ", ".join(
             f"{k} {sum(v.values())} ({v.get('error', 0)} one-line errors, {v.get('ok', 0)} converted)"
             for k, v in fuzz["counts"].items()))
-    emit({"bench": "importers", "rows": rows, "fuzz": fuzz}, a.out)
+    emit({"bench": "importers", "rows": rows, "excitation": ex, "fuzz": fuzz}, a.out)
     return 0
 
 
