@@ -182,13 +182,14 @@ def fuzz_counts() -> dict:
         dest = Path(d) / "counts.json"
         env = {**os.environ, "ACTUATORLAB_FUZZ_COUNTS": str(dest), "PYTHONPATH": str(ROOT / "src")}
         t0 = time.perf_counter()
-        p = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W",
+        p = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-W",
                             "ignore::RuntimeWarning", str(ROOT / "tests" / "test_fuzz_importers.py")],
                            env=env, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         counts = json.loads(dest.read_text()) if dest.exists() else {}
         return {"counts": counts, "pytest_rc": p.returncode, "wall_s": wall,
-                "summary": (p.stdout.strip().splitlines() or [""])[-1]}
+                "summary": next((ln.strip("= ") for ln in reversed(p.stdout.splitlines())
+                                 if " passed" in ln or " failed" in ln), "no pytest summary")}
 
 
 def main(argv=None) -> int:

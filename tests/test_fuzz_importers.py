@@ -132,10 +132,25 @@ def _report_counts():
         Path(dest).write_text(json.dumps({k: dict(v) for k, v in COUNTS.items()}, indent=1))
 
 
+def _has_mcap() -> bool:
+    try:
+        import mcap_ros2  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 @pytest.fixture(scope="module")
 def seeds() -> dict[str, dict[str, bytes]]:
-    pytest.importorskip("mcap_ros2", reason="optional extra [mcap] not installed")
-    return {k: f() for k, f in SEEDS.items()}
+    """Seeds of every importer (MCAP only with the optional extra [mcap])."""
+    return {k: f() for k, f in SEEDS.items() if k != "mcap" or _has_mcap()}
+
+
+@pytest.fixture(autouse=True)
+def _needs_seed(request, seeds):
+    fmt = request.node.callspec.params.get("fmt") if hasattr(request.node, "callspec") else None
+    if fmt is not None and fmt not in seeds:
+        pytest.skip("optional extra [mcap] not installed")
 
 
 # ----------------------------------------------------------------------------------------------
