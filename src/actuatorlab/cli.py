@@ -229,12 +229,76 @@ def compare(data: List[Path] = typer.Argument(..., help="training logs"),
 
 @app.command("import")
 def import_(data: List[Path] = typer.Argument(...), out: Path = typer.Option(..., "--out", "-o"),
-            mapping: Optional[Path] = typer.Option(None, "--mapping")):
-    """Convert logs (BAM JSON, EMPS .mat, CSV + mapping) to the native Parquet + JSON format."""
+            mapping: Optional[Path] = typer.Option(None, "--mapping", help="CSV column mapping, MCAP topic "
+                                                    "mapping or LeRobot units mapping (docs/format.md)")):
+    """Convert logs (BAM JSON, EMPS .mat, CSV + mapping, ROS 2 MCAP bags, LeRobot dataset folders) to
+    the native Parquet + JSON format (one pair per log or LeRobot episode)."""
     from .pipeline import run_import
 
     for p in run_import(data, out, mapping=mapping):
         console.print(f"wrote {p}")
+
+
+def _floats(text: Optional[str], what: str) -> Optional[list]:
+    if text is None:
+        return None
+    try:
+        return [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise ActuatorlabError(f"{what} must be comma-separated numbers, got {text!r}") from None
+
+
+@app.command()
+def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the command files and excitation.json"),
+           model_file: Optional[Path] = typer.Option(None, "--model-file", help="fitted RUN/model.json (model, "
+                                                     "parameters and bench)"),
+           model: str = typer.Option("m1", "--model", help="model when no --model-file"),
+           param: Optional[List[str]] = typer.Option(None, "--param", help="NAME=VALUE (repeat), overrides"),
+           joint: str = typer.Option("xl330", "--joint", help="actuator name when no --model-file"),
+           kp: Optional[str] = typer.Option(None, "--kp", help="firmware gains to design over, e.g. 400,800"),
+           mass: Optional[str] = typer.Option(None, "--mass", help="bench loads [kg], e.g. 0.2,0.49"),
+           q_range: str = typer.Option("-1.5,1.5", "--range", help="joint range [rad] min,max"),
+           margin: float = typer.Option(0.1, "--margin", help="[rad] kept free at both ends"),
+           v_max: float = typer.Option(3.0, "--v-max", help="[rad/s] target speed limit"),
+           duty: float = typer.Option(0.8, "--duty", help="largest share of each segment in motion"),
+           effort_max: Optional[float] = typer.Option(None, "--effort-max", help="[N.m] predicted effort limit"),
+           budget_s: float = typer.Option(10.0, "--budget", help="[s] total duration of the design"),
+           segment_s: float = typer.Option(2.0, "--segment", help="[s] length of one segment"),
+           dt: float = typer.Option(0.01, "--dt", help="[s] command period"),
+           write_all: bool = typer.Option(False, "--all", help="write every candidate, not only the design")):
+    """Design a single-joint excitation: safe candidates ranked by Fisher information, a D-optimal
+    set within the budget, written as replayable CSV command files + excitation.json."""
+    from .pipeline import run_excite
+
+    values = {}
+    for p in param or []:
+        k, sep, v = p.partition("=")
+        try:
+            values[k.strip()] = float(v)
+        except ValueError:
+            sep = ""
+        if not sep:
+            raise ActuatorlabError(f"--param must be NAME=VALUE, got {p!r}")
+    rng = _floats(q_range, "--range")
+    if rng is None or len(rng) != 2:
+        raise ActuatorlabError("--range must be two numbers: min,max [rad]")
+    r = run_excite(out, model_file=model_file, model=model, params=values, actuator=joint, kp=_floats(kp, "--kp"),
+                   mass=_floats(mass, "--mass"), q_range=(rng[0], rng[1]), margin=margin, v_max=v_max, duty=duty,
+                   effort_max=effort_max, dt=dt, segment_s=segment_s, budget_s=budget_s, write_all=write_all)
+    t = Table(title=f"Candidates ranked by information for {r['model']} ({', '.join(r['parameters'])}): "
+                    "log det F and Cramer-Rao relative stderr")
+    for c in ("rank", "candidate", "log det F", *r["parameters"], "peak effort"):
+        t.add_column(c)
+    for c in r["candidates"][:12]:
+        t.add_row(str(c["rank"]), c["name"], f"{c['logdet']:.1f}",
+                  *[f"{100 * c['crlb_relative_stderr'][n]:.2g}%" for n in r["parameters"]], f"{c['peak_effort']:.3g}")
+    console.print(t)
+    d = r["design"]
+    console.print(f"design ({d['duration_s']:.0f} s): {', '.join(r['selected'])}; log det F {d['logdet']:.1f}; CRLB "
+                  + ", ".join(f"{n} {100 * v:.2g}%" for n, v in d["crlb_relative_stderr"].items()))
+    for x in r["rejected"]:
+        console.print(f"[yellow]over the effort limit:[/] {x['name']} ({x['peak_effort']:.3g} > {x['limit']:g} N.m)")
+    console.print(f"wrote {out / 'excitation.json'} and the command files")
 
 
 @app.command()

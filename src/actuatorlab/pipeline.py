@@ -18,7 +18,7 @@ from .logs import load_logs, save_trajectory, audit_log
 from .logs.format import Trajectory
 
 __all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
-           "run_audit", "identifiability_for"]
+           "run_audit", "run_excite", "identifiability_for"]
 
 Progress = Callable[[str, str, float], None]
 
@@ -289,20 +289,9 @@ def run_import(paths, out_dir, *, mapping: str | None = None) -> list[Path]:
 
 def run_audit(paths, *, mapping: str | None = None) -> list[dict]:
     """Audit every log (loaded leniently so that the problems can be reported, not raised)."""
-    from .logs import find_log_files, load_log
-
-    files: list[Path] = []
-    for p in paths:
-        p = Path(p)
-        if p.is_dir():
-            files.extend(find_log_files(p))
-        elif p.exists():
-            files.append(p)
-        else:
-            raise DataError(p, "no such file or folder")
-    if not files:
-        raise DataError(paths[0] if paths else None, "no supported log files found")
-    return [audit_log(load_log(f, mapping=mapping, strict=False)) for f in files]
+    if not paths:
+        raise DataError(None, "no supported log files found")
+    return [audit_log(t) for t in load_logs(list(paths), mapping=mapping, strict=False)]
 
 
 ARM_MODEL_FORMAT = "actuatorlab-arm-model"
@@ -384,3 +373,50 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         params = d["params"]
         model = d.get("model")
     return evaluate_arm(robot, params, load_logs(list(paths)), model=model)
+
+
+def run_excite(out: str | Path, *, model_file: str | Path | None = None, model: str = "m1",
+               params: dict[str, float] | None = None, actuator: str = "xl330", controller: str = "dynamixel_pwm",
+               kp: list[float] | None = None, mass: list[float] | None = None, length: float = 0.1,
+               supply_voltage: float = 7.4, q_range: tuple[float, float] = (-1.5, 1.5), margin: float = 0.1,
+               v_max: float = 3.0, duty: float = 0.8, effort_max: float | None = None, dt: float = 0.01,
+               segment_s: float = 2.0, budget_s: float = 10.0, write_all: bool = False) -> dict:
+    """Design an excitation for one joint (:mod:`actuatorlab.identify.excite`) and write it to ``out``.
+
+    The model and its parameters come from a fitted ``model_file`` (its setup is the default bench)
+    or from ``model`` + ``params``; ``kp`` and ``mass`` lists make gain and load dimensions of the
+    design (one setup per combination). Writes the selected segments (``write_all``: every
+    candidate) as CSV command files plus ``excitation.json``; returns the design report.
+    """
+    from .errors import ModelError
+    from .identify.excite import Limits, candidates, design, write_excitation
+    from .identify.modelfile import load_model
+    from .logs.format import Setup
+
+    base: dict = {"actuator": actuator, "joint_type": "revolute", "controller": controller,
+                  "gains": {"kp": 400.0}, "supply_voltage": supply_voltage,
+                  "bench": {"mass": 0.49, "length": length, "arm_mass": 0.0}}
+    values = dict(params or {})
+    if model_file is not None:
+        d = load_model(model_file)
+        model = d["model"]
+        values = {**{k: float(e["value"]) for k, e in d["parameters"].items()}, **values}
+        s = d.get("setup") or {}
+        base.update({k: s[k] for k in ("actuator", "joint_type", "controller", "gains", "supply_voltage", "bench")
+                     if k in s and s[k] is not None})
+    if base["joint_type"] != "revolute":
+        raise ModelError(f"{model_file}: excitation design covers revolute pendulum benches only")
+    if not values:
+        raise ModelError("excite needs parameter values: --model-file RUN/model.json or --param NAME=VALUE")
+    lim = Limits(q_min=q_range[0], q_max=q_range[1], margin=margin, v_max=v_max, duty=duty, effort_max=effort_max)
+    setups = []
+    for g in kp or [base["gains"].get("kp", 400.0)]:
+        for m in mass or [base["bench"].get("mass", 0.49)]:
+            setups.append(Setup.from_dict({**base, "gains": {**base["gains"], "kp": float(g)},
+                                           "bench": {**base["bench"], "mass": float(m)}}))
+    segs = candidates(setups, lim, dt=dt, segment_s=segment_s)
+    report = design(segs, model, values, budget_s, effort_max=effort_max)
+    by = {s.name: s for s in segs}
+    chosen = segs if write_all else [by[n] for n in dict.fromkeys(report["selected"])]
+    write_excitation(out, chosen, lim, report)
+    return report

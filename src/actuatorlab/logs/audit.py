@@ -279,7 +279,7 @@ def audit_log(traj: Trajectory) -> dict[str, Any]:
 
     Keys: name, source_file, n_samples, duration_s, timing (median dt, sample rate, jitter std,
     min/max dt), gaps, timestamps (duplicated / non-monotonic), nan_counts, saturation,
-    derived_channels, causality, latency, issues (list of {severity, code, message}).
+    derived_channels, causality, latency, receive_delay (MCAP bags), issues (list of {severity, code, message}).
     """
     issues: list[dict[str, str]] = []
 
@@ -381,6 +381,25 @@ def audit_log(traj: Trajectory) -> dict[str, Any]:
     for name, lat in neg.items():
         issue("error", "negative_latency", f"channel {name} has negative latency {lat * 1e3:.3g} ms "
                                            "(a value cannot describe the future)")
+
+    # header stamp vs receive time (MCAP bags: receive_delay = log time - header stamp)
+    if traj.has("receive_delay"):
+        d = np.asarray(traj["receive_delay"], dtype=np.float64)
+        d = d[np.isfinite(d)]
+        if d.size:
+            rd = {"median_s": float(np.median(d)), "min_s": float(np.min(d)), "max_s": float(np.max(d)),
+                  "std_s": float(np.std(d)), "n_negative": int(np.sum(d < 0)),
+                  "time_base": traj.setup.extra.get("time_base")}
+            report["receive_delay"] = rd
+            if rd["n_negative"]:
+                issue("error", "clock_mismatch",
+                      f"{rd['n_negative']} message(s) stamped after they were received (log time - header stamp "
+                      f"down to {rd['min_s'] * 1e3:.3g} ms): sender and recorder clocks disagree")
+            elif med > 0 and rd["std_s"] > 0.25 * med:
+                issue("warning", "receive_jitter",
+                      f"receive delay varies by {rd['std_s'] * 1e3:.3g} ms (std; median {rd['median_s'] * 1e3:.3g} ms, "
+                      f"max {rd['max_s'] * 1e3:.3g} ms), more than a quarter of the sample period"
+                      + ("; the log-time base carries this jitter" if rd["time_base"] == "log" else ""))
 
     # causality
     if traj.has("position") and traj.has("position_target"):

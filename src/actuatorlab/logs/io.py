@@ -122,15 +122,11 @@ def is_native_sidecar(doc: Any) -> bool:
 
 
 def _read_sidecar(json_path: Path) -> dict[str, Any]:
+    from actuatorlab.logs.importers._common import read_json
+
     if not json_path.exists():
         raise DataError(json_path, "native sidecar is missing (expected next to the parquet file)")
-    text = json_path.read_text(encoding="utf-8")
-    if not text.strip():
-        raise DataError(json_path, "file is empty")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise DataError(json_path, f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    doc = read_json(json_path)
     if not is_native_sidecar(doc):
         raise DataError(json_path, f"not an actuatorlab trajectory sidecar (no \"format\": \"{FORMAT_NAME}\")")
     version = str(doc.get("format_version"))
@@ -143,7 +139,59 @@ def _read_sidecar(json_path: Path) -> dict[str, Any]:
     missing = [k for k in _SIDECAR_KEYS if k not in doc]
     if missing:
         raise DataError(json_path, f"sidecar lacks required key(s) {', '.join(missing)}")
+    _check_sidecar_types(json_path, doc)
     return doc
+
+
+def _check_sidecar_types(json_path: Path, doc: dict[str, Any]) -> None:
+    """Types and values of the sidecar's fields (a hand-edited sidecar fails here, not later)."""
+    def bad(problem: str) -> DataError:
+        return DataError(json_path, problem)
+
+    if not isinstance(doc["name"], str) or not doc["name"]:
+        raise bad("'name' must be a non-empty string")
+    n = doc["n_samples"]
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise bad(f"'n_samples' must be a non-negative integer, got {n!r:.40}")
+    if not isinstance(doc["parquet_sha256"], str):
+        raise bad("'parquet_sha256' must be a string")
+    if not isinstance(doc["channels"], dict):
+        raise bad("'channels' must be an object {name: {unit, kind, side, ...}}")
+    for name, c in doc["channels"].items():
+        if not isinstance(c, dict):
+            raise bad(f"channel {name!r} must be an object")
+        for key in ("unit", "kind"):
+            if key not in c:
+                raise bad(f"channel {name!r} lacks '{key}'")
+        for key in ("unit", "kind", "side", "source", "description"):
+            if key in c and not isinstance(c[key], str):
+                raise bad(f"channel {name!r}: '{key}' must be a string")
+        if c["kind"] not in ("commanded", "measured", "estimated"):
+            raise bad(f"channel {name!r}: kind must be commanded, measured or estimated, got {c['kind']!r}")
+        if c.get("side", "output") not in ("output", "motor", "none"):
+            raise bad(f"channel {name!r}: side must be output, motor or none, got {c['side']!r}")
+        lat = c.get("latency_s", 0.0)
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not np.isfinite(lat):
+            raise bad(f"channel {name!r}: latency_s must be a finite number [s], got {lat!r:.40}")
+    setup = doc["setup"]
+    if not isinstance(setup, dict) or not isinstance(setup.get("actuator"), str):
+        raise bad("'setup' must be an object with an 'actuator' string")
+    if setup.get("joint_type", "revolute") not in ("revolute", "prismatic"):
+        raise bad(f"setup.joint_type must be revolute or prismatic, got {setup.get('joint_type')!r:.40}")
+    if not isinstance(setup.get("controller", ""), str):
+        raise bad("setup.controller must be a string")
+    for key in ("gains", "bench"):
+        v = setup.get(key, {})
+        if not isinstance(v, dict) or not all(isinstance(x, (int, float)) and not isinstance(x, bool)
+                                              for x in v.values()):
+            raise bad(f"setup.{key} must be an object of numbers")
+    if not isinstance(setup.get("extra", {}), dict):
+        raise bad("setup.extra must be an object")
+    sv = setup.get("supply_voltage")
+    if sv is not None and (isinstance(sv, bool) or not isinstance(sv, (int, float))):
+        raise bad(f"setup.supply_voltage must be a number [V] or null, got {sv!r:.40}")
+    if not isinstance(doc.get("conditions", {}), dict):
+        raise bad("'conditions' must be an object")
 
 
 def load_native(path: str | Path, *, strict: bool = True) -> Trajectory:
@@ -177,8 +225,13 @@ def load_native(path: str | Path, *, strict: bool = True) -> Trajectory:
     missing = [k for k in channels if k not in cols]
     if missing:
         raise DataError(parquet_path, f"column(s) {', '.join(missing)} named in the sidecar are missing")
-    time = table.column("time").to_numpy().astype(np.float64, copy=True)
-    data = {k: table.column(k).to_numpy().astype(np.float64, copy=True) for k in channels}
+    try:
+        time = table.column("time").to_numpy().astype(np.float64, copy=True)
+        data = {k: table.column(k).to_numpy().astype(np.float64, copy=True) for k in channels}
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise DataError(parquet_path, f"a column is not numeric ({type(e).__name__})") from None
+    if "time" in channels:
+        raise DataError(json_path, "a channel may not be called 'time' (reserved for the time column)")
     traj = Trajectory(
         name=str(doc["name"]),
         time=time,

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 
 from actuatorlab.errors import DataError
-from actuatorlab.logs.format import Trajectory
+from actuatorlab.logs.format import Setup, Trajectory
 
-__all__ = ["MIN_SAMPLES", "validate_trajectory", "read_json", "zoh_indices"]
+__all__ = ["MIN_SAMPLES", "SETUP_FIELDS", "validate_trajectory", "read_json", "setup_from_doc", "zoh_indices"]
 
 #: Fewest samples a log may have to be usable (strict mode).
 MIN_SAMPLES = 10
@@ -79,3 +79,41 @@ def zoh_indices(t_src: np.ndarray, t_query: np.ndarray) -> np.ndarray:
     (T_src,) [s] strictly increasing, (T_q,) [s] -> (T_q,) int.
     """
     return np.searchsorted(np.asarray(t_src), np.asarray(t_query), side="right") - 1
+
+
+#: keys a mapping's ``setup`` object may hold (the :class:`~actuatorlab.logs.format.Setup` fields).
+SETUP_FIELDS = ("actuator", "joint_type", "controller", "gains", "supply_voltage", "bench", "extra")
+
+
+def setup_from_doc(where: str | Path, setup_doc: Any, extra: dict[str, Any],
+                   joint_type: str | None = None) -> Setup:
+    """A :class:`Setup` from a mapping's ``setup`` object (unknown keys and bad types are a
+    :class:`DataError` naming ``where``); ``extra`` (importer facts) is merged under the mapping's own
+    ``extra``; ``joint_type`` overrides the document's."""
+    if setup_doc is None:
+        setup_doc = {}
+    if not isinstance(setup_doc, dict):
+        raise DataError(where, "mapping 'setup' must be an object")
+    bad = set(setup_doc) - set(SETUP_FIELDS)
+    if bad:
+        raise DataError(where, f"setup: unknown key(s) {', '.join(sorted(map(str, bad)))} "
+                               f"(allowed: {', '.join(SETUP_FIELDS)})")
+    jt = joint_type if joint_type is not None else setup_doc.get("joint_type", "revolute")
+    if jt not in ("revolute", "prismatic"):
+        raise DataError(where, f"setup.joint_type must be 'revolute' or 'prismatic', got {jt!r}")
+    for key in ("gains", "bench", "extra"):
+        v = setup_doc.get(key, {})
+        if not isinstance(v, dict):
+            raise DataError(where, f"setup.{key} must be an object")
+        if key != "extra" and not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in v.values()):
+            raise DataError(where, f"setup.{key} values must be numbers")
+    sv = setup_doc.get("supply_voltage")
+    if sv is not None and (isinstance(sv, bool) or not isinstance(sv, (int, float))):
+        raise DataError(where, f"setup.supply_voltage must be a number [V], got {sv!r:.40}")
+    for key in ("actuator", "controller"):
+        if key in setup_doc and not isinstance(setup_doc[key], str):
+            raise DataError(where, f"setup.{key} must be a string")
+    return Setup.from_dict({"actuator": "unknown", **setup_doc, "joint_type": jt,
+                            "gains": {k: float(v) for k, v in setup_doc.get("gains", {}).items()},
+                            "bench": {k: float(v) for k, v in setup_doc.get("bench", {}).items()},
+                            "extra": {**extra, **setup_doc.get("extra", {})}})

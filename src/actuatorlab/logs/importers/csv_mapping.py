@@ -20,8 +20,8 @@ from typing import Any
 import numpy as np
 
 from actuatorlab.errors import DataError
-from actuatorlab.logs.format import CANONICAL_CHANNELS, Channel, Setup, Trajectory, canonical_unit
-from actuatorlab.logs.importers._common import read_json
+from actuatorlab.logs.format import CANONICAL_CHANNELS, Channel, Trajectory, canonical_unit
+from actuatorlab.logs.importers._common import read_json, setup_from_doc
 
 __all__ = ["MAPPING_FORMAT", "UNITS", "find_mapping", "is_mapping_doc", "load_csv", "convert_units"]
 
@@ -111,18 +111,26 @@ def _column_values(df: Any, col: str, csv_path: Path, map_name: str) -> np.ndarr
     return s.to_numpy(dtype=np.float64, na_value=np.nan)
 
 
-def _read_csv(csv_path: Path, opts: dict[str, Any]) -> Any:
+def _read_csv(csv_path: Path, opts: Any, where: Path) -> Any:
+    import csv
+
     import pandas as pd
 
+    if not isinstance(opts, dict) or set(opts) - {"delimiter", "comment"}:
+        raise DataError(where, "mapping 'csv' must be an object with 'delimiter' and 'comment' (one character each)")
+    sep, comment = opts.get("delimiter", ","), opts.get("comment", "#")
+    for key, v in (("delimiter", sep), ("comment", comment)):
+        if not (isinstance(v, str) and len(v) == 1 and v not in "\r\n\"") and not (key == "comment" and v is None):
+            raise DataError(where, f"mapping csv.{key} must be one character, got {v!r:.20}")
     if not csv_path.read_bytes().strip():
         raise DataError(csv_path, "file is empty")
     try:
-        return pd.read_csv(csv_path, sep=opts.get("delimiter", ","), comment=opts.get("comment", "#"),
-                           skipinitialspace=True)
+        return pd.read_csv(csv_path, sep=sep, comment=comment, skipinitialspace=True)
     except pd.errors.EmptyDataError:
         raise DataError(csv_path, "file has no header or data") from None
-    except (pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
-        raise DataError(csv_path, f"unreadable CSV: {str(e).strip().splitlines()[-1]}") from None
+    except (pd.errors.ParserError, UnicodeDecodeError, ValueError, TypeError, csv.Error, OverflowError) as e:
+        lines = str(e).strip().splitlines()
+        raise DataError(csv_path, f"unreadable CSV: {lines[-1] if lines else type(e).__name__}") from None
 
 
 def load_csv(path: str | Path, mapping: str | Path | dict[str, Any] | None = None) -> Trajectory:
@@ -145,18 +153,25 @@ def load_csv(path: str | Path, mapping: str | Path | dict[str, Any] | None = Non
         raise DataError(where, "mapping 'setup' must be an object")
     joint_type = setup_doc.get("joint_type", "revolute")
     if joint_type not in ("revolute", "prismatic"):
-        raise DataError(where, f"setup.joint_type must be 'revolute' or 'prismatic', got {joint_type!r}")
+        raise DataError(where, f"setup.joint_type must be 'revolute' or 'prismatic', got {joint_type!r:.40}")
+    if not isinstance(doc.get("conditions", {}), dict):
+        raise DataError(where, "mapping 'conditions' must be an object")
+    if not isinstance(doc.get("keep_unmapped", True), bool):
+        raise DataError(where, "mapping 'keep_unmapped' must be true or false")
 
-    df = _read_csv(csv_path, doc.get("csv", {}))
+    df = _read_csv(csv_path, doc.get("csv", {}), where)
 
     # time
     tspec = doc["time"] if isinstance(doc["time"], dict) else {"column": doc["time"]}
     tcol, tunit = tspec.get("column"), tspec.get("unit", "s")
     if not isinstance(tcol, str):
         raise DataError(where, "mapping 'time' must name a column: {\"column\": NAME, \"unit\": \"s\" | \"ms\" | \"us\"}")
-    if tunit not in UNITS or UNITS[tunit][0] != "time":
+    if not isinstance(tunit, str) or tunit not in UNITS or UNITS[tunit][0] != "time":
         raise _unit_error(where, tcol, "time", tunit, "time", joint_type, csv_path.name)
-    t_raw = _column_values(df, tcol, csv_path, map_name) * float(tspec.get("scale", 1.0)) + float(tspec.get("offset", 0.0))
+    tscale, toffset = tspec.get("scale", 1.0), tspec.get("offset", 0.0)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (tscale, toffset)):
+        raise DataError(where, "time: scale and offset must be finite numbers")
+    t_raw = _column_values(df, tcol, csv_path, map_name) * float(tscale) + float(toffset)
     time, _ = convert_units(t_raw, tunit)
 
     data: dict[str, np.ndarray] = {}
@@ -176,6 +191,8 @@ def load_csv(path: str | Path, mapping: str | Path | dict[str, Any] | None = Non
         unit = spec.get("unit", si_expected if si_expected is not None else "unknown")
         if name == "torque_enable" and unit == "1":
             unit = "bool"
+        if not isinstance(unit, str):
+            raise _unit_error(where, col, name, unit, None, joint_type, csv_path.name)
         if si_expected is not None:
             exp_dim = UNITS[si_expected][0]
             if unit not in UNITS or UNITS[unit][0] != exp_dim:
@@ -189,8 +206,14 @@ def load_csv(path: str | Path, mapping: str | Path | dict[str, Any] | None = Non
         if side not in ("output", "motor", "none"):
             raise DataError(where, f"channel '{name}': side must be output, motor or none, got {side!r}")
         scale, offset = spec.get("scale", 1.0), spec.get("offset", 0.0)
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (scale, offset)):
-            raise DataError(where, f"channel '{name}': scale and offset must be numbers")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (scale, offset)):
+            raise DataError(where, f"channel '{name}': scale and offset must be finite numbers")
+        lat = spec.get("latency_s", 0.0)
+        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not math.isfinite(lat) or lat < 0:
+            raise DataError(where, f"channel '{name}': latency_s must be a finite number >= 0 [s], got {lat!r:.40}")
+        for key in ("source", "description"):
+            if key in spec and not isinstance(spec[key], str):
+                raise DataError(where, f"channel '{name}': {key} must be a string")
         raw = _column_values(df, col, csv_path, map_name) * float(scale) + float(offset)
         values, si_unit = (raw, "unknown") if unit == "unknown" else convert_units(raw, unit)
         conv = "" if unit in ("unknown", si_unit) else f", {unit} -> {si_unit}"
@@ -218,14 +241,10 @@ def load_csv(path: str | Path, mapping: str | Path | dict[str, Any] | None = Non
             channels[name] = Channel("unknown", "measured", "none", source=f"CSV column '{col}'",
                                      description="unmapped CSV column kept as is")
 
-    fields = {"actuator", "joint_type", "controller", "gains", "supply_voltage", "bench", "extra"}
-    bad_setup = set(setup_doc) - fields
-    if bad_setup:
-        raise DataError(where, f"setup: unknown key(s) {', '.join(sorted(bad_setup))} (allowed: {', '.join(sorted(fields))})")
-    extra = {"source_format": "csv", "mapping_file": map_path.name if map_path else None, **setup_doc.get("extra", {})}
+    extra: dict[str, Any] = {"source_format": "csv", "mapping_file": map_path.name if map_path else None}
     if dropped:
         extra["non_numeric_columns_not_imported"] = dropped
-    setup = Setup.from_dict({"actuator": "unknown", **setup_doc, "joint_type": joint_type, "extra": extra})
+    setup = setup_from_doc(where, setup_doc, extra, joint_type=joint_type)
     conditions = {"load": "unknown", "gain": "unknown", "excitation": "unknown", "session": csv_path.stem}
     conditions.update({str(k): str(v) for k, v in doc.get("conditions", {}).items()})
     return Trajectory(name=csv_path.stem, time=time, data=data, channels=channels, setup=setup,
