@@ -308,9 +308,13 @@ def version():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; bad input gives one line on stderr and exit code 2."""
+    """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
+    :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
+    from .precision import physics_precision
+
     try:
-        app(args=argv, standalone_mode=False)
+        with physics_precision():
+            app(args=argv, standalone_mode=False)
     except ActuatorlabError as e:
         err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
