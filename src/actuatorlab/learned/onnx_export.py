@@ -172,7 +172,7 @@ def quantize_int8(src: str | Path, dst: str | Path, *, per_channel: bool = True)
 
     dst = Path(dst)
     quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=per_channel,
-                     op_types_to_quantize=["MatMul"])
+                     op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
     return dst
 
 
