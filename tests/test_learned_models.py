@@ -231,3 +231,34 @@ def test_mismatched_layout_is_refused_naming_what_differs(tmp_path):
     with pytest.raises(ModelError, match="does not match arch 'mlp'"):
         save_learned(tmp_path / "x.eqx", tiny("transformer"), layout=LAYOUT,
                      normalizer=fit_normalizer(np.zeros((3, LAYOUT.n_features))), arch="mlp", sizes=TINY["mlp"])
+
+
+def test_onnx_export_without_the_extra_is_a_clear_error(tmp_path, monkeypatch):
+    from actuatorlab.learned import onnx_export
+
+    monkeypatch.setattr(onnx_export, "onnx_available", lambda: False)
+    with pytest.raises(ModelError, match=r"pip install 'actuatorlab\[onnx\]'"):
+        onnx_export.export_onnx(tiny("transformer"), tmp_path / "t.onnx")
+
+
+@pytest.mark.parametrize("arch", ["transformer", "mlp"])
+def test_onnx_export_is_exact_and_int8_close(tmp_path, arch):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from actuatorlab.learned.onnx_export import OnnxActuator, export_onnx, quantize_int8
+
+    net = make_net(arch, n_features=LAYOUT.n_features, n_channels=2, history=LAYOUT.history,
+                   key=jax.random.PRNGKey(2), **{**TINY[arch], **({"d": 32, "head_width": 32} if arch == "transformer" else {})})
+    x = np.asarray(windows(64))
+    ref = eqx.filter_jit(jax.vmap(net))(x)
+    f32 = export_onnx(net, tmp_path / "m.onnx", n_frames=LAYOUT.n_frames)
+    out = OnnxActuator(f32)(x)
+    for o, r in zip(out, ref):
+        assert o.shape == r.shape
+        np.testing.assert_allclose(o, np.asarray(r), rtol=1e-4, atol=1e-5)
+    q = OnnxActuator(quantize_int8(f32, tmp_path / "m8.onnx"))(x)
+    for o, r in zip(q, ref):
+        r = np.asarray(r)
+        assert np.sqrt(np.mean((o - r) ** 2)) <= 0.1 * np.sqrt(np.mean(r ** 2)) + 1e-3  # int8: close, not exact
+    with pytest.raises(ModelError, match="ONNX export supports the transformer and mlp"):
+        export_onnx(tiny("gru"), tmp_path / "g.onnx")
