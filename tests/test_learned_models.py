@@ -58,7 +58,7 @@ def test_gradients_reach_every_parameter_and_are_finite(arch):
         # every head contributes, with a target so no leaf sits at a stationary point by symmetry
         return sum(jnp.mean((v - 0.3) ** 2) for v in h) + jnp.mean(contact_force(h) ** 2)
 
-    g = eqx.filter_grad(loss)(net)
+    g = eqx.filter_jit(eqx.filter_grad(loss))(net)
     leaves = jax.tree_util.tree_leaves(eqx.filter(g, eqx.is_inexact_array))
     params = jax.tree_util.tree_leaves(eqx.filter(net, eqx.is_inexact_array))
     assert len(leaves) == len(params) > 0
@@ -250,7 +250,7 @@ def test_onnx_export_is_exact_and_int8_close(tmp_path, arch):
     net = make_net(arch, n_features=LAYOUT.n_features, n_channels=2, history=LAYOUT.history,
                    key=jax.random.PRNGKey(2), **{**TINY[arch], **({"d": 32, "head_width": 32} if arch == "transformer" else {})})
     x = np.asarray(windows(64))
-    ref = eqx.filter_jit(jax.vmap(net))(x)
+    ref = jax.jit(lambda x: jax.vmap(net)(x))(x)
     f32 = export_onnx(net, tmp_path / "m.onnx", n_frames=LAYOUT.n_frames)
     out = OnnxActuator(f32)(x)
     for o, r in zip(out, ref):
