@@ -17,6 +17,7 @@ numbers: measure its error (``bench/actuator.py`` reports it) before using it in
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -169,9 +170,20 @@ def quantize_int8(src: str | Path, dst: str | Path, *, per_channel: bool = True)
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     dst = Path(dst)
-    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=per_channel,
-                     op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+    root = logging.getLogger()
+    quiet = _DropPreprocessHint()
+    root.addFilter(quiet)  # onnxruntime logs a generic pre-processing hint on the root logger
+    try:
+        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=per_channel,
+                         op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+    finally:
+        root.removeFilter(quiet)
     return dst
+
+
+class _DropPreprocessHint(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
 
 
 class OnnxActuator:
