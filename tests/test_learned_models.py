@@ -262,3 +262,33 @@ def test_onnx_export_is_exact_and_int8_close(tmp_path, arch):
         assert np.sqrt(np.mean((o - r) ** 2)) <= 0.1 * np.sqrt(np.mean(r ** 2)) + 1e-3  # int8: close, not exact
     with pytest.raises(ModelError, match="ONNX export supports the transformer and mlp"):
         export_onnx(tiny("gru"), tmp_path / "g.onnx")
+
+
+def test_transformer_files_of_structure_1_still_load(tmp_path):
+    """Files written before q, k, v and the gate shared one matrix (header without "structure")."""
+    import hashlib
+    import io
+    import json
+    import struct
+
+    from actuatorlab.learned.checkpoint import _AttentionV1
+
+    path, net, norm = _save(tmp_path)
+    d = net.pos.shape[1]
+    v1 = lambda a: _AttentionV1(eqx.tree_at(lambda l: (l.weight, l.bias), eqx.nn.Linear(d, 3 * d, key=jax.random.PRNGKey(0)),
+                                            (a.qkvg.weight[:3 * d], a.qkvg.bias[:3 * d])),
+                                eqx.tree_at(lambda l: (l.weight, l.bias), eqx.nn.Linear(d, d, key=jax.random.PRNGKey(0)),
+                                            (a.qkvg.weight[3 * d:], a.qkvg.bias[3 * d:])), a.out, a.n_heads)
+    old = eqx.tree_at(lambda n: [b.attn for b in n.blocks], net, [v1(b.attn) for b in net.blocks])
+    buf = io.BytesIO()
+    eqx.tree_serialise_leaves(buf, old)
+    w = buf.getvalue()
+    header = read_header(path)
+    del header["structure"]
+    header.update(weights_nbytes=len(w), weights_sha256=hashlib.sha256(w).hexdigest())
+    hb = json.dumps(header).encode()
+    path.write_bytes(MAGIC + struct.pack("<Q", len(hb)) + hb + w)
+    m = load_learned(path)
+    x = windows(3)
+    for a, b in zip(jax.vmap(m.net)(x), jax.vmap(net)(x)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
