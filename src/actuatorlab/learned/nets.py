@@ -1,0 +1,279 @@
+"""Learned actuator networks (equinox): a gated Transformer and its MLP / GRU / LSTM ablations.
+
+Every network maps ONE normalized window ``x`` float32 ``(history + 1, n_features)`` (oldest frame
+first, last row = current frame; see :mod:`actuatorlab.learned.features`) to :class:`Heads`:
+
+* ``torque`` ``(C,)``: a normalized effort surrogate per actuator channel; the rollout maps it to
+  [N.m] (or [N]) with the channel's effort scale and clips it to the channel's effort bounds;
+* ``force_raw`` ``(3,)``: raw end-effector force [N]; the predicted force is
+  ``force = sigmoid(gate_logit) * force_raw`` (:func:`contact_force`);
+* ``gate_logit`` ``()``: contact gate logit (contact iff ``|f| > 0.01 N`` in training);
+* ``condition_logit`` ``(C,)``: per-channel condition score logit, ``score = sigmoid(logit)``.
+
+Batch with ``jax.vmap`` outside. All parameters are created float32 and inputs are cast to
+float32, so the forward pass stays float32 whether or not JAX's x64 mode is on.
+
+Architectures (``ARCHS``; build with :func:`make_net`):
+
+``transformer``  after Dou et al., "NeuralActuator" (RSS 2026): input projection + learned
+    positional embedding, ``n_layers`` pre-norm encoder blocks
+    ``h = h + Wo(sigmoid(Wg LN(h)) * MHA(LN(h)))``, ``h = h + FF(LN(h))`` with
+    ``FF = W2 GELU(W1 .)``; final LayerNorm, mean pooling over the frames, four SiLU MLP heads.
+    The gate is query-dependent and elementwise on the attention output before the output
+    projection (the "G1" position of Qiu et al., "Gated Attention for Large Language Models",
+    2025). Defaults d=192, 4 heads, 4 blocks, FF 384: 1.50 M parameters for a 5-channel x
+    9-feature + 1 global layout (the paper reports 1.44 M; its head widths are not published).
+``mlp``  the actuator-net family of Hwangbo et al., "Learning agile and dynamic motor skills for
+    legged robots" (Science Robotics 2019): an MLP on the flattened window
+    ``h = MLP(flatten(x))`` (they used 3 x 32 softsign units on a 3-frame history of one joint; here
+    widened to match the Transformer's parameter count), then the same heads.
+``gru`` / ``lstm``  a recurrent encoder (Cho et al. 2014 / Hochreiter & Schmidhuber 1997, as in
+    ``equinox.nn.GRUCell`` / ``LSTMCell``) scanned over the frames oldest first after an input
+    projection; the last hidden state of the last layer feeds the same heads.
+    Causal by construction: the output at the current frame depends on past frames only.
+
+Parameter counts are matched within 25 % of the Transformer for the default sizes
+(see ``tests/test_learned_models.py`` and ``bench/actuator.py``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import UnknownNameError
+
+__all__ = ["Heads", "ArchSpec", "ARCHS", "make_net", "list_archs", "param_count", "contact_force",
+           "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads"]
+
+F32 = jnp.float32
+
+
+class Heads(NamedTuple):
+    """Outputs of a learned actuator for one window (see module docstring)."""
+
+    torque: jax.Array           # (C,) normalized effort surrogate [-]
+    force_raw: jax.Array        # (3,) raw end-effector force [N]
+    gate_logit: jax.Array       # () contact gate logit [-]
+    condition_logit: jax.Array  # (C,) per-channel condition logit [-]
+
+
+def contact_force(h: Heads) -> jax.Array:
+    """Predicted end-effector force ``sigmoid(gate_logit) * force_raw`` [N], shape (..., 3)."""
+    return jax.nn.sigmoid(h.gate_logit)[..., None] * h.force_raw
+
+
+def condition_score(h: Heads) -> jax.Array:
+    """Per-channel condition score in [0, 1], shape (..., C)."""
+    return jax.nn.sigmoid(h.condition_logit)
+
+
+def _linear(i: int, o: int | str, key, use_bias: bool = True) -> eqx.nn.Linear:
+    return eqx.nn.Linear(i, o, use_bias=use_bias, key=key, dtype=F32)
+
+
+def _tokens(layer, x):
+    """Apply a per-token layer to (T, d) tokens (vmapped: one matmul after XLA)."""
+    return jax.vmap(layer)(x)
+
+
+class OutputHeads(eqx.Module):
+    """The four SiLU MLP heads (one hidden layer of ``width``) on a pooled embedding ``z`` (d,)."""
+
+    torque: eqx.nn.MLP
+    force: eqx.nn.MLP
+    gate: eqx.nn.MLP
+    condition: eqx.nn.MLP
+
+    def __init__(self, d: int, n_channels: int, width: int, *, key):
+        k = jax.random.split(key, 4)
+        mk = lambda out, kk: eqx.nn.MLP(d, out, width, depth=1, activation=jax.nn.silu, key=kk, dtype=F32)
+        self.torque = mk(n_channels, k[0])
+        self.force = mk(3, k[1])
+        self.gate = mk("scalar", k[2])
+        self.condition = mk(n_channels, k[3])
+
+    def __call__(self, z: jax.Array) -> Heads:
+        return Heads(self.torque(z), self.force(z), self.gate(z), self.condition(z))
+
+
+class GatedAttention(eqx.Module):
+    """Multi-head self-attention with a query-dependent elementwise sigmoid gate:
+    ``out = Wo( sigmoid(Wg x) * concat_h softmax(q_h k_h^T / sqrt(d_h)) v_h )`` on tokens x (T, d)."""
+
+    qkv: eqx.nn.Linear   # d -> 3d
+    gate: eqx.nn.Linear  # d -> d
+    out: eqx.nn.Linear   # d -> d
+    n_heads: int = eqx.field(static=True)
+
+    def __init__(self, d: int, n_heads: int, *, key):
+        if d % n_heads:
+            raise ValueError(f"d={d} is not a multiple of n_heads={n_heads}")
+        k = jax.random.split(key, 3)
+        self.qkv, self.gate, self.out = _linear(d, 3 * d, k[0]), _linear(d, d, k[1]), _linear(d, d, k[2])
+        self.n_heads = n_heads
+
+    def __call__(self, x: jax.Array) -> jax.Array:
+        T, d = x.shape
+        hd = d // self.n_heads
+        q, k, v = jnp.split(_tokens(self.qkv, x), 3, axis=-1)
+        q, k, v = (a.reshape(T, self.n_heads, hd) for a in (q, k, v))
+        att = jax.nn.softmax(jnp.einsum("qhd,khd->hqk", q, k) / math.sqrt(hd), axis=-1)
+        y = jnp.einsum("hqk,khd->qhd", att, v).reshape(T, d)
+        return _tokens(self.out, jax.nn.sigmoid(_tokens(self.gate, x)) * y)
+
+
+class EncoderBlock(eqx.Module):
+    """Pre-norm encoder block: ``h += GatedAttention(LN(h))``; ``h += W2 GELU(W1 LN(h))``."""
+
+    ln1: eqx.nn.LayerNorm
+    attn: GatedAttention
+    ln2: eqx.nn.LayerNorm
+    ff1: eqx.nn.Linear
+    ff2: eqx.nn.Linear
+
+    def __init__(self, d: int, n_heads: int, ff: int, *, key):
+        k = jax.random.split(key, 3)
+        self.ln1, self.ln2 = eqx.nn.LayerNorm(d, dtype=F32), eqx.nn.LayerNorm(d, dtype=F32)
+        self.attn = GatedAttention(d, n_heads, key=k[0])
+        self.ff1, self.ff2 = _linear(d, ff, k[1]), _linear(ff, d, k[2])
+
+    def __call__(self, h: jax.Array) -> jax.Array:
+        h = h + self.attn(_tokens(self.ln1, h))
+        return h + _tokens(self.ff2, jax.nn.gelu(_tokens(self.ff1, _tokens(self.ln2, h))))
+
+
+class GatedTransformer(eqx.Module):
+    """NeuralActuator-style Transformer (Dou et al., RSS 2026); see the module docstring.
+
+    ``h0 = W_in x + P`` (P: learned positional embedding (T, d)); ``n_layers`` x
+    :class:`EncoderBlock`; ``z = mean_t LN(h)``; heads on ``z``."""
+
+    inp: eqx.nn.Linear
+    pos: jax.Array  # (history + 1, d) learned positional embedding
+    blocks: tuple[EncoderBlock, ...]
+    ln_f: eqx.nn.LayerNorm
+    heads: OutputHeads
+
+    def __init__(self, *, n_features: int, n_channels: int, history: int, key, d: int = 192,
+                 n_heads: int = 4, n_layers: int = 4, ff: int = 384, head_width: int = 192):
+        k = jax.random.split(key, n_layers + 3)
+        self.inp = _linear(n_features, d, k[0])
+        self.pos = 0.02 * jax.random.normal(k[1], (history + 1, d), F32)
+        self.blocks = tuple(EncoderBlock(d, n_heads, ff, key=k[3 + i]) for i in range(n_layers))
+        self.ln_f = eqx.nn.LayerNorm(d, dtype=F32)
+        self.heads = OutputHeads(d, n_channels, head_width, key=k[2])
+
+    def __call__(self, x: jax.Array) -> Heads:
+        h = _tokens(self.inp, jnp.asarray(x, F32)) + self.pos
+        for blk in self.blocks:
+            h = blk(h)
+        return self.heads(jnp.mean(_tokens(self.ln_f, h), axis=0))
+
+
+class WindowMLP(eqx.Module):
+    """Actuator-net MLP (Hwangbo et al. 2019) on the flattened window:
+    ``z = SiLU-MLP(flatten(x))`` (``depth`` hidden layers of ``width``, output ``d``), heads on z."""
+
+    trunk: eqx.nn.MLP
+    heads: OutputHeads
+
+    def __init__(self, *, n_features: int, n_channels: int, history: int, key, width: int = 512,
+                 depth: int = 4, d: int = 384, head_width: int = 256):
+        k = jax.random.split(key, 2)
+        self.trunk = eqx.nn.MLP((history + 1) * n_features, d, width, depth, activation=jax.nn.silu,
+                                final_activation=jax.nn.silu, key=k[0], dtype=F32)
+        self.heads = OutputHeads(d, n_channels, head_width, key=k[1])
+
+    def __call__(self, x: jax.Array) -> Heads:
+        return self.heads(self.trunk(jnp.asarray(x, F32).reshape(-1)))
+
+
+class RecurrentNet(eqx.Module):
+    """GRU or LSTM encoder scanned over the frames (oldest first) after an input projection
+    ``u_t = W_in x_t``; ``n_layers`` stacked cells; heads on the last layer's final hidden state."""
+
+    inp: eqx.nn.Linear
+    cells: tuple[Any, ...]
+    heads: OutputHeads
+    cell: str = eqx.field(static=True)
+
+    def __init__(self, *, n_features: int, n_channels: int, history: int, key, cell: str = "gru",
+                 hidden: int = 384, n_layers: int = 2, head_width: int = 256):
+        k = jax.random.split(key, n_layers + 2)
+        Cell = {"gru": eqx.nn.GRUCell, "lstm": eqx.nn.LSTMCell}[cell]
+        self.cell = cell
+        self.inp = _linear(n_features, hidden, k[0])
+        self.cells = tuple(Cell(hidden, hidden, key=k[2 + i], dtype=F32) for i in range(n_layers))
+        self.heads = OutputHeads(hidden, n_channels, head_width, key=k[1])
+
+    def __call__(self, x: jax.Array) -> Heads:
+        u = _tokens(self.inp, jnp.asarray(x, F32))        # (T, hidden)
+        hid = self.cells[0].hidden_size
+        zero = jnp.zeros((hid,), F32)
+        for cell in self.cells:
+            if self.cell == "lstm":
+                def step(carry, ut, cell=cell):
+                    carry = cell(ut, carry)
+                    return carry, carry[0]
+                _, u = jax.lax.scan(step, (zero, zero), u)
+            else:
+                def step(carry, ut, cell=cell):
+                    carry = cell(ut, carry)
+                    return carry, carry
+                _, u = jax.lax.scan(step, zero, u)
+        return self.heads(u[-1])
+
+
+class ArchSpec(NamedTuple):
+    """A registered architecture: constructor, default sizes and a one-line description."""
+
+    build: Callable[..., eqx.Module]
+    sizes: dict[str, int]
+    description: str
+
+
+ARCHS: dict[str, ArchSpec] = {
+    "transformer": ArchSpec(GatedTransformer,
+                            dict(d=192, n_heads=4, n_layers=4, ff=384, head_width=192),
+                            "gated pre-norm Transformer over the window (Dou et al. 2026)"),
+    "mlp": ArchSpec(WindowMLP, dict(width=512, depth=4, d=384, head_width=256),
+                    "MLP on the flattened window (Hwangbo et al. 2019 actuator net)"),
+    "gru": ArchSpec(lambda **kw: RecurrentNet(cell="gru", **kw), dict(hidden=320, n_layers=2, head_width=256),
+                    "2-layer GRU over the window"),
+    "lstm": ArchSpec(lambda **kw: RecurrentNet(cell="lstm", **kw), dict(hidden=272, n_layers=2, head_width=256),
+                     "2-layer LSTM over the window"),
+}
+
+
+def list_archs() -> list[str]:
+    return sorted(ARCHS)
+
+
+def arch_sizes(arch: str, **sizes: int) -> dict[str, int]:
+    """The full size dict of ``arch`` (defaults overridden by ``sizes``); unknown keys raise."""
+    if arch not in ARCHS:
+        raise UnknownNameError("architecture", arch, list(ARCHS))
+    spec = ARCHS[arch]
+    bad = sorted(set(sizes) - set(spec.sizes))
+    if bad:
+        raise UnknownNameError(f"size option of {arch!r}", bad[0], list(spec.sizes))
+    return {**spec.sizes, **{k: int(v) for k, v in sizes.items()}}
+
+
+def make_net(arch: str, *, n_features: int, n_channels: int, history: int, key, **sizes: int) -> eqx.Module:
+    """Build the network ``arch`` (one of :data:`ARCHS`) for windows ``(history + 1, n_features)``
+    and ``n_channels`` torque outputs; ``sizes`` override the architecture's default sizes."""
+    full = arch_sizes(arch, **sizes)
+    return ARCHS[arch].build(n_features=int(n_features), n_channels=int(n_channels), history=int(history),
+                             key=key, **full)
+
+
+def param_count(net: eqx.Module) -> int:
+    """Number of trainable scalars (inexact array leaves)."""
+    return int(sum(np.prod(a.shape) for a in jax.tree_util.tree_leaves(eqx.filter(net, eqx.is_inexact_array))))
