@@ -53,6 +53,10 @@ def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogRe
 def replay(model_dict: dict, trajs: list[Trajectory], dt: float | None = None) -> list[LogResult]:
     """Replay ``trajs`` with the model of a loaded model.json (at its fitted dt unless given)."""
     dt = float(dt if dt is not None else model_dict.get("fit", {}).get("dt") or 0) or None
+    if model_dict.get("kind"):  # learned / residual (load_model checked the kind)
+        from ..learned.joint_train import load_joint_model, replay_joint
+
+        return replay_joint(load_joint_model(model_dict, model_dict["_path"]), make_batches(trajs, dt))
     return replay_batches(model_dict["model"], params_from_model(model_dict), make_batches(trajs, dt))
 
 
