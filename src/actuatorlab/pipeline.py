@@ -336,7 +336,7 @@ TRAIN_BUDGET = {"steps": 600, "n_windows": 16, "history": 8}
 def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", residual: str | Path | None = None,
               steps: int | None = None, seed: int = 0, resume: bool = False, lr: float = 1e-3,
               n_windows: int | None = None, history: int | None = None, sizes: dict | None = None,
-              dt: float | None = None, progress: bool = True) -> dict:
+              dt: float | None = None, curriculum=None, progress: bool = True) -> dict:
     """Train a one-joint learned actuator (or, with ``residual``, a learned correction of that
     fitted analytic RUN/model.json) through the one-joint simulator; write RUN/model.json
     (``kind`` learned | residual), RUN/weights.eqx and the training run files (config.json,
@@ -353,7 +353,8 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     from .evaluate import summarize
     from .identify.modelfile import load_model
     from .identify.select import split_validation
-    from .learned.joint_train import build_joint_model, replay_joint, save_joint_model, train_joint
+    from .learned.joint_train import DEFAULT_CURRICULUM, build_joint_model, replay_joint, save_joint_model, \
+        train_joint
     from .learned.nets import ARCHS
     from .learned.trainer import TrainConfig
     from .sim.rollout import make_batches
@@ -391,12 +392,14 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
             "fit_logs": [t.name for t in fit_part], "validation_logs": [t.name for t in val_part],
             "n_windows": n_windows, "history": history, "dt": dt}
     t0 = time.perf_counter()
+    curriculum = tuple(curriculum or DEFAULT_CURRICULUM)
+    meta["curriculum"] = [list(c) for c in curriculum]
     best, res = train_joint(out, fb, vb, model, cfg, n_windows=n_windows, resume=resume, progress=progress,
-                            meta=meta)
+                            meta=meta, curriculum=curriculum)
     wall = time.perf_counter() - t0
     batches = make_batches(trajs, dt)
     summary = summarize(replay_joint(best, batches))
-    training = {"steps": steps, "n_windows": n_windows, "curriculum": "32/64/128 steps", "lr": lr, "seed": seed,
+    training = {"steps": steps, "n_windows": n_windows, "curriculum": meta["curriculum"], "lr": lr, "seed": seed,
                 "best_step": res.best_step, "validation_mae": res.best_val, "wall_s": wall,
                 "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
                 "fit_logs": meta["fit_logs"], "validation_logs": meta["validation_logs"]}
