@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import jax.numpy as jnp
 
+from ..precision import physics
 from ..identify.fit import substeps_for
 from ..identify.modelfile import params_from_model
 from ..logs.format import Trajectory
@@ -38,6 +39,7 @@ def log_results(b: Batch, out, q_onestep, with_effort: bool = True) -> list[LogR
     return results
 
 
+@physics
 def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogResult]:
     """Full closed-loop rollouts and one-step predictions of every log of every batch."""
     spec = get_model(model)
@@ -50,6 +52,7 @@ def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogRe
     return results
 
 
+@physics
 def replay(model_dict: dict, trajs: list[Trajectory], dt: float | None = None) -> list[LogResult]:
     """Replay ``trajs`` with the model of a loaded model.json (at its fitted dt unless given)."""
     dt = float(dt if dt is not None else model_dict.get("fit", {}).get("dt") or 0) or None
@@ -60,11 +63,13 @@ def replay(model_dict: dict, trajs: list[Trajectory], dt: float | None = None) -
     return replay_batches(model_dict["model"], params_from_model(model_dict), make_batches(trajs, dt))
 
 
+@physics
 def evaluate_model(model_dict: dict, trajs: list[Trajectory], dt: float | None = None) -> dict:
     """Metrics of a fitted model on logs (see :func:`actuatorlab.evaluate.summarize`)."""
     return summarize(replay(model_dict, trajs, dt))
 
 
+@physics
 def timestep_sensitivity(model_dict: dict, trajs: list[Trajectory], *, refit: bool = True,
                          refit_evals: int = 600, seed: int = 0) -> dict:
     """Position MAE of the same parameters replayed at dt/2, dt and 2 dt, and (``refit``) how far
