@@ -106,17 +106,17 @@ def main(argv=None) -> int:
     t = Table(title=f"One-joint learned actuators on the real XL330 split (7 training / 4 held-out logs, "
                     f"seed {args.seed}); held-out = mean per-log full-replay MAE")
     for c in ("model", "kind", "steps", "wall s", "s / 1k steps", "validation MAE", "held-out MAE", "vs analytic",
-              "verdict on held-out conditions"):
+              "held-out verdict"):
         t.add_column(c)
     for r in rows:
         verdict = "-" if r["kind"] == "analytic" else (
-            "better than the analytic model" if r["heldout_mae"] < analytic else "WORSE than the analytic model")
+            "better" if r["heldout_mae"] < analytic else "WORSE than analytic")
         t.add_row(r["model"], r["kind"], "-" if r["steps"] is None else str(r["steps"]), f"{r['fit_wall_s']:.0f}",
                   "-" if r["s_per_1k_steps"] is None else f"{r['s_per_1k_steps']:.0f}",
                   "-" if r["validation_mae"] is None else f"{r['validation_mae'] * 1e3:.1f} mrad",
                   f"{r['heldout_mae'] * 1e3:.1f} mrad", "-" if r["kind"] == "analytic" else f"{r['vs_analytic']:.2f}x",
                   verdict)
-    Console().print(t)
+    Console(width=max(Console().width, 150)).print(t)
     emit({"bench": "learned_xl330", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
           "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "seed": args.seed,
           "split": {"train": [p.name for p in train_files], "heldout": [p.name for p in test_files]},
