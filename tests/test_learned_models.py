@@ -107,7 +107,7 @@ def test_transformer_structure_as_specified():
     net = eqx.filter_eval_shape(make_net, "transformer", key=jax.random.PRNGKey(0), **REF)
     assert len(net.blocks) == 4 and net.pos.shape == (9, 192)
     blk = net.blocks[0]
-    assert blk.attn.n_heads == 4 and blk.ff1.out_features == 384 and blk.attn.gate.out_features == 192
+    assert blk.attn.n_heads == 4 and blk.ff1.out_features == 384 and blk.attn.qkvg.out_features == 4 * 192
 
 
 def test_sliding_windows_are_causal_and_complete():
