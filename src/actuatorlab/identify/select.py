@@ -48,10 +48,11 @@ from ..logs.format import Trajectory
 from ..models.registry import SELECTION_EXTENSIONS, contains, get_model
 from ..sim.rollout import make_batches
 from .fit import (FitResult, ParamSpace, PopulationScorer, effort_available, fit_model, full_vectors,
-                  objective_from_sums, profile_for, search_folds)
+                  make_loss, objective_from_sums, profile_for, search_folds)
 
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
-           "BUDGETS", "SELECTION_BUDGETS", "Fold", "condition_folds", "group_jackknife", "GROUP_KEYS"]
+           "BUDGETS", "SELECTION_BUDGETS", "Fold", "condition_folds", "group_jackknife", "GROUP_KEYS",
+           "resampled_uncertainty"]
 
 #: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
 LADDERS: dict[str, tuple[str, ...]] = {
@@ -65,12 +66,12 @@ GROUP_KEYS: tuple[str, ...] = ("excitation",)
 #: CMA-ES step of parameters inherited from a contained model, relative to that of new parameters
 INHERITED_STEP = 0.5
 
-#: name -> (CMA-ES evaluations per fold search, population size, number of best base models that
-#: get the extensions); the final all-data refit of the selected model uses BUDGETS[name]
-SELECTION_BUDGETS: dict[str, tuple[int, int, int]] = {
-    "quick": (200, 10, 1),
-    "default": (300, 10, 2),
-    "thorough": (1500, 16, 3),
+#: name -> (CMA-ES evaluations per fold search, evaluations of the final all-data refit of the
+#: selected model, population size, number of best base models that get the extensions)
+SELECTION_BUDGETS: dict[str, tuple[int, int, int, int]] = {
+    "quick": (200, 1000, 10, 1),
+    "default": (300, 3000, 10, 2),
+    "thorough": (1500, 8000, 16, 3),
 }
 
 #: name -> (CMA evaluations per start, starts, gradient steps)
@@ -268,12 +269,12 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     ``per_group`` (label -> held-out MAE), ``gain_vs_parent``, ``wins`` / ``losses`` / ``groups``
     (paired comparison with the reference), ``sign_p``, ``paired_t``, ``earns_place``, ``selected``.
     """
+    t_begin = time.perf_counter()
     ladder = tuple(ladder or ladder_for(trajs))
     for m in ladder:
         get_model(m)
     extensions = SELECTION_EXTENSIONS if extensions is None else tuple(extensions)
-    fold_evals, popsize, top_bases = SELECTION_BUDGETS[budget]
-    final_evals, final_starts, final_grad = BUDGETS[budget]
+    fold_evals, final_evals, popsize, top_bases = SELECTION_BUDGETS[budget]
     folds = condition_folds(trajs, group_by)
     scheme = "logo"
     if len(folds) < 2:  # fallback: one split (whole logs when there are 3 or more, else in time)
@@ -383,11 +384,26 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                 i += 1
     selected = min((m for m in rows if eligible[m]), key=lambda m: float(np.mean(val[m])))
 
-    # final: the selected model on all given logs, from the best of its fold optima
-    all_b = make_batches(list(trajs), dt)
-    final = fit_model(all_b, selected, seed=seed + 100, max_evals=final_evals, n_starts=final_starts,
-                      grad_steps=final_grad, init=fold_params[selected],
-                      progress=(lambda s, d, t: progress(selected + " (all data)", s, d / t)) if progress else None)
+    # final: the selected model on all given logs, from the best of its fold optima (same compiled
+    # scorer, one more lockstep search with a single "fold"); its MAE is then re-scored in float64
+    t_sel = time.perf_counter() - t_begin
+    t0 = time.perf_counter()
+    spec = get_model(selected)
+    all_w = np.ones((1, L))
+    if scheme == "split":  # the fallback worked on cut logs: the final fit uses the logs as given
+        batches = make_batches(list(trajs), dt)
+        all_w = np.ones((1, sum(b.size for b in batches)))
+        scorers.clear()
+    space = ParamSpace.build(spec, batches, profile)
+    (res,) = search_folds(spec, space, scorer_for(spec), all_w, inits=[fold_params[selected]],
+                          max_evals=final_evals, popsize=scorer_for(spec).size, sigma0=0.1, seed=seed + 100,
+                          effort_weight=effort_weight,
+                          progress=(lambda s_, d, t: progress(selected + " (all data)", s_, d / t)) if progress else None)
+    f64 = make_loss(spec, space, batches, "mae")
+    final = FitResult(spec.name, spec, space, res.theta, float(f64(res.theta)), res.evaluations,
+                      time.perf_counter() - t0, profile, dt, res.history,
+                      objective=res.objective if effort_weight else float(f64(res.theta)), effort_weight=effort_weight)
+    timing = {"selection_s": t_sel, "final_fit_s": final.wall_s, "models": len(rows), "folds": F}
     table = list(rows.values())
     for row in table:
         row["selected"] = row["model"] == selected
@@ -409,5 +425,45 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
              "eligible model with the lowest mean held-out MAE is selected, then refitted on all given logs")
     fit_names = [work[j].name for j in folds[0].train] if scheme == "split" else [t.name for t in work]
     val_names = [work[j].name for j in folds[0].heldout] if scheme == "split" else [t.name for t in work]
-    return SelectionResult(selected, fits, table, final, fit_names, val_names, scheme=scheme, folds=folds,
+    return SelectionResult(selected, fits, table, final, fit_names, val_names, extras={"timing": timing},
+                           scheme=scheme, folds=folds,
                            groups=groups, fold_params=fold_params, rule=rule, uncertainty=unc)
+
+
+def resampled_uncertainty(trajs: list[Trajectory], model: str, params: dict, *, by: str = "log",
+                          group_by: tuple[str, ...] = GROUP_KEYS, max_evals: int = 300, popsize: int = 10,
+                          seed: int = 0, dt: float | None = None, flag_fraction: float = 0.5,
+                          progress: Callable | None = None) -> dict | None:
+    """Jackknife of ``model`` over whole logs (``by="log"``: leave one log out, L refits) or over
+    condition groups (``by="group"``: leave one group of ``group_by`` out). Every refit is a short
+    CMA-ES (``max_evals``) started from ``params`` (the all-data optimum) on the logs that remain;
+    all refits run in lockstep (:func:`~actuatorlab.identify.fit.search_folds`). Returns
+    :func:`group_jackknife`'s dict, or None with fewer than 2 logs / groups."""
+    spec = get_model(model)
+    if by == "log":
+        folds = [Fold(f"log={t.name}", "log", tuple(j for j in range(len(trajs)) if j != i), (i,))
+                 for i in range(len(trajs))]
+    elif by == "group":
+        folds = [f for f in condition_folds(trajs, group_by[:1])]
+    else:
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("jackknife unit", by, ("log", "group"))
+    if len(folds) < 2:
+        return None
+    batches = make_batches(list(trajs), dt)
+    names = [n for b in batches for n in b.names]
+    order = {t.name: i for i, t in enumerate(trajs)}
+    col = np.array([order[n] for n in names])
+    W = np.array([np.isin(col, f.train).astype(float) for f in folds])
+    space = ParamSpace.build(spec, batches, profile_for(batches))
+    scorer = PopulationScorer(batches, spec, size=popsize * len(folds), dtype=np.float32)
+    ew = 1.0 if effort_available(batches) else 0.0
+    res = search_folds(spec, space, scorer, W, inits=[[params]] * len(folds), max_evals=max_evals,
+                       popsize=popsize, sigma0=0.05, seed=seed, effort_weight=ew,
+                       progress=(lambda s, d, t: progress("jackknife", s, d / t)) if progress else None)
+    est = np.array([r.theta for r in res])
+    what = "log" if by == "log" else f"group ({folds[0].key})"
+    return group_jackknife(est, space.names, params, flag_fraction=flag_fraction,
+                           method=f"delete-one-{what} jackknife: {len(folds)} refits ({max_evals} CMA-ES "
+                                  "evaluations each, from the all-data optimum)")
