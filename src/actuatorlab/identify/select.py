@@ -26,8 +26,9 @@ first model of the ladder, is always eligible. m *earns its place* when both hol
 
 The selected model is the eligible one with the lowest mean held-out MAE. Extensions
 (:data:`~actuatorlab.models.registry.SELECTION_EXTENSIONS`) are tried on top of the
-``top_bases`` best eligible models of the base ladder, one at a time, then together when more than
-one earned its place on the same base. The selected model is finally refitted on all the given logs
+``top_bases`` best eligible models of the base ladder, one at a time; when several earn their
+place on the same base they are then added one by one to the best of them (forward selection, each
+step judged by the same rule against the models it contains). The selected model is finally refitted on all the given logs
 from the best of its fold optima. Its fold optima are the leave-one-group-out estimates reused by
 :func:`group_jackknife` for the parameter uncertainty.
 """
@@ -65,6 +66,10 @@ GROUP_KEYS: tuple[str, ...] = ("excitation",)
 
 #: CMA-ES step of parameters inherited from a contained model, relative to that of new parameters
 INHERITED_STEP = 0.5
+
+#: a model that contains no fitted model (m1) starts from scratch: it gets this many times the
+#: per-fold evaluations (every other model starts from its parents' fold optima)
+SCRATCH_FACTOR = 4
 
 #: name -> (CMA-ES evaluations per fold search, evaluations of the final all-data refit of the
 #: selected model, population size, number of best base models that get the extensions)
@@ -325,7 +330,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         if "load_friction" in known:
             known |= {"load_friction_motor", "load_friction_external"}
         stds = np.array([INHERITED_STEP if n in known else 1.0 for n in space.names]) if inner else None
-        res = search_folds(spec, space, scorer_for(spec), W, inits=inits, max_evals=fold_evals, popsize=popsize,
+        res = search_folds(spec, space, scorer_for(spec), W, inits=inits, popsize=popsize,
+                           max_evals=fold_evals if inner else SCRATCH_FACTOR * fold_evals,
                            sigma0=0.25, stds=stds, seed=seed + 17 * i, effort_weight=effort_weight, progress=cb)
         theta = np.array([r.theta for r in res])
         sums = scorer_for(spec)(full_vectors(space, theta))  # (F, L) per-log sums at each fold optimum
@@ -377,11 +383,18 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
             i += 1
             if eligible[m]:
                 won.append(e)
-        if len(won) > 1:
-            m = _extended(b, won)
+        # forward: from the best single extension, add the other winners one at a time (best
+        # first); each must earn its place against what it contains, else the search stops there
+        won.sort(key=lambda e: float(np.mean(val[_extended(b, [e])])))
+        current = [won[0]] if won else []
+        for e in won[1:]:
+            m = _extended(b, current + [e])
             if m not in rows:
                 run(m, i)
                 i += 1
+            if not eligible[m]:
+                break
+            current.append(e)
     selected = min((m for m in rows if eligible[m]), key=lambda m: float(np.mean(val[m])))
 
     # final: the selected model on all given logs, from the best of its fold optima (same compiled
@@ -442,7 +455,7 @@ def resampled_uncertainty(trajs: list[Trajectory], model: str, params: dict, *, 
     spec = get_model(model)
     if by == "log":
         folds = [Fold(f"log={t.name}", "log", tuple(j for j in range(len(trajs)) if j != i), (i,))
-                 for i in range(len(trajs))]
+                 for i, t in enumerate(trajs)]
     elif by == "group":
         folds = [f for f in condition_folds(trajs, group_by[:1])]
     else:
