@@ -74,8 +74,8 @@ SCRATCH_FACTOR = 4
 #: name -> (CMA-ES evaluations per fold search, evaluations of the final all-data refit of the
 #: selected model, population size, number of best base models that get the extensions)
 SELECTION_BUDGETS: dict[str, tuple[int, int, int, int]] = {
-    "quick": (200, 1000, 10, 1),
-    "default": (300, 3000, 10, 2),
+    "quick": (250, 1000, 10, 1),
+    "default": (600, 3000, 10, 2),
     "thorough": (1500, 8000, 16, 3),
 }
 
@@ -309,7 +309,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     def scorer_for(spec):
         key = (spec.compliant, spec.thermal)
         if key not in scorers:
-            scorers[key] = PopulationScorer(batches, spec, size=popsize * F, dtype=np.float32)
+            scorers[key] = PopulationScorer(batches, spec, size=int(popsize * W.sum()), dtype=np.float32)
         return scorers[key]
 
     fold_params: dict[str, list[dict]] = {}
@@ -409,7 +409,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         scorers.clear()
     space = ParamSpace.build(spec, batches, profile)
     (res,) = search_folds(spec, space, scorer_for(spec), all_w, inits=[fold_params[selected]],
-                          max_evals=final_evals, popsize=scorer_for(spec).size, sigma0=0.1, seed=seed + 100,
+                          max_evals=final_evals, popsize=max(popsize, scorer_for(spec).size // all_w.shape[1]),
+                          sigma0=0.1, seed=seed + 100,
                           effort_weight=effort_weight,
                           progress=(lambda s_, d, t: progress(selected + " (all data)", s_, d / t)) if progress else None)
     f64 = make_loss(spec, space, batches, "mae")
@@ -470,7 +471,7 @@ def resampled_uncertainty(trajs: list[Trajectory], model: str, params: dict, *, 
     col = np.array([order[n] for n in names])
     W = np.array([np.isin(col, f.train).astype(float) for f in folds])
     space = ParamSpace.build(spec, batches, profile_for(batches))
-    scorer = PopulationScorer(batches, spec, size=popsize * len(folds), dtype=np.float32)
+    scorer = PopulationScorer(batches, spec, size=int(popsize * W.sum()), dtype=np.float32)
     ew = 1.0 if effort_available(batches) else 0.0
     res = search_folds(spec, space, scorer, W, inits=[[params]] * len(folds), max_evals=max_evals,
                        popsize=popsize, sigma0=0.05, seed=seed, effort_weight=ew,
