@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -75,7 +76,7 @@ SCRATCH_FACTOR = 4
 #: selected model, population size, number of best base models that get the extensions)
 SELECTION_BUDGETS: dict[str, tuple[int, int, int, int]] = {
     "quick": (250, 1000, 10, 1),
-    "default": (600, 3000, 10, 2),
+    "default": (500, 3000, 10, 2),
     "thorough": (1500, 8000, 16, 3),
 }
 
@@ -236,6 +237,12 @@ class SelectionResult:
     uncertainty: dict | None = None
 
 
+def _cpu() -> float:
+    """CPU time [s] of this process (user + system), for timings on a shared machine."""
+    t = os.times()
+    return t.user + t.system
+
+
 def _sign_p(wins: int, n: int) -> float:
     """One-sided sign-test p-value P(X >= wins), X ~ Binomial(n, 1/2)."""
     from math import comb
@@ -274,7 +281,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     ``per_group`` (label -> held-out MAE), ``gain_vs_parent``, ``wins`` / ``losses`` / ``groups``
     (paired comparison with the reference), ``sign_p``, ``paired_t``, ``earns_place``, ``selected``.
     """
-    t_begin = time.perf_counter()
+    t_begin, cpu_begin = time.perf_counter(), _cpu()
     ladder = tuple(ladder or ladder_for(trajs))
     for m in ladder:
         get_model(m)
@@ -400,6 +407,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     # final: the selected model on all given logs, from the best of its fold optima (same compiled
     # scorer, one more lockstep search with a single "fold"); its MAE is then re-scored in float64
     t_sel = time.perf_counter() - t_begin
+    cpu_sel = _cpu() - cpu_begin
     t0 = time.perf_counter()
     spec = get_model(selected)
     all_w = np.ones((1, L))
@@ -417,7 +425,9 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     final = FitResult(spec.name, spec, space, res.theta, float(f64(res.theta)), res.evaluations,
                       time.perf_counter() - t0, profile, dt, res.history,
                       objective=res.objective if effort_weight else float(f64(res.theta)), effort_weight=effort_weight)
-    timing = {"selection_s": t_sel, "final_fit_s": final.wall_s, "models": len(rows), "folds": F}
+    timing = {"selection_s": t_sel, "final_fit_s": final.wall_s, "selection_cpu_s": cpu_sel,
+              "final_fit_cpu_s": _cpu() - cpu_begin - cpu_sel, "models": len(rows), "folds": F,
+              "evaluations": int(sum(f.evaluations for f in fits.values())) + final.evaluations}
     table = list(rows.values())
     for row in table:
         row["selected"] = row["model"] == selected
