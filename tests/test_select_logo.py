@@ -122,3 +122,33 @@ def test_log_jackknife_vs_jacobian_standard_errors(rho):
         assert np.all(np.abs(ratio - 1.0) < 0.3), ratio
     else:  # ~ sqrt((1 + rho) / (1 - rho)) = 8 for independent samples; at least twice as wide
         assert np.all(ratio > 2.0), ratio
+
+
+def test_run_fit_writes_selection_and_both_uncertainties(delay_logs, tmp_path, monkeypatch):
+    import json
+
+    from actuatorlab.logs import save_trajectory
+    from actuatorlab.pipeline import run_fit
+
+    for t in delay_logs:
+        save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet")
+    monkeypatch.setitem(select.SELECTION_BUDGETS, "test", (150, 300, 10, 1))
+    monkeypatch.setitem(select.BUDGETS, "test", (300, 1, 0))
+    monkeypatch.setattr(select, "LADDERS", {**select.LADDERS, "servo": ("m1", "m3")})
+    monkeypatch.setattr(select, "SELECTION_EXTENSIONS", ("delay",))
+    run_fit([tmp_path / "logs"], tmp_path / "run", budget="test", jackknife="log")
+    d = json.loads((tmp_path / "run" / "model.json").read_text())
+    sel = d["selection"]
+    assert sel["scheme"] == "logo" and sel["group_by"] == ["excitation"] and len(sel["groups"]) == 4
+    assert {r["model"] for r in sel["table"]} >= {"m1", "m3", "m1+delay"}
+    for r in sel["table"]:
+        assert set(r["per_group"]) == {g["group"] for g in sel["groups"]}
+    u = d["uncertainty"]
+    assert u["method"].startswith("delete-one-log jackknife") and u["n_resamples"] == len(delay_logs)
+    free = [n for n, e in d["parameters"].items() if e["free"]]
+    for n in free:
+        e = d["parameters"][n]
+        assert e["stderr"] is not None and e["stderr_resampled"] is not None
+        assert e["poorly_determined"] == (n in u["flagged"])
+    assert "timestep_sensitivity" not in d  # only on request
+    assert "resampled" in (tmp_path / "run" / "report.html").read_text()

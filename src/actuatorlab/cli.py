@@ -104,8 +104,10 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
             console.print(f"[yellow]{sel['note']}[/]")
         groups = sel.get("groups") or []
         t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
-        for c in ["model", "free", "train MAE"] + [g["group"] for g in groups] + ["mean", "gain vs ref", "W/L",
-                                                                                 "earns place"]:
+        keys = {g["group"].split("=", 1)[0] for g in groups}
+        t.caption = f"held-out groups: {', '.join(sorted(keys))}" if groups else None
+        for c in ["model", "free", "train MAE"] + [g["group"].split("=", 1)[-1] for g in groups] + [
+                "mean", "gain vs ref", "W/L", "earns place"]:
             t.add_column(c)
         for r in sel["table"]:
             g = r["gain_vs_parent"]
