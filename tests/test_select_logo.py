@@ -152,3 +152,14 @@ def test_run_fit_writes_selection_and_both_uncertainties(delay_logs, tmp_path, m
         assert e["poorly_determined"] == (n in u["flagged"])
     assert "timestep_sensitivity" not in d  # only on request
     assert "resampled" in (tmp_path / "run" / "report.html").read_text()
+
+
+def test_one_condition_group_falls_back_to_a_split_and_says_so(delay_logs, test_budget):
+    same = [t for t in delay_logs if t.conditions["excitation"] == "chirp"]  # 2 logs, one group
+    sel = fit_family(same, ("m1",), budget=test_budget, extensions=())
+    assert sel.scheme == "split" and sel.uncertainty is None and len(sel.folds) == 1
+    # fewer than 3 logs: each is cut in time, the first 70 % fits and the last 30 % validates
+    assert all(n.endswith("[:70%]") for n in sel.fit_names) and all(n.endswith("[70%:]") for n in sel.val_names)
+    assert sel.final.model == "m1"
+    p = sel.final.params  # kt and R trade off on chirps alone; their ratio (the stall torque / V) does not
+    assert p["kt"] / p["R"] == pytest.approx(TRUTH_M1["kt"] / TRUTH_M1["R"], rel=0.1), (p["kt"], p["R"])

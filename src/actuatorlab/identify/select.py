@@ -66,7 +66,7 @@ LADDERS: dict[str, tuple[str, ...]] = {
 GROUP_KEYS: tuple[str, ...] = ("excitation",)
 
 #: CMA-ES step of parameters inherited from a contained model, relative to that of new parameters
-INHERITED_STEP = 0.5
+INHERITED_STEP = 0.2
 
 #: a model that contains no fitted model (m1) starts from scratch: it gets this many times the
 #: per-fold evaluations (every other model starts from its parents' fold optima)
