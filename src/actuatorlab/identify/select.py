@@ -35,12 +35,9 @@ from the best of its fold optima. Its fold optima are the leave-one-group-out es
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import time
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -49,8 +46,8 @@ from ..errors import DataError
 from ..logs.format import Trajectory
 from ..models.registry import SELECTION_EXTENSIONS, contains, get_model
 from ..sim.rollout import make_batches
-from .fit import (FitResult, ParamSpace, PopulationScorer, effort_available, fit_model, full_vectors,
-                  make_loss, objective_from_sums, profile_for, search_folds)
+from .fit import (FitResult, ParamSpace, PopulationScorer, effort_available, full_vectors, make_loss,
+                  profile_for, search_folds)
 
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
            "BUDGETS", "SELECTION_BUDGETS", "Fold", "condition_folds", "group_jackknife", "GROUP_KEYS",
@@ -108,44 +105,6 @@ def time_split(tr: Trajectory, fraction: float = 0.7) -> tuple[Trajectory, Traje
                        data={c: v[sl] for c, v in tr.data.items()})
 
     return cut(slice(0, k), "[:%d%%]" % round(100 * fraction)), cut(slice(k, None), "[%d%%:]" % round(100 * fraction))
-
-
-def _fingerprint(trajs, ladder, seed, budget, min_gain, dt) -> str:
-    h = hashlib.sha256()
-    for t in trajs:
-        h.update(t.name.encode())
-        h.update(np.ascontiguousarray(t.time).tobytes())
-        for c in sorted(t.data):
-            h.update(c.encode())
-            h.update(np.ascontiguousarray(t.data[c]).tobytes())
-    h.update(json.dumps([list(ladder), seed, budget, min_gain, dt, BUDGETS[budget]]).encode())
-    return h.hexdigest()
-
-
-def _load_checkpoint(path, key) -> dict:
-    if path is None or not Path(path).is_file():
-        return {}
-    try:
-        d = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError):
-        return {}
-    return d.get("models", {}) if d.get("key") == key else {}
-
-
-def _save_checkpoint(path, key, done) -> None:
-    if path is not None:
-        from .modelfile import atomic_write_text
-
-        atomic_write_text(path, json.dumps({"key": key, "models": done}, default=float))
-
-
-def _restore(entry: dict, model: str, batches) -> FitResult:
-    spec = get_model(model)
-    space = ParamSpace.build(spec, batches, profile_for(batches))
-    return FitResult(spec.name, spec, space, space.theta_from(entry["params"]), entry["train_mae"],
-                     entry["evaluations"], entry["wall_s"], profile_for(batches), batches[0].dt,
-                     entry.get("history", []), objective=entry.get("objective", entry["train_mae"]),
-                     effort_weight=entry.get("effort_weight", 0.0))
 
 
 def split_validation(trajs: list[Trajectory], every: int = 4) -> tuple[list[Trajectory], list[Trajectory]]:
@@ -266,15 +225,15 @@ def _extended(base: str, exts) -> str:
 def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *, seed: int = 0,
                budget: str = "default", min_gain: float = 0.02, dt: float | None = None,
                progress: Callable[[str, str, float], None] | None = None,
-               checkpoint: str | Path | None = None, group_by: tuple[str, ...] = GROUP_KEYS,
+               group_by: tuple[str, ...] = GROUP_KEYS,
                extensions: tuple[str, ...] | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
     ladder: base models in nesting order (default :func:`ladder_for`); extensions: names tried on
     top of the best bases (default ``SELECTION_EXTENSIONS``; ``()`` for none). group_by: condition
-    tags that define the groups. checkpoint: accepted for compatibility and ignored (a whole
-    selection takes seconds).
+    tags that define the groups. (The checkpoint file of the earlier, minutes-long selection is
+    gone: the whole selection now takes seconds.)
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the training objective), ``validation_mae`` (mean over groups of the held-out MAE),
