@@ -236,7 +236,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     gone: the whole selection now takes seconds.)
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
-    of the training objective), ``validation_mae`` (mean over groups of the held-out MAE),
+    of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
     ``per_group`` (label -> held-out MAE), ``gain_vs_parent``, ``wins`` / ``losses`` / ``groups``
     (paired comparison with the reference), ``sign_p``, ``paired_t``, ``earns_place``, ``selected``.
     """
@@ -305,7 +305,9 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         val[m] = np.where(np.isfinite(held), held, np.inf)
         fold_params[m] = [{**space.base, **dict(zip(space.names, map(float, t)))} for t in theta]
         best = int(np.argmin([r.objective for r in res]))
-        fits[m] = FitResult(spec.name, spec, space, theta[best], float(np.mean([r.objective for r in res])),
+        n_logs = scorer_for(spec).n
+        train_mae = float(np.mean([sums["abs_q"][f] @ W[f] / (W[f] @ n_logs) for f in range(F)]))
+        fits[m] = FitResult(spec.name, spec, space, theta[best], train_mae,
                             int(sum(r.evaluations for r in res)), time.perf_counter() - t0, profile, dt,
                             [h for r in res for h in r.history], objective=float(np.mean([r.objective for r in res])),
                             effort_weight=effort_weight)
