@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--data-dir", type=Path, default=bench_split.DEFAULT_DATA_DIR,
                    help="folder with raw/ and processed/ (default ../shared/data/bam/xl330)")
+    p.add_argument("--holdout", default=None,
+                   help="split by condition (bench/split.py): trajectory=FAMILY or kp=GAIN; default: the balanced split")
     p.add_argument("--bam-models", nargs="+", default=["m1", "m4", "m6"])
     p.add_argument("--bam-trials", type=int, default=500)
     p.add_argument("--bam-bundled", action="store_true",
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="also write the final JSON line here")
     args = p.parse_args(argv)
 
-    split = bench_split.make_split(args.data_dir)
+    split = bench_split.make_split(args.data_dir, args.holdout)
     processed = Path(args.data_dir) / "processed"
     train = [str(processed / n) for n in split["train"]]
     test = [str(processed / n) for n in split["heldout"]]
@@ -108,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                     "processor": platform.machine()},
         "total_wall_s": round(time.perf_counter() - t0, 1),
-        "split": {k: split[k] for k in ("rule", "data_dir", "train", "heldout")},
+        "split": {k: split[k] for k in ("name", "rule", "data_dir", "train", "heldout")},
         "results": rows,
     }
     emit(summary, args.out)

@@ -21,7 +21,12 @@ On the 11 shared logs this gives four held-out logs: lift_and_drop at kp 100,
 sin_sin at kp 200, up_and_down at kp 400, sin_time_square at kp 800; seven
 logs train.  The file names are the same in ``raw/`` and ``processed/``.
 
-Run ``python bench/split.py`` to print the split as JSON.
+Other splits by condition (``--holdout KEY=VALUE``, also ``make_split(holdout=...)``): hold out
+*every* log whose ``trajectory`` or ``kp`` equals VALUE (a whole excitation family or a whole
+gain), train on all the others. ``trajectory=sin_time_square`` holds out that family's three logs
+(kp 100, 200, 800), so every gain stays in training but the excitation is new.
+
+Run ``python bench/split.py [--holdout trajectory=sin_time_square]`` to print the split as JSON.
 """
 
 from __future__ import annotations
@@ -87,8 +92,19 @@ def choose_heldout(meta: dict[str, dict]) -> list[str]:
     raise ValueError("no family->gain matching satisfies the split rule")
 
 
-def make_split(data_dir: Path = DEFAULT_DATA_DIR) -> dict:
+def parse_holdout(holdout: str) -> tuple[str, str]:
+    """``"trajectory=sin_sin"`` or ``"kp=800"`` -> (key, value); raises ValueError naming the problem."""
+    key, sep, value = holdout.partition("=")
+    if not sep or key not in ("trajectory", "kp") or not value:
+        raise ValueError(f"--holdout {holdout!r}: expected trajectory=FAMILY or kp=GAIN")
+    return key, value
+
+
+def make_split(data_dir: Path = DEFAULT_DATA_DIR, holdout: str | None = None) -> dict:
     """Return the split as a JSON-ready dict.
+
+    ``holdout`` None: the balanced rule above. ``"trajectory=FAMILY"`` / ``"kp=GAIN"``: every log of
+    that family / gain is held out (a split by condition); ``name`` says which.
 
     Keys: ``rule`` (str), ``data_dir`` (str, relative to the repo root), ``train`` / ``heldout``
     (sorted file names), ``meta`` (``{name: {"kp", "trajectory", "set"}}``).
@@ -96,12 +112,20 @@ def make_split(data_dir: Path = DEFAULT_DATA_DIR) -> dict:
     """
     data_dir = Path(data_dir)
     meta = read_meta(data_dir / "processed")
-    heldout = choose_heldout(meta)
+    if holdout is None:
+        heldout, rule, split_name = choose_heldout(meta), RULE, "balanced"
+    else:
+        key, value = parse_holdout(holdout)
+        heldout = sorted(n for n, m in meta.items() if str(m[key]) == value)
+        if not heldout or len(heldout) == len(meta):
+            raise ValueError(f"--holdout {holdout!r}: holds out {len(heldout)} of {len(meta)} logs")
+        rule, split_name = f"hold out every log with {key} = {value}", holdout
     train = sorted(n for n in meta if n not in heldout)
     for name in meta:
         meta[name]["set"] = "heldout" if name in heldout else "train"
     return {
-        "rule": RULE,
+        "name": split_name,
+        "rule": rule,
         "data_dir": os.path.relpath(data_dir, REPO_ROOT),
         "train": train,
         "heldout": heldout,
@@ -109,9 +133,10 @@ def make_split(data_dir: Path = DEFAULT_DATA_DIR) -> dict:
     }
 
 
-def split_paths(data_dir: Path = DEFAULT_DATA_DIR, kind: str = "processed") -> tuple[list[Path], list[Path]]:
+def split_paths(data_dir: Path = DEFAULT_DATA_DIR, kind: str = "processed",
+                holdout: str | None = None) -> tuple[list[Path], list[Path]]:
     """Return ``(train paths, held-out paths)`` inside ``data_dir / kind``."""
-    split = make_split(data_dir)
+    split = make_split(data_dir, holdout)
     base = Path(data_dir) / kind
     return [base / n for n in split["train"]], [base / n for n in split["heldout"]]
 
@@ -120,8 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data-dir", type=Path, default=DEFAULT_DATA_DIR,
                         help="folder holding raw/ and processed/ (default: ../shared/data/bam/xl330)")
+    parser.add_argument("--holdout", default=None,
+                        help="trajectory=FAMILY or kp=GAIN: hold out that whole condition instead")
     args = parser.parse_args(argv)
-    json.dump(make_split(args.data_dir), sys.stdout, indent=2)
+    json.dump(make_split(args.data_dir, args.holdout), sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 

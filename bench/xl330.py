@@ -1,23 +1,36 @@
-"""XL330 benchmark: actuatorlab vs BAM (better-actuator-models) vs MuJoCo sysid, one split, one run.
+"""XL330 benchmark: actuatorlab's default fit vs BAM and MuJoCo sysid on splits by condition.
 
 One command (from the repo root)::
 
-    python bench/xl330.py                    # actuatorlab + both peers (creates the peers' venvs)
+    python bench/xl330.py --peers-json bench/out/peers_balanced_5000.json bench/out/peers_family_5000.json
+    python bench/xl330.py --run-peers        # also runs bench/run_peers.py (BAM m5 m6 at 5000 trials + sysid)
     python bench/xl330.py --skip-peers       # actuatorlab only
-    python bench/xl330.py --peers-json bench/out/peers_500.json bench/out/peers_m1_2000.json
 
-Both sides use the split of ``bench/split.py`` (7 training / 4 held-out real XL330 logs) and the
-raw logs of ``../shared/data/bam/xl330/raw``; held-out logs are never used for fitting or model
-selection. Held-out MAE is the mean over held-out logs of each log's position MAE [rad] of a full
-closed-loop rollout from its first measured state (BAM's own convention). Fit wall time for
-actuatorlab includes JIT compilation. The table gives ratios against BAM's best held-out model
-measured in the same run; the last line is one JSON object.
+Splits (``bench/split.py``; held-out logs are never used for fitting or model selection):
+
+* ``balanced``: one log per excitation family held out, each at a different gain (7 train / 4 held-out);
+* ``trajectory=sin_time_square``: a whole excitation family held out (8 / 3), every gain in training;
+* more with ``--splits`` (``trajectory=F`` or ``kp=G``).
+
+For each split, actuatorlab's default ``fit`` (:func:`actuatorlab.identify.select.fit_family`:
+nested ladder + extensions, leave-one-group-out selection inside the training logs, refit) is run
+on the training logs (raw files), and scored on the held-out logs: held-out MAE = mean over
+held-out logs of each log's position MAE [rad] of a full closed-loop rollout from its first
+measured state (BAM's convention). Fit wall time includes JIT compilation; CPU time (user+sys of
+this process during the fit) is given too because the machine may be shared.
+
+Peers are read from the final JSON line of ``bench/run_peers.py`` runs (``--peers-json``; a file's
+``date`` says when it was produced) and matched to a split by its held-out file names; BAM's best
+model per split is the reference of the ratio columns. ``--sts3250`` adds the 3 STS3250 logs,
+leave-one-log-out (BAM 1.0.2 has no STS3250 actuator and the sysid peer's MJCF is the XL330's, so
+there are no peers there). The last line is one JSON object.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -30,112 +43,148 @@ sys.path.insert(0, str(BENCH))
 import split as bench_split  # noqa: E402
 from common import emit  # noqa: E402
 
+DEFAULT_SPLITS = ("balanced", "trajectory=sin_time_square")
 
-def ours(train_files, test_files, models, budget: str, seed: int) -> list[dict]:
+#: Peer results reported in the project's issue 7 for the balanced split (``python bench/run_peers.py
+#: --bam-models m5 m6 --bam-trials 5000``), used with ``--reported-peers`` when no run of ours is
+#: at hand (BAM at 5000 trials takes 8 min per model on a quiet machine, over an hour on a busy one).
+#: Marked "issue 7 (not rerun)" in the table; train MAE was not reported (None).
+REPORTED_PEERS = [
+    {"split": "balanced", "peer": "bam", "model": "m5", "trials": 5000, "fit_wall_s": 454.0, "heldout_mae": 0.0280},
+    {"split": "balanced", "peer": "bam", "model": "m6", "trials": 5000, "fit_wall_s": 471.0, "heldout_mae": 0.0354},
+]
+STS3250_DIR = bench_split.REPO_ROOT.parent / "shared" / "data" / "bam" / "sts3250" / "raw"
+
+
+def heldout_mae(model: str, params: dict, dt: float, test) -> tuple[float, list[float]]:
     import numpy as np
 
     from actuatorlab.evaluate.replay import replay_batches
-    from actuatorlab.identify.fit import fit_model
-    from actuatorlab.identify.select import BUDGETS, fit_family
-    from actuatorlab.logs import load_logs
     from actuatorlab.sim.rollout import make_batches
 
-    train = load_logs(train_files)
-    test = load_logs(test_files)
-    evals, starts, grad = BUDGETS[budget]
-    rows = []
+    res = replay_batches(model, params, make_batches(test, dt))
+    per = [float(np.mean(np.abs(r.q_sim - r.q_meas))) for r in res]
+    return float(np.mean(per)), per
 
-    def score(model, params, dt):
-        res = replay_batches(model, params, make_batches(test, dt))
-        return float(np.mean([np.mean(np.abs(r.q_sim - r.q_meas)) for r in res]))
 
-    for m in models:  # each model fitted on its own, from scratch: its wall time is all it needs
-        t0 = time.perf_counter()
-        r = fit_model(train, m, seed=seed, max_evals=evals, n_starts=starts, grad_steps=grad)
-        wall = time.perf_counter() - t0
-        rows.append({"peer": "actuatorlab", "model": m, "budget": budget, "fit_wall_s": wall,
-                     "evaluations": r.evaluations, "train_mae": r.train_mae,
-                     "heldout_mae": score(m, r.params, r.dt), "params": r.params})
-    t0 = time.perf_counter()
+def ours(train_files, test_files, budget: str, seed: int, label: str) -> dict:
+    """The default family fit on ``train_files``, scored on ``test_files``."""
+    from actuatorlab.identify.select import fit_family
+    from actuatorlab.logs import load_logs
+
+    train, test = load_logs(train_files), load_logs(test_files)
+    c0, t0 = os.times(), time.perf_counter()
     sel = fit_family(train, seed=seed, budget=budget)
-    wall = time.perf_counter() - t0
-    rows.append({"peer": "actuatorlab", "model": f"family->{sel.selected}", "budget": budget, "fit_wall_s": wall,
-                 "evaluations": sum(f.evaluations for f in sel.fits.values()) + sel.final.evaluations,
-                 "train_mae": sel.final.train_mae, "heldout_mae": score(sel.selected, sel.final.params, sel.final.dt),
-                 "selection": sel.table, "params": sel.final.params})
+    wall, c1 = time.perf_counter() - t0, os.times()
+    mae, per = heldout_mae(sel.selected, sel.final.params, sel.final.dt, test)
+    return {"split": label, "peer": "actuatorlab", "model": f"default fit -> {sel.selected}", "budget": budget,
+            "fit_wall_s": wall, "fit_cpu_s": (c1.user - c0.user) + (c1.system - c0.system),
+            "train_mae": sel.final.train_mae, "heldout_mae": mae, "per_log": per,
+            "selection_scheme": sel.scheme, "groups": [g["group"] for g in sel.groups],
+            "timing": sel.extras.get("timing"), "params": sel.final.params,
+            "train_logs": [t.name for t in train], "heldout_logs": [t.name for t in test]}
+
+
+def load_peers(files) -> list[dict]:
+    rows = []
+    for f in files or []:
+        d = json.loads(Path(f).read_text().strip().splitlines()[-1])
+        held = sorted(d["split"]["heldout"])
+        for r in d["results"]:
+            if str(r.get("model", "")).endswith("bundled"):
+                continue
+            rows.append({**{k: r.get(k) for k in ("peer", "model", "trials", "fit_wall_s", "fit_cpu_s", "train_mae",
+                                                 "heldout_mae", "per_log")},
+                         "heldout_files": held, "produced": d.get("date"), "source": str(f)})
     return rows
 
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--models", nargs="+", default=["m1", "m3", "m4", "m5", "m6"])
-    p.add_argument("--budgets", nargs="+", default=["quick", "default"])
+    p.add_argument("--splits", nargs="+", default=list(DEFAULT_SPLITS),
+                   help="balanced and/or trajectory=FAMILY / kp=GAIN (bench/split.py)")
+    p.add_argument("--budget", default="default")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-peers", action="store_true")
     p.add_argument("--peers-json", type=Path, nargs="+", default=None,
-                   help="reuse the final JSON line(s) of earlier bench/run_peers.py runs")
-    p.add_argument("--bam-trials", type=int, default=500)
+                   help="final JSON lines of earlier bench/run_peers.py runs (any splits)")
+    p.add_argument("--run-peers", action="store_true",
+                   help="run bench/run_peers.py for every split (BAM m5 m6 + sysid), ~10 min per BAM model")
+    p.add_argument("--bam-models", nargs="+", default=["m5", "m6"])
+    p.add_argument("--bam-trials", type=int, default=5000)
+    p.add_argument("--sts3250", action="store_true", help="also the 3 STS3250 logs, leave-one-log-out")
+    p.add_argument("--reported-peers", action="store_true",
+                   help="add BAM m5/m6 at 5000 trials on the balanced split as reported in issue 7 (not rerun)")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
 
-    split = bench_split.make_split(bench_split.DEFAULT_DATA_DIR)
     raw = bench_split.DEFAULT_DATA_DIR / "raw"
-    train = [raw / f for f in split["train"]]
-    test = [raw / f for f in split["heldout"]]
+    splits = {}
+    for name in a.splits:
+        s = bench_split.make_split(bench_split.DEFAULT_DATA_DIR, None if name == "balanced" else name)
+        splits[name] = s
 
-    peers = []
-    if a.peers_json:
-        for f in a.peers_json:
-            peers += json.loads(f.read_text().strip().splitlines()[-1])["results"]
-    elif not a.skip_peers:
-        out = BENCH / "out" / "peers_for_xl330.json"
-        out.parent.mkdir(exist_ok=True)
-        subprocess.run([sys.executable, str(BENCH / "run_peers.py"), "--bam-trials", str(a.bam_trials),
-                        "--out", str(out)], check=True)
-        peers = json.loads(out.read_text().strip().splitlines()[-1])["results"]
+    peers = [] if a.skip_peers else load_peers(a.peers_json)
+    if a.run_peers and not a.skip_peers:
+        for name in splits:
+            out = BENCH / "out" / f"peers_{name.replace('=', '_')}_{a.bam_trials}.json"
+            out.parent.mkdir(exist_ok=True)
+            subprocess.run([sys.executable, str(BENCH / "run_peers.py"), "--bam-trials", str(a.bam_trials),
+                            "--bam-models", *a.bam_models, "--seed", str(a.seed), "--out", str(out),
+                            *([] if name == "balanced" else ["--holdout", name])], check=True)
+            peers += load_peers([out])
 
     rows = []
-    for b in a.budgets:
-        rows += ours(train, test, a.models, b, a.seed)
-    rows += [{k: r.get(k) for k in ("peer", "model", "trials", "fit_wall_s", "train_mae", "heldout_mae")}
-             for r in peers if not str(r.get("model", "")).endswith("bundled")]
-
-    bam = [r for r in rows if r["peer"] == "bam"]
-    bam_best = min(bam, key=lambda r: r["heldout_mae"]) if bam else None
+    for name, s in splits.items():
+        r = ours([raw / f for f in s["train"]], [raw / f for f in s["heldout"]], a.budget, a.seed, name)
+        rows.append(r)
+        matched = [pr for pr in peers if pr["heldout_files"] == sorted(s["heldout"])]
+        rows += [{"split": name, **pr} for pr in matched]
+        if a.reported_peers:
+            have = {(pr["peer"], pr["model"], pr.get("trials")) for pr in matched}
+            rows += [{**pr, "train_mae": None, "produced": "issue 7 (not rerun)"} for pr in REPORTED_PEERS
+                     if pr["split"] == name and (pr["peer"], pr["model"], pr["trials"]) not in have]
+    if a.sts3250 and STS3250_DIR.is_dir():
+        files = sorted(STS3250_DIR.glob("*.json"))
+        for f in files:
+            rows.append(ours([g for g in files if g != f], [f], a.budget, a.seed, f"sts3250 hold out {f.stem}"))
 
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title="XL330 held-out (4 logs never fitted on), MAE in mrad")
-    for c in ("peer", "model", "budget/trials", "fit wall s", "train MAE", "held-out MAE",
-              "MAE / BAM best", "speed x BAM best"):
+    t = Table(title="Held-out MAE [mrad] on splits by condition (logs never fitted on or selected on)")
+    for c in ("split", "peer", "model", "budget/trials", "fit wall s", "fit CPU s", "train MAE", "held-out MAE",
+              "/ BAM best", "produced"):
         t.add_column(c)
-    for r in rows:
-        ratio = r["heldout_mae"] / bam_best["heldout_mae"] if bam_best else None
-        speed = bam_best["fit_wall_s"] / r["fit_wall_s"] if bam_best and r["fit_wall_s"] else None
-        r["mae_ratio_vs_bam_best"], r["speedup_vs_bam_best"] = ratio, speed
-        t.add_row(r["peer"], r["model"], str(r.get("budget") or r.get("trials")), f"{r['fit_wall_s']:.1f}",
-                  f"{1e3 * r['train_mae']:.1f}", f"{1e3 * r['heldout_mae']:.1f}",
-                  "-" if ratio is None else f"{ratio:.2f}", "-" if speed is None else f"{speed:.1f}")
-    Console().print(t)
-    ours_rows = [r for r in rows if r["peer"] == "actuatorlab"]
-    best = min(ours_rows, key=lambda r: r["heldout_mae"])
-    equal_or_better = [r for r in ours_rows if bam_best and r["heldout_mae"] <= bam_best["heldout_mae"]]
-    fastest_ok = min(equal_or_better, key=lambda r: r["fit_wall_s"]) if equal_or_better else None
+    per_split = {}
+    for name in dict.fromkeys(r["split"] for r in rows):
+        rs = [r for r in rows if r["split"] == name]
+        bam = [r for r in rs if r["peer"] == "bam"]
+        best = min(bam, key=lambda r: r["heldout_mae"]) if bam else None
+        mine = next(r for r in rs if r["peer"] == "actuatorlab")
+        per_split[name] = {"ours": {k: mine[k] for k in ("model", "heldout_mae", "fit_wall_s", "fit_cpu_s",
+                                                         "per_log")},
+                           "bam_best": None if not best else {k: best.get(k) for k in ("model", "trials",
+                                                                                       "heldout_mae", "fit_wall_s",
+                                                                                       "produced")},
+                           "sysid": next(({k: r.get(k) for k in ("model", "heldout_mae", "fit_wall_s")}
+                                          for r in rs if r["peer"] == "sysid"), None),
+                           "ratio_vs_bam_best": mine["heldout_mae"] / best["heldout_mae"] if best else None}
+        for r in rs:
+            ratio = r["heldout_mae"] / best["heldout_mae"] if best else None
+            cpu = r.get("fit_cpu_s")
+            t.add_row(name, r["peer"], r["model"], str(r.get("budget") or r.get("trials")), f"{r['fit_wall_s']:.1f}",
+                      "-" if cpu is None else f"{cpu:.1f}",
+                      "-" if r.get("train_mae") is None else f"{1e3 * r['train_mae']:.1f}",
+                      f"{1e3 * r['heldout_mae']:.1f}", "-" if ratio is None else f"{ratio:.2f}",
+                      str(r.get("produced") or "this run")[:16])
+    Console(width=200).print(t)
     summary = {
-        "bench": "xl330", "machine": {"cpus": __import__("os").cpu_count(), "platform": platform.platform()},
-        "split": {"train": split["train"], "heldout": split["heldout"]},
-        "ours_best": {"model": best["model"], "budget": best["budget"], "heldout_mae": best["heldout_mae"],
-                      "fit_wall_s": best["fit_wall_s"]},
-        "bam_best": None if not bam_best else {"model": bam_best["model"], "trials": bam_best.get("trials"),
-                                               "heldout_mae": bam_best["heldout_mae"],
-                                               "fit_wall_s": bam_best["fit_wall_s"]},
-        "mae_ratio_best_vs_bam_best": best["heldout_mae"] / bam_best["heldout_mae"] if bam_best else None,
-        "speedup_at_equal_or_better_error": (bam_best["fit_wall_s"] / fastest_ok["fit_wall_s"]) if fastest_ok else None,
-        "fastest_equal_or_better": None if not fastest_ok else {"model": fastest_ok["model"],
-                                                                "budget": fastest_ok["budget"],
-                                                                "fit_wall_s": fastest_ok["fit_wall_s"]},
-        "rows": [{k: v for k, v in r.items() if k not in ("params", "selection")} for r in rows],
+        "bench": "xl330", "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
+                                      "load_average": os.getloadavg()},
+        "splits": {n: {"rule": s["rule"], "train": s["train"], "heldout": s["heldout"]} for n, s in splits.items()},
+        "per_split": per_split,
+        "rows": [{k: v for k, v in r.items() if k != "params"} for r in rows],
     }
     emit(summary, a.out)
     return 0

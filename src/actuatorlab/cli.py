@@ -50,7 +50,7 @@ def _mrad(x, unit):
 
 @app.command()
 def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or folders (default: bundled XL330 example)"),
-        model: Optional[str] = typer.Option(None, "--model", "-m", help="fit one model (e.g. m4+delay); default: the nested family with validation selection"),
+        model: Optional[str] = typer.Option(None, "--model", "-m", help="fit one model (e.g. m4+delay); default: the nested family, selected by leave-one-group-out over condition tags"),
         out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder for model.json and report.html"),
         seed: int = typer.Option(0, "--seed"),
         budget: str = typer.Option("default", "--budget", help="quick | default | thorough"),
@@ -60,7 +60,13 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         max_evals: int = typer.Option(300, "--max-evals", help="with --robot: CMA-ES evaluations per model"),
         per_joint: bool = typer.Option(False, "--per-joint", help="with --robot: one parameter set per joint"),
         method: str = typer.Option("cma", "--method", help="with --robot: cma (CMA-ES, native MuJoCo) | grad "
-                                                           "(Adam through MJX, window curriculum)")):
+                                                           "(Adam through MJX, window curriculum)"),
+        group_by: Optional[List[str]] = typer.Option(None, "--group-by", help="condition tag(s) that define the "
+                                                     "held-out groups of the selection (default: excitation)"),
+        jackknife: Optional[str] = typer.Option(None, "--jackknife", help="after writing the result: log | group "
+                                                "(refits leaving out one log / condition group; parameter spread)"),
+        timestep_sensitivity: bool = typer.Option(False, "--timestep-sensitivity", help="after writing the result: "
+                                                  "replay and refit at dt/2 and 2 dt")):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
     from .pipeline import run_fit, run_fit_arm
@@ -88,27 +94,45 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         return
 
     with _progress() as p:
-        d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p))
+        d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p),
+                    group_by=tuple(group_by) if group_by else None, jackknife=jackknife,
+                    timestep_sensitivity=timestep_sensitivity)
     unit = d["_summary"]["unit"]
     if d.get("selection"):
-        t = Table(title="Nested models: fitted on part of the data, judged on the rest (validation)")
-        for c in ("model", "free", "train MAE", "validation MAE", "gain vs parent", "earns place"):
+        sel = d["selection"]
+        if sel.get("note"):
+            console.print(f"[yellow]{sel['note']}[/]")
+        groups = sel.get("groups") or []
+        t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
+        keys = {g["group"].split("=", 1)[0] for g in groups}
+        t.caption = f"held-out groups: {', '.join(sorted(keys))}" if groups else None
+        for c in ["model", "free", "train MAE"] + [g["group"].split("=", 1)[-1] for g in groups] + [
+                "mean", "gain vs ref", "W/L", "earns place"]:
             t.add_column(c)
-        for r in d["selection"]["table"]:
+        for r in sel["table"]:
             g = r["gain_vs_parent"]
             t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], unit),
-                      _mrad(r["validation_mae"], unit), "-" if g is None else f"{100 * g:+.1f}%",
+                      *[_mrad(x[r["model"]], unit) for x in groups], _mrad(r["validation_mae"], unit),
+                      "-" if g is None else f"{100 * g:+.1f}% vs {r['parent']}",
+                      "-" if r.get("wins") is None else f"{r['wins']}/{r['losses']}",
                       "yes" if r["earns_place"] else "no")
         console.print(t)
+        console.print(f"[dim]rule: {sel['rule']}[/]")
+    unc = d.get("uncertainty")
     t = Table(title=f"{d['model']}: parameters (fitted on all given logs)")
-    for c in ("parameter", "value", "unit", "stderr", "bounds"):
+    for c in ("parameter", "value", "unit", "stderr (Jacobian)", "stderr (resampled)", "bounds"):
         t.add_column(c)
     for name, e in d["parameters"].items():
         if e["free"]:
-            se = e.get("stderr")
+            se, sr = e.get("stderr"), e.get("stderr_resampled")
             t.add_row(name, f"{e['value']:.5g}", e["unit"], "-" if se is None else f"{se:.2g}",
+                      "-" if sr is None else f"{sr:.2g}" + (" [yellow](poorly determined)[/]"
+                                                            if e.get("poorly_determined") else ""),
                       f"[{e['lower']:.3g}, {e['upper']:.3g}]")
     console.print(t)
+    if unc:
+        console.print(f"[dim]resampled: {unc['method']}; flagged when the spread exceeds "
+                      f"{100 * unc['flag_fraction']:.0f} % of the value[/]")
     flagged = (d.get("identifiability") or {}).get("flagged_pairs") or []
     for a, b, c in flagged:
         console.print(f"[yellow]poorly separable:[/] {a} and {b} (corr {c:+.3f})")

@@ -67,10 +67,16 @@ def identifiability_for(fit, batches) -> dict | None:
 
 
 def _param_rows(model_dict: dict) -> list[dict]:
+    """Free parameters for the report's table; ``stderr`` is the resampled (jackknife) standard
+    error when there is one (it survives autocorrelated residuals), else the Jacobian one."""
     rows = []
     for name, e in model_dict["parameters"].items():
         if e.get("free"):
-            rows.append({"name": name, "value": e["value"], "unit": e["unit"], "stderr": e.get("stderr"),
+            se = e.get("stderr_resampled") if e.get("stderr_resampled") is not None else e.get("stderr")
+            rows.append({"name": name, "value": e["value"], "unit": e["unit"], "stderr": se,
+                         "stderr_jacobian": e.get("stderr"),
+                         "stderr_resampled": e.get("stderr_resampled"),
+                         "poorly_determined": e.get("poorly_determined"),
                          "lower": e.get("lower"), "upper": e.get("upper"), "free": True})
     return rows
 
@@ -89,73 +95,137 @@ def _html_table(rows: list[dict], cols: list[str]) -> str:
 @physics
 def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, seed: int = 0,
             budget: str = "default", dt: float | None = None, mapping: str | None = None,
-            progress: Progress | None = None) -> dict:
-    """Fit (one model, or the nested family with validation selection) and write RUN/.
+            progress: Progress | None = None, group_by: tuple[str, ...] | None = None,
+            jackknife: str | None = None, timestep_sensitivity: bool = False,
+            identifiability: bool = True) -> dict:
+    """Fit (one model, or the nested family with leave-one-group-out selection) and write RUN/.
 
     Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
+    Order: the fit, the Jacobian standard errors (``identifiability``, about a second) and, after a
+    family fit, the delete-a-group jackknife from the selection's leave-one-group-out refits (free)
+    go into the first model.json and report. The passes on request then run and rewrite both:
+    ``jackknife="log"`` (leave-one-log-out refits, replaces the group jackknife) or ``"group"``
+    (for a single ``model``), and ``timestep_sensitivity`` (replays and refits at dt/2 and 2 dt).
     """
-    from .evaluate import summarize, write_report
+    from .evaluate import summarize
+    from .evaluate.replay import replay_batches
     from .evaluate.envelope import compute_envelope
-    from .evaluate.replay import replay_batches, timestep_sensitivity
     from .identify.fit import fit_model
-    from .identify.modelfile import atomic_write_text, model_to_dict, save_model
-    from .identify.select import BUDGETS, fit_family, split_validation
+    from .identify.select import BUDGETS, GROUP_KEYS, fit_family
     from .models.registry import get_model
     from .sim.rollout import make_batches
-    import json
 
     if budget not in BUDGETS:
         from .errors import UnknownNameError
         raise UnknownNameError("budget", budget, list(BUDGETS))
+    if jackknife not in (None, "log", "group"):
+        from .errors import UnknownNameError
+        raise UnknownNameError("jackknife unit", jackknife, ("log", "group"))
     if model is not None:
         get_model(model)  # fail before loading data
+    group_by = tuple(group_by or GROUP_KEYS)
     trajs = load_data(paths, mapping)
     out = Path(out)
-    selection = None
+    selection, uncertainty = None, None
     if model is None:
-        sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress,
-                         checkpoint=out / "checkpoint.json")
+        sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress, group_by=group_by)
         fit = sel.final
-        selection = {"table": sel.table, "selected": sel.selected, "fit_logs": sel.fit_names,
-                     "validation_logs": sel.val_names, "rule": "a model earns its place when its validation "
-                     "position MAE is >= 2 % below every eligible model it contains; the eligible model with "
-                     "the lowest validation MAE is selected, then refitted on all given logs"}
+        selection = {"scheme": sel.scheme, "group_by": list(group_by), "table": sel.table,
+                     "selected": sel.selected, "groups": sel.groups,
+                     "folds": [{"label": f.label, "heldout_logs": [r for r in g["heldout_logs"]]}
+                               for f, g in zip(sel.folds, sel.groups)],
+                     "fit_logs": sel.fit_names, "validation_logs": sel.val_names, "rule": sel.rule,
+                     "timing": sel.extras.get("timing")}
+        if sel.scheme != "logo":
+            selection["note"] = (f"fewer than 2 condition groups for {', '.join(group_by)}: selected on a single "
+                                 "validation split instead of leave-one-group-out")
+        uncertainty = sel.uncertainty
     else:
         evals, starts, grad = BUDGETS[budget]
         cb = (lambda s, d, t: progress(model, s, d / t)) if progress else None
         fit = fit_model(trajs, model, seed=seed, max_evals=evals, n_starts=starts, grad_steps=grad, dt=dt,
                         progress=cb)
     batches = make_batches(trajs, fit.dt)
-    if progress:
-        progress("identifiability", "jacobian", 0.0)
-    ident = identifiability_for(fit, batches)
+    ident = None
+    if identifiability:
+        if progress:
+            progress("identifiability", "jacobian", 0.0)
+        ident = identifiability_for(fit, batches)
     results = replay_batches(fit.model, fit.params, batches)
     summary = summarize(results)
     data = {"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in trajs],
             "n_samples": int(sum(b.n_samples for b in batches)), "dt": fit.dt}
-    d = model_to_dict(fit, setup=_setup_summary(trajs), data=data,
-                      metrics={"train": {k: summary[k] for k in ("position_mae", "position_rmse",
-                                                                  "position_relative_error")}},
-                      identifiability=ident, selection=selection)
-    d["envelope"] = compute_envelope(trajs, fit.dt)  # the region the training data covered
-    if progress:
-        progress("timestep sensitivity", "replay", 0.0)
-    d["timestep_sensitivity"] = timestep_sensitivity(d, trajs)
-    save_model(d, out / "model.json")
-    atomic_write_text(out / "identifiability.json", json.dumps(ident, indent=2) + "\n")
-    extra = {}
-    if selection:
-        extra["Nested models (validation selection)"] = _html_table(
-            selection["table"], ["model", "parent", "n_free", "train_mae", "validation_mae", "gain_vs_parent",
-                                 "earns_place", "selected"])
-    extra["Timestep sensitivity"] = _html_table(
-        [{**v, "dt": k, "dt_s": v["dt"]} for k, v in d["timestep_sensitivity"].items()],
-        ["dt", "dt_s", "position_mae", "ratio_to_dt", "refit_position_mae", "max_abs_relative_change"])
-    write_report(out / "report.html", results, title=f"actuatorlab fit: {fit.model}", model_name=fit.model,
-                 parameters=_param_rows(d), identifiability=ident, summary=summary, extra_sections=extra,
-                 envelope=d["envelope"])
+    envelope = compute_envelope(trajs, fit.dt)
+
+    def write(d):
+        from .identify.modelfile import atomic_write_text, save_model
+        import json
+
+        save_model(d, out / "model.json")
+        atomic_write_text(out / "identifiability.json", json.dumps(ident, indent=2) + "\n")
+        _write_fit_report(out, d, fit, results, summary, ident, selection)
+
+    def build(unc):
+        from .identify.modelfile import model_to_dict
+
+        return model_to_dict(fit, setup=_setup_summary(trajs), data=data,
+                             metrics={"train": {k: summary[k] for k in ("position_mae", "position_rmse",
+                                                                         "position_relative_error")}},
+                             identifiability=ident, selection=selection, uncertainty=unc) | {
+            "envelope": envelope}  # the region the training data covered
+
+    d = build(uncertainty)
+    write(d)  # the result is on disk before any optional pass starts
+    if jackknife is not None and fit.space.n:
+        from .identify.select import resampled_uncertainty
+
+        if progress:
+            progress("jackknife", "refits", 0.0)
+        unc = resampled_uncertainty(trajs, fit.model, fit.params, by=jackknife, group_by=group_by, seed=seed,
+                                    dt=fit.dt, progress=progress)
+        if unc is not None:
+            d = build(unc)
+    if timestep_sensitivity:
+        from .evaluate.replay import timestep_sensitivity as ts
+
+        if progress:
+            progress("timestep sensitivity", "replay", 0.0)
+        d["timestep_sensitivity"] = ts(d, trajs)
+    if jackknife is not None or timestep_sensitivity:
+        write(d)
     d["_summary"] = summary
     return d
+
+
+def _write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection) -> None:
+    from .evaluate import write_report
+
+    extra = {}
+    if selection:
+        groups = selection.get("groups") or []
+        extra["Nested models (selection by held-out condition groups)"] = (
+            f"<p>{selection['rule']}</p>" + _html_table(
+                [{**r, "losses": r.get("losses")} for r in selection["table"]],
+                ["model", "parent", "n_free", "train_mae", "validation_mae", "gain_vs_parent", "wins", "losses",
+                 "sign_p", "earns_place", "selected"]))
+        if groups:
+            models = [r["model"] for r in selection["table"]]
+            extra["Held-out MAE per condition group"] = _html_table(groups, ["group"] + models)
+    if d.get("uncertainty"):
+        u = d["uncertainty"]
+        extra["Parameter uncertainty: resampled vs Jacobian"] = (
+            f"<p>{u['method']}. The parameter table's std. error is the resampled one; parameters whose "
+            f"resampled spread exceeds {100 * u['flag_fraction']:.0f} % of their value are flagged: "
+            f"{', '.join(u['flagged']) or 'none'}. The Jacobian errors assume independent residuals.</p>"
+            + _html_table(_param_rows(d), ["name", "value", "unit", "stderr_jacobian", "stderr_resampled",
+                                           "poorly_determined"]))
+    if d.get("timestep_sensitivity"):
+        extra["Timestep sensitivity"] = _html_table(
+            [{**v, "dt": k, "dt_s": v["dt"]} for k, v in d["timestep_sensitivity"].items()],
+            ["dt", "dt_s", "position_mae", "ratio_to_dt", "refit_position_mae", "max_abs_relative_change"])
+    write_report(out / "report.html", results, title=f"actuatorlab fit: {fit.model}", model_name=fit.model,
+                 parameters=_param_rows(d), identifiability=ident, summary=summary, extra_sections=extra,
+                 envelope=d.get("envelope"))
 
 
 @physics

@@ -39,7 +39,9 @@ __all__ = ["identifiability", "AUTOCORRELATION_NOTE"]
 AUTOCORRELATION_NOTE = (
     "Standard errors assume independent residuals; trajectory residuals are autocorrelated, so the "
     "effective sample size is smaller than n_residuals and these errors are optimistic (too small). "
-    "Correlations and the condition number do not depend on the noise level and are more reliable.")
+    "Correlations and the condition number do not depend on the noise level and are more reliable. "
+    "model.json's `uncertainty` (jackknife refits leaving out whole logs or condition groups) gives "
+    "standard errors that keep the autocorrelation.")
 
 _NULL_COMPONENT = 1e-3  # |component| of a null-space vector above which a parameter is involved
 _FD_REL_STEP = 6e-6  # ~ eps^(1/3): central-difference step relative to |theta_i|

@@ -56,8 +56,13 @@ def atomic_write_text(path: str | Path, text: str) -> Path:
 
 
 def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiability: dict | None = None,
-                  selection: dict | None = None, extra: dict | None = None) -> dict[str, Any]:
-    """Serializable description of a :class:`~actuatorlab.identify.fit.FitResult`."""
+                  selection: dict | None = None, extra: dict | None = None,
+                  uncertainty: dict | None = None) -> dict[str, Any]:
+    """Serializable description of a :class:`~actuatorlab.identify.fit.FitResult`.
+
+    uncertainty: resampled standard errors (:func:`actuatorlab.identify.select.group_jackknife`);
+    stored as the top-level ``uncertainty`` and per free parameter as ``stderr_resampled``,
+    ``relative_spread`` and ``poorly_determined`` (docs/model_file.md)."""
     from .. import __version__
 
     joint = setup.get("joint_type", "revolute")
@@ -72,6 +77,10 @@ def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiabilit
             i = fit.space.names.index(name)
             entry.update(lower=float(fit.space.lower[i]), upper=float(fit.space.upper[i]),
                          stderr=stderr.get(name))
+            if uncertainty:
+                entry.update(stderr_resampled=uncertainty["stderr"].get(name),
+                             relative_spread=uncertainty["relative"].get(name),
+                             poorly_determined=name in uncertainty["flagged"])
         params[name] = entry
     law = setup.get("controller", "")
     d = {
@@ -87,6 +96,7 @@ def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiabilit
                 "evaluations": fit.evaluations, "wall_s": fit.wall_s,
                 "profile": fit.profile, "dt": fit.dt, "history": fit.history},
         "data": data, "metrics": metrics, "identifiability": identifiability, "selection": selection,
+        "uncertainty": uncertainty,
         "package_version": __version__, "git_revision": git_revision(),
     }
     if extra:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from ..errors import UnknownNameError
 
 __all__ = ["ModelSpec", "BASE_MODELS", "EXTENSIONS", "get_model", "list_models", "DEFAULT_LADDER",
+           "SELECTION_EXTENSIONS",
            "parent_of", "contains", "embed_params"]
 
 
@@ -98,6 +99,11 @@ EXTENSIONS: dict[str, tuple[tuple[str, ...], bool, str]] = {
 #: The nested ladder fitted by ``actuatorlab fit`` without ``--model``: each entry extends an
 #: earlier one, so each extension can be judged against its parent on validation data.
 DEFAULT_LADDER: tuple[str, ...] = ("m1", "m2", "m3", "m4", "m5", "m6")
+
+#: Extensions that ``actuatorlab fit`` (:func:`actuatorlab.identify.select.fit_family`) tries on top
+#: of the best base models of the ladder, one at a time, then together when several earn their
+#: place on the same base. A new extension joins the automatic selection by one entry here.
+SELECTION_EXTENSIONS: tuple[str, ...] = ("offset", "delay", "climit", "sag")
 
 _BASE_PARENT = {"m2": "m1", "m3": "m1", "m4": "m2", "m5": "m4", "m6": "m5", "g1": "m1", "g2": "g1"}
 
