@@ -1,5 +1,6 @@
 """Learned actuator models: feature layout and normalization (``features``), networks
-(``nets``: Transformer, MLP, GRU, LSTM), self-checking weight files (``checkpoint``).
+(``nets``: Transformer, MLP, GRU, LSTM), self-checking weight files (``checkpoint``), the generic training loop (``trainer``:
+:func:`~actuatorlab.learned.trainer.train`; import the submodule).
 
 Learned networks compute in float32 regardless of JAX's x64 mode; see :mod:`actuatorlab.precision`.
 """

@@ -1,0 +1,115 @@
+"""The generic trainer: a toy problem converges, resume reproduces the loss curve bit for bit, a
+corrupt checkpoint is a one-line error, the run folder is complete."""
+
+from __future__ import annotations
+
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from actuatorlab.errors import ModelError
+from actuatorlab.learned.trainer import BEST_NAME, CHECKPOINT_NAME, TrainConfig, load_checkpoint, train
+
+W_TRUE = np.array([[1.5, -0.5], [0.25, 2.0], [-1.0, 0.75]], np.float32)  # (3, 2)
+
+
+def _params():
+    # an MLP with a static activation (not trained) and float32 weights
+    return eqx.nn.MLP(3, 2, 16, 1, activation=jax.nn.tanh, key=jax.random.PRNGKey(0))
+
+
+def _batch_fn(step):
+    key = jax.random.fold_in(jax.random.PRNGKey(1), step)
+    x = jax.random.normal(key, (32, 3), jnp.float32)
+    return x, x @ W_TRUE
+
+
+def _loss(model, batch):
+    x, y = batch
+    pred = jax.vmap(model)(x)
+    return jnp.mean((pred - y) ** 2), {"max_err": jnp.max(jnp.abs(pred - y))}
+
+
+def _val(model):
+    x, y = _batch_fn(10_000)
+    return float(jnp.mean((jax.vmap(model)(x) - y) ** 2))
+
+
+CFG = TrainConfig(steps=24, lr=3e-2, warmup=4, checkpoint_every=8, eval_every=6, ema_decay=0.9)
+
+
+def _losses(run_dir):
+    return [r["loss"] for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+
+
+def test_loss_decreases_and_run_folder(tmp_path):
+    cfg = TrainConfig(steps=150, lr=3e-2, warmup=10, checkpoint_every=50, eval_every=50, ema_decay=0.9)
+    r = train(tmp_path / "run", _params(), _loss, _batch_fn, cfg, val_fn=_val, progress=False, meta={"what": "toy"})
+    losses = _losses(tmp_path / "run")
+    assert len(losses) == 150
+    assert np.mean(losses[-10:]) < 0.05 * np.mean(losses[:5])
+    assert r.best_val is not None and r.best_val < 0.05 * _val(_params())
+    conf = json.loads((tmp_path / "run" / "config.json").read_text())
+    assert conf["train"]["steps"] == 150 and conf["meta"] == {"what": "toy"} and conf["git_revision"]
+    assert (tmp_path / "run" / CHECKPOINT_NAME).is_file() and (tmp_path / "run" / BEST_NAME).is_file()
+    best, head = load_checkpoint(tmp_path / "run" / BEST_NAME, eqx.filter(_params(), eqx.is_inexact_array))
+    assert head["step"] == r.best_step and head["val"] == pytest.approx(r.best_val)
+    # static leaves (the activation) are untouched, only arrays are trained
+    assert r.params.activation is jax.nn.tanh and r.s_per_1k_steps > 0
+
+
+def test_resume_reproduces_loss_curve_bit_for_bit(tmp_path):
+    full = train(tmp_path / "full", _params(), _loss, _batch_fn, CFG, val_fn=_val, progress=False)
+
+    def crashing(step):
+        if step == 13:  # interrupted after the checkpoint at step 8, mid-way to the next one
+            raise KeyboardInterrupt
+        return _batch_fn(step)
+
+    with pytest.raises(KeyboardInterrupt):
+        train(tmp_path / "cut", _params(), _loss, crashing, CFG, val_fn=_val, progress=False)
+    with pytest.raises(ModelError, match="already holds a checkpoint"):
+        train(tmp_path / "cut", _params(), _loss, _batch_fn, CFG, progress=False)
+    with pytest.raises(ModelError, match="lr: 0.03 -> 0.01"):
+        train(tmp_path / "cut", _params(), _loss, _batch_fn, TrainConfig(**{**CFG.to_dict(), "lr": 1e-2}),
+              resume=True, progress=False)
+    res = train(tmp_path / "cut", _params(), _loss, _batch_fn, CFG, val_fn=_val, resume=True, progress=False)
+    a, b = _losses(tmp_path / "full"), _losses(tmp_path / "cut")
+    assert len(a) == len(b) == CFG.steps
+    assert a == b  # exact float equality, step by step
+    for x, y in zip(jax.tree.leaves(eqx.filter(full.params, eqx.is_array)),
+                    jax.tree.leaves(eqx.filter(res.params, eqx.is_array))):
+        assert np.array_equal(np.asarray(x), np.asarray(y))
+    assert res.best_step == full.best_step and res.best_val == full.best_val
+
+
+def test_corrupt_checkpoint_is_one_line_error(tmp_path):
+    run = tmp_path / "run"
+    train(run, _params(), _loss, _batch_fn, TrainConfig(steps=4, warmup=1, checkpoint_every=2), progress=False)
+    path = run / CHECKPOINT_NAME
+    raw = bytearray(path.read_bytes())
+    raw[-5] ^= 0xFF  # one flipped byte in the weights
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ModelError) as e:
+        train(run, _params(), _loss, _batch_fn, TrainConfig(steps=4, warmup=1, checkpoint_every=2),
+              resume=True, progress=False)
+    msg = str(e.value)
+    assert "\n" not in msg and str(path) in msg and "corrupt" in msg
+    path.write_bytes(bytes(raw[: len(raw) // 2]))  # truncated
+    with pytest.raises(ModelError, match="truncated"):
+        load_checkpoint(path, eqx.filter(_params(), eqx.is_inexact_array))
+    path.write_bytes(b"garbage")
+    with pytest.raises(ModelError, match="not an actuatorlab checkpoint"):
+        load_checkpoint(path, eqx.filter(_params(), eqx.is_inexact_array))
+
+
+def test_nan_loss_stops_with_clear_error(tmp_path):
+    def bad_loss(model, batch):
+        return _loss(model, batch)[0] * jnp.nan
+
+    with pytest.raises(ModelError, match="loss became nan at step 1"):
+        train(tmp_path / "run", _params(), bad_loss, _batch_fn, TrainConfig(steps=3, warmup=1), progress=False)
