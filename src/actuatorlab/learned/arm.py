@@ -59,11 +59,11 @@ WEIGHTS_NAME = "arm_model.eqx"
 DEFAULT_FEATURES: tuple[str, ...] = ("q_target", "q", "dq", "err", "current", "pwm", "temperature", "voltage")
 FORCE_THRESHOLD = 0.01  # [N] contact iff |f| above this
 #: default budget: finishes within 15 min on 2 CPU cores for the neural_actuator suite at --scale 0.1
-DEFAULT_BUDGET: dict[str, Any] = dict(steps=60, batch=4, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
-                                      lr=3e-4, eval_every=20, max_val_windows=8)
+DEFAULT_BUDGET: dict[str, Any] = dict(steps=40, batch=2, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
+                                      lr=3e-4, eval_every=20, max_val_windows=8, one_shape=True)
 #: documented full budget (GPU or a long CPU run)
 FULL_BUDGET: dict[str, Any] = dict(steps=6000, batch=32, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
-                                   lr=3e-4, eval_every=250, max_val_windows=64)
+                                   lr=3e-4, eval_every=250, max_val_windows=64, one_shape=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,19 +130,27 @@ class LearnedWindows(eqx.Module):
 
 
 def learned_windows(robot: Robot, logs: list[ArmLog], length: int, model: LearnedArm,
-                    cfg: ArmConfig | None = None) -> LearnedWindows:
+                    cfg: ArmConfig | None = None, pad_to: int | None = None) -> LearnedWindows:
     """Windows of ``length`` control steps of every log (a shorter log: one padded window), with
-    the measured frames before each window as its history (copies of frame 0 before a log)."""
+    the measured frames before each window as its history (copies of frame 0 before a log).
+
+    ``pad_to`` (>= length): windows start every ``length`` steps but hold ``pad_to`` steps, the
+    steps past ``length`` at weight 0, so every curriculum stage has one array shape and the
+    training step compiles once (XLA compiles the MJX gradient in minutes on a CPU)."""
     cfg = cfg or ArmConfig.from_robot(robot)
     H = model.layout.history
     parts = []
+    P = int(length if pad_to is None else max(pad_to, length))
     for lg in logs:
         b = lg.base
-        w = make_windows(robot, b.q_meas, b.dq_meas, b.inputs, int(length), cfg=cfg, temperature=b.temperature)
+        w = make_windows(robot, b.q_meas, b.dq_meas, b.inputs, P, stride=int(length), cfg=cfg,
+                         temperature=b.temperature)
+        w = w._replace(mask=w.mask & (np.arange(P) < int(length))[None, :])
+        length_ = P
         T = b.q_meas.shape[0]
         frames = frames_of_log(model, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
                                lg.telemetry)
-        idx = np.minimum(w.start[:, None] + np.arange(length)[None], T - 1)  # (W, L)
+        idx = np.minimum(w.start[:, None] + np.arange(length_)[None], T - 1)  # (W, L)
         past = frames[np.clip(w.start[:, None] + np.arange(-H, 0)[None], 0, T - 1)]  # (W, H, F)
         fw = (w.mask * float(lg.force_known)).astype(float)
         parts.append(dict(inputs=LearnedInputs(*w.inputs, lg.telemetry[idx], past), state0=w.state0,
@@ -207,7 +215,7 @@ def arm_loss(model: LearnedArm, w: LearnedWindows, roll_heads, units, weights=(0
     contact = (jnp.linalg.norm(w.force, axis=-1) > FORCE_THRESHOLD).astype(jnp.float32)
     fw = jnp.asarray(w.force_w, jnp.float32)
     den_f = jnp.maximum(jnp.sum(fw), 1.0)
-    force = jnp.sum(fw * (1.0 + 4.0 * contact) * optax.huber_loss(f_hat, w.force.astype(jnp.float32), 1.0).sum(-1)) / den_f
+    force = jnp.sum(fw * (1.0 + 4.0 * contact) * optax.huber_loss(f_hat, w.force.astype(jnp.float32), delta=1.0).sum(-1)) / den_f
     gate = jnp.sum(fw * optax.sigmoid_binary_cross_entropy(hd.gate_logit, contact)) / den_f
     cond = jnp.mean(optax.sigmoid_binary_cross_entropy(hd.condition_logit,
                                                        jnp.asarray(w.condition, jnp.float32)[:, None, :]))
@@ -326,7 +334,8 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     lengths = tuple(int(L) for L in bud["curriculum"])
     fr = np.asarray(bud["stage_fraction"], float)[:len(lengths)]
     ends = np.round(np.cumsum(fr / fr.sum()) * bud["steps"]).astype(int)
-    stages = [learned_windows(robot, tr, L, model, cfg) for L in lengths]
+    pad = max(lengths) if bud.get("one_shape") else None
+    stages = [learned_windows(robot, tr, L, model, cfg, pad_to=pad) for L in lengths]
     vw = learned_windows(robot, va, lengths[-1], model, cfg)
     vw = vw.take(np.unique(np.linspace(0, vw.n - 1, min(vw.n, int(bud["max_val_windows"]))).astype(int)))
     B = int(bud["batch"])
