@@ -167,4 +167,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from actuatorlab.precision import physics_precision
+
+    with physics_precision():  # float64 physics, chosen explicitly (importing actuatorlab does not)
+        sys.exit(main())

@@ -99,4 +99,7 @@ def main(argv=None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    from actuatorlab.precision import physics_precision
+
+    with physics_precision():  # float64 physics, chosen explicitly (importing actuatorlab does not)
+        main()

@@ -499,4 +499,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from actuatorlab.precision import physics_precision
+
+    with physics_precision():  # float64 physics, chosen explicitly (importing actuatorlab does not)
+        raise SystemExit(main())

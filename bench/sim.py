@@ -116,7 +116,6 @@ def compile_probe(cache_dir: str, batch: int, steps: int) -> dict:
     """Lower + compile the batched MJX rollout in this (fresh) process with a persistent cache."""
     import jax
 
-    import actuatorlab  # noqa: F401  (x64)
     from actuatorlab.robots import load_robot
     from actuatorlab.sim.arm import make_mjx_rollout
 
@@ -256,4 +255,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from actuatorlab.precision import physics_precision
+
+    with physics_precision():  # float64 physics, chosen explicitly (importing actuatorlab does not)
+        sys.exit(main())

@@ -142,4 +142,7 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from actuatorlab.precision import physics_precision
+
+    with physics_precision():  # float64 physics, chosen explicitly (importing actuatorlab does not)
+        sys.exit(main())

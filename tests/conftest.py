@@ -1,4 +1,12 @@
-"""Shared fixtures: the shared data folder (skip cleanly when absent) and small synthetic logs."""
+"""Shared fixtures: the shared data folder (skip cleanly when absent) and small synthetic logs.
+
+Precision: ``import actuatorlab`` leaves JAX's x64 mode alone (see :mod:`actuatorlab.precision`).
+The physics tests build float64 arrays and call building blocks (steps, rollouts, constants)
+directly, below the library's float64 entry points, so the session fixture :func:`physics_x64`
+turns x64 on for the whole test session, explicitly and once (restored at the end). The
+learned-model tests assert that networks stay float32 under it, and check the float32 / x64-off
+paths themselves (``jax.enable_x64(False)``, a subprocess for the import check).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +16,17 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def physics_x64():
+    """JAX in 64-bit for the session (the physics precision of actuatorlab), previous mode restored."""
+    import jax
+
+    old = bool(jax.config.jax_enable_x64)
+    jax.config.update("jax_enable_x64", True)
+    yield
+    jax.config.update("jax_enable_x64", old)
 
 
 @pytest.fixture(scope="session")

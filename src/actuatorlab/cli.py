@@ -260,14 +260,15 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def bench(ctx: typer.Context, name: str = typer.Argument(..., help="sim | xl330 | emps | peers")):
+def bench(ctx: typer.Context, name: str = typer.Argument(..., help="sim | actuator | xl330 | emps | peers")):
     """Run a benchmark of bench/ (a source checkout): a table, then one JSON line. Extra options
     are passed on (e.g. `actuatorlab bench sim --json`)."""
     import runpy
 
     from .errors import UnknownNameError
 
-    scripts = {"sim": "sim.py", "xl330": "xl330.py", "emps": "emps.py", "peers": "run_peers.py"}
+    scripts = {"sim": "sim.py", "actuator": "actuator.py", "xl330": "xl330.py", "emps": "emps.py",
+               "peers": "run_peers.py"}
     if name not in scripts:
         raise UnknownNameError("benchmark", name, list(scripts))
     path = Path(__file__).resolve().parents[2] / "bench" / scripts[name]
@@ -308,9 +309,13 @@ def version():
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; bad input gives one line on stderr and exit code 2."""
+    """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
+    :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
+    from .precision import physics_precision
+
     try:
-        app(args=argv, standalone_mode=False)
+        with physics_precision():
+            app(args=argv, standalone_mode=False)
     except ActuatorlabError as e:
         err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2

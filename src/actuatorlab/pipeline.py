@@ -12,6 +12,7 @@ from typing import Callable
 import jax.numpy as jnp
 import numpy as np
 
+from .precision import physics
 from .errors import DataError
 from .logs import load_logs, save_trajectory, audit_log
 from .logs.format import Trajectory
@@ -39,6 +40,7 @@ def _setup_summary(trajs: list[Trajectory]) -> dict:
     return s
 
 
+@physics
 def identifiability_for(fit, batches) -> dict | None:
     """Standard errors and correlations of the free parameters at the optimum (rollout residuals)."""
     from .identify.fit import substeps_for
@@ -83,6 +85,7 @@ def _html_table(rows: list[dict], cols: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
+@physics
 def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, seed: int = 0,
             budget: str = "default", dt: float | None = None, mapping: str | None = None,
             progress: Progress | None = None) -> dict:
@@ -151,6 +154,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     return d
 
 
+@physics
 def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | None = None) -> dict:
     """Replay logs with a fitted model (never refitting); returns the metrics summary."""
     from .evaluate import summarize
@@ -169,6 +173,7 @@ def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | N
     return s
 
 
+@physics
 def run_compare(paths, holdout, *, models: list[str] | None = None, seed: int = 0, budget: str = "default",
                 dt: float | None = None, progress: Progress | None = None) -> dict:
     """Fit several nested models on ``paths`` and score them on ``holdout`` logs (never fitted on).
@@ -250,6 +255,7 @@ def run_audit(paths, *, mapping: str | None = None) -> list[dict]:
 ARM_MODEL_FORMAT = "actuatorlab-arm-model"
 
 
+@physics
 def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None = None, max_evals: int = 300,
                 seed: int = 0, per_joint: bool = False, horizon: int = 100, max_windows: int | None = 64,
                 method: str = "cma", progress=None) -> dict:
@@ -304,6 +310,7 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
     return d
 
 
+@physics
 def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     """Per-joint replay MAE at 100/300/600 steps of multi-joint logs; ``model_path`` is an
     arm_model.json from :func:`run_fit_arm` or the word "nominal" (the robot config's values)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import jax.numpy as jnp
 
+from ..precision import physics
 from ..identify.fit import substeps_for
 from ..identify.modelfile import params_from_model
 from ..logs.format import Trajectory
@@ -15,6 +16,7 @@ from .metrics import LogResult, summarize
 __all__ = ["replay", "replay_batches", "evaluate_model", "timestep_sensitivity"]
 
 
+@physics
 def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogResult]:
     """Full closed-loop rollouts and one-step predictions of every log of every batch."""
     spec = get_model(model)
@@ -43,17 +45,20 @@ def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogRe
     return results
 
 
+@physics
 def replay(model_dict: dict, trajs: list[Trajectory], dt: float | None = None) -> list[LogResult]:
     """Replay ``trajs`` with the model of a loaded model.json (at its fitted dt unless given)."""
     dt = float(dt if dt is not None else model_dict.get("fit", {}).get("dt") or 0) or None
     return replay_batches(model_dict["model"], params_from_model(model_dict), make_batches(trajs, dt))
 
 
+@physics
 def evaluate_model(model_dict: dict, trajs: list[Trajectory], dt: float | None = None) -> dict:
     """Metrics of a fitted model on logs (see :func:`actuatorlab.evaluate.summarize`)."""
     return summarize(replay(model_dict, trajs, dt))
 
 
+@physics
 def timestep_sensitivity(model_dict: dict, trajs: list[Trajectory], *, refit: bool = True,
                          refit_evals: int = 600, seed: int = 0) -> dict:
     """Position MAE of the same parameters replayed at dt/2, dt and 2 dt, and (``refit``) how far

@@ -32,6 +32,7 @@ from typing import Any, Callable, Iterable
 import cma
 import numpy as np
 
+from ..precision import physics
 from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.params import PARAMS, bounds_for, neutral_params
@@ -276,6 +277,7 @@ def _windows(robot: Robot, logs: list[LogArrays], h: int, cfg: ArmConfig) -> tup
     return _stack(ws), np.concatenate(sc)
 
 
+@physics
 def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[Trajectory],
                  horizons: Iterable[int] = (100, 300, 600), model: str | None = None) -> dict[str, Any]:
     """Open-loop replay score of multi-joint logs (see the module docstring).
@@ -470,6 +472,7 @@ def fit_setup(robot_name: str | Robot, model: str | None, params: Iterable[str] 
     return robot, names
 
 
+@physics
 def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
             params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
             max_evals: int = 300, seed: int = 0, horizon: int = 100, sigma0: float | None = None,
@@ -610,6 +613,7 @@ def fit_result(model: str | None, names, labels, sets, best: dict, nominal: dict
 ARM_LADDER: tuple[str, ...] = ("m1", "m2", "m3", "g1", "m3+delay")
 
 
+@physics
 def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_trajs: Iterable[Trajectory],
                ladder: Iterable[str] = ARM_LADDER, *, per_joint: bool = False, max_evals: int = 300,
                seed: int = 0, horizon: int = 100, val_horizon: int = 300, min_gain: float = 0.02,

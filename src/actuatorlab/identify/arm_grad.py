@@ -61,6 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..precision import physics, physics_fn
 from ..errors import DataError, ModelError
 from ..logs.format import Trajectory
 from ..robots.loader import Robot
@@ -93,6 +94,7 @@ def stage_windows(robot: Robot, logs: list[LogArrays], length: int,
 FORWARD_MAX = 6
 
 
+@physics_fn
 def window_objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig | None = None,
                      mode: str = "auto", sets: tuple[int, ...] | None = None) -> tuple[ArmSpace, Callable]:
     """(space, value_and_grad) of the minibatch objective J (module docstring).
@@ -204,6 +206,7 @@ def _start_sets(nominal: dict, labels: list[str], groups: dict[str, list[int]], 
     return start
 
 
+@physics
 def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
                  params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
                  curriculum: Iterable[int] = CURRICULUM, iters: int | Iterable[int] = DEFAULT_ITERS,

@@ -28,6 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..precision import physics, physics_fn
 from ..errors import DataError
 from ..logs.format import Trajectory
 from ..models.control import get_control_law
@@ -110,6 +111,7 @@ def effort_available(batches: list[Batch]) -> bool:
     return all(np.isfinite(b.effort_meas[b.mask]).all() for b in batches)
 
 
+@physics_fn
 def make_loss(spec: ModelSpec, space: ParamSpace, batches: list[Batch], kind: str = "mae",
               effort_weight: float = 0.0) -> Callable:
     """Loss(theta) over all samples of all batches (jit-able).
@@ -179,6 +181,7 @@ class FitResult:
         return p
 
 
+@physics
 def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed: int = 0,
               max_evals: int = 3000, popsize: int = 16, n_starts: int = 2, grad_steps: int = 150,
               init: dict | list[dict] | None = None, dt: float | None = None,

@@ -19,6 +19,7 @@ from typing import Callable
 
 import numpy as np
 
+from ..precision import physics
 from ..errors import DataError
 from ..logs.format import Trajectory
 from ..models.registry import contains, get_model
@@ -130,6 +131,7 @@ class SelectionResult:
     extras: dict = field(default_factory=dict)
 
 
+@physics
 def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *, seed: int = 0,
                budget: str = "default", min_gain: float = 0.02, dt: float | None = None,
                progress: Callable[[str, str, float], None] | None = None,

@@ -275,5 +275,8 @@ def make_net(arch: str, *, n_features: int, n_channels: int, history: int, key, 
 
 
 def param_count(net: eqx.Module) -> int:
-    """Number of trainable scalars (inexact array leaves)."""
-    return int(sum(np.prod(a.shape) for a in jax.tree_util.tree_leaves(eqx.filter(net, eqx.is_inexact_array))))
+    """Number of trainable scalars (floating-point array leaves; works on ``eqx.filter_eval_shape``
+    skeletons too)."""
+    def trainable(a):
+        return hasattr(a, "shape") and hasattr(a, "dtype") and jnp.issubdtype(a.dtype, jnp.inexact)
+    return int(sum(math.prod(a.shape) for a in jax.tree_util.tree_leaves(net) if trainable(a)))

@@ -88,6 +88,7 @@ import jax.numpy as jnp
 import mujoco
 import numpy as np
 
+from ..precision import physics, physics_fn
 from ..errors import ModelError
 from ..models.actuator import drive_effort, effective_inertia, transmission_coupling
 from ..models.control import CONTROL_LAWS, LawConstants
@@ -501,6 +502,7 @@ def initial_state(robot: Robot, cfg: ArmConfig | None = None, *, q=None, dq=None
                     hist_target[0].copy(), hist_target, hist_enable, qm, dqm, temperature)
 
 
+@physics
 def position_loss(out: ArmOutputs, q_meas, mask=None):
     """Mean squared joint-position error [rad^2 | m^2] between a rollout and measurements (T, n);
     ``mask`` (T,) or (T, n) excludes padding."""
@@ -512,6 +514,7 @@ def position_loss(out: ArmOutputs, q_meas, mask=None):
 
 
 # ---------------------------------------------------------------------------------------------
+@physics
 def mjx_model(robot: Robot):
     """The robot's MJX model (``mujoco.mjx.put_model`` of ``robot.model(for_mjx=True)``)."""
     from mujoco import mjx
@@ -519,6 +522,7 @@ def mjx_model(robot: Robot):
     return mjx.put_model(robot.model(for_mjx=True))
 
 
+@physics_fn
 def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Callable:
     """Build ``rollout(params, inputs, state, model_updates=None) -> (ArmState, ArmOutputs)``.
 

@@ -29,6 +29,7 @@ from typing import Callable, NamedTuple
 import jax.numpy as jnp
 import numpy as np
 
+from ..precision import physics
 from ..errors import DataError
 from ..robots.loader import Robot
 from .arm import ArmConfig, ArmInputs, ArmState, initial_state, position_loss
@@ -105,6 +106,7 @@ def curriculum(robot: Robot, q_meas, dq_meas, inputs: ArmInputs, lengths=CURRICU
             for L in lengths]
 
 
+@physics
 def window_loss(rollout_batch: Callable, params, windows: Windows, model_updates=None):
     """Mean squared joint-position error [rad^2 | m^2] over all windows (padding excluded).
 

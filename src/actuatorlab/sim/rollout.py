@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..precision import physics
 from ..errors import DataError
 from ..logs.format import Trajectory
 from ..models.actuator import Constants, Inputs, Outputs, State, StepConfig, make_step
@@ -148,6 +149,7 @@ def _constants(tr: Trajectory, dt: float) -> tuple[LawConstants, PlantConstants]
     return lc, pc
 
 
+@physics
 def make_batches(trajs: list[Trajectory], dt: float | None = None) -> list[Batch]:
     """Group logs by (control law, plant) and pad each group to its longest log."""
     if not trajs:
@@ -200,6 +202,7 @@ def _delayed(x, delay, dt):
     return (1.0 - w) * x[k0] + w * x[k1]
 
 
+@physics
 def rollout(cfg: StepConfig, params, consts: Constants, q_target, enable, v_supply, q0, dq0) -> Outputs:
     """Closed-loop rollout of one log (arrays (T,)) from the initial state (q0, dq0)."""
     step = make_step(cfg)
@@ -216,6 +219,7 @@ def rollout(cfg: StepConfig, params, consts: Constants, q_target, enable, v_supp
     return out
 
 
+@physics
 @partial(jax.jit, static_argnames=("cfg",))
 def rollout_batch(cfg: StepConfig, params, arrays) -> Outputs:
     """Rollouts of every log of a batch (leaves (B, T)); ``arrays`` from :meth:`Batch.arrays`."""
@@ -226,6 +230,7 @@ def rollout_batch(cfg: StepConfig, params, arrays) -> Outputs:
                          arrays["q_meas"], arrays["dq_meas"])
 
 
+@physics
 @partial(jax.jit, static_argnames=("cfg",))
 def one_step(cfg: StepConfig, params, arrays):
     """One-step-ahead prediction from every *measured* state: q_pred[k+1] from (q[k], dq[k]).

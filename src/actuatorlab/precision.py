@@ -1,0 +1,90 @@
+"""Numerical precision, chosen explicitly per computation (never by importing actuatorlab).
+
+Two regimes live side by side:
+
+* **physics** (float64): closed-loop rollouts integrate positions over tens of thousands of steps
+  and fits compare them at the 1e-5 relative level (EMPS), where float32 rounding shows. Every
+  public physics entry point of the library (``pipeline.run_*``, ``fit_model``, ``fit_family``,
+  ``fit_arm``, ``fit_arm_grad``, ``select_arm``, ``evaluate_arm``, the replay functions, the
+  one-joint and whole-robot rollout makers and the functions they return) runs under
+  :func:`physics_precision`, i.e. ``jax.enable_x64(True)``; the CLI enters it once in ``main``.
+* **learned networks** (float32): :mod:`actuatorlab.learned` creates every parameter as float32
+  and casts its inputs to float32, so a forward pass is float32 whether or not x64 is on; a
+  learned effort that drives a float64 rollout is cast at that boundary.
+
+``import actuatorlab`` leaves ``jax.config.jax_enable_x64`` untouched.
+
+Rules of use:
+
+* ``jax.enable_x64`` is a thread-local context: a worker thread starts in the process default
+  (``jax_enable_x64``, False unless the application sets it). Enter :func:`physics_precision`
+  in the thread that runs the computation.
+* JAX keys its jit caches on the x64 flag: the same jitted function called inside and outside
+  the context compiles twice, once per precision.
+* Choose the precision at the outermost, non-traced call. A wrapped function called with tracers
+  (inside someone else's ``jit`` / ``grad`` / ``vmap``) does not switch mode mid-trace: the
+  caller's precision applies. To trace physics in float64, enter :func:`physics_precision`
+  around the outer ``jit`` call (and around building the jitted function's inputs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from typing import Any, Callable, Iterator, TypeVar
+
+import jax
+
+__all__ = ["physics_precision", "physics", "physics_fn", "x64_enabled"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def x64_enabled() -> bool:
+    """Whether JAX's 64-bit mode is on in this thread now."""
+    return bool(jax.config.jax_enable_x64)
+
+
+@contextlib.contextmanager
+def physics_precision() -> Iterator[None]:
+    """Context in which JAX computes in float64 (``jax.enable_x64(True)``); restores the previous
+    mode on exit. Nesting is free."""
+    if x64_enabled():
+        yield
+        return
+    with jax.enable_x64(True):
+        yield
+
+
+def _traced(args, kwargs) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((args, kwargs)))
+
+
+def physics(fn: F) -> F:
+    """Decorator: run ``fn`` under :func:`physics_precision` (a no-op when x64 is already on or
+    when called with tracers, see the module docstring)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if x64_enabled() or _traced(args, kwargs):
+            return fn(*args, **kwargs)
+        with jax.enable_x64(True):
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def physics_fn(fn: F) -> F:
+    """Decorator for makers: run the maker under :func:`physics_precision` and wrap the callable it
+    returns (or the callables of the tuple it returns) with :func:`physics` too, so a later direct
+    call is float64 as well."""
+
+    @functools.wraps(fn)
+    def maker(*args, **kwargs):
+        with physics_precision():
+            out = fn(*args, **kwargs)
+        if type(out) is tuple:
+            return tuple(physics(o) if callable(o) else o for o in out)
+        return physics(out) if callable(out) else out
+
+    return maker  # type: ignore[return-value]

@@ -1,0 +1,53 @@
+"""Precision is an explicit choice: the library's physics entry points compute in float64 even
+when the process default is float32, and they do not switch mode inside someone else's trace."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from actuatorlab.identify.fit import ParamSpace, make_loss
+from actuatorlab.models.params import neutral_params
+from actuatorlab.models.registry import get_model
+from actuatorlab.precision import physics, physics_precision, x64_enabled
+from actuatorlab.sim.rollout import make_batches, rollout_batch
+
+from synthetic import DT, TRUTH_M1, synthetic_log
+
+
+@pytest.fixture(scope="module")
+def log():
+    return synthetic_log("chirp", TRUTH_M1, duration=0.5)
+
+
+def test_physics_entry_points_are_float64_when_the_default_is_float32(log):
+    spec = get_model("m1")
+    with jax.enable_x64(False):
+        assert not x64_enabled() and jnp.zeros(1).dtype == jnp.float32
+        (b,) = make_batches([log], DT)
+        p = {k: np.float64(v) for k, v in {**neutral_params(), **TRUTH_M1}.items()}
+        out = rollout_batch(b.step_config(), p, b.arrays())
+        assert out.q.dtype == jnp.float64
+        space = ParamSpace.build(spec, [b], "servo")
+        loss = make_loss(spec, space, [b])               # a maker: the returned loss is float64 too
+        theta = space.to_theta(np.full(space.n, 0.5))
+        assert np.asarray(loss(theta)).dtype == np.float64
+        assert not x64_enabled()                          # the caller's mode is restored
+    # same numbers as under the session's x64 mode
+    out64 = rollout_batch(b.step_config(), p, b.arrays())
+    np.testing.assert_array_equal(np.asarray(out.q), np.asarray(out64.q))
+
+
+def test_wrapped_functions_do_not_switch_mode_inside_a_trace():
+    @physics
+    def f(x):
+        return x + jnp.zeros((), float)  # float: JAX's default float dtype in the current mode
+
+    with jax.enable_x64(False):
+        assert f(np.float32(1.0)).dtype == jnp.float64     # direct call: physics precision
+        assert jax.jit(f)(np.float32(1.0)).dtype == jnp.float32  # traced: the caller's precision
+        with physics_precision():
+            assert x64_enabled()
+        assert not x64_enabled()
