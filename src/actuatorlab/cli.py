@@ -163,6 +163,38 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
 
 
 @app.command()
+def train(data: List[Path] = typer.Argument(..., help="log files or folders to train on"),
+          arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm"),
+          residual: Optional[Path] = typer.Option(None, "--residual", help="fitted analytic RUN/model.json: learn "
+                                                  "a correction of it instead of the whole actuator"),
+          steps: Optional[int] = typer.Option(None, "--steps", help="optimizer steps (default: the default budget)"),
+          out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder"),
+          seed: int = typer.Option(0, "--seed"),
+          resume: bool = typer.Option(False, "--resume", help="continue RUN/checkpoint.ckpt exactly"),
+          robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot: whole-robot "
+                                              "training through MJX (writes RUN/arm_model.json)")):
+    """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
+    write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`."""
+    from . import pipeline
+
+    if robot is not None:
+        run_train_arm = getattr(pipeline, "run_train_arm", None)
+        if run_train_arm is None:
+            raise ActuatorlabError("whole-robot training (--robot) is not available in this build")
+        run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+        return
+    d = pipeline.run_train(data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+    s, tr = d["_summary"], d["fit"]
+    unit = s["unit"]
+    console.print(f"{d['model']}: best validation MAE {_mrad(tr['validation_mae'], unit)} at step "
+                  f"{tr['best_step']} of {tr['steps']} ({tr['wall_s']:.0f} s, "
+                  f"{tr['s_per_1k_steps'] or float('nan'):.0f} s per 1,000 steps)")
+    console.print(f"replay of the given logs: MAE {_mrad(s['position_mae'], unit)}, "
+                  f"RMSE {_mrad(s['position_rmse'], unit)}")
+    console.print(f"wrote {out / 'model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
+
+
+@app.command()
 def compare(data: List[Path] = typer.Argument(..., help="training logs"),
             holdout: List[Path] = typer.Option(..., "--holdout", help="held-out logs (repeat the option)"),
             models: Optional[str] = typer.Option(None, "--models", help="comma-separated (default: the nested ladder)"),
@@ -227,7 +259,11 @@ def export(model_json: Path = typer.Argument(...), mjcf: Path = typer.Option(...
     from .export import export_mjcf
     from .identify.modelfile import load_model
 
-    r = export_mjcf(load_model(model_json), mjcf, base_xml=base, joint=joint)
+    d = load_model(model_json)
+    if d.get("kind"):
+        raise ActuatorlabError(f"{model_json}: a {d['kind']} model has no MuJoCo equivalent; export the "
+                               "analytic model it was trained with")
+    r = export_mjcf(d, mjcf, base_xml=base, joint=joint)
     t = Table(title=f"wrote {r.path}")
     t.add_column("MuJoCo quantity")
     t.add_column("value")

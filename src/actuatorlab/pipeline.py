@@ -18,7 +18,7 @@ from .logs import load_logs, save_trajectory, audit_log
 from .logs.format import Trajectory
 
 __all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
-           "run_audit", "identifiability_for"]
+           "run_audit", "identifiability_for", "run_train", "TRAIN_BUDGET"]
 
 Progress = Callable[[str, str, float], None]
 
@@ -333,3 +333,98 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         params = d["params"]
         model = d.get("model")
     return evaluate_arm(robot, params, load_logs(list(paths)), model=model)
+
+
+#: default one-joint training budget (``actuatorlab train`` without --steps): optimizer steps,
+#: windows per step, history frames; minutes on two CPU cores for the one-joint default sizes
+TRAIN_BUDGET = {"steps": 600, "n_windows": 16, "history": 8}
+
+
+def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", residual: str | Path | None = None,
+              steps: int | None = None, seed: int = 0, resume: bool = False, lr: float = 1e-3,
+              n_windows: int | None = None, history: int | None = None, sizes: dict | None = None,
+              dt: float | None = None, curriculum=None, progress: bool = True) -> dict:
+    """Train a one-joint learned actuator (or, with ``residual``, a learned correction of that
+    fitted analytic RUN/model.json) through the one-joint simulator; write RUN/model.json
+    (``kind`` learned | residual), RUN/weights.eqx and the training run files (config.json,
+    metrics.jsonl, checkpoint.ckpt, best.ckpt).
+
+    The given logs are split into fit and validation logs
+    (:func:`~actuatorlab.identify.select.split_validation`); the network is trained on windows of
+    the fit logs and the EMA parameters with the lowest full-replay validation MAE are kept.
+    Returns the model dict plus ``_summary`` (metrics of the replay on all given logs) and
+    ``_train`` (wall times)."""
+    import time
+
+    from .errors import ModelError
+    from .evaluate import summarize
+    from .identify.modelfile import load_model
+    from .identify.select import split_validation
+    from .learned.joint_train import DEFAULT_CURRICULUM, build_joint_model, replay_joint, save_joint_model, \
+        train_joint
+    from .learned.nets import ARCHS
+    from .learned.trainer import TrainConfig
+    from .sim.rollout import make_batches
+
+    if arch not in ARCHS:
+        from .errors import UnknownNameError
+
+        raise UnknownNameError("architecture", arch, list(ARCHS))
+    base = None
+    if residual is not None:
+        base = load_model(residual)
+        if base.get("kind"):
+            raise ModelError(f"{residual}: --residual needs a fitted analytic model (actuatorlab fit), "
+                             f"not a {base['kind']} one")
+    trajs = load_data(paths)
+    if base is not None:
+        for t in trajs:
+            if t.setup.joint_type != base.get("joint_type", t.setup.joint_type):
+                raise DataError(t.source_file or t.name, f"unit mismatch: log is {t.setup.joint_type} but the "
+                                                         f"residual's base model is {base.get('joint_type')}")
+        dt = dt or (base.get("fit") or {}).get("dt")
+    steps = int(steps or TRAIN_BUDGET["steps"])
+    n_windows = int(n_windows or TRAIN_BUDGET["n_windows"])
+    history = int(TRAIN_BUDGET["history"] if history is None else history)
+    fit_part, val_part = split_validation(trajs)
+    fb = make_batches(fit_part, dt)
+    dt = fb[0].dt
+    vb = make_batches(val_part, dt)
+    kind = "residual" if base is not None else "learned"
+    model = build_joint_model(kind, arch, fb, base=base, history=history, sizes=sizes, seed=seed)
+    cfg = TrainConfig(steps=steps, lr=lr, warmup=min(50, steps // 10), seed=seed,
+                      checkpoint_every=max(25, steps // 10), eval_every=max(25, steps // 10))
+    out = Path(out)
+    meta = {"kind": kind, "arch": arch, "residual": None if residual is None else str(residual),
+            "fit_logs": [t.name for t in fit_part], "validation_logs": [t.name for t in val_part],
+            "n_windows": n_windows, "history": history, "dt": dt}
+    t0 = time.perf_counter()
+    curriculum = tuple(curriculum or DEFAULT_CURRICULUM)
+    meta["curriculum"] = [list(c) for c in curriculum]
+    best, res = train_joint(out, fb, vb, model, cfg, n_windows=n_windows, resume=resume, progress=progress,
+                            meta=meta, curriculum=curriculum)
+    wall = time.perf_counter() - t0
+    batches = make_batches(trajs, dt)
+    summary = summarize(replay_joint(best, batches))
+    training = {"steps": steps, "n_windows": n_windows, "curriculum": meta["curriculum"], "lr": lr, "seed": seed,
+                "best_step": res.best_step, "validation_mae": res.best_val, "wall_s": wall,
+                "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
+                "fit_logs": meta["fit_logs"], "validation_logs": meta["validation_logs"]}
+    data = {"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in trajs],
+            "n_samples": int(sum(b.n_samples for b in batches)), "dt": dt}
+    from .learned.nets import arch_sizes
+    from .learned.joint_train import JOINT_SIZES
+
+    full = arch_sizes(arch, **{**JOINT_SIZES.get(arch, {}), **(sizes or {})})
+    if base is not None:  # what the replay needs, plus provenance
+        base = {**{k: base[k] for k in ("format", "format_version", "model", "description", "parameters",
+                                        "joint_type", "controller", "setup") if k in base},
+                "fit": {"dt": (base.get("fit") or {}).get("dt")}, "source": str(residual),
+                "git_revision": base.get("git_revision")}
+    save_joint_model(out, best, arch=arch, sizes=full, base=base,
+                     setup=_setup_summary(trajs), data=data, training=training,
+                     metrics={"train": {k: summary[k] for k in ("position_mae", "position_rmse",
+                                                                 "position_relative_error")}})
+    d = load_model(out / "model.json")
+    d["_summary"] = summary
+    return d

@@ -16,6 +16,29 @@ from .metrics import LogResult, summarize
 __all__ = ["replay", "replay_batches", "evaluate_model", "timestep_sensitivity"]
 
 
+def log_results(b: Batch, out, q_onestep, with_effort: bool = True) -> list[LogResult]:
+    """One :class:`LogResult` per log of batch ``b`` from rollout outputs ``out`` (leaves (B, T))
+    and one-step predictions (B, T); ``with_effort``: ``out.u`` is comparable with the measured
+    controller output (analytic models)."""
+    q1 = np.asarray(q_onestep)
+    results = []
+    for i, name in enumerate(b.names):
+        n = int(b.mask[i].sum())
+        eff_meas = b.effort_meas[i][:n]
+        has_eff = with_effort and bool(np.isfinite(eff_meas).all())
+        results.append(LogResult(
+            name=name, unit=b.unit, t=b.t[i][:n], q_meas=b.q_meas[i][:n],
+            q_sim=np.asarray(out.q[i])[:n], dq_meas=b.dq_meas[i][:n], dq_sim=np.asarray(out.dq[i])[:n],
+            q_target=b.q_target[i][:n], torque_enable=b.enable[i][:n], mask=np.ones(n, bool),
+            motor_torque_sim=np.asarray(out.tau_motor[i])[:n],
+            external_torque_sim=np.asarray(out.tau_ext[i])[:n],
+            q_onestep=q1[i][:n],
+            effort_meas=eff_meas if has_eff else None,
+            effort_sim=np.asarray(out.u[i])[:n] if has_eff else None,
+            conditions=dict(b.conditions[i]) if b.conditions else {}))
+    return results
+
+
 @physics
 def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogResult]:
     """Full closed-loop rollouts and one-step predictions of every log of every batch."""
@@ -25,23 +48,7 @@ def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogRe
     for b in batches:
         cfg = b.step_config(spec.compliant, substeps_for(spec), spec.thermal)
         arr = b.arrays()
-        out = rollout_batch(cfg, p, arr)
-        q1 = np.asarray(one_step(cfg, p, arr))
-        for i, name in enumerate(b.names):
-            m = b.mask[i]
-            n = int(m.sum())
-            eff_meas = b.effort_meas[i][:n]
-            has_eff = bool(np.isfinite(eff_meas).all())
-            results.append(LogResult(
-                name=name, unit=b.unit, t=b.t[i][:n], q_meas=b.q_meas[i][:n],
-                q_sim=np.asarray(out.q[i])[:n], dq_meas=b.dq_meas[i][:n], dq_sim=np.asarray(out.dq[i])[:n],
-                q_target=b.q_target[i][:n], torque_enable=b.enable[i][:n], mask=np.ones(n, bool),
-                motor_torque_sim=np.asarray(out.tau_motor[i])[:n],
-                external_torque_sim=np.asarray(out.tau_ext[i])[:n],
-                q_onestep=q1[i][:n],
-                effort_meas=eff_meas if has_eff else None,
-                effort_sim=np.asarray(out.u[i])[:n] if has_eff else None,
-                conditions=dict(b.conditions[i]) if b.conditions else {}))
+        results.extend(log_results(b, rollout_batch(cfg, p, arr), one_step(cfg, p, arr)))
     return results
 
 
@@ -49,6 +56,10 @@ def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogRe
 def replay(model_dict: dict, trajs: list[Trajectory], dt: float | None = None) -> list[LogResult]:
     """Replay ``trajs`` with the model of a loaded model.json (at its fitted dt unless given)."""
     dt = float(dt if dt is not None else model_dict.get("fit", {}).get("dt") or 0) or None
+    if model_dict.get("kind"):  # learned / residual (load_model checked the kind)
+        from ..learned.joint_train import load_joint_model, replay_joint
+
+        return replay_joint(load_joint_model(model_dict, model_dict["_path"]), make_batches(trajs, dt))
     return replay_batches(model_dict["model"], params_from_model(model_dict), make_batches(trajs, dt))
 
 

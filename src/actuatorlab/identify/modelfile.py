@@ -121,6 +121,8 @@ def load_model(path: str | Path) -> dict[str, Any]:
     if d.get("format_version") != MODEL_FORMAT_VERSION:
         raise ModelError(f"{path}: model format version {d.get('format_version')!r} is not supported "
                          f"(this version reads {MODEL_FORMAT_VERSION!r})")
+    if "kind" in d:  # a learned / residual one-joint model (docs/model_file.md)
+        return _check_learned(d, path)
     for key in ("model", "parameters", "setup"):
         if key not in d:
             raise ModelError(f"{path}: missing key {key!r}")
@@ -130,6 +132,25 @@ def load_model(path: str | Path) -> dict[str, Any]:
             raise ModelError(f"{path}: unknown parameter {name!r}")
         if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
             raise ModelError(f"{path}: parameter {name!r} has no numeric value")
+    return d
+
+
+LEARNED_KINDS = ("learned", "residual")
+
+
+def _check_learned(d: dict, path: Path) -> dict[str, Any]:
+    """Validate the JSON side of a learned/residual model.json; the weights file beside it is read
+    (and checked) when the model is replayed (:func:`actuatorlab.learned.joint_train.load_joint_model`)."""
+    if d["kind"] not in LEARNED_KINDS:
+        raise ModelError(f"{path}: unknown model kind {d['kind']!r}; available: {', '.join(LEARNED_KINDS)}")
+    for key in ("model", "arch", "weights", "layout", "normalizer", "physics_parameters", "step_config", "setup"):
+        if key not in d:
+            raise ModelError(f"{path}: learned model file has no {key!r}")
+    if not (path.parent / str(d["weights"])).is_file():
+        raise ModelError(f"{path}: weights file {d['weights']!r} not found beside it")
+    if d["kind"] == "residual" and not isinstance(d.get("base"), dict):
+        raise ModelError(f"{path}: residual model file has no analytic 'base' model")
+    d["_path"] = str(path)
     return d
 
 

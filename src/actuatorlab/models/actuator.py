@@ -7,7 +7,7 @@ friction (:mod:`.friction`) and plant (:mod:`.plant`) are separate pure function
 
 Rigid transmission (one body, inertia I = I_load + armature)::
 
-    tau_m = drive(u, dq)                         motor effort at the output
+    tau_m = drive(u, dq) [+ tau_extra]           motor effort at the output (+ residual)
     tau_e = plant external effort (gravity, bias)
     tau_f = stick_slip(I, dq, tau_m + tau_e, F(tau_m, tau_e, dq), h)
     dq'   = dq + h (tau_m + tau_e + tau_f) / I   semi-implicit Euler, h = dt / substeps
@@ -84,11 +84,15 @@ class State(NamedTuple):
 
 
 class Inputs(NamedTuple):
-    """Per control period: q_target [rad|m] (already delayed), enable [0/1], v_supply [V]."""
+    """Per control period: q_target [rad|m] (already delayed), enable [0/1], v_supply [V];
+    tau_extra [N.m|N] an optional effort added to the drive's (held over the period), the hook
+    through which a learned residual (:mod:`actuatorlab.learned.joint`) corrects the analytic
+    actuator; None (the default) leaves the analytic step unchanged."""
 
     q_target: jnp.ndarray
     enable: jnp.ndarray
     v_supply: jnp.ndarray
+    tau_extra: jnp.ndarray | None = None
 
 
 class Outputs(NamedTuple):
@@ -172,14 +176,19 @@ def make_step(cfg: StepConfig):
         h = k.law.dt / n_sub
         u = law.fn(k.law, p, x.q_target, s.q, s.q_prev, s.q_prev2, s.dq, x.v_supply)
         I_load, tau_e0 = plant_fn(k.plant, p, s.q)
-        tau_m0 = drive_effort(law.drive, p, k.law, u, s.dqm, x.enable)
+
+        def drive(dq):  # the drive's effort, plus the residual correction when there is one
+            tau = drive_effort(law.drive, p, k.law, u, dq, x.enable)
+            return tau if x.tau_extra is None else tau + x.tau_extra
+
+        tau_m0 = drive(s.dqm)
 
         if not cfg.compliant:
             def sub(carry, _):
                 q, dq = carry
                 I_load, tau_e = plant_fn(k.plant, p, q)
                 inertia = I_load + p["armature"]
-                tau_m = drive_effort(law.drive, p, k.law, u, dq, x.enable)
+                tau_m = drive(dq)
                 budget = friction_budget(p, tau_m, tau_e, dq, p["armature"] / inertia)
                 tau_f = stick_slip_torque(inertia, dq, tau_m + tau_e, budget, h)
                 dq = dq + h * (tau_m + tau_e + tau_f) / inertia
@@ -196,7 +205,7 @@ def make_step(cfg: StepConfig):
                 # on the output side so that the two-body model stays defined
                 I_load = jnp.maximum(I_load, 1e-3 * J)
                 tau_c = transmission_coupling(p, qm, dqm, q, dq, effective_inertia(J, I_load), h)
-                tau_m = drive_effort(law.drive, p, k.law, u, dqm, x.enable)
+                tau_m = drive(dqm)
                 budget = friction_budget(p, tau_m, -tau_c, dqm)
                 tau_f = stick_slip_torque(J, dqm, tau_m - tau_c, budget, h)
                 dqm = dqm + h * (tau_m - tau_c + tau_f) / J

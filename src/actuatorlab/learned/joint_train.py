@@ -1,0 +1,228 @@
+"""Training one-joint learned / residual actuators through the one-joint simulator, and their
+model file (RUN/model.json with ``"kind": "learned" | "residual"``, weights beside it).
+
+Training (:func:`train_joint`): windows of ``horizon`` control steps cut at random places of the
+training logs, each restarted from the measured state (and measured history) at its start, are
+replayed closed loop by :func:`~actuatorlab.learned.joint.simulate`; the loss is the Huber loss of
+simulated vs measured positions (:func:`~actuatorlab.learned.joint.window_loss`), differentiated
+through the whole window (BPTT through the simulator and the history buffer). The horizon grows
+along a curriculum (default 32 -> 64 -> 128 steps, equal thirds of the run). Validation: the full
+closed-loop replay MAE of validation logs (split off the *training* logs by
+:func:`~actuatorlab.identify.select.split_validation`, never the held-out ones); the best EMA
+parameters by validation are the model that is written.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import DataError, ModelError
+from ..logs.format import Trajectory
+from ..models.actuator import StepConfig
+from ..models.params import neutral_params
+from .features import FeatureLayout, Normalizer, fit_normalizer
+from .joint import JOINT_FEATURES, KINDS, JointModel, LogSet, frame, log_set, onestep_logs, rollout_logs, \
+    trainable, window_loss, windows
+from .trainer import TrainConfig, TrainResult, train
+
+__all__ = ["JOINT_SIZES", "DEFAULT_CURRICULUM", "build_joint_model", "train_joint", "save_joint_model",
+           "load_joint_model", "replay_joint", "WEIGHTS_NAME"]
+
+#: one-joint default network sizes (a single channel of 7 features needs far less than the
+#: whole-robot defaults of :data:`~actuatorlab.learned.nets.ARCHS`; these train at a few steps
+#: per second on two CPU cores). Override with ``sizes``.
+JOINT_SIZES = {
+    "transformer": dict(d=64, n_heads=4, n_layers=2, ff=128, head_width=64),
+    "mlp": dict(width=128, depth=3, d=64, head_width=64),
+    "gru": dict(hidden=64, n_layers=1, head_width=64),
+    "lstm": dict(hidden=56, n_layers=1, head_width=64),
+}
+#: (fraction of the run at which the horizon starts, horizon [control steps])
+DEFAULT_CURRICULUM = ((0.0, 32), (1 / 3, 64), (2 / 3, 128))
+WEIGHTS_NAME = "weights.eqx"
+
+
+def _gravity_effort(batches) -> float:
+    """Largest static gravity effort of the training benches [N.m|N] (m l + m_arm l / 2) g."""
+    vals = []
+    for b in batches:
+        pc = b.consts.plant
+        vals.append(np.max(np.abs((pc.mass * pc.length + 0.5 * pc.arm_mass * pc.length) * pc.gravity)))
+    return float(max(vals)) if vals else 0.0
+
+
+def _measured_frames(layout, batches) -> np.ndarray:
+    out = []
+    for b in batches:
+        c = jax.tree.map(jnp.asarray, b.consts)
+        f = jax.vmap(lambda ci, qt, en, vs, q, dq: frame(layout, ci, qt, en, vs, q, dq))(
+            c, jnp.asarray(b.q_target), jnp.asarray(b.enable), jnp.asarray(b.v_supply),
+            jnp.asarray(b.q_meas), jnp.asarray(b.dq_meas))
+        out.append(np.asarray(f)[np.asarray(b.mask)])
+    return np.concatenate(out, 0)
+
+
+def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None, history: int = 8,
+                      sizes: dict | None = None, seed: int = 0, effort_scale: float | None = None,
+                      effort_bound: float | None = None) -> JointModel:
+    """A freshly initialised one-joint model for the logs of ``batches`` (their law and plant).
+
+    ``kind`` "residual" needs ``base``, a loaded analytic model.json (its parameters and model
+    structure are frozen inside). Normalization is fitted on the measured frames of ``batches``
+    (training logs only). Effort scale / bound default to the largest gravity effort g* of the
+    benches: learned: scale g*, bound 2 g*; residual: scale 0.1 g*, bound 0.5 g* (1 N.m / N when
+    the bench has no gravity)."""
+    from ..identify.fit import substeps_for
+    from ..identify.modelfile import params_from_model
+    from ..models.registry import get_model
+    from .nets import make_net
+
+    if kind not in KINDS:
+        raise ModelError(f"unknown learned-model kind {kind!r}; available: {', '.join(KINDS)}")
+    laws = {(b.law, b.plant) for b in batches}
+    if len(laws) != 1:
+        raise DataError(None, f"one-joint training needs logs of one control law and bench, got {sorted(laws)}")
+    (law, plant), = laws
+    layout = FeatureLayout(channels=("joint",), per_channel=JOINT_FEATURES, history=history)
+    norm = fit_normalizer(_measured_frames(layout, batches))
+    g = _gravity_effort(batches) or 1.0
+    if kind == "residual":
+        if base is None:
+            raise ModelError("a residual model needs the fitted analytic model it corrects (RUN/model.json)")
+        spec = get_model(base["model"])
+        cfg = StepConfig(law, plant, spec.compliant, substeps_for(spec), spec.thermal)
+        if spec.thermal:
+            raise ModelError(f"{base['model']}: +thermal is not available on the one-joint path")
+        params = params_from_model(base)
+        scale, bound = 0.1 * g, 0.5 * g
+    else:
+        cfg = StepConfig(law, plant)
+        params = neutral_params()
+        if base is not None:  # the bench's rotor inertia and plant offsets from a fitted model
+            bp = params_from_model(base)
+            params.update({k: bp[k] for k in ("armature", "q_offset", "force_offset")})
+        scale, bound = g, 2.0 * g
+    params = {k: jnp.asarray(v, jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+              for k, v in params.items()}
+    net = make_net(arch, n_features=layout.n_features, n_channels=1, history=history,
+                   key=jax.random.PRNGKey(seed), **{**JOINT_SIZES.get(arch, {}), **(sizes or {})})
+    return JointModel(net=net, norm=norm, params=params, kind=kind, cfg=cfg, layout=layout,
+                      effort_scale=float(effort_scale or scale), effort_bound=float(effort_bound or bound))
+
+
+def _horizon(step: int, steps: int, curriculum) -> int:
+    h = curriculum[0][1]
+    for frac, hz in curriculum:
+        if step >= frac * steps:
+            h = hz
+    return int(h)
+
+
+def train_joint(run_dir, fit_batches, val_batches, model: JointModel, cfg: TrainConfig, *,
+                curriculum=DEFAULT_CURRICULUM, n_windows: int = 16, resume: bool = False,
+                progress: bool = True, meta: dict | None = None) -> tuple[JointModel, TrainResult]:
+    """Train ``model`` on windows of ``fit_batches`` (one Batch: one law/plant) with the generic
+    trainer; validation = full-replay MAE on ``val_batches`` (None: no validation, the final EMA
+    is kept). Returns (best model, TrainResult)."""
+    if len(fit_batches) != 1:
+        raise DataError(None, "one-joint training needs logs of one control law and bench")
+    logs = log_set(model, fit_batches[0])
+    n_valid = np.asarray(fit_batches[0].mask).sum(1)
+    val_logs = [log_set(model, b) for b in (val_batches or [])]
+    base_key = jax.random.PRNGKey(cfg.seed + 1)
+
+    def batch_fn(step: int):
+        hz = _horizon(step, cfg.steps, curriculum)
+        k = jax.random.fold_in(base_key, step)
+        ka, kb = jax.random.split(k)
+        idx = np.asarray(jax.random.randint(ka, (n_windows,), 0, len(n_valid)))
+        span = np.maximum(n_valid[idx] - hz, 1)
+        k0 = np.floor(np.asarray(jax.random.uniform(kb, (n_windows,))) * span).astype(np.int32)
+        return windows(model, logs, idx, k0, hz)
+
+    def val_fn(m):
+        num = den = 0.0
+        for ls in val_logs:
+            out = rollout_logs(m, ls)
+            e = np.abs(np.asarray(out.q) - np.asarray(ls.q_meas))[np.asarray(ls.mask)]
+            num, den = num + float(np.sum(e)), den + e.size
+        return {"val": num / max(den, 1), "val_mae": num / max(den, 1)}
+
+    res = train(run_dir, model, window_loss, batch_fn, cfg, val_fn=val_fn if val_logs else None,
+                resume=resume, progress=progress, meta=meta, filter_spec=trainable(model))
+    return res.best, res
+
+
+# ---------------------------------------------------------------------------------------------
+# model file
+
+
+def save_joint_model(run_dir, model: JointModel, *, arch: str, sizes: dict, base: dict | None,
+                     setup: dict, data: dict, training: dict, metrics: dict | None = None) -> Path:
+    """Write RUN/weights.eqx (network) and RUN/model.json (kind, layout, normalizer, physics)."""
+    from .. import __version__
+    from ..identify.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, git_revision, save_model
+    from .checkpoint import save_learned
+
+    run_dir = Path(run_dir)
+    save_learned(run_dir / WEIGHTS_NAME, model.net, layout=model.layout, normalizer=model.norm, arch=arch,
+                 sizes=sizes, meta={"kind": model.kind})
+    d = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "kind": model.kind,
+         "model": f"{model.kind}:{arch}" + (f"({base['model']})" if model.kind == "residual" else ""),
+         "arch": arch, "sizes": sizes, "weights": WEIGHTS_NAME,
+         "layout": model.layout.to_dict(), "normalizer": model.norm.to_dict(),
+         "effort_scale": model.effort_scale, "effort_bound": model.effort_bound,
+         "step_config": {"law": model.cfg.law, "plant": model.cfg.plant, "compliant": model.cfg.compliant,
+                         "substeps": model.cfg.substeps},
+         "physics_parameters": {k: float(v) for k, v in model.params.items()},
+         "base": base, "joint_type": setup.get("joint_type"), "controller": setup.get("controller"),
+         "actuator": setup.get("actuator"), "setup": setup, "fit": {"dt": data.get("dt"), **training},
+         "data": data, "metrics": metrics or {}, "package_version": __version__,
+         "git_revision": git_revision()}
+    return save_model(d, run_dir / "model.json")
+
+
+def load_joint_model(d: dict, path: Path) -> JointModel:
+    """The JointModel of a loaded learned/residual model.json (``path``: that file, for the
+    weights' relative path and error messages)."""
+    from .checkpoint import load_learned
+
+    path = Path(path)
+    for key in ("weights", "layout", "normalizer", "physics_parameters", "step_config", "arch"):
+        if key not in d:
+            raise ModelError(f"{path}: learned model file has no {key!r}")
+    wpath = path.parent / d["weights"]
+    lm = load_learned(wpath)
+    layout = FeatureLayout.from_dict(d["layout"])
+    layout.check_compatible(lm.layout, where=str(wpath))
+    norm = Normalizer.from_dict(d["normalizer"], layout.n_features)
+    sc = d["step_config"]
+    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    try:
+        return JointModel(net=lm.net, norm=norm,
+                          params={k: jnp.asarray(float(v), dtype) for k, v in d["physics_parameters"].items()},
+                          kind=d["kind"], cfg=StepConfig(sc["law"], sc["plant"], bool(sc.get("compliant", False)),
+                                                         int(sc.get("substeps", 1))),
+                          layout=layout, effort_scale=float(d["effort_scale"]), effort_bound=float(d["effort_bound"]))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ModelError(f"{path}: malformed learned model ({e.__class__.__name__}: {e})") from None
+
+
+def replay_joint(model: JointModel, batches) -> list:
+    """Full closed-loop replays and one-step predictions, as :class:`LogResult` objects (the same
+    as the analytic replay, :func:`actuatorlab.evaluate.replay.replay_batches`)."""
+    from ..evaluate.replay import log_results
+
+    results = []
+    for b in batches:
+        ls = log_set(model, b)
+        results.extend(log_results(b, rollout_logs(model, ls), onestep_logs(model, ls),
+                                   with_effort=model.kind == "residual"))
+    return results
