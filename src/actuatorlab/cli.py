@@ -165,7 +165,7 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
 @app.command()
 def train(data: List[Path] = typer.Argument(..., help="log files or folders to train on"),
           arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm"),
-          residual: Optional[Path] = typer.Option(None, "--residual", help="fitted analytic RUN/model.json: learn "
+          residual: Optional[Path] = typer.Option(None, "--residual", help="fitted analytic RUN/model.json (RUN/arm_model.json with --robot): learn "
                                                   "a correction of it instead of the whole actuator"),
           steps: Optional[int] = typer.Option(None, "--steps", help="optimizer steps (default: the default budget)"),
           out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder"),
@@ -181,7 +181,12 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
         run_train_arm = getattr(pipeline, "run_train_arm", None)
         if run_train_arm is None:
             raise ActuatorlabError("whole-robot training (--robot) is not available in this build")
-        run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+        d = run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+        tr = d["training"]
+        console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation MAE "
+                      f"{tr['best_val_mae']:.4g} rad at step {tr['best_step']} of {tr['steps']} "
+                      f"({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
+        console.print(f"wrote {out / 'arm_model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
         return
     d = pipeline.run_train(data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
     s, tr = d["_summary"], d["fit"]

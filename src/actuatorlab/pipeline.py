@@ -313,7 +313,8 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
 @physics
 def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     """Per-joint replay MAE at 100/300/600 steps of multi-joint logs; ``model_path`` is an
-    arm_model.json from :func:`run_fit_arm` or the word "nominal" (the robot config's values)."""
+    arm_model.json from :func:`run_fit_arm` or :func:`run_train_arm` (kind "learned" /
+    "residual") or the word "nominal" (the robot config's values)."""
     import json
 
     from .errors import ModelError
@@ -326,6 +327,11 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
             d = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
+        if d.get("format") == ARM_MODEL_FORMAT and d.get("kind") in ("learned", "residual"):
+            from .learned.arm import evaluate_learned_arm, load_arm_model
+
+            r, m, _ = load_arm_model(p, robot)
+            return evaluate_learned_arm(r, m, load_logs(list(paths)))
         if d.get("format") != ARM_MODEL_FORMAT:
             raise ModelError(f"{p}: not an actuatorlab arm model (fit it with `actuatorlab fit --robot`)")
         if d.get("robot") != robot:
@@ -428,3 +434,46 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     d = load_model(out / "model.json")
     d["_summary"] = summary
     return d
+
+
+def split_arm_data(paths) -> tuple[list[Trajectory], list[Trajectory]]:
+    """(training, validation) logs for whole-robot training: a dataset folder written by
+    ``actuatorlab synth`` (with train/ and val/) gives its own split; other logs are split by
+    :func:`~actuatorlab.identify.select.split_validation` (every 4th log by excitation)."""
+    from .identify.select import split_validation
+
+    tr, va, rest = [], [], []
+    for p in map(Path, paths):
+        if (p / "train").is_dir() and (p / "val").is_dir():
+            tr += load_logs([p / "train"])
+            va += load_logs([p / "val"])
+        else:
+            rest.append(p)
+    if rest:
+        a, b = split_validation(load_logs(rest))
+        tr, va = tr + a, va + b
+    return tr, va
+
+
+def run_train_arm(robot: str, paths, out: str | Path = "run", *, arch: str = "transformer",
+                  residual: str | Path | None = None, steps: int | None = None, seed: int = 0,
+                  resume: bool = False, budget: str | dict = "default", sizes: dict | None = None,
+                  progress: bool = True) -> dict:
+    """Train a learned (or, with ``residual`` = an analytic RUN/arm_model.json, a residual)
+    whole-robot actuator model through the MJX rollout and write RUN/arm_model.json (kind
+    "learned" | "residual") + RUN/arm_model.eqx, loadable by ``evaluate --robot``
+    (:func:`actuatorlab.learned.arm.train_arm`). ``budget``: "default" (finishes within 15 min on
+    2 CPU cores for the neural_actuator suite at --scale 0.1), "full" (documented full run) or a
+    dict of :data:`~actuatorlab.learned.arm.DEFAULT_BUDGET` keys. The run folder also holds the
+    trainer's config.json, metrics.jsonl and checkpoints (``resume`` continues exactly)."""
+    from .learned.arm import DEFAULT_BUDGET, FULL_BUDGET, train_arm
+
+    if isinstance(budget, str):
+        if budget not in ("default", "full"):
+            from .errors import UnknownNameError
+
+            raise UnknownNameError("training budget", budget, ("default", "full"))
+        budget = DEFAULT_BUDGET if budget == "default" else FULL_BUDGET
+    tr, va = split_arm_data(paths)
+    return train_arm(robot, tr, va, arch=arch, out=out, residual=residual, steps=steps, seed=seed, resume=resume,
+                     budget=dict(budget), sizes=sizes, progress=progress)

@@ -41,6 +41,7 @@ import optax
 
 from ..errors import DataError, ModelError
 from ..logs.format import Trajectory
+from ..precision import physics
 from ..robots.loader import Robot, load_robot
 from ..sim.arm import ArmConfig, ArmInputs, ArmState, make_mjx_rollout
 from ..sim.arm_learned import TELEMETRY, LearnedArm, LearnedInputs, frames_of_log, trainable
@@ -161,6 +162,7 @@ def learned_windows(robot: Robot, logs: list[ArmLog], length: int, model: Learne
     return LearnedWindows(**d)
 
 
+@physics
 def make_learned_arm(robot: Robot, arch: str, *, channels: tuple[str, ...], per_channel: tuple[str, ...],
                      normalizer: Normalizer, effort_scale, base: dict | None = None, residual: bool = False,
                      history: int = 8, key=None, **sizes) -> LearnedArm:
@@ -281,6 +283,7 @@ def _base_of(robot_name: str, residual) -> tuple[Robot, dict, dict | None]:
     return r, p, {"model": d.get("model"), "params": d.get("params")}
 
 
+@physics
 def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory], *, arch: str,
               out: str | Path, residual=None, steps: int | None = None, seed: int = 0, resume: bool = False,
               budget: dict | None = None, sizes: dict | None = None, per_channel: tuple[str, ...] | None = None,
@@ -397,6 +400,7 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
     return d
 
 
+@physics
 def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Robot, LearnedArm, dict]:
     """(robot with the base model, LearnedArm, the JSON dict) of a learned/residual arm_model.json;
     problems are one-line ModelErrors naming the file."""
@@ -427,6 +431,7 @@ def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Rob
     return robot, model, d
 
 
+@physics
 def evaluate_learned_arm(robot: Robot, model: LearnedArm, trajs: Iterable[Trajectory],
                          horizons: Iterable[int] = (100, 300, 600)) -> dict[str, Any]:
     """:func:`~actuatorlab.identify.arm_fit.evaluate_arm`'s result for a learned model: per-joint

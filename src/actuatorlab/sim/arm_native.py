@@ -31,6 +31,7 @@ from ..models.actuator import drive_effort, transmission_coupling
 from ..models.control import CONTROL_LAWS
 from ..models.friction import friction_budget, stick_slip_torque
 from ..models.motor import dc_motor_current
+from ..precision import physics
 from ..robots.loader import Robot
 from .arm import (ArmConfig, ArmInputs, ArmOutputs, ArmState, Kit, delayed, filter_gain, firmware_output,
                   hot_params, joint_effort, layout, motor_current, motor_effort, motor_side, mujoco_armature,
@@ -85,6 +86,7 @@ def _diag_index(m: mujoco.MjModel, dadr: np.ndarray) -> tuple[str, np.ndarray]:
     return "qM", m.dof_Madr[dadr]
 
 
+@physics
 def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
                    cfg: ArmConfig | None = None, model_updates: dict | None = None,
                    model: mujoco.MjModel | None = None, *, heads: bool = False):
