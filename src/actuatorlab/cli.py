@@ -200,6 +200,20 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
 
 
 @app.command()
+def infer(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a learned or residual whole-robot model"),
+          data: List[Path] = typer.Argument(..., help="multi-joint log files or folders"),
+          out: Path = typer.Option(..., "--out", "-o", help="CSV file to write"),
+          robot: Optional[str] = typer.Option(None, "--robot", help="check the model was trained for this robot")):
+    """Causal online inference, one telemetry frame at a time (never a future sample): the
+    network's effort per channel, the end-effector force, the contact probability and the
+    condition scores, written as CSV."""
+    from .pipeline import run_infer
+
+    d = run_infer(model_json, data, out, robot=robot)
+    console.print(f"{d['frames']} frames of {d['logs']} logs, {d['mean_step_ms']:.3f} ms per frame; wrote {d['out']}")
+
+
+@app.command()
 def compare(data: List[Path] = typer.Argument(..., help="training logs"),
             holdout: List[Path] = typer.Option(..., "--holdout", help="held-out logs (repeat the option)"),
             models: Optional[str] = typer.Option(None, "--models", help="comma-separated (default: the nested ladder)"),

@@ -477,3 +477,42 @@ def run_train_arm(robot: str, paths, out: str | Path = "run", *, arch: str = "tr
     tr, va = split_arm_data(paths)
     return train_arm(robot, tr, va, arch=arch, out=out, residual=residual, steps=steps, seed=seed, resume=resume,
                      budget=dict(budget), sizes=sizes, progress=progress)
+
+
+def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -> dict:
+    """Causal online inference of a learned whole-robot model over logs, one frame at a time
+    (:class:`~actuatorlab.sim.arm_learned.OnlineEstimator`: measured positions, logged commands and
+    telemetry up to the present frame only). Writes OUT (CSV: log, time, effort/<channel> [N.m | N],
+    force_x/y/z [N], contact, condition/<channel>) atomically; returns {"frames", "logs", "out",
+    "mean_step_ms"}."""
+    import io
+    import time
+
+    from .identify.modelfile import atomic_write_text
+    from .learned.arm import arm_log, load_arm_model
+    from .precision import physics_precision
+    from .sim.arm_learned import OnlineEstimator
+
+    with physics_precision():
+        r, m, d = load_arm_model(model_path, robot)
+        est = OnlineEstimator(m)
+        ch = m.layout.channels
+        buf = io.StringIO()
+        buf.write(",".join(["log", "time"] + [f"effort/{c}" for c in ch] + ["force_x", "force_y", "force_z", "contact"]
+                           + [f"condition/{c}" for c in ch]) + "\n")
+        n, t_steps = 0, 0.0
+        trajs = load_logs(list(paths))
+        for traj in trajs:
+            lg = arm_log(r, traj, ch, m.layout.per_channel)
+            b = lg.base
+            est.reset()
+            for k in range(b.q_meas.shape[0]):
+                t0 = time.perf_counter()
+                o = est.step(b.inputs.q_target[k], b.q_meas[k], b.dq_meas[k], b.inputs.v_supply[k], b.inputs.enable[k],
+                             lg.telemetry[k])
+                t_steps += time.perf_counter() - t0
+                n += 1
+                vals = [*o["effort"], *o["force"], o["contact"], *o["condition"]]
+                buf.write(f"{traj.name},{traj.time[k]:.6g}," + ",".join(f"{float(v):.6g}" for v in vals) + "\n")
+    atomic_write_text(out, buf.getvalue())
+    return {"frames": n, "logs": len(trajs), "out": str(out), "mean_step_ms": 1e3 * t_steps / max(n, 1)}

@@ -40,7 +40,7 @@ from ..errors import ModelError
 from ..learned.features import FeatureLayout, Normalizer, build_window, push_history
 from ..learned.nets import Heads
 
-__all__ = ["TELEMETRY", "STATE_FEATURES", "LearnedArm", "LearnedInputs", "frame", "net_step", "trainable",
+__all__ = ["TELEMETRY", "STATE_FEATURES", "LearnedArm", "LearnedInputs", "OnlineEstimator", "frame", "net_step", "trainable",
            "step_fn_batched"]
 
 #: per-channel features read from logged telemetry: feature name -> log channel prefix
@@ -194,3 +194,39 @@ def step_fn_batched(model: LearnedArm, hist, q_target, q, dq, v_supply, enable, 
 def frames_of_log(model: LearnedArm, q_target, q, dq, v_supply, enable, telemetry) -> np.ndarray:
     """Raw measured frames (T, n_features) of a whole log (arrays (T, n) and (T, C, K))."""
     return np.asarray(frame(model, q_target, q, dq, v_supply, enable, telemetry))
+
+
+class OnlineEstimator:
+    """Causal online inference with a learned whole-robot model, one telemetry frame at a time.
+
+    A small stateful wrapper over the pure :func:`net_step`: it holds the history of the frames
+    already seen (nothing else), so an output never depends on a later frame. Before the first
+    frame the history is copies of it (as at the start of a log). The positions and velocities
+    are the *measured* ones (on hardware there is no simulator in the loop).
+
+    ``step(q_target, q, dq, v_supply, enable, telemetry)`` with robot-ordered (n,) arrays and
+    telemetry (C, K) in ``model.telemetry`` order returns {"effort": (C,) [N.m | N] the network's
+    effort (a residual's correction), "force": (3,) [N] sigmoid(gate) f_raw, "contact": contact
+    probability, "condition": (C,) condition scores in [0, 1]}. ``reset()`` forgets the history.
+    """
+
+    def __init__(self, model: LearnedArm):
+        self.model = model
+        self._hist = None
+        self._step = eqx.filter_jit(lambda m, h, *a: net_step(m, h, *a, jnp.float32))
+        self._frame = eqx.filter_jit(frame)
+
+    def reset(self) -> None:
+        self._hist = None
+
+    def step(self, q_target, q, dq, v_supply, enable, telemetry=None) -> dict[str, np.ndarray]:
+        m = self.model
+        tel = telemetry_or_empty(m, None if telemetry is None else jnp.asarray(telemetry)[None], 1)[0]
+        args = tuple(jnp.asarray(a, jnp.float32) for a in (q_target, q, dq, v_supply, enable))
+        if self._hist is None:
+            self._hist = initial_history(m, self._frame(m, *args, tel), None)
+        tau, heads, self._hist = self._step(m, self._hist, *args, tel)
+        idx = np.asarray(m.channel_index)
+        return {"effort": np.asarray(tau)[idx], "force": np.asarray(jax.nn.sigmoid(heads.gate_logit) * heads.force_raw),
+                "contact": float(jax.nn.sigmoid(heads.gate_logit)),
+                "condition": np.asarray(jax.nn.sigmoid(heads.condition_logit))}
