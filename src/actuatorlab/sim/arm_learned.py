@@ -213,7 +213,7 @@ class OnlineEstimator:
     def __init__(self, model: LearnedArm):
         self.model = model
         self._hist = None
-        self._step = eqx.filter_jit(lambda m, h, *a: net_step(m, h, *a, jnp.float32))
+        self._step = eqx.filter_jit(_online_step)
         self._frame = eqx.filter_jit(frame)
 
     def reset(self) -> None:
@@ -221,12 +221,20 @@ class OnlineEstimator:
 
     def step(self, q_target, q, dq, v_supply, enable, telemetry=None) -> dict[str, np.ndarray]:
         m = self.model
-        tel = telemetry_or_empty(m, None if telemetry is None else jnp.asarray(telemetry)[None], 1)[0]
-        args = tuple(jnp.asarray(a, jnp.float32) for a in (q_target, q, dq, v_supply, enable))
+        tel = np.zeros((m.layout.n_channels, 0), np.float32) if telemetry is None else np.asarray(telemetry, np.float32)
+        if tel.shape != (m.layout.n_channels, len(m.telemetry)):
+            raise ModelError(f"online inference: telemetry must be ({m.layout.n_channels}, {len(m.telemetry)}) for "
+                             f"{list(m.telemetry)}, got {tel.shape}")
+        args = tuple(np.asarray(a, np.float32) for a in (q_target, q, dq, v_supply, enable))
         if self._hist is None:
             self._hist = initial_history(m, self._frame(m, *args, tel), None)
-        tau, heads, self._hist = self._step(m, self._hist, *args, tel)
-        idx = np.asarray(m.channel_index)
-        return {"effort": np.asarray(tau)[idx], "force": np.asarray(jax.nn.sigmoid(heads.gate_logit) * heads.force_raw),
-                "contact": float(jax.nn.sigmoid(heads.gate_logit)),
-                "condition": np.asarray(jax.nn.sigmoid(heads.condition_logit))}
+        eff, force, contact, cond, self._hist = self._step(m, self._hist, *args, tel)
+        return {"effort": np.asarray(eff), "force": np.asarray(force), "contact": float(contact),
+                "condition": np.asarray(cond)}
+
+
+def _online_step(m: LearnedArm, hist, *args):
+    tau, heads, hist = net_step(m, hist, *args, jnp.float32)
+    gate = jax.nn.sigmoid(heads.gate_logit)
+    return (tau[np.asarray(m.channel_index)], gate * heads.force_raw, gate, jax.nn.sigmoid(heads.condition_logit),
+            hist)
