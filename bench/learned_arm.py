@@ -44,7 +44,6 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
 
     from actuatorlab.identify.arm_fit import evaluate_arm, select_arm
-    from actuatorlab.identify.select import split_validation
     from actuatorlab.learned.arm import evaluate_learned_arm, load_arm_model, train_arm
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision

@@ -46,7 +46,7 @@ from ..robots.loader import Robot, load_robot
 from ..sim.arm import ArmConfig, ArmInputs, ArmState, make_mjx_rollout
 from ..sim.arm_learned import TELEMETRY, LearnedArm, LearnedInputs, frames_of_log, trainable
 from ..sim.arm_native import rollout_native
-from ..sim.arm_windows import CURRICULUM, make_windows
+from ..sim.arm_windows import make_windows
 from .features import FeatureLayout, Normalizer, fit_normalizer
 from .nets import arch_sizes, make_net
 
