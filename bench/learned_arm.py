@@ -1,7 +1,7 @@
 """Learned whole-robot actuators vs the best nested analytic model on virtual hardware.
 
     python bench/learned_arm.py --data DIR [--adapt-data DIR1] [--out bench/out/learned_arm]
-                                [--steps N] [--models analytic transformer residual adapt mlp gru lstm]
+                                [--steps N] [--models analytic transformer residual adapt adapt_residual mlp gru lstm]
 
 DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neural_actuator --seed 0
 --scale S`` (train/ val/ test/ heldout/); DIR1 one of another virtual unit (``--seed 1``) for the
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--analytic-evals", type=int, default=40)
     ap.add_argument("--adapt-steps", type=int, default=20)
-    ap.add_argument("--models", nargs="+", default=["analytic", "transformer", "residual", "adapt", "mlp", "gru", "lstm"])
+    ap.add_argument("--models", nargs="+", default=["analytic", "transformer", "residual", "adapt", "adapt_residual", "mlp", "gru", "lstm"])
     a = ap.parse_args(argv)
 
     from actuatorlab.identify.arm_fit import evaluate_arm, select_arm
@@ -97,21 +97,23 @@ def main(argv=None) -> int:
                               residual=resid, steps=a.steps, seed=0, resume=(run / "checkpoint.ckpt").exists(),
                               progress=False)
                 results[name] = score_learned(run)
-            elif name == "adapt":
-                if a.adapt_data is None or not (out / "transformer" / "arm_model.json").exists():
-                    print("adapt needs --adapt-data and the transformer run; skipped", file=sys.stderr)
+            elif name in ("adapt", "adapt_residual"):
+                src = "transformer" if name == "adapt" else "residual"
+                if a.adapt_data is None or not (out / src / "arm_model.json").exists():
+                    print(f"{name} needs --adapt-data and the {src} run; skipped", file=sys.stderr)
                     continue
                 tr1 = load_logs([a.adapt_data / "train"])[:12]
                 va1 = load_logs([a.adapt_data / "val"])
                 te1 = load_logs([a.adapt_data / "test"])
-                r, m, _ = load_arm_model(out / "transformer" / "arm_model.json")
+                r, m, _ = load_arm_model(out / src / "arm_model.json")
                 before = evaluate_learned_arm(r, m, te1, HORIZONS)
-                run = out / "adapt"
+                run = out / name
                 if not (run / "arm_model.json").exists():
                     train_arm(ROBOT, tr1, va1, arch="transformer", out=run, init=m, steps=a.adapt_steps, seed=1,
+                              residual=analytic_json if m.residual else None,
                               budget={"lr": 1e-4, "eval_every": max(1, a.adapt_steps // 2)}, progress=False)
                 r2, m2, d2 = load_arm_model(run / "arm_model.json")
-                results[name] = {"n_trajectories": len(tr1), "before": before,
+                results[name] = {"from": src, "n_trajectories": len(tr1), "before": before,
                                  "after": evaluate_learned_arm(r2, m2, te1, HORIZONS), "training": d2["training"]}
             results[name]["bench_wall_s"] = time.perf_counter() - t0
             save()
@@ -138,13 +140,16 @@ def main(argv=None) -> int:
                                 "horizon": r["test"]["horizon"], "params": r.get("params"),
                                 "s_per_1k_steps": trn.get("s_per_1k_steps"), "train_wall_s": trn.get("wall_s"),
                                 "best_step": trn.get("best_step"), "steps": trn.get("steps")}
-    if "adapt" in results:
-        ad = results["adapt"]
-        print(f"adaptation to seed-1 unit ({ad['n_trajectories']} trajectories): test MAE "
-              f"{1e3 * ad['before']['position_mae']:.1f} -> {1e3 * ad['after']['position_mae']:.1f} mrad "
-              f"(horizon {ad['after']['horizon']}), {ad['training']['wall_s']:.0f} s")
-        summary["adapt"] = {"before": ad["before"]["position_mae"], "after": ad["after"]["position_mae"],
-                            "wall_s": ad["training"]["wall_s"], "n_trajectories": ad["n_trajectories"]}
+    for name in ("adapt", "adapt_residual"):
+        if name in results:
+            ad = results[name]
+            print(f"adaptation of {ad.get('from', 'transformer')} to the seed-1 unit ({ad['n_trajectories']} "
+                  f"trajectories): test MAE {1e3 * ad['before']['position_mae']:.1f} -> "
+                  f"{1e3 * ad['after']['position_mae']:.1f} mrad (horizon {ad['after']['horizon']}), "
+                  f"{ad['training']['wall_s']:.0f} s")
+            summary[name] = {"from": ad.get("from", "transformer"), "before": ad["before"]["position_mae"],
+                             "after": ad["after"]["position_mae"], "wall_s": ad["training"]["wall_s"],
+                             "n_trajectories": ad["n_trajectories"]}
     emit(summary, out / "summary.json")
     return 0
 
