@@ -58,7 +58,7 @@ def test_gradients_reach_every_parameter_and_are_finite(arch):
         # every head contributes, with a target so no leaf sits at a stationary point by symmetry
         return sum(jnp.mean((v - 0.3) ** 2) for v in h) + jnp.mean(contact_force(h) ** 2)
 
-    g = eqx.filter_grad(loss)(net)
+    g = eqx.filter_jit(eqx.filter_grad(loss))(net)
     leaves = jax.tree_util.tree_leaves(eqx.filter(g, eqx.is_inexact_array))
     params = jax.tree_util.tree_leaves(eqx.filter(net, eqx.is_inexact_array))
     assert len(leaves) == len(params) > 0
@@ -107,7 +107,7 @@ def test_transformer_structure_as_specified():
     net = eqx.filter_eval_shape(make_net, "transformer", key=jax.random.PRNGKey(0), **REF)
     assert len(net.blocks) == 4 and net.pos.shape == (9, 192)
     blk = net.blocks[0]
-    assert blk.attn.n_heads == 4 and blk.ff1.out_features == 384 and blk.attn.gate.out_features == 192
+    assert blk.attn.n_heads == 4 and blk.ff1.out_features == 384 and blk.attn.qkvg.out_features == 4 * 192
 
 
 def test_sliding_windows_are_causal_and_complete():
@@ -250,7 +250,7 @@ def test_onnx_export_is_exact_and_int8_close(tmp_path, arch):
     net = make_net(arch, n_features=LAYOUT.n_features, n_channels=2, history=LAYOUT.history,
                    key=jax.random.PRNGKey(2), **{**TINY[arch], **({"d": 32, "head_width": 32} if arch == "transformer" else {})})
     x = np.asarray(windows(64))
-    ref = eqx.filter_jit(jax.vmap(net))(x)
+    ref = jax.jit(lambda x: jax.vmap(net)(x))(x)
     f32 = export_onnx(net, tmp_path / "m.onnx", n_frames=LAYOUT.n_frames)
     out = OnnxActuator(f32)(x)
     for o, r in zip(out, ref):
@@ -262,3 +262,33 @@ def test_onnx_export_is_exact_and_int8_close(tmp_path, arch):
         assert np.sqrt(np.mean((o - r) ** 2)) <= 0.1 * np.sqrt(np.mean(r ** 2)) + 1e-3  # int8: close, not exact
     with pytest.raises(ModelError, match="ONNX export supports the transformer and mlp"):
         export_onnx(tiny("gru"), tmp_path / "g.onnx")
+
+
+def test_transformer_files_of_structure_1_still_load(tmp_path):
+    """Files written before q, k, v and the gate shared one matrix (header without "structure")."""
+    import hashlib
+    import io
+    import json
+    import struct
+
+    from actuatorlab.learned.checkpoint import _AttentionV1
+
+    path, net, norm = _save(tmp_path)
+    d = net.pos.shape[1]
+    v1 = lambda a: _AttentionV1(eqx.tree_at(lambda l: (l.weight, l.bias), eqx.nn.Linear(d, 3 * d, key=jax.random.PRNGKey(0)),
+                                            (a.qkvg.weight[:3 * d], a.qkvg.bias[:3 * d])),
+                                eqx.tree_at(lambda l: (l.weight, l.bias), eqx.nn.Linear(d, d, key=jax.random.PRNGKey(0)),
+                                            (a.qkvg.weight[3 * d:], a.qkvg.bias[3 * d:])), a.out, a.n_heads)
+    old = eqx.tree_at(lambda n: [b.attn for b in n.blocks], net, [v1(b.attn) for b in net.blocks])
+    buf = io.BytesIO()
+    eqx.tree_serialise_leaves(buf, old)
+    w = buf.getvalue()
+    header = read_header(path)
+    del header["structure"]
+    header.update(weights_nbytes=len(w), weights_sha256=hashlib.sha256(w).hexdigest())
+    hb = json.dumps(header).encode()
+    path.write_bytes(MAGIC + struct.pack("<Q", len(hb)) + hb + w)
+    m = load_learned(path)
+    x = windows(3)
+    for a, b in zip(jax.vmap(m.net)(x), jax.vmap(net)(x)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

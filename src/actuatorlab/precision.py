@@ -60,18 +60,33 @@ def _traced(args, kwargs) -> bool:
     return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves((args, kwargs)))
 
 
-def physics(fn: F) -> F:
-    """Decorator: run ``fn`` under :func:`physics_precision` (a no-op when x64 is already on or
-    when called with tracers, see the module docstring)."""
+class _Physics:
+    """A callable that runs ``fn`` under :func:`physics_precision` unless x64 is already on or it
+    is called with tracers. Other attributes are forwarded to ``fn`` (so a ``jax.jit`` function
+    keeps ``.lower`` etc.); forwarded methods run under the same rule."""
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
+    def __init__(self, fn: Callable):
+        functools.update_wrapper(self, fn)
+        self.__wrapped__ = fn
+
+    def __call__(self, *args, **kwargs):
         if x64_enabled() or _traced(args, kwargs):
-            return fn(*args, **kwargs)
+            return self.__wrapped__(*args, **kwargs)
         with jax.enable_x64(True):
-            return fn(*args, **kwargs)
+            return self.__wrapped__(*args, **kwargs)
 
-    return wrapper  # type: ignore[return-value]
+    def __getattr__(self, name: str):
+        attr = getattr(self.__dict__.get("__wrapped__"), name)
+        return _Physics(attr) if callable(attr) and not isinstance(attr, type) else attr
+
+    def __repr__(self) -> str:
+        return f"physics({self.__wrapped__!r})"
+
+
+def physics(fn: F) -> F:
+    """Decorator (module-level functions): run ``fn`` under :func:`physics_precision` (a no-op when
+    x64 is already on or when called with tracers, see the module docstring)."""
+    return _Physics(fn)  # type: ignore[return-value]
 
 
 def physics_fn(fn: F) -> F:

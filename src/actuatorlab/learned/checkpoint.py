@@ -29,6 +29,7 @@ from typing import Any, Mapping
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ActuatorlabError, ModelError
@@ -40,6 +41,38 @@ __all__ = ["LearnedModel", "save_learned", "load_learned", "read_header", "apply
 
 MAGIC = b"ACTUATORLAB-LEARNED\n"
 FORMAT_VERSION = 1
+#: revision of the networks' parameter structure (header "structure"; absent = 1). 2: the
+#: Transformer's attention holds q, k, v and the gate in one ``qkvg`` matrix (1: ``qkv`` + ``gate``).
+STRUCTURE = 2
+
+
+class _AttentionV1(eqx.Module):
+    """Parameter layout of :class:`~actuatorlab.learned.nets.GatedAttention` in structure 1."""
+
+    qkv: eqx.nn.Linear
+    gate: eqx.nn.Linear
+    out: eqx.nn.Linear
+    n_heads: int = eqx.field(static=True)
+
+
+def _read_transformer_v1(weights: bytes, like):
+    """Read structure-1 Transformer weights (separate qkv and gate) into today's network: the
+    (3d, d) and (d, d) matrices are stacked into the (4d, d) ``qkvg`` (same function)."""
+    def v1(a):
+        d = a.out.in_features
+        lin = lambda o: eqx.filter_eval_shape(eqx.nn.Linear, d, o, key=jax.random.PRNGKey(0), dtype=jnp.float32)
+        return _AttentionV1(lin(3 * d), lin(d), a.out, a.n_heads)
+
+    attns = lambda n: [b.attn for b in n.blocks]
+    old = eqx.tree_deserialise_leaves(io.BytesIO(weights), eqx.tree_at(attns, like, [v1(a) for a in attns(like)]))
+
+    def v2(a, new_like):
+        qkvg = eqx.tree_at(lambda l: (l.weight, l.bias), new_like.qkvg,
+                           (jnp.concatenate([a.qkv.weight, a.gate.weight]), jnp.concatenate([a.qkv.bias, a.gate.bias])))
+        return eqx.tree_at(lambda t: (t.qkvg, t.out), new_like, (qkvg, a.out))
+
+    return eqx.tree_at(attns, old, [v2(a, n) for a, n in zip(attns(old), attns(like))])
+
 
 
 @dataclass(frozen=True)
@@ -69,7 +102,7 @@ def apply_learned(net: eqx.Module, normalizer: Normalizer, window: jax.Array) ->
 
 def _header(net, layout: FeatureLayout, normalizer: Normalizer, arch: str, sizes: Mapping[str, int],
             meta: Mapping[str, Any]) -> dict[str, Any]:
-    return {"format": "actuatorlab-learned", "version": FORMAT_VERSION, "arch": arch,
+    return {"format": "actuatorlab-learned", "version": FORMAT_VERSION, "structure": STRUCTURE, "arch": arch,
             "sizes": {k: int(v) for k, v in sizes.items()}, "n_features": layout.n_features,
             "n_channels": layout.n_channels, "history": layout.history, "params": param_count(net),
             "layout": layout.to_dict(), "normalizer": normalizer.to_dict(), "meta": dict(meta)}
@@ -168,7 +201,12 @@ def load_learned(path: str | Path, layout: FeatureLayout | None = None) -> Learn
         like = eqx.filter_eval_shape(lambda: make_net(
             arch, n_features=model_layout.n_features, n_channels=model_layout.n_channels,
             history=model_layout.history, key=jax.random.PRNGKey(0), **sizes))
-        net = eqx.tree_deserialise_leaves(io.BytesIO(weights), like)
+        try:
+            net = eqx.tree_deserialise_leaves(io.BytesIO(weights), like)
+        except Exception:
+            if not (arch == "transformer" and int(header.get("structure", 1)) < 2):
+                raise
+            net = _read_transformer_v1(weights, like)  # written before the qkvg matrix
     except ActuatorlabError as e:
         raise ModelError(f"{path}: {e}") from None
     except Exception as e:  # equinox/numpy raise various errors on malformed leaves

@@ -103,29 +103,29 @@ class OutputHeads(eqx.Module):
 
 
 class GatedAttention(eqx.Module):
-    """Multi-head self-attention with a query-dependent elementwise sigmoid gate:
-    ``out = Wo( sigmoid(Wg x) * concat_h softmax(q_h k_h^T / sqrt(d_h)) v_h )`` on tokens x (T, d)."""
+    """Multi-head self-attention with a query-dependent elementwise sigmoid gate on tokens x (T, d):
+    ``out = Wo( sigmoid(Wg x + bg) * concat_h softmax(q_h k_h^T / sqrt(d_h)) v_h )``.
+    ``Wq, Wk, Wv, Wg`` are the four row blocks of one (4d, d) matrix (one matrix product)."""
 
-    qkv: eqx.nn.Linear   # d -> 3d
-    gate: eqx.nn.Linear  # d -> d
+    qkvg: eqx.nn.Linear  # d -> 4d: query, key, value, gate
     out: eqx.nn.Linear   # d -> d
     n_heads: int = eqx.field(static=True)
 
     def __init__(self, d: int, n_heads: int, *, key):
         if d % n_heads:
             raise ValueError(f"d={d} is not a multiple of n_heads={n_heads}")
-        k = jax.random.split(key, 3)
-        self.qkv, self.gate, self.out = _linear(d, 3 * d, k[0]), _linear(d, d, k[1]), _linear(d, d, k[2])
+        k = jax.random.split(key, 2)
+        self.qkvg, self.out = _linear(d, 4 * d, k[0]), _linear(d, d, k[1])
         self.n_heads = n_heads
 
     def __call__(self, x: jax.Array) -> jax.Array:
         T, d = x.shape
         hd = d // self.n_heads
-        q, k, v = jnp.split(_tokens(self.qkv, x), 3, axis=-1)
+        q, k, v, g = jnp.split(_tokens(self.qkvg, x), 4, axis=-1)
         q, k, v = (a.reshape(T, self.n_heads, hd) for a in (q, k, v))
         att = jax.nn.softmax(jnp.einsum("qhd,khd->hqk", q, k) / math.sqrt(hd), axis=-1)
         y = jnp.einsum("hqk,khd->qhd", att, v).reshape(T, d)
-        return _tokens(self.out, jax.nn.sigmoid(_tokens(self.gate, x)) * y)
+        return _tokens(self.out, jax.nn.sigmoid(g) * y)
 
 
 class EncoderBlock(eqx.Module):

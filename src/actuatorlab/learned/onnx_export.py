@@ -7,8 +7,7 @@ needs them.
 :func:`export_onnx` writes the network's exact float32 graph (same equations as
 :mod:`actuatorlab.learned.nets`: the Transformer with its four heads, or the window MLP) with a
 dynamic batch axis: input ``x`` (N, history + 1, n_features) normalized float32, outputs
-``torque`` (N, C), ``force_raw`` (N, 3), ``gate_logit`` (N,), ``condition_logit`` (N, C). The
-attention's q/k/v projections and its gate are one (d, 4d) matrix product. :func:`quantize_int8`
+``torque`` (N, C), ``force_raw`` (N, 3), ``gate_logit`` (N,), ``condition_logit`` (N, C). :func:`quantize_int8`
 applies onnxruntime's dynamic quantization (int8 weights per output channel, uint8 activations
 quantized per call), which runs the weight products on VNNI int8 instructions where the CPU has
 them; the attention products between activations stay float32. Quantization changes the
@@ -18,6 +17,7 @@ numbers: measure its error (``bench/actuator.py`` reports it) before using it in
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 
@@ -100,9 +100,8 @@ def _transformer(g: _Graph, net: GatedTransformer) -> list[str]:
         H = blk.attn.n_heads
         hd = d // H
         a = g.layernorm(h, blk.ln1)
-        W = np.concatenate([np.asarray(blk.attn.qkv.weight), np.asarray(blk.attn.gate.weight)])
-        b = np.concatenate([np.asarray(blk.attn.qkv.bias), np.asarray(blk.attn.gate.bias)])
-        q, k, v, gate = g.op("Split", [g.linear(a, W, b), g.const([d] * 4, dtype=np.int64)], n_out=4, axis=-1)
+        qkvg = g.linear(a, blk.attn.qkvg.weight, blk.attn.qkvg.bias)
+        q, k, v, gate = g.op("Split", [qkvg, g.const([d] * 4, dtype=np.int64)], n_out=4, axis=-1)
         shape = g.const([0, 0, H, hd], dtype=np.int64)
         q = g.op("Transpose", [g.op("Reshape", [q, shape])], perm=[0, 2, 1, 3])   # (N, H, T, hd)
         k = g.op("Transpose", [g.op("Reshape", [k, shape])], perm=[0, 2, 3, 1])   # (N, H, hd, T)
@@ -171,9 +170,20 @@ def quantize_int8(src: str | Path, dst: str | Path, *, per_channel: bool = True)
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     dst = Path(dst)
-    quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=per_channel,
-                     op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+    root = logging.getLogger()
+    quiet = _DropPreprocessHint()
+    root.addFilter(quiet)  # onnxruntime logs a generic pre-processing hint on the root logger
+    try:
+        quantize_dynamic(str(src), str(dst), weight_type=QuantType.QInt8, per_channel=per_channel,
+                         op_types_to_quantize=["MatMul"], extra_options={"MatMulConstBOnly": True})
+    finally:
+        root.removeFilter(quiet)
     return dst
+
+
+class _DropPreprocessHint(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
 
 
 class OnnxActuator:
