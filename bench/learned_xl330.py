@@ -3,7 +3,7 @@
 One command (from the repo root)::
 
     python bench/learned_xl330.py                       # g1 (quick) + MLP and Transformer, learned and residual
-    python bench/learned_xl330.py --archs mlp --steps-learned 300 --steps-residual 100   # a smoke run
+    python bench/learned_xl330.py --archs mlp=300,100                 # a smoke run
 
 Split: ``bench/split.py`` (7 training logs, 4 held-out logs: one per trajectory family, each at a
 different gain), raw logs of ``../shared/data/bam/xl330/raw``. Everything is fitted / trained on
@@ -53,9 +53,8 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=BENCH / "out" / "learned_xl330")
     ap.add_argument("--analytic", default="g1", help="analytic model fitted on the training logs (residual base)")
     ap.add_argument("--analytic-budget", default="quick")
-    ap.add_argument("--archs", nargs="+", default=["mlp", "transformer"])
-    ap.add_argument("--steps-learned", type=int, default=1500)
-    ap.add_argument("--steps-residual", type=int, default=400)
+    ap.add_argument("--archs", nargs="+", default=["mlp=1500,400", "transformer=300,200"],
+                    help="ARCH=LEARNED_STEPS,RESIDUAL_STEPS (a step count of 0 skips that model)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -79,8 +78,12 @@ def main(argv=None) -> int:
     console.print(f"analytic {args.analytic}: held-out {rows[-1]['heldout_mae'] * 1e3:.1f} mrad")
     analytic = rows[0]["heldout_mae"]
 
-    for arch in args.archs:
-        for kind, steps in (("learned", args.steps_learned), ("residual", args.steps_residual)):
+    for spec in args.archs:
+        arch, _, counts = spec.partition("=")
+        n_learned, n_residual = (int(x) for x in (counts or "1500,400").split(","))
+        for kind, steps in (("learned", n_learned), ("residual", n_residual)):
+            if steps <= 0:
+                continue
             run = out / f"{kind}_{arch}"
             if (run / "checkpoint.ckpt").exists():
                 import shutil
@@ -103,17 +106,17 @@ def main(argv=None) -> int:
     t = Table(title=f"One-joint learned actuators on the real XL330 split (7 training / 4 held-out logs, "
                     f"seed {args.seed}); held-out = mean per-log full-replay MAE")
     for c in ("model", "kind", "steps", "wall s", "s / 1k steps", "validation MAE", "held-out MAE", "vs analytic",
-              "verdict on held-out conditions"):
+              "held-out verdict"):
         t.add_column(c)
     for r in rows:
         verdict = "-" if r["kind"] == "analytic" else (
-            "better than the analytic model" if r["heldout_mae"] < analytic else "WORSE than the analytic model")
+            "better" if r["heldout_mae"] < analytic else "WORSE than analytic")
         t.add_row(r["model"], r["kind"], "-" if r["steps"] is None else str(r["steps"]), f"{r['fit_wall_s']:.0f}",
                   "-" if r["s_per_1k_steps"] is None else f"{r['s_per_1k_steps']:.0f}",
                   "-" if r["validation_mae"] is None else f"{r['validation_mae'] * 1e3:.1f} mrad",
                   f"{r['heldout_mae'] * 1e3:.1f} mrad", "-" if r["kind"] == "analytic" else f"{r['vs_analytic']:.2f}x",
                   verdict)
-    Console().print(t)
+    Console(width=max(Console().width, 150)).print(t)
     emit({"bench": "learned_xl330", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
           "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "seed": args.seed,
           "split": {"train": [p.name for p in train_files], "heldout": [p.name for p in test_files]},

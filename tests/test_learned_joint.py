@@ -118,3 +118,25 @@ def test_evaluate_learned_like_analytic_and_corrupt_weights(tmp_path, logs):
     w.unlink()
     with pytest.raises(ModelError, match="weights file 'weights.eqx' not found"):
         run_evaluate(tmp_path / "run" / "model.json", paths)
+
+
+def test_cli_train_then_evaluate_and_resume(tmp_path, logs, capsys):
+    from actuatorlab.cli import main
+
+    paths = [str(save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet")) for t in logs]
+    run = str(tmp_path / "run")
+    assert main(["train", *paths, "--arch", "mlp", "--steps", "2", "--out", run, "--seed", "1"]) == 0
+    assert "wrote" in capsys.readouterr().out
+    # a finished run is not overwritten by accident; --resume continues it (nothing left to do)
+    assert main(["train", *paths, "--arch", "mlp", "--steps", "2", "--out", run, "--seed", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "already holds a checkpoint" in err and len(err.strip().splitlines()) <= 2
+    assert main(["train", *paths, "--arch", "mlp", "--steps", "2", "--out", run, "--seed", "1", "--resume"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", f"{run}/model.json", *paths, "--json"]) == 0
+    import json
+
+    s = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert s["model"] == "learned:mlp" and s["n_logs"] == 2
+    assert main(["train", *paths, "--arch", "resnet", "--out", str(tmp_path / "r2")]) == 2
+    assert "available: gru, lstm, mlp, transformer" in capsys.readouterr().err

@@ -171,6 +171,8 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
           out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder"),
           seed: int = typer.Option(0, "--seed"),
           resume: bool = typer.Option(False, "--resume", help="continue RUN/checkpoint.ckpt exactly"),
+          validation: str = typer.Option("time", "--validation", help="one joint: time (last 25 % of every log) | "
+                                         "logs (whole logs held back)"),
           robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot: whole-robot "
                                               "training through MJX (writes RUN/arm_model.json)")):
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
@@ -188,7 +190,8 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
                       f"({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
         console.print(f"wrote {out / 'arm_model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
         return
-    d = pipeline.run_train(data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+    d = pipeline.run_train(data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume,
+                           validation=validation)
     s, tr = d["_summary"], d["fit"]
     unit = s["unit"]
     console.print(f"{d['model']}: best validation MAE {_mrad(tr['validation_mae'], unit)} at step "

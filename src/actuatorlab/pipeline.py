@@ -346,18 +346,23 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
 TRAIN_BUDGET = {"steps": 600, "n_windows": 16, "history": 8}
 
 
+@physics
 def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", residual: str | Path | None = None,
-              steps: int | None = None, seed: int = 0, resume: bool = False, lr: float = 1e-3,
+              steps: int | None = None, seed: int = 0, resume: bool = False, lr: float = 3e-3,
               n_windows: int | None = None, history: int | None = None, sizes: dict | None = None,
-              dt: float | None = None, curriculum=None, progress: bool = True) -> dict:
+              dt: float | None = None, curriculum=None, validation: str = "time",
+              progress: bool = True) -> dict:
     """Train a one-joint learned actuator (or, with ``residual``, a learned correction of that
     fitted analytic RUN/model.json) through the one-joint simulator; write RUN/model.json
     (``kind`` learned | residual), RUN/weights.eqx and the training run files (config.json,
     metrics.jsonl, checkpoint.ckpt, best.ckpt).
 
-    The given logs are split into fit and validation logs
-    (:func:`~actuatorlab.identify.select.split_validation`); the network is trained on windows of
-    the fit logs and the EMA parameters with the lowest full-replay validation MAE are kept.
+    Validation data come from the given logs only: ``validation="time"`` (default) holds back the
+    last 25 % of every log (:func:`~actuatorlab.identify.select.time_split`), so that every
+    condition (gain, trajectory family) is trained on; ``"logs"`` holds back whole logs
+    (:func:`~actuatorlab.identify.select.split_validation`, every 4th by excitation). The network
+    is trained on windows of the fit part and the EMA parameters with the lowest full-replay
+    validation MAE are kept.
     Returns the model dict plus ``_summary`` (metrics of the replay on all given logs) and
     ``_train`` (wall times)."""
     import time
@@ -365,7 +370,7 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     from .errors import ModelError
     from .evaluate import summarize
     from .identify.modelfile import load_model
-    from .identify.select import split_validation
+    from .identify.select import split_validation, time_split
     from .learned.joint_train import DEFAULT_CURRICULUM, build_joint_model, replay_joint, save_joint_model, \
         train_joint
     from .learned.nets import ARCHS
@@ -392,7 +397,14 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     steps = int(steps or TRAIN_BUDGET["steps"])
     n_windows = int(n_windows or TRAIN_BUDGET["n_windows"])
     history = int(TRAIN_BUDGET["history"] if history is None else history)
-    fit_part, val_part = split_validation(trajs)
+    if validation == "time":
+        fit_part, val_part = map(list, zip(*[time_split(t, 0.75) for t in trajs]))
+    elif validation == "logs":
+        fit_part, val_part = split_validation(trajs)
+    else:
+        from .errors import UnknownNameError
+
+        raise UnknownNameError("validation split", validation, ("time", "logs"))
     fb = make_batches(fit_part, dt)
     dt = fb[0].dt
     vb = make_batches(val_part, dt)
@@ -403,7 +415,7 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     out = Path(out)
     meta = {"kind": kind, "arch": arch, "residual": None if residual is None else str(residual),
             "fit_logs": [t.name for t in fit_part], "validation_logs": [t.name for t in val_part],
-            "n_windows": n_windows, "history": history, "dt": dt}
+            "n_windows": n_windows, "history": history, "dt": dt, "validation": validation}
     t0 = time.perf_counter()
     curriculum = tuple(curriculum or DEFAULT_CURRICULUM)
     meta["curriculum"] = [list(c) for c in curriculum]

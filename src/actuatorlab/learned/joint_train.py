@@ -1,6 +1,9 @@
 """Training one-joint learned / residual actuators through the one-joint simulator, and their
 model file (RUN/model.json with ``"kind": "learned" | "residual"``, weights beside it).
 
+Precision: the entry points here run under :func:`~actuatorlab.precision.physics` (float64
+physics); the networks stay float32 (:mod:`actuatorlab.learned.nets`).
+
 Training (:func:`train_joint`): windows of ``horizon`` control steps cut at random places of the
 training logs, each restarted from the measured state (and measured history) at its start, are
 replayed closed loop by :func:`~actuatorlab.learned.joint.simulate`; the loss is the Huber loss of
@@ -27,6 +30,7 @@ from ..errors import DataError, ModelError
 from ..logs.format import Trajectory
 from ..models.actuator import StepConfig
 from ..models.params import neutral_params
+from ..precision import physics
 from .features import FeatureLayout, Normalizer, fit_normalizer
 from .joint import JOINT_FEATURES, KINDS, JointModel, LogSet, frame, log_set, onestep_logs, rollout_logs, \
     trainable, window_loss, windows
@@ -69,6 +73,7 @@ def _measured_frames(layout, batches) -> np.ndarray:
     return np.concatenate(out, 0)
 
 
+@physics
 def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None, history: int = 8,
                       sizes: dict | None = None, seed: int = 0, effort_scale: float | None = None,
                       effort_bound: float | None = None) -> JointModel:
@@ -125,6 +130,7 @@ def _horizon(step: int, steps: int, curriculum) -> int:
     return int(h)
 
 
+@physics
 def train_joint(run_dir, fit_batches, val_batches, model: JointModel, cfg: TrainConfig, *,
                 curriculum=DEFAULT_CURRICULUM, n_windows: int = 16, resume: bool = False,
                 progress: bool = True, meta: dict | None = None) -> tuple[JointModel, TrainResult]:
@@ -189,6 +195,7 @@ def save_joint_model(run_dir, model: JointModel, *, arch: str, sizes: dict, base
     return save_model(d, run_dir / "model.json")
 
 
+@physics
 def load_joint_model(d: dict, path: Path) -> JointModel:
     """The JointModel of a loaded learned/residual model.json (``path``: that file, for the
     weights' relative path and error messages)."""
@@ -215,6 +222,7 @@ def load_joint_model(d: dict, path: Path) -> JointModel:
         raise ModelError(f"{path}: malformed learned model ({e.__class__.__name__}: {e})") from None
 
 
+@physics
 def replay_joint(model: JointModel, batches) -> list:
     """Full closed-loop replays and one-step predictions, as :class:`LogResult` objects (the same
     as the analytic replay, :func:`actuatorlab.evaluate.replay.replay_batches`)."""
