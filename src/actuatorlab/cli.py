@@ -226,7 +226,7 @@ def _print_envelope(s: dict) -> None:
 @app.command()
 def train(data: List[Path] = typer.Argument(..., help="log files or folders to train on"),
           arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm"),
-          residual: Optional[Path] = typer.Option(None, "--residual", help="fitted analytic RUN/model.json: learn "
+          residual: Optional[Path] = typer.Option(None, "--residual", help="fitted analytic RUN/model.json (RUN/arm_model.json with --robot): learn "
                                                   "a correction of it instead of the whole actuator"),
           steps: Optional[int] = typer.Option(None, "--steps", help="optimizer steps (default: the default budget)"),
           out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder"),
@@ -244,7 +244,12 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
         run_train_arm = getattr(pipeline, "run_train_arm", None)
         if run_train_arm is None:
             raise ActuatorlabError("whole-robot training (--robot) is not available in this build")
-        run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+        d = run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+        tr = d["training"]
+        console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation MAE "
+                      f"{tr['best_val_mae']:.4g} rad at step {tr['best_step']} of {tr['steps']} "
+                      f"({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
+        console.print(f"wrote {out / 'arm_model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
         return
     d = pipeline.run_train(data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume,
                            validation=validation)
@@ -256,6 +261,20 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
     console.print(f"replay of the given logs: MAE {_mrad(s['position_mae'], unit)}, "
                   f"RMSE {_mrad(s['position_rmse'], unit)}")
     console.print(f"wrote {out / 'model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
+
+
+@app.command()
+def infer(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a learned or residual whole-robot model"),
+          data: List[Path] = typer.Argument(..., help="multi-joint log files or folders"),
+          out: Path = typer.Option(..., "--out", "-o", help="CSV file to write"),
+          robot: Optional[str] = typer.Option(None, "--robot", help="check the model was trained for this robot")):
+    """Causal online inference, one telemetry frame at a time (never a future sample): the
+    network's effort per channel, the end-effector force, the contact probability and the
+    condition scores, written as CSV."""
+    from .pipeline import run_infer
+
+    d = run_infer(model_json, data, out, robot=robot)
+    console.print(f"{d['frames']} frames of {d['logs']} logs, {d['mean_step_ms']:.3f} ms per frame; wrote {d['out']}")
 
 
 @app.command()

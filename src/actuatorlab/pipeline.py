@@ -430,7 +430,8 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
 @physics
 def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     """Per-joint replay MAE at 100/300/600 steps of multi-joint logs; ``model_path`` is an
-    arm_model.json from :func:`run_fit_arm` or the word "nominal" (the robot config's values)."""
+    arm_model.json from :func:`run_fit_arm` or :func:`run_train_arm` (kind "learned" /
+    "residual") or the word "nominal" (the robot config's values)."""
     import json
 
     from .errors import ModelError
@@ -443,6 +444,11 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
             d = json.loads(p.read_text())
         except (OSError, json.JSONDecodeError) as e:
             raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
+        if d.get("format") == ARM_MODEL_FORMAT and d.get("kind") in ("learned", "residual"):
+            from .learned.arm import evaluate_learned_arm, load_arm_model
+
+            r, m, _ = load_arm_model(p, robot)
+            return evaluate_learned_arm(r, m, load_logs(list(paths)))
         if d.get("format") != ARM_MODEL_FORMAT:
             raise ModelError(f"{p}: not an actuatorlab arm model (fit it with `actuatorlab fit --robot`)")
         if d.get("robot") != robot:
@@ -605,3 +611,85 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     d = load_model(out / "model.json")
     d["_summary"] = summary
     return d
+
+
+def split_arm_data(paths) -> tuple[list[Trajectory], list[Trajectory]]:
+    """(training, validation) logs for whole-robot training: a dataset folder written by
+    ``actuatorlab synth`` (with train/ and val/) gives its own split; other logs are split by
+    :func:`~actuatorlab.identify.select.split_validation` (every 4th log by excitation)."""
+    from .identify.select import split_validation
+
+    tr, va, rest = [], [], []
+    for p in map(Path, paths):
+        if (p / "train").is_dir() and (p / "val").is_dir():
+            tr += load_logs([p / "train"])
+            va += load_logs([p / "val"])
+        else:
+            rest.append(p)
+    if rest:
+        a, b = split_validation(load_logs(rest))
+        tr, va = tr + a, va + b
+    return tr, va
+
+
+def run_train_arm(robot: str, paths, out: str | Path = "run", *, arch: str = "transformer",
+                  residual: str | Path | None = None, steps: int | None = None, seed: int = 0,
+                  resume: bool = False, budget: str | dict = "default", sizes: dict | None = None,
+                  progress: bool = True) -> dict:
+    """Train a learned (or, with ``residual`` = an analytic RUN/arm_model.json, a residual)
+    whole-robot actuator model through the MJX rollout and write RUN/arm_model.json (kind
+    "learned" | "residual") + RUN/arm_model.eqx, loadable by ``evaluate --robot``
+    (:func:`actuatorlab.learned.arm.train_arm`). ``budget``: "default" (finishes within 15 min on
+    2 CPU cores for the neural_actuator suite at --scale 0.1), "full" (documented full run) or a
+    dict of :data:`~actuatorlab.learned.arm.DEFAULT_BUDGET` keys. The run folder also holds the
+    trainer's config.json, metrics.jsonl and checkpoints (``resume`` continues exactly)."""
+    from .learned.arm import DEFAULT_BUDGET, FULL_BUDGET, train_arm
+
+    if isinstance(budget, str):
+        if budget not in ("default", "full"):
+            from .errors import UnknownNameError
+
+            raise UnknownNameError("training budget", budget, ("default", "full"))
+        budget = DEFAULT_BUDGET if budget == "default" else FULL_BUDGET
+    tr, va = split_arm_data(paths)
+    return train_arm(robot, tr, va, arch=arch, out=out, residual=residual, steps=steps, seed=seed, resume=resume,
+                     budget=dict(budget), sizes=sizes, progress=progress)
+
+
+def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -> dict:
+    """Causal online inference of a learned whole-robot model over logs, one frame at a time
+    (:class:`~actuatorlab.sim.arm_learned.OnlineEstimator`: measured positions, logged commands and
+    telemetry up to the present frame only). Writes OUT (CSV: log, time, effort/<channel> [N.m | N],
+    force_x/y/z [N], contact, condition/<channel>) atomically; returns {"frames", "logs", "out",
+    "mean_step_ms"}."""
+    import io
+    import time
+
+    from .identify.modelfile import atomic_write_text
+    from .learned.arm import arm_log, load_arm_model
+    from .precision import physics_precision
+    from .sim.arm_learned import OnlineEstimator
+
+    with physics_precision():
+        r, m, d = load_arm_model(model_path, robot)
+        est = OnlineEstimator(m)
+        ch = m.layout.channels
+        buf = io.StringIO()
+        buf.write(",".join(["log", "time"] + [f"effort/{c}" for c in ch] + ["force_x", "force_y", "force_z", "contact"]
+                           + [f"condition/{c}" for c in ch]) + "\n")
+        n, t_steps = 0, 0.0
+        trajs = load_logs(list(paths))
+        for traj in trajs:
+            lg = arm_log(r, traj, ch, m.layout.per_channel)
+            b = lg.base
+            est.reset()
+            for k in range(b.q_meas.shape[0]):
+                t0 = time.perf_counter()
+                o = est.step(b.inputs.q_target[k], b.q_meas[k], b.dq_meas[k], b.inputs.v_supply[k], b.inputs.enable[k],
+                             lg.telemetry[k])
+                t_steps += time.perf_counter() - t0
+                n += 1
+                vals = [*o["effort"], *o["force"], o["contact"], *o["condition"]]
+                buf.write(f"{traj.name},{traj.time[k]:.6g}," + ",".join(f"{float(v):.6g}" for v in vals) + "\n")
+    atomic_write_text(out, buf.getvalue())
+    return {"frames": n, "logs": len(trajs), "out": str(out), "mean_step_ms": 1e3 * t_steps / max(n, 1)}

@@ -1,7 +1,8 @@
 """Learned actuator models: feature layout and normalization (``features``), networks
 (``nets``: Transformer, MLP, GRU, LSTM), self-checking weight files (``checkpoint``); the generic
 training loop (``trainer``); learned and residual one-joint actuators in the one-joint replay
-(``joint``, ``joint_train``; import those submodules directly).
+(``joint``, ``joint_train``) and whole-robot ones trained through MJX (``arm``; import those
+submodules directly).
 
 Learned networks compute in float32 regardless of JAX's x64 mode; see :mod:`actuatorlab.precision`.
 """

@@ -526,7 +526,11 @@ def mjx_model(robot: Robot):
 def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Callable:
     """Build ``rollout(params, inputs, state, model_updates=None) -> (ArmState, ArmOutputs)``.
 
-    params: parameter sets, name -> (n_groups,) servo-side values (``robot.nominal_params()``);
+    params: parameter sets, name -> (n_groups,) servo-side values (``robot.nominal_params()``),
+    or a learned / residual model (:class:`~actuatorlab.sim.arm_learned.LearnedArm`, whose
+    network then gives the channels' effort, see :mod:`actuatorlab.sim.arm_learned`; its inputs
+    are :class:`~actuatorlab.sim.arm_learned.LearnedInputs` when it reads telemetry);
+    ``rollout.with_heads`` returns (state, outputs, heads) with the network's heads (T, ...);
     inputs: :class:`ArmInputs` (T, n); state: :class:`ArmState`; model_updates: MJX ``Model``
     fields to replace (name -> full array, e.g. ``{"body_mass": m}``), traced like the rest.
 
@@ -550,7 +554,17 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
     kit, xp, h = JAX_KIT, jnp, cfg.physics_dt
     a_filt = filter_gain(cfg)
 
-    def rollout(params, inputs: ArmInputs, state: ArmState, model_updates=None):
+    def run(params, inputs, state: ArmState, model_updates=None):
+        from .arm_learned import LearnedArm, combine_effort, frame, initial_history, net_step, telemetry_or_empty
+
+        learned = params if isinstance(params, LearnedArm) else None
+        if learned is not None:
+            if learned.n_joints != robot.n_joints:
+                raise ModelError(f"learned model has {learned.n_joints} joints, {robot.name} {robot.n_joints}")
+            if not learned.residual and lay.compliant[learned.mask].any():
+                raise ModelError(f"{robot.name}: a learned (not residual) effort needs rigid channels; "
+                                 f"compliant transmissions are only corrected (residual)")
+            params = learned.base
         p = robot.joint_params(params, xp=jnp)
         arm = mujoco_armature(lay.compliant, p["armature"], jnp)
         mxp = mx.replace(dof_armature=mx.dof_armature.at[dadr].set(arm))
@@ -558,12 +572,27 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
             mxp = mxp.replace(**model_updates)
         d0 = template.replace(qpos=jnp.asarray(state.qpos), qvel=jnp.asarray(state.qvel))
         dsteps = p["delay"] / cfg.control_dt
+        x_arm = ArmInputs(*[jnp.asarray(v) for v in inputs[:3]])
+        T = x_arm.q_target.shape[0]
+        if learned is not None:
+            tele = telemetry_or_empty(learned, getattr(inputs, "telemetry", None), T)
+            q00, dq00 = d0.qpos[qadr], d0.qvel[dadr]
+            f0 = frame(learned, x_arm.q_target[0], q00, dq00, x_arm.v_supply[0], x_arm.enable[0], tele[0])
+            hist0 = initial_history(learned, f0, getattr(inputs, "past", None))
+        else:
+            tele, hist0 = jnp.zeros((T, 0)), jnp.zeros((0,))
 
-        def control_step(carry, x):
-            d, c = carry
+        def control_step(carry, xs):
+            d, c, hist = carry
+            x, tel = xs
             hist_t = push(xp, c.hist_target, x.q_target)
             hist_e = push(xp, c.hist_enable, x.enable)
             tgt, en = delayed(xp, hist_t, dsteps), delayed(xp, hist_e, dsteps)
+            if learned is not None:  # the network's effort, held over the control step
+                tau_net, heads, hist = net_step(learned, hist, x.q_target, d.qpos[qadr], d.qvel[dadr],
+                                                x.v_supply, x.enable, tel, d.qpos.dtype)
+            else:
+                tau_net, heads = None, None
 
             def substep(carry2, s):
                 d, q_prev, q_prev2, u, filt, qm, dqm, temp = carry2
@@ -589,6 +618,11 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
                 temp1 = thermal_step(kit, lay, p_hot, temp, cur, h)
                 applied, tau_f, tau_e, qm1, dqm1 = joint_effort(kit, lay, p, tau_m, q, dq, qm, dqm, m_diag,
                                                                 i_load, tau_s, h)
+                if learned is not None:
+                    applied = combine_effort(learned, applied, tau_net)
+                    if not learned.residual:  # record the network's effort as the motor's
+                        tau_m = jnp.where(learned.mask, tau_net, tau_m)
+                        tau_f = jnp.where(learned.mask, 0.0, tau_f)
                 d = d.replace(qfrc_applied=jnp.zeros_like(d.qfrc_applied).at[dadr].set(applied))
                 d = mjx.fwd_actuation(mxp, d)
                 d = mjx.fwd_acceleration(mxp, d)
@@ -604,11 +638,21 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
             q, dq, u0, tau_m, tau_f, tau_e, qm0, dqm0, temp0, cur0 = [r[0] for r in rec]
             out = ArmOutputs(q, dq, u0, tau_m, tau_f, tau_e, *start, qm0, dqm0, temp0, cur0)
             c = ArmState(None, None, q_prev, q_prev2, u, tgt, filt, hist_t, hist_e, qm, dqm, temp)
-            return (d, c), out
+            return (d, c, hist), (out, heads)
 
         c0 = ArmState(None, None, *[jnp.asarray(v) for v in state[2:]])
-        (d, c), out = jax.lax.scan(control_step, (d0, c0), ArmInputs(*[jnp.asarray(v) for v in inputs]))
+        (d, c, hist), (out, heads) = jax.lax.scan(control_step, (d0, c0, hist0), (x_arm, tele))
         qm, dqm = motor_side(lay, xp, d.qpos[qadr], d.qvel[dadr], c.qm, c.dqm)
-        return c._replace(qpos=d.qpos, qvel=d.qvel, qm=qm, dqm=dqm), out
+        return c._replace(qpos=d.qpos, qvel=d.qvel, qm=qm, dqm=dqm), out, heads
 
+    def rollout(params, inputs, state: ArmState, model_updates=None):
+        final, out, _ = run(params, inputs, state, model_updates)
+        return final, out
+
+    def with_heads(params, inputs, state: ArmState, model_updates=None):
+        """(state, outputs, heads): heads (T, ...) of a learned model's network per control step
+        (None for analytic parameters)."""
+        return run(params, inputs, state, model_updates)
+
+    rollout.with_heads = with_heads
     return rollout

@@ -31,6 +31,7 @@ from ..models.actuator import drive_effort, transmission_coupling
 from ..models.control import CONTROL_LAWS
 from ..models.friction import friction_budget, stick_slip_torque
 from ..models.motor import dc_motor_current
+from ..precision import physics
 from ..robots.loader import Robot
 from .arm import (ArmConfig, ArmInputs, ArmOutputs, ArmState, Kit, delayed, filter_gain, firmware_output,
                   hot_params, joint_effort, layout, motor_current, motor_effort, motor_side, mujoco_armature,
@@ -85,11 +86,19 @@ def _diag_index(m: mujoco.MjModel, dadr: np.ndarray) -> tuple[str, np.ndarray]:
     return "qM", m.dof_Madr[dadr]
 
 
-def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmState,
+@physics
+def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
                    cfg: ArmConfig | None = None, model_updates: dict | None = None,
-                   model: mujoco.MjModel | None = None) -> tuple[ArmState, ArmOutputs]:
+                   model: mujoco.MjModel | None = None, *, heads: bool = False):
     """Native MuJoCo rollout; arrays as in the MJX path, optionally with a leading batch axis B
-    on ``inputs`` and ``state``. Returns NumPy arrays.
+    on ``inputs`` and ``state``. Returns NumPy arrays (ArmState, ArmOutputs), and the learned
+    model's heads (T, ...) per control step (None for analytic parameters) as a third item when
+    ``heads``.
+
+    ``params`` may be a learned / residual model (:class:`~actuatorlab.sim.arm_learned.LearnedArm`,
+    inputs :class:`~actuatorlab.sim.arm_learned.LearnedInputs` when it reads telemetry): its
+    network is evaluated once per control step for the whole batch by one jitted JAX call, the
+    physics stays native (the MJX path's equations, :mod:`actuatorlab.sim.arm_learned`).
 
     ``params`` values are (n_groups,) (shared by the batch) or (B, n_groups): one parameter set
     per environment, e.g. a whole CMA-ES population times the fit windows in one call. A
@@ -100,13 +109,22 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
     with per-environment armature only its structure and other fields are used); built from
     ``params``/``model_updates`` when omitted.
     """
+    from .arm_learned import LearnedArm, combine_effort, frame, initial_history, step_fn_batched, telemetry_or_empty
+
     cfg = cfg or ArmConfig.from_robot(robot)
-    x = ArmInputs(*[np.asarray(v, float) for v in inputs])
+    learned = params if isinstance(params, LearnedArm) else None
+    if learned is not None:
+        params = learned.base
+    x = ArmInputs(*[np.asarray(v, float) for v in inputs[:3]])
     s0 = ArmState(*[np.asarray(v, float) for v in state])
     batched = x.q_target.ndim == 3
+    tele = getattr(inputs, "telemetry", None)
+    past = getattr(inputs, "past", None)
     if not batched:
         x = ArmInputs(*[v[None] for v in x])
         s0 = ArmState(*[v[None] for v in s0])
+        tele = None if tele is None else np.asarray(tele)[None]
+        past = None if past is None else np.asarray(past)[None]
     B, T, n = x.q_target.shape
     if (n != robot.n_joints or s0.qpos.shape != (B, robot.nq) or s0.qvel.shape != (B, robot.nv)
             or s0.qm.shape != (B, n) or s0.dqm.shape != (B, n) or s0.temperature.shape != (B, n)):
@@ -168,7 +186,27 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
                                                  "temperature", "current")}
     qpos_out, qvel_out = np.empty((B, T, robot.nq)), np.empty((B, T, robot.nv))
 
+    if learned is not None:
+        if learned.n_joints != n:
+            raise ModelError(f"learned model has {learned.n_joints} joints, {robot.name} {n}")
+        if not learned.residual and lay.compliant[learned.mask].any():
+            raise ModelError(f"{robot.name}: a learned (not residual) effort needs rigid channels; "
+                             f"compliant transmissions are only corrected (residual)")
+        import jax
+
+        tele = np.stack([np.asarray(telemetry_or_empty(learned, None if tele is None else tele[b], T))
+                         for b in range(B)])
+        hist_n = np.stack([np.asarray(initial_history(
+            learned, frame(learned, x.q_target[b, 0], s0.qpos[b, qadr], s0.qvel[b, dadr], x.v_supply[b, 0],
+                           x.enable[b, 0], tele[b, 0]), None if past is None else past[b])) for b in range(B)])
+        heads_out = []
     for k in range(T):
+        if learned is not None:  # the network's effort for the whole batch, held over the step
+            tau_net, hd, hist_n = step_fn_batched(learned, hist_n, x.q_target[:, k], np.array(qpos_v)[:, qadr],
+                                                  np.array(qvel_v)[:, dadr], x.v_supply[:, k], x.enable[:, k],
+                                                  tele[:, k])
+            tau_net = np.asarray(tau_net, float)
+            heads_out.append(jax.tree.map(np.asarray, hd))
         hist_t = push(np, hist_t, x.q_target[:, k])
         hist_e = push(np, hist_e, x.enable[:, k])
         tgt, en = delayed(np, hist_t, dsteps), delayed(np, hist_e, dsteps)
@@ -201,6 +239,11 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
             cur = motor_current(kit, lay, p_hot, u, dqm, en)
             applied, tau_f, tau_e, qm1, dqm1 = joint_effort(kit, lay, p, tau_m, q, dq, qm, dqm, m_diag, i_load,
                                                             tau_s, h)
+            if learned is not None:
+                applied = combine_effort(learned, applied, tau_net, np)
+                if not learned.residual:
+                    tau_m = np.where(learned.mask, tau_net, tau_m)
+                    tau_f = np.where(learned.mask, 0.0, tau_f)
             for b, d in enumerate(datas):
                 app_v[b][dadr] = applied[b]
                 mujoco.mj_step2(models[b], d)
@@ -219,7 +262,13 @@ def rollout_native(robot: Robot, params: dict, inputs: ArmInputs, state: ArmStat
     out = ArmOutputs(outs["q"], outs["dq"], outs["u"], outs["tau_motor"], outs["tau_friction"],
                      outs["tau_ext"], qpos_out, qvel_out, outs["qm"], outs["dqm"], outs["temperature"],
                      outs["current"])
+    hd = None
+    if learned is not None:  # (B, T, ...)
+        import jax
+
+        hd = jax.tree.map(lambda *a: np.stack(a, axis=1), *heads_out)
     if not batched:
         final = ArmState(*[v[0] for v in final])
         out = ArmOutputs(*[v[0] for v in out])
-    return final, out
+        hd = None if hd is None else jax.tree.map(lambda a: a[0], hd)
+    return (final, out, hd) if heads else (final, out)

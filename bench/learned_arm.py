@@ -1,0 +1,158 @@
+"""Learned whole-robot actuators vs the best nested analytic model on virtual hardware.
+
+    python bench/learned_arm.py --data DIR [--adapt-data DIR1] [--out bench/out/learned_arm]
+                                [--steps N] [--models analytic transformer residual adapt adapt_residual mlp gru lstm]
+
+DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neural_actuator --seed 0
+--scale S`` (train/ val/ test/ heldout/); DIR1 one of another virtual unit (``--seed 1``) for the
+online adaptation. For every model: rollout joint MAE per joint at 100 / 300 / 600 control steps
+from measured states (windows restarted from the log, native path) on the test split and on the
+held-out conditions (payload 400 g, push -y), training wall time per 1,000 steps and to the
+reported checkpoint. The analytic model is the nested ladder fitted by ``fit --robot``
+(:func:`actuatorlab.identify.arm_fit.select_arm`, CMA-ES, ``--analytic-evals`` per model);
+learned models are trained through MJX by :func:`actuatorlab.learned.arm.train_arm` with the
+default budget (``--steps`` overrides the steps). Each model's result is written to OUT/results.json
+as soon as it is done (a model whose run folder already holds arm_model.json is loaded, not
+retrained), then one table and one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import emit  # noqa: E402
+
+ROBOT = "open_manipulator_x"
+HORIZONS = (100, 300, 600)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--adapt-data", type=Path, default=None)
+    ap.add_argument("--out", type=Path, default=Path("bench/out/learned_arm"))
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--analytic-evals", type=int, default=40)
+    ap.add_argument("--adapt-steps", type=int, default=20)
+    ap.add_argument("--models", nargs="+", default=["analytic", "transformer", "residual", "adapt", "adapt_residual", "mlp", "gru", "lstm"])
+    a = ap.parse_args(argv)
+
+    from actuatorlab.identify.arm_fit import evaluate_arm, select_arm
+    from actuatorlab.learned.arm import evaluate_learned_arm, load_arm_model, train_arm
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+
+    out = a.out
+    out.mkdir(parents=True, exist_ok=True)
+    res_path = out / "results.json"
+    results = json.loads(res_path.read_text()) if res_path.exists() else {}
+    tr = load_logs([a.data / "train"])
+    va = load_logs([a.data / "val"])
+    te = load_logs([a.data / "test"])
+    ho = load_logs(sorted((a.data / "heldout").iterdir()))
+    card = json.loads((a.data / "dataset.json").read_text())
+
+    def save():
+        res_path.write_text(json.dumps(results, indent=2, default=float) + "\n")
+
+    def score_learned(run: Path) -> dict:
+        r, m, d = load_arm_model(run / "arm_model.json")
+        return {"test": evaluate_learned_arm(r, m, te, HORIZONS), "heldout": evaluate_learned_arm(r, m, ho, HORIZONS),
+                "params": d["params_count"], "training": d["training"]}
+
+    analytic_json = out / "analytic" / "arm_model.json"
+    with physics_precision():
+        for name in a.models:
+            if name in results:
+                continue
+            t0 = time.perf_counter()
+            if name == "analytic":
+                sel = select_arm(ROBOT, tr, va, max_evals=a.analytic_evals, max_windows=16, seed=0)
+                f = sel["final"]
+                analytic_json.parent.mkdir(parents=True, exist_ok=True)
+                analytic_json.write_text(json.dumps({"format": "actuatorlab-arm-model", "format_version": "1",
+                                                     "robot": ROBOT, "model": f["model"], "params": f["params"],
+                                                     "per_joint": False}, default=float))
+                results[name] = {"model": f["model"], "test": evaluate_arm(ROBOT, f["params"], te, HORIZONS, model=f["model"]),
+                                 "heldout": evaluate_arm(ROBOT, f["params"], ho, HORIZONS, model=f["model"]),
+                                 "training": {"wall_s": time.perf_counter() - t0,
+                                              "table": [{k: r[k] for k in ("model", "validation_mae", "earns_place")}
+                                                        for r in sel["table"]]}}
+            elif name in ("transformer", "mlp", "gru", "lstm", "residual"):
+                run = out / name
+                if not (run / "arm_model.json").exists():
+                    resid = None
+                    if name == "residual":
+                        if not analytic_json.exists():
+                            print("residual needs the analytic model first; skipped", file=sys.stderr)
+                            continue
+                        resid = analytic_json
+                    train_arm(ROBOT, tr, va, arch="transformer" if name == "residual" else name, out=run,
+                              residual=resid, steps=a.steps, seed=0, resume=(run / "checkpoint.ckpt").exists(),
+                              progress=False)
+                results[name] = score_learned(run)
+            elif name in ("adapt", "adapt_residual"):
+                src = "transformer" if name == "adapt" else "residual"
+                if a.adapt_data is None or not (out / src / "arm_model.json").exists():
+                    print(f"{name} needs --adapt-data and the {src} run; skipped", file=sys.stderr)
+                    continue
+                tr1 = load_logs([a.adapt_data / "train"])[:12]
+                va1 = load_logs([a.adapt_data / "val"])
+                te1 = load_logs([a.adapt_data / "test"])
+                r, m, _ = load_arm_model(out / src / "arm_model.json")
+                before = evaluate_learned_arm(r, m, te1, HORIZONS)
+                run = out / name
+                if not (run / "arm_model.json").exists():
+                    train_arm(ROBOT, tr1, va1, arch="transformer", out=run, init=m, steps=a.adapt_steps, seed=1,
+                              residual=analytic_json if m.residual else None,
+                              budget={"lr": 1e-4, "eval_every": max(1, a.adapt_steps // 2)}, progress=False)
+                r2, m2, d2 = load_arm_model(run / "arm_model.json")
+                results[name] = {"from": src, "n_trajectories": len(tr1), "before": before,
+                                 "after": evaluate_learned_arm(r2, m2, te1, HORIZONS), "training": d2["training"]}
+            results[name]["bench_wall_s"] = time.perf_counter() - t0
+            save()
+
+    # ---- table
+    rows = [n for n in ("analytic", "mlp", "gru", "lstm", "transformer", "residual") if n in results]
+    print(f"OpenManipulator-X virtual hardware (synth neural_actuator, seed {card.get('seed')}, scale "
+          f"{card.get('scale')}): rollout MAE [mrad] from measured states, native path")
+    hdr = f"{'model':<12}{'split':<9}" + "".join(f"{j + '@' + str(h):>12}" for j in ("joint1", "joint2", "joint3", "joint4")
+                                                 for h in HORIZONS) + f"{'s/1k steps':>12}{'train s':>9}"
+    print(hdr)
+    summary = {"seed": card.get("seed"), "scale": card.get("scale"), "models": {}}
+    for n in rows:
+        r = results[n]
+        trn = r.get("training", {})
+        for split in ("test", "heldout"):
+            pj = r[split]["per_joint"]
+            cells = "".join(f"{1e3 * pj.get(j, {}).get(str(h), float('nan')):>12.1f}"
+                            for j in ("joint1", "joint2", "joint3", "joint4") for h in HORIZONS)
+            print(f"{n:<12}{split:<9}{cells}{(trn.get('s_per_1k_steps') or float('nan')):>12.0f}"
+                  f"{trn.get('wall_s', float('nan')):>9.0f}")
+        summary["models"][n] = {"test_mae_600": r["test"]["per_joint"], "heldout": r["heldout"]["per_joint"],
+                                "test_pooled": r["test"]["position_mae"], "heldout_pooled": r["heldout"]["position_mae"],
+                                "horizon": r["test"]["horizon"], "params": r.get("params"),
+                                "s_per_1k_steps": trn.get("s_per_1k_steps"), "train_wall_s": trn.get("wall_s"),
+                                "best_step": trn.get("best_step"), "steps": trn.get("steps")}
+    for name in ("adapt", "adapt_residual"):
+        if name in results:
+            ad = results[name]
+            print(f"adaptation of {ad.get('from', 'transformer')} to the seed-1 unit ({ad['n_trajectories']} "
+                  f"trajectories): test MAE {1e3 * ad['before']['position_mae']:.1f} -> "
+                  f"{1e3 * ad['after']['position_mae']:.1f} mrad (horizon {ad['after']['horizon']}), "
+                  f"{ad['training']['wall_s']:.0f} s")
+            summary[name] = {"from": ad.get("from", "transformer"), "before": ad["before"]["position_mae"],
+                             "after": ad["after"]["position_mae"], "wall_s": ad["training"]["wall_s"],
+                             "n_trajectories": ad["n_trajectories"]}
+    emit(summary, out / "summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,459 @@
+"""Whole-robot learned actuators: data, loss through the simulator, training, model files.
+
+The network of a :class:`~actuatorlab.sim.arm_learned.LearnedArm` is trained through the MJX
+rollout (:func:`actuatorlab.sim.arm.make_mjx_rollout`), never on effort labels: the logs carry no
+torque. Per minibatch of B windows of L control steps restarted from measured states
+(:func:`actuatorlab.sim.arm_windows.make_windows`; frames before a window are the log's measured
+frames, so the network's history is causal and complete), the loss is::
+
+    J = mean_{w,k,j} wgt huber((q_sim - q_meas)[w,k,j] / u_j)                   positions
+      + a_f mean_{w,k} c_f (1 + 4 [|f| > 0.01 N]) sum_xyz huber(f_hat - f)       end-effector force [N]
+      + a_g mean_{w,k} c_f BCE(gate_logit, |f| > 0.01 N)                       contact gate
+      + a_c mean_{w,c} BCE(condition_logit_c, label_c)                         condition per channel
+
+u_j = 1 deg for revolute joints, 1 mm for prismatic ones (the gripper in mm), huber with delta 1
+(optax.huber_loss); wgt excludes padding and joints a log does not record; c_f = 1 where the log
+carries a force label (``force_x/y/z``); label_c = 1 on the channel named by the log's
+``restricted`` condition (e.g. ``restricted_joint3``), 0 elsewhere. f_hat = sigmoid(gate) f_raw.
+The gradient flows through the simulator and through the network's history (BPTT) to the network
+only (:func:`~actuatorlab.sim.arm_learned.trainable`); the normalizer and the analytic base are
+data. Windows lengthen along the curriculum 128 -> 256 -> 320 control steps (``curriculum``; the
+steps are split between the stages by ``stage_fraction``). Optimisation, EMA, checkpoints, exact
+resume and the run folder are :func:`actuatorlab.learned.trainer.train`'s.
+
+Numerics: network and frames float32; the rollout's physics float64 (x64 context).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import time as _time
+from pathlib import Path
+from typing import Any, Iterable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ..errors import DataError, ModelError
+from ..logs.format import Trajectory
+from ..precision import physics
+from ..robots.loader import Robot, load_robot
+from ..sim.arm import ArmConfig, ArmInputs, ArmState, make_mjx_rollout
+from ..sim.arm_learned import TELEMETRY, LearnedArm, LearnedInputs, frames_of_log, trainable
+from ..sim.arm_native import rollout_native
+from ..sim.arm_windows import make_windows
+from .features import FeatureLayout, Normalizer, fit_normalizer
+from .nets import arch_sizes, make_net
+
+__all__ = ["DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
+           "learned_windows", "make_learned_arm", "arm_loss", "train_arm", "save_arm_model", "load_arm_model",
+           "ARM_MODEL_FORMAT", "WEIGHTS_NAME", "evaluate_learned_arm"]
+
+ARM_MODEL_FORMAT = "actuatorlab-arm-model"
+WEIGHTS_NAME = "arm_model.eqx"
+#: per-channel features used when the logs carry them (commands, state, tracking error, telemetry)
+DEFAULT_FEATURES: tuple[str, ...] = ("q_target", "q", "dq", "err", "current", "pwm", "temperature", "voltage")
+FORCE_THRESHOLD = 0.01  # [N] contact iff |f| above this
+#: default budget: finishes within 15 min on 2 CPU cores for the neural_actuator suite at --scale 0.1
+DEFAULT_BUDGET: dict[str, Any] = dict(steps=40, batch=2, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
+                                      lr=3e-4, eval_every=20, max_val_windows=8, one_shape=True)
+#: documented full budget (GPU or a long CPU run)
+FULL_BUDGET: dict[str, Any] = dict(steps=6000, batch=32, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
+                                   lr=3e-4, eval_every=250, max_val_windows=64, one_shape=False)
+
+
+@dataclasses.dataclass(frozen=True)
+class ArmLog:
+    """One multi-joint log for learned models: :class:`~actuatorlab.identify.arm_fit.LogArrays`
+    (``base``) plus telemetry (T, C, K) in ``features`` order, force (T, 3) [N] and force_known
+    (bool: the log carries a force label), condition (C,) labels (1 on the restricted channel)."""
+
+    base: Any
+    telemetry: np.ndarray
+    force: np.ndarray
+    force_known: bool
+    condition: np.ndarray
+
+
+def _telemetry_features(per_channel: Iterable[str]) -> tuple[str, ...]:
+    return tuple(f for f in per_channel if f in TELEMETRY)
+
+
+def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_channel: tuple[str, ...]) -> ArmLog:
+    """Read one log for a learned model; a missing telemetry channel is a one-line DataError."""
+    from ..identify.arm_fit import log_arrays
+
+    base = log_arrays(robot, traj)
+    where = traj.source_file or traj.name
+    T = base.q_meas.shape[0]
+    tel_f = _telemetry_features(per_channel)
+    tel = np.zeros((T, len(channels), len(tel_f)))
+    for c, j in enumerate(channels):
+        for k, f in enumerate(tel_f):
+            ch = f"{TELEMETRY[f]}/{j}"
+            if not traj.has(ch):
+                raise DataError(where, f"no {ch!r} channel: the learned model reads {f} of every channel")
+            tel[:, c, k] = np.nan_to_num(np.asarray(traj[ch], float))
+    known = all(traj.has(f"force_{a}") for a in "xyz")
+    force = np.stack([np.nan_to_num(np.asarray(traj[f"force_{a}"], float)) for a in "xyz"], -1) if known \
+        else np.zeros((T, 3))
+    cond = np.zeros(len(channels))
+    r = str(traj.conditions.get("restricted", "none"))
+    if r.startswith("restricted_") and r[len("restricted_"):] in channels:
+        cond[channels.index(r[len("restricted_"):])] = 1.0
+    return ArmLog(base, tel, force, known, cond)
+
+
+class LearnedWindows(eqx.Module):
+    """W windows of L steps: inputs (LearnedInputs, (W, L, ...), past (W, H, F)), state0 (ArmState,
+    (W, ...)), q_meas (W, L, n), wgt (W, L, n) position weights, force (W, L, 3) [N], force_w
+    (W, L), condition (W, C)."""
+
+    inputs: Any
+    state0: Any
+    q_meas: Any
+    wgt: Any
+    force: Any
+    force_w: Any
+    condition: Any
+
+    def take(self, idx) -> "LearnedWindows":
+        return jax.tree.map(lambda a: a[idx], self)
+
+    @property
+    def n(self) -> int:
+        return int(self.q_meas.shape[0])
+
+
+def learned_windows(robot: Robot, logs: list[ArmLog], length: int, model: LearnedArm,
+                    cfg: ArmConfig | None = None, pad_to: int | None = None) -> LearnedWindows:
+    """Windows of ``length`` control steps of every log (a shorter log: one padded window), with
+    the measured frames before each window as its history (copies of frame 0 before a log).
+
+    ``pad_to`` (>= length): windows start every ``length`` steps but hold ``pad_to`` steps, the
+    steps past ``length`` at weight 0, so every curriculum stage has one array shape and the
+    training step compiles once (XLA compiles the MJX gradient in minutes on a CPU)."""
+    cfg = cfg or ArmConfig.from_robot(robot)
+    H = model.layout.history
+    parts = []
+    P = int(length if pad_to is None else max(pad_to, length))
+    for lg in logs:
+        b = lg.base
+        w = make_windows(robot, b.q_meas, b.dq_meas, b.inputs, P, stride=int(length), cfg=cfg,
+                         temperature=b.temperature)
+        w = w._replace(mask=w.mask & (np.arange(P) < int(length))[None, :])
+        length_ = P
+        T = b.q_meas.shape[0]
+        frames = frames_of_log(model, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
+                               lg.telemetry)
+        idx = np.minimum(w.start[:, None] + np.arange(length_)[None], T - 1)  # (W, L)
+        past = frames[np.clip(w.start[:, None] + np.arange(-H, 0)[None], 0, T - 1)]  # (W, H, F)
+        fw = (w.mask * float(lg.force_known)).astype(float)
+        parts.append(dict(inputs=LearnedInputs(*w.inputs, lg.telemetry[idx], past), state0=w.state0,
+                          q_meas=w.q_meas, wgt=w.mask[..., None] * lg.base.scored[None, None, :].astype(float),
+                          force=lg.force[idx], force_w=fw, condition=np.tile(lg.condition, (len(w.start), 1))))
+    cat = lambda *a: np.concatenate(a)  # noqa: E731
+    d = {k: jax.tree.map(cat, *[p[k] for p in parts]) for k in parts[0]}
+    return LearnedWindows(**d)
+
+
+@physics
+def make_learned_arm(robot: Robot, arch: str, *, channels: tuple[str, ...], per_channel: tuple[str, ...],
+                     normalizer: Normalizer, effort_scale, base: dict | None = None, residual: bool = False,
+                     history: int = 8, key=None, **sizes) -> LearnedArm:
+    """A freshly initialised learned (or residual, correcting ``base``) whole-robot model."""
+    for j in channels:
+        if j not in robot.joint_names:
+            raise ModelError(f"channel {j!r} is not a joint of {robot.name} ({', '.join(robot.joint_names)})")
+    layout = FeatureLayout(tuple(channels), tuple(per_channel), (), history)
+    full = arch_sizes(arch, **sizes)
+    key = jax.random.PRNGKey(0) if key is None else key
+    net = make_net(arch, n_features=layout.n_features, n_channels=layout.n_channels, history=history, key=key, **full)
+    if residual:  # start from the analytic model exactly: zero torque head output
+        net = _zero_torque_head(net)
+    base = robot.nominal_params() if base is None else base
+    idx = tuple(robot.index(j) for j in channels)
+    return LearnedArm(net=net, normalizer=normalizer, base={k: jnp.asarray(v, jnp.float64) for k, v in base.items()},
+                      layout=layout, channel_index=idx, n_joints=robot.n_joints,
+                      effort_scale=tuple(float(s) for s in np.broadcast_to(effort_scale, (len(channels),))),
+                      effort_limit=tuple(float(robot.joints[i].effort_limit) for i in idx), residual=bool(residual),
+                      arch=arch, sizes=tuple(sorted(full.items())))
+
+
+def _zero_torque_head(net):
+    """The network with the last layer of its torque head zeroed (a residual starts as the analytic
+    model); networks without a recognisable torque head are returned unchanged."""
+    heads = getattr(net, "heads", None)
+    th = getattr(heads, "torque", None)
+    last = getattr(th, "layers", None)
+    if last is None:
+        return net
+    lin = last[-1]
+    return eqx.tree_at(lambda n: (n.heads.torque.layers[-1].weight, n.heads.torque.layers[-1].bias), net,
+                       (jnp.zeros_like(lin.weight), jnp.zeros_like(lin.bias)))
+
+
+def _units(robot: Robot) -> np.ndarray:
+    """Position-loss units u_j: 1 deg for revolute joints, 1 mm for prismatic ones."""
+    m = robot.model()
+    import mujoco
+
+    jt = np.asarray(m.jnt_type)[[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j) for j in robot.joint_names]]
+    return np.where(jt == mujoco.mjtJoint.mjJNT_SLIDE, 1e-3, math.pi / 180.0)
+
+
+def arm_loss(model: LearnedArm, w: LearnedWindows, roll_heads, units, weights=(0.1, 0.1, 0.1)):
+    """Loss J of the module docstring and its terms (aux dict). ``roll_heads``: a batched
+    ``make_mjx_rollout(...).with_heads`` (``jax.vmap(..., in_axes=(None, 0, 0, None))``)."""
+    _, out, hd = roll_heads(model, w.inputs, w.state0, None)
+    e = (out.q - w.q_meas) / jnp.asarray(units)
+    pos = jnp.sum(optax.huber_loss(e, delta=1.0) * w.wgt) / jnp.maximum(jnp.sum(w.wgt), 1.0)
+    f_hat = jax.nn.sigmoid(hd.gate_logit)[..., None] * hd.force_raw
+    contact = (jnp.linalg.norm(w.force, axis=-1) > FORCE_THRESHOLD).astype(jnp.float32)
+    fw = jnp.asarray(w.force_w, jnp.float32)
+    den_f = jnp.maximum(jnp.sum(fw), 1.0)
+    force = jnp.sum(fw * (1.0 + 4.0 * contact) * optax.huber_loss(f_hat, w.force.astype(jnp.float32), delta=1.0).sum(-1)) / den_f
+    gate = jnp.sum(fw * optax.sigmoid_binary_cross_entropy(hd.gate_logit, contact)) / den_f
+    cond = jnp.mean(optax.sigmoid_binary_cross_entropy(hd.condition_logit,
+                                                       jnp.asarray(w.condition, jnp.float32)[:, None, :]))
+    a_f, a_g, a_c = weights
+    total = pos + a_f * force + a_g * gate + a_c * cond
+    return total, {"position": pos, "force": force, "gate": gate, "condition": cond}
+
+
+def native_mae(robot: Robot, model, w: LearnedWindows, cfg: ArmConfig | None = None) -> dict[str, Any]:
+    """Per-joint and pooled position MAE [rad | m] of a native rollout of ``model`` (learned or
+    analytic parameter sets) on the windows."""
+    x = w.inputs if isinstance(model, LearnedArm) else ArmInputs(*w.inputs[:3])
+    _, out = rollout_native(robot, model, x, w.state0, cfg)
+    wgt = np.asarray(w.wgt)
+    err = np.abs(np.asarray(out.q) - np.asarray(w.q_meas)) * wgt
+    num, den = err.sum(axis=(0, 1)), wgt.sum(axis=(0, 1))
+    per = {j: float(num[i] / den[i]) for i, j in enumerate(robot.joint_names) if den[i] > 0}
+    pooled = float(num.sum() / max(den.sum(), 1.0))
+    return {"per_joint": per, "position_mae": pooled if np.isfinite(pooled) else float("inf")}
+
+
+def _effort_scale(robot: Robot, base: dict, logs: list[ArmLog], channels, residual: bool) -> np.ndarray:
+    """s_c: the std of the analytic model's joint effort on the training logs' windows (native
+    rollout, 128 steps), x 0.25 for a residual; floored at 1 % of the effort limit."""
+    from ..identify.arm_fit import fit_windows
+
+    cfg = ArmConfig.from_robot(robot)
+    ws, _ = fit_windows(robot, [lg.base for lg in logs], 128, cfg)
+    sel = np.unique(np.linspace(0, len(ws.start) - 1, min(len(ws.start), 16)).astype(int))
+    _, out = rollout_native(robot, base, ArmInputs(*[v[sel] for v in ws.inputs]),
+                            ArmState(*[v[sel] for v in ws.state0]), cfg)
+    idx = [robot.index(j) for j in channels]
+    tau = (out.tau_motor + out.tau_friction)[..., idx]
+    s = np.nanstd(tau.reshape(-1, len(idx)), axis=0)
+    E = np.array([robot.joints[i].effort_limit for i in idx])
+    s = np.where(np.isfinite(s), s, 0.1 * E) * (0.25 if residual else 1.0)
+    return np.maximum(s, 0.01 * E)
+
+
+def _base_of(robot_name: str, residual) -> tuple[Robot, dict, dict | None]:
+    """(robot with the base model, base parameter sets, description) from None (the robot's
+    nominal model), an arm_model.json path or a dict ({"model", "params"} as fit --robot writes)."""
+    from ..identify.arm_fit import _param_sets, robot_with_model
+
+    robot = load_robot(robot_name)
+    if residual is None:
+        return robot, robot.nominal_params(), None
+    if isinstance(residual, (str, Path)):
+        p = Path(residual)
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
+        if d.get("format") != ARM_MODEL_FORMAT or d.get("kind", "analytic") != "analytic":
+            raise ModelError(f"{p}: --residual needs an analytic arm model (from `actuatorlab fit --robot`)")
+        if d.get("robot") != robot_name:
+            raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {robot_name!r}")
+    else:
+        d = residual
+    if d.get("model"):
+        robot = robot_with_model(robot, d["model"])
+    r, p = _param_sets(robot, d.get("params"))
+    return r, p, {"model": d.get("model"), "params": d.get("params")}
+
+
+@physics
+def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory], *, arch: str,
+              out: str | Path, residual=None, steps: int | None = None, seed: int = 0, resume: bool = False,
+              budget: dict | None = None, sizes: dict | None = None, per_channel: tuple[str, ...] | None = None,
+              history: int = 8, init: LearnedArm | None = None, progress: bool = True) -> dict[str, Any]:
+    """Train a learned (``residual`` None) or residual whole-robot model through MJX; write
+    RUN/arm_model.json + RUN/arm_model.eqx (the best checkpoint by validation MAE).
+
+    ``budget``: :data:`DEFAULT_BUDGET` keys (steps, batch, curriculum, stage_fraction, lr,
+    eval_every, max_val_windows); ``steps`` overrides its steps. ``init``: start from this
+    model's network (fine-tuning / online adaptation; its layout and normalizer are kept).
+    Returns the arm_model.json dict."""
+    from .trainer import TrainConfig, train
+
+    t_all = _time.perf_counter()
+    bud = {**DEFAULT_BUDGET, **(budget or {})}
+    if steps is not None:
+        bud["steps"] = int(steps)
+    if not train_trajs or not val_trajs:
+        raise DataError(None, f"train --robot needs training and validation logs (got {len(train_trajs)} and "
+                              f"{len(val_trajs)})")
+    robot, base, base_desc = _base_of(robot_name, residual)
+    cfg = ArmConfig.from_robot(robot)
+    from ..identify.arm_fit import log_arrays
+
+    scored = np.any([log_arrays(robot, t).scored for t in train_trajs[:1]], axis=0)
+    if init is not None:
+        channels, feats = init.layout.channels, init.layout.per_channel
+    else:
+        channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
+        feats = tuple(per_channel or [f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
+            train_trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
+    tr = [arm_log(robot, t, channels, feats) for t in train_trajs]
+    va = [arm_log(robot, t, channels, feats) for t in val_trajs]
+    if init is not None:
+        model = init
+        if init.residual != (residual is not None):
+            raise ModelError("fine-tuning keeps the model kind: give --residual exactly when the model is residual")
+    else:
+        # normalizer from the measured frames of the training logs only
+        tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats, normalizer=Normalizer(
+            np.zeros(len(channels) * len(feats)), np.ones(len(channels) * len(feats))), effort_scale=1.0,
+            base=base, history=history, width=4, depth=1, d=4, head_width=4)
+        frames = np.concatenate([frames_of_log(tmp, lg.base.inputs.q_target, lg.base.q_meas, lg.base.dq_meas,
+                                               lg.base.inputs.v_supply, lg.base.inputs.enable, lg.telemetry)
+                                 for lg in tr])
+        norm = fit_normalizer(frames)
+        scale = _effort_scale(robot, base, tr, channels, residual is not None)
+        model = make_learned_arm(robot, arch, channels=channels, per_channel=feats, normalizer=norm,
+                                 effort_scale=scale, base=base, residual=residual is not None, history=history,
+                                 key=jax.random.PRNGKey(seed), **(sizes or {}))
+    lengths = tuple(int(L) for L in bud["curriculum"])
+    fr = np.asarray(bud["stage_fraction"], float)[:len(lengths)]
+    ends = np.round(np.cumsum(fr / fr.sum()) * bud["steps"]).astype(int)
+    pad = max(lengths) if bud.get("one_shape") else None
+    stages = [learned_windows(robot, tr, L, model, cfg, pad_to=pad) for L in lengths]
+    vw = learned_windows(robot, va, lengths[-1], model, cfg)
+    vw = vw.take(np.unique(np.linspace(0, vw.n - 1, min(vw.n, int(bud["max_val_windows"]))).astype(int)))
+    B = int(bud["batch"])
+    units = _units(robot)
+    roll = jax.vmap(make_mjx_rollout(robot, cfg).with_heads, in_axes=(None, 0, 0, None))
+
+    def batch_fn(step: int) -> LearnedWindows:
+        si = int(np.searchsorted(ends, step, side="right"))
+        si = min(si, len(stages) - 1)
+        w = stages[si]
+        rng = np.random.default_rng([int(seed), int(step)])
+        return w.take(rng.choice(w.n, size=B, replace=w.n < B))
+
+    def loss_fn(m, w):
+        return arm_loss(m, w, roll, units)
+
+    def val_fn(m):
+        r = native_mae(robot, m, vw, cfg)
+        return {"val": r["position_mae"], **{f"mae/{j}": v for j, v in r["per_joint"].items()}}
+
+    tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 10),
+                       eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=int(seed),
+                       ema_decay=0.99)
+    out = Path(out)
+    meta = {"robot": robot_name, "arch": model.arch, "residual": base_desc, "curriculum": list(lengths),
+            "batch": B, "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
+    res = train(out, model, loss_fn, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
+                meta=meta, filter_spec=trainable(model))
+    best = res.best
+    val0 = native_mae(robot, model, vw, cfg) if init is not None else None
+    d = save_arm_model(out, robot_name, best, base_desc, extra={
+        "training": {"steps": res.steps, "best_step": res.best_step, "best_val_mae": res.best_val,
+                     "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
+                     "wall_s": _time.perf_counter() - t_all, "curriculum": list(lengths), "batch": B,
+                     "stage_ends": ends.tolist(), "lr": bud["lr"],
+                     "init_val_mae": None if val0 is None else val0["position_mae"]},
+        "data": {"train": [t.source_file or t.name for t in train_trajs],
+                 "val": [t.source_file or t.name for t in val_trajs]}})
+    return d
+
+
+def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_desc: dict | None,
+                   extra: dict | None = None) -> dict:
+    """Write RUN/arm_model.json (kind "learned" | "residual") and its weights RUN/arm_model.eqx."""
+    from .. import __version__
+    from ..identify.modelfile import atomic_write_text, git_revision
+    from .checkpoint import save_learned
+    from .nets import param_count
+
+    out = Path(out)
+    save_learned(out / WEIGHTS_NAME, model.net, layout=model.layout, normalizer=model.normalizer, arch=model.arch,
+                 sizes=dict(model.sizes), meta={"robot": robot_name, "residual": model.residual})
+    d = {"format": ARM_MODEL_FORMAT, "format_version": "1", "kind": "residual" if model.residual else "learned",
+         "robot": robot_name, "weights": WEIGHTS_NAME, "arch": model.arch, "sizes": dict(model.sizes),
+         "params_count": param_count(model.net), "layout": model.layout.to_dict(),
+         "normalizer": model.normalizer.to_dict(), "effort_scale": list(model.effort_scale),
+         "base": base_desc, **(extra or {}), "package_version": __version__, "git_revision": git_revision()}
+    atomic_write_text(out / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
+    return d
+
+
+@physics
+def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Robot, LearnedArm, dict]:
+    """(robot with the base model, LearnedArm, the JSON dict) of a learned/residual arm_model.json;
+    problems are one-line ModelErrors naming the file."""
+    from .checkpoint import load_learned
+
+    p = Path(path)
+    try:
+        d = json.loads(p.read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
+    if d.get("format") != ARM_MODEL_FORMAT or d.get("kind") not in ("learned", "residual"):
+        raise ModelError(f"{p}: not a learned actuatorlab arm model")
+    if robot_name is not None and d.get("robot") != robot_name:
+        raise ModelError(f"{p}: trained for robot {d.get('robot')!r}, not {robot_name!r}")
+    try:
+        layout = FeatureLayout.from_dict(d["layout"])
+        lm = load_learned(p.parent / d["weights"], layout)
+        robot, base, _ = _base_of(d["robot"], d.get("base"))
+        model = LearnedArm(net=lm.net, normalizer=lm.normalizer,
+                           base={k: jnp.asarray(v, jnp.float64) for k, v in base.items()}, layout=lm.layout,
+                           channel_index=tuple(robot.index(j) for j in layout.channels), n_joints=robot.n_joints,
+                           effort_scale=tuple(float(s) for s in d["effort_scale"]),
+                           effort_limit=tuple(float(robot.joints[robot.index(j)].effort_limit)
+                                              for j in layout.channels),
+                           residual=d["kind"] == "residual", arch=lm.arch, sizes=tuple(sorted(lm.sizes.items())))
+    except KeyError as e:
+        raise ModelError(f"{p}: arm model lacks the entry {e}") from None
+    return robot, model, d
+
+
+@physics
+def evaluate_learned_arm(robot: Robot, model: LearnedArm, trajs: Iterable[Trajectory],
+                         horizons: Iterable[int] = (100, 300, 600)) -> dict[str, Any]:
+    """:func:`~actuatorlab.identify.arm_fit.evaluate_arm`'s result for a learned model: per-joint
+    window-rollout MAE at each horizon (native path, windows restarted from measured states)."""
+    logs = [arm_log(robot, t, model.layout.channels, model.layout.per_channel) for t in trajs]
+    if not logs:
+        raise DataError(None, "no logs to evaluate")
+    units: dict = {}
+    for lg in logs:
+        units.update(lg.base.units)
+    per_joint = {j: {} for j, s in zip(robot.joint_names, np.any([lg.base.scored for lg in logs], axis=0)) if s}
+    n_windows, pooled, longest = {}, None, None
+    for h in sorted({int(h) for h in horizons}):
+        fit = [lg for lg in logs if lg.base.q_meas.shape[0] >= h]
+        if not fit:
+            continue
+        w = learned_windows(robot, fit, h, model)
+        r = native_mae(robot, model, w)
+        for j, v in r["per_joint"].items():
+            if j in per_joint:
+                per_joint[j][str(h)] = v
+        n_windows[str(h)] = w.n
+        pooled, longest = r["position_mae"], h
+    return {"per_joint": per_joint, "position_mae": pooled, "horizon": longest, "unit": "rad", "units": units,
+            "n_windows": n_windows}
