@@ -158,11 +158,12 @@ def test_idim_ls_recovers_parameters_of_a_synthetic_closed_loop_log(synthetic_lo
 
 
 def test_idim_ls_is_linear_in_the_drive_gain(synthetic_log):
-    """tau = gtau v: a 10 % larger gtau scales every estimate by 1.1 exactly."""
+    """tau = gtau v: a 10 % larger gtau scales every estimate by 1.1, up to the least-squares
+    rounding (measured 2.5e-9 relative on the small offset with this machine's LAPACK, 1e-11 on M)."""
     t, _, qm, vir, _ = synthetic_log
     r1, r2 = fit_idim_ls(t, qm, vir, GTAU), fit_idim_ls(t, qm, vir, 1.1 * GTAU)
     for name in IDIM_PARAMETER_NAMES:
-        assert r2[name] == pytest.approx(1.1 * r1[name], rel=1e-9)
+        assert r2[name] == pytest.approx(1.1 * r1[name], rel=1e-7)
 
 
 def test_idim_ls_sees_a_wrong_mass(synthetic_log):
