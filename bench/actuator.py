@@ -27,13 +27,15 @@ effect on the rollout MAE must be measured with that model (not done here).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit  # noqa: E402
 
 import numpy as np
 
@@ -240,11 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     res = run(args)
     if not args.json:
         _table(res)
-    line = json.dumps(res, default=float)
-    print(line)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(line + "\n")
+    emit(res, args.out)
     return 0
 
 

@@ -37,6 +37,9 @@ import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit  # noqa: E402
+
 ROBOT = "open_manipulator_x"
 
 
@@ -246,11 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     res = run(args)
     if not args.json:
         _table(res)
-    line = json.dumps(res, default=float)
-    print(line)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(line + "\n")
+    emit(res, args.out)
     return 0
 
 
