@@ -117,3 +117,35 @@ def setup_from_doc(where: str | Path, setup_doc: Any, extra: dict[str, Any],
                             "gains": {k: float(v) for k, v in setup_doc.get("gains", {}).items()},
                             "bench": {k: float(v) for k, v in setup_doc.get("bench", {}).items()},
                             "extra": {**extra, **setup_doc.get("extra", {})}})
+
+
+def find_mapping(mapping: Any, *, fmt: str, kind: str, where: Path, default: Path, missing: Path,
+                 given_for: str) -> tuple[dict[str, Any], Path]:
+    """The importer mapping to use, and where it came from.
+
+    ``mapping``: a dict (used as is), a path, or None (then ``default`` is looked for). A mapping
+    written for another importer (``format`` "actuatorlab-..." other than ``fmt``, e.g. a CSV column
+    mapping passed to a folder of several formats) is ignored as if none were given. ``kind`` names
+    the mapping in errors ("a LeRobot mapping"); ``where`` is returned with a dict, ``missing`` when
+    no mapping exists; ``given_for`` ends the error when an explicit file is absent.
+    """
+    def other(doc: Any) -> bool:
+        f = doc.get("format") if isinstance(doc, dict) else None
+        return isinstance(f, str) and f.startswith("actuatorlab-") and f != fmt
+
+    again = dict(fmt=fmt, kind=kind, where=where, default=default, missing=missing, given_for=given_for)
+    if isinstance(mapping, dict):
+        return find_mapping(None, **again) if other(mapping) else (mapping, where)
+    cand = Path(mapping) if mapping is not None else default
+    if cand.is_file():
+        doc = read_json(cand)
+        if not isinstance(doc, dict):
+            raise DataError(cand, f"{kind} must be a JSON object")
+        if other(doc) and mapping is not None:
+            return find_mapping(None, **again)
+        if doc.get("format", fmt) != fmt:
+            raise DataError(cand, f"not {kind} (format {doc.get('format')!r}, expected {fmt!r})")
+        return doc, cand
+    if mapping is not None:
+        raise DataError(mapping, f"mapping file not found (given for {given_for})")
+    return {}, missing

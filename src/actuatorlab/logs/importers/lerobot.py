@@ -54,7 +54,7 @@ import numpy as np
 
 from actuatorlab.errors import DataError
 from actuatorlab.logs.format import CANONICAL_UNITS, Channel, Trajectory
-from actuatorlab.logs.importers._common import read_json, setup_from_doc
+from actuatorlab.logs.importers._common import find_mapping, read_json, setup_from_doc
 
 __all__ = ["LEROBOT_MAPPING_FORMAT", "ROBOT_TYPES", "POSITION_UNITS", "is_lerobot_root", "find_lerobot_root",
            "lerobot_episodes", "write_lerobot_dataset", "normalize_positions"]
@@ -96,33 +96,6 @@ def find_lerobot_root(path: Path) -> Path | None:
         if is_lerobot_root(cand):
             return cand
     return None
-
-
-def _other_format(doc: Any) -> bool:
-    """A mapping written for another importer (e.g. a CSV column mapping passed to a folder)."""
-    f = doc.get("format") if isinstance(doc, dict) else None
-    return isinstance(f, str) and f.startswith("actuatorlab-") and f != LEROBOT_MAPPING_FORMAT
-
-
-def _mapping(root: Path, mapping: Any) -> tuple[dict[str, Any], Path]:
-    if isinstance(mapping, dict) and _other_format(mapping):
-        mapping = None
-    if isinstance(mapping, dict):
-        return mapping, root
-    cand = Path(mapping) if mapping is not None else root / "actuatorlab.mapping.json"
-    if cand.is_file():
-        doc = read_json(cand)
-        if not isinstance(doc, dict):
-            raise DataError(cand, "a LeRobot mapping must be a JSON object")
-        if _other_format(doc) and mapping is not None:
-            return _mapping(root, None)
-        if doc.get("format", LEROBOT_MAPPING_FORMAT) != LEROBOT_MAPPING_FORMAT:
-            raise DataError(cand, f"not a LeRobot mapping (format {doc.get('format')!r}, expected "
-                                  f"{LEROBOT_MAPPING_FORMAT!r})")
-        return doc, cand
-    if mapping is not None:
-        raise DataError(mapping, f"mapping file not found (given for the LeRobot dataset {root})")
-    return {}, root / "actuatorlab.mapping.json"
 
 
 def _names(feature: dict[str, Any], width: int) -> list[str]:
@@ -238,7 +211,9 @@ def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | No
     root = Path(root)
     info = _read_info(root)
     info_path = root / "meta" / "info.json"
-    doc, where = _mapping(root, mapping)
+    doc, where = find_mapping(mapping, fmt=LEROBOT_MAPPING_FORMAT, kind="a LeRobot mapping", where=root,
+                              default=root / "actuatorlab.mapping.json",
+                              missing=root / "actuatorlab.mapping.json", given_for=f"the LeRobot dataset {root}")
     bad = set(doc) - _MAPPING_KEYS
     if bad:
         raise DataError(where, f"unknown mapping key(s) {', '.join(sorted(bad))} (allowed: "

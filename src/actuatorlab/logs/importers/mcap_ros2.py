@@ -50,7 +50,7 @@ import numpy as np
 
 from actuatorlab.errors import DataError
 from actuatorlab.logs.format import Channel, Trajectory
-from actuatorlab.logs.importers._common import read_json, setup_from_doc, zoh_indices
+from actuatorlab.logs.importers._common import find_mapping, setup_from_doc, zoh_indices
 
 __all__ = ["MCAP_MAGIC", "MCAP_MAPPING_FORMAT", "MSGDEFS", "is_mcap_file", "load_mcap", "write_joint_bag",
            "robot_for_joints"]
@@ -124,34 +124,6 @@ def robot_for_joints(joints: list[str]) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def _other_format(doc: Any) -> bool:
-    """A mapping written for another importer (e.g. a CSV column mapping passed to a folder)."""
-    f = doc.get("format") if isinstance(doc, dict) else None
-    return isinstance(f, str) and f.startswith("actuatorlab-") and f != MCAP_MAPPING_FORMAT
-
-
-def _find_mapping(path: Path, mapping: Any) -> tuple[dict[str, Any], Path | str]:
-    if isinstance(mapping, dict) and _other_format(mapping):
-        mapping = None
-    if isinstance(mapping, dict):
-        return mapping, path
-    cands = [Path(mapping)] if mapping is not None else [path.with_name(path.stem + ".mapping.json")]
-    for c in cands:
-        if c.is_file():
-            doc = read_json(c)
-            if not isinstance(doc, dict):
-                raise DataError(c, "an MCAP mapping must be a JSON object")
-            if _other_format(doc) and mapping is not None:
-                return _find_mapping(path, None)
-            if doc.get("format", MCAP_MAPPING_FORMAT) != MCAP_MAPPING_FORMAT:
-                raise DataError(c, f"not an MCAP mapping (format {doc.get('format')!r}, expected "
-                                   f"{MCAP_MAPPING_FORMAT!r})")
-            return doc, c
-    if mapping is not None:
-        raise DataError(mapping, f"mapping file not found (given for {path.name})")
-    return {}, path
-
-
 def _stamp(msg: Any) -> int:
     """Header stamp [ns] (integer: float seconds since 1970 would lose sub-microsecond steps)."""
     st = msg.header.stamp
@@ -214,7 +186,9 @@ def _vec(path: Path, values: Any, n: int, field: str, i: int, topic: str) -> np.
 def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = None) -> Trajectory:
     """Read a ROS 2 MCAP bag as a :class:`Trajectory` (no validation here; see the module doc)."""
     path = Path(path)
-    doc, where = _find_mapping(path, mapping)
+    doc, where = find_mapping(mapping, fmt=MCAP_MAPPING_FORMAT, kind="an MCAP mapping", where=path,
+                              default=path.with_name(path.stem + ".mapping.json"), missing=path,
+                              given_for=path.name)
     bad = set(doc) - _MAPPING_KEYS
     if bad:
         raise DataError(where, f"unknown mapping key(s) {', '.join(sorted(bad))} (allowed: "
