@@ -22,7 +22,7 @@ Every function here is pure and jittable; the layout is plain static Python data
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import equinox as eqx

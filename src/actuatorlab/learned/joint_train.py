@@ -17,22 +17,18 @@ parameters by validation are the model that is written.
 
 from __future__ import annotations
 
-import json
-import time
 from pathlib import Path
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..errors import DataError, ModelError
-from ..logs.format import Trajectory
 from ..models.actuator import StepConfig
 from ..models.params import neutral_params
 from ..precision import physics
 from .features import FeatureLayout, Normalizer, fit_normalizer
-from .joint import JOINT_FEATURES, KINDS, JointModel, LogSet, frame, log_set, onestep_logs, rollout_logs, \
+from .joint import JOINT_FEATURES, KINDS, JointModel, frame, log_set, onestep_logs, rollout_logs, \
     trainable, window_loss, windows
 from .trainer import TrainConfig, TrainResult, train
 

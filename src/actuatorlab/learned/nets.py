@@ -44,7 +44,6 @@ from typing import Any, Callable, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from ..errors import UnknownNameError
 
