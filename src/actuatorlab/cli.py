@@ -491,6 +491,39 @@ def version():
     console.print(__version__)
 
 
+@app.command("estimate-force")
+def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.json of a learned model, or - for none"),
+                   data: List[Path] = typer.Argument(..., help="labelled multi-joint logs or folders to evaluate"),
+                   robot: str = typer.Option(..., "--robot", help="robot name"),
+                   calibrate: Optional[List[Path]] = typer.Option(None, "--calibrate", help="training logs or folder: "
+                                                                  "the classical baselines are fitted on their free-motion logs"),
+                   methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated (default: all)"),
+                   ee_body: Optional[str] = typer.Option(None, "--ee-body", help="end-effector body (default: the robot's)"),
+                   as_json: bool = typer.Option(False, "--json"),
+                   report: Optional[Path] = typer.Option(None, "--report", help="self-contained HTML report to write")):
+    """Sensorless end-effector force: the learned force head x gate and three classical baselines
+    (inverse-dynamics residual, + friction/backlash, momentum observer), run causally per frame."""
+    from .estimate.force_eval import run_estimate_force
+
+    r = run_estimate_force(model_json, data, robot=robot, calibrate=calibrate or [],
+                           methods=methods.split(",") if methods else None, ee_body=ee_body, report=report)
+    if as_json:
+        sys.stdout.write(json.dumps(r, default=float) + "\n")
+        return
+    t = Table(title=f"End-effector force, {r['n_logs']} logs ({r['n_frames']} frames)")
+    for c in ("method", "force MAE [N]", "contact accuracy", "false-positive contact", "contact rule"):
+        t.add_column(c)
+    pct = lambda x: "-" if x is None else f"{100 * x:.1f} %"  # noqa: E731
+    for m in r["methods"]:
+        t.add_row(m, f"{r['force_mae'][m]:.3f}", pct(r["gate_accuracy"][m]), pct(r["false_positive_contact_rate"][m]),
+                  r["contact_rule"][m])
+    console.print(t)
+    for w in r.get("gain_warnings", []):
+        console.print(f"[yellow]calibration:[/] {w}")
+    if r.get("report"):
+        console.print(f"wrote {r['report']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
