@@ -466,7 +466,7 @@ def make_estimator(name: str, robot: Robot, **kw) -> ForceEstimator:
     missing = [k for k in m.needs if kw.get(k) is None]
     if missing:
         raise ModelError(f"force estimation method {name!r} needs {missing}")
-    if name in CLASSICAL and kw["calibration"].friction != CLASSICAL[name]:
+    if name in ("id_linear", "id_friction") and kw["calibration"].friction != CLASSICAL[name]:
         raise ModelError(f"method {name!r} needs a calibration {'with' if CLASSICAL[name] else 'without'} friction")
     return m.build(robot, **kw)
 
