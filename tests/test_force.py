@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from actuatorlab.estimate.dynamics import ArmDynamics, force_from_torque
-from actuatorlab.estimate.force import (Calibration, ForceFrame, ForceLog, estimate_log, fit_calibration,
+from actuatorlab.estimate.force import (DEFAULT_TAU_S, Calibration, ForceFrame, ForceLog, estimate_log, fit_calibration,
                                         make_estimator)
 from actuatorlab.robots import load_robot
 
@@ -135,11 +135,11 @@ def test_linear_map_recovers_known_gain_and_offset(dyn):
 
     gain, offset = np.array([2.4, 1.9, 2.1, 0.8]), np.array([0.02, -0.05, 0.1, 0.0])
     lg = _log(dyn, q, dq, np.zeros_like(q))
-    qq, dq_f, ddq, _ = _filtered(lg, np.arange(4), 0.02, DT)
+    qq, dq_f, ddq, _ = _filtered(lg, np.arange(4), DEFAULT_TAU_S, DT)
     tau = np.array([dyn.inverse_dynamics(qq[k], dq_f[k], ddq[k]) for k in range(len(q))])
     # the fit low-passes the current like the velocity; a first-order filter is linear, so feed the
     # torque's inverse filter: i_k such that LPF(i)_k = (tau_k - b) / a
-    a = DT / (0.02 + DT)
+    a = DT / (DEFAULT_TAU_S + DT)
     target = (tau - offset) / gain
     cur = np.empty_like(target)
     cur[0] = target[0]

@@ -524,6 +524,35 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
         console.print(f"wrote {r['report']}")
 
 
+@app.command("train-heads")
+def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-joint logs or a synth folder (train/ val/)"),
+                    robot: str = typer.Option(..., "--robot", help="robot name"),
+                    out: Path = typer.Option(Path("run_heads"), "--out", "-o", help="run folder"),
+                    init: Optional[Path] = typer.Option(None, "--init", help="RUN/arm_model.json to start from (only "
+                                                        "its force/gate/condition heads are trained)"),
+                    arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm (without --init)"),
+                    sizes: Optional[str] = typer.Option(None, "--sizes", help='network sizes as JSON, e.g. \'{"d": 64}\''),
+                    steps: Optional[int] = typer.Option(None, "--steps"), seed: int = typer.Option(0, "--seed"),
+                    resume: bool = typer.Option(False, "--resume")):
+    """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
+    simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
+    from .learned.arm import load_arm_model
+    from .learned.heads import train_heads
+    from .pipeline import split_arm_data
+
+    try:
+        sz = json.loads(sizes) if sizes else None
+    except json.JSONDecodeError:
+        raise ActuatorlabError(f"--sizes must be a JSON object, got {sizes!r}") from None
+    tr, va = split_arm_data(data)
+    m = load_arm_model(init, robot)[1] if init is not None else None
+    d = train_heads(robot, tr, va, out=out, init=m, arch=arch, sizes=sz, steps=steps, seed=seed, resume=resume)
+    t = d["training"]
+    console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
+                  f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")
+    console.print(f"wrote {out / 'arm_model.json'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""

@@ -70,9 +70,10 @@ __all__ = ["ForceFrame", "ForceLog", "ForceEstimate", "ForceEstimator", "Calibra
 #: contact label when a log has no ``contact`` channel: |f| above this [N]
 FORCE_THRESHOLD = 0.01
 #: low-pass time constant of current and velocity for the inverse-dynamics methods [s]
-DEFAULT_TAU_S = 0.02
-#: momentum observer gain K_O [1/s] (bandwidth ~ K_O / 2 pi = 3.2 Hz)
-DEFAULT_K_O = 20.0
+DEFAULT_TAU_S = 0.05
+#: momentum observer gain K_O [1/s] (bandwidth K_O / 2 pi = 1.6 Hz). DEFAULT_TAU_S and DEFAULT_K_O were
+#: chosen on the synth suite's VALIDATION split (tau_s 0.02 / 0.05 s, K_O 10 / 20 / 40 1/s; docs/force.md)
+DEFAULT_K_O = 10.0
 #: smallest accepted current-to-torque gain [N.m/A]; a fitted gain below it is clamped
 DEFAULT_MIN_GAIN = 0.1
 STRIBECK_VELOCITIES = (0.02, 0.05, 0.1, 0.2)  # grid for v_s [rad/s]
@@ -121,16 +122,9 @@ class ForceLog:
         return ForceFrame(*(a[k] for a in self.frames))
 
 
-def _split_of(traj: Trajectory) -> str:
-    p = str(traj.source_file or "")
-    parts = p.replace("\\", "/").split("/")
-    if len(parts) >= 3 and parts[-3] == "heldout":
-        return f"heldout/{parts[-2]}"
-    return parts[-2] if len(parts) >= 2 else ""
-
-
-def read_force_log(robot: Robot, traj: Trajectory) -> ForceLog:
-    """Read one multi-joint log; problems are one-line :class:`DataError` naming the file."""
+def read_force_log(robot: Robot, traj: Trajectory, split: str = "") -> ForceLog:
+    """Read one multi-joint log (``split``: a label for the scores, e.g. the folder it came from);
+    problems are one-line :class:`DataError` naming the file."""
     from ..identify.arm_fit import log_arrays
 
     b = log_arrays(robot, traj)
@@ -156,7 +150,7 @@ def read_force_log(robot: Robot, traj: Trajectory) -> ForceLog:
     frames = ForceFrame(b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
                         tel["current"], tel["pwm_duty"], tel["temperature"])
     cond = {k: str(v) for k, v in (traj.conditions or {}).items()}
-    return ForceLog(traj.name, frames, np.asarray(traj.time, float), force, known, contact, _split_of(traj),
+    return ForceLog(traj.name, frames, np.asarray(traj.time, float), force, known, contact, str(split),
                     cond.get("excitation", "unknown"), cond)
 
 

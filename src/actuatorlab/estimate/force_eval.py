@@ -5,7 +5,8 @@ evaluated ones), runs every method causally over every evaluated log
 (:func:`~actuatorlab.estimate.force.estimate_log`) and scores it:
 
 * ``force_mae`` [N]: method -> mean over the labelled frames and the three axes of
-  ``|f_hat - f|`` (base frame); ``force_mae_by_task`` (the log's ``excitation`` condition, e.g.
+  ``|f_hat - f|`` (base frame); ``force_mae_in_contact``: the same over the frames in contact
+  only (a payload carried or a push acting); ``force_mae_by_task`` (the log's ``excitation`` condition, e.g.
   ``push_hold``, ``lift_hold``, ``no_contact``), ``force_mae_by_split`` (``test``,
   ``heldout/<condition>``);
 * ``gate_accuracy``: method -> fraction of labelled frames whose contact decision equals the
@@ -45,10 +46,10 @@ def _decide(method: str, out: dict) -> np.ndarray:
 
 def score_force(logs: Sequence[ForceLog], outputs: dict[str, list[dict]]) -> dict[str, Any]:
     """Scores of the module docstring from per-method outputs (one dict per log, :func:`estimate_log`)."""
-    res: dict[str, Any] = {"force_mae": {}, "force_mae_by_task": {}, "force_mae_by_split": {}, "gate_accuracy": {},
-                           "false_positive_contact_rate": {}}
+    res: dict[str, Any] = {"force_mae": {}, "force_mae_in_contact": {}, "force_mae_by_task": {}, "force_mae_by_split": {},
+                           "gate_accuracy": {}, "false_positive_contact_rate": {}}
     for m, outs in outputs.items():
-        num, den, acc_n, acc_d, fp_n, fp_d = 0.0, 0, 0, 0, 0, 0
+        num, den, acc_n, acc_d, fp_n, fp_d, c_num, c_den = 0.0, 0, 0, 0, 0, 0, 0.0, 0
         by_task: dict[str, list[float]] = {}
         by_split: dict[str, list[float]] = {}
         for lg, o in zip(logs, outs):
@@ -57,6 +58,8 @@ def score_force(logs: Sequence[ForceLog], outputs: dict[str, list[dict]]) -> dic
             e = np.abs(o["force"] - lg.force)
             num += float(e.sum())
             den += e.size
+            c_num += float(e[lg.contact].sum())
+            c_den += e[lg.contact].size
             for key, d in ((lg.task, by_task), (lg.split, by_split)):
                 a = d.setdefault(key, [0.0, 0])
                 a[0] += float(e.sum())
@@ -68,6 +71,7 @@ def score_force(logs: Sequence[ForceLog], outputs: dict[str, list[dict]]) -> dic
                 fp_n += int(np.sum(dec))
                 fp_d += lg.n
         res["force_mae"][m] = num / den if den else None
+        res["force_mae_in_contact"][m] = c_num / c_den if c_den else None
         res["force_mae_by_task"][m] = {k: v[0] / v[1] for k, v in sorted(by_task.items())}
         res["force_mae_by_split"][m] = {k: v[0] / v[1] for k, v in sorted(by_split.items())}
         res["gate_accuracy"][m] = acc_n / acc_d if acc_d else None
@@ -75,21 +79,34 @@ def score_force(logs: Sequence[ForceLog], outputs: dict[str, list[dict]]) -> dic
     return res
 
 
+def _fingerprint(t) -> tuple:
+    """Identity of a log's content: name, length and a hash of its position channels."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for ch in sorted(c for c in t.channels if c.startswith("position")):
+        h.update(np.ascontiguousarray(np.asarray(t[ch], np.float64)).tobytes())
+    return t.name, t.n, h.hexdigest()
+
+
 def evaluate_force(robot: Robot, eval_trajs: list, calib_trajs: list, *, model=None, methods: Sequence[str] = ALL_METHODS,
-                   ee_body: str | None = None, k_o: float = DEFAULT_K_O, keep_outputs: bool = False) -> dict[str, Any]:
+                   ee_body: str | None = None, k_o: float = DEFAULT_K_O, splits: Sequence[str] | None = None,
+                   keep_outputs: bool = False) -> dict[str, Any]:
     """Calibrate on the free-motion logs among ``calib_trajs``, run ``methods`` on ``eval_trajs``
-    and score them (module docstring). ``model``: a LearnedArm (needed for ``learned``).
-    Returns the JSON-able result; with ``keep_outputs`` also ``_logs`` / ``_outputs`` (arrays)
-    for the report."""
+    and score them (module docstring). ``model``: a LearnedArm (needed for ``learned``);
+    ``splits``: a label per evaluated log (e.g. its folder) for ``force_mae_by_split``. A
+    calibration log whose content equals an evaluated one is refused. Returns the JSON-able
+    result; with ``keep_outputs`` also ``_logs`` / ``_outputs`` (arrays) for the report."""
     methods = list(methods)
     if not eval_trajs:
         raise DataError(None, "estimate-force: no logs to evaluate")
-    eval_names = {(t.source_file or t.name) for t in eval_trajs}
-    overlap = [t.name for t in calib_trajs if (t.source_file or t.name) in eval_names]
+    evaluated = {_fingerprint(t) for t in eval_trajs}
+    overlap = [t.name for t in calib_trajs if _fingerprint(t) in evaluated]
     if overlap:
         raise DataError(None, f"estimate-force: calibration logs overlap the evaluated logs ({overlap[:3]}); "
                               "calibrate on training logs only")
-    logs = [read_force_log(robot, t) for t in eval_trajs]
+    splits = list(splits) if splits is not None else [""] * len(eval_trajs)
+    logs = [read_force_log(robot, t, s) for t, s in zip(eval_trajs, splits)]
     res: dict[str, Any] = {"robot": robot.name, "methods": methods, "n_logs": len(logs),
                            "n_frames": int(sum(lg.n for lg in logs)),
                            "logs": [{"name": lg.name, "split": lg.split, "task": lg.task, "frames": lg.n} for lg in logs],
@@ -141,10 +158,10 @@ def write_force_report(path: str | Path, res: dict[str, Any], *, title: str = "E
     body = [f"<h1>{_e(title)}</h1>",
             f"<p><b>Robot:</b> {_e(res['robot'])} &middot; {res['n_logs']} logs, {res['n_frames']} frames"
             f" &middot; MAE: {_e(res['mae_definition'])}</p>", "<h2>Baselines</h2>"]
-    rows = [[_e(m), _g(res["force_mae"][m], ".3f"), _pct(res["gate_accuracy"][m]),
+    rows = [[_e(m), _g(res["force_mae"][m], ".3f"), _g(res["force_mae_in_contact"][m], ".3f"), _pct(res["gate_accuracy"][m]),
              _pct(res["false_positive_contact_rate"][m]), _e(res["contact_rule"][m]), _g(res["step_ms"][m], ".3f")]
             for m in methods]
-    body.append(_table(["method", "force MAE [N]", "contact accuracy", "false-positive contact rate",
+    body.append(_table(["method", "force MAE [N]", "MAE in contact [N]", "contact accuracy", "false-positive contact rate",
                         "contact rule", "ms / frame"], rows))
     for key, what in (("force_mae_by_task", "task"), ("force_mae_by_split", "split")):
         keys = sorted({k for m in methods for k in res[key][m]})
@@ -196,6 +213,29 @@ def write_force_report(path: str | Path, res: dict[str, Any], *, title: str = "E
     return path
 
 
+def load_tagged(paths: Sequence) -> tuple[list, list[str]]:
+    """Logs of ``paths`` and a split label per log: the folder name (``test``), or
+    ``folder/subfolder`` for a folder whose logs sit in subfolders (``heldout/push_-y``); a file:
+    its folder's name."""
+    from pathlib import Path as _P
+
+    from ..logs import load_logs
+
+    trajs, tags = [], []
+    for p in map(_P, paths):
+        if not p.is_dir():
+            groups = [(p, p.parent.name)]
+        else:
+            subs = sorted(d for d in p.iterdir() if d.is_dir())
+            files = [f for f in p.iterdir() if f.is_file() and not f.name.startswith(".")]
+            groups = [(d, f"{p.name}/{d.name}") for d in subs] if subs and not files else [(p, p.name)]
+        for q, tag in groups:
+            t = load_logs([q])
+            trajs += t
+            tags += [tag] * len(t)
+    return trajs, tags
+
+
 def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Sequence = (),
                        methods: Sequence[str] | None = None, ee_body: str | None = None, k_o: float = DEFAULT_K_O,
                        report: str | Path | None = None) -> dict[str, Any]:
@@ -222,9 +262,9 @@ def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Seq
     with physics_precision():
         r = load_robot(robot)
         model = load_arm_model(model_path, robot)[1] if learned else None
-        trajs = load_logs(list(data))
+        trajs, splits = load_tagged(data)
         cal = load_logs(list(calibrate)) if calibrate else []
-        res = evaluate_force(r, trajs, cal, model=model, methods=methods, ee_body=ee_body, k_o=k_o,
+        res = evaluate_force(r, trajs, cal, model=model, methods=methods, ee_body=ee_body, k_o=k_o, splits=splits,
                              keep_outputs=report is not None)
     res["model"] = str(model_path) if learned else None
     if report is not None:

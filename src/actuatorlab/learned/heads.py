@@ -44,7 +44,7 @@ from .features import sliding_windows
 __all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads"]
 
 #: default budget of :func:`train_heads` (a few minutes on 2 CPU cores for a small network)
-HEADS_BUDGET: dict[str, Any] = dict(steps=1500, batch=128, lr=1e-3, eval_every=250)
+HEADS_BUDGET: dict[str, Any] = dict(steps=1500, batch=128, lr=1e-3, eval_every=250, noise=0.0, weight_decay=1e-4)
 FORCE_THRESHOLD = 0.01  # [N]
 
 
@@ -174,9 +174,16 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     B = int(bud["batch"])
     va_j = jax.tree.map(jnp.asarray, va)
 
+    noise = float(bud["noise"])
+    std = np.asarray(model.normalizer.std, np.float32)
+
     def batch_fn(step: int) -> HeadData:
         rng = np.random.default_rng([int(seed), int(step)])
-        return jax.tree.map(jnp.asarray, tr.take(rng.choice(tr.n, size=B, replace=tr.n < B)))
+        b = tr.take(rng.choice(tr.n, size=B, replace=tr.n < B))
+        if noise > 0:  # input noise (augmentation): sigma in units of each feature's training std
+            b = HeadData(b.x + noise * std * rng.standard_normal(b.x.shape).astype(np.float32), b.force, b.force_w,
+                         b.contact, b.condition)
+        return jax.tree.map(jnp.asarray, b)
 
     @eqx.filter_jit
     def _val(m):
@@ -188,7 +195,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
 
     tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 20),
                        eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=int(seed),
-                       ema_decay=0.99)
+                       ema_decay=0.99, weight_decay=float(bud["weight_decay"]))
     meta = {"robot": robot_name, "arch": model.arch, "heads_only": True, "trunk": bool(trunk),
             "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
     res = train(Path(out), model, heads_loss, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
@@ -201,7 +208,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                      "trunk_trained": bool(trunk), "steps": res.steps, "best_step": res.best_step,
                      "best_val_force_mae": final["val"], "val_gate_bce": final["val_gate"],
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s, "batch": B,
-                     "lr": bud["lr"], "wall_s": _time.perf_counter() - t_all},
+                     "lr": bud["lr"], "noise": noise, "weight_decay": float(bud["weight_decay"]), "wall_s": _time.perf_counter() - t_all},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
 
