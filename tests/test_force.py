@@ -222,12 +222,23 @@ def test_train_heads_lowers_the_force_error(smoke, tmp_path):
 
     trajs = load_logs([smoke / "heldout"])  # a push, its no-contact pair and a payload: labelled forces
     d = train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run", arch="mlp",
-                    sizes=dict(width=32, depth=2, d=32, head_width=32), steps=150,
-                    budget=dict(batch=64, eval_every=150, lr=3e-3), progress=False)
+                    sizes=dict(width=32, depth=2, d=32, head_width=32), steps=100,
+                    budget=dict(batch=64, eval_every=100, lr=3e-3), progress=False)
     assert d["training"]["torque_head"].startswith("untrained")
     rows = [json.loads(s) for s in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     first = next(r["force_mae"] for r in rows if "force_mae" in r)
     assert d["training"]["best_val_force_mae"] < 0.5 * first
+    # fine-tuning the heads of a given model leaves its trunk and torque head untouched
+    from actuatorlab.learned.arm import load_arm_model
+
+    m0 = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
+    d2 = train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run2", init=m0, steps=2,
+                     budget=dict(batch=64, eval_every=2, lr=3e-3), progress=False)
+    assert d2["training"]["torque_head"] == "as initialised" and not d2["training"]["trunk_trained"]
+    m1 = load_arm_model(tmp_path / "run2" / "arm_model.json")[1]
+    same = lambda a, b: all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))  # noqa: E731
+    assert same(m0.net.trunk, m1.net.trunk) and same(m0.net.heads.torque, m1.net.heads.torque)
+    assert not same(m0.net.heads.force, m1.net.heads.force)
 
 
 def test_cli_estimate_force_json(smoke, tmp_path, capsys):
