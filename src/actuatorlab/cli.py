@@ -515,7 +515,7 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
         t.add_column(c)
     pct = lambda x: "-" if x is None else f"{100 * x:.1f} %"  # noqa: E731
     for m in r["methods"]:
-        t.add_row(m, f"{r['force_mae'][m]:.3f}", pct(r["gate_accuracy"][m]), pct(r["false_positive_contact_rate"][m]),
+        t.add_row(m, "-" if r["force_mae"][m] is None else f"{r['force_mae'][m]:.3f}", pct(r["gate_accuracy"][m]), pct(r["false_positive_contact_rate"][m]),
                   r["contact_rule"][m])
     console.print(t)
     for w in r.get("gain_warnings", []):

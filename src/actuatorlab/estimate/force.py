@@ -65,7 +65,8 @@ from .dynamics import ArmDynamics, force_from_torque
 
 __all__ = ["ForceFrame", "ForceLog", "ForceEstimate", "ForceEstimator", "Calibration", "read_force_log",
            "fit_calibration", "free_motion", "LearnedForceEstimator", "InverseDynamicsEstimator",
-           "MomentumObserver", "METHODS", "CLASSICAL", "make_estimator", "estimate_log", "play"]
+           "MomentumObserver", "IDState", "MOState", "id_step", "mo_step", "stribeck", "METHODS", "CLASSICAL",
+           "make_estimator", "estimate_log", "play"]
 
 #: contact label when a log has no ``contact`` channel: |f| above this [N]
 FORCE_THRESHOLD = 0.01
@@ -351,44 +352,89 @@ class LearnedForceEstimator(ForceEstimator):
         return ForceEstimate(np.asarray(o["force"], float), float(o["contact"]), None)
 
 
+class IDState(NamedTuple):
+    """State of the inverse-dynamics methods after a frame (ArmDynamics order, (n,) each):
+    dq_f [rad/s] low-passed velocity, i_f [A] low-passed current, y [A] play-operator output."""
+
+    dq_f: np.ndarray
+    i_f: np.ndarray
+    y: np.ndarray
+
+
+def id_step(dyn: ArmDynamics, cal: Calibration, state: IDState | None, frame: ForceFrame
+            ) -> tuple[IDState, ForceEstimate]:
+    """One frame of ``id_linear`` / ``id_friction`` (module docstring); ``state`` None at a log's
+    first frame (filters start at the first sample, qdd = 0). Returns (new state, estimate)."""
+    c = cal
+    idx = np.array([dyn.robot.index(j) for j in dyn.joints])
+    dt = float(dyn.robot.control_dt)
+    a = dt / (c.tau_s + dt)
+    q, dq, i = (np.asarray(v, float)[idx] for v in (frame.q, frame.dq, frame.current))
+    if state is None:
+        new, ddq = IDState(dq, i, i), np.zeros_like(dq)
+    else:
+        dq_f, i_f = state.dq_f + a * (dq - state.dq_f), state.i_f + a * (i - state.i_f)
+        new, ddq = IDState(dq_f, i_f, play(state.y, i_f, c.play_width)), (dq_f - state.dq_f) / dt
+    tau_m = c.gain * (new.y if c.friction else new.i_f) + c.offset
+    tau_f = stribeck(new.dq_f, c.coulomb, c.static, c.viscous, c.stribeck_velocity) if c.friction else 0.0
+    tau_ext = dyn.inverse_dynamics(q, new.dq_f, ddq) - tau_m + tau_f
+    return new, ForceEstimate(force_from_torque(dyn.jacobian(q), tau_ext), math.nan, tau_ext)
+
+
+class MOState(NamedTuple):
+    """State of the momentum observer after frame k ((n,) each): p0 [kg.m^2/s] p(0), integral
+    [kg.m^2/s] dt sum_{l<k} beta_l, beta [N.m] beta_k (enters the integral at k + 1), y [A] play
+    output."""
+
+    p0: np.ndarray
+    integral: np.ndarray
+    beta: np.ndarray
+    y: np.ndarray
+
+
+def mo_step(dyn: ArmDynamics, cal: Calibration, k_o: float, state: MOState | None, frame: ForceFrame
+            ) -> tuple[MOState, ForceEstimate]:
+    """One frame of the momentum observer: r_k = K_O (p_k - p_0 - dt sum_{l<k} beta_l),
+    beta_k = tau_m - tau_f + C^T qd - g + r_k (explicit Euler); ``state`` None at a log's first
+    frame (r_0 = 0). Returns (new state, estimate with tau_ext = r_k)."""
+    c = cal
+    idx = np.array([dyn.robot.index(j) for j in dyn.joints])
+    dt = float(dyn.robot.control_dt)
+    q, dq, i = (np.asarray(v, float)[idx] for v in (frame.q, frame.dq, frame.current))
+    p = dyn.mass_matrix(q) @ dq
+    if state is None:
+        p0, integral, y = p, np.zeros_like(p), i
+    else:
+        p0, integral, y = state.p0, state.integral + dt * state.beta, play(state.y, i, c.play_width)
+    r = k_o * (p - p0 - integral)
+    tau_m = c.gain * (y if c.friction else i) + c.offset
+    tau_f = stribeck(dq, c.coulomb, c.static, c.viscous, c.stribeck_velocity) if c.friction else 0.0
+    beta = tau_m - tau_f + dyn.coriolis_transpose(q, dq) - dyn.gravity(q) + r
+    return MOState(p0, integral, beta, y), ForceEstimate(force_from_torque(dyn.jacobian(q), r), math.nan, r)
+
+
 class InverseDynamicsEstimator(ForceEstimator):
-    """``id_linear`` / ``id_friction`` (module docstring): tau_ext = M qdd + C qd + g - tau_m +
-    tau_f on low-passed signals, f = pinv(J_p^T) tau_ext."""
+    """``id_linear`` / ``id_friction``: a stateful wrapper over the pure :func:`id_step` (it holds
+    only the :class:`IDState` of the frames already seen)."""
 
     def __init__(self, dyn: ArmDynamics, cal: Calibration, name: str):
         if tuple(cal.joints) != tuple(dyn.joints):
             raise ModelError(f"calibration joints {list(cal.joints)} differ from the dynamics' {list(dyn.joints)}")
         self.name = name
         self.dyn, self.cal = dyn, cal
-        self._idx = np.array([dyn.robot.index(j) for j in dyn.joints])
-        self._dt = float(dyn.robot.control_dt)
-        self._a = self._dt / (cal.tau_s + self._dt)
-        self.reset()
+        self._state: IDState | None = None
 
     def reset(self) -> None:
-        self._s = None  # (dq_f, i_f, play state)
+        self._state = None
 
     def step(self, frame: ForceFrame) -> ForceEstimate:
-        c = self.cal
-        q, dq, i = (np.asarray(a, float)[self._idx] for a in (frame.q, frame.dq, frame.current))
-        if self._s is None:
-            dq_f, i_f, y = dq, i, i
-            ddq = np.zeros_like(dq)
-        else:
-            dq0, i0, y0 = self._s
-            dq_f, i_f = dq0 + self._a * (dq - dq0), i0 + self._a * (i - i0)
-            ddq = (dq_f - dq0) / self._dt
-            y = play(y0, i_f, c.play_width)
-        self._s = (dq_f, i_f, y)
-        tau_m = c.gain * (y if c.friction else i_f) + c.offset
-        tau_f = stribeck(dq_f, c.coulomb, c.static, c.viscous, c.stribeck_velocity) if c.friction else 0.0
-        tau_ext = self.dyn.inverse_dynamics(q, dq_f, ddq) - tau_m + tau_f
-        return ForceEstimate(force_from_torque(self.dyn.jacobian(q), tau_ext), math.nan, tau_ext)
+        self._state, e = id_step(self.dyn, self.cal, self._state, frame)
+        return e
 
 
 class MomentumObserver(ForceEstimator):
-    """``momentum_observer`` (module docstring): r_k = K_O (p_k - p_0 - dt sum_{l<k} beta_l),
-    beta_l = tau_m - tau_f + C^T qd - g + r at frame l; f = pinv(J_p^T) r."""
+    """``momentum_observer``: a stateful wrapper over the pure :func:`mo_step` (it holds only the
+    :class:`MOState` of the frames already seen)."""
 
     name = "momentum_observer"
 
@@ -398,30 +444,14 @@ class MomentumObserver(ForceEstimator):
         if not (k_o > 0 and math.isfinite(k_o)):
             raise ModelError(f"momentum observer gain K_O must be a positive number, got {k_o}")
         self.dyn, self.cal, self.k_o = dyn, cal, float(k_o)
-        self._idx = np.array([dyn.robot.index(j) for j in dyn.joints])
-        self._dt = float(dyn.robot.control_dt)
-        self.reset()
+        self._state: MOState | None = None
 
     def reset(self) -> None:
-        self._p0 = None
-        self._integral = None
-        self._beta = None
-        self._y = None
+        self._state = None
 
     def step(self, frame: ForceFrame) -> ForceEstimate:
-        c, d = self.cal, self.dyn
-        q, dq, i = (np.asarray(a, float)[self._idx] for a in (frame.q, frame.dq, frame.current))
-        p = d.mass_matrix(q) @ dq
-        if self._p0 is None:
-            self._p0, self._integral, self._y = p, np.zeros_like(p), i
-        else:
-            self._integral = self._integral + self._dt * self._beta
-            self._y = play(self._y, i, c.play_width)
-        r = self.k_o * (p - self._p0 - self._integral)
-        tau_m = c.gain * (self._y if c.friction else i) + c.offset
-        tau_f = stribeck(dq, c.coulomb, c.static, c.viscous, c.stribeck_velocity) if c.friction else 0.0
-        self._beta = tau_m - tau_f + d.coriolis_transpose(q, dq) - d.gravity(q) + r
-        return ForceEstimate(force_from_torque(d.jacobian(q), r), math.nan, r)
+        self._state, e = mo_step(self.dyn, self.cal, self.k_o, self._state, frame)
+        return e
 
 
 #: classical method -> whether its calibration fits friction and backlash
