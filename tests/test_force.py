@@ -250,8 +250,10 @@ def test_cli_estimate_force_json(smoke, tmp_path, capsys):
     capsys.readouterr()
     assert main(["estimate-force", str(tmp_path / "run" / "arm_model.json"), str(smoke / "heldout"),
                  "--robot", robot.name, "--calibrate", str(smoke / "train"), "--json",
-                 "--report", str(tmp_path / "force.html")]) == 0
+                 "--report", str(tmp_path / "force.html"), "--out", str(tmp_path / "force.csv")]) == 0
     r = json.loads(capsys.readouterr().out)
+    rows = (tmp_path / "force.csv").read_text().splitlines()
+    assert rows[0].startswith("log,time,learned/force_x") and len(rows) == 1 + r["n_frames"]
     methods = {"learned", "id_linear", "id_friction", "momentum_observer"}
     for key in ("force_mae", "force_mae_by_task", "gate_accuracy", "false_positive_contact_rate"):
         assert set(r[key]) == methods, key

@@ -500,13 +500,14 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
                    methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated (default: all)"),
                    ee_body: Optional[str] = typer.Option(None, "--ee-body", help="end-effector body (default: the robot's)"),
                    as_json: bool = typer.Option(False, "--json"),
-                   report: Optional[Path] = typer.Option(None, "--report", help="self-contained HTML report to write")):
+                   report: Optional[Path] = typer.Option(None, "--report", help="self-contained HTML report to write"),
+                   out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV of the per-frame estimates")):
     """Sensorless end-effector force: the learned force head x gate and three classical baselines
     (inverse-dynamics residual, + friction/backlash, momentum observer), run causally per frame."""
     from .estimate.force_eval import run_estimate_force
 
     r = run_estimate_force(model_json, data, robot=robot, calibrate=calibrate or [],
-                           methods=methods.split(",") if methods else None, ee_body=ee_body, report=report)
+                           methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out)
     if as_json:
         sys.stdout.write(json.dumps(r, default=float) + "\n")
         return
@@ -520,8 +521,9 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
     console.print(t)
     for w in r.get("gain_warnings", []):
         console.print(f"[yellow]calibration:[/] {w}")
-    if r.get("report"):
-        console.print(f"wrote {r['report']}")
+    for key in ("report", "out"):
+        if r.get(key):
+            console.print(f"wrote {r[key]}")
 
 
 @app.command("train-heads")

@@ -119,7 +119,8 @@ def evaluate_force(robot: Robot, eval_trajs: list, calib_trajs: list, *, model=N
         free = [lg for lg in (read_force_log(robot, t) for t in calib_trajs) if free_motion(lg)]
         if not free:
             raise DataError(None, "estimate-force: the classical methods need free-motion training logs "
-                                  "(--calibrate DIR: logs without payload, contact or force)")
+                                  "(--calibrate DIR: logs with force_x/y/z labels that are zero, no payload, "
+                                  "contact or restricted joint; unlabelled logs are not assumed free)")
         cals = {fr: fit_calibration(dyn, free, friction=fr) for fr in sorted({CLASSICAL[m] for m in methods
                                                                              if m in CLASSICAL})}
         res["calibration"] = {("id_friction" if fr else "id_linear"): c.to_dict() for fr, c in cals.items()}
@@ -213,6 +214,24 @@ def write_force_report(path: str | Path, res: dict[str, Any], *, title: str = "E
     return path
 
 
+def _write_csv(path: str | Path, res: dict[str, Any]) -> Path:
+    import io
+
+    from ..identify.modelfile import atomic_write_text
+
+    methods = res["methods"]
+    buf = io.StringIO()
+    buf.write(",".join(["log", "time"] + [f"{m}/{c}" for m in methods for c in ("force_x", "force_y", "force_z",
+                                                                             "contact")]) + "\n")
+    for i, lg in enumerate(res["_logs"]):
+        cols = [np.column_stack([res["_outputs"][m][i]["force"], res["_outputs"][m][i]["contact"]]) for m in methods]
+        block = np.concatenate(cols, axis=1)
+        for k in range(lg.n):
+            buf.write(f"{lg.name},{lg.time[k]:.6g}," + ",".join(f"{v:.6g}" for v in block[k]) + "\n")
+    atomic_write_text(Path(path), buf.getvalue())
+    return Path(path)
+
+
 def load_tagged(paths: Sequence) -> tuple[list, list[str]]:
     """Logs of ``paths`` and a split label per log: the folder name (``test``), or
     ``folder/subfolder`` for a folder whose logs sit in subfolders (``heldout/push_-y``); a file:
@@ -238,11 +257,13 @@ def load_tagged(paths: Sequence) -> tuple[list, list[str]]:
 
 def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Sequence = (),
                        methods: Sequence[str] | None = None, ee_body: str | None = None, k_o: float = DEFAULT_K_O,
-                       report: str | Path | None = None) -> dict[str, Any]:
+                       report: str | Path | None = None, out: str | Path | None = None) -> dict[str, Any]:
     """``actuatorlab estimate-force``: load MODEL (a learned RUN/arm_model.json; ``None`` or
     ``"-"``: no learned method) and the logs DATA, calibrate the classical methods on the
     free-motion logs of ``calibrate`` (training logs: a folder or files; never the evaluated logs),
-    evaluate (:func:`evaluate_force`) and optionally write the HTML report."""
+    evaluate (:func:`evaluate_force`), optionally write the HTML report and ``out``: a CSV of the
+    per-frame estimates (log, time, then ``<method>/force_x|y|z`` [N] and ``<method>/contact``
+    per method), written atomically. Logs without force labels are estimated, not scored."""
     from ..errors import ActuatorlabError, UnknownNameError
     from ..learned.arm import load_arm_model
     from ..logs import load_logs
@@ -265,8 +286,10 @@ def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Seq
         trajs, splits = load_tagged(data)
         cal = load_logs(list(calibrate)) if calibrate else []
         res = evaluate_force(r, trajs, cal, model=model, methods=methods, ee_body=ee_body, k_o=k_o, splits=splits,
-                             keep_outputs=report is not None)
+                             keep_outputs=report is not None or out is not None)
     res["model"] = str(model_path) if learned else None
     if report is not None:
         res["report"] = str(write_force_report(report, res))
+    if out is not None:
+        res["out"] = str(_write_csv(out, res))
     return {k: v for k, v in res.items() if not k.startswith("_")}
