@@ -491,6 +491,70 @@ def version():
     console.print(__version__)
 
 
+@app.command("estimate-force")
+def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.json of a learned model, or - for none"),
+                   data: List[Path] = typer.Argument(..., help="labelled multi-joint logs or folders to evaluate"),
+                   robot: str = typer.Option(..., "--robot", help="robot name"),
+                   calibrate: Optional[List[Path]] = typer.Option(None, "--calibrate", help="training logs or folder: "
+                                                                  "the classical baselines are fitted on their free-motion logs"),
+                   methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated (default: all)"),
+                   ee_body: Optional[str] = typer.Option(None, "--ee-body", help="end-effector body (default: the robot's)"),
+                   as_json: bool = typer.Option(False, "--json"),
+                   report: Optional[Path] = typer.Option(None, "--report", help="self-contained HTML report to write"),
+                   out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV of the per-frame estimates")):
+    """Sensorless end-effector force: the learned force head x gate and three classical baselines
+    (inverse-dynamics residual, + friction/backlash, momentum observer), run causally per frame."""
+    from .estimate.force_eval import run_estimate_force
+
+    r = run_estimate_force(model_json, data, robot=robot, calibrate=calibrate or [],
+                           methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out)
+    if as_json:
+        sys.stdout.write(json.dumps(r, default=float) + "\n")
+        return
+    t = Table(title=f"End-effector force, {r['n_logs']} logs ({r['n_frames']} frames)")
+    for c in ("method", "force MAE [N]", "contact accuracy", "false-positive contact", "contact rule"):
+        t.add_column(c)
+    pct = lambda x: "-" if x is None else f"{100 * x:.1f} %"  # noqa: E731
+    for m in r["methods"]:
+        t.add_row(m, "-" if r["force_mae"][m] is None else f"{r['force_mae'][m]:.3f}", pct(r["gate_accuracy"][m]), pct(r["false_positive_contact_rate"][m]),
+                  r["contact_rule"][m])
+    console.print(t)
+    for w in r.get("gain_warnings", []):
+        console.print(f"[yellow]calibration:[/] {w}")
+    for key in ("report", "out"):
+        if r.get(key):
+            console.print(f"wrote {r[key]}")
+
+
+@app.command("train-heads")
+def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-joint logs or a synth folder (train/ val/)"),
+                    robot: str = typer.Option(..., "--robot", help="robot name"),
+                    out: Path = typer.Option(Path("run_heads"), "--out", "-o", help="run folder"),
+                    init: Optional[Path] = typer.Option(None, "--init", help="RUN/arm_model.json to start from (only "
+                                                        "its force/gate/condition heads are trained)"),
+                    arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm (without --init)"),
+                    sizes: Optional[str] = typer.Option(None, "--sizes", help='network sizes as JSON, e.g. \'{"d": 64}\''),
+                    steps: Optional[int] = typer.Option(None, "--steps"), seed: int = typer.Option(0, "--seed"),
+                    resume: bool = typer.Option(False, "--resume")):
+    """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
+    simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
+    from .learned.arm import load_arm_model
+    from .learned.heads import train_heads
+    from .pipeline import split_arm_data
+
+    try:
+        sz = json.loads(sizes) if sizes else None
+    except json.JSONDecodeError:
+        raise ActuatorlabError(f"--sizes must be a JSON object, got {sizes!r}") from None
+    tr, va = split_arm_data(data)
+    m = load_arm_model(init, robot)[1] if init is not None else None
+    d = train_heads(robot, tr, va, out=out, init=m, arch=arch, sizes=sz, steps=steps, seed=seed, resume=resume)
+    t = d["training"]
+    console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
+                  f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")
+    console.print(f"wrote {out / 'arm_model.json'}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""

@@ -1,0 +1,118 @@
+"""Sensorless end-effector force on virtual hardware: the learned force head vs three classical baselines.
+
+    python bench/force.py [--data DIR] [--scale 0.1] [--seed 0] [--out bench/out/force]
+                          [--arch transformer] [--sizes JSON] [--steps N] [--batch B]
+
+DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neural_actuator`` (written
+there with ``--seed`` / ``--scale`` when it does not exist). The learned model's force, gate and
+condition heads (and its trunk) are trained by :func:`actuatorlab.learned.heads.train_heads`
+(teacher forcing on measured frames, no simulator) on DIR/train, validated on DIR/val; the
+classical baselines (``id_linear``, ``id_friction``, ``momentum_observer``) are calibrated on the
+free-motion logs of DIR/train. Every method runs causally, one frame at a time, on DIR/test and
+DIR/heldout/* (payload 400 g and pushes along -y, conditions never seen in training). Prints one
+table, then one JSON line (:func:`actuatorlab.estimate.force_eval.evaluate_force`'s keys plus
+``training`` and ``targets``); OUT/results.json and OUT/force.html (the report) are written too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import emit  # noqa: E402
+
+ROBOT = "open_manipulator_x"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", type=Path, default=None, help="synth dataset (default: OUT/data, generated)")
+    ap.add_argument("--scale", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", type=Path, default=Path("bench/out/force"))
+    ap.add_argument("--arch", default="transformer")
+    ap.add_argument("--sizes", default="{}", help='network sizes as JSON, e.g. \'{"d": 64, "n_layers": 2}\'')
+    ap.add_argument("--steps", type=int, default=600)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--noise", type=float, default=0.1, help="input-noise augmentation [training std]")
+    ap.add_argument("--weight-decay", type=float, default=1e-4)
+    a = ap.parse_args(argv)
+
+    from actuatorlab.estimate.force_eval import ALL_METHODS, evaluate_force, load_tagged, write_force_report
+    from actuatorlab.learned.arm import load_arm_model
+    from actuatorlab.learned.heads import train_heads
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+    from actuatorlab.robots import load_robot
+    from actuatorlab.synth import run_synth
+
+    out = a.out
+    out.mkdir(parents=True, exist_ok=True)
+    data = a.data or out / "data"
+    if not (data / "dataset.json").exists():
+        run_synth(ROBOT, "neural_actuator", data, seed=a.seed, scale=a.scale)
+    card = json.loads((data / "dataset.json").read_text())
+    tr, va = load_logs([data / "train"]), load_logs([data / "val"])
+    ev, splits = load_tagged([data / "test", data / "heldout"])
+    run = out / "run_heads"
+    t0 = time.perf_counter()
+    if not (run / "arm_model.json").exists():
+        train_heads(ROBOT, tr, va, out=run, arch=a.arch, sizes=json.loads(a.sizes), steps=a.steps,
+                    budget=dict(batch=a.batch, lr=a.lr, eval_every=max(50, a.steps // 6), noise=a.noise,
+                                weight_decay=a.weight_decay), seed=a.seed, progress=False,
+                    resume=(run / "checkpoint.ckpt").exists())
+    train_wall = time.perf_counter() - t0
+    with physics_precision():
+        robot = load_robot(ROBOT)
+        _, model, d = load_arm_model(run / "arm_model.json", ROBOT)
+        res = evaluate_force(robot, ev, tr, model=model, methods=ALL_METHODS, splits=splits, keep_outputs=True)
+    write_force_report(out / "force.html", res, title=f"End-effector force, synth seed {card['seed']} "
+                                                       f"scale {card['scale']}")
+    res = {k: v for k, v in res.items() if not k.startswith("_")}
+    classical = {m: res["force_mae"][m] for m in ALL_METHODS if m != "learned"}
+    best = min(classical, key=classical.get)
+    ratio = res["force_mae"]["learned"] / classical[best]
+    res["training"] = {**d["training"], "arch": d["arch"], "sizes": d["sizes"], "params": d["params_count"],
+                       "wall_s_this_run": train_wall}
+    res["data"] = {"seed": card["seed"], "scale": card["scale"], "train_logs": len(tr), "val_logs": len(va),
+                   "evaluated": sorted({lg["split"] for lg in res["logs"]})}
+    res["targets"] = {"best_classical": best, "learned_over_best_classical": ratio,
+                      "mae_ratio_target": 0.25, "mae_ratio_met": ratio <= 0.25,
+                      "fp_rate_target": 0.05, "fp_rate_met": res["false_positive_contact_rate"]["learned"] < 0.05}
+    res["machine"] = {"load_avg": os.getloadavg(), "cpus": os.cpu_count()}
+    (out / "results.json").write_text(json.dumps(res, indent=2, default=float) + "\n")
+
+    pct = lambda x: "-" if x is None else f"{100 * x:5.1f} %"  # noqa: E731
+    tasks = sorted({k for m in ALL_METHODS for k in res["force_mae_by_task"][m]})
+    splits = sorted({k for m in ALL_METHODS for k in res["force_mae_by_split"][m]})
+    print(f"force MAE [N] on {res['n_logs']} logs ({', '.join(res['data']['evaluated'])}); synth seed "
+          f"{card['seed']} scale {card['scale']}; learned: {d['arch']} {d['params_count']} params, "
+          f"{d['training']['steps']} steps, {d['training']['wall_s']:.0f} s")
+    head = f"{'method':<18} {'MAE':>6} {'contact':>7} {'contact acc':>11} {'FP rate':>8}  " + " ".join(f"{t[:10]:>10}" for t in tasks) \
+        + "  " + " ".join(f"{s[-12:]:>12}" for s in splits)
+    print(head)
+    for m in ALL_METHODS:
+        print(f"{m:<18} {res['force_mae'][m]:6.3f} {res['force_mae_in_contact'][m]:7.3f} {pct(res['gate_accuracy'][m]):>11} "
+              f"{pct(res['false_positive_contact_rate'][m]):>8}  "
+              + " ".join(f"{res['force_mae_by_task'][m].get(t, float('nan')):10.3f}" for t in tasks) + "  "
+              + " ".join(f"{res['force_mae_by_split'][m].get(s, float('nan')):12.3f}" for s in splits))
+    print(f"learned / best classical ({best}): {ratio:.3f} (target <= 0.25: {'met' if ratio <= 0.25 else 'NOT met'}); "
+          f"learned FP rate {pct(res['false_positive_contact_rate']['learned'])} (target < 5 %: "
+          f"{'met' if res['targets']['fp_rate_met'] else 'NOT met'})")
+    for w in res.get("gain_warnings", []):
+        print(f"calibration: {w}")
+    emit({k: res[k] for k in ("force_mae", "force_mae_in_contact", "force_mae_by_task", "force_mae_by_split", "gate_accuracy",
+                              "false_positive_contact_rate", "contact_rule", "gain_warnings", "targets", "training",
+                              "data", "machine")}, out / "summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Model-based and learned estimation from joint logs (end-effector force: :mod:`.force`)."""

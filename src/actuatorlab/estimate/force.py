@@ -1,0 +1,507 @@
+"""Sensorless end-effector force estimation, causal, one log frame at a time (control rate).
+
+Every method is a :class:`ForceEstimator`: ``reset()`` then ``step(frame) -> ForceEstimate`` for
+each :class:`ForceFrame` in time order; an estimator keeps only what it has already seen, so its
+output at frame k never depends on a later frame (:func:`estimate_log` runs a whole log that way;
+``tests/test_force.py`` perturbs a future frame and checks every past output is unchanged).
+Methods (:data:`METHODS`, built by :func:`make_estimator`):
+
+``learned``
+    the learned whole-robot actuator's force head times its contact gate,
+    ``f = sigmoid(gate) f_raw``, through :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`
+    (Dou et al., "NeuralActuator", RSS 2026).
+``id_linear``
+    inverse-dynamics residual with a per-joint linear current-to-torque map::
+
+        tau_ext = M(q) qdd + C(q, qd) qd + g(q) - (a_j i_j + b_j)
+
+    a_j [N.m/A], b_j [N.m] fitted by least squares on free-motion training logs
+    (:func:`fit_calibration`), where tau_ext = 0. qd and i are low-passed (first order,
+    ``tau_s``), qdd is the backward difference of the low-passed velocity (all causal).
+``id_friction``
+    the same plus friction and backlash compensation::
+
+        tau_m   = a_j P_w(i_j) + b_j          P_w: play (backlash) operator of width w_j [A]
+        tau_f   = (F_c + F_s exp(-(qd/v_s)^2)) tanh(qd / 0.01) + F_v qd        Stribeck
+        tau_ext = M qdd + C qd + g - tau_m + tau_f
+
+    The play operator ``y_k = min(max(y_{k-1}, x_k - w/2), x_k + w/2)`` is the classical
+    hysteresis model of backlash (Tao & Kokotovic, "Adaptive control of systems with backlash",
+    Automatica 1993): across a torque reversal the gear mesh transmits nothing until the motor has
+    crossed the dead band. a, b, F_c, F_s, F_v by least squares, v_s and w by grid search, all
+    on free motion. Stribeck: Armstrong-Helouvry et al., Automatica 1994.
+``momentum_observer``
+    the generalized momentum observer of De Luca et al. (De Luca & Mattone, ICRA 2005;
+    Haddadin, De Luca & Albu-Schaeffer, "Robot collisions: a survey on detection, isolation, and
+    identification", IEEE T-RO 2017)::
+
+        p(t) = M(q) qd
+        r(t) = K_O ( p(t) - p(0) - int_0^t (tau_m - tau_f + C^T(q, qd) qd - g(q) + r) ds )
+
+    so that ``dr/dt = K_O (tau_ext - r)``: a first-order low-pass estimate of tau_ext that needs
+    no acceleration. tau_m and tau_f are ``id_friction``'s calibrated models (raw current and
+    velocity, no extra filter); the integral is the explicit Euler sum over past frames.
+
+Every classical method maps tau_ext (n,) to the end-effector force with the pseudo-inverse of the
+translational Jacobian transpose, ``f = pinv(J_p(q)^T) tau_ext``
+(:func:`~actuatorlab.estimate.dynamics.force_from_torque`). A fitted gain a_j below ``min_gain``
+(negative, or too small to be a motor) is clamped to it and reported
+(:attr:`Calibration.warnings`).
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, NamedTuple, Sequence
+
+import numpy as np
+
+from ..errors import DataError, ModelError, UnknownNameError
+from ..logs.format import Trajectory
+from ..robots.loader import Robot
+from .dynamics import ArmDynamics, force_from_torque
+
+__all__ = ["ForceFrame", "ForceLog", "ForceEstimate", "ForceEstimator", "Calibration", "read_force_log",
+           "fit_calibration", "free_motion", "LearnedForceEstimator", "InverseDynamicsEstimator",
+           "MomentumObserver", "IDState", "MOState", "id_step", "mo_step", "stribeck", "METHODS", "CLASSICAL",
+           "make_estimator", "estimate_log", "play"]
+
+#: contact label when a log has no ``contact`` channel: |f| above this [N]
+FORCE_THRESHOLD = 0.01
+#: low-pass time constant of current and velocity for the inverse-dynamics methods [s]
+DEFAULT_TAU_S = 0.05
+#: momentum observer gain K_O [1/s] (bandwidth K_O / 2 pi = 1.6 Hz). DEFAULT_TAU_S and DEFAULT_K_O were
+#: chosen on the synth suite's VALIDATION split (tau_s 0.02 / 0.05 s, K_O 10 / 20 / 40 1/s; docs/force.md)
+DEFAULT_K_O = 10.0
+#: smallest accepted current-to-torque gain [N.m/A]; a fitted gain below it is clamped
+DEFAULT_MIN_GAIN = 0.1
+STRIBECK_VELOCITIES = (0.02, 0.05, 0.1, 0.2)  # grid for v_s [rad/s]
+PLAY_WIDTHS = (0.0, 0.01, 0.02, 0.05, 0.1)     # grid for the backlash play width w [A]
+SIGN_EPS = 0.01                                # [rad/s] tanh(qd / eps) smooth sign
+
+
+class ForceFrame(NamedTuple):
+    """One log frame, robot joint order (n = robot.n_joints): q_target, q [rad | m], dq [rad/s |
+    m/s] (the logged velocity), v_supply [V], enable [0/1], current [A], pwm [-1, 1],
+    temperature [degC]; joints a log does not record hold zeros. A leading time axis (T, n) makes
+    it a whole log (:attr:`ForceLog.frames`)."""
+
+    q_target: np.ndarray
+    q: np.ndarray
+    dq: np.ndarray
+    v_supply: np.ndarray
+    enable: np.ndarray
+    current: np.ndarray
+    pwm: np.ndarray
+    temperature: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ForceLog:
+    """A log for force estimation: frames (T, n), time (T,) [s], force (T, 3) [N] label (base
+    frame, environment on robot; zeros when unknown), force_known, contact (T,) bool label (the
+    log's ``contact`` channel, else |f| > 0.01 N), split (folder name: ``train``, ``test``,
+    ``heldout/<condition>``, ...), task (the ``excitation`` condition), conditions."""
+
+    name: str
+    frames: ForceFrame
+    time: np.ndarray
+    force: np.ndarray
+    force_known: bool
+    contact: np.ndarray
+    split: str
+    task: str
+    conditions: dict
+
+    @property
+    def n(self) -> int:
+        return int(self.time.shape[0])
+
+    def frame(self, k: int) -> ForceFrame:
+        return ForceFrame(*(a[k] for a in self.frames))
+
+
+def read_force_log(robot: Robot, traj: Trajectory, split: str = "") -> ForceLog:
+    """Read one multi-joint log (``split``: a label for the scores, e.g. the folder it came from);
+    problems are one-line :class:`DataError` naming the file."""
+    from ..identify.arm_fit import log_arrays
+
+    b = log_arrays(robot, traj)
+    where = traj.source_file or traj.name
+    T, n = b.q_meas.shape
+    tel = {k: np.zeros((T, n)) for k in ("current", "pwm_duty", "temperature")}
+    for j in robot.joint_names:
+        if not b.scored[robot.index(j)]:
+            continue
+        for k in tel:
+            if traj.has(f"{k}/{j}"):
+                v = np.asarray(traj[f"{k}/{j}"], float)
+                if not np.all(np.isfinite(v)):
+                    raise DataError(where, f"channel {k}/{j} holds NaN or inf")
+                tel[k][:, robot.index(j)] = v
+    if not (np.all(np.isfinite(b.q_meas)) and np.all(np.isfinite(b.dq_meas))):
+        raise DataError(where, "positions or velocities hold NaN or inf")
+    known = all(traj.has(f"force_{a}") for a in "xyz")
+    force = np.stack([np.nan_to_num(np.asarray(traj[f"force_{a}"], float)) for a in "xyz"], -1) if known \
+        else np.zeros((T, 3))
+    contact = np.asarray(traj["contact"], float) > 0.5 if traj.has("contact") else \
+        np.linalg.norm(force, axis=-1) > FORCE_THRESHOLD
+    frames = ForceFrame(b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
+                        tel["current"], tel["pwm_duty"], tel["temperature"])
+    cond = {k: str(v) for k, v in (traj.conditions or {}).items()}
+    return ForceLog(traj.name, frames, np.asarray(traj.time, float), force, known, contact, str(split),
+                    cond.get("excitation", "unknown"), cond)
+
+
+def free_motion(log: ForceLog) -> bool:
+    """True for a log without external force: a known zero force label, no payload, no contact,
+    no restricted joint (the calibration's premise tau_ext = 0)."""
+    c = log.conditions
+    return (log.force_known and not np.any(log.contact) and float(np.abs(log.force).max(initial=0.0)) < 0.5
+            and c.get("load", "none") == "none" and c.get("contact", "none") == "none"
+            and c.get("restricted", "none") == "none")
+
+
+# -- pure building blocks --------------------------------------------------------------------
+def play(y_prev: np.ndarray, x: np.ndarray, width: np.ndarray) -> np.ndarray:
+    """Play (backlash) operator, one step: ``y = min(max(y_prev, x - w/2), x + w/2)``."""
+    h = 0.5 * np.asarray(width, float)
+    return np.minimum(np.maximum(y_prev, x - h), x + h)
+
+
+def stribeck(dq: np.ndarray, coulomb, static, viscous, v_s) -> np.ndarray:
+    """Friction torque opposing the motion (same sign as qd) [N.m]:
+    ``(F_c + F_s exp(-(qd/v_s)^2)) tanh(qd/0.01) + F_v qd``."""
+    sgn = np.tanh(dq / SIGN_EPS)
+    return (coulomb + static * np.exp(-(dq / v_s) ** 2)) * sgn + viscous * dq
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Per-joint motor and friction model of the classical estimators (joints: ArmDynamics order).
+
+    gain (n,) [N.m/A] (after clamping), offset (n,) [N.m], raw_gain (n,) [N.m/A] the unclamped
+    least-squares gain; friction: whether the Stribeck + play terms are fitted; coulomb, static,
+    viscous (n,) [N.m, N.m, N.m.s/rad]; stribeck_velocity (n,) [rad/s]; play_width (n,) [A];
+    rms (n,) [N.m] fit residual on the free-motion samples; n_samples; tau_s [s] filter time
+    constant used in the fit; clamped: joints whose gain was clamped to ``min_gain``; warnings:
+    one line per clamped joint."""
+
+    joints: tuple[str, ...]
+    gain: np.ndarray
+    offset: np.ndarray
+    raw_gain: np.ndarray
+    friction: bool
+    coulomb: np.ndarray
+    static: np.ndarray
+    viscous: np.ndarray
+    stribeck_velocity: np.ndarray
+    play_width: np.ndarray
+    rms: np.ndarray
+    n_samples: int
+    tau_s: float
+    min_gain: float
+    clamped: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
+        d["joints"], d["clamped"], d["warnings"] = list(self.joints), list(self.clamped), list(self.warnings)
+        return d
+
+
+def _filtered(log: ForceLog, idx: np.ndarray, tau_s: float, dt: float):
+    """Causal signals of the inverse-dynamics methods over a whole log (the same recursions as
+    :class:`InverseDynamicsEstimator`): q, low-passed qd and i, backward-difference qdd."""
+    a = dt / (tau_s + dt)
+    q = log.frames.q[:, idx]
+    dq, cur = log.frames.dq[:, idx], log.frames.current[:, idx]
+    dq_f, i_f, ddq = np.empty_like(dq), np.empty_like(cur), np.zeros_like(dq)
+    yd, yi = dq[0].copy(), cur[0].copy()
+    for k in range(log.n):
+        if k:
+            yd = yd + a * (dq[k] - yd)
+            yi = yi + a * (cur[k] - yi)
+        dq_f[k], i_f[k] = yd, yi
+        if k:
+            ddq[k] = (dq_f[k] - dq_f[k - 1]) / dt
+    return q, dq_f, ddq, i_f
+
+
+def _play_series(x: np.ndarray, w: float) -> np.ndarray:
+    y = np.empty_like(x)
+    yk = x[0]
+    for k in range(x.shape[0]):
+        yk = play(yk, x[k], w)
+        y[k] = yk
+    return y
+
+
+def fit_calibration(dyn: ArmDynamics, logs: Sequence[ForceLog], *, friction: bool, tau_s: float = DEFAULT_TAU_S,
+                    min_gain: float = DEFAULT_MIN_GAIN, skip: int = 20) -> Calibration:
+    """Least-squares calibration on FREE-MOTION logs only (``free_motion`` must hold; anything
+    else is refused): per joint j, ``M qdd + C qd + g = a_j P_w(i_j) + b_j - tau_f(qd_j)`` with
+    the signals of :class:`InverseDynamicsEstimator`. Without ``friction`` only a, b (w = 0, no
+    tau_f). The first ``skip`` frames of each log (filter start-up) are left out. A gain below
+    ``min_gain`` is clamped and the other terms refitted with it fixed."""
+    logs = list(logs)
+    if not logs:
+        raise DataError(None, "force calibration: no free-motion training logs")
+    bad = [lg.name for lg in logs if not free_motion(lg)]
+    if bad:
+        raise DataError(None, f"force calibration needs free-motion logs (no payload, contact, force or "
+                              f"restriction); got {bad[:3]}")
+    idx = np.array([dyn.robot.index(j) for j in dyn.joints])
+    dt = float(dyn.robot.control_dt)
+    Y, I, DQ = [], [], []
+    for lg in logs:
+        q, dq_f, ddq, i_f = _filtered(lg, idx, tau_s, dt)
+        tau = np.array([dyn.inverse_dynamics(q[k], dq_f[k], ddq[k]) for k in range(lg.n)])
+        Y.append(tau[skip:]), I.append(i_f), DQ.append(dq_f[skip:])
+    Y, DQ = np.concatenate(Y), np.concatenate(DQ)
+    n = len(dyn.joints)
+    out = {k: np.zeros(n) for k in ("gain", "offset", "raw_gain", "coulomb", "static", "viscous", "rms")}
+    out["stribeck_velocity"] = np.full(n, STRIBECK_VELOCITIES[0])
+    out["play_width"] = np.zeros(n)
+    clamped, warnings = [], []
+    for j in range(n):
+        y, v = Y[:, j], DQ[:, j]
+        best = None
+        for w in (PLAY_WIDTHS if friction else (0.0,)):
+            i_w = np.concatenate([_play_series(I_[:, j], w)[skip:] for I_ in I]) if w > 0 else \
+                np.concatenate([I_[skip:, j] for I_ in I])
+            for vs in (STRIBECK_VELOCITIES if friction else (1.0,)):
+                cols = [i_w, np.ones_like(y)]
+                if friction:
+                    sgn = np.tanh(v / SIGN_EPS)
+                    cols += [-sgn, -np.exp(-(v / vs) ** 2) * sgn, -v]
+                A = np.stack(cols, -1)
+                th, *_ = np.linalg.lstsq(A, y, rcond=None)
+                raw = float(th[0])
+                if raw < min_gain:  # clamp and refit the rest with the gain fixed
+                    th2, *_ = np.linalg.lstsq(A[:, 1:], y - min_gain * i_w, rcond=None)
+                    th = np.concatenate([[min_gain], th2])
+                sse = float(np.sum((A @ th - y) ** 2))
+                if best is None or sse < best[0]:
+                    best = (sse, th, raw, w, vs)
+        sse, th, raw, w, vs = best
+        out["gain"][j], out["offset"][j], out["raw_gain"][j] = th[0], th[1], raw
+        if friction:
+            out["coulomb"][j], out["static"][j], out["viscous"][j] = th[2], th[3], th[4]
+            out["stribeck_velocity"][j], out["play_width"][j] = vs, w
+        out["rms"][j] = math.sqrt(sse / max(len(y), 1))
+        if raw < min_gain:
+            clamped.append(dyn.joints[j])
+            warnings.append(f"{dyn.joints[j]}: fitted current-to-torque gain {raw:.4g} N.m/A "
+                            f"{'is negative' if raw < 0 else 'is below the minimum'}; clamped to {min_gain:g}")
+    return Calibration(tuple(dyn.joints), friction=friction, n_samples=int(Y.shape[0]), tau_s=float(tau_s),
+                       min_gain=float(min_gain), clamped=tuple(clamped), warnings=tuple(warnings), **out)
+
+
+# -- the estimators --------------------------------------------------------------------------
+class ForceEstimate(NamedTuple):
+    """One estimate: force (3,) [N] end-effector force, base frame, environment on robot;
+    contact: contact probability (the learned gate) or NaN (classical methods); tau_ext: (n,)
+    [N.m] external joint torque of the classical methods (ArmDynamics order), None for learned."""
+
+    force: np.ndarray
+    contact: float
+    tau_ext: np.ndarray | None = None
+
+
+class ForceEstimator(abc.ABC):
+    """Causal force estimator: ``reset()`` at the start of a log, then ``step(frame)`` once per
+    frame in time order. Implementations hold only state built from frames already seen."""
+
+    name: ClassVar[str]
+
+    @abc.abstractmethod
+    def reset(self) -> None: ...
+
+    @abc.abstractmethod
+    def step(self, frame: ForceFrame) -> ForceEstimate: ...
+
+
+class LearnedForceEstimator(ForceEstimator):
+    """``learned``: sigmoid(gate) f_raw of a learned whole-robot model (measured q, qd; logged
+    commands and telemetry), via :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`."""
+
+    name = "learned"
+    _TEL = {"current": "current", "pwm": "pwm", "temperature": "temperature"}
+
+    def __init__(self, robot: Robot, model):
+        from ..sim.arm_learned import OnlineEstimator
+
+        missing = [f for f in model.telemetry if f not in self._TEL]
+        if missing:
+            raise ModelError(f"learned force estimator: telemetry {missing} is not read by force estimation "
+                             f"(supported: {list(self._TEL)})")
+        self.model = model
+        self._online = OnlineEstimator(model)
+        self._idx = np.array(model.channel_index)
+
+    def reset(self) -> None:
+        self._online.reset()
+
+    def step(self, frame: ForceFrame) -> ForceEstimate:
+        tel = np.stack([getattr(frame, self._TEL[f])[self._idx] for f in self.model.telemetry], -1) \
+            if self.model.telemetry else None
+        o = self._online.step(frame.q_target, frame.q, frame.dq, frame.v_supply, frame.enable, tel)
+        return ForceEstimate(np.asarray(o["force"], float), float(o["contact"]), None)
+
+
+class IDState(NamedTuple):
+    """State of the inverse-dynamics methods after a frame (ArmDynamics order, (n,) each):
+    dq_f [rad/s] low-passed velocity, i_f [A] low-passed current, y [A] play-operator output."""
+
+    dq_f: np.ndarray
+    i_f: np.ndarray
+    y: np.ndarray
+
+
+def id_step(dyn: ArmDynamics, cal: Calibration, state: IDState | None, frame: ForceFrame
+            ) -> tuple[IDState, ForceEstimate]:
+    """One frame of ``id_linear`` / ``id_friction`` (module docstring); ``state`` None at a log's
+    first frame (filters start at the first sample, qdd = 0). Returns (new state, estimate)."""
+    c = cal
+    idx = np.array([dyn.robot.index(j) for j in dyn.joints])
+    dt = float(dyn.robot.control_dt)
+    a = dt / (c.tau_s + dt)
+    q, dq, i = (np.asarray(v, float)[idx] for v in (frame.q, frame.dq, frame.current))
+    if state is None:
+        new, ddq = IDState(dq, i, i), np.zeros_like(dq)
+    else:
+        dq_f, i_f = state.dq_f + a * (dq - state.dq_f), state.i_f + a * (i - state.i_f)
+        new, ddq = IDState(dq_f, i_f, play(state.y, i_f, c.play_width)), (dq_f - state.dq_f) / dt
+    tau_m = c.gain * (new.y if c.friction else new.i_f) + c.offset
+    tau_f = stribeck(new.dq_f, c.coulomb, c.static, c.viscous, c.stribeck_velocity) if c.friction else 0.0
+    tau_ext = dyn.inverse_dynamics(q, new.dq_f, ddq) - tau_m + tau_f
+    return new, ForceEstimate(force_from_torque(dyn.jacobian(q), tau_ext), math.nan, tau_ext)
+
+
+class MOState(NamedTuple):
+    """State of the momentum observer after frame k ((n,) each): p0 [kg.m^2/s] p(0), integral
+    [kg.m^2/s] dt sum_{l<k} beta_l, beta [N.m] beta_k (enters the integral at k + 1), y [A] play
+    output."""
+
+    p0: np.ndarray
+    integral: np.ndarray
+    beta: np.ndarray
+    y: np.ndarray
+
+
+def mo_step(dyn: ArmDynamics, cal: Calibration, k_o: float, state: MOState | None, frame: ForceFrame
+            ) -> tuple[MOState, ForceEstimate]:
+    """One frame of the momentum observer: r_k = K_O (p_k - p_0 - dt sum_{l<k} beta_l),
+    beta_k = tau_m - tau_f + C^T qd - g + r_k (explicit Euler); ``state`` None at a log's first
+    frame (r_0 = 0). Returns (new state, estimate with tau_ext = r_k)."""
+    c = cal
+    idx = np.array([dyn.robot.index(j) for j in dyn.joints])
+    dt = float(dyn.robot.control_dt)
+    q, dq, i = (np.asarray(v, float)[idx] for v in (frame.q, frame.dq, frame.current))
+    p = dyn.mass_matrix(q) @ dq
+    if state is None:
+        p0, integral, y = p, np.zeros_like(p), i
+    else:
+        p0, integral, y = state.p0, state.integral + dt * state.beta, play(state.y, i, c.play_width)
+    r = k_o * (p - p0 - integral)
+    tau_m = c.gain * (y if c.friction else i) + c.offset
+    tau_f = stribeck(dq, c.coulomb, c.static, c.viscous, c.stribeck_velocity) if c.friction else 0.0
+    beta = tau_m - tau_f + dyn.coriolis_transpose(q, dq) - dyn.gravity(q) + r
+    return MOState(p0, integral, beta, y), ForceEstimate(force_from_torque(dyn.jacobian(q), r), math.nan, r)
+
+
+class InverseDynamicsEstimator(ForceEstimator):
+    """``id_linear`` / ``id_friction``: a stateful wrapper over the pure :func:`id_step` (it holds
+    only the :class:`IDState` of the frames already seen)."""
+
+    def __init__(self, dyn: ArmDynamics, cal: Calibration, name: str):
+        if tuple(cal.joints) != tuple(dyn.joints):
+            raise ModelError(f"calibration joints {list(cal.joints)} differ from the dynamics' {list(dyn.joints)}")
+        self.name = name
+        self.dyn, self.cal = dyn, cal
+        self._state: IDState | None = None
+
+    def reset(self) -> None:
+        self._state = None
+
+    def step(self, frame: ForceFrame) -> ForceEstimate:
+        self._state, e = id_step(self.dyn, self.cal, self._state, frame)
+        return e
+
+
+class MomentumObserver(ForceEstimator):
+    """``momentum_observer``: a stateful wrapper over the pure :func:`mo_step` (it holds only the
+    :class:`MOState` of the frames already seen)."""
+
+    name = "momentum_observer"
+
+    def __init__(self, dyn: ArmDynamics, cal: Calibration, k_o: float = DEFAULT_K_O):
+        if tuple(cal.joints) != tuple(dyn.joints):
+            raise ModelError(f"calibration joints {list(cal.joints)} differ from the dynamics' {list(dyn.joints)}")
+        if not (k_o > 0 and math.isfinite(k_o)):
+            raise ModelError(f"momentum observer gain K_O must be a positive number, got {k_o}")
+        self.dyn, self.cal, self.k_o = dyn, cal, float(k_o)
+        self._state: MOState | None = None
+
+    def reset(self) -> None:
+        self._state = None
+
+    def step(self, frame: ForceFrame) -> ForceEstimate:
+        self._state, e = mo_step(self.dyn, self.cal, self.k_o, self._state, frame)
+        return e
+
+
+#: classical method -> whether its calibration fits friction and backlash
+CLASSICAL: dict[str, bool] = {"id_linear": False, "id_friction": True, "momentum_observer": True}
+
+
+@dataclass(frozen=True)
+class _Method:
+    build: Callable[..., ForceEstimator]
+    description: str
+    needs: tuple[str, ...] = field(default=())
+
+
+METHODS: dict[str, _Method] = {
+    "learned": _Method(lambda robot, model=None, **_: LearnedForceEstimator(robot, model),
+                       "learned force head x contact gate (OnlineEstimator)", ("model",)),
+    "id_linear": _Method(lambda robot, dyn=None, calibration=None, **_:
+                         InverseDynamicsEstimator(dyn, calibration, "id_linear"),
+                         "inverse-dynamics residual, linear current-to-torque map", ("dyn", "calibration")),
+    "id_friction": _Method(lambda robot, dyn=None, calibration=None, **_:
+                           InverseDynamicsEstimator(dyn, calibration, "id_friction"),
+                           "inverse-dynamics residual + Stribeck friction + backlash play",
+                           ("dyn", "calibration")),
+    "momentum_observer": _Method(lambda robot, dyn=None, calibration=None, k_o=DEFAULT_K_O, **_:
+                                 MomentumObserver(dyn, calibration, k_o),
+                                 "generalized momentum observer (De Luca et al.)", ("dyn", "calibration")),
+}
+
+
+def make_estimator(name: str, robot: Robot, **kw) -> ForceEstimator:
+    """Build the estimator ``name`` of :data:`METHODS`; ``model`` (LearnedArm) for ``learned``,
+    ``dyn`` (ArmDynamics) and ``calibration`` for the classical ones (``k_o`` for the observer)."""
+    if name not in METHODS:
+        raise UnknownNameError("force estimation method", name, list(METHODS))
+    m = METHODS[name]
+    missing = [k for k in m.needs if kw.get(k) is None]
+    if missing:
+        raise ModelError(f"force estimation method {name!r} needs {missing}")
+    if name in ("id_linear", "id_friction") and kw["calibration"].friction != CLASSICAL[name]:
+        raise ModelError(f"method {name!r} needs a calibration {'with' if CLASSICAL[name] else 'without'} friction")
+    return m.build(robot, **kw)
+
+
+def estimate_log(est: ForceEstimator, log: ForceLog) -> dict[str, np.ndarray]:
+    """Run ``est`` over a whole log causally: reset, then one ``step`` per frame in time order
+    (frame k is handed over only after the estimate of frame k - 1 is stored). Returns force
+    (T, 3) [N] and contact (T,) (NaN for classical methods)."""
+    est.reset()
+    F, P = np.zeros((log.n, 3)), np.full(log.n, np.nan)
+    for k in range(log.n):
+        e = est.step(log.frame(k))
+        F[k], P[k] = e.force, e.contact
+    return {"force": F, "contact": P}

@@ -1,0 +1,222 @@
+"""Supervised training of the force, contact-gate and condition heads (teacher forcing, no simulator).
+
+The force, gate and condition heads of a whole-robot learned actuator are supervised by labels,
+not through the rollout, so they can be trained on windows of MEASURED frames (the log's own
+positions, velocities, commands and telemetry; :func:`~actuatorlab.learned.features.sliding_windows`,
+causal: window k holds frames k - H .. k) without MJX: seconds per hundred steps on a CPU instead
+of ~10 s per step through the simulator (docs/learned_arm.md). Loss (the head terms of
+:func:`~actuatorlab.learned.arm.arm_loss`, same weights)::
+
+    J = mean c_f (1 + 4 contact) sum_xyz huber(f_hat - f)      f_hat = sigmoid(gate) f_raw   [N]
+      + mean c_f BCE(gate, contact)
+      + mean BCE(condition_c, [channel c restricted])
+
+contact: the log's ``contact`` channel when it has one (the synth suite's protocol truth: a
+payload carried or an external force above 0.05 N), else |f| > 0.01 N (a force gauge's noise
+would otherwise mark a no-contact log as contact everywhere); c_f = 1 where the log carries a
+force label. What is trained (``trunk``): with ``init`` (a model trained through the simulator)
+only the force, gate and condition heads by default, so its torque path is unchanged; from scratch
+the trunk too. The torque head is never trained here: a model made by :func:`train_heads` from
+scratch has an untrained torque head (its ``training.torque_head`` says so) and is for force and
+condition estimation, not for rollouts. Optimisation, EMA, checkpoints, exact resume and the run
+folder are :func:`actuatorlab.learned.trainer.train`'s; the best EMA parameters by validation
+force MAE are written as RUN/arm_model.json + RUN/arm_model.eqx.
+"""
+
+from __future__ import annotations
+
+import time as _time
+from pathlib import Path
+from typing import Any
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from ..errors import DataError, ModelError
+from ..logs.format import Trajectory
+from ..precision import physics
+from ..sim.arm_learned import TELEMETRY, LearnedArm, frames_of_log
+from .features import sliding_windows
+
+__all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads"]
+
+#: default budget of :func:`train_heads` (a few minutes on 2 CPU cores for a small network)
+HEADS_BUDGET: dict[str, Any] = dict(steps=1500, batch=128, lr=1e-3, eval_every=250, noise=0.0, weight_decay=1e-4)
+FORCE_THRESHOLD = 0.01  # [N]
+
+
+class HeadData(eqx.Module):
+    """Teacher-forced samples: x (N, H+1, F) raw measured windows, force (N, 3) [N], force_w (N,)
+    1 where labelled, contact (N,) 0/1, condition (N, C) 0/1."""
+
+    x: Any
+    force: Any
+    force_w: Any
+    contact: Any
+    condition: Any
+
+    @property
+    def n(self) -> int:
+        return int(self.x.shape[0])
+
+    def take(self, idx) -> "HeadData":
+        return jax.tree.map(lambda a: a[idx], self)
+
+
+def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
+    """Windows of measured frames of every log for ``model``'s layout (raw, not normalized)."""
+    from .arm import arm_log
+
+    parts = []
+    for t in trajs:
+        lg = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
+        b = lg.base
+        fr = frames_of_log(model, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
+                           lg.telemetry)
+        x = np.asarray(sliding_windows(fr, model.layout.history))
+        T = x.shape[0]
+        if t.has("contact"):
+            c = (np.nan_to_num(np.asarray(t["contact"], float)) > 0.5).astype(np.float32)
+        else:
+            c = (np.linalg.norm(lg.force, axis=-1) > FORCE_THRESHOLD).astype(np.float32)
+        parts.append(HeadData(x, lg.force.astype(np.float32), np.full(T, float(lg.force_known), np.float32), c,
+                              np.tile(lg.condition.astype(np.float32), (T, 1))))
+    if not parts:
+        raise DataError(None, "train_heads: no logs")
+    return jax.tree.map(lambda *a: np.concatenate(a), *parts)
+
+
+def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0)):
+    """The head loss J of the module docstring on a batch; returns (J, terms)."""
+    from .nets import Heads
+
+    def one(x):
+        h: Heads = model.net(model.normalizer.apply(x))
+        return h.force_raw, h.gate_logit, h.condition_logit
+
+    f_raw, g, c = jax.vmap(one)(d.x)
+    f_hat = jax.nn.sigmoid(g)[:, None] * f_raw
+    fw = d.force_w
+    den = jnp.maximum(jnp.sum(fw), 1.0)
+    force = jnp.sum(fw * (1.0 + 4.0 * d.contact) * optax.huber_loss(f_hat, d.force, delta=1.0).sum(-1)) / den
+    gate = jnp.sum(fw * optax.sigmoid_binary_cross_entropy(g, d.contact)) / den
+    cond = jnp.mean(optax.sigmoid_binary_cross_entropy(c, d.condition))
+    mae = jnp.sum(fw[:, None] * jnp.abs(f_hat - d.force)) / (3.0 * den)
+    a_f, a_g, a_c = weights
+    return a_f * force + a_g * gate + a_c * cond, {"force": force, "gate": gate, "condition": cond, "force_mae": mae}
+
+
+def _head_spec(model: LearnedArm, trunk: bool):
+    """Filter spec: force / gate / condition heads (+ the trunk when ``trunk``), never the torque head."""
+    spec = jax.tree.map(lambda _: False, model)
+    net_spec = jax.tree.map(eqx.is_inexact_array, model.net) if trunk else jax.tree.map(lambda _: False, model.net)
+    heads = getattr(model.net, "heads", None)
+    if heads is None:
+        raise ModelError(f"train_heads: the {model.arch} network has no output heads")
+    on = jax.tree.map(eqx.is_inexact_array, heads)
+    for name in ("force", "gate", "condition"):
+        net_spec = eqx.tree_at(lambda n, k=name: getattr(n.heads, k), net_spec, replace=getattr(on, name))
+    net_spec = eqx.tree_at(lambda n: n.heads.torque, net_spec,
+                           replace=jax.tree.map(lambda _: False, heads.torque))
+    return eqx.tree_at(lambda m: m.net, spec, replace=net_spec)
+
+
+@physics
+def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory], *, out: str | Path,
+                init: LearnedArm | None = None, arch: str = "transformer", sizes: dict | None = None,
+                trunk: bool | None = None, steps: int | None = None, budget: dict | None = None, seed: int = 0,
+                resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Train the force / gate / condition heads on teacher-forced windows (module docstring) and
+    write RUN/arm_model.json + RUN/arm_model.eqx. ``init``: a model to start from (its layout,
+    normalizer, effort scales and torque head are kept); otherwise a fresh ``arch`` network with
+    ``sizes``, its normalizer fitted on the training frames. ``trunk``: also train the shared
+    trunk (default: only without ``init``). Returns the arm_model.json dict."""
+    from ..robots.loader import load_robot
+    from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
+    from .features import Normalizer, fit_normalizer
+    from .trainer import TrainConfig, train
+
+    t_all = _time.perf_counter()
+    if not train_trajs or not val_trajs:
+        raise DataError(None, f"train_heads needs training and validation logs (got {len(train_trajs)} and "
+                              f"{len(val_trajs)})")
+    bud = {**HEADS_BUDGET, **(budget or {})}
+    if steps is not None:
+        bud["steps"] = int(steps)
+    robot = load_robot(robot_name)
+    if init is None:
+        from ..identify.arm_fit import log_arrays
+
+        scored = log_arrays(robot, train_trajs[0]).scored
+        channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
+        feats = tuple(f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
+            train_trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels))
+        tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats, normalizer=Normalizer(
+            np.zeros(len(channels) * len(feats)), np.ones(len(channels) * len(feats))), effort_scale=1.0,
+            width=4, depth=1, d=4, head_width=4)
+        logs = [arm_log(robot, t, channels, feats) for t in train_trajs]
+        frames = np.concatenate([frames_of_log(tmp, lg.base.inputs.q_target, lg.base.q_meas, lg.base.dq_meas,
+                                               lg.base.inputs.v_supply, lg.base.inputs.enable, lg.telemetry)
+                                 for lg in logs])
+        base = robot.nominal_params()
+        model = make_learned_arm(robot, arch, channels=channels, per_channel=feats, normalizer=fit_normalizer(frames),
+                                 effort_scale=_effort_scale(robot, base, logs, channels, False), base=base,
+                                 key=jax.random.PRNGKey(seed), **(sizes or {}))
+        trunk = True if trunk is None else trunk
+    else:
+        model = init
+        trunk = False if trunk is None else trunk
+    tr = head_data(robot, model, train_trajs)
+    va = head_data(robot, model, val_trajs)
+    B = int(bud["batch"])
+    va_j = jax.tree.map(jnp.asarray, va)
+
+    noise = float(bud["noise"])
+    std = np.asarray(model.normalizer.std, np.float32)
+
+    def batch_fn(step: int) -> HeadData:
+        rng = np.random.default_rng([int(seed), int(step)])
+        b = tr.take(rng.choice(tr.n, size=B, replace=tr.n < B))
+        if noise > 0:  # input noise (augmentation): sigma in units of each feature's training std
+            b = HeadData(b.x + noise * std * rng.standard_normal(b.x.shape).astype(np.float32), b.force, b.force_w,
+                         b.contact, b.condition)
+        return jax.tree.map(jnp.asarray, b)
+
+    @eqx.filter_jit
+    def _val(m):
+        return heads_loss(m, va_j)[1]
+
+    def val_fn(m):
+        aux = {k: float(v) for k, v in _val(m).items()}
+        return {"val": aux["force_mae"], **{f"val_{k}": v for k, v in aux.items()}}
+
+    tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 20),
+                       eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=int(seed),
+                       ema_decay=0.99, weight_decay=float(bud["weight_decay"]))
+    meta = {"robot": robot_name, "arch": model.arch, "heads_only": True, "trunk": bool(trunk),
+            "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
+    res = train(Path(out), model, heads_loss, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
+                meta=meta, filter_spec=_head_spec(model, bool(trunk)))
+    best = res.best
+    final = val_fn(best)
+    return save_arm_model(out, robot_name, best, None if init is None else _base_desc(init), extra={
+        "training": {"method": "train_heads (teacher forcing on measured frames, no simulator)",
+                     "torque_head": "as initialised" if init is not None else "untrained (train_heads only)",
+                     "trunk_trained": bool(trunk), "steps": res.steps, "best_step": res.best_step,
+                     "best_val_force_mae": final["val"], "val_gate_bce": final["val_gate"],
+                     "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s, "batch": B,
+                     "lr": bud["lr"], "noise": noise, "weight_decay": float(bud["weight_decay"]), "wall_s": _time.perf_counter() - t_all},
+        "data": {"train": [t.source_file or t.name for t in train_trajs],
+                 "val": [t.source_file or t.name for t in val_trajs]}})
+
+
+def _base_desc(model: LearnedArm) -> dict | None:
+    """The analytic base description a residual model was saved with (None for a replacing model:
+    its base is the robot's nominal model)."""
+    if not model.residual:
+        return None
+    raise ModelError("train_heads: fine-tuning the heads of a residual model is not supported yet "
+                     "(its analytic base description is not carried by LearnedArm)")

@@ -1,0 +1,267 @@
+"""Sensorless end-effector force: the momentum observer recovers a known external torque in a
+MuJoCo simulation, the Jacobian mapping agrees with finite differences and recovers a force
+applied at the end effector, every estimator is causal, the linear current-to-torque fit recovers
+a known gain and offset, a negative gain is clamped and reported, the head training lowers the
+force error, and `estimate-force --json` has its keys."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import mujoco
+import numpy as np
+import pytest
+
+from actuatorlab.estimate.dynamics import ArmDynamics, force_from_torque
+from actuatorlab.estimate.force import (DEFAULT_TAU_S, Calibration, ForceFrame, ForceLog, estimate_log, fit_calibration,
+                                        make_estimator)
+from actuatorlab.robots import load_robot
+
+DT = 0.01
+Q0 = np.array([0.1, -0.6, 0.3, 0.5])
+
+
+@pytest.fixture(scope="module")
+def dyn():
+    return ArmDynamics(load_robot("open_manipulator_x"))
+
+
+def _cal(dyn, gain=1.0, offset=0.0):
+    n = dyn.n
+    z = np.zeros(n)
+    return Calibration(dyn.joints, np.full(n, gain), np.full(n, offset), np.full(n, gain), False, z, z, z,
+                       np.full(n, 0.05), z, z, 0, 0.02, 0.1)
+
+
+def _log(dyn, q, dq, cur, name="sim"):
+    """A ForceLog in robot order (the gripper column stays zero); ``cur`` is the motor torque /
+    current of the 4 arm joints."""
+    T = q.shape[0]
+    n = dyn.robot.n_joints
+    full = lambda a: np.concatenate([a, np.zeros((T, n - a.shape[1]))], 1)  # noqa: E731
+    fr = ForceFrame(full(q), full(q), full(dq), np.full((T, n), 12.0), np.ones((T, n)), full(cur),
+                    np.zeros((T, n)), np.full((T, n), 30.0))
+    return ForceLog(name, fr, np.arange(T) * DT, np.zeros((T, 3)), True, np.zeros(T, bool), "train", "sim",
+                    {"load": "none", "contact": "none", "restricted": "none"})
+
+
+def _simulate(dyn, seconds, tau_ext=None, force=None, amp=0.15):
+    """Closed loop in MuJoCo on the estimator's own model: gravity compensation + PD at 100 Hz
+    (held over 5 physics steps of 2 ms) tracking slow sinusoids, plus a constant external joint
+    torque ``tau_ext`` or a constant end-effector force ``force`` (base frame, at the end-effector
+    point). Returns q, dq, tau_m at the 100 Hz samples."""
+    m = mujoco.MjModel.from_xml_string("<mujoco/>") if dyn is None else dyn.model
+    d = mujoco.MjData(m)
+    m.opt.timestep = 0.002
+    d.qpos[:] = Q0
+    body = m.body(dyn.ee_body).id
+    T = int(seconds / DT)
+    Q, DQ, TAU = np.zeros((T, 4)), np.zeros((T, 4)), np.zeros((T, 4))
+    for k in range(T):
+        t = k * DT
+        qd = Q0 + amp * np.sin(2 * np.pi * 0.25 * t + np.arange(4))
+        Q[k], DQ[k] = d.qpos, d.qvel
+        tau = dyn.gravity(d.qpos.copy()) + 8.0 * (qd - d.qpos) - 0.8 * d.qvel
+        TAU[k] = tau
+        for _ in range(5):
+            d.qfrc_applied[:] = tau + (0.0 if tau_ext is None else tau_ext)
+            if force is not None:
+                mujoco.mj_forward(m, d)
+                mujoco.mj_applyFT(m, d, np.asarray(force, float), np.zeros(3), d.xpos[body].copy(), body,
+                                  d.qfrc_applied)
+            mujoco.mj_step(m, d)
+    return Q, DQ, TAU
+
+
+def test_momentum_observer_recovers_a_constant_external_torque(dyn):
+    tau_ext = np.array([0.08, -0.15, 0.12, 0.05])  # [N.m]
+    q, dq, tau_m = _simulate(dyn, 3.0, tau_ext=tau_ext)
+    assert np.ptp(q, axis=0).min() > 0.1  # the arm really moves (C^T qd and M(q) matter)
+    mo = make_estimator("momentum_observer", dyn.robot, dyn=dyn, calibration=_cal(dyn), k_o=20.0)
+    mo.reset()
+    r = np.array([mo.step(_log(dyn, q, dq, tau_m).frame(k)).tau_ext for k in range(q.shape[0])])
+    late = r[150:]  # after 1.5 s (>> 1/K_O = 50 ms)
+    err = np.abs(late - tau_ext).max(axis=0)
+    assert np.all(err <= 0.03 * np.abs(tau_ext) + 2e-3), (late.mean(0), tau_ext)
+    # first-order response: ~63 % of the step after 1/K_O
+    assert 0.4 < r[5, 1] / tau_ext[1] < 0.9
+
+
+def test_jacobian_matches_finite_differences(dyn):
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        q = Q0 + rng.uniform(-0.5, 0.5, 4)
+        J = dyn.jacobian(q)
+        h = 1e-6
+        Jfd = np.stack([(dyn.ee_position(q + h * e) - dyn.ee_position(q - h * e)) / (2 * h) for e in np.eye(4)], 1)
+        np.testing.assert_allclose(J, Jfd, atol=1e-7)
+        # the pseudo-inverse recovers any force from the torque it makes
+        f = rng.normal(size=3)
+        np.testing.assert_allclose(force_from_torque(J, J.T @ f), f, atol=1e-9)
+
+
+def test_coriolis_transpose_is_the_kinetic_energy_gradient(dyn):
+    # C(q, qd)^T qd = 1/2 d/dq (qd^T M(q) qd) (Christoffel symbols); checked by finite differences
+    rng = np.random.default_rng(1)
+    q, dq = Q0 + rng.uniform(-0.4, 0.4, 4), rng.uniform(-2.0, 2.0, 4)
+    h = 1e-6
+    grad = np.array([(dq @ dyn.mass_matrix(q + h * e) @ dq - dq @ dyn.mass_matrix(q - h * e) @ dq) / (4 * h)
+                     for e in np.eye(4)])
+    ct = dyn.coriolis_transpose(q, dq)
+    assert np.abs(ct).max() > 1e-3  # not trivially zero at this speed
+    np.testing.assert_allclose(ct, grad, atol=1e-7)
+
+
+def test_observer_and_mapping_recover_an_end_effector_force_in_simulation(dyn):
+    f = np.array([0.6, -0.4, -1.2])  # [N], base frame, at the end-effector point
+    q, dq, tau_m = _simulate(dyn, 2.5, force=f, amp=0.02)
+    mo = make_estimator("momentum_observer", dyn.robot, dyn=dyn, calibration=_cal(dyn))
+    out = estimate_log(mo, _log(dyn, q, dq, tau_m))
+    err = np.abs(out["force"][120:] - f).max()
+    assert err < 0.05 * np.linalg.norm(f), out["force"][-1]
+
+
+def _free_motion(dyn, seconds=6.0):
+    q, dq, tau = _simulate(dyn, seconds, amp=0.4)
+    return q, dq
+
+
+def test_linear_map_recovers_known_gain_and_offset(dyn):
+    q, dq = _free_motion(dyn)
+    # current of a motor with known gain/offset that produces the inverse-dynamics torque of the
+    # estimator's own (filtered) signals: the least squares must return them
+    from actuatorlab.estimate.force import _filtered
+
+    gain, offset = np.array([2.4, 1.9, 2.1, 0.8]), np.array([0.02, -0.05, 0.1, 0.0])
+    lg = _log(dyn, q, dq, np.zeros_like(q))
+    qq, dq_f, ddq, _ = _filtered(lg, np.arange(4), DEFAULT_TAU_S, DT)
+    tau = np.array([dyn.inverse_dynamics(qq[k], dq_f[k], ddq[k]) for k in range(len(q))])
+    # the fit low-passes the current like the velocity; a first-order filter is linear, so feed the
+    # torque's inverse filter: i_k such that LPF(i)_k = (tau_k - b) / a
+    a = DT / (DEFAULT_TAU_S + DT)
+    target = (tau - offset) / gain
+    cur = np.empty_like(target)
+    cur[0] = target[0]
+    cur[1:] = target[:-1] + (target[1:] - target[:-1]) / a
+    cal = fit_calibration(dyn, [_log(dyn, q, dq, cur)], friction=False)
+    np.testing.assert_allclose(cal.gain, gain, rtol=1e-6)
+    np.testing.assert_allclose(cal.offset, offset, atol=1e-6)
+    assert not cal.warnings and not cal.clamped
+    # and id_linear then reads zero force on this free motion
+    out = estimate_log(make_estimator("id_linear", dyn.robot, dyn=dyn, calibration=cal), _log(dyn, q, dq, cur))
+    assert np.abs(out["force"][5:]).max() < 1e-6
+
+
+def test_negative_gain_is_clamped_and_reported(dyn):
+    q, dq, tau = _simulate(dyn, 4.0, amp=0.4)
+    cur = tau.copy()
+    cur[:, 2] *= -1.0  # joint3's current sensor wired the wrong way round
+    cal = fit_calibration(dyn, [_log(dyn, q, dq, cur)], friction=False, min_gain=0.1)
+    assert cal.clamped == ("joint3",)
+    assert cal.raw_gain[2] < 0 and cal.gain[2] == pytest.approx(0.1)
+    assert "joint3" in cal.warnings[0] and "negative" in cal.warnings[0]
+    assert np.all(cal.gain[[0, 1, 3]] > 0.5)
+
+
+def _tiny_learned(robot):
+    from actuatorlab.learned.arm import make_learned_arm
+    from actuatorlab.learned.features import Normalizer
+
+    feats = ("q_target", "q", "dq", "err", "current")
+    F = 4 * len(feats)
+    return make_learned_arm(robot, "mlp", channels=robot.joint_names[:4], per_channel=feats,
+                            normalizer=Normalizer(np.zeros(F), np.ones(F)), effort_scale=0.5, history=3,
+                            key=jax.random.PRNGKey(1), width=8, depth=1, d=8, head_width=8)
+
+
+def test_every_estimator_is_causal(dyn):
+    rng = np.random.default_rng(2)
+    T, k0 = 40, 25
+    q = Q0 + 0.05 * np.cumsum(rng.normal(size=(T, 4)), 0) * DT
+    dq = rng.normal(size=(T, 4)) * 0.2
+    cur = rng.normal(size=(T, 4)) * 0.3
+    lg = _log(dyn, q, dq, cur)
+    fr2 = ForceFrame(*[a.copy() for a in lg.frames])
+    for a in fr2:
+        a[k0:] += rng.normal(size=a[k0:].shape)  # perturb the future from frame k0 on
+    lg2 = ForceLog(lg.name, fr2, lg.time, lg.force, True, lg.contact, "train", "sim", lg.conditions)
+    cal = _cal(dyn, 2.0, 0.01)
+    calf = Calibration(**{**cal.__dict__, "friction": True, "coulomb": np.full(4, 0.1), "play_width": np.full(4, 0.05)})
+    ests = [make_estimator("id_linear", dyn.robot, dyn=dyn, calibration=cal),
+            make_estimator("id_friction", dyn.robot, dyn=dyn, calibration=calf),
+            make_estimator("momentum_observer", dyn.robot, dyn=dyn, calibration=calf),
+            make_estimator("learned", dyn.robot, model=_tiny_learned(dyn.robot))]
+    for est in ests:
+        a, b = estimate_log(est, lg), estimate_log(est, lg2)
+        assert np.array_equal(a["force"][:k0], b["force"][:k0]), est.name
+        assert not np.allclose(a["force"][k0:], b["force"][k0:]), est.name  # the perturbation is seen
+
+
+def test_unknown_method_and_missing_inputs(dyn):
+    from actuatorlab.errors import ModelError, UnknownNameError
+
+    with pytest.raises(UnknownNameError, match="momentum_observer"):
+        make_estimator("kalman", dyn.robot)
+    with pytest.raises(ModelError, match="calibration"):
+        make_estimator("id_linear", dyn.robot, dyn=dyn)
+
+
+@pytest.fixture(scope="module")
+def smoke(tmp_path_factory):
+    from actuatorlab.synth import run_synth
+
+    out = tmp_path_factory.mktemp("force") / "syn"
+    run_synth("open_manipulator_x", "smoke", out, seed=1)
+    return out
+
+
+def test_train_heads_lowers_the_force_error(smoke, tmp_path):
+    from actuatorlab.learned.heads import train_heads
+    from actuatorlab.logs import load_logs
+
+    trajs = load_logs([smoke / "heldout"])  # a push, its no-contact pair and a payload: labelled forces
+    d = train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run", arch="mlp",
+                    sizes=dict(width=32, depth=2, d=32, head_width=32), steps=100,
+                    budget=dict(batch=64, eval_every=100, lr=3e-3), progress=False)
+    assert d["training"]["torque_head"].startswith("untrained")
+    rows = [json.loads(s) for s in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    first = next(r["force_mae"] for r in rows if "force_mae" in r)
+    assert d["training"]["best_val_force_mae"] < 0.5 * first
+    # fine-tuning the heads of a given model leaves its trunk and torque head untouched
+    from actuatorlab.learned.arm import load_arm_model
+
+    m0 = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
+    d2 = train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run2", init=m0, steps=2,
+                     budget=dict(batch=64, eval_every=2, lr=3e-3), progress=False)
+    assert d2["training"]["torque_head"] == "as initialised" and not d2["training"]["trunk_trained"]
+    m1 = load_arm_model(tmp_path / "run2" / "arm_model.json")[1]
+    same = lambda a, b: all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))  # noqa: E731
+    assert same(m0.net.trunk, m1.net.trunk) and same(m0.net.heads.torque, m1.net.heads.torque)
+    assert not same(m0.net.heads.force, m1.net.heads.force)
+
+
+def test_cli_estimate_force_json(smoke, tmp_path, capsys):
+    from actuatorlab.cli import main
+    from actuatorlab.learned.arm import save_arm_model
+
+    robot = load_robot("open_manipulator_x")
+    save_arm_model(tmp_path / "run", robot.name, _tiny_learned(robot), None)
+    capsys.readouterr()
+    assert main(["estimate-force", str(tmp_path / "run" / "arm_model.json"), str(smoke / "heldout"),
+                 "--robot", robot.name, "--calibrate", str(smoke / "train"), "--json",
+                 "--report", str(tmp_path / "force.html"), "--out", str(tmp_path / "force.csv")]) == 0
+    r = json.loads(capsys.readouterr().out)
+    rows = (tmp_path / "force.csv").read_text().splitlines()
+    assert rows[0].startswith("log,time,learned/force_x") and len(rows) == 1 + r["n_frames"]
+    methods = {"learned", "id_linear", "id_friction", "momentum_observer"}
+    for key in ("force_mae", "force_mae_by_task", "gate_accuracy", "false_positive_contact_rate"):
+        assert set(r[key]) == methods, key
+    assert all(v >= 0 for v in r["force_mae"].values())
+    assert set(r["force_mae_by_task"]["id_linear"]) == {"lift_hold", "push_hold", "no_contact"}
+    assert 0 <= r["false_positive_contact_rate"]["momentum_observer"] <= 1
+    assert "gain_warnings" in r and (tmp_path / "force.html").stat().st_size > 100_000
+    # the classical methods are never calibrated on evaluated logs
+    assert main(["estimate-force", "-", str(smoke / "train"), "--robot", robot.name,
+                 "--calibrate", str(smoke / "train")]) == 2
+    assert "overlap" in capsys.readouterr().err
