@@ -7,13 +7,14 @@ torque. Per minibatch of B windows of L control steps restarted from measured st
 frames, so the network's history is causal and complete), the loss is::
 
     J = mean_{w,k,j} wgt huber((q_sim - q_meas)[w,k,j] / u_j)                   positions
-      + a_f mean_{w,k} c_f (1 + 4 [|f| > 0.01 N]) sum_xyz huber(f_hat - f)       end-effector force [N]
-      + a_g mean_{w,k} c_f BCE(gate_logit, |f| > 0.01 N)                       contact gate
+      + a_f mean_{w,k} c_f (1 + 4 contact) sum_xyz huber(f_hat - f)              end-effector force [N]
+      + a_g mean_{w,k} c_f BCE(gate_logit, contact)                            contact gate
       + a_c mean_{w,c} BCE(condition_logit_c, label_c)                         condition per channel
 
 u_j = 1 deg for revolute joints, 1 mm for prismatic ones (the gripper in mm), huber with delta 1
 (optax.huber_loss); wgt excludes padding and joints a log does not record; c_f = 1 where the log
-carries a force label (``force_x/y/z``); label_c = 1 on the channel named by the log's
+carries a force label (``force_x/y/z``); contact = the log's ``contact`` channel where it has one
+(the synth suite's, |f| > 0.05 N or a payload held), else [|f| > 0.01 N]; label_c = 1 on the channel named by the log's
 ``restricted`` condition (e.g. ``restricted_joint3``), 0 elsewhere. f_hat = sigmoid(gate) f_raw.
 The gradient flows through the simulator and through the network's history (BPTT) to the network
 only (:func:`~actuatorlab.sim.arm_learned.trainable`); the normalizer and the analytic base are
@@ -71,13 +72,17 @@ FULL_BUDGET: dict[str, Any] = dict(steps=6000, batch=32, curriculum=(128, 256, 3
 class ArmLog:
     """One multi-joint log for learned models: :class:`~actuatorlab.identify.arm_fit.LogArrays`
     (``base``) plus telemetry (T, C, K) in ``features`` order, force (T, 3) [N] and force_known
-    (bool: the log carries a force label), condition (C,) labels (1 on the restricted channel)."""
+    (bool: the log carries a force label), condition (C,) labels (1 on the restricted channel),
+    contact (T,) in {0, 1}: the log's own ``contact`` channel when it has one (the synth force gauge
+    carries 0.05 N of noise, so |f| > 0.01 N would mark almost every no-contact frame), else
+    |f| > FORCE_THRESHOLD."""
 
     base: Any
     telemetry: np.ndarray
     force: np.ndarray
     force_known: bool
     condition: np.ndarray
+    contact: np.ndarray | None = None
 
 
 def _telemetry_features(per_channel: Iterable[str]) -> tuple[str, ...]:
@@ -106,13 +111,17 @@ def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_chann
     r = str(traj.conditions.get("restricted", "none"))
     if r.startswith("restricted_") and r[len("restricted_"):] in channels:
         cond[channels.index(r[len("restricted_"):])] = 1.0
-    return ArmLog(base, tel, force, known, cond)
+    if traj.has("contact"):
+        contact = (np.nan_to_num(np.asarray(traj["contact"], float)) > 0.5).astype(float)
+    else:
+        contact = (np.linalg.norm(force, axis=-1) > FORCE_THRESHOLD).astype(float)
+    return ArmLog(base, tel, force, known, cond, contact)
 
 
 class LearnedWindows(eqx.Module):
     """W windows of L steps: inputs (LearnedInputs, (W, L, ...), past (W, H, F)), state0 (ArmState,
     (W, ...)), q_meas (W, L, n), wgt (W, L, n) position weights, force (W, L, 3) [N], force_w
-    (W, L), condition (W, C)."""
+    (W, L), condition (W, C), contact (W, L) gate labels in {0, 1} (None: |force| > FORCE_THRESHOLD)."""
 
     inputs: Any
     state0: Any
@@ -121,6 +130,7 @@ class LearnedWindows(eqx.Module):
     force: Any
     force_w: Any
     condition: Any
+    contact: Any = None
 
     def take(self, idx) -> "LearnedWindows":
         return jax.tree.map(lambda a: a[idx], self)
@@ -156,7 +166,9 @@ def learned_windows(robot: Robot, logs: list[ArmLog], length: int, model: Learne
         fw = (w.mask * float(lg.force_known)).astype(float)
         parts.append(dict(inputs=LearnedInputs(*w.inputs, lg.telemetry[idx], past), state0=w.state0,
                           q_meas=w.q_meas, wgt=w.mask[..., None] * lg.base.scored[None, None, :].astype(float),
-                          force=lg.force[idx], force_w=fw, condition=np.tile(lg.condition, (len(w.start), 1))))
+                          force=lg.force[idx], force_w=fw, condition=np.tile(lg.condition, (len(w.start), 1)),
+                          contact=(lg.contact if lg.contact is not None
+                                   else (np.linalg.norm(lg.force, axis=-1) > FORCE_THRESHOLD).astype(float))[idx]))
     cat = lambda *a: np.concatenate(a)  # noqa: E731
     d = {k: jax.tree.map(cat, *[p[k] for p in parts]) for k in parts[0]}
     return LearnedWindows(**d)
@@ -214,7 +226,8 @@ def arm_loss(model: LearnedArm, w: LearnedWindows, roll_heads, units, weights=(0
     e = (out.q - w.q_meas) / jnp.asarray(units)
     pos = jnp.sum(optax.huber_loss(e, delta=1.0) * w.wgt) / jnp.maximum(jnp.sum(w.wgt), 1.0)
     f_hat = jax.nn.sigmoid(hd.gate_logit)[..., None] * hd.force_raw
-    contact = (jnp.linalg.norm(w.force, axis=-1) > FORCE_THRESHOLD).astype(jnp.float32)
+    contact = ((jnp.linalg.norm(w.force, axis=-1) > FORCE_THRESHOLD) if w.contact is None
+               else jnp.asarray(w.contact) > 0.5).astype(jnp.float32)
     fw = jnp.asarray(w.force_w, jnp.float32)
     den_f = jnp.maximum(jnp.sum(fw), 1.0)
     force = jnp.sum(fw * (1.0 + 4.0 * contact) * optax.huber_loss(f_hat, w.force.astype(jnp.float32), delta=1.0).sum(-1)) / den_f
