@@ -128,12 +128,17 @@ class Segment:
         return self.q.size * self.dt
 
 
-def _rate_limit(q: np.ndarray, q0: float, dt: float, v_max: float) -> np.ndarray:
-    """Follow ``q`` with a speed of at most v_max [rad/s] from q0 (a causal slew limiter)."""
+def _rate_limit(q: np.ndarray, q0: float, dt: float, v_max: float, end: float | None = None) -> np.ndarray:
+    """Follow ``q`` with a speed of at most v_max [rad/s] from q0 (a causal slew limiter); with
+    ``end``, also inside the band |x_k - end| <= (T - 1 - k) v_max dt, so that it is back at
+    ``end`` on the last sample (clipping into the shrinking band never moves more than one step)."""
     out = np.empty_like(q)
-    x, step = q0, v_max * dt
+    x, step, T = q0, v_max * dt, q.size
     for k, target in enumerate(q):
         x += float(np.clip(target - x, -step, step))
+        if end is not None:
+            r = (T - 1 - k) * step
+            x = min(max(x, end - r), end + r)
         out[k] = x
     return out
 
@@ -141,16 +146,14 @@ def _rate_limit(q: np.ndarray, q0: float, dt: float, v_max: float) -> np.ndarray
 def _finish(q_move: np.ndarray, T: int, dt: float, lim: Limits, rest: float | None = None) -> np.ndarray:
     """Limits applied: clip to the range, slew-limit, rests at both ends so that motion <= duty.
 
-    The segment starts and ends at ``rest`` [rad] (default: the middle of the range): the slew
-    limiter runs forward from it and then backward from it, so that both ends are at rest and
-    every step stays within v_max dt."""
+    The segment starts and ends at ``rest`` [rad] (default: the middle of the range), every step
+    within v_max dt (:func:`_rate_limit` with ``end``)."""
     rest = lim.centre if rest is None else float(np.clip(rest, lim.lo, lim.hi))
     n_move = min(q_move.size, int(math.floor(lim.duty * T)))
     rest0 = (T - n_move) // 2
     q = np.full(T, rest)
     q[rest0:rest0 + n_move] = np.clip(q_move[:n_move], lim.lo, lim.hi)
-    q = _rate_limit(q, rest, dt, lim.v_max)  # the rest after the motion brings it back
-    q = _rate_limit(q[::-1], rest, dt, lim.v_max)[::-1]  # ... and surely does (a no-op when it did)
+    q = _rate_limit(q, rest, dt, lim.v_max, end=rest)  # the rest after the motion brings it back
     return np.clip(q, lim.lo, lim.hi)
 
 

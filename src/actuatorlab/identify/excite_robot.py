@@ -20,7 +20,7 @@ home pose, the model's ``qpos0`` clipped into the safe range; joints not moving 
   constant-speed sweeps with reversals at 30 % and 80 % of the speed limit.
 
 **Safety limits** (:class:`RobotLimits`) per joint, by construction: targets inside
-``[min + margin, max - margin]`` of the joint's MJCF range (ranges wider than +-pi/2 around their
+``[min + margin, max - margin]`` of the joint's MJCF range (ranges wider than +-pi around their
 centre are narrowed to it; ``ranges`` overrides them), target speed at most ``v_max`` (and at most
 the joint's configured velocity limit), at most ``duty`` of each segment in motion. Checked on the
 nominal model: a candidate is dropped (and listed) when the predicted peak motor effort of any
@@ -76,8 +76,8 @@ FAMILIES: tuple[str, ...] = ("single", "loaded", "poses", "together")
 #: the single-joint motions of :func:`~actuatorlab.identify.excite.primitives` used per joint
 SINGLE_PRIMITIVES: tuple[str, ...] = ("sine_a0.6_f0.5", "sine_a0.25_f1.5", "chirp_a0.8", "steps_a0.5",
                                       "reversals_v0.2", "reversals_v1", "creep")
-#: [rad] largest half-range used around a joint's range centre (continuous joints, legs)
-MAX_HALF = math.pi / 2
+#: [rad] largest half-range used around a joint's range centre (multi-turn joints: one turn)
+MAX_HALF = math.pi
 
 
 @dataclass(frozen=True)
@@ -381,28 +381,36 @@ def design_robot(robot: Robot, segments: list[RobotSegment], params: dict, budge
 
 @physics
 def segment_logs(robot: Robot, segments: list[RobotSegment], truth: dict, joints: Iterable[str], *,
-                 quantize: bool = True, prefix: str = "") -> list[Trajectory]:
+                 quantize: bool = True, noise: float = 0.0, seed: int = 0, prefix: str = "") -> list[Trajectory]:
     """The segments run on a virtual robot whose per-joint parameters are ``truth`` (``robot``
     with one set per joint): multi-joint logs (docs/synth.md convention) recording ``joints``,
-    positions quantised to the 4096 counts/rev encoder."""
+    positions with white Gaussian noise of ``noise`` [rad] (seeded; times |output_to_joint|
+    behind a linkage), then quantised to the 4096 counts/rev encoder."""
     from ..synth.model_truth import rollout_trajectory
 
     sims = simulate_robot(robot, segments, truth)
-    return [rollout_trajectory(robot, f"{prefix}{i:02d}_{s.name}", s.q, sims["q"][i], sims["dq"][i], list(joints),
-                               quantize=quantize, conditions={"excitation": s.tags.get("family", "design")})
-            for i, s in enumerate(segments)]
+    rng = np.random.default_rng(seed)
+    r = np.abs([j.output_to_joint for j in robot.joints])
+    out = []
+    for i, s in enumerate(segments):
+        q = sims["q"][i] + (rng.normal(0.0, noise, sims["q"][i].shape) * r if noise > 0 else 0.0)
+        out.append(rollout_trajectory(robot, f"{prefix}{i:02d}_{s.name}", s.q, q, sims["dq"][i], list(joints),
+                                      quantize=quantize, conditions={"excitation": s.tags.get("family", "design")}))
+    return out
 
 
 def compare_robot_to_naive(robot: Robot, model: str, designed: list[RobotSegment],
                            naive: dict[str, list[RobotSegment]], heldout: list[RobotSegment], truth: dict,
                            names: Iterable[str], joints: Iterable[str], *, max_evals: int = 200, horizon: int = 50,
-                           seed: int = 0) -> dict[str, Any]:
+                           seed: int = 0, noise: float = 0.0) -> dict[str, Any]:
     """Fit ``names`` per joint (:func:`~actuatorlab.identify.arm_fit.fit_arm`, CMA-ES through the
     native rollout, same budget and seed for every set) to synthetic logs of the designed set and of
     each naive set (same truth), and score each fit: relative parameter error against the truth on
     the design joints, and the position MAE [rad] of window replays (``horizon`` steps) of held-out
     segments no set contains. ``robot``: the base robot (one set per joint is made here); ``truth``
-    name -> (n_joints,) for :func:`design_robot_setup`'s robot. Returns label -> row."""
+    name -> (n_joints,) for :func:`design_robot_setup`'s robot; ``noise`` [rad]: white position
+    noise of the fitted logs (seed ``seed``; the held-out logs are only quantised, so that their
+    MAE measures the model's error). Returns label -> row."""
     from .arm_fit import evaluate_arm, fit_arm
 
     names, joints = list(names), list(joints)
@@ -410,7 +418,7 @@ def compare_robot_to_naive(robot: Robot, model: str, designed: list[RobotSegment
     held = segment_logs(r_pj, heldout, truth, joints, prefix="held")
     rows = {}
     for label, segs in {"designed": designed, **naive}.items():
-        logs = segment_logs(r_pj, segs, truth, joints)
+        logs = segment_logs(r_pj, segs, truth, joints, noise=noise, seed=seed)
         fit = fit_arm(robot, logs, model=model, params=names, per_joint=True, max_evals=max_evals, horizon=horizon,
                       seed=seed)
         err = {f"{k}@{j}": abs(fit["params"][k][j] / float(truth[k][r_pj.index(j)]) - 1.0) for k in names for j in joints}
