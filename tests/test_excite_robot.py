@@ -101,22 +101,25 @@ def test_effort_limit_drops_candidates(setup):
 @pytest.mark.slow  # two per-joint CMA-ES fits, about 20 s on a shared CPU
 def test_designed_set_identifies_a_synthetic_truth_better_than_sines(setup, report):
     """The design starts from the config's nominal values; the truth differs per joint (up to x1.5);
-    both sets are fitted with the same budget and seed; held-out segments are in neither set."""
+    the fitted logs carry 3 mrad of white position noise (so that information, not the fit budget,
+    decides); both sets are fitted per joint with the same CMA-ES budget and seed; held-out
+    segments are in neither set. (bench/importers.py --only excite-robot: three truths, four sets.)"""
     base, r, p, segs, _ = setup
     by = {s.name: s for s in segs}
     truth = draw_param_sets(base, "m1", seed=0, spread=0.5, names=tuple(NAMES))
+    keep = [r.index(j) for j in r.joint_names if j not in JOINTS]
     for k in truth:  # joints not designed keep their nominal values (the fit keeps them there)
-        keep = [r.index(j) for j in r.joint_names if j not in JOINTS]
         truth[k][keep] = p[k][keep]
     n = len(report["selected"])
     sines = [by[f"sine_a0.6_f0.5@{JOINTS[i % 2]}"] for i in range(n)]
     rows = compare_robot_to_naive(base, "m1", [by[x] for x in report["selected"]], {"sines": sines},
-                                  [by[h] for h in HELD], truth, NAMES, JOINTS, max_evals=200, horizon=50)
+                                  [by[h] for h in HELD], truth, NAMES, JOINTS, max_evals=400, horizon=50,
+                                  noise=0.003)
     d, s = rows["designed"], rows["sines"]
     assert d["duration_s"] == s["duration_s"] == pytest.approx(6.0)
-    assert d["heldout_mae"] < 0.9 * s["heldout_mae"], (d, s)
-    assert d["mean_param_rel_error"] < 0.1, d
-    assert max(v for k, v in d["param_rel_error"].items() if k.startswith("kt")) < 0.02, d
+    assert d["mean_param_rel_error"] < 0.6 * s["mean_param_rel_error"], (d, s)
+    assert d["mean_param_rel_error"] < 0.03, d
+    assert d["heldout_mae"] < s["heldout_mae"], (d, s)
 
 
 def test_cli_writes_replayable_command_files(tmp_path):
