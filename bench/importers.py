@@ -16,7 +16,15 @@ Rows (a table, then one JSON line):
   guess of an XL330 pendulum's m1 parameters vs three naive 6 s sets (one sine or chirp repeated),
   each fitted (m1, quick budget) on synthetic logs of the truth: parameter error and held-out MAE.
 
-Usage: ``python bench/importers.py [--no-fuzz] [--only import|excite|fuzz] [--out FILE]``.
+* whole-robot excitation design (:mod:`actuatorlab.identify.excite_robot`, ``--only excite-robot``):
+  SO-101 shoulder_lift + elbow_flex, m1 per joint (kt, friction_base, friction_viscous),
+  a 6 s D-optimal set designed at the config's nominal values vs three naive 6 s sets (each joint's
+  sine in turn, one multi-sine repeated, a random draw of candidates), each fitted per joint
+  (``fit_arm``, CMA-ES) on synthetic logs of per-joint truths (x1/1.5..x1.5 of nominal; several
+  truth seeds, white position noise): parameter error and held-out MAE; plus the cost of the
+  Jacobian by batched native central differences vs MJX forward mode.
+
+Usage: ``python bench/importers.py [--no-fuzz] [--only import|excite|excite-robot|fuzz] [--out FILE]``.
 """
 
 from __future__ import annotations
@@ -177,6 +185,103 @@ def excite_rows() -> list[dict]:
     return rows
 
 
+def excite_robot_rows(seeds=(0, 1, 2), noise: float = 0.003, max_evals: int = 400) -> dict:
+    from actuatorlab.identify.excite_robot import (RobotLimits, compare_robot_to_naive, design_robot,
+                                                   design_robot_setup, robot_candidates)
+    from actuatorlab.robots import load_robot
+    from actuatorlab.synth.model_truth import draw_param_sets
+
+    base = load_robot("so101")
+    r, p = design_robot_setup(base, "m1")
+    joints, names = ["shoulder_lift", "elbow_flex"], ["kt", "friction_base", "friction_viscous"]
+    held = ("multisine_a0.4_s1", "steps_a0.5@elbow_flex", "reversals_v0.3@all")
+    segs = robot_candidates(r, joints, RobotLimits(), segment_s=2.0)
+    by = {s.name: s for s in segs}
+    pool = [s for s in segs if s.name not in held]
+    t0 = time.perf_counter()
+    rep = design_robot(r, pool, p, 6.0, names, joints)
+    t_design = time.perf_counter() - t0
+    n = len(rep["selected"])
+    rng = np.random.default_rng(0)
+    naive = {"sine per joint": [by[f"sine_a0.6_f0.5@{joints[i % 2]}"] for i in range(n)],
+             "multisine x3": [by["multisine_a0.4_s0"]] * n,
+             "random draw": [pool[i] for i in rng.choice(len(pool), n, replace=False)]}
+    per_seed = []
+    for seed in seeds:
+        truth = draw_param_sets(base, "m1", seed=seed, spread=0.5, names=tuple(names))
+        keep = [r.index(j) for j in r.joint_names if j not in joints]
+        for k in truth:
+            truth[k][keep] = p[k][keep]
+        per_seed.append(compare_robot_to_naive(base, "m1", [by[x] for x in rep["selected"]], naive,
+                                               [by[h] for h in held], truth, names, joints, max_evals=max_evals,
+                                               horizon=50, seed=seed, noise=noise))
+    from actuatorlab.identify.excite import logdet
+    from actuatorlab.identify.excite_robot import robot_information
+
+    def set_logdet(segs_l: list[str]) -> float:  # log det of the set's summed information (at nominal)
+        uniq = list(dict.fromkeys(segs_l))
+        _, F = robot_information(r, [by[x] for x in uniq], p, names, joints)
+        return logdet(sum(F[uniq.index(x)] for x in segs_l))
+
+    rows = []
+    for label in per_seed[0]:
+        segs_l = per_seed[0][label]["segments"]
+        rows.append({"set": label, "segments": segs_l,
+                     "heldout_mae": float(np.mean([s[label]["heldout_mae"] for s in per_seed])),
+                     "mean_param_rel_error": float(np.mean([s[label]["mean_param_rel_error"] for s in per_seed])),
+                     "param_rel_error": {k: float(np.mean([s[label]["param_rel_error"][k] for s in per_seed]))
+                                         for k in per_seed[0][label]["param_rel_error"]},
+                     "per_seed": [{k: s[label][k] for k in ("heldout_mae", "mean_param_rel_error")} for s in per_seed],
+                     "logdet_F": rep["design"]["logdet"] if label == "designed" else set_logdet(segs_l)})
+    return {"rows": rows, "design_s": t_design, "n_candidates": len(pool), "rejected": len(rep["rejected"]),
+            "parameters": rep["parameters"], "seeds": list(seeds), "noise_rad": noise, "max_evals": max_evals,
+            "crlb_design": rep["design"]["crlb_relative_stderr"], "jacobian": jacobian_cost(r, p, segs[:8], names, joints)}
+
+
+def jacobian_cost(r, p, segs, names, joints) -> dict:
+    """Seconds for the information of ``segs``: batched native central differences vs MJX jacfwd
+    (compile and run); and how far their sqrt(diag F) agree."""
+    import jax
+    import jax.numpy as jnp
+
+    from actuatorlab.identify.excite import ENCODER_NOISE
+    from actuatorlab.identify.excite_robot import _stack_inputs, robot_information
+    from actuatorlab.sim.arm import ArmInputs, make_mjx_rollout
+
+    t0 = time.perf_counter()
+    _, F_nat = robot_information(r, segs, p, names, joints)
+    t_nat = time.perf_counter() - t0
+    x, s0 = _stack_inputs(r, segs)
+    cols = [(k, r.index(j)) for k in names for j in joints]
+    with jax.enable_x64(True):
+        roll = jax.vmap(make_mjx_rollout(r), in_axes=(None, 0, 0))
+        base_p = {k: jnp.asarray(v) for k, v in p.items()}
+        xi = ArmInputs(*[jnp.asarray(v) for v in x])
+        si = type(s0)(*[jnp.asarray(v) for v in s0])
+
+        def q_of(lt):
+            pp = dict(base_p)
+            for i, (k, g) in enumerate(cols):
+                pp[k] = pp[k].at[g].set(jnp.exp(lt[i]))
+            return roll(pp, xi, si)[1].q
+
+        lt0 = jnp.log(jnp.array([p[k][g] for k, g in cols]))
+        jac = jax.jit(jax.jacfwd(q_of))
+        t0 = time.perf_counter()
+        jac(lt0).block_until_ready()
+        t_first = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        Jm = np.asarray(jac(lt0).block_until_ready())
+        t_run = time.perf_counter() - t0
+    Jm = Jm / ENCODER_NOISE  # (C, T, n, P)
+    F_m = np.einsum("ctnp,ctnq->cpq", Jm, Jm)
+    ratio = np.sqrt(np.einsum("cpp->cp", F_nat)) / np.maximum(np.sqrt(np.einsum("cpp->cp", F_m)), 1e-30)
+    return {"candidates": len(segs), "steps": int(segs[0].q.shape[0]), "parameters": len(cols),
+            "native_fd_s": t_nat, "mjx_jacfwd_compile_and_first_s": t_first, "mjx_jacfwd_run_s": t_run,
+            "sqrt_diag_ratio_native_over_mjx": {"median": float(np.median(ratio)), "min": float(ratio.min()),
+                                                "max": float(ratio.max())}}
+
+
 def fuzz_counts() -> dict:
     with tempfile.TemporaryDirectory() as d:
         dest = Path(d) / "counts.json"
@@ -195,7 +300,7 @@ def fuzz_counts() -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--no-fuzz", action="store_true")
-    ap.add_argument("--only", choices=["import", "excite", "fuzz"], help="run one section")
+    ap.add_argument("--only", choices=["import", "excite", "excite-robot", "fuzz"], help="run one section")
     ap.add_argument("--out", type=Path)
     a = ap.parse_args(argv)
     logs = sorted(EXAMPLE.glob("*.json"))[:3]
@@ -211,6 +316,7 @@ def main(argv=None) -> int:
                 rows.append(fit_row("emps", [emps], work))
             rows.append(lerobot_row(work))
     ex = excite_rows() if a.only in (None, "excite") else []
+    exr = excite_robot_rows() if a.only in (None, "excite-robot") else None
     fuzz = None if a.no_fuzz or a.only not in (None, "fuzz") else fuzz_counts()
     print(f"{'format':8} {'logs':>4} {'samples':>8} {'conv s':>7} {'fit':38} {'fit s':>6} {'train MAE':>12}  parameters")
     for r in rows:
@@ -226,11 +332,26 @@ def main(argv=None) -> int:
             print(f"{r['set']:34} {r['logdet_F']:>9.1f} {r['heldout_mae'] * 1e3:>10.4f} mrad {100 * r['mean_param_rel_error']:>13.1f}%  "
                   + ", ".join(f"{k} {100 * v:.1f}%" for k, v in r["param_rel_error"].items()))
         print(f"designed = {', '.join(ex[0]['segments'])}")
+    if exr:
+        print(f"\nwhole robot (so101 shoulder_lift + elbow_flex, m1 per joint, {len(exr['parameters'])} parameters; "
+              f"{exr['n_candidates']} candidates, design {exr['design_s']:.1f} s; fits: {exr['max_evals']} evals, "
+              f"noise {exr['noise_rad'] * 1e3:g} mrad, truth seeds {exr['seeds']})")
+        print(f"{'6 s set':18} {'log det F':>9} {'held-out MAE':>13} {'mean param err':>14}  per parameter (mean over seeds)")
+        for r in exr["rows"]:
+            print(f"{r['set']:18} {r['logdet_F']:>9.1f} {r['heldout_mae'] * 1e3:>10.4f} mrad {100 * r['mean_param_rel_error']:>13.1f}%  "
+                  + ", ".join(f"{k} {100 * v:.1f}%" for k, v in r["param_rel_error"].items()))
+        print(f"designed = {', '.join(exr['rows'][0]['segments'])}")
+        jc = exr["jacobian"]
+        print(f"Jacobian of {jc['candidates']} candidates x {jc['steps']} steps x {jc['parameters']} parameters: native "
+              f"central differences {jc['native_fd_s']:.2f} s; MJX jacfwd {jc['mjx_jacfwd_compile_and_first_s']:.1f} s "
+              f"compile+first, {jc['mjx_jacfwd_run_s']:.2f} s run; sqrt diag F native/MJX median "
+              f"{jc['sqrt_diag_ratio_native_over_mjx']['median']:.3f} ({jc['sqrt_diag_ratio_native_over_mjx']['min']:.3f}"
+              f"..{jc['sqrt_diag_ratio_native_over_mjx']['max']:.3f})")
     if fuzz:
         print(f"fuzzed cases per importer ({fuzz['summary']}, {fuzz['wall_s']:.0f} s): " + ", ".join(
             f"{k} {sum(v.values())} ({v.get('error', 0)} one-line errors, {v.get('ok', 0)} converted)"
             for k, v in fuzz["counts"].items()))
-    emit({"bench": "importers", "rows": rows, "excitation": ex, "fuzz": fuzz}, a.out)
+    emit({"bench": "importers", "rows": rows, "excitation": ex, "excitation_robot": exr, "fuzz": fuzz}, a.out)
     return 0
 
 

@@ -231,17 +231,29 @@ def test_folder_with_every_format_and_audit_cli(tmp_path, capsys):
 
 
 def test_lerobot_written_by_lerobot_itself(tmp_path):
-    """Only where the optional ``lerobot`` package is installed (it pulls torch)."""
+    """Only where the optional ``lerobot`` package is installed (it pulls torch): two episodes of
+    different lengths (v3.0 packs them into one file) with a temperature feature, at 30 fps."""
     lds = pytest.importorskip("lerobot.datasets.lerobot_dataset")
     feats = {k: {"dtype": "float32", "shape": (6,), "names": [f"{j}.pos" for j in SO101]}
              for k in ("observation.state", "action")}
-    ds = lds.LeRobotDataset.create(repo_id="local/actuatorlab_test", fps=50, features=feats,
+    feats["observation.temperature"] = {"dtype": "float32", "shape": (6,), "names": [f"{j}.temperature" for j in SO101]}
+    ds = lds.LeRobotDataset.create(repo_id="local/actuatorlab_test", fps=30, features=feats,
                                    robot_type="so101_follower", root=tmp_path / "ds", use_videos=False)
-    q = np.linspace(-30, 30, 25, dtype=np.float32)[:, None] * np.ones(6, np.float32)
-    for k in range(25):
-        ds.add_frame({"observation.state": q[k], "action": q[k] + 1, "task": "test"})
-    ds.save_episode()
+    qs = []
+    for e, n in enumerate((25, 33)):
+        q = np.linspace(-30, 30, n, dtype=np.float32)[:, None] * np.ones(6, np.float32) * (e + 1)
+        for k in range(n):
+            ds.add_frame({"observation.state": q[k], "action": q[k] + 1, "task": "test",
+                          "observation.temperature": np.full(6, 30 + e, np.float32)})
+        ds.save_episode()
+        qs.append(q)
     ds.finalize()
-    (tr,) = load_logs(tmp_path / "ds", mapping=DEG)
-    np.testing.assert_allclose(tr["position/wrist_flex"], np.radians(q[:, 3]), atol=1e-6)
-    assert tr.setup.extra["robot"] == "so101"
+    trs = load_logs(tmp_path / "ds", mapping=DEG)
+    assert [t.n for t in trs] == [25, 33]
+    for tr, q, e in zip(trs, qs, (0, 1)):
+        np.testing.assert_allclose(tr["position/wrist_flex"], np.radians(q[:, 3]), atol=1e-6)
+        np.testing.assert_allclose(tr["position_target/gripper"], np.radians(q[:, 5] + 1), atol=1e-6)
+        np.testing.assert_allclose(tr["temperature/elbow_flex"], 30 + e)
+        assert tr.channels["temperature/elbow_flex"].unit == "degC"
+        np.testing.assert_allclose(np.diff(tr.time), 1 / 30, atol=1e-6)
+        assert tr.setup.extra["robot"] == "so101"

@@ -329,25 +329,36 @@ def _floats(text: Optional[str], what: str) -> Optional[list]:
 @app.command()
 def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the command files and excitation.json"),
            model_file: Optional[Path] = typer.Option(None, "--model-file", help="fitted RUN/model.json (model, "
-                                                     "parameters and bench)"),
-           model: str = typer.Option("m1", "--model", help="model when no --model-file"),
+                                                     "parameters and bench); RUN/arm_model.json with --robot"),
+           model: Optional[str] = typer.Option(None, "--model", help="model when no --model-file (default m1; "
+                                                "with --robot the config's)"),
            param: Optional[List[str]] = typer.Option(None, "--param", help="NAME=VALUE (repeat), overrides"),
            joint: str = typer.Option("xl330", "--joint", help="actuator name when no --model-file"),
            kp: Optional[str] = typer.Option(None, "--kp", help="firmware gains to design over, e.g. 400,800"),
            mass: Optional[str] = typer.Option(None, "--mass", help="bench loads [kg], e.g. 0.2,0.49"),
-           q_range: str = typer.Option("-1.5,1.5", "--range", help="joint range [rad] min,max"),
+           q_range: Optional[str] = typer.Option(None, "--range", help="joint range [rad] min,max (default -1.5,1.5)"),
            margin: float = typer.Option(0.1, "--margin", help="[rad] kept free at both ends"),
            v_max: float = typer.Option(3.0, "--v-max", help="[rad/s] target speed limit"),
            duty: float = typer.Option(0.8, "--duty", help="largest share of each segment in motion"),
            effort_max: Optional[float] = typer.Option(None, "--effort-max", help="[N.m] predicted effort limit"),
            budget_s: float = typer.Option(10.0, "--budget", help="[s] total duration of the design"),
-           segment_s: float = typer.Option(2.0, "--segment", help="[s] length of one segment"),
-           dt: float = typer.Option(0.01, "--dt", help="[s] command period"),
-           write_all: bool = typer.Option(False, "--all", help="write every candidate, not only the design")):
-    """Design a single-joint excitation: safe candidates ranked by Fisher information, a D-optimal
-    set within the budget, written as replayable CSV command files + excitation.json."""
-    from .pipeline import run_excite
-
+           segment_s: Optional[float] = typer.Option(None, "--segment", help="[s] length of one segment (default 2; "
+                                                     "3 with --robot)"),
+           dt: float = typer.Option(0.01, "--dt", help="[s] command period (one joint; a robot uses its control_dt)"),
+           write_all: bool = typer.Option(False, "--all", help="write every candidate, not only the design"),
+           robot: Optional[str] = typer.Option(None, "--robot", help="design for a whole robot (bundled name or "
+                                               "config file)"),
+           joints: Optional[str] = typer.Option(None, "--joints", help="with --robot: joints to excite, e.g. "
+                                                "shoulder_lift,elbow_flex (default all)"),
+           joint_range: Optional[List[str]] = typer.Option(None, "--joint-range", help="with --robot: JOINT=MIN,MAX "
+                                                           "[rad | m] replacing the MJCF range (repeat)"),
+           effort_share: float = typer.Option(0.8, "--effort-share", help="with --robot: largest predicted effort "
+                                              "as a share of each joint's effort limit"),
+           lerobot: bool = typer.Option(False, "--lerobot", help="with --robot: also NAME.lerobot.csv (<joint>.pos "
+                                        "in degrees)")):
+    """Design an excitation: safe candidates ranked by Fisher information, a D-optimal set within
+    the budget, written as replayable CSV command files + excitation.json. One joint on a bench, or
+    (--robot) every joint of a robot with the per-joint parameters of its model."""
     values = {}
     for p in param or []:
         k, sep, v = p.partition("=")
@@ -357,12 +368,19 @@ def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the com
             sep = ""
         if not sep:
             raise ActuatorlabError(f"--param must be NAME=VALUE, got {p!r}")
-    rng = _floats(q_range, "--range")
+    if robot is not None:
+        _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_range, margin, v_max, duty,
+                      effort_share, effort_max, budget_s, segment_s or 3.0, write_all, lerobot)
+        return
+    from .pipeline import run_excite
+
+    rng = _floats(q_range or "-1.5,1.5", "--range")
     if rng is None or len(rng) != 2:
         raise ActuatorlabError("--range must be two numbers: min,max [rad]")
-    r = run_excite(out, model_file=model_file, model=model, params=values, actuator=joint, kp=_floats(kp, "--kp"),
-                   mass=_floats(mass, "--mass"), q_range=(rng[0], rng[1]), margin=margin, v_max=v_max, duty=duty,
-                   effort_max=effort_max, dt=dt, segment_s=segment_s, budget_s=budget_s, write_all=write_all)
+    r = run_excite(out, model_file=model_file, model=model or "m1", params=values, actuator=joint,
+                   kp=_floats(kp, "--kp"), mass=_floats(mass, "--mass"), q_range=(rng[0], rng[1]), margin=margin,
+                   v_max=v_max, duty=duty, effort_max=effort_max, dt=dt, segment_s=segment_s or 2.0,
+                   budget_s=budget_s, write_all=write_all)
     t = Table(title=f"Candidates ranked by information for {r['model']} ({', '.join(r['parameters'])}): "
                     "log det F and Cramer-Rao relative stderr")
     for c in ("rank", "candidate", "log det F", *r["parameters"], "peak effort"):
@@ -377,6 +395,45 @@ def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the com
     for x in r["rejected"]:
         console.print(f"[yellow]over the effort limit:[/] {x['name']} ({x['peak_effort']:.3g} > {x['limit']:g} N.m)")
     console.print(f"wrote {out / 'excitation.json'} and the command files")
+
+
+def _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_range, margin, v_max, duty,
+                  effort_share, effort_max, budget_s, segment_s, write_all, lerobot) -> None:
+    """``excite --robot``: :func:`actuatorlab.identify.excite_robot.excite_robot` and its table."""
+    from .identify.excite_robot import RobotLimits, excite_robot
+
+    if q_range is not None or effort_max is not None:
+        raise ActuatorlabError("with --robot, give ranges per joint (--joint-range JOINT=MIN,MAX) and the effort "
+                               "limit as --effort-share of each joint's configured limit")
+    ranges = []
+    for item in joint_range or []:
+        name, sep, rest = item.partition("=")
+        vals = _floats(rest, "--joint-range") if sep else None
+        if vals is None or len(vals) != 2:
+            raise ActuatorlabError(f"--joint-range must be JOINT=MIN,MAX, got {item!r}")
+        ranges.append((name.strip(), vals[0], vals[1]))
+    lim = RobotLimits(margin=margin, v_max=v_max, effort_share=effort_share, duty=duty, ranges=tuple(ranges))
+    r = excite_robot(out, robot, model_file=model_file, model=model, params=values,
+                     joints=[j.strip() for j in joints.split(",")] if joints else None, limits=lim,
+                     segment_s=segment_s, budget_s=budget_s, write_all=write_all, lerobot=lerobot)
+    t = Table(title=f"{r['robot']}: candidates ranked by information for {r['model']} per joint "
+                    f"({len(r['parameters'])} parameters): log det F, largest Cramer-Rao relative stderr")
+    for c in ("rank", "candidate", "family", "log det F", "worst CRLB", "peak effort / limit"):
+        t.add_column(c)
+    for c in r["candidates"][:15]:
+        worst = max(c["crlb_relative_stderr"].items(), key=lambda kv: kv[1])
+        t.add_row(str(c["rank"]), c["name"], c["tags"].get("family", ""), f"{c['logdet']:.1f}",
+                  f"{worst[0]} {100 * worst[1]:.2g}%", f"{max(c['peak_effort'].values()):.3g}")
+    console.print(t)
+    d = r["design"]
+    console.print(f"design ({d['duration_s']:.0f} s): {', '.join(r['selected'])}; log det F {d['logdet']:.1f}; "
+                  "CRLB " + ", ".join(f"{n} {100 * v:.2g}%" for n, v in d["crlb_relative_stderr"].items()))
+    for x in r["rejected"]:
+        console.print(f"[yellow]dropped:[/] {x['name']} (over the effort limit: {', '.join(x['over_effort']) or '-'}; "
+                      f"out of range: {', '.join(x['out_of_range']) or '-'})")
+    if r["skipped_parameters"]:
+        console.print(f"not designed for (zero value, no log scale): {', '.join(r['skipped_parameters'])}")
+    console.print(f"wrote {out / 'excitation.json'} and the command files ({r['wall_s']:.0f} s)")
 
 
 @app.command()

@@ -57,7 +57,8 @@ from ..sim.rollout import make_batches, rollout_batch
 from .fit import ParamSpace, profile_for, substeps_for
 from .identifiability import _jacobian
 
-__all__ = ["Limits", "Segment", "EXCITATION_FORMAT", "ENCODER_NOISE", "candidates", "information", "design", "crlb",
+__all__ = ["Limits", "Segment", "EXCITATION_FORMAT", "ENCODER_NOISE", "candidates", "primitives", "information",
+           "design", "crlb", "logdet", "greedy_design",
            "simulate_segments", "segment_trajectory", "write_excitation", "synthetic_logs", "compare_to_naive"]
 
 EXCITATION_FORMAT = "actuatorlab-excitation"
@@ -127,36 +128,40 @@ class Segment:
         return self.q.size * self.dt
 
 
-def _rate_limit(q: np.ndarray, q0: float, dt: float, v_max: float) -> np.ndarray:
-    """Follow ``q`` with a speed of at most v_max [rad/s] from q0 (a causal slew limiter)."""
+def _rate_limit(q: np.ndarray, q0: float, dt: float, v_max: float, end: float | None = None) -> np.ndarray:
+    """Follow ``q`` with a speed of at most v_max [rad/s] from q0 (a causal slew limiter); with
+    ``end``, also inside the band |x_k - end| <= (T - 1 - k) v_max dt, so that it is back at
+    ``end`` on the last sample (clipping into the shrinking band never moves more than one step)."""
     out = np.empty_like(q)
-    x, step = q0, v_max * dt
+    x, step, T = q0, v_max * dt, q.size
     for k, target in enumerate(q):
         x += float(np.clip(target - x, -step, step))
+        if end is not None:
+            r = (T - 1 - k) * step
+            x = min(max(x, end - r), end + r)
         out[k] = x
     return out
 
 
-def _finish(q_move: np.ndarray, T: int, dt: float, lim: Limits) -> np.ndarray:
-    """Limits applied: clip to the range, slew-limit, rests at both ends so that motion <= duty."""
+def _finish(q_move: np.ndarray, T: int, dt: float, lim: Limits, rest: float | None = None) -> np.ndarray:
+    """Limits applied: clip to the range, slew-limit, rests at both ends so that motion <= duty.
+
+    The segment starts and ends at ``rest`` [rad] (default: the middle of the range), every step
+    within v_max dt (:func:`_rate_limit` with ``end``)."""
+    rest = lim.centre if rest is None else float(np.clip(rest, lim.lo, lim.hi))
     n_move = min(q_move.size, int(math.floor(lim.duty * T)))
     rest0 = (T - n_move) // 2
-    q = np.full(T, lim.centre)
+    q = np.full(T, rest)
     q[rest0:rest0 + n_move] = np.clip(q_move[:n_move], lim.lo, lim.hi)
-    q = _rate_limit(q, lim.centre, dt, lim.v_max)  # the rest after the motion brings it back
+    q = _rate_limit(q, rest, dt, lim.v_max, end=rest)  # the rest after the motion brings it back
     return np.clip(q, lim.lo, lim.hi)
 
 
-def candidates(setups: list[Setup], lim: Limits, *, dt: float = 0.01, segment_s: float = 2.0,
-               seed: int = 0) -> list[Segment]:
-    """The candidate commands (see the module doc) under every setup of ``setups``."""
-    if dt <= 0 or segment_s < 20 * dt:
-        raise ActuatorlabError("excitation: segment_s must be at least 20 control periods")
-    rng = np.random.default_rng(seed)
-    T = int(round(segment_s / dt))
-    n_move = int(math.floor(lim.duty * T))
+def primitives(lim: Limits, n_move: int, dt: float, centre: float | None = None) -> list[tuple[str, np.ndarray, dict]]:
+    """The single-joint motions of the module doc, (name, q (n_move,) [rad], tags), around
+    ``centre`` (default the middle of the range) before the limits are applied (:func:`_finish`)."""
     t = np.arange(n_move) * dt
-    c, h = lim.centre, lim.half
+    c, h = (lim.centre if centre is None else centre), lim.half
     prims: list[tuple[str, np.ndarray, dict]] = []
     for a in (0.25, 0.6, 0.95):
         for f in (0.5, 1.5, 3.0):
@@ -182,7 +187,17 @@ def candidates(setups: list[Setup], lim: Limits, *, dt: float = 0.01, segment_s:
         prims.append((f"reversals_v{s:g}", c + tri, {"kind": "reversals", "speed_rad_s": v}))
     creep = c + np.minimum(0.05 * lim.v_max * t, 0.5 * h)
     prims.append(("creep", creep, {"kind": "creep", "speed_rad_s": 0.05 * lim.v_max}))
-    del rng  # the primitives are deterministic; seed kept for future randomised families
+    return prims
+
+
+def candidates(setups: list[Setup], lim: Limits, *, dt: float = 0.01, segment_s: float = 2.0,
+               seed: int = 0) -> list[Segment]:
+    """The candidate commands (see the module doc) under every setup of ``setups``."""
+    if dt <= 0 or segment_s < 20 * dt:
+        raise ActuatorlabError("excitation: segment_s must be at least 20 control periods")
+    T = int(round(segment_s / dt))
+    prims = primitives(lim, int(math.floor(lim.duty * T)), dt)
+    del seed  # the primitives are deterministic; seed kept for future randomised families
 
     shapes: list[tuple[str, np.ndarray, dict]] = []
     for name, q, tags in prims:  # the speed cap can make two sines the same command: keep one
@@ -286,9 +301,25 @@ def _regularised(F: np.ndarray) -> np.ndarray:
     return F + 1e-9 * max(float(np.trace(F)) / p, 1e-300) * np.eye(p)
 
 
-def _logdet(F: np.ndarray) -> float:
+def logdet(F: np.ndarray) -> float:
+    """log det(F + eps I) (D-optimality criterion; -inf for an indefinite matrix)."""
     sign, ld = np.linalg.slogdet(_regularised(F))
     return float(ld) if sign > 0 else -math.inf
+
+
+
+
+def greedy_design(F: np.ndarray, n_pick: int) -> tuple[list[int], np.ndarray]:
+    """(indices in pick order, summed information (p, p)): ``n_pick`` greedy D-optimal picks
+    (repeats allowed) among candidates with information F (n, p, p): each pick is the candidate
+    that most increases log det of the sum (information of independent segments adds)."""
+    total = np.zeros_like(F[0])
+    picked: list[int] = []
+    for _ in range(max(1, int(n_pick))):
+        best = int(np.argmax([logdet(total + f) for f in F]))
+        picked.append(best)
+        total = total + F[best]
+    return picked, total
 
 
 def crlb(F: np.ndarray) -> np.ndarray:
@@ -318,23 +349,16 @@ def design(segments: list[Segment], model: str, params: dict[str, float], budget
     names, F = information([s for s, _ in ok], model, params, names=names, noise=noise)
     rows = []
     for (s, peak), f in zip(ok, F):
-        rows.append({"name": s.name, "tags": s.tags, "duration_s": s.duration, "logdet": _logdet(f),
+        rows.append({"name": s.name, "tags": s.tags, "duration_s": s.duration, "logdet": logdet(f),
                      "crlb_relative_stderr": dict(zip(names, crlb(f).tolist())), "peak_effort": peak})
     order = sorted(range(len(rows)), key=lambda i: -rows[i]["logdet"])
     for r, i in enumerate(order):
         rows[i]["rank"] = r + 1
-    n_pick = max(1, int(math.floor(budget_s / ok[0][0].duration + 1e-9)))
-    total = np.zeros_like(F[0])
-    picked: list[int] = []
-    for _ in range(n_pick):
-        gains = [_logdet(total + f) for f in F]
-        best = int(np.argmax(gains))
-        picked.append(best)
-        total = total + F[best]
+    picked, total = greedy_design(F, int(math.floor(budget_s / ok[0][0].duration + 1e-9)))
     return {"model": model, "parameters": names, "noise_rad": noise, "budget_s": budget_s,
             "candidates": [rows[i] for i in order], "rejected": rejected,
             "selected": [ok[i][0].name for i in picked],
-            "design": {"logdet": _logdet(total), "crlb_relative_stderr": dict(zip(names, crlb(total).tolist())),
+            "design": {"logdet": logdet(total), "crlb_relative_stderr": dict(zip(names, crlb(total).tolist())),
                        "duration_s": sum(ok[i][0].duration for i in picked)}}
 
 

@@ -28,7 +28,7 @@ from ..robots.loader import Robot, load_robot
 from . import commands as cmd
 from .truth import ENCODER_STEP
 
-__all__ = ["FAMILIES", "draw_param_sets", "model_logs"]
+__all__ = ["FAMILIES", "draw_param_sets", "model_logs", "rollout_trajectory"]
 
 #: command families in the order logs cycle through them
 FAMILIES: tuple[str, ...] = ("teleop", "steps", "chirp")
@@ -97,21 +97,36 @@ def model_logs(robot: Robot | str, model: str, param_sets: dict[str, np.ndarray]
         qt = np.tile(rest, (T, 1))
         qt[:, :n_arm] = _command(fam, rng, T, dt, i // len(families))
         _, o = rollout_native(r, param_sets, make_inputs(r, qt), initial_state(r, q=qt[0]))
-        q = np.round(o.q / ENCODER_STEP) * ENCODER_STEP if quantize else o.q
-        data, ch = {}, {}
-        for j in arm:
-            c = robot.index(j)
-            for name, val, unit, kind in ((f"position/{j}", q[:, c], "rad", "measured"),
-                                          (f"velocity/{j}", o.dq[:, c], "rad/s", "estimated"),
-                                          (f"position_target/{j}", qt[:, c], "rad", "commanded"),
-                                          (f"torque_enable/{j}", np.ones(T), "bool", "commanded")):
-                data[name], ch[name] = np.asarray(val, float), Channel(unit, kind)
-        data["supply_voltage"] = np.full(T, robot.joints[0].supply_voltage)
-        ch["supply_voltage"] = Channel("V", "commanded")
-        setup = Setup(robot.joints[0].actuator, controller=robot.joints[0].law,
-                      gains=dict(robot.joints[0].gains), supply_voltage=robot.joints[0].supply_voltage,
-                      extra={"robot": robot.name, "joints": arm, "truth_model": get_model(model).name})
-        logs.append(Trajectory(name=f"{fam}_{i:02d}", time=np.arange(T) * dt, data=data, channels=ch,
-                               setup=setup, conditions={"excitation": fam, "truth": get_model(model).name},
-                               source_file=f"synthetic:{robot.name}/{get_model(model).name}/{fam}_{i:02d}"))
+        logs.append(rollout_trajectory(robot, f"{fam}_{i:02d}", qt, o.q, o.dq, arm, quantize=quantize,
+                                       conditions={"excitation": fam, "truth": get_model(model).name},
+                                       extra={"truth_model": get_model(model).name},
+                                       source_file=f"synthetic:{robot.name}/{get_model(model).name}/{fam}_{i:02d}"))
     return logs
+
+
+def rollout_trajectory(robot: Robot, name: str, q_target: np.ndarray, q: np.ndarray, dq: np.ndarray,
+                       joints: list[str], *, quantize: bool = True, conditions: dict | None = None,
+                       extra: dict | None = None, source_file: str | None = None) -> Trajectory:
+    """A multi-joint log (docs/synth.md convention) of one rollout: targets ``q_target`` and the
+    simulated ``q``, ``dq`` (T, n_joints) [rad | m], robot joint order, recording ``joints``.
+    Positions are quantised to 2 pi / 4096 rad (times |output_to_joint| behind a linkage) if
+    ``quantize``; supply_voltage is the first joint's configured supply."""
+    T = q_target.shape[0]
+    data, ch = {}, {}
+    for j in joints:
+        c = robot.index(j)
+        step = ENCODER_STEP * abs(robot.joint(j).output_to_joint)
+        qj = np.round(q[:, c] / step) * step if quantize else q[:, c]
+        unit, vunit = ("m", "m/s") if robot.joint(j).joint_type == "prismatic" else ("rad", "rad/s")
+        for cn, val, u, kind in ((f"position/{j}", qj, unit, "measured"),
+                                 (f"velocity/{j}", dq[:, c], vunit, "estimated"),
+                                 (f"position_target/{j}", q_target[:, c], unit, "commanded"),
+                                 (f"torque_enable/{j}", np.ones(T), "bool", "commanded")):
+            data[cn], ch[cn] = np.asarray(val, float), Channel(u, kind)
+    data["supply_voltage"] = np.full(T, robot.joints[0].supply_voltage)
+    ch["supply_voltage"] = Channel("V", "commanded")
+    setup = Setup(robot.joints[0].actuator, controller=robot.joints[0].law,
+                  gains=dict(robot.joints[0].gains), supply_voltage=robot.joints[0].supply_voltage,
+                  extra={"robot": robot.name, "joints": list(joints), **(extra or {})})
+    return Trajectory(name=name, time=np.arange(T) * robot.control_dt, data=data, channels=ch, setup=setup,
+                      conditions=dict(conditions or {}), source_file=source_file or f"synthetic:{robot.name}/{name}")
