@@ -48,7 +48,8 @@ import jax.numpy as jnp
 from ..errors import UnknownNameError
 
 __all__ = ["Heads", "ArchSpec", "ARCHS", "make_net", "list_archs", "param_count", "contact_force",
-           "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads"]
+           "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads",
+           "ActuatorNet"]
 
 F32 = jnp.float32
 
@@ -229,6 +230,40 @@ class RecurrentNet(eqx.Module):
         return self.heads(u[-1])
 
 
+class ActuatorNet(eqx.Module):
+    """The actuator net of Hwangbo et al. (Science Robotics 2019) in the input layout Isaac Lab's
+    ``ActuatorNetMLP`` and mjlab's ``LearnedMlpActuator`` feed it: one joint, frames of exactly
+    two features ``(err, dq)`` (position error q* - q and velocity, normalized), sampled at the
+    history indices ``input_idx = (0, stride, 2 stride, ..., history)`` (0 = current frame)::
+
+        v = [err_{idx_0}, ..., err_{idx_K-1}, dq_{idx_0}, ..., dq_{idx_K-1}]   ("pos_vel" order)
+        torque = W_L softsign(... softsign(W_1 v + b_1) ...) + b_L               (1,)
+
+    (softsign as in Hwangbo et al.). The other heads are zeros. ``history`` must be a multiple of
+    ``stride``; :mod:`actuatorlab.export.torch_export` writes it as a TorchScript file."""
+
+    mlp: eqx.nn.MLP
+    input_idx: tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(self, *, n_features: int, n_channels: int, history: int, key, width: int = 32,
+                 depth: int = 3, stride: int = 1):
+        if n_features != 2 or n_channels != 1:
+            raise ValueError(f"actuator_net takes one channel of 2 features (err, dq), got {n_channels} "
+                             f"channel(s) of {n_features}")
+        if stride < 1 or history % stride:
+            raise ValueError(f"actuator_net: history {history} is not a multiple of stride {stride}")
+        self.input_idx = tuple(range(0, history + 1, stride))
+        self.mlp = eqx.nn.MLP(2 * len(self.input_idx), 1, width, depth, activation=jax.nn.soft_sign,
+                              key=key, dtype=F32)
+
+    def __call__(self, x: jax.Array) -> Heads:
+        x = jnp.asarray(x, F32)
+        rows = jnp.asarray([x.shape[0] - 1 - i for i in self.input_idx])
+        v = jnp.concatenate([x[rows, 0], x[rows, 1]])
+        z = jnp.zeros((1,), F32)
+        return Heads(self.mlp(v), jnp.zeros((3,), F32), jnp.zeros((), F32), z)
+
+
 class ArchSpec(NamedTuple):
     """A registered architecture: constructor, default sizes and a one-line description."""
 
@@ -247,6 +282,8 @@ ARCHS: dict[str, ArchSpec] = {
                     "2-layer GRU over the window"),
     "lstm": ArchSpec(lambda **kw: RecurrentNet(cell="lstm", **kw), dict(hidden=272, n_layers=2, head_width=256),
                      "2-layer LSTM over the window"),
+    "actuator_net": ArchSpec(ActuatorNet, dict(width=32, depth=3, stride=1),
+                             "one-joint softsign MLP on (err, dq) histories: the Isaac Lab / mjlab layout"),
 }
 
 
