@@ -8,20 +8,20 @@ environment that has mjlab (``python -m venv V && V/bin/pip install mjlab torch=
     V/bin/python bench/mjlab_check.py run OUT                   # mjlab: replay the log on CPU
     PYTHONPATH=src python bench/mjlab_check.py compare OUT      # table, then one JSON line
 
-``prepare`` writes a fitted-like XL330 model (tests/synthetic truth with a current limit and a
-2-step delay), its mjlab export (``mj.py`` / ``mj.json``), a chirp log at 200 Hz and actuatorlab's
-own rollout of it. ``run`` builds the pendulum bench of the model as an mjlab ``Entity`` with the
-exported ``DcMotorActuatorCfg`` and replays the log's targets at the declared physics step (one
-``write_data_to_sim`` + ``sim.step`` per log sample, MuJoCo-Warp on the CPU), then the same at
-half the step (the wrong rate). ``compare`` prints the position MAE / max error against
-actuatorlab's rollout. The analytic law is exact (tests/test_export_targets.py); differences come
-from MuJoCo's joint friction (``frictionloss`` is a soft constraint, ``damping`` is integrated
-implicitly) and the integrator.
+``prepare`` writes, for two models (:data:`CASES`: a fitted-like XL330 with the tests' truth, a
+current limit and a 2-step delay; the same without joint friction), the model file, its mjlab
+export (``mj.py`` / ``mj.json``), a 2 s chirp log at 200 Hz and actuatorlab's own rollout of it.
+``run`` builds the pendulum bench as an mjlab ``Entity`` with each exported configuration
+(``DcMotorActuatorCfg``, ``BuiltinDcMotorActuatorCfg``) and replays the log's targets at the
+declared physics step (one ``write_data_to_sim`` + ``sim.step`` per sample, MuJoCo-Warp on the
+CPU), then at half the step (the wrong rate). ``compare`` prints the position MAE / max error
+against actuatorlab's rollout. Measured figures: bench/README.md.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -29,6 +29,9 @@ from pathlib import Path
 import numpy as np
 
 MASS, LENGTH, G = 0.49, 0.1, 9.81
+#: joint solimpfriction of the bench (docs/export.md section 4: MuJoCo's default lets a joint held by
+#: friction creep); set MJLAB_CHECK_SOLIMP=default to run with MuJoCo's default impedance
+SOLIMP = None if os.environ.get("MJLAB_CHECK_SOLIMP") == "default" else "0.999 0.9999 0.001"
 
 
 def prepare(out: Path) -> None:
@@ -40,22 +43,29 @@ def prepare(out: Path) -> None:
     from actuatorlab.identify.modelfile import save_model
     from actuatorlab.precision import physics_precision
 
-    out.mkdir(parents=True, exist_ok=True)
     with physics_precision():
         logs = synthetic_set([("chirp", "chirp", 400)], TRUTH, duration=2.0, quantise=False, amplitude=0.8)
-        (q_ref, dq_ref), = simulate(logs, TRUTH, model="m1")
-    save_model(analytic_model(TRUTH), out / "model.json")
-    export_targets(out / "model.json", {"mjlab": out / "mj.py"})
     tr = logs[0]
-    np.savez(out / "log.npz", q_target=tr.data["position_target"], q_ref=q_ref, dq_ref=dq_ref, dt=DT)
-    print(f"wrote {out}/model.json, mj.py, mj.json, log.npz ({len(q_ref)} samples at {DT} s)")
+    for case, params in CASES.items():
+        p = {**TRUTH, **params}
+        with physics_precision():
+            (q_ref, dq_ref), = simulate(logs, p, model="m1")
+        d = out / case
+        d.mkdir(parents=True, exist_ok=True)
+        save_model(analytic_model(p), d / "model.json")
+        export_targets(d / "model.json", {"mjlab": d / "mj.py"})
+        np.savez(d / "log.npz", q_target=tr.data["position_target"], q_ref=q_ref, dq_ref=dq_ref, dt=DT)
+        print(f"wrote {d}/model.json, mj.py, mj.json, log.npz ({len(q_ref)} samples at {DT} s)")
 
+
+#: the fitted-like model, and the same without joint friction (isolates the actuator law and delay)
+CASES = {"full": {}, "no_joint_friction": {"friction_base": 0.0, "friction_viscous": 0.0}}
 
 BENCH_XML = """
 <mujoco>
   <worldbody>
     <body name="arm">
-      <joint name="joint" type="hinge" axis="0 1 0"/>
+      <joint name="joint" type="hinge" axis="0 1 0"{solimp}/>
       <inertial pos="0 0 -{l}" mass="{m}" diaginertia="1e-9 1e-9 1e-9"/>
     </body>
   </worldbody>
@@ -63,18 +73,27 @@ BENCH_XML = """
 """
 
 
-def _mjlab_replay(cfg: dict, q_target: np.ndarray, q0: float, dq0: float, h: float, substeps: int) -> np.ndarray:
+def _cfg(name: str, fields: dict):
+    import mjlab.actuator as A
+
+    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in fields.items()}
+    if name == "BuiltinDcMotorActuatorCfg":
+        (mp, kw), = fields["motor_params"].items()
+        fields["motor_params"] = getattr(A, mp)(**kw)
+        fields["mode"] = getattr(A.DcMotorInputMode, fields["mode"].split(".")[-1])
+    return getattr(A, name)(**fields)
+
+
+def _mjlab_replay(name: str, cfg: dict, q_target: np.ndarray, q0: float, dq0: float, h: float, substeps: int) -> np.ndarray:
     import mujoco
     import torch
-    from mjlab.actuator import DcMotorActuatorCfg
     from mjlab.entity import Entity, EntityArticulationInfoCfg, EntityCfg
     from mjlab.sim.sim import MujocoCfg, Simulation, SimulationCfg
 
-    fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in cfg.items()}
-    act = DcMotorActuatorCfg(**fields)
+    act = _cfg(name, cfg)
     # the bench of the fit: a point mass at LENGTH below the hinge (1e-9 kg.m^2 own inertia, MuJoCo
     # needs a positive one), the rotor inertia is the exported armature
-    xml = BENCH_XML.format(l=LENGTH, m=MASS)
+    xml = BENCH_XML.format(l=LENGTH, m=MASS, solimp=f' solimpfriction="{SOLIMP}"' if SOLIMP else "")
     ent = Entity(EntityCfg(spec_fn=lambda: mujoco.MjSpec.from_string(xml),
                            articulation=EntityArticulationInfoCfg(actuators=(act,))))
     model = ent.compile()
@@ -96,31 +115,43 @@ def _mjlab_replay(cfg: dict, q_target: np.ndarray, q0: float, dq0: float, h: flo
     return np.array(q)
 
 
-def run(out: Path) -> None:
+def run(root: Path) -> None:
+    for case in CASES:
+        _run(root / case)
+
+
+def _run(out: Path) -> None:
     doc = json.loads((out / "mj.json").read_text())
-    cfg, meta = doc["configs"]["DcMotorActuatorCfg"], doc["metadata"]
+    meta = doc["metadata"]
     log = np.load(out / "log.npz")
     dt = float(meta["physics_dt_s"])
-    t0 = time.perf_counter()
-    q = _mjlab_replay(cfg, log["q_target"], float(log["q_ref"][0]), float(log["dq_ref"][0]), dt, 1)
-    t1 = time.perf_counter()
-    q_wrong = _mjlab_replay(cfg, log["q_target"], float(log["q_ref"][0]), float(log["dq_ref"][0]), dt / 2, 2)
-    import mjlab
-    np.savez(out / "mjlab.npz", q=q, q_wrong=q_wrong, wall_s=t1 - t0,
-             mjlab_version=getattr(mjlab, "__version__", "?"))
-    print(f"mjlab replay: {len(q)} steps in {t1 - t0:.1f} s (includes MuJoCo-Warp kernel compilation)")
+    res = {}
+    for name, cfg in doc["configs"].items():
+        t0 = time.perf_counter()
+        q = _mjlab_replay(name, cfg, log["q_target"], float(log["q_ref"][0]), float(log["dq_ref"][0]), dt, 1)
+        t1 = time.perf_counter()
+        res[name] = q
+        res[name + ":wrong"] = _mjlab_replay(name, cfg, log["q_target"], float(log["q_ref"][0]),
+                                             float(log["dq_ref"][0]), dt / 2, 2)
+        print(f"{out.name} {name}: {len(q)} steps in {t1 - t0:.1f} s (includes MuJoCo-Warp kernel compilation)")
+    np.savez(out / ("mjlab.npz" if SOLIMP else "mjlab_default_solimp.npz"), **res)
 
 
-def compare(out: Path) -> None:
-    log, res = np.load(out / "log.npz"), np.load(out / "mjlab.npz")
+def compare(root: Path) -> None:
+    name = "mjlab_default_solimp.npz" if os.environ.get("MJLAB_CHECK_SOLIMP") == "default" else "mjlab.npz"
     rows = []
-    for name, q in (("declared step", res["q"]), ("half step (wrong rate)", res["q_wrong"])):
-        e = np.abs(q - log["q_ref"])
-        rows.append({"case": name, "mae_rad": float(e.mean()), "max_rad": float(e.max())})
-    print(f"{'case':<24} {'MAE [mrad]':>11} {'max [mrad]':>11}")
+    for case in CASES:
+        log, res = np.load(root / case / "log.npz"), np.load(root / case / name)
+        for key in res.files:
+            cfg, wrong = key.split(":")[0], key.endswith(":wrong")
+            e = np.abs(res[key] - log["q_ref"])
+            rows.append({"model": case, "config": cfg, "physics_step": "half (wrong rate)" if wrong else "declared",
+                         "mae_rad": float(e.mean()), "max_rad": float(e.max()), "range_rad": float(np.ptp(log["q_ref"]))})
+    print(f"{'model':<18} {'config':<26} {'physics step':<18} {'MAE [mrad]':>11} {'max [mrad]':>11}")
     for r in rows:
-        print(f"{r['case']:<24} {1e3 * r['mae_rad']:11.3f} {1e3 * r['max_rad']:11.3f}")
-    print(json.dumps({"bench": "mjlab_check", "rows": rows, "range_rad": float(np.ptp(log["q_ref"]))}))
+        print(f"{r['model']:<18} {r['config']:<26} {r['physics_step']:<18} {1e3 * r['mae_rad']:11.4f} "
+              f"{1e3 * r['max_rad']:11.4f}")
+    print(json.dumps({"bench": "mjlab_check", "rows": rows}))
 
 
 if __name__ == "__main__":

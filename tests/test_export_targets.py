@@ -146,6 +146,11 @@ def test_isaaclab_and_mjlab_files_carry_fields_metadata_and_losses(analytic_file
     assert any("PhysX coefficient" in x for x in by["isaaclab"].not_representable)
     bdc = mj["BuiltinDcMotorActuatorCfg"]
     assert bdc["voltage_limit"] == 7.4 and bdc["motor_params"]["DcMotorPhysicalParams"]["kt"] == TRUTH["kt"]
+    # MuJoCo 3.11's dcmotor controller outputs volts: kp = kp_eff R / kt [V/rad], no kd
+    # (checked in mjlab 1.6 itself by bench/mjlab_check.py)
+    assert bdc["stiffness"] * TRUTH["kt"] / TRUTH["R"] == pytest.approx(mj["DcMotorActuatorCfg"]["stiffness"])
+    assert bdc["damping"] == 0.0 and bdc["effort_limit"] == pytest.approx(TRUTH["kt"] * TRUTH["current_limit"])
+    assert json.loads((root / "out" / "mj.json").read_text())["metadata"]["recommended"] == "DcMotorActuatorCfg"
     text = (root / "out" / "mj.py").read_text()
     assert "from mjlab.actuator import" in text and "DcMotorActuatorCfg(" in text
     compile(text, "mj.py", "exec")  # valid Python to paste

@@ -22,6 +22,11 @@ torque-speed lines with ``S = kt Vmax / R`` (stall torque) and ``w0 = Vmax / kt`
 (back-EMF). Isaac Lab's ``DCMotor`` additionally keeps the top line >= 0 and the bottom line <= 0
 (``clip(..., min=0)``), which differs from the motor only beyond the no-load speed |dq| > w0.
 
+mjlab's ``BuiltinDcMotorActuatorCfg`` wraps MuJoCo's ``<dcmotor>``; in MuJoCo 3.11 (the version
+mjlab 1.6 pins) its position controller outputs the voltage itself, ``v = clip(kp e - kd dq,
++-Vmax)``, so it gets ``kp = V_s g kp e_g = kp_eff R / kt`` [V/rad] and ``kd = 0`` (MuJoCo 4.0's
+controller differs: :mod:`.mjcf`).
+
 The ``pd`` law is ``IdealPd`` (``clip(kp e - kd dq, +-u_max)``), ``emps_cascade`` the same with
 ``g_tau`` folded in (velocity estimate lost). ``delay`` becomes a whole number of physics steps
 ``round(delay / dt)`` (mjlab ``delay_min_lag = delay_max_lag``; Isaac Lab ``DelayedPDActuatorCfg``
@@ -183,10 +188,13 @@ def mjlab_configs(law: AnalyticLaw, joint: str) -> dict[str, dict[str, Any]]:
             "DcMotorActuatorCfg": {**common, "stiffness": law.stiffness, "damping": law.damping,
                                    "effort_limit": law.effort_limit, "saturation_effort": law.saturation,
                                    "velocity_limit": law.velocity_limit},
+            # MuJoCo 3.11 (mjlab 1.6's): the dcmotor controller outputs the voltage itself,
+            # v = clip(kp e - kd dq, +-Vmax) (MuJoCo 4.0 scales by R/K and adds back-EMF
+            # compensation, see mjcf.py): kp = V_s g kp e_g [V/rad] = kp_eff R / kt, kd = 0
             "BuiltinDcMotorActuatorCfg": {
                 **common, "motor_params": {"DcMotorPhysicalParams": {"kt": law.kt, "ke": law.kt,
                                                                      "resistance": law.R}},
-                "mode": "DcMotorInputMode.POSITION", "stiffness": law.stiffness, "damping": law.damping,
+                "mode": "DcMotorInputMode.POSITION", "stiffness": law.stiffness * law.R / law.kt, "damping": 0.0,
                 "voltage_limit": law.vmax, "effort_limit": law.effort_limit if law.current_limited else None},
         }
     return {"IdealPdActuatorCfg": {**common, "stiffness": law.stiffness, "damping": law.damping,
@@ -294,7 +302,7 @@ def write_cfg(target: str, out: str | Path, configs: dict[str, dict[str, Any]], 
               lost: list[str], extra_files: list[Path] = ()) -> CfgExport:
     """Write the snippet and the JSON for ``configs``; returns a :class:`CfgExport`."""
     py, js = cfg_paths(out)
-    metadata = {**metadata, "not_representable": list(lost)}
+    metadata = {**metadata, "recommended": next(iter(configs)), "not_representable": list(lost)}
     atomic_write(js, json.dumps({"configs": configs, "metadata": metadata}, indent=1, sort_keys=True) + "\n")
     atomic_write(py, _snippet(target, configs, metadata))
     return CfgExport(target, [py, js, *extra_files], configs, metadata, list(lost))
