@@ -56,10 +56,41 @@ def prepare(out: Path) -> None:
         export_targets(d / "model.json", {"mjlab": d / "mj.py"})
         np.savez(d / "log.npz", q_target=tr.data["position_target"], q_ref=q_ref, dq_ref=dq_ref, dt=DT)
         print(f"wrote {d}/model.json, mj.py, mj.json, log.npz ({len(q_ref)} samples at {DT} s)")
+    _prepare_learned(out / LEARNED)
+
+
+def _prepare_learned(d: Path) -> None:
+    """A one-joint actuator_net (Isaac Lab / mjlab input layout; random initial weights: this checks
+    the file round trip, not a fit) and a sine log that starts at rest on its target."""
+    from synthetic import DT, TRUTH_M1, synthetic_set
+
+    from actuatorlab.export.targets import export_targets
+    from actuatorlab.learned.joint import log_set, rollout_logs
+    from actuatorlab.learned.joint_train import build_joint_model, save_joint_model
+    from actuatorlab.learned.nets import arch_sizes
+    from actuatorlab.precision import physics_precision
+    from actuatorlab.sim.rollout import make_batches
+
+    with physics_precision():
+        logs = synthetic_set([("sine", "sine", 400)], TRUTH_M1, duration=2.0, quantise=False, amplitude=0.6)
+        (b,) = make_batches(logs, DT)
+        sizes = dict(width=32, depth=2, stride=1)
+        m = build_joint_model("learned", "actuator_net", [b], history=4, sizes=sizes, seed=3)
+        save_joint_model(d, m, arch="actuator_net", sizes=arch_sizes("actuator_net", **sizes), base=None,
+                         setup={"joint_type": "revolute", "controller": "dynamixel_pwm"}, data={"dt": DT},
+                         training={})
+        ls = log_set(m, b)
+        out = rollout_logs(m, ls)
+    export_targets(d / "model.json", {"mjlab": d / "mj.py"})
+    np.savez(d / "log.npz", q_target=np.asarray(ls.qt)[0], q_ref=np.asarray(out.q)[0],
+             dq_ref=np.asarray(out.dq)[0], dt=DT)
+    print(f"wrote {d}/model.json, mj.py, mj.json, mj.pt, log.npz")
 
 
 #: the fitted-like model, and the same without joint friction (isolates the actuator law and delay)
 CASES = {"full": {}, "no_joint_friction": {"friction_base": 0.0, "friction_viscous": 0.0}}
+#: the learned case: an actuator_net exported as LearnedMlpActuatorCfg + TorchScript
+LEARNED = "learned_actuator_net"
 
 BENCH_XML = """
 <mujoco>
@@ -73,10 +104,12 @@ BENCH_XML = """
 """
 
 
-def _cfg(name: str, fields: dict):
+def _cfg(name: str, fields: dict, folder: Path):
     import mjlab.actuator as A
 
     fields = {k: (tuple(v) if isinstance(v, list) else v) for k, v in fields.items()}
+    if "network_file" in fields:
+        fields["network_file"] = str(folder / fields["network_file"])
     if name == "BuiltinDcMotorActuatorCfg":
         (mp, kw), = fields["motor_params"].items()
         fields["motor_params"] = getattr(A, mp)(**kw)
@@ -84,13 +117,13 @@ def _cfg(name: str, fields: dict):
     return getattr(A, name)(**fields)
 
 
-def _mjlab_replay(name: str, cfg: dict, q_target: np.ndarray, q0: float, dq0: float, h: float, substeps: int) -> np.ndarray:
+def _mjlab_replay(name: str, cfg: dict, folder: Path, q_target: np.ndarray, q0: float, dq0: float, h: float, substeps: int) -> np.ndarray:
     import mujoco
     import torch
     from mjlab.entity import Entity, EntityArticulationInfoCfg, EntityCfg
     from mjlab.sim.sim import MujocoCfg, Simulation, SimulationCfg
 
-    act = _cfg(name, cfg)
+    act = _cfg(name, cfg, folder)
     # the bench of the fit: a point mass at LENGTH below the hinge (1e-9 kg.m^2 own inertia, MuJoCo
     # needs a positive one), the rotor inertia is the exported armature
     xml = BENCH_XML.format(l=LENGTH, m=MASS, solimp=f' solimpfriction="{SOLIMP}"' if SOLIMP else "")
@@ -116,7 +149,7 @@ def _mjlab_replay(name: str, cfg: dict, q_target: np.ndarray, q0: float, dq0: fl
 
 
 def run(root: Path) -> None:
-    for case in CASES:
+    for case in (*CASES, LEARNED):
         _run(root / case)
 
 
@@ -128,10 +161,10 @@ def _run(out: Path) -> None:
     res = {}
     for name, cfg in doc["configs"].items():
         t0 = time.perf_counter()
-        q = _mjlab_replay(name, cfg, log["q_target"], float(log["q_ref"][0]), float(log["dq_ref"][0]), dt, 1)
+        q = _mjlab_replay(name, cfg, out, log["q_target"], float(log["q_ref"][0]), float(log["dq_ref"][0]), dt, 1)
         t1 = time.perf_counter()
         res[name] = q
-        res[name + ":wrong"] = _mjlab_replay(name, cfg, log["q_target"], float(log["q_ref"][0]),
+        res[name + ":wrong"] = _mjlab_replay(name, cfg, out, log["q_target"], float(log["q_ref"][0]),
                                              float(log["dq_ref"][0]), dt / 2, 2)
         print(f"{out.name} {name}: {len(q)} steps in {t1 - t0:.1f} s (includes MuJoCo-Warp kernel compilation)")
     np.savez(out / ("mjlab.npz" if SOLIMP else "mjlab_default_solimp.npz"), **res)
@@ -140,16 +173,16 @@ def _run(out: Path) -> None:
 def compare(root: Path) -> None:
     name = "mjlab_default_solimp.npz" if os.environ.get("MJLAB_CHECK_SOLIMP") == "default" else "mjlab.npz"
     rows = []
-    for case in CASES:
+    for case in (*CASES, LEARNED):
         log, res = np.load(root / case / "log.npz"), np.load(root / case / name)
         for key in res.files:
             cfg, wrong = key.split(":")[0], key.endswith(":wrong")
             e = np.abs(res[key] - log["q_ref"])
             rows.append({"model": case, "config": cfg, "physics_step": "half (wrong rate)" if wrong else "declared",
                          "mae_rad": float(e.mean()), "max_rad": float(e.max()), "range_rad": float(np.ptp(log["q_ref"]))})
-    print(f"{'model':<18} {'config':<26} {'physics step':<18} {'MAE [mrad]':>11} {'max [mrad]':>11}")
+    print(f"{'model':<22} {'config':<26} {'physics step':<18} {'MAE [mrad]':>11} {'max [mrad]':>11}")
     for r in rows:
-        print(f"{r['model']:<18} {r['config']:<26} {r['physics_step']:<18} {1e3 * r['mae_rad']:11.4f} "
+        print(f"{r['model']:<22} {r['config']:<26} {r['physics_step']:<18} {1e3 * r['mae_rad']:11.4f} "
               f"{1e3 * r['max_rad']:11.4f}")
     print(json.dumps({"bench": "mjlab_check", "rows": rows}))
 

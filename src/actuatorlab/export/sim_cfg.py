@@ -264,8 +264,12 @@ def _snippet(target: str, configs: dict[str, dict[str, Any]], metadata: dict[str
              "Units: " + ", ".join(f"{k} [{u}]" for k, u in metadata["units"].items()) + ".",
              '"""', "", f"from {_IMPORTS[target]} import {', '.join(sorted(names))}", "",
              "ACTUATORS = {"]
+    if any("network_file" in f for f in configs.values()):
+        lines.insert(lines.index(f"from {_IMPORTS[target]} import {', '.join(sorted(names))}"), "from pathlib import Path\n")
     for name, fields in configs.items():
-        body = ",\n        ".join(f"{k}={_py(v)}" for k, v in fields.items())
+        # the network file lies beside this snippet: resolve it from the snippet's own path
+        body = ",\n        ".join(f"{k}=str(Path(__file__).with_name({v!r}))" if k == "network_file" else f"{k}={_py(v)}"
+                                   for k, v in fields.items())
         lines.append(f"    {name!r}: {name}(\n        {body}),")
     lines += ["}", "", "#: the metadata of this export (also in the .json beside this file)",
               f"METADATA = {json.dumps(metadata, indent=1, sort_keys=True, default=str)}", ""]

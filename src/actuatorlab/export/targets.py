@@ -203,8 +203,9 @@ def _actuator_net_cfg(t: str, d: dict, jm, out: Path, dt: float, joint: str) -> 
     else:
         configs = {"LearnedMlpActuatorCfg": {"target_names_expr": [joint], **common, "history_length": len(idx),
                                              "frictionloss": 0.0, "viscous_damping": 0.0}}
-    lost = ["network_file is relative to this folder: give the framework its absolute path",
-            "the bench's rigid body (inertia, gravity) is the robot's own in the target; only the actuator "
+    meta["network_file"] = ("beside the configuration; the .py resolves it from its own path, the .json "
+                            "names it relative to its folder")
+    lost = ["the bench's rigid body (inertia, gravity) is the robot's own in the target; only the actuator "
             f"(effort) and the rotor armature {arm:.6g} are exported"]
     r = write_cfg(t, out, configs, meta, lost, [net_path])
     return TargetResult(t, r.files, {"network_file": str(net_path), "input_idx": idx, "pos_scale": ps,
