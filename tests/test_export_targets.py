@@ -159,6 +159,22 @@ def test_isaaclab_and_mjlab_files_carry_fields_metadata_and_losses(analytic_file
         assert s in readme, s
 
 
+def test_pd_law_exports_as_ideal_pd_with_its_delay(tmp_path):
+    """pd law: tau = clip(kp e - kd dq, +-u_max) -> mjlab IdealPd, Isaac Lab DelayedPD (3 steps)."""
+    d = analytic_model({"armature": 0.01, "friction_viscous": 0.02, "delay": 3 * DT + 1e-4})
+    d.update(controller="pd", setup={**d["setup"], "controller": "pd", "gains": {"kp": 20.0, "kd": 0.5, "u_max": 3.0}})
+    save_model(d, tmp_path / "model.json")
+    res = {r.target: r for r in export_targets(tmp_path / "model.json", {"mjlab": tmp_path / "m.json",
+                                                                          "isaaclab": tmp_path / "i.json"})}
+    mj = json.loads((tmp_path / "m.json").read_text())["configs"]
+    isaac = json.loads((tmp_path / "i.json").read_text())["configs"]
+    assert mj == {"IdealPdActuatorCfg": {"target_names_expr": ["joint"], "armature": 0.01, "frictionloss": 0.0,
+                                         "viscous_damping": 0.02, "delay_min_lag": 3, "delay_max_lag": 3,
+                                         "stiffness": 20.0, "damping": 0.5, "effort_limit": 3.0}}
+    assert isaac["DelayedPDActuatorCfg"]["min_delay"] == 3 and "DCMotorCfg" not in isaac
+    assert any("rounded to 3 physics step" in x for x in res["mjlab"].not_representable)
+
+
 # ---------------------------------------------------------------------------------------------
 # learned models -> TorchScript / ONNX / Isaac Lab / mjlab actuator nets
 
@@ -301,12 +317,14 @@ def test_cli_refuses_targets_that_cannot_represent_the_model(tmp_path, rest_logs
              (["export", tmp_path / "l" / "model.json", "--mjcf", tmp_path / "x.xml"], "no MuJoCo equivalent"),
              (["export", tmp_path / "l" / "model.json", "--isaaclab", tmp_path / "x.py"],
               "missing a learned model with arch actuator_net"),
-             (["export", tmp_path / "a" / "model.json", "--mjlab", tmp_path / "x.txt"], "name the configuration")]
+             (["export", tmp_path / "a" / "model.json", "--mjlab", tmp_path / "x.txt"], "name the configuration"),
+             (["export", tmp_path / "l" / "model.json", "--torchscript", tmp_path / "x.pt", "--isaaclab",
+               tmp_path / "x.py"], "actuator_net")]
     for argv, msg in cases:
         capsys.readouterr()
         assert main([str(a) for a in argv]) == 2
         assert msg in capsys.readouterr().err.replace("\n", " "), msg
-    assert not (tmp_path / "x.onnx").exists() and not (tmp_path / "x.py").exists()
+    assert not any((tmp_path / n).exists() for n in ("x.onnx", "x.py", "x.pt", "x.xml"))  # nothing written
     assert main(["export", str(tmp_path / "a" / "model.json"), "--mjlab", str(tmp_path / "o" / "m.py"),
                  "--isaaclab", str(tmp_path / "o" / "i.py")]) == 0
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["README.md", "i.json", "i.py", "m.json", "m.py"]

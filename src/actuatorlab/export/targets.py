@@ -61,6 +61,13 @@ def _check(d: dict, targets: dict[str, Path], path: Path) -> None:
         if t in ("onnx", "torchscript") and not kind:
             raise ModelError(f"{path}: --{t}: an analytic model has no network to export; use --mjcf, "
                              "--mjlab or --isaaclab")
+        arch = d.get("arch")
+        if t == "onnx" and kind and arch not in ("mlp", "transformer"):
+            raise ModelError(f"{path}: --onnx exports the mlp and transformer architectures, not {arch!r} "
+                             "(use --torchscript)")
+        if t == "torchscript" and kind and arch not in ("mlp", "transformer", "actuator_net"):
+            raise ModelError(f"{path}: --torchscript exports the mlp, transformer and actuator_net "
+                             f"architectures, not {arch!r}")
         if t in ("mjlab", "isaaclab") and kind:
             if d.get("arch") != "actuator_net" or kind != "learned":
                 raise ModelError(f"{path}: --{t}: a {kind} {d.get('arch')} model reads "
