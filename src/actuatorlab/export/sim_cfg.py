@@ -19,8 +19,9 @@ after Duclusaud et al., ICRA 2025) is exactly this law. With ``kp_eff = kt/R V_s
 because ``tau`` grows monotonically with ``V``: clipping V at +-Vmax is clipping tau at the
 torque-speed lines with ``S = kt Vmax / R`` (stall torque) and ``w0 = Vmax / kt`` (no-load speed);
 ``F = kt i_max`` (the fitted current limit). Hence ``stiffness = kp_eff``, ``damping = kt^2/R``
-(back-EMF). Isaac Lab's ``DCMotor`` additionally keeps the top line >= 0 and the bottom line <= 0
-(``clip(..., min=0)``), which differs from the motor only beyond the no-load speed |dq| > w0.
+(back-EMF). Older Isaac Lab releases' ``DCMotor`` keeps the top line >= 0 and the bottom line <= 0
+(``clip(..., min=0)``), which differs from the motor only beyond the no-load speed |dq| > w0;
+current releases clip four-quadrant like mjlab.
 
 mjlab's ``BuiltinDcMotorActuatorCfg`` wraps MuJoCo's ``<dcmotor>``; in MuJoCo 3.11 (the version
 mjlab 1.6 pins) its position controller outputs the voltage itself, ``v = clip(kp e - kd dq,
@@ -226,8 +227,8 @@ def isaaclab_lost(law: AnalyticLaw) -> list[str]:
         out.append(f"delay of {law.lag} step(s): Isaac Lab has no delayed DC motor; DCMotorCfg has no delay, "
                    "DelayedPDActuatorCfg clips at the stall torque without the torque-speed curve (both written)")
     if law.kt is not None:
-        out.append("DCMotor keeps the torque-speed limits >= 0 (top) and <= 0 (bottom): differs from the motor "
-                   f"only beyond the no-load speed |dq| > {law.velocity_limit:.6g}")
+        out.append("older Isaac Lab releases' DCMotor keeps the torque-speed limits >= 0 (top) and <= 0 (bottom) "
+                   f"(current ones are four-quadrant): differs from the motor only beyond |dq| > {law.velocity_limit:.6g}")
     return out
 
 

@@ -45,7 +45,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..errors import UnknownNameError
+from ..errors import ModelError, UnknownNameError
 
 __all__ = ["Heads", "ArchSpec", "ARCHS", "make_net", "list_archs", "param_count", "contact_force",
            "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads",
@@ -248,10 +248,10 @@ class ActuatorNet(eqx.Module):
     def __init__(self, *, n_features: int, n_channels: int, history: int, key, width: int = 32,
                  depth: int = 3, stride: int = 1):
         if n_features != 2 or n_channels != 1:
-            raise ValueError(f"actuator_net takes one channel of 2 features (err, dq), got {n_channels} "
-                             f"channel(s) of {n_features}")
+            raise ModelError(f"actuator_net takes one joint's 2 features (err, dq), got {n_channels} "
+                             f"channel(s) of {n_features} features: it is a one-joint architecture")
         if stride < 1 or history % stride:
-            raise ValueError(f"actuator_net: history {history} is not a multiple of stride {stride}")
+            raise ModelError(f"actuator_net: history {history} is not a multiple of stride {stride}")
         self.input_idx = tuple(range(0, history + 1, stride))
         self.mlp = eqx.nn.MLP(2 * len(self.input_idx), 1, width, depth, activation=jax.nn.soft_sign,
                               key=key, dtype=F32)
