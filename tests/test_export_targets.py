@@ -179,7 +179,7 @@ def test_pd_law_exports_as_ideal_pd_with_its_delay(tmp_path):
 # learned models -> TorchScript / ONNX / Isaac Lab / mjlab actuator nets
 
 
-TINY = {"actuator_net": dict(width=16, depth=2, stride=1), "mlp": dict(width=16, depth=1, d=8, head_width=8),
+TINY = {"actuator_net": dict(width=16, depth=2, stride=1), "actuator_lstm": dict(hidden=8, n_layers=2), "mlp": dict(width=16, depth=1, d=8, head_width=8),
         "transformer": dict(d=8, n_heads=2, n_layers=1, ff=16, head_width=8)}
 
 
@@ -256,6 +256,64 @@ def test_actuator_net_file_matches_the_network_and_replays_at_its_rate(tmp_path,
     assert np.ptp(q_ref) > 0.05 and err < 1e-6, err  # measured 7e-9 rad (float32 network)
     wrong = np.max(np.abs(run(dt / 2, np.repeat(qt, 2))[::2] - q_ref))
     assert wrong > 1e-3, (err, wrong)  # measured 0.010 rad
+
+
+def test_isaaclab_lstm_file_has_the_layout_isaac_lab_reads_and_replays_at_its_rate(tmp_path, rest_logs):
+    """ActuatorNetLSTM: ``network.lstm`` (layers = len(state_dict) / 4, hidden = weight_hh_l0.shape[1]),
+    ``network(x (N, 1, 2), (h, c)) -> (torque, (h, c))``, state zero at reset and carried."""
+    m, b = learned_run(tmp_path, "actuator_lstm", rest_logs, history=0)
+    export_targets(tmp_path / "model.json", {"isaaclab": tmp_path / "out" / "lstm.py"})
+    doc = json.loads((tmp_path / "out" / "lstm.json").read_text())
+    cfg = doc["configs"]["ActuatorNetLSTMCfg"]
+    net = torch.jit.load(str(tmp_path / "out" / cfg["network_file"]))
+    sd = net.lstm.state_dict()
+    n_layers, hidden = len(sd) // 4, sd["weight_hh_l0"].shape[1]
+    assert (n_layers, hidden) == (2, 8)
+    # 1. torques on the same input sequences (8 random sequences of 20 steps), state carried
+    rng = np.random.default_rng(4)
+    seq = (rng.normal(0, 1, (8, 20, 2)) * np.array([0.2, 3.0])).astype(np.float32)
+
+    def eqx_seq(x):
+        def body(st, f):
+            st, t = m.net.step(st, m.norm.apply(f))
+            return st, jnp.clip(m.effort_scale * t[0], -m.effort_bound, m.effort_bound)
+        import jax
+        return jax.lax.scan(body, m.net.init_state(), x)[1]
+
+    ref = np.asarray(eqx.filter_jit(eqx.filter_vmap(eqx_seq))(jnp.asarray(seq)))
+    h = torch.zeros(n_layers, 8, hidden)
+    c = torch.zeros(n_layers, 8, hidden)
+    got = []
+    for k in range(20):
+        tau, (h, c) = net(torch.from_numpy(seq[:, k:k + 1].copy()), (h, c))
+        got.append(tau.reshape(8).numpy())
+    np.testing.assert_allclose(np.stack(got, 1), ref, rtol=1e-5, atol=1e-5 * np.max(np.abs(ref)))
+    assert np.ptp(ref) > 1e-2
+    # 2. closed loop at the declared step from Isaac Lab's zero state vs actuatorlab's rollout
+    ls = log_set(m, b)
+    q_ref = np.asarray(rollout_logs(m, ls).q)[0]
+    qt = np.asarray(ls.qt)[0]
+    I = MASS * LENGTH**2 + cfg["armature"]
+
+    def run(hstep, qt):
+        q, dq = float(q_ref[0]), 0.0
+        hc = (torch.zeros(n_layers, 1, hidden), torch.zeros(n_layers, 1, hidden))
+        out = []
+        for k in range(len(qt)):
+            out.append(q)
+            x = torch.tensor([[[qt[k] - q, dq]]], dtype=torch.float32)
+            tau, hc = net(x, hc)
+            dq = dq + hstep * (float(tau[0, 0]) - MASS * LENGTH * G * np.sin(q)) / I
+            q = q + hstep * dq
+        return np.array(out)
+
+    dt = doc["metadata"]["physics_dt_s"]
+    err = np.max(np.abs(run(dt, qt) - q_ref))
+    wrong = np.max(np.abs(run(dt / 2, np.repeat(qt, 2))[::2] - q_ref))
+    assert np.ptp(q_ref) > 0.05 and err < 1e-6, err  # measured 1.3e-8 rad
+    assert wrong > 1e-3, (err, wrong)  # measured 2.5e-3 rad
+    with pytest.raises(ModelError, match="no recurrent learned actuator"):
+        export_targets(tmp_path / "model.json", {"mjlab": tmp_path / "m.py"})
 
 
 def test_isaaclab_input_idx_with_stride_and_mjlab_refuses_it(tmp_path, rest_logs):

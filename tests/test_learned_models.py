@@ -31,7 +31,7 @@ TINY = {"transformer": dict(d=16, n_heads=2, n_layers=2, ff=24, head_width=8),
 REF = dict(n_features=5 * 9 + 1, n_channels=5, history=8)
 #: the architectures that take any window layout ("actuator_net" takes one joint's (err, dq) only,
 #: tests/test_export_targets.py)
-WINDOW_ARCHS = sorted(set(ARCHS) - {"actuator_net"})
+WINDOW_ARCHS = sorted(set(ARCHS) - {"actuator_net", "actuator_lstm"})
 
 
 def tiny(arch, seed=0, layout=LAYOUT):
@@ -44,8 +44,8 @@ def windows(n, layout=LAYOUT, seed=1):
 
 
 def test_registry_lists_archs_on_unknown_name():
-    assert set(ARCHS) == {"transformer", "mlp", "gru", "lstm", "actuator_net"}
-    with pytest.raises(UnknownNameError, match="available: actuator_net, gru, lstm, mlp, transformer"):
+    assert set(ARCHS) == {"transformer", "mlp", "gru", "lstm", "actuator_net", "actuator_lstm"}
+    with pytest.raises(UnknownNameError, match="available: actuator_lstm, actuator_net, gru, lstm, mlp, transformer"):
         make_net("cnn", n_features=4, n_channels=1, history=2, key=jax.random.PRNGKey(0))
     with pytest.raises(UnknownNameError, match="available: d, ff, head_width, n_heads, n_layers"):
         make_net("transformer", n_features=4, n_channels=1, history=2, key=jax.random.PRNGKey(0), width=3)

@@ -225,8 +225,8 @@ def _print_envelope(s: dict) -> None:
 
 @app.command()
 def train(data: List[Path] = typer.Argument(..., help="log files or folders to train on"),
-          arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm | actuator_net (one joint: "
-                                  "the Isaac Lab / mjlab actuator-net input, docs/export.md)"),
+          arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm | actuator_net | actuator_lstm "
+                                  "(one joint: the Isaac Lab / mjlab actuator-net inputs, docs/export.md)"),
           residual: Optional[Path] = typer.Option(None, "--residual", help="fitted analytic RUN/model.json (RUN/arm_model.json with --robot): learn "
                                                   "a correction of it instead of the whole actuator"),
           steps: Optional[int] = typer.Option(None, "--steps", help="optimizer steps (default: the default budget)"),

@@ -10,7 +10,8 @@ mjcf            MuJoCo native actuator (:mod:`.mjcf`)        refused (no MuJoCo 
 mjlab           DcMotorActuatorCfg / BuiltinDcMotor... /     LearnedMlpActuatorCfg + TorchScript
                 IdealPd (:mod:`.sim_cfg`)                    (arch ``actuator_net``, stride 1)
 isaaclab        DCMotorCfg / DelayedPDActuatorCfg            ActuatorNetMLPCfg + TorchScript
-                                                             (arch ``actuator_net``)
+                                                             (arch ``actuator_net``), ActuatorNetLSTMCfg
+                                                             + TorchScript (arch ``actuator_lstm``)
 onnx            refused (nothing to run)                     the network (mlp, transformer)
 torchscript     refused                                      raw window -> effort (mlp, transformer,
                                                              actuator_net)
@@ -68,12 +69,15 @@ def _check(d: dict, targets: dict[str, Path], path: Path) -> None:
         if t == "torchscript" and kind and arch not in ("mlp", "transformer", "actuator_net"):
             raise ModelError(f"{path}: --torchscript exports the mlp, transformer and actuator_net "
                              f"architectures, not {arch!r}")
+        if t == "mjlab" and arch == "actuator_lstm":
+            raise ModelError(f"{path}: --mjlab: mjlab 1.6 has no recurrent learned actuator (LearnedMlpActuator "
+                             "only); use --isaaclab (ActuatorNetLSTMCfg)")
         if t in ("mjlab", "isaaclab") and kind:
-            if d.get("arch") != "actuator_net" or kind != "learned":
+            if arch not in ("actuator_net", "actuator_lstm") or kind != "learned":
                 raise ModelError(f"{path}: --{t}: a {kind} {d.get('arch')} model reads "
                                  f"{(d.get('layout') or {}).get('per_channel')}; {t}'s actuator net reads only "
                                  "the position error q* - q and the velocity: missing a learned model with "
-                                 "arch actuator_net (actuatorlab train --arch actuator_net)")
+                                 "arch actuator_net or actuator_lstm (actuatorlab train --arch actuator_net)")
             stride = int((d.get("sizes") or {}).get("stride", 1))
             if t == "mjlab" and stride != 1:
                 raise ModelError(f"{path}: --mjlab: mjlab's LearnedMlpActuator reads a contiguous history; "
@@ -171,6 +175,8 @@ def _export_one(t: str, d: dict, jm, out: Path, model_path: Path, base, joint) -
         return TargetResult(t, r.files, {"config": first, **{k: v for k, v in r.configs[first].items()
                                                              if isinstance(v, float)}},
                             r.metadata, r.not_representable)
+    if t == "isaaclab" and d.get("arch") == "actuator_lstm":
+        return _actuator_lstm_cfg(d, jm, out, dt, joint_name)
     if t in ("mjlab", "isaaclab"):
         return _actuator_net_cfg(t, d, jm, out, dt, joint_name)
     if t == "torchscript":
@@ -217,6 +223,37 @@ def _actuator_net_cfg(t: str, d: dict, jm, out: Path, dt: float, joint: str) -> 
     r = write_cfg(t, out, configs, meta, lost, [net_path])
     return TargetResult(t, r.files, {"network_file": str(net_path), "input_idx": idx, "pos_scale": ps,
                                      "vel_scale": vs, "torque_scale": ts}, r.metadata, lost)
+
+
+def _actuator_lstm_cfg(d: dict, jm, out: Path, dt: float, joint: str) -> TargetResult:
+    import torch
+
+    from .sim_cfg import cfg_paths, write_cfg
+    from .torch_export import actuator_lstm_module, learned_metadata, save_torchscript
+
+    mod, n_layers, hidden = actuator_lstm_module(jm)
+    py, _ = cfg_paths(out)
+    net_path = py.with_suffix(".pt")
+    meta = learned_metadata(jm, d, "isaaclab", dt)
+    meta["history"] = {"recurrent": f"LSTM state ({n_layers} layers x {hidden}) carried from one physics step to "
+                                    "the next; zero at reset", "lag_s": [0.0]}
+    meta["scales"] = {"input": "raw (q_target - q [rad], dq [rad/s]); the normalizer is folded into the weights",
+                      "output": "effort [N.m], clipped inside to +-effort_bound"}
+    meta["input"] = "x (N, 1, 2) float32 = (q_target - q, dq), hc = (h, c) each (n_layers, N, hidden)"
+    meta["output"] = "(effort (N, 1) [N.m], (h, c))"
+    meta["history_init"] = "Isaac Lab zeroes (h, c) at reset; actuatorlab starts every rollout from the zero state"
+    N = 2
+    example = (torch.zeros(N, 1, 2), (torch.zeros(n_layers, N, hidden), torch.zeros(n_layers, N, hidden)))
+    save_torchscript(mod, net_path, example, meta)
+    lim = float(jm.effort_bound)
+    configs = {"ActuatorNetLSTMCfg": {"joint_names_expr": [joint], "network_file": net_path.name,
+                                      "saturation_effort": lim, "effort_limit": lim, "velocity_limit": float("inf"),
+                                      "armature": float(jm.params["armature"])}}
+    lost = ["the bench's rigid body (inertia, gravity) is the robot's own in the target; only the actuator "
+            f"(effort) and the rotor armature {float(jm.params['armature']):.6g} are exported"]
+    r = write_cfg("isaaclab", out, configs, meta, lost, [net_path])
+    return TargetResult("isaaclab", r.files, {"network_file": str(net_path), "lstm_layers": n_layers,
+                                              "hidden": hidden}, r.metadata, lost)
 
 
 def _torchscript(d: dict, jm, out: Path, dt: float) -> TargetResult:

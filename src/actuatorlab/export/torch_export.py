@@ -21,6 +21,11 @@ Two TorchScript layouts:
   clipped to ``+-effort_bound / effort_scale`` inside the module, so the framework's product equals
   :func:`actuatorlab.learned.joint.effort` exactly in exact arithmetic.
 
+* **actuator LSTM** (``--isaaclab`` of an ``actuator_lstm`` model): Isaac Lab's
+  ``ActuatorNetLSTM`` layout, ``.lstm`` (``torch.nn.LSTM``, batch_first) and a linear head,
+  ``(x (N, 1, 2) raw (q* - q, dq), (h, c)) -> (effort (N, 1), (h, c))``, normalizer folded into
+  the first layer's input weights, effort scale and bound inside.
+
 Every file carries its metadata (rate, history indices and their times, sign convention, scales,
 units, layout) in TorchScript ``_extra_files["actuatorlab.json"]`` or ONNX ``metadata_props``.
 """
@@ -36,7 +41,7 @@ import numpy as np
 
 from ..errors import ModelError
 
-__all__ = ["torch_available", "window_module", "actuator_net_module", "save_torchscript", "load_metadata",
+__all__ = ["torch_available", "window_module", "actuator_net_module", "actuator_lstm_module", "save_torchscript", "load_metadata",
            "EXTRA_FILE", "learned_metadata"]
 
 EXTRA_FILE = "actuatorlab.json"
@@ -193,8 +198,54 @@ def _modules():
         def forward(self, x):
             return torch.clamp(self.mlp(x), -self.limit, self.limit)
 
+    class ActuatorNetLstm(nn.Module):
+        """Isaac Lab ActuatorNetLSTM layout: ``.lstm`` (batch_first) + a linear head;
+        (x (N, 1, 2) raw (q* - q, dq), (h, c)) -> (effort (N, 1), (h, c))."""
+
+        def __init__(self, lstm, linear, scale: float, bound: float):
+            super().__init__()
+            self.lstm = lstm
+            self.linear = linear
+            self.scale, self.bound = float(scale), float(bound)
+
+        def forward(self, x, hc: tuple[torch.Tensor, torch.Tensor]):
+            y, (h, c) = self.lstm(x, hc)
+            tau = torch.clamp(self.scale * self.linear(y[:, -1]), -self.bound, self.bound)
+            return tau, (h, c)
+
     return dict(Mlp=Mlp, Transformer=Transformer, WindowMlp=WindowMlp, Selected=Selected,
-                WindowActuator=WindowActuator, ActuatorNetMlp=ActuatorNetMlp)
+                WindowActuator=WindowActuator, ActuatorNetMlp=ActuatorNetMlp, ActuatorNetLstm=ActuatorNetLstm)
+
+
+def actuator_lstm_module(model):
+    """The Isaac Lab ``ActuatorNetLSTM`` module of an ``actuator_lstm`` JointModel: the normalizer is
+    folded into the first layer's input weights (``W (x - m) / s = (W / s) x - W m / s``), the
+    output is ``clip(effort_scale * head(h), +-effort_bound)`` [N.m]."""
+    from ..learned.nets import ActuatorLSTM
+
+    if not isinstance(model.net, ActuatorLSTM):
+        raise ModelError(f"Isaac Lab's ActuatorNetLSTM needs an actuator_lstm model, not {type(model.net).__name__}")
+    torch = _torch()
+    M = _modules()
+    cells = model.net.cells
+    hidden = cells[0].hidden_size
+    lstm = torch.nn.LSTM(2, hidden, num_layers=len(cells), batch_first=True)
+    mean = np.asarray(model.norm.mean, np.float64)
+    std = np.asarray(model.norm.std, np.float64)
+    with torch.no_grad():
+        for i, cell in enumerate(cells):
+            W = np.asarray(cell.weight_ih, np.float64)
+            b = np.asarray(cell.bias, np.float64)
+            if i == 0:
+                b = b - W @ (mean / std)
+                W = W / std[None, :]
+            getattr(lstm, f"weight_ih_l{i}").copy_(torch.from_numpy(W.astype(np.float32)))
+            getattr(lstm, f"weight_hh_l{i}").copy_(torch.from_numpy(_a(cell.weight_hh)))
+            getattr(lstm, f"bias_ih_l{i}").copy_(torch.from_numpy(b.astype(np.float32)))
+            getattr(lstm, f"bias_hh_l{i}").zero_()
+    (linear,) = _linears(torch, [model.net.head])
+    mod = M["ActuatorNetLstm"](lstm, linear, model.effort_scale, model.effort_bound)
+    return mod.eval().requires_grad_(False), len(cells), hidden
 
 
 def window_module(model):

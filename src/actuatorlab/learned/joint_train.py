@@ -44,10 +44,13 @@ JOINT_SIZES = {
     "gru": dict(hidden=64, n_layers=1, head_width=64),
     "lstm": dict(hidden=56, n_layers=1, head_width=64),
     "actuator_net": dict(width=32, depth=3, stride=1),
+    "actuator_lstm": dict(hidden=16, n_layers=2),
 }
 #: per-channel features of the architectures that read a fixed layout (others read JOINT_FEATURES):
 #: the Isaac Lab / mjlab actuator-net input, position error q* - q and velocity
-ARCH_FEATURES = {"actuator_net": ("err", "dq")}
+ARCH_FEATURES = {"actuator_net": ("err", "dq"), "actuator_lstm": ("err", "dq")}
+#: history forced by an architecture (a recurrent state instead of a window)
+ARCH_HISTORY = {"actuator_lstm": 0}
 #: (fraction of the run at which the horizon starts, horizon [control steps])
 DEFAULT_CURRICULUM = ((0.0, 32), (1 / 3, 64), (2 / 3, 128))
 WEIGHTS_NAME = "weights.eqx"
@@ -95,6 +98,10 @@ def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None
     if len(laws) != 1:
         raise DataError(None, f"one-joint training needs logs of one control law and bench, got {sorted(laws)}")
     (law, plant), = laws
+    history = ARCH_HISTORY.get(arch, history)
+    if arch in ARCH_HISTORY and kind != "learned":
+        raise ModelError(f"{arch} is a whole (learned) actuator with a carried state; a residual needs a "
+                         "window architecture (mlp, transformer, gru, lstm)")
     layout = FeatureLayout(channels=("joint",), per_channel=ARCH_FEATURES.get(arch, JOINT_FEATURES), history=history)
     norm = fit_normalizer(_measured_frames(layout, batches))
     g = _gravity_effort(batches) or 1.0
