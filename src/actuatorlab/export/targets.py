@@ -52,8 +52,6 @@ class TargetResult:
 def _check(d: dict, targets: dict[str, Path], path: Path) -> None:
     """Refuse targets that cannot represent the model before anything is written."""
     kind = d.get("kind")
-    if kind and "robot" in d:
-        raise ModelError(f"{path}: whole-robot learned models are not exported; export a one-joint model")
     for t in targets:
         if t == "mjcf" and kind:
             raise ModelError(f"{path}: --mjcf: a {kind} model has no MuJoCo equivalent (its effort is a "
@@ -68,7 +66,8 @@ def _check(d: dict, targets: dict[str, Path], path: Path) -> None:
                              "(use --torchscript)")
         if t == "torchscript" and kind and arch not in ("mlp", "transformer", "actuator_net"):
             raise ModelError(f"{path}: --torchscript exports the mlp, transformer and actuator_net "
-                             f"architectures, not {arch!r}")
+                             f"architectures, not {arch!r}" + (" (an actuator_lstm's TorchScript file is written by "
+                                                               "--isaaclab)" if arch == "actuator_lstm" else ""))
         if t == "mjlab" and arch == "actuator_lstm":
             raise ModelError(f"{path}: --mjlab: mjlab 1.6 has no recurrent learned actuator (LearnedMlpActuator "
                              "only); use --isaaclab (ActuatorNetLSTMCfg)")
@@ -126,6 +125,13 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
     for t in targets:
         if t not in TARGETS:
             raise UnknownNameError("export target", t, list(TARGETS))
+    try:
+        fmt = json.loads(model_path.read_text()).get("format")
+    except (OSError, ValueError, AttributeError):
+        fmt = None  # load_model reports it
+    if fmt == "actuatorlab-arm-model":
+        raise ModelError(f"{model_path}: whole-robot models (arm_model.json) are not exported; export a one-joint "
+                         "model.json (actuatorlab fit / train on one joint's logs)")
     d = load_model(model_path)
     _check(d, targets, model_path)
     if (base is not None or joint is not None) and "mjcf" not in targets:
