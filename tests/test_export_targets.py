@@ -7,7 +7,9 @@ reimplemented minimally here and labelled as such: the DC-motor clip of mjlab's
 ``dc_motor_clip`` / Isaac Lab's ``DCMotor._clip_effort``, their command delay in whole physics
 steps, and the history buffers of ``LearnedMlpActuator`` / ``ActuatorNetMLP`` (index 0 = current
 step). Each is run at the physics step the file declares and compared with actuatorlab's own
-rollout of the same log; the same file run at another step must miss.
+rollout of the same log; the same file run at another step must miss. The same exported files
+were also run in mjlab 1.6 itself, in a separate environment, by bench/mjlab_check.py (figures in
+docs/export.md section 9).
 """
 
 from __future__ import annotations
