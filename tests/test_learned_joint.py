@@ -139,4 +139,4 @@ def test_cli_train_then_evaluate_and_resume(tmp_path, logs, capsys):
     s = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert s["model"] == "learned:mlp" and s["n_logs"] == 2
     assert main(["train", *paths, "--arch", "resnet", "--out", str(tmp_path / "r2")]) == 2
-    assert "available: gru, lstm, mlp, transformer" in capsys.readouterr().err
+    assert "available: actuator_lstm, actuator_net, gru, lstm, mlp, transformer" in capsys.readouterr().err

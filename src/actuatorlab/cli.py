@@ -225,7 +225,8 @@ def _print_envelope(s: dict) -> None:
 
 @app.command()
 def train(data: List[Path] = typer.Argument(..., help="log files or folders to train on"),
-          arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm"),
+          arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm | actuator_net | actuator_lstm "
+                                  "(one joint: the Isaac Lab / mjlab actuator-net inputs, docs/export.md)"),
           residual: Optional[Path] = typer.Option(None, "--residual", help="fitted analytic RUN/model.json (RUN/arm_model.json with --robot): learn "
                                                   "a correction of it instead of the whole actuator"),
           steps: Optional[int] = typer.Option(None, "--steps", help="optimizer steps (default: the default budget)"),
@@ -456,26 +457,29 @@ def audit(data: List[Path] = typer.Argument(...), as_json: bool = typer.Option(F
 
 
 @app.command()
-def export(model_json: Path = typer.Argument(...), mjcf: Path = typer.Option(..., "--mjcf", help="MJCF file to write"),
-           base: Optional[Path] = typer.Option(None, "--base", help="existing MJCF to patch (never overwritten)"),
-           joint: Optional[str] = typer.Option(None, "--joint", help="joint of --base to patch")):
-    """Write what MuJoCo can represent of a fitted model and list what it cannot."""
-    from .export import export_mjcf
-    from .identify.modelfile import load_model
+def export(model_json: Path = typer.Argument(..., help="RUN/model.json (analytic or learned one-joint)"),
+           mjcf: Optional[Path] = typer.Option(None, "--mjcf", help="MJCF file to write (analytic)"),
+           mjlab: Optional[Path] = typer.Option(None, "--mjlab", help="mjlab actuator config .py/.json (+ .pt for a learned actuator_net)"),
+           isaaclab: Optional[Path] = typer.Option(None, "--isaaclab", help="Isaac Lab actuator config .py/.json (+ .pt for a learned actuator_net)"),
+           onnx: Optional[Path] = typer.Option(None, "--onnx", help="ONNX file of a learned model's network"),
+           torchscript: Optional[Path] = typer.Option(None, "--torchscript", help="TorchScript file of a learned model (raw window -> effort)"),
+           base: Optional[Path] = typer.Option(None, "--base", help="--mjcf: existing MJCF to patch (never overwritten)"),
+           joint: Optional[str] = typer.Option(None, "--joint", help="joint of --base to patch / joint name in the configs")):
+    """Export a fitted model to MuJoCo, mjlab, Isaac Lab, ONNX or TorchScript (one or several), each
+    with its rate, lags, sign convention and units, a README.md beside it, and what is lost."""
+    from .export.targets import export_targets
 
-    d = load_model(model_json)
-    if d.get("kind"):
-        raise ActuatorlabError(f"{model_json}: a {d['kind']} model has no MuJoCo equivalent; export the "
-                               "analytic model it was trained with")
-    r = export_mjcf(d, mjcf, base_xml=base, joint=joint)
-    t = Table(title=f"wrote {r.path}")
-    t.add_column("MuJoCo quantity")
-    t.add_column("value")
-    for k, v in r.written.items():
-        t.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
-    console.print(t)
-    for line in r.not_representable:
-        console.print(f"[yellow]not representable:[/] {line}")
+    results = export_targets(model_json, {"mjcf": mjcf, "mjlab": mjlab, "isaaclab": isaaclab, "onnx": onnx,
+                                          "torchscript": torchscript}, base=base, joint=joint)
+    for r in results:
+        t = Table(title=f"{r.target}: wrote " + ", ".join(str(p) for p in r.files))
+        t.add_column("quantity")
+        t.add_column("value")
+        for k, v in r.summary.items():
+            t.add_row(k, f"{v:.6g}" if isinstance(v, float) else str(v))
+        console.print(t)
+        for line in r.not_representable:
+            console.print(f"[yellow]not representable ({r.target}):[/] {line}")
 
 
 @app.command()

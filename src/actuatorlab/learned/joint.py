@@ -163,16 +163,25 @@ def simulate(model: JointModel, w: Window) -> Outputs:
         plant_fn = pendulum if model.cfg.plant == "pendulum" else carriage
         p = model.params
 
+        stateful = hasattr(model.net, "step")  # a recurrent state carried between steps (actuator_lstm)
+
         def body(carry, x):
-            q, dq, buf = carry
+            q, dq, mem = carry
             qt, en, vs = x
-            buf = jnp.concatenate([buf[1:], frame(model.layout, c, qt, en, vs, q, dq)[None]], axis=0)
-            tau = effort(model, buf, q.dtype)
+            f = frame(model.layout, c, qt, en, vs, q, dq)
+            if stateful:
+                mem, t = model.net.step(mem, model.norm.apply(f))
+                tau = jnp.clip(model.effort_scale * t[0], -model.effort_bound, model.effort_bound).astype(q.dtype)
+            else:
+                mem = jnp.concatenate([mem[1:], f[None]], axis=0)
+                tau = effort(model, mem, q.dtype)
             I_load, tau_e = plant_fn(c.plant, p, q)
             dq1 = dq + dt * (tau + tau_e) / (I_load + p["armature"])
-            return (q + dt * dq1, dq1, buf), Outputs(q, dq, tau, tau, tau_e, jnp.zeros_like(tau))
+            return (q + dt * dq1, dq1, mem), Outputs(q, dq, tau, tau, tau_e, jnp.zeros_like(tau))
 
-        _, out = jax.lax.scan(body, (q0, jnp.asarray(w.dq0, q0.dtype), buf0), (w.qt, w.en, w.vs))
+        # a stateful network starts every window from its zero state, as Isaac Lab resets it
+        mem0 = model.net.init_state() if stateful else buf0
+        _, out = jax.lax.scan(body, (q0, jnp.asarray(w.dq0, q0.dtype), mem0), (w.qt, w.en, w.vs))
         return out
 
     step = make_step(model.cfg)

@@ -32,7 +32,7 @@ from .joint import JOINT_FEATURES, KINDS, JointModel, frame, log_set, onestep_lo
     trainable, window_loss, windows
 from .trainer import TrainConfig, TrainResult, train
 
-__all__ = ["JOINT_SIZES", "DEFAULT_CURRICULUM", "build_joint_model", "train_joint", "save_joint_model",
+__all__ = ["JOINT_SIZES", "ARCH_FEATURES", "DEFAULT_CURRICULUM", "build_joint_model", "train_joint", "save_joint_model",
            "load_joint_model", "replay_joint", "WEIGHTS_NAME"]
 
 #: one-joint default network sizes (a single channel of 7 features needs far less than the
@@ -43,7 +43,14 @@ JOINT_SIZES = {
     "mlp": dict(width=128, depth=3, d=64, head_width=64),
     "gru": dict(hidden=64, n_layers=1, head_width=64),
     "lstm": dict(hidden=56, n_layers=1, head_width=64),
+    "actuator_net": dict(width=32, depth=3, stride=1),
+    "actuator_lstm": dict(hidden=16, n_layers=2),
 }
+#: per-channel features of the architectures that read a fixed layout (others read JOINT_FEATURES):
+#: the Isaac Lab / mjlab actuator-net input, position error q* - q and velocity
+ARCH_FEATURES = {"actuator_net": ("err", "dq"), "actuator_lstm": ("err", "dq")}
+#: history forced by an architecture (a recurrent state instead of a window)
+ARCH_HISTORY = {"actuator_lstm": 0}
 #: (fraction of the run at which the horizon starts, horizon [control steps])
 DEFAULT_CURRICULUM = ((0.0, 32), (1 / 3, 64), (2 / 3, 128))
 WEIGHTS_NAME = "weights.eqx"
@@ -91,7 +98,11 @@ def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None
     if len(laws) != 1:
         raise DataError(None, f"one-joint training needs logs of one control law and bench, got {sorted(laws)}")
     (law, plant), = laws
-    layout = FeatureLayout(channels=("joint",), per_channel=JOINT_FEATURES, history=history)
+    history = ARCH_HISTORY.get(arch, history)
+    if arch in ARCH_HISTORY and kind != "learned":
+        raise ModelError(f"{arch} is a whole (learned) actuator with a carried state; a residual needs a "
+                         "window architecture (mlp, transformer, gru, lstm)")
+    layout = FeatureLayout(channels=("joint",), per_channel=ARCH_FEATURES.get(arch, JOINT_FEATURES), history=history)
     norm = fit_normalizer(_measured_frames(layout, batches))
     g = _gravity_effort(batches) or 1.0
     if kind == "residual":

@@ -45,10 +45,11 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..errors import UnknownNameError
+from ..errors import ModelError, UnknownNameError
 
 __all__ = ["Heads", "ArchSpec", "ARCHS", "make_net", "list_archs", "param_count", "contact_force",
-           "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads"]
+           "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads",
+           "ActuatorNet", "ActuatorLSTM"]
 
 F32 = jnp.float32
 
@@ -229,6 +230,91 @@ class RecurrentNet(eqx.Module):
         return self.heads(u[-1])
 
 
+class ActuatorNet(eqx.Module):
+    """The actuator net of Hwangbo et al. (Science Robotics 2019) in the input layout Isaac Lab's
+    ``ActuatorNetMLP`` and mjlab's ``LearnedMlpActuator`` feed it: one joint, frames of exactly
+    two features ``(err, dq)`` (position error q* - q and velocity, normalized), sampled at the
+    history indices ``input_idx = (0, stride, 2 stride, ..., history)`` (0 = current frame)::
+
+        v = [err_{idx_0}, ..., err_{idx_K-1}, dq_{idx_0}, ..., dq_{idx_K-1}]   ("pos_vel" order)
+        torque = W_L softsign(... softsign(W_1 v + b_1) ...) + b_L               (1,)
+
+    (softsign as in Hwangbo et al.). The other heads are zeros. ``history`` must be a multiple of
+    ``stride``; :mod:`actuatorlab.export.torch_export` writes it as a TorchScript file."""
+
+    mlp: eqx.nn.MLP
+    input_idx: tuple[int, ...] = eqx.field(static=True)
+
+    def __init__(self, *, n_features: int, n_channels: int, history: int, key, width: int = 32,
+                 depth: int = 3, stride: int = 1):
+        if n_features != 2 or n_channels != 1:
+            raise ModelError(f"actuator_net takes one joint's 2 features (err, dq), got {n_channels} "
+                             f"channel(s) of {n_features} features: it is a one-joint architecture")
+        if stride < 1 or history % stride:
+            raise ModelError(f"actuator_net: history {history} is not a multiple of stride {stride}")
+        self.input_idx = tuple(range(0, history + 1, stride))
+        self.mlp = eqx.nn.MLP(2 * len(self.input_idx), 1, width, depth, activation=jax.nn.soft_sign,
+                              key=key, dtype=F32)
+
+    def __call__(self, x: jax.Array) -> Heads:
+        x = jnp.asarray(x, F32)
+        rows = jnp.asarray([x.shape[0] - 1 - i for i in self.input_idx])
+        v = jnp.concatenate([x[rows, 0], x[rows, 1]])
+        z = jnp.zeros((1,), F32)
+        return Heads(self.mlp(v), jnp.zeros((3,), F32), jnp.zeros((), F32), z)
+
+
+class ActuatorLSTM(eqx.Module):
+    """The recurrent actuator net of Isaac Lab's ``ActuatorNetLSTM`` (after Rudin et al., "Learning
+    to walk in minutes using massively parallel deep reinforcement learning", CoRL 2021): one joint,
+    one frame ``(err, dq)`` (normalized) per physics step, an ``n_layers`` LSTM whose state is
+    **carried from step to step** (zero at the start of a rollout, as Isaac Lab resets it), and a
+    linear head::
+
+        (h, c)_k = LSTM((err_k, dq_k), (h, c)_k-1),   torque_k = W h_k + b
+
+    :meth:`step` is the stateful form the one-joint rollout uses (:func:`actuatorlab.learned.joint.
+    simulate`); ``__call__`` runs the window's frames from a zero state (the window has one frame:
+    ``history`` must be 0). Exported by :mod:`actuatorlab.export.torch_export`."""
+
+    cells: tuple[Any, ...]
+    head: eqx.nn.Linear
+
+    def __init__(self, *, n_features: int, n_channels: int, history: int, key, hidden: int = 16,
+                 n_layers: int = 2):
+        if n_features != 2 or n_channels != 1:
+            raise ModelError(f"actuator_lstm takes one joint's 2 features (err, dq), got {n_channels} "
+                             f"channel(s) of {n_features} features: it is a one-joint architecture")
+        if history != 0:
+            raise ModelError(f"actuator_lstm carries its state between steps: history must be 0, got {history}")
+        k = jax.random.split(key, n_layers + 1)
+        self.cells = tuple(eqx.nn.LSTMCell(2 if i == 0 else hidden, hidden, key=k[i], dtype=F32)
+                           for i in range(n_layers))
+        self.head = _linear(hidden, 1, k[-1])
+
+    def init_state(self) -> jax.Array:
+        """Zero state (n_layers, 2, hidden): h and c of every layer."""
+        return jnp.zeros((len(self.cells), 2, self.cells[0].hidden_size), F32)
+
+    def step(self, state: jax.Array, frame: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """One physics step: (state, normalized frame (2,)) -> (state, torque (1,))."""
+        u = jnp.asarray(frame, F32)
+        new = []
+        for i, cell in enumerate(self.cells):
+            h, c = cell(u, (state[i, 0], state[i, 1]))
+            new.append(jnp.stack([h, c]))
+            u = h
+        return jnp.stack(new), self.head(u)
+
+    def __call__(self, x: jax.Array) -> Heads:
+        def body(st, f):
+            st, tau = self.step(st, f)
+            return st, tau
+
+        _, taus = jax.lax.scan(body, self.init_state(), jnp.asarray(x, F32))
+        return Heads(taus[-1], jnp.zeros((3,), F32), jnp.zeros((), F32), jnp.zeros((1,), F32))
+
+
 class ArchSpec(NamedTuple):
     """A registered architecture: constructor, default sizes and a one-line description."""
 
@@ -247,6 +333,10 @@ ARCHS: dict[str, ArchSpec] = {
                     "2-layer GRU over the window"),
     "lstm": ArchSpec(lambda **kw: RecurrentNet(cell="lstm", **kw), dict(hidden=272, n_layers=2, head_width=256),
                      "2-layer LSTM over the window"),
+    "actuator_net": ArchSpec(ActuatorNet, dict(width=32, depth=3, stride=1),
+                             "one-joint softsign MLP on (err, dq) histories: the Isaac Lab / mjlab layout"),
+    "actuator_lstm": ArchSpec(ActuatorLSTM, dict(hidden=16, n_layers=2),
+                              "one-joint LSTM on (err, dq) with state carried between steps: Isaac Lab's layout"),
 }
 
 
