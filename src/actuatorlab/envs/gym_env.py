@@ -72,7 +72,7 @@ class NativeBatch(_Static):
         for k in p:
             self.params[k][b] = p0[k]
         qpos = np.array(self.home, float)
-        noise = np.asarray(jax.random.uniform(k_noise, (n,), minval=-1.0, maxval=1.0), float) * self.reset_noise
+        noise = np.asarray(jax.random.uniform(k_noise, (n,), jax.numpy.float32, -1.0, 1.0), float) * self.reset_noise
         q0 = np.clip(qpos[self.qadr] + noise, self.lo, self.hi)
         qpos[self.qadr] = q0
         qvel = np.zeros(self.mj_model.nv)

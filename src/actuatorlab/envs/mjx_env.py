@@ -217,7 +217,7 @@ class MjxEnv(_Static):
         if self.randomization is not None:
             params = self.randomization.sample_episode(k_rand, params)
         qpos = jnp.asarray(self.home, dt)
-        noise = jax.random.uniform(k_noise, (n,), dt, -1.0, 1.0) * self.reset_noise
+        noise = jax.random.uniform(k_noise, (n,), jnp.float32, -1.0, 1.0).astype(dt) * self.reset_noise
         q0 = jnp.clip(qpos[self.qadr] + noise, self.lo, self.hi)
         qpos = qpos.at[self.qadr].set(q0)
         qvel = jnp.zeros(self.mj_model.nv, dt)

@@ -49,7 +49,7 @@ class PostureTask:
         home = np.asarray(env.home)[env.qadr]
         span = np.where(np.isfinite(env.hi - env.lo), 0.5 * (env.hi - env.lo), 1.0)
         amp = np.minimum(self.goal_fraction * span, self.max_offset)
-        u = jax.random.uniform(key, (env.n_joints,), minval=-1.0, maxval=1.0)
+        u = jax.random.uniform(key, (env.n_joints,), jax.numpy.float32, -1.0, 1.0)  # same draw in any precision
         u = xp.asarray(np.asarray(u)) if xp is np else u
         return {"goal": xp.clip(home + amp * u, env.lo, env.hi)}
 
