@@ -14,7 +14,7 @@ import jax
 import numpy as np
 import pytest
 
-from actuatorlab.envs import MjxEnv, TimingContract
+from actuatorlab.envs import TimingContract
 from actuatorlab.envs.envelope import envelope_bounds, outside
 from actuatorlab.envs.gym_env import ActuatorEnv, ActuatorVectorEnv, NativeBatch
 from actuatorlab.errors import ModelError
@@ -250,7 +250,9 @@ class Rand:  # randomization hooks: kt x U(0.8, 1.25) per episode, 1 mrad observ
     def step_noise(self, key, obs):
         return obs + 1e-3 * jax.random.normal(key, obs.shape, jax.numpy.float32)
 """
-exec(_RAND)
+_ns = {"jax": jax}
+exec(_RAND, _ns)  # the same source runs in the MJX subprocess below
+Rand = _ns["Rand"]
 
 _MJX_SCRIPT = r"""
 import json, sys, warnings

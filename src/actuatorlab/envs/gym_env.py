@@ -78,13 +78,13 @@ class NativeBatch(_Static):
         qvel = np.zeros(self.mj_model.nv)
         qpos, qvel = self.follow(np, qpos, qvel)
         held = q0 if c.history_init == "state" else np.zeros(n)
-        D, h = self.cfg.delay_steps, self.cfg.firmware_dt
+        D = self.cfg.delay_steps
         amb = self.robot.joint_params({"ambient_temperature": p0["ambient_temperature"]})["ambient_temperature"]
+        # at rest: the firmware's last two measurements are q0 (MjxEnv: q - dq h with dq = 0)
         one = ArmState(qpos, qvel, q0, q0, np.zeros(n), held, held, np.tile(held, (D, 1)), np.ones((D, n)),
                        q0.copy(), np.zeros(n), amb)
         for f, v in zip(ArmState._fields, one):
             getattr(self.arm, f)[b] = v
-        L = c.obs_latency + 1
         self.obs_qpos[b] = qpos if c.history_init == "state" else 0.0
         self.obs_qvel[b] = qvel if c.history_init == "state" else 0.0
         self.prev_target[b], self.filt[b], self.fifo[b] = held, held, held
