@@ -121,6 +121,19 @@ def test_history_initialisation_at_reset():
         np.testing.assert_array_equal(env.obs_qpos[0, 0], start if expect_home else np.zeros_like(start))
 
 
+def test_servo_target_linear_ramps_within_the_command_tick():
+    a = np.array([[1.0, 0.0, 0.0, 0.0, 0.0]])
+    hold = make(TimingContract(action_scale=0.5))
+    lin = make(TimingContract(action_scale=0.5, servo_target="linear"))
+    assert lin.cfg.target == "linear" and hold.cfg.target == "hold"
+    hold.step(a)
+    lin.step(a)
+    q0 = hold.q_ticks[0, 0, 0]
+    np.testing.assert_array_equal(lin.sent, hold.sent)  # same commands, different firmware target
+    moved_hold, moved_lin = hold.arm.qpos[0, 0] - q0, lin.arm.qpos[0, 0] - q0
+    assert 0 < moved_lin < 0.9 * moved_hold  # the firmware's target ramps up over the tick
+
+
 def test_contract_is_validated():
     with pytest.raises(ModelError, match="target must be one of"):
         TimingContract(target="spline")
