@@ -11,7 +11,9 @@ envelope counter and randomization hooks), run by :func:`actuatorlab.sim.arm_nat
 
 Random numbers: episodes are drawn with ``jax.random`` from ``PRNGKey(seed)`` exactly as the MJX
 environment draws them, so both environments start the same episode from the same seed.
-``info`` holds ``envelope_outside_s`` ({dimension: (n,) [s]} this episode), the task's metrics and
+The randomization hooks run under float64 here (``physics_precision``), like the physics; a hook
+that draws with explicit dtypes (``jax.random.uniform(key, shape, jnp.float32)``) draws the same
+numbers in both environments. ``info`` holds ``envelope_outside_s`` ({dimension: (n,) [s]} this episode), the task's metrics and
 ``envelope_outside_frac`` (share of joint-ticks outside in this step). ``envelope_mode="warn"``
 also issues one ``RuntimeWarning`` per episode and joint on its first excursion.
 """
@@ -27,6 +29,7 @@ import mujoco
 import numpy as np
 
 from ..errors import ModelError
+from ..precision import physics_precision
 from ..sim.arm import ArmInputs, ArmState
 from .envelope import DIMS, outside
 from .mjx_env import _Static
@@ -68,7 +71,8 @@ class NativeBatch(_Static):
         p = {k: v[b] for k, v in self.params.items()}
         p0 = {k: np.asarray(v, float) for k, v in self.actuator.params.items()}
         if self.randomization is not None:
-            p0 = {k: np.asarray(v, float) for k, v in self.randomization.sample_episode(k_rand, p0).items()}
+            with physics_precision():  # the native path is float64 throughout
+                p0 = {k: np.asarray(v, float) for k, v in self.randomization.sample_episode(k_rand, p0).items()}
         for k in p:
             self.params[k][b] = p0[k]
         qpos = np.array(self.home, float)
@@ -105,7 +109,8 @@ class NativeBatch(_Static):
         obs = self.task.observe(self, self.obs_qpos[b, 0], self.obs_qvel[b, 0], {k: v[b] for k, v in self.task_data.items()},
                                 self.last_action[b], np)
         if self.randomization is not None:
-            obs = np.asarray(self.randomization.step_noise(k_obs, obs))
+            with physics_precision():
+                obs = np.asarray(self.randomization.step_noise(k_obs, obs))
         return np.asarray(obs, float)
 
     def reset(self, keys) -> np.ndarray:
@@ -209,10 +214,11 @@ class NativeBatch(_Static):
         obs = self.task.observe(self, self.obs_qpos[:, 0], self.obs_qvel[:, 0], td, action, np)
         if self.randomization is not None:
             rows = []
-            for bi in range(self.B):
-                k_next, k_obs = jax.random.split(self.rng[bi])
-                self.rng[bi] = np.asarray(k_next)
-                rows.append(np.asarray(self.randomization.step_noise(k_obs, obs[bi])))
+            with physics_precision():
+                for bi in range(self.B):
+                    k_next, k_obs = jax.random.split(self.rng[bi])
+                    self.rng[bi] = np.asarray(k_next)
+                    rows.append(np.asarray(self.randomization.step_noise(k_obs, obs[bi])))
             obs = np.stack(rows)
         reward, m_task = self.task.reward(self, self.arm.qpos, self.arm.qvel, td, action, last, np)
         term = np.asarray(self.task.done(self, self.arm.qpos, self.arm.qvel, td, np), bool)
