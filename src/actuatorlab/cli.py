@@ -491,6 +491,33 @@ def version():
     console.print(__version__)
 
 
+@app.command()
+def randomize(model_json: List[Path] = typer.Argument(..., help="RUN/model.json; several files = several units "
+                                                     "of one actuator (their spread becomes unit variation)"),
+              out: Optional[Path] = typer.Option(None, "--out", "-o", help="randomization spec (JSON) to write"),
+              check: bool = typer.Option(False, "--check", help="only validate the spec given as MODEL_JSON")):
+    """Propose a randomization spec from the identification (docs/randomization.md)."""
+    from .identify.modelfile import load_model
+    from .sim.randomization import load_spec, propose_spec, save_spec
+
+    if check:
+        s = load_spec(model_json[0])
+        console.print(f"{model_json[0]}: valid, {len(s.entries)} entries "
+                      f"({', '.join(e.kind + ':' + e.name for e in s.entries)})")
+        return
+    if out is None:
+        raise ActuatorlabError("randomize: give --out SPEC (or --check to validate a spec)")
+    doc = propose_spec([load_model(p) for p in model_json], [str(p) for p in model_json])
+    save_spec(doc, out)
+    t = Table(title=f"wrote {out}")
+    for c in ("entry", "kind", "what", "from"):
+        t.add_column(c)
+    for e in doc["entries"]:
+        what = ", ".join(e["parameters"]) if e["kind"] == "identified" else e.get("parameter") or e.get("signal")
+        t.add_row(e["name"], e["kind"], what, e.get("uncertainty_source", e.get("note", ""))[:60])
+    console.print(t)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
