@@ -518,6 +518,60 @@ def randomize(model_json: List[Path] = typer.Argument(..., help="RUN/model.json;
     console.print(t)
 
 
+@app.command()
+def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --create: SUITE MODEL LOGS..."),
+           create: bool = typer.Option(False, "--create", help="create SUITE from MODEL's errors on LOGS"),
+           margin: float = typer.Option(1.2, "--margin", help="with --create: tolerance = margin x measured error"),
+           dt: Optional[float] = typer.Option(None, "--dt", help="replay period [s] (default: the suite's)"),
+           gain: Optional[List[str]] = typer.Option(None, "--gain", help="NAME=VALUE: simulate with this controller "
+                                                    "gain instead of the logged one (repeatable)"),
+           robot: Optional[str] = typer.Option(None, "--robot", help="with --create: whole-robot arm_model.json"),
+           horizon: Optional[int] = typer.Option(None, "--horizon", help="with --robot: window [control steps], 300"),
+           overwrite: bool = typer.Option(False, "--overwrite", help="with --create: replace an existing suite"),
+           as_json: bool = typer.Option(False, "--json")):
+    """Calibration replay as a regression suite: exit 1 when a stored log's error exceeds its
+    tolerance (docs/replay.md)."""
+    from .evaluate.suite import create_suite, run_suite
+
+    if create:
+        if len(args) < 3:
+            raise ActuatorlabError("replay --create needs SUITE MODEL LOGS...")
+        m = create_suite(args[0], args[1], args[2:], margin=margin, dt=dt, robot=robot, horizon=horizon,
+                         overwrite=overwrite)
+        console.print(f"wrote {Path(args[0]) / 'suite.json'}: {len(m['logs'])} logs, tolerance = {margin:g} x "
+                      f"the errors of {args[1]} (replay {m['replay']})")
+        return
+    if len(args) > 2:
+        raise ActuatorlabError("replay takes SUITE [MODEL] (to create a suite: replay --create SUITE MODEL LOGS...)")
+    gains = {}
+    for g in gain or []:
+        k, sep, v = g.partition("=")
+        try:
+            gains[k] = float(v)
+        except ValueError:
+            sep = ""
+        if not sep or not k:
+            raise ActuatorlabError(f"--gain {g!r}: expected NAME=VALUE, e.g. kp=800")
+    r = run_suite(args[0], args[1] if len(args) > 1 else None, dt=dt, gains=gains or None)
+    if as_json:
+        print(json.dumps(r))
+    else:
+        for w in r["warnings"]:
+            console.print(f"[yellow]warning:[/] {w}")
+        t = Table(title=f"replay {r['suite']} with {r['model']}: {r['n_logs'] - r['n_failed']}/{r['n_logs']} logs pass")
+        for c in ("log", "metric", "error", "tolerance", "at creation", "ratio", ""):
+            t.add_column(c)
+        for row in r["logs"]:
+            shown = [c for c in row["checks"] if not c["passed"]] or [max(row["checks"], key=lambda c: c["ratio"] or 0)]
+            for c in shown:
+                f = (lambda x: "-" if x is None else f"{x:.4g}")
+                t.add_row(row["name"], c["metric"], f(c["value"]), f(c["tolerance"]), f(c["measured_at_creation"]),
+                          f(c["ratio"]), "[green]ok[/]" if c["passed"] else "[red]FAIL[/]")
+        console.print(t)
+    if not r["passed"]:
+        raise SystemExit(1)  # a failed regression check: exit code 1 (bad input is 2)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
