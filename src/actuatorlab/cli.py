@@ -572,6 +572,29 @@ def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --cre
         raise SystemExit(1)  # a failed regression check: exit code 1 (bad input is 2)
 
 
+@app.command("fit-fleet")
+def fit_fleet_(units: List[Path] = typer.Argument(..., help="one folder (or log file) per unit"),
+               out: Path = typer.Option(..., "--out", "-o", help="run folder: OUT/UNIT[/MODEL]/model.json"),
+               model: Optional[List[str]] = typer.Option(None, "--model", "-m", help="model(s) to fit (several = "
+                                                         "a sweep); default: nested selection"),
+               backend: str = typer.Option("local", "--backend", help="local | ray"),
+               budget: str = typer.Option("default", "--budget", help="quick | default | thorough"),
+               seed: int = typer.Option(0, "--seed"),
+               ray_address: Optional[str] = typer.Option(None, "--ray-address", help="running Ray cluster")):
+    """Fit one model per unit (a fleet of servos), serially or on Ray; then `randomize OUT/*/model.json`."""
+    from .identify.fleet import fit_fleet, units_from_folders
+
+    rows = fit_fleet(units_from_folders(units), out, models=list(model or [None]), backend=backend, budget=budget,
+                     seed=seed, ray_address=ray_address,
+                     progress=lambda i, n, r: console.print(f"[{i}/{n}] {r['unit']}: {r['model']}"))
+    t = Table(title=f"fleet of {len(units)} units ({backend})")
+    for c in ("unit", "model", "train MAE", "model file"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(r["unit"], r["model"], f"{r['position_mae']:.4g}", r["model_file"])
+    console.print(t)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
