@@ -115,3 +115,20 @@ def test_broken_suites_are_one_line_errors(work, tmp_path, capsys):
     assert "a suite exists already" in capsys.readouterr().err
     assert main(["replay", str(work["suite"]), "--gain", "kp"]) == 2
     assert "expected NAME=VALUE" in capsys.readouterr().err
+
+
+def test_whole_robot_suite_fails_on_a_changed_gain(tmp_path):
+    """An arm_model.json (nominal parameters of the OpenManipulator-X) replays its own synthetic
+    logs within tolerance; the same robot simulated with half the firmware gain does not."""
+    from actuatorlab.synth import run_synth
+
+    run_synth("open_manipulator_x", "smoke", tmp_path / "data", 0, 0.5)
+    model = tmp_path / "arm_model.json"
+    model.write_text(json.dumps({"format": "actuatorlab-arm-model", "format_version": "1",
+                                 "robot": "open_manipulator_x", "model": None, "params": {}}))
+    m = create_suite(tmp_path / "suite", model, [tmp_path / "data" / "train"], robot="open_manipulator_x")
+    assert m["kind"] == "arm" and m["replay"]["horizon"] == 300 and m["replay"]["physics_dt"] == 0.002
+    assert any(k.startswith("joint:") for k in m["logs"][0]["tolerance"])
+    assert run_suite(tmp_path / "suite")["passed"]
+    r = run_suite(tmp_path / "suite", gains={"kp": 400.0})
+    assert not r["passed"] and any("gains" in w for w in r["warnings"])

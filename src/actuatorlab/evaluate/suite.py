@@ -88,11 +88,31 @@ def _read_model(path: Path) -> tuple[dict, str]:
     return load_model(path), "joint"
 
 
+def _robot_with(r, physics_dt: float | None, gains: Mapping[str, float] | None):
+    """The robot with another MuJoCo timestep (``physics_dt`` [s], must divide the control and
+    firmware periods) and/or controller gains on every joint."""
+    if physics_dt is not None:
+        for what, period in (("control_dt", r.control_dt), ("firmware_dt", r.firmware_dt)):
+            k = period / physics_dt
+            if abs(k - round(k)) > 1e-6 or round(k) < 1:
+                raise SuiteError(f"replay --dt {physics_dt:g}: a whole-robot replay needs a MuJoCo timestep that "
+                                 f"divides {what} {period:g} s")
+        r = dataclasses.replace(r, physics_dt=float(physics_dt))
+    if gains:
+        r = dataclasses.replace(r, joints=tuple(
+            dataclasses.replace(j, gains=tuple({**dict(j.gains), **{k: float(v) for k, v in gains.items()}}.items()))
+            for j in r.joints))
+    return r
+
+
 def _measure(model: dict, kind: str, trajs, *, dt: float | None, robot: str | None,
-             horizon: int | None) -> tuple[dict[str, dict[str, float]], dict]:
+             horizon: int | None, gains: Mapping[str, float] | None = None) -> tuple[dict[str, dict[str, float]], dict]:
     """{log: {metric: value}} and replay settings. Metrics: ``position_mae``,
-    ``position_max_abs_error``, ``regime:NAME`` (one joint) or ``joint:NAME`` (whole robot)."""
+    ``position_max_abs_error``, ``regime:NAME`` (one joint) or ``joint:NAME`` (whole robot).
+    One joint: ``dt`` is the replay period and ``gains`` replace the logs' controller gains; whole
+    robot: ``dt`` is the MuJoCo timestep and ``gains`` replace the robot config's."""
     if kind == "joint":
+        trajs = _with_gains(trajs, gains)
         from ..sim.rollout import default_dt
         from .metrics import summarize
         from .replay import replay
@@ -113,10 +133,7 @@ def _measure(model: dict, kind: str, trajs, *, dt: float | None, robot: str | No
 
     if robot is None:
         robot = model.get("robot")
-    if dt is not None:
-        raise SuiteError("replay: --dt applies to one-joint models; a whole-robot model runs at its robot "
-                         "config's control period")
-    r = load_robot(robot)
+    r = _robot_with(load_robot(robot), dt, gains)
     h = int(horizon or 300)
     out = {}
     for t in trajs:
@@ -227,20 +244,19 @@ def run_suite(suite: str | Path, model_path: str | Path | None = None, *, dt: fl
         warnings.append(f"model file {model_path} differs from the one the suite was created with "
                         f"({m['model'].get('file')})")
     rdt = dt if dt is not None else m["replay"].get("dt") if kind == "joint" else None
-    if dt is not None and m["replay"].get("dt") is not None and not np.isclose(dt, m["replay"]["dt"]):
+    if kind == "joint" and dt is not None and m["replay"].get("dt") is not None and not np.isclose(dt, m["replay"]["dt"]):
         warnings.append(f"replay dt {dt:g} s differs from the suite's {m['replay']['dt']:g} s")
     for e in m["logs"]:
         p = root / e["file"]
         if e.get("sha256") and _sha256(p) != e["sha256"]:
             warnings.append(f"{p}: the stored log changed since the suite was created")
     trajs = load_logs([root / e["file"] for e in m["logs"]])
-    if gains:
+    if gains and kind == "joint":
         for e in m["logs"]:
             old = {k: e.get("gains", {}).get(k) for k in gains}
             if any(old[k] is None or not np.isclose(float(gains[k]), float(old[k])) for k in gains):
                 warnings.append(f"{e['name']}: gains {dict(gains)} differ from the logged {old}")
-        trajs = _with_gains(trajs, gains)
-    measured, settings = _measure(model, kind, trajs, dt=rdt, robot=m["replay"].get("robot"), horizon=m["replay"].get("horizon"))
+    measured, settings = _measure(model, kind, trajs, dt=rdt, gains=gains, robot=m["replay"].get("robot"), horizon=m["replay"].get("horizon"))
     for k in ("control_dt", "physics_dt", "gains"):
         if k in m["replay"] and settings.get(k) != m["replay"][k]:
             warnings.append(f"robot config {k} {settings.get(k)} differs from the suite's {m['replay'][k]}")
