@@ -1,0 +1,126 @@
+"""Which actuator an environment puts on each joint: an actuatorlab model loaded from a fitted
+model file (analytic or learned), the robot config's nominal model, or MuJoCo's built-in actuators
+of the robot's MJCF (for comparison).
+
+Joints are matched by name: the robot config (:mod:`actuatorlab.robots`) names every modelled
+joint and its actuator type; an ``arm_model.json`` (``actuatorlab fit --robot`` /
+``actuatorlab train --robot``, docs/model_file.md) gives the fitted parameters per parameter set or
+per joint name. The environments then step the same functions as the whole-robot rollouts
+(:mod:`actuatorlab.sim.arm`, :mod:`actuatorlab.sim.arm_native`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import mujoco
+import numpy as np
+
+from ..errors import ModelError
+from ..robots.loader import Robot, load_robot
+
+__all__ = ["Actuator", "load_actuator", "builtin_model", "builtin_ctrl_index", "home_qpos"]
+
+ARM_MODEL_FORMAT = "actuatorlab-arm-model"
+
+
+@dataclass(frozen=True, eq=False)
+class Actuator:
+    """kind: "analytic" | "learned" | "builtin"; robot: the robot with the model's parameter sets;
+    params: analytic parameter sets name -> (n_groups,) servo-side values (a learned model's
+    ``base``; the nominal ones for "builtin", unused); learned: the
+    :class:`~actuatorlab.sim.arm_learned.LearnedArm` or None; envelope: the model file's
+    operating envelope (dict, or {joint: dict}) or None; source: where it came from."""
+
+    kind: str
+    robot: Robot
+    params: dict
+    learned: Any = None
+    envelope: Any = None
+    source: str = "nominal"
+
+
+def load_actuator(robot: str | Robot, model: Any = None) -> Actuator:
+    """The actuator of every modelled joint.
+
+    ``model``: None or "nominal" (the robot config's model and values), "builtin" (MuJoCo's own
+    actuators of the MJCF), a path to an ``arm_model.json`` (analytic, learned or residual), an
+    arm-model dict ({"model", "params"} as ``fit --robot`` writes), an :class:`Actuator`, or a
+    :class:`~actuatorlab.sim.arm_learned.LearnedArm` (with the robot carrying its base model).
+    """
+    from ..identify.arm_fit import _param_sets, robot_with_model
+    from ..sim.arm_learned import LearnedArm
+
+    r = robot if isinstance(robot, Robot) else load_robot(robot)
+    if isinstance(model, Actuator):
+        return model
+    if model is None or (isinstance(model, str) and model in ("nominal", "builtin")):
+        return Actuator("builtin" if model == "builtin" else "analytic", r, r.nominal_params(),
+                        source=model or "nominal")
+    if isinstance(model, LearnedArm):
+        return Actuator("learned", r, dict(model.base), learned=model, source="LearnedArm")
+    if isinstance(model, dict):
+        d, src = model, "dict"
+    else:
+        p = Path(model)
+        try:
+            d = json.loads(p.read_text())
+        except (OSError, json.JSONDecodeError) as e:
+            raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
+        src = str(p)
+        if d.get("format") != ARM_MODEL_FORMAT:
+            raise ModelError(f"{p}: not an actuatorlab arm model (format {d.get('format')!r}; fit one with "
+                             f"`actuatorlab fit DATA --robot {r.name}`)")
+        if d.get("robot") != r.name:
+            raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {r.name!r}")
+        if d.get("kind") in ("learned", "residual"):
+            from ..learned.arm import load_arm_model
+
+            rl, lm, _ = load_arm_model(p, r.name)
+            return Actuator("learned", rl, {k: np.asarray(v) for k, v in lm.base.items()}, learned=lm,
+                            envelope=d.get("envelope"), source=src)
+    rr = robot_with_model(r, d["model"]) if d.get("model") else r
+    rr, params = _param_sets(rr, d.get("params"))
+    return Actuator("analytic", rr, params, envelope=d.get("envelope"), source=src)
+
+
+def home_qpos(m: mujoco.MjModel) -> np.ndarray:
+    """The home posture (nq,): the keyframe named home / standing / the first keyframe, else qpos0."""
+    for i in range(m.nkey):
+        if mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_KEY, i) in ("home", "standing"):
+            return m.key_qpos[i].copy()
+    return (m.key_qpos[0] if m.nkey else m.qpos0).copy()
+
+
+def builtin_model(robot: Robot, for_mjx: bool = False) -> mujoco.MjModel:
+    """The robot's MJCF as it ships (its own actuators, joint damping, armature and friction), with
+    the config's physics timestep and contact setting (and MJX's solver settings with ``for_mjx``,
+    as :func:`~actuatorlab.robots.loader.build_model`)."""
+    spec = mujoco.MjSpec.from_file(robot.mjcf_path)
+    spec.option.timestep = robot.physics_dt
+    if not robot.contacts:
+        spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
+        spec.option.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
+        for g in spec.geoms:
+            g.contype = 0
+            g.conaffinity = 0
+    if for_mjx:
+        spec.option.iterations = 1
+        spec.option.ls_iterations = 4
+    return spec.compile()
+
+
+def builtin_ctrl_index(robot: Robot, m: mujoco.MjModel) -> np.ndarray:
+    """(n,) index into ``ctrl`` of the MJCF actuator that drives each modelled joint (by name)."""
+    idx = []
+    for j in robot.joint_names:
+        jid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j)
+        hits = [a for a in range(m.nu) if m.actuator_trntype[a] == mujoco.mjtTrn.mjTRN_JOINT
+                and m.actuator_trnid[a, 0] == jid]
+        if not hits:
+            raise ModelError(f"{robot.mjcf_path}: no built-in actuator drives joint {j!r}")
+        idx.append(hits[0])
+    return np.array(idx, dtype=np.int64)
