@@ -139,7 +139,7 @@ def test_per_episode_entries_stay_fixed_within_an_episode_and_change_at_reset():
 
 
 def test_flat_observation_layout_and_float32_program():
-    r = Randomizer(FULL, layout={"position": slice(0, 2), "velocity": slice(2, 4)})
+    r = Randomizer(FULL, layout={"position": slice(0, 2), "velocity": [(slice(2, 4), 1.0)]})
     with jax.enable_x64(False):
         obs = jnp.zeros(4, jnp.float32)
         o = r.step_noise(jax.random.PRNGKey(0), obs)
@@ -267,3 +267,47 @@ def test_proposal_falls_back_to_jacobian_and_takes_the_spread_across_units():
     assert by["calibration"].kind == "calibration_offset" and by["calibration"].parameter == "q_offset"
     assert by["calibration"].std == pytest.approx(np.std([0.010, -0.004, 0.002], ddof=1))
     assert d["entries"][0]["uncertainty_source"] == "jacobian"
+
+
+# ---------------------------------------------------------------------------------------------
+# wired into the environments (actuatorlab.envs, native MuJoCo engine)
+# ---------------------------------------------------------------------------------------------
+
+
+def test_environment_applies_the_spec_per_episode():
+    """OpenManipulator-X with one parameter set per joint: at reset every joint gets its own unit
+    draw, fixed for the episode (the physics uses it: the same actions move the arm differently),
+    re-drawn at the next reset; observation noise enters every step."""
+    from actuatorlab.envs import TimingContract
+    from actuatorlab.envs.gym_env import NativeBatch
+    from actuatorlab.identify.arm_fit import per_joint_robot
+    from actuatorlab.robots import load_robot
+    from actuatorlab.sim.randomization import posture_layout
+
+    robot = per_joint_robot(load_robot("open_manipulator_x"))
+    spec = doc({"name": "kt_unit", "kind": "unit", "parameter": "kt", "distribution": "lognormal", "std": 0.3},
+               {"name": "friction_unit", "kind": "unit", "parameter": "friction_base", "distribution": "add_uniform",
+                "half_width": 0.02, "clip": [0.0, 1.0]},
+               {"name": "encoder", "kind": "noise", "signal": "position", "std": 0.01})
+    n = len(robot.joint_names)
+    c = TimingContract(decimation=5, action_scale=0.5)
+    env = NativeBatch(robot, None, num_envs=1, contract=c, randomization=Randomizer(spec, posture_layout(n)))
+    plain = NativeBatch(robot, None, num_envs=1, contract=c)
+    key = np.asarray(jax.random.PRNGKey(5))[None]
+    obs, obs_plain = env.reset(key), plain.reset(key)
+    kt0 = env.params["kt"][0].copy()
+    assert kt0.shape == (n,) and len(np.unique(kt0)) == n  # one draw per joint
+    np.testing.assert_array_equal(plain.params["kt"][0], plain.params["kt"][0][0])
+    e = obs - obs_plain  # noise on the position block, mirrored (negated) in goal - q
+    assert np.abs(e[0, :n]).max() > 0 and np.allclose(e[0, 2 * n:3 * n], -e[0, :n])
+    np.testing.assert_array_equal(e[0, n:2 * n], 0.0)
+    a = np.array([[1.0, 1.0, -1.0, 1.0, 0.0]])
+    for _ in range(3):
+        o, *_ = env.step(a)
+        o_plain, *_ = plain.step(a)
+        np.testing.assert_array_equal(env.params["kt"][0], kt0)  # fixed within the episode
+    assert np.abs(env.arm.qpos - plain.arm.qpos).max() > 1e-4  # the physics uses the drawn units
+    env.reset(np.asarray(jax.random.PRNGKey(6))[None])
+    assert not np.allclose(env.params["kt"][0], kt0)  # re-drawn at reset
+    env.reset(key)
+    np.testing.assert_array_equal(env.params["kt"][0], kt0)  # same key, same units

@@ -57,7 +57,8 @@ from ..models.params import PARAMS
 
 __all__ = ["SPEC_FORMAT", "SPEC_VERSION", "KINDS", "RandomizationError", "Entry", "RandomizationSpec",
            "load_spec", "parse_spec", "save_spec", "sample_episode", "sample_drift", "drifted", "step_noise",
-           "sample_episode_np", "sample_drift_np", "drifted_np", "step_noise_np", "Randomizer", "propose_spec"]
+           "sample_episode_np", "sample_drift_np", "drifted_np", "step_noise_np", "Randomizer", "posture_layout",
+           "propose_spec"]
 
 SPEC_FORMAT = "actuatorlab-randomization"
 SPEC_VERSION = "1"
@@ -490,26 +491,32 @@ def step_noise_np(spec: RandomizationSpec, rng: np.random.Generator, obs: Mappin
 
 
 class Randomizer:
-    """A spec bound to the environment interface (``randomization=`` of the environments):
+    """A spec bound to the environment interface (``randomization=`` of :mod:`actuatorlab.envs`):
 
     * ``sample_episode(key, params) -> params`` at reset (identified, unit, calibration offset);
-    * ``drift(key, params, t) -> params`` each control step when ``has_drift`` (``key`` the episode
-      key given to ``sample_episode``, ``params`` its result, ``t`` [s] since reset);
+      ``params`` ``{name: (n_sets,)}``: one draw per parameter set (per joint for a per-joint
+      model, e.g. ``identify.arm_fit.per_joint_robot``; one per actuator type otherwise);
+    * ``drift(key, params, t) -> params`` for environments that step drift (``has_drift``):
+      ``key`` the episode key given to ``sample_episode``, ``params`` its result, ``t`` [s] since
+      reset;
     * ``step_noise(key, obs) -> obs`` on every observation. ``obs`` is a dict ``{signal: array}``
-      or, with ``layout={signal: slice}``, a flat array whose slices are the signals.
+      or a flat vector with ``layout``: ``{signal: slice | [(slice, coefficient), ...]}``; the
+      signal is read from the first slice (divided by its coefficient) and its noise is added to
+      every listed slice times its coefficient (an observation may carry a signal several times:
+      :func:`posture_layout`). Quantization applies to the value read from the first slice.
 
-    JAX in, JAX out; pure (no state kept between calls), so it can be closed over by a jitted
-    ``reset`` / ``step``.
+    JAX in, JAX out (NumPy inputs are accepted); pure, so a jitted ``reset`` / ``step`` can close
+    over it.
     """
 
-    def __init__(self, spec: RandomizationSpec | Mapping | str | Path,
-                 layout: Mapping[str, slice] | None = None):
+    def __init__(self, spec: RandomizationSpec | Mapping | str | Path, layout: Mapping[str, Any] | None = None):
         if isinstance(spec, (str, Path)):
             spec = load_spec(spec)
         elif not isinstance(spec, RandomizationSpec):
             spec = parse_spec(spec)
         self.spec = spec
-        self.layout = dict(layout or {})
+        self.layout = {s: ([(v, 1.0)] if isinstance(v, slice) else [(sl, float(c)) for sl, c in v])
+                       for s, v in (layout or {}).items()}
 
     @property
     def has_drift(self) -> bool:
@@ -524,16 +531,31 @@ class Randomizer:
     def step_noise(self, key, obs):
         if isinstance(obs, Mapping):
             return step_noise(self.spec, key, obs)
+        import jax.numpy as jnp
+
         if not self.layout:
             raise RandomizationError(f"{self.spec.source}: a flat observation needs a layout {{signal: slice}}")
-        parts = step_noise(self.spec, key, {s: obs[..., sl] for s, sl in self.layout.items()})
-        for s, sl in self.layout.items():
-            obs = obs.at[..., sl].set(parts[s])
+        obs = jnp.asarray(obs)
+        clean = {s: obs[..., parts[0][0]] / parts[0][1] for s, parts in self.layout.items()}
+        noisy = step_noise(self.spec, key, clean)
+        for s, parts in self.layout.items():
+            d = noisy[s] - clean[s]
+            for sl, c in parts:
+                obs = obs.at[..., sl].add(c * d)
         return obs
 
     def __repr__(self) -> str:
         kinds = ", ".join(f"{e.kind}:{e.name}" for e in self.spec.entries)
         return f"Randomizer({self.spec.source}: {kinds})"
+
+
+def posture_layout(n_joints: int, dq_scale: float = 0.1) -> dict:
+    """Layout of :class:`actuatorlab.envs.tasks.PostureTask`'s observation ``[q - home, dq_scale dq,
+    goal - q, last action]``: ``position`` noise enters the first and (negated) the third block,
+    ``velocity`` noise the second (scaled)."""
+    n = int(n_joints)
+    return {"position": [(slice(0, n), 1.0), (slice(2 * n, 3 * n), -1.0)],
+            "velocity": [(slice(n, 2 * n), float(dq_scale))]}
 
 
 # ------------------------------------------------------------------------------------------------
