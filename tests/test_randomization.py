@@ -311,3 +311,21 @@ def test_environment_applies_the_spec_per_episode():
     assert not np.allclose(env.params["kt"][0], kt0)  # re-drawn at reset
     env.reset(key)
     np.testing.assert_array_equal(env.params["kt"][0], kt0)  # same key, same units
+
+
+def test_degenerate_jackknife_falls_back_to_the_jacobian_and_draws_stay_in_bounds():
+    """Refits that never left the all-data optimum (all but one) give a rank-1 spread: the proposal
+    uses the Jacobian covariance instead, says so, and clips draws to the fit bounds."""
+    ident = {"names": ["kt", "friction_base"], "stderr": {"kt": 0.04, "friction_base": 0.05},
+             "correlation": [[1.0, 0.0], [0.0, 1.0]]}
+    d = model_file({"kt": 0.4, "friction_base": 0.03},
+                   {"kt": [0.4] * 5 + [0.45], "friction_base": [0.03] * 5 + [0.02]}, ident=ident)
+    doc_ = propose_spec([d], ["m.json"])
+    e = doc_["entries"][0]
+    assert e["uncertainty_source"] == "jacobian" and "5 of 6 jackknife refits did not move" in e["note"]
+    assert e["bounds"] == [[1e-4, 10.0], [0.0, 10.0]]
+    spec = parse_spec(doc_)
+    keys = jax.random.split(jax.random.PRNGKey(0), 2000)
+    fb = jax.vmap(lambda k: sample_episode(spec, k, {"kt": jnp.array(0.4), "friction_base": jnp.array(0.03)}))(keys)
+    fb = np.asarray(fb["friction_base"])
+    assert fb.min() == 0.0 and (fb == 0.0).mean() == pytest.approx(0.27, abs=0.04)  # P(N(0.03, 0.05) < 0) = 0.27

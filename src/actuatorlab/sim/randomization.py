@@ -94,8 +94,9 @@ class Entry:
             ``linear``); tau [s] for ``first_order``.
         signal, quantization: noise: observed signal name (e.g. ``position`` [rad]) and rounding
             step in its unit (0 = none).
-        parameters, space, chol, per_actuator: identified: names, ``log`` | ``linear`` per name,
-            lower Cholesky factor of Sigma (natural space), one draw per actuator or shared.
+        parameters, space, chol, bounds, per_actuator: identified: names, ``log`` | ``linear`` per
+            name, lower Cholesky factor of Sigma (natural space), optional (lower, upper) per name
+            applied after the draw (the fit's search bounds), one draw per actuator or shared.
         note: why the entry exists / where its numbers came from.
     """
 
@@ -115,6 +116,7 @@ class Entry:
     parameters: tuple[str, ...] = ()
     space: tuple[str, ...] = ()
     chol: tuple[tuple[float, ...], ...] = ()
+    bounds: tuple[tuple[float, float], ...] = ()
     per_actuator: bool = False
     note: str = ""
 
@@ -288,8 +290,13 @@ def _entry(i: int, d: Any, source: str) -> Entry:
     else:
         raise RandomizationError(f"{where}: identified needs 'covariance' or 'stderr'")
     L = covariance_cholesky(cov, f"{where}: covariance")
+    bounds = d.get("bounds")
+    if bounds is not None:
+        if not isinstance(bounds, (list, tuple)) or len(bounds) != k or any(x is None for x in bounds):
+            raise RandomizationError(f"{where}: 'bounds' must have one [lower, upper] per parameter ({k})")
+        bounds = tuple(_clip(f"{where}: bounds of {n}", {"clip": b}) for n, b in zip(names, bounds))
     return Entry(name, kind, parameters=tuple(names), space=tuple(space),
-                 chol=tuple(tuple(float(x) for x in row) for row in L),
+                 chol=tuple(tuple(float(x) for x in row) for row in L), bounds=bounds or (),
                  per_actuator=bool(d.get("per_actuator", False)), note=note)
 
 
@@ -361,6 +368,8 @@ def _episode(spec: RandomizationSpec, params: Mapping, draw: Draw, xp) -> dict:
             for j, n in enumerate(e.parameters):
                 zj = z[..., j].astype(xp.asarray(p[n]).dtype)
                 p[n] = p[n] * xp.exp(zj) if e.space[j] == "log" else p[n] + zj
+                if e.bounds:
+                    p[n] = xp.clip(p[n], e.bounds[j][0], e.bounds[j][1])
             continue
         v = p[e.parameter]
         shape = tuple(xp.shape(v))
@@ -585,14 +594,23 @@ def identified_covariance(d: Mapping) -> tuple[list[str], np.ndarray, str, str]:
     unc = d.get("uncertainty") or {}
     est = unc.get("estimates") or {}
     names = [n for n in free if n in est and len(est[n]) >= 2]
+    degenerate = ""
     if names:
         Z = np.stack([_natural(n, est[n]) for n in names], axis=1)  # (G, k)
         G = Z.shape[0]
         dev = Z - Z.mean(axis=0)
         cov = (G - 1) / G * dev.T @ dev
-        return names, cov, "jackknife", (f"{unc.get('method') or 'jackknife'}: covariance of the refits in "
-                                         "natural (log for positive parameters) space; keeps the "
-                                         "autocorrelation of the residuals")
+        z_fit = np.array([_natural(n, params[n]["value"]) for n in names])
+        stuck = int(np.sum(np.all(np.abs(Z - z_fit) <= 1e-9 * np.maximum(1.0, np.abs(z_fit)), axis=1)))
+        note = (f"{unc.get('method') or 'jackknife'}: covariance of the refits in natural (log for positive "
+                "parameters) space; keeps the autocorrelation of the residuals")
+        if 2 * stuck <= G:
+            return names, cov, "jackknife", note
+        degenerate = (f"{stuck} of {G} jackknife refits did not move from the all-data optimum (rank "
+                      f"{np.linalg.matrix_rank(cov)} spread for {len(names)} parameters; refit with a larger "
+                      "budget for a usable jackknife)")
+        if not (d.get("identifiability") or {}).get("stderr"):
+            return names, cov, "jackknife", note + "; warning: " + degenerate
     ident = d.get("identifiability") or {}
     se = ident.get("stderr") or {}
     inames = list(ident.get("names") or [])
@@ -608,6 +626,7 @@ def identified_covariance(d: Mapping) -> tuple[list[str], np.ndarray, str, str]:
             how = "marginal only (correlations unknown: independent)"
         s = np.array([se[n] / abs(params[n]["value"]) if _space(n) == "log" else se[n] for n in names])
         return names, corr * np.outer(s, s), "jacobian", (
+            (f"{degenerate}: used instead " if degenerate else "") +
             f"Jacobian standard errors {how}, log parameters by the delta method (se / value); they "
             "assume independent residuals and are optimistic (run `fit --jackknife log` for a "
             "spread that survives autocorrelation)")
@@ -645,8 +664,12 @@ def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dic
         kinds = sorted({p[2] for p in per})
         note = per[0][3] if len(models) == 1 else (
             f"average over {len(models)} units of: " + "; ".join(sorted({p[3] for p in per})))
+        p0 = models[0]["parameters"]
+        bounds = ([[float(p0[n]["lower"]), float(p0[n]["upper"])] for n in shared]
+                  if all(p0[n].get("lower") is not None and p0[n].get("upper") is not None for n in shared) else None)
         entries.append({"name": "identified", "kind": "identified", "parameters": shared,
                         "space": [_space(n) for n in shared], "covariance": cov.tolist(),
+                        **({"bounds": bounds} if bounds else {}),
                         "per_actuator": False, "uncertainty_source": "+".join(kinds), "note": note})
     units = None
     if len(models) >= 2:
