@@ -522,11 +522,11 @@ def randomize(model_json: List[Path] = typer.Argument(..., help="RUN/model.json;
 def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --create: SUITE MODEL LOGS..."),
            create: bool = typer.Option(False, "--create", help="create SUITE from MODEL's errors on LOGS"),
            margin: float = typer.Option(1.2, "--margin", help="with --create: tolerance = margin x measured error"),
-           dt: Optional[float] = typer.Option(None, "--dt", help="replay period [s] (default: the suite's)"),
+           dt: Optional[float] = typer.Option(None, "--dt", help="replay period in s (default: the suite's; whole robot: the MuJoCo timestep)"),
            gain: Optional[List[str]] = typer.Option(None, "--gain", help="NAME=VALUE: simulate with this controller "
                                                     "gain instead of the logged one (repeatable)"),
            robot: Optional[str] = typer.Option(None, "--robot", help="with --create: whole-robot arm_model.json"),
-           horizon: Optional[int] = typer.Option(None, "--horizon", help="with --robot: window [control steps], 300"),
+           horizon: Optional[int] = typer.Option(None, "--horizon", help="with --robot: window in control steps (default 300)"),
            overwrite: bool = typer.Option(False, "--overwrite", help="with --create: replace an existing suite"),
            as_json: bool = typer.Option(False, "--json")):
     """Calibration replay as a regression suite: exit 1 when a stored log's error exceeds its
