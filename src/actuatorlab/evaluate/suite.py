@@ -183,7 +183,8 @@ def create_suite(suite: str | Path, model_path: str | Path, log_paths, *, margin
     manifest = {"format": SUITE_FORMAT, "format_version": SUITE_VERSION,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 "kind": kind, "margin": margin,
-                "model": {"file": str(model_path), "model": model.get("model"), "sha256": _sha256(Path(model_path))},
+                "model": {"file": str(Path(model_path).resolve()), "model": model.get("model"),
+                          "sha256": _sha256(Path(model_path))},
                 "replay": settings, "environment": environment(), "logs": entries}
     atomic_write_text(suite / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
