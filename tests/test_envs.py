@@ -242,6 +242,16 @@ def test_learned_model_in_the_native_env_carries_its_history():
 
 # ---------------------------------------------------------------------------------------------
 # MJX: jit + vmap, float32 program (default JAX settings), agreement with the native env
+_RAND = r"""
+class Rand:  # randomization hooks: kt x U(0.8, 1.25) per episode, 1 mrad observation noise
+    def sample_episode(self, key, params):
+        return dict(params, kt=params["kt"] * jax.random.uniform(key, (), jax.numpy.float32, 0.8, 1.25))
+
+    def step_noise(self, key, obs):
+        return obs + 1e-3 * jax.random.normal(key, obs.shape, jax.numpy.float32)
+"""
+exec(_RAND)
+
 _MJX_SCRIPT = r"""
 import json, sys, warnings
 import jax, jax.numpy as jnp, numpy as np
@@ -249,8 +259,9 @@ warnings.simplefilter("error", UserWarning)  # a float64 constant truncated to f
 import actuatorlab
 from actuatorlab.envs import MjxEnv, TimingContract
 assert not jax.config.jax_enable_x64
+""" + _RAND + r"""
 env = MjxEnv("open_manipulator_x", contract=TimingContract(**json.loads(sys.argv[1])),
-             envelope=json.loads(sys.argv[2]))
+             envelope=json.loads(sys.argv[2]), randomization=Rand())
 keys = jax.random.split(jax.random.PRNGKey(0), 3)
 acts = np.asarray(json.loads(sys.argv[3]), np.float32)
 reset, step = jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
@@ -262,7 +273,7 @@ for a in acts:
 assert not jax.config.jax_enable_x64
 print(json.dumps({"dtype": str(s.obs.dtype), "qdtype": str(s.arm.qpos.dtype), "obs": obs, "qpos": qpos,
                   "keys": np.asarray(keys).tolist(), "env_s": np.asarray(s.info["envelope_outside_s"]).tolist(),
-                  "reward": np.asarray(s.reward).tolist()}))
+                  "reward": np.asarray(s.reward).tolist(), "kt": np.asarray(s.params["kt"]).tolist()}))
 """
 
 
@@ -279,12 +290,17 @@ def test_mjx_env_jit_vmap_float32_program_agrees_with_native(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.strip().splitlines()[-1])
     assert res["dtype"] == "float32" and res["qdtype"] == "float32"
-    nat = NativeBatch(ROBOT, num_envs=3, contract=TimingContract(**contract), envelope=env_d)
+    nat = NativeBatch(ROBOT, num_envs=3, contract=TimingContract(**contract), envelope=env_d, randomization=Rand())
     obs0 = nat.reset(np.asarray(res["keys"], np.uint32))
-    np.testing.assert_allclose(obs0, res["obs"][0], atol=1e-6)  # same goals from the same keys
+    np.testing.assert_allclose(obs0, res["obs"][0], atol=1e-5)  # same goals and noise from the same keys
+    kt = np.asarray(res["kt"])  # per-episode parameters: one draw per environment, kept in the state
+    np.testing.assert_allclose(kt, nat.params["kt"], rtol=1e-6)
+    assert len(np.unique(kt.round(6))) == 3 and np.all((kt > 0.8 * 2.478) & (kt < 1.25 * 2.478))
     for t, a in enumerate(acts):
         obs, rew, *_ , info = nat.step(a)
         np.testing.assert_allclose(nat.arm.qpos, res["qpos"][t], atol=3e-3)  # float32 vs float64 physics
+        np.testing.assert_allclose(obs, res["obs"][t + 1], atol=5e-3)
+    np.testing.assert_allclose(nat.params["kt"], kt, rtol=1e-6)  # fixed within the episode
     assert np.abs(nat.arm.qpos - np.asarray(res["qpos"][-1])).max() > 0
     np.testing.assert_allclose(rew, res["reward"], atol=2e-3)
     mjx_pos = np.asarray(res["env_s"])[:, 0, 1]  # (B,) seconds joint2 spent outside its position range

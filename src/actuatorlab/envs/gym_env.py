@@ -43,10 +43,10 @@ class NativeBatch(_Static):
     def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, num_envs: int = 1,
                  contract: TimingContract | None = None, task: Any = None, randomization: Any = None,
                  envelope: Any = None, envelope_mode: str = "count", episode_length: int = 500,
-                 reset_noise: float = 0.0):
+                 reset_noise: float = 0.0, home: Any = None):
         self.warn = envelope_mode == "warn"
         self._setup(robot, model, contract, task, randomization, envelope, "count" if self.warn else envelope_mode,
-                    episode_length, reset_noise)
+                    episode_length, reset_noise, home)
         self.B = int(num_envs)
         from ..sim.arm_native import native_model
 

@@ -81,7 +81,7 @@ class _Static:
     """Shared static description of an environment (both paths read it)."""
 
     def _setup(self, robot, model, contract, task, randomization, envelope, envelope_mode, episode_length,
-               reset_noise):
+               reset_noise, home=None):
         act = load_actuator(robot, model)
         self.actuator: Actuator = act
         self.robot = r = act.robot
@@ -103,7 +103,17 @@ class _Static:
         self.qadr, self.dadr = r.qpos_adr, r.dof_adr
         m = r.model()
         self.mj_model = builtin_model(r) if act.kind == "builtin" else m
+        self._eq = []  # joint equalities (follower qadr, leader qadr, qpos0 of both, polycoef)
+        mm = self.mj_model
+        for e in range(mm.neq):
+            if mm.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT and mm.eq_obj2id[e] >= 0:
+                j1, j2 = int(mm.eq_obj1id[e]), int(mm.eq_obj2id[e])
+                self._eq.append((int(mm.jnt_qposadr[j1]), int(mm.jnt_qposadr[j2]), int(mm.jnt_dofadr[j1]),
+                                 int(mm.jnt_dofadr[j2]), mm.eq_data[e][:5].copy()))
         self.home = home_qpos(self.mj_model)
+        if home is not None:  # a reset posture of the modelled joints (n,) [rad | m]
+            self.home[self.qadr] = np.broadcast_to(np.asarray(home, float), (r.n_joints,))
+            self.home, _ = self.follow(np, self.home, np.zeros(self.mj_model.nv))
         jr = m.jnt_range[[m.dof_jntid[a] for a in self.dadr]]
         lim = np.array([bool(m.jnt_limited[m.dof_jntid[a]]) for a in self.dadr])
         self.lo = np.where(lim, jr[:, 0], -np.inf)
@@ -122,13 +132,6 @@ class _Static:
         self.net_shape = (lm.layout.history, lm.layout.n_features) if lm is not None else (0, 0)
         if act.kind == "builtin":
             self.ctrl_idx = builtin_ctrl_index(r, self.mj_model)
-        self._eq = []  # joint equalities (follower qadr, leader qadr, qpos0 of both, polycoef)
-        mm = self.mj_model
-        for e in range(mm.neq):
-            if mm.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT and mm.eq_obj2id[e] >= 0:
-                j1, j2 = int(mm.eq_obj1id[e]), int(mm.eq_obj2id[e])
-                self._eq.append((int(mm.jnt_qposadr[j1]), int(mm.jnt_qposadr[j2]), int(mm.jnt_dofadr[j1]),
-                                 int(mm.jnt_dofadr[j2]), mm.eq_data[e][:5].copy()))
 
     def follow(self, xp, qpos, qvel):
         """Set joints that follow another through a joint equality (a mimic finger) from their
@@ -159,18 +162,19 @@ class MjxEnv(_Static):
     fitted model's envelope dict (or {joint: dict}; default the model file's) counted per joint
     and episode, ``envelope_mode`` "count" or "clip" (also clip the policy target to the
     envelope's position range); episode_length [policy steps] (``info["truncation"]``);
-    reset_noise [rad | m] uniform noise on the joints' start positions; precision "float32" |
-    "float64".
+    reset_noise [rad | m] uniform noise on the joints' start positions; home (n,) [rad | m] the
+    joints' reset posture (default: the MJCF's home / standing keyframe, else qpos0), also the
+    action offset of ``action_offset="home"``; precision "float32" | "float64".
     """
 
     def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, contract: TimingContract | None = None,
                  task: Any = None, randomization: Any = None, envelope: Any = None, envelope_mode: str = "count",
-                 episode_length: int = 500, reset_noise: float = 0.0, precision: str = "float32"):
+                 episode_length: int = 500, reset_noise: float = 0.0, home: Any = None, precision: str = "float32"):
         if precision not in ("float32", "float64"):
             raise ModelError(f"precision must be float32 or float64, got {precision!r}")
         self.precision = precision
         self._setup(robot, model, contract, task, randomization, envelope, envelope_mode, episode_length,
-                    reset_noise)
+                    reset_noise, home)
         with jax.enable_x64(precision == "float64"):
             self._build()
 
