@@ -27,7 +27,7 @@ import json
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 
