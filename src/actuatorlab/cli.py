@@ -614,6 +614,108 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")
     console.print(f"wrote {out / 'arm_model.json'}")
+@app.command()
+def randomize(model_json: List[Path] = typer.Argument(..., help="RUN/model.json; several files = several units "
+                                                     "of one actuator (their spread becomes unit variation)"),
+              out: Optional[Path] = typer.Option(None, "--out", "-o", help="randomization spec (JSON) to write"),
+              check: bool = typer.Option(False, "--check", help="only validate the spec given as MODEL_JSON")):
+    """Propose a randomization spec from the identification (docs/randomization.md)."""
+    from .identify.modelfile import load_model
+    from .sim.randomization import load_spec, propose_spec, save_spec
+
+    if check:
+        s = load_spec(model_json[0])
+        console.print(f"{model_json[0]}: valid, {len(s.entries)} entries "
+                      f"({', '.join(e.kind + ':' + e.name for e in s.entries)})")
+        return
+    if out is None:
+        raise ActuatorlabError("randomize: give --out SPEC (or --check to validate a spec)")
+    doc = propose_spec([load_model(p) for p in model_json], [str(p) for p in model_json])
+    save_spec(doc, out)
+    t = Table(title=f"wrote {out}")
+    for c in ("entry", "kind", "what", "from"):
+        t.add_column(c)
+    for e in doc["entries"]:
+        what = ", ".join(e["parameters"]) if e["kind"] == "identified" else e.get("parameter") or e.get("signal")
+        t.add_row(e["name"], e["kind"], what, e.get("uncertainty_source", e.get("note", ""))[:60])
+    console.print(t)
+
+
+@app.command()
+def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --create: SUITE MODEL LOGS..."),
+           create: bool = typer.Option(False, "--create", help="create SUITE from MODEL's errors on LOGS"),
+           margin: float = typer.Option(1.2, "--margin", help="with --create: tolerance = margin x measured error"),
+           dt: Optional[float] = typer.Option(None, "--dt", help="replay period in s (default: the suite's; whole robot: the MuJoCo timestep)"),
+           gain: Optional[List[str]] = typer.Option(None, "--gain", help="NAME=VALUE: simulate with this controller "
+                                                    "gain instead of the logged one (repeatable)"),
+           robot: Optional[str] = typer.Option(None, "--robot", help="with --create: whole-robot arm_model.json"),
+           horizon: Optional[int] = typer.Option(None, "--horizon", help="with --robot: window in control steps (default 300)"),
+           overwrite: bool = typer.Option(False, "--overwrite", help="with --create: replace an existing suite"),
+           as_json: bool = typer.Option(False, "--json")):
+    """Calibration replay as a regression suite: exit 1 when a stored log's error exceeds its
+    tolerance (docs/replay.md)."""
+    from .evaluate.suite import create_suite, run_suite
+
+    if create:
+        if len(args) < 3:
+            raise ActuatorlabError("replay --create needs SUITE MODEL LOGS...")
+        m = create_suite(args[0], args[1], args[2:], margin=margin, dt=dt, robot=robot, horizon=horizon,
+                         overwrite=overwrite)
+        console.print(f"wrote {Path(args[0]) / 'suite.json'}: {len(m['logs'])} logs, tolerance = {margin:g} x "
+                      f"the errors of {args[1]} (replay {m['replay']})")
+        return
+    if len(args) > 2:
+        raise ActuatorlabError("replay takes SUITE [MODEL] (to create a suite: replay --create SUITE MODEL LOGS...)")
+    gains = {}
+    for g in gain or []:
+        k, sep, v = g.partition("=")
+        try:
+            gains[k] = float(v)
+        except ValueError:
+            sep = ""
+        if not sep or not k:
+            raise ActuatorlabError(f"--gain {g!r}: expected NAME=VALUE, e.g. kp=800")
+    r = run_suite(args[0], args[1] if len(args) > 1 else None, dt=dt, gains=gains or None)
+    if as_json:
+        print(json.dumps(r))
+    else:
+        for w in r["warnings"]:
+            console.print(f"[yellow]warning:[/] {w}")
+        t = Table(title=f"replay {r['suite']} with {r['model']}: {r['n_logs'] - r['n_failed']}/{r['n_logs']} logs pass")
+        for c in ("log", "metric", "error", "tolerance", "at creation", "ratio", ""):
+            t.add_column(c)
+        for row in r["logs"]:
+            shown = [c for c in row["checks"] if not c["passed"]] or [max(row["checks"], key=lambda c: c["ratio"] or 0)]
+            for c in shown:
+                f = (lambda x: "-" if x is None else f"{x:.4g}")
+                t.add_row(row["name"], c["metric"], f(c["value"]), f(c["tolerance"]), f(c["measured_at_creation"]),
+                          f(c["ratio"]), "[green]ok[/]" if c["passed"] else "[red]FAIL[/]")
+        console.print(t)
+    if not r["passed"]:
+        raise SystemExit(1)  # a failed regression check: exit code 1 (bad input is 2)
+
+
+@app.command("fit-fleet")
+def fit_fleet_(units: List[Path] = typer.Argument(..., help="one folder (or log file) per unit"),
+               out: Path = typer.Option(..., "--out", "-o", help="run folder: OUT/UNIT[/MODEL]/model.json"),
+               model: Optional[List[str]] = typer.Option(None, "--model", "-m", help="model(s) to fit (several = "
+                                                         "a sweep); default: nested selection"),
+               backend: str = typer.Option("local", "--backend", help="local | ray"),
+               budget: str = typer.Option("default", "--budget", help="quick | default | thorough"),
+               seed: int = typer.Option(0, "--seed"),
+               ray_address: Optional[str] = typer.Option(None, "--ray-address", help="running Ray cluster")):
+    """Fit one model per unit (a fleet of servos), serially or on Ray; then `randomize OUT/*/model.json`."""
+    from .identify.fleet import fit_fleet, units_from_folders
+
+    rows = fit_fleet(units_from_folders(units), out, models=list(model or [None]), backend=backend, budget=budget,
+                     seed=seed, ray_address=ray_address,
+                     progress=lambda i, n, r: console.print(f"[{i}/{n}] {r['unit']}: {r['model']}"))
+    t = Table(title=f"fleet of {len(units)} units ({backend})")
+    for c in ("unit", "model", "train MAE", "model file"):
+        t.add_column(c)
+    for r in rows:
+        t.add_row(r["unit"], r["model"], f"{r['position_mae']:.4g}", r["model_file"])
+    console.print(t)
 
 
 def main(argv: list[str] | None = None) -> int:

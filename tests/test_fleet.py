@@ -1,0 +1,74 @@
+"""Fleet fits: one model per unit, serial and on Ray, with the same results; the per-unit model
+files feed `randomize` (spread across units)."""
+
+from __future__ import annotations
+
+import pytest
+
+from actuatorlab.cli import main
+from actuatorlab.errors import UnknownNameError
+from actuatorlab.identify.fleet import fit_fleet, units_from_folders
+from actuatorlab.logs import save_trajectory
+from actuatorlab.sim.randomization import load_spec
+from synthetic import TRUTH_M1, synthetic_set
+
+#: three units of one servo type with different torque constants and friction (the fleet's truth)
+UNITS = {"u1": dict(kt=0.40, friction_base=0.030), "u2": dict(kt=0.44, friction_base=0.036),
+         "u3": dict(kt=0.37, friction_base=0.026)}
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fleet")
+    for u, truth in UNITS.items():
+        (root / u).mkdir()
+        logs = synthetic_set([(f"{u}_chirp", "chirp", 400.0), (f"{u}_drop", "drop", 800.0)],
+                             {**TRUTH_M1, **truth}, duration=0.8)
+        for tr in logs:
+            save_trajectory(tr.replace(source_file=""), root / u)
+    units = units_from_folders([root / u for u in UNITS])
+    local = fit_fleet(units, root / "local", models=["m1"], budget="quick", seed=3)
+    return dict(root=root, units=units, local=local)
+
+
+def test_local_fleet_fits_each_unit(fleet):
+    assert [r["unit"] for r in fleet["local"]] == ["u1", "u2", "u3"]
+    for r in fleet["local"]:
+        assert r["position_mae"] < 1e-3 and (fleet["root"] / "local" / r["unit"] / "model.json").is_file()
+    # the units differ the way their truth does: u2 has the largest Coulomb friction, u3 the smallest
+    fb = {r["unit"]: r["parameters"]["friction_base"] for r in fleet["local"]}
+    assert fb["u3"] < fb["u1"] < fb["u2"]
+
+
+# ray.init starts its processes with fork + exec (no Python runs in the forked child)
+@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+def test_ray_backend_gives_the_serial_results(fleet):
+    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'actuatorlab[ray]')")
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    two = {u: fleet["units"][u] for u in ("u1", "u2")}  # two tasks: enough to check order and results
+    try:
+        remote = fit_fleet(two, fleet["root"] / "ray", models=["m1"], budget="quick", seed=3, backend="ray")
+    finally:
+        ray.shutdown()
+    assert [r["unit"] for r in remote] == ["u1", "u2"]
+    for a, b in zip(fleet["local"], remote):
+        assert a["unit"] == b["unit"] and a["model"] == b["model"]
+        assert a["parameters"] == pytest.approx(b["parameters"], rel=1e-9, abs=1e-12)
+        assert a["train_mae"] == pytest.approx(b["train_mae"], rel=1e-9)
+
+
+def test_randomize_takes_the_spread_across_the_fleet(fleet, capsys):
+    files = [str(fleet["root"] / "local" / u / "model.json") for u in UNITS]
+    spec_path = fleet["root"] / "spec.json"
+    assert main(["randomize", *files, "--out", str(spec_path)]) == 0
+    spec = load_spec(spec_path)
+    kinds = {e.name: e.kind for e in spec.entries}
+    assert kinds["friction_base_unit"] == "unit" and kinds["identified"] == "identified"
+
+
+def test_bad_backend_and_cli(fleet, capsys, tmp_path):
+    with pytest.raises(UnknownNameError, match="available: local, ray"):
+        fit_fleet(fleet["units"], tmp_path, backend="spark")
+    capsys.readouterr()
+    assert main(["fit-fleet", str(fleet["root"] / "u1"), "--out", str(tmp_path), "--backend", "dask"]) == 2
+    assert "unknown backend 'dask'" in capsys.readouterr().err
