@@ -90,11 +90,20 @@ def test_a_changed_model_parameter_fails(work):
     assert not r["passed"] and any("differs from the one the suite was created with" in w for w in r["warnings"])
 
 
+def _plugin_args() -> list[str]:
+    """``-p actuatorlab.pytest_plugin`` only when the installed package does not register it as a
+    pytest11 entry point already (loading it twice makes pytest warn about assertion rewriting)."""
+    from importlib.metadata import entry_points
+
+    registered = any(ep.value.startswith("actuatorlab.pytest_plugin") for ep in entry_points(group="pytest11"))
+    return [] if registered else ["-p", "actuatorlab.pytest_plugin"]
+
+
 def test_pytest_plugin_turns_each_log_into_a_test(work, pytester):
-    res = pytester.runpytest("-p", "actuatorlab.pytest_plugin", "--actuatorlab-replay", str(work["suite"]),
+    res = pytester.runpytest(*_plugin_args(), "--actuatorlab-replay", str(work["suite"]),
                              "--actuatorlab-model", str(work["model"]))
     res.assert_outcomes(passed=2)
-    res = pytester.runpytest("-p", "actuatorlab.pytest_plugin", "--actuatorlab-replay", str(work["suite"]),
+    res = pytester.runpytest(*_plugin_args(), "--actuatorlab-replay", str(work["suite"]),
                              "--actuatorlab-model", str(work["model"]), "--actuatorlab-dt", "0.02")
     res.assert_outcomes(failed=2, warnings=1)
     res.stdout.fnmatch_lines(["*replay of chirp400 exceeds its tolerances*", "*position_mae*"])
