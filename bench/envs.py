@@ -6,8 +6,9 @@ One command (from the repo root)::
     python bench/envs.py --json          # the JSON line only
     python bench/envs.py --batches 1 64 1024 --robot open_manipulator_x --steps 20
 
-Rows: path (``mjx``: :class:`actuatorlab.envs.MjxEnv`, ``jit(vmap(step))`` scanned over
-``--steps`` policy steps in one jitted call, float32 as a training program runs it; ``native``:
+Rows: path (``mjx``: :class:`actuatorlab.envs.MjxEnv`, ``jit(vmap(step))`` called once per
+policy step for ``--steps`` steps (``--scan``: ``lax.scan`` over the steps in one jitted call),
+float32 as a training program runs it; ``native``:
 :class:`actuatorlab.envs.gym_env.NativeBatch`, the engine of the Gymnasium ``ActuatorVectorEnv``,
 one batched native rollout per step) x actuator (``actuatorlab``: the robot config's model on
 every joint, i.e. the actuator in the loop; ``builtin``: the MJCF's own position actuators) x
@@ -34,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 
 
-def _mjx_row(robot: str, model, batch: int, steps: int, repeats: int) -> dict:
+def _mjx_row(robot: str, model, batch: int, steps: int, repeats: int, scan: bool = False) -> dict:
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -43,10 +44,17 @@ def _mjx_row(robot: str, model, batch: int, steps: int, repeats: int) -> dict:
 
     env = MjxEnv(robot, model)
     vstep = jax.vmap(env.step)
+    if scan:  # every step in one jitted call
+        @jax.jit
+        def run(state, actions):
+            return jax.lax.scan(lambda s, a: (vstep(s, a), s.reward), state, actions)
+    else:  # one jitted call per policy step (what a host-side training loop does)
+        jstep = jax.jit(vstep)
 
-    @jax.jit
-    def run(state, actions):
-        return jax.lax.scan(lambda s, a: (vstep(s, a), s.reward), state, actions)
+        def run(state, actions):
+            for a in actions:
+                state = jstep(state, a)
+            return state, None
 
     s = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(0), batch))
     acts = jnp.asarray(np.random.default_rng(0).uniform(-0.3, 0.3, (steps, batch, env.n_joints)), env.dtype)
@@ -93,6 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--paths", nargs="+", default=["mjx", "native"], choices=["mjx", "native"])
     ap.add_argument("--models", nargs="+", default=["actuatorlab", "builtin"])
+    ap.add_argument("--scan", action="store_true", help="MJX: lax.scan over the steps in one jitted call")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
@@ -103,9 +112,10 @@ def main(argv: list[str] | None = None) -> dict:
     for path in a.paths:
         for model in a.models:
             for b in a.batches:
-                fn = _mjx_row if path == "mjx" else _native_row
                 steps = a.steps if path == "mjx" else (a.native_steps or a.steps)
-                r = fn(a.robot, None if model == "actuatorlab" else model, b, steps, a.repeats)
+                m = None if model == "actuatorlab" else model
+                r = (_mjx_row(a.robot, m, b, steps, a.repeats, a.scan) if path == "mjx"
+                     else _native_row(a.robot, m, b, steps, a.repeats))
                 n = steps * b
                 row = {"path": path, "actuator": model, "batch": b, "steps": steps,
                        "env_steps_per_s": n / r["wall_s"], "physics_steps_per_s": n * r["substeps"] / r["wall_s"],
@@ -115,7 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
                     print(f"  {path:6s} {model:11s} batch {b:5d}: {row['env_steps_per_s']:12,.0f} env steps/s "
                           f"(compile {row['compile_s']:.1f} s)", flush=True)
     load1 = os.getloadavg()
-    summary = {"bench": "envs", "robot": a.robot, "rows": rows, "device": jax.devices()[0].platform,
+    summary = {"bench": "envs", "robot": a.robot, "rows": rows, "mjx_loop": "scan" if a.scan else "python", "device": jax.devices()[0].platform,
                "precision": "float32 (MJX); float64 (native)", "cpu_count": os.cpu_count(),
                "machine": platform.processor() or platform.machine(), "load_before": load0, "load_after": load1,
                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
