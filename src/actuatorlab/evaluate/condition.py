@@ -418,8 +418,8 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
 
 
 def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 256, lr: float = 1e-3,
-                         seed: int = 0, scope: str = "head", weight_decay: float = 1e-4,
-                         progress: Callable[[int, int, float], None] | None = None):
+                         seed: int = 0, scope: str = "head", weight_decay: float = 1e-4, val_trajs=None,
+                         eval_every: int = 50, progress: Callable[[int, int, float], None] | None = None):
     """Supervised training of the condition head on teacher-forced frames (no simulator).
 
     Every frame k of every training log gives the causal window of MEASURED frames
@@ -432,7 +432,11 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     ``scope``: "head" trains the condition head only: the trunk and the other heads are unchanged,
     so the effort, force and gate outputs stay bit-identical; "net" trains the whole network
     (for a model used only as a condition detector: its effort changes).
-    Returns (model with the new network, {"loss": [...], "n_frames", "n_restricted", "wall_s"}).
+    ``val_trajs`` (validation logs, never test logs): every ``eval_every`` steps the same
+    class-balanced loss on all their teacher-forced frames is computed and the parameters with the
+    lowest one are returned (early stopping by validation); without them, the last parameters.
+    Returns (model with the new network, {"loss": [...], "val": [[step, loss], ...], "best_step",
+    "n_frames", "n_restricted", "wall_s"}).
     """
     import time
 
@@ -479,17 +483,39 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
         upd, s = opt.update(g, s, d)
         return eqx.apply_updates(d, upd), s, loss
 
+    val_fn = None
+    if val_trajs:
+        Xv, Yv = _teacher_forced(robot, model, val_trajs)
+        ev = eqx.filter_jit(loss_fn)
+
+        def val_fn(d):
+            tot = 0.0
+            for a in range(0, Xv.shape[0], 1024):
+                tot += float(ev(d, jnp.asarray(Xv[a:a + 1024]), jnp.asarray(Yv[a:a + 1024]))) * len(Xv[a:a + 1024])
+            return tot / Xv.shape[0]
+
     rng = np.random.default_rng([int(seed), 7])
-    losses = []
+    losses, vals = [], []
+    best = (val_fn(diff), 0, diff) if val_fn else None
+    if best:
+        vals.append([0, best[0]])
     B = min(int(batch), X.shape[0])
     for k in range(int(steps)):
         sel = rng.choice(X.shape[0], size=B, replace=False)
         diff, state, loss = step(diff, state, jnp.asarray(X[sel]), jnp.asarray(Y[sel]))
         losses.append(float(loss))
+        if val_fn and ((k + 1) % int(eval_every) == 0 or k + 1 == int(steps)):
+            v = val_fn(diff)
+            vals.append([k + 1, v])
+            if v < best[0]:
+                best = (v, k + 1, diff)
         if progress is not None:
             progress(k + 1, int(steps), losses[-1])
+    if best:
+        diff = best[2]
     new = eqx.tree_at(lambda m: m.net, model, eqx.combine(diff, static))
-    return new, {"loss": losses, "n_frames": int(X.shape[0]), "n_restricted": int(n_pos), "scope": scope,
+    return new, {"loss": losses, "val": vals, "best_step": best[1] if best else int(steps),
+                 "n_frames": int(X.shape[0]), "n_restricted": int(n_pos), "scope": scope,
                  "steps": int(steps), "batch": B, "lr": lr, "wall_s": time.perf_counter() - t0}
 
 
