@@ -3,7 +3,8 @@ threshold, an RBF SVM and a random forest (issue 9, section 2). A table, then on
 
     actuatorlab synth --robot open_manipulator_x --suite neural_actuator --out D --seed 0 --scale 0.1 \
         --restricted-pairs 24
-    python bench/condition.py --data D [--steps 800] [--model RUN/arm_model.json] [--out bench/out/condition]
+    python bench/condition.py --data D [--steps 300] [--history 32] [--sizes JSON] [--features ...]
+        [--model RUN/arm_model.json] [--out bench/out/condition]
 
 Training: D/train only (the learned head: teacher-forced supervised training of the condition
 head, ``train_condition_head``; the baselines: per-channel classifiers on its 64-step windows).
@@ -29,6 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 
 ROBOT = "open_manipulator_x"
+#: default fresh model: the gated Transformer, smaller (2 blocks, d 64) with 32 frames of history (0.33 s),
+#: without temperature and voltage (session fingerprints the network memorised; see bench/README.md)
+SIZES = {"d": 64, "n_heads": 4, "n_layers": 2, "ff": 128, "head_width": 64}
+FEATURES = ("q_target", "q", "dq", "err", "current", "pwm")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,11 +42,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "condition")
     ap.add_argument("--model", type=Path, default=None, help="start from this RUN/arm_model.json (head only)")
     ap.add_argument("--arch", default="transformer")
-    ap.add_argument("--steps", type=int, default=800)
+    ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--history", type=int, default=8, help="frames of history of a fresh model")
-    ap.add_argument("--eval-every", type=int, default=50, help="validation (D/val) every N steps; best kept")
+    ap.add_argument("--history", type=int, default=32, help="frames of history of a fresh model")
+    ap.add_argument("--sizes", type=json.loads, default=SIZES, help="network sizes of a fresh model, JSON "
+                    "(default: a small Transformer; '{}': the architecture's defaults)")
+    ap.add_argument("--features", nargs="*", default=list(FEATURES), help="per-channel features of a fresh model "
+                    "(none given: train --robot's default layout)")
+    ap.add_argument("--eval-every", type=int, default=25, help="validation (D/val) every N steps; best kept")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="only the JSON line")
     a = ap.parse_args(argv)
@@ -72,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         ho_t = load_logs(sorted((a.data / "heldout").iterdir())) if (a.data / "heldout").is_dir() else []
         t0 = time.perf_counter()
         if model is None:
-            model = make_condition_model(robot, tr_t, arch=a.arch, seed=a.seed, history=a.history)
+            model = make_condition_model(robot, tr_t, arch=a.arch, seed=a.seed, history=a.history, sizes=a.sizes,
+                                         per_channel=a.features or None)
         va_t = load_logs([a.data / "val"]) if (a.data / "val").is_dir() else None
         model, info = train_condition_head(robot, model, tr_t, steps=a.steps, batch=a.batch, lr=a.lr, seed=a.seed,
                                            scope=scope, val_trajs=va_t, eval_every=a.eval_every)
@@ -117,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "bench": "condition", "data": str(a.data), "seed": card["seed"], "scale": card["scale"],
         "restricted_pairs": card.get("restricted_pairs", 0), "arch": model.arch, "scope": scope,
         "steps": info["steps"], "best_step": info["best_step"], "history": model.layout.history,
+        "sizes": dict(model.sizes), "features": list(model.layout.per_channel),
         "params": param_count(model.net), "batch": info["batch"], "lr": a.lr, "train_s": round(train_s, 1),
         "eval_s": round(eval_s, 1), "wall_s": round(time.perf_counter() - t_all, 1),
         "n_test_logs": len(te), "n_heldout_logs": len(ho), "final_loss": float(np.mean(info["loss"][-20:])),

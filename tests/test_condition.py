@@ -237,15 +237,17 @@ def tiny_model(data):
     return r, m, trajs
 
 
-def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model):
+def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model, data):
     import jax
 
     from actuatorlab.evaluate.condition import _teacher_forced, train_condition_head
+    from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
     r, m, trajs = tiny_model
     with physics_precision():
-        new, info = train_condition_head(r, m, trajs, steps=60, batch=128, lr=3e-3, scope="head")
+        new, info = train_condition_head(r, m, trajs, steps=60, batch=128, lr=3e-3, scope="head",
+                                         val_trajs=load_logs([data / "pairs" / "val"]), eval_every=20)
         X, Y = _teacher_forced(r, m, trajs)
         f = lambda net: jax.vmap(lambda w: net(m.normalizer.apply(w)))(X[:256])  # noqa: E731
         h0, h1 = f(m.net), f(new.net)
@@ -254,6 +256,9 @@ def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model):
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert not np.array_equal(np.asarray(h0.condition_logit), np.asarray(h1.condition_logit))
     assert info["n_restricted"] > 0 and np.mean(info["loss"][-10:]) < 0.8 * np.mean(info["loss"][:5])
+    # early stopping: the returned parameters are those of the lowest validation loss
+    steps, vals = zip(*info["val"])
+    assert steps == (0, 20, 40, 60) and info["best_step"] == steps[int(np.argmin(vals))]
 
 
 def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):

@@ -383,12 +383,13 @@ def _teacher_forced(robot, model, trajs) -> tuple[np.ndarray, np.ndarray]:
 
 
 def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int = 0, history: int = 8,
-                         sizes: dict | None = None):
+                         sizes: dict | None = None, per_channel: Sequence[str] | None = None):
     """A fresh learned whole-robot model (:func:`~actuatorlab.learned.arm.make_learned_arm`, the
     default feature layout of ``train --robot``) whose normalizer is fitted on the measured frames
     of ``trajs`` (training logs only), for :func:`train_condition_head` with ``scope="net"`` when no
     model trained through the simulator is at hand. Its effort head is untrained (effort scale 1):
-    use it as a condition detector, not as an actuator."""
+    use it as a condition detector, not as an actuator. ``per_channel``: the per-channel features
+    (default: ``train --robot``'s, those the logs carry)."""
     from ..learned.arm import DEFAULT_FEATURES, arm_log, make_learned_arm
     from ..learned.features import Normalizer, fit_normalizer
     from ..identify.arm_fit import log_arrays
@@ -400,8 +401,8 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
         raise DataError(None, "no training logs")
     scored = log_arrays(robot, trajs[0]).scored
     channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
-    feats = tuple(f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
-        trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels))
+    feats = tuple(per_channel or [f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
+        trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
     F = len(channels) * len(feats)
     tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats,
                            normalizer=Normalizer(np.zeros(F), np.ones(F)), effort_scale=1.0, history=history,
