@@ -123,6 +123,11 @@ def main(argv: list[str] | None = None) -> int:
               f"best by validation at step {info['best_step']}, {train_s:.0f} s; evaluation "
               f"(online, one frame at a time + baselines) {eval_s:.0f} s; report {a.out / 'condition.html'}")
     lr = res["learned"]
+    # per-log verdicts of the learned head: a log is right when every channel's verdict matches its label
+    verdict_acc = float(np.mean([all((d["verdict"][c] == "restricted") == d["label"][c] for c in ch)
+                                 for d in res["logs"]]))
+    if not a.json:
+        print(f"learned per-log verdicts (last 5 s, score < 0.5): {verdict_acc:.3f} of {len(res['logs'])} test logs right")
     summary = {
         "bench": "condition", "data": str(a.data), "seed": card["seed"], "scale": card["scale"],
         "restricted_pairs": card.get("restricted_pairs", 0), "arch": model.arch, "scope": scope,
@@ -132,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         "eval_s": round(eval_s, 1), "wall_s": round(time.perf_counter() - t_all, 1),
         "n_test_logs": len(te), "n_heldout_logs": len(ho), "final_loss": float(np.mean(info["loss"][-20:])),
         **{r["method"]: {k: v for k, v in r.items() if k != "method"} for r in rows},
+        "log_verdict_accuracy": verdict_acc,
         "target": {"auc_ge_0.95": bool(lr["auc"] is not None and lr["auc"] >= 0.95),
                    "recall_ge_0.9": bool(lr["recall"] >= 0.9),
                    **{f"auc_{c}_ge_0.95": bool((lr["by_channel"][c]["auc"] or 0) >= 0.95) for c in restricted}},

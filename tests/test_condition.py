@@ -256,6 +256,15 @@ def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model, da
         np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
     assert not np.array_equal(np.asarray(h0.condition_logit), np.asarray(h1.condition_logit))
     assert info["n_restricted"] > 0 and np.mean(info["loss"][-10:]) < 0.8 * np.mean(info["loss"][:5])
+    # the teacher-forced training windows are exactly what the causal online estimator sees
+    from actuatorlab.evaluate.condition import condition_log, learned_frame_scores
+
+    with physics_precision():
+        lg = condition_log(r, trajs[0], new.layout.channels)
+        online = learned_frame_scores(r, new, lg)
+        Xl, _ = _teacher_forced(r, new, trajs[:1])
+        batch = jax.nn.sigmoid(jax.vmap(lambda w: new.net(new.normalizer.apply(w)).condition_logit)(Xl))
+    np.testing.assert_allclose(online, np.asarray(batch), rtol=1e-5, atol=1e-6)
     # early stopping: the returned parameters are those of the lowest validation loss
     steps, vals = zip(*info["val"])
     assert steps == (0, 20, 40, 60) and info["best_step"] == steps[int(np.argmin(vals))]
