@@ -464,6 +464,9 @@ def _card_markdown(card: dict[str, Any]) -> str:
         + ", ".join(f"`{h['key']} = {h['value']}` -> `{h['folder']}/`" for h in card["heldout"]) + ".",
         "The other trajectory groups are split 8:1:1 at random (seeded); a push trajectory and its "
         "no-contact pair are one group.",
+        *([f"Extra restricted/normal pairs (`--restricted-pairs {card['restricted_pairs']}`): `cond_restricted_*` "
+           "and their `cond_normal_*` twins (same commands), one group per pair, split 8:1:1 among themselves, "
+           "in their own sessions."] if card.get("restricted_pairs") else []),
         "",
         "## Trajectory families",
         "",
