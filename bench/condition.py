@@ -3,7 +3,7 @@ threshold, an RBF SVM and a random forest (issue 9, section 2). A table, then on
 
     actuatorlab synth --robot open_manipulator_x --suite neural_actuator --out D --seed 0 --scale 0.1 \
         --restricted-pairs 24
-    python bench/condition.py --data D [--steps 300] [--history 32] [--sizes JSON] [--features ...]
+    python bench/condition.py --data D [--steps 400] [--lr 3e-4] [--history 63] [--sizes JSON] [--features ...]
         [--model RUN/arm_model.json] [--out bench/out/condition]
 
 Training: D/train only (the learned head: teacher-forced supervised training of the condition
@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 
 ROBOT = "open_manipulator_x"
-#: default fresh model: the gated Transformer, smaller (2 blocks, d 64) with 32 frames of history (0.33 s),
+#: default fresh model: the gated Transformer, smaller (2 blocks, d 64) with 63 frames of history (0.64 s),
 #: without temperature and voltage (session fingerprints the network memorised; see bench/README.md)
 SIZES = {"d": 64, "n_heads": 4, "n_layers": 2, "ff": 128, "head_width": 64}
 FEATURES = ("q_target", "q", "dq", "err", "current", "pwm")
@@ -42,10 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "condition")
     ap.add_argument("--model", type=Path, default=None, help="start from this RUN/arm_model.json (head only)")
     ap.add_argument("--arch", default="transformer")
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--steps", type=int, default=400)
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--history", type=int, default=32, help="frames of history of a fresh model")
+    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--history", type=int, default=63, help="frames of history of a fresh model")
     ap.add_argument("--sizes", type=json.loads, default=SIZES, help="network sizes of a fresh model, JSON "
                     "(default: a small Transformer; '{}': the architecture's defaults)")
     ap.add_argument("--features", nargs="*", default=list(FEATURES), help="per-channel features of a fresh model "
