@@ -119,7 +119,8 @@ def main(argv: list[str] | None = None) -> int:
         f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
         for r in rows:
             print(" | ".join([f"{r['method']:>14}"] + [f"{f(v):>14}" for k, v in r.items() if k != "method"]))
-        print(f"learned head: {info['steps']} steps x {info['batch']} frames ({scope}, history {model.layout.history}), "
+        print(f"learned head: {info['steps']} steps x {info['batch']} frames ({scope}, "
+              f"history {model.layout.history}), "
               f"best by validation at step {info['best_step']}, {train_s:.0f} s; evaluation "
               f"(online, one frame at a time + baselines) {eval_s:.0f} s; report {a.out / 'condition.html'}")
     lr = res["learned"]
@@ -127,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     verdict_acc = float(np.mean([all((d["verdict"][c] == "restricted") == d["label"][c] for c in ch)
                                  for d in res["logs"]]))
     if not a.json:
-        print(f"learned per-log verdicts (last 5 s, score < 0.5): {verdict_acc:.3f} of {len(res['logs'])} test logs right")
+        print(f"learned per-log verdicts (last 5 s, score < 0.5): {verdict_acc:.3f} of {len(res['logs'])} "
+              "test logs right")
     summary = {
         "bench": "condition", "data": str(a.data), "seed": card["seed"], "scale": card["scale"],
         "restricted_pairs": card.get("restricted_pairs", 0), "arch": model.arch, "scope": scope,

@@ -160,11 +160,23 @@ def test_baselines_never_see_test_windows(monkeypatch):
 
     seen = []
     orig_p, orig_t = Pipeline.fit, cond.CurrentThreshold.fit
-    monkeypatch.setattr(Pipeline, "fit", lambda self, X, y=None, **kw: (seen.append(np.array(X)), orig_p(self, X, y, **kw))[1])
-    monkeypatch.setattr(cond.CurrentThreshold, "fit", lambda self, X, y: (seen.append(np.array(X)), orig_t(self, X, y))[1])
+    def spy_p(self, X, y=None, **kw):
+        seen.append(np.array(X))
+        return orig_p(self, X, y, **kw)
+
+    def spy_t(self, X, y):
+        seen.append(np.array(X))
+        return orig_t(self, X, y)
+
+    monkeypatch.setattr(Pipeline, "fit", spy_p)
+    monkeypatch.setattr(cond.CurrentThreshold, "fit", spy_t)
     rng = np.random.default_rng(2)
     T = 400
-    mk = lambda n, r: _log(n, T, rng.standard_normal((T, 2)) + (np.array([0.0, 3.0]) if r else 0.0), [False, r])  # noqa: E731
+
+    def mk(name, restricted):
+        shift = np.array([0.0, 3.0]) if restricted else 0.0
+        return _log(name, T, rng.standard_normal((T, 2)) + shift, [False, restricted])
+
     train = [mk("tr0", False), mk("tr1", True), mk("tr2", False), mk("tr3", True)]
     test = [mk("te0", False), mk("te1", True)]
     res = run_condition(None, test, train_logs=train)

@@ -193,7 +193,8 @@ def window_features(i, e, q, v, dt: float) -> np.ndarray:
     return np.stack(cols, axis=-1)
 
 
-def log_windows(lg: ConditionLog, length: int = WINDOW, stride: int = STRIDE) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def log_windows(lg: ConditionLog, length: int = WINDOW, stride: int = STRIDE
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(features (W, C, 20), labels (W, C) 1 = restricted, starts (W,)) of one log."""
     s = window_starts(lg.q.shape[0], length, stride)
     idx = s[:, None] + np.arange(length)[None]                       # (W, N)
@@ -225,7 +226,8 @@ class CurrentThreshold:
     """``restricted iff sign * (x - threshold) >= 0`` on one feature x (default: mean absolute
     current, feature 2), with the threshold and the direction sign in {+1, -1} that maximise
     Youden's J = TPR - FPR on the training windows (candidates: sklearn's ``roc_curve``
-    thresholds; the chosen one is placed midway to the next lower training value). sklearn-style: ``fit(X, y)``, ``decision_function(X)``, ``predict(X)``."""
+    thresholds; the chosen one is placed midway to the next lower training value).
+    sklearn-style: ``fit(X, y)``, ``decision_function(X)``, ``predict(X)``."""
 
     def __init__(self, feature: int = FEATURE_NAMES.index("i_absmean")):
         self.feature = int(feature)
@@ -489,11 +491,14 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
         Xv, Yv = _teacher_forced(robot, model, val_trajs)
         ev = eqx.filter_jit(loss_fn)
 
-        def val_fn(d):
+        def _val(d):
             tot = 0.0
             for a in range(0, Xv.shape[0], 1024):
-                tot += float(ev(d, jnp.asarray(Xv[a:a + 1024]), jnp.asarray(Yv[a:a + 1024]))) * len(Xv[a:a + 1024])
+                xb, yb = Xv[a:a + 1024], Yv[a:a + 1024]
+                tot += float(ev(d, jnp.asarray(xb), jnp.asarray(yb))) * len(xb)
             return tot / Xv.shape[0]
+
+        val_fn = _val
 
     rng = np.random.default_rng([int(seed), 7])
     losses, vals = [], []
@@ -572,7 +577,8 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
             fs = learned_frame_scores(robot, model, lg, est)
             ws.append(learned_window_scores(fs, s))
             mean, verdict = log_verdicts(fs, lg.dt, verdict_s)
-            res["logs"].append({"log": lg.name, "source": lg.source, "dt": lg.dt, "label": {c: bool(r) for c, r in zip(chans, lg.restricted)},
+            res["logs"].append({"log": lg.name, "source": lg.source, "dt": lg.dt,
+                                "label": {c: bool(r) for c, r in zip(chans, lg.restricted)},
                                 "score_last": {c: float(v) for c, v in zip(chans, mean)},
                                 "verdict": {c: "restricted" if v else "normal" for c, v in zip(chans, verdict)},
                                 "frame_scores": fs})
@@ -588,10 +594,9 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
             preds[name] = (scores[name] >= 0).astype(int)
         res["training"] = {"n_logs": len(train_logs), "n_windows": int(Xt.shape[0]),
                            "n_restricted": int(yt.sum()),
-                           "current_threshold": [None if m is None else {"threshold_A": m.sign_ * m.threshold_,
-                                                                         "direction": "above" if m.sign_ > 0 else "below",
-                                                                         "youden_j": m.youden_}
-                                                 for m in fitted["current_threshold"].models]}
+                           "current_threshold": [None if m is None else {
+                               "threshold_A": m.sign_ * m.threshold_, "direction": "above" if m.sign_ > 0 else "below",
+                               "youden_j": m.youden_} for m in fitted["current_threshold"].models]}
     for name in METHODS:
         if name not in scores:
             continue
@@ -647,8 +652,8 @@ def write_condition_report(path: str | Path, res: dict[str, Any], *, title: str 
     body += ["<h2>ROC curves</h2>", figs[-1]]
     if res.get("logs"):
         chans = res["channels"]
-        vr = [[_e(d["log"]), *[("<b>R</b> " if d["label"][c] else "") + _e(d["verdict"][c]) + f" ({d['score_last'][c]:.2f})"
-                               for c in chans]] for d in res["logs"]]
+        vr = [[_e(d["log"]), *[("<b>R</b> " if d["label"][c] else "") + _e(d["verdict"][c])
+                               + f" ({d['score_last'][c]:.2f})" for c in chans]] for d in res["logs"]]
         body += ["<h2>Per-log verdicts (learned head)</h2>",
                  '<p class="muted">Mean condition score (1 = normal) of the last seconds; below 0.5: restricted. '
                  "<b>R</b>: labelled restricted.</p>", _table(["log", *map(_e, chans)], vr)]
