@@ -50,6 +50,9 @@ def main(argv: list[str] | None = None) -> int:
                     "(default: a small Transformer; '{}': the architecture's defaults)")
     ap.add_argument("--features", nargs="*", default=list(FEATURES), help="per-channel features of a fresh model "
                     "(none given: train --robot's default layout)")
+    ap.add_argument("--scope", choices=("net", "head"), default=None,
+                    help="train the whole network or the condition head only (default: net for a fresh model, head "
+                         "with --model)")
     ap.add_argument("--eval-every", type=int, default=25, help="validation (D/val) every N steps; best kept")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="only the JSON line")
@@ -76,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             robot = load_robot(ROBOT)
             model = None
             scope = "net"
+        scope = a.scope or scope
         tr_t = load_logs([a.data / "train"])
         te_t = load_logs([a.data / "test"])
         ho_t = load_logs(sorted((a.data / "heldout").iterdir())) if (a.data / "heldout").is_dir() else []
