@@ -488,7 +488,9 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
           out: Path = typer.Option(..., "--out", "-o", help="dataset folder to write"),
           seed: int = typer.Option(0, "--seed"),
           scale: float = typer.Option(1.0, "--scale", help="in (0, 1]: shrinks number and length of trajectories"),
-          overwrite: bool = typer.Option(False, "--overwrite", help="replace a dataset this command wrote before")):
+          overwrite: bool = typer.Option(False, "--overwrite", help="replace a dataset this command wrote before"),
+          restricted_pairs: int = typer.Option(0, "--restricted-pairs", help="append N restricted-joint-3 / normal "
+                                               "pairs with identical commands (condition detection)")):
     """Write realistic synthetic logs from virtual hardware with known ground truth."""
     from .synth import run_synth
 
@@ -498,7 +500,8 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
         def cb(done, total, name):
             p.update(task, total=total, completed=done, description=f"{suite}: {name}"[:28])
 
-        summary = run_synth(robot, suite, out, seed, scale, progress=cb, overwrite=overwrite)
+        summary = run_synth(robot, suite, out, seed, scale, progress=cb, overwrite=overwrite,
+                            restricted_pairs=restricted_pairs)
     console.print({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
     console.print(f"wrote {out} (dataset card: {Path(out) / 'DATASET.md'})")
 
@@ -716,6 +719,44 @@ def fit_fleet_(units: List[Path] = typer.Argument(..., help="one folder (or log 
     for r in rows:
         t.add_row(r["unit"], r["model"], f"{r['position_mae']:.4g}", r["model_file"])
     console.print(t)
+@app.command()
+def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a learned or residual whole-robot model"),
+              data: List[Path] = typer.Argument(..., help="multi-joint logs to evaluate (files or folders)"),
+              robot: str = typer.Option(..., "--robot", help="robot name"),
+              train: Optional[List[Path]] = typer.Option(None, "--train", help="training logs: fit the baselines "
+                                                         "(threshold, SVM, random forest) on them"),
+              as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
+              report: Optional[Path] = typer.Option(None, "--report", help="HTML report (ROC curves, tables, scores)"),
+              frames: Optional[Path] = typer.Option(None, "--frames", help="CSV of the per-frame scores"),
+              verdict_s: float = typer.Option(5.0, "--verdict-s", help="per-log verdict from the last N seconds"),
+              fit_head: Optional[Path] = typer.Option(None, "--fit-head", help="first train the condition head on "
+                                                      "--train (teacher forcing) and write the model to this folder"),
+              seed: int = typer.Option(0, "--seed")):
+    """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
+    a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
+    from .evaluate.condition import METHODS, run_condition_files
+
+    d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
+                            frames_csv=frames, fit_head=fit_head)
+    if as_json:
+        print(json.dumps(d, default=float))
+        return
+    t = Table(title=f"condition detection, {d['n_logs']} logs (64-step windows, restricted = positive)")
+    pos = [c for c in d["channels"] if any(d[m]["by_channel"][c]["auc"] is not None for m in METHODS if m in d)]
+    for c in ("method", "accuracy", "precision", "recall", "AUC", *[f"AUC {c}" for c in pos]):
+        t.add_column(c)
+    f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+    for m in METHODS:
+        if m in d:
+            r = d[m]
+            t.add_row(m, f(r["accuracy"]), f(r["precision"]), f(r["recall"]), f(r["auc"]),
+                      *[f(r["by_channel"][c]["auc"]) for c in pos])
+    console.print(t)
+    for lg in d["logs"]:
+        bad = [c for c, v in lg["verdict"].items() if v == "restricted"]
+        console.print(f"{lg['log']}: " + (f"[red]restricted: {', '.join(bad)}[/]" if bad else "normal"))
+    if report is not None:
+        console.print(f"wrote {report}")
 
 
 def main(argv: list[str] | None = None) -> int:

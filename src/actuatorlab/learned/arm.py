@@ -14,8 +14,9 @@ frames, so the network's history is causal and complete), the loss is::
 u_j = 1 deg for revolute joints, 1 mm for prismatic ones (the gripper in mm), huber with delta 1
 (optax.huber_loss); wgt excludes padding and joints a log does not record; c_f = 1 where the log
 carries a force label (``force_x/y/z``); contact = the log's ``contact`` channel where it has one
-(the synth suite's, |f| > 0.05 N or a payload held), else [|f| > 0.01 N]; label_c = 1 on the channel named by the log's
-``restricted`` condition (e.g. ``restricted_joint3``), 0 elsewhere. f_hat = sigmoid(gate) f_raw.
+(the synth suite's, |f| > 0.05 N or a payload held), else [|f| > 0.01 N]; label_c = 0 on the
+channel named by the log's ``restricted`` condition (e.g. ``restricted_joint3``), 1 elsewhere: the
+condition score sigmoid(condition_logit) is 1 = normal, 0 = restricted. f_hat = sigmoid(gate) f_raw.
 The gradient flows through the simulator and through the network's history (BPTT) to the network
 only (:func:`~actuatorlab.sim.arm_learned.trainable`); the normalizer and the analytic base are
 data. Windows lengthen along the curriculum 128 -> 256 -> 320 control steps (``curriculum``; the
@@ -72,7 +73,7 @@ FULL_BUDGET: dict[str, Any] = dict(steps=6000, batch=32, curriculum=(128, 256, 3
 class ArmLog:
     """One multi-joint log for learned models: :class:`~actuatorlab.identify.arm_fit.LogArrays`
     (``base``) plus telemetry (T, C, K) in ``features`` order, force (T, 3) [N] and force_known
-    (bool: the log carries a force label), condition (C,) labels (1 on the restricted channel),
+    (bool: the log carries a force label), condition (C,) labels (1 = normal, 0 on the restricted channel),
     contact (T,) in {0, 1}: the log's own ``contact`` channel when it has one (the synth force gauge
     carries 0.05 N of noise, so |f| > 0.01 N would mark almost every no-contact frame), else
     |f| > FORCE_THRESHOLD."""
@@ -107,10 +108,10 @@ def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_chann
     known = all(traj.has(f"force_{a}") for a in "xyz")
     force = np.stack([np.nan_to_num(np.asarray(traj[f"force_{a}"], float)) for a in "xyz"], -1) if known \
         else np.zeros((T, 3))
-    cond = np.zeros(len(channels))
+    cond = np.ones(len(channels))  # 1 = normal, 0 = restricted
     r = str(traj.conditions.get("restricted", "none"))
     if r.startswith("restricted_") and r[len("restricted_"):] in channels:
-        cond[channels.index(r[len("restricted_"):])] = 1.0
+        cond[channels.index(r[len("restricted_"):])] = 0.0
     if traj.has("contact"):
         contact = (np.nan_to_num(np.asarray(traj["contact"], float)) > 0.5).astype(float)
     else:

@@ -207,7 +207,7 @@ class OnlineEstimator:
     ``step(q_target, q, dq, v_supply, enable, telemetry)`` with robot-ordered (n,) arrays and
     telemetry (C, K) in ``model.telemetry`` order returns {"effort": (C,) [N.m | N] the network's
     effort (a residual's correction), "force": (3,) [N] sigmoid(gate) f_raw, "contact": contact
-    probability, "condition": (C,) condition scores in [0, 1]}. ``reset()`` forgets the history.
+    probability, "condition": (C,) condition scores in [0, 1] (1 = normal, 0 = restricted)}. ``reset()`` forgets the history.
     """
 
     def __init__(self, model: LearnedArm):

@@ -29,7 +29,8 @@ from ..logs.io import save_trajectory
 from . import commands as cmd
 from .robot import Kinematics, Scene, build_scene, get_robot
 from .simulate import Rates, Restriction, SimResult, simulate
-from .suites import FAMILIES, PUSH_DIRECTIONS, Suite, TrajectorySpec, check_scale, get_suite
+from .suites import (FAMILIES, PUSH_DIRECTIONS, Suite, SynthError, TrajectorySpec, check_scale, get_suite,
+                     restricted_pair_specs)
 from .truth import (ALPHA_CU, BEARING_EPS, CURRENT_UNIT, ENCODER_STEP, ERROR_GAIN, PWM_LIMIT, TRUTH_UNITS,
                     VELOCITY_UNIT, VOLTAGE_UNIT, G, JointTruth, SupplyTruth, draw_joint_truths, draw_supply)
 
@@ -271,7 +272,8 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
 
 
 def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float = 1.0,
-              progress: Callable[[int, int, str], None] | None = None, *, overwrite: bool = False) -> dict[str, Any]:
+              progress: Callable[[int, int, str], None] | None = None, *, overwrite: bool = False,
+              restricted_pairs: int = 0) -> dict[str, Any]:
     """Generate the synthetic dataset ``suite`` of ``robot`` into ``out``; returns a summary dict.
 
     Args:
@@ -283,6 +285,11 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
             of every family/condition combination is kept).
         progress: called as ``progress(done, total, name)`` after each trajectory.
         overwrite: replace a dataset previously written by this generator in ``out``.
+        restricted_pairs: append this many restricted-joint-3 / normal pairs with identical
+            commands (:func:`~actuatorlab.synth.suites.restricted_pair_specs`; for condition
+            detection). They get their own streams, sessions (after the suite's) and 8:1:1 split,
+            so the suite's own trajectories keep their bytes and splits; 0 (default) writes exactly
+            the dataset of earlier versions.
 
     Returns:
         {"out", "robot", "suite", "seed", "scale", "n_trajectories", "n_samples", "duration_s",
@@ -292,6 +299,8 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     suite_obj: Suite = get_suite(suite)
     scale = check_scale(scale)
     seed = int(seed)
+    if isinstance(restricted_pairs, bool) or not isinstance(restricted_pairs, (int, np.integer)) or restricted_pairs < 0:
+        raise SynthError(f"restricted_pairs must be an integer >= 0, got {restricted_pairs!r}")
     out = Path(out)
     _prepare_out(out, overwrite)
 
@@ -307,6 +316,13 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     sessions = _sessions(specs, suite_obj.session_size, session_rng)
     session_of = {s.name: name for name, members in sessions for s in members}
     split = split_groups(specs, suite_obj.heldout, _rng(seed, 3), session_of)
+    if restricted_pairs:  # streams 4 (specs), 5 (their sessions), 6 (their split): the suite's are untouched
+        extra = restricted_pair_specs(int(restricted_pairs), scale, _rng(seed, 4), len(specs))
+        for i, (_, members) in enumerate(_sessions(extra, suite_obj.session_size, _rng(seed, 5))):
+            sessions.append((f"s{len(sessions) + 1:02d}", members))
+            session_of.update({s.name: sessions[-1][0] for s in members})
+        split.update(split_groups(extra, (), _rng(seed, 6)))
+        specs = specs + extra
 
     index = {s.name: i for i, s in enumerate(specs)}
     total = len(specs)
@@ -352,6 +368,8 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     for r in records:
         split_counts[r["split"]] = split_counts.get(r["split"], 0) + 1
     card = _card(robot, suite_obj, seed, scale, rates, truths, supply, scene, session_info, records, split_counts)
+    if restricted_pairs:
+        card["restricted_pairs"] = int(restricted_pairs)
     (out / "dataset.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
     (out / "DATASET.md").write_text(_card_markdown(card), encoding="utf-8")
     return {
@@ -359,7 +377,7 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
         "n_trajectories": len(records), "n_samples": n_samples,
         "duration_s": round(sum(r["duration_s"] for r in records), 6),
         "splits": dict(sorted(split_counts.items())), "heldout": [v for _, v in suite_obj.heldout],
-        "generator_version": GENERATOR_VERSION,
+        "generator_version": GENERATOR_VERSION, "restricted_pairs": int(restricted_pairs),
     }
 
 
@@ -446,6 +464,9 @@ def _card_markdown(card: dict[str, Any]) -> str:
         + ", ".join(f"`{h['key']} = {h['value']}` -> `{h['folder']}/`" for h in card["heldout"]) + ".",
         "The other trajectory groups are split 8:1:1 at random (seeded); a push trajectory and its "
         "no-contact pair are one group.",
+        *([f"Extra restricted/normal pairs (`--restricted-pairs {card['restricted_pairs']}`): `cond_restricted_*` "
+           "and their `cond_normal_*` twins (same commands), one group per pair, split 8:1:1 among themselves, "
+           "in their own sessions."] if card.get("restricted_pairs") else []),
         "",
         "## Trajectory families",
         "",

@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import ActuatorlabError, UnknownNameError
 
 __all__ = ["TrajectorySpec", "Suite", "SUITES", "get_suite", "FAMILIES", "PUSH_DIRECTIONS", "PAYLOADS",
-           "MIN_DURATION", "check_scale", "SynthError"]
+           "MIN_DURATION", "check_scale", "SynthError", "RESTRICTED_PAIR_FAMILIES", "restricted_pair_specs"]
 
 #: [s] shortest trajectory a scaled suite makes.
 MIN_DURATION = 4.0
@@ -215,6 +215,33 @@ def _neural_actuator(scale: float, rng: np.random.Generator) -> list[TrajectoryS
     for _ in range(b.repeats(2)):
         b.add("restricted_sweep_joint3", "joint_sweep", 20.0, restricted=True, variant="joint3", options={"joint": 2})
     return b.specs
+
+
+#: families of the extra restricted/normal pairs, cycled: (stem, family, duration at scale 1 [s], variant, options)
+RESTRICTED_PAIR_FAMILIES: tuple[tuple[str, str, float, str, dict], ...] = (
+    ("teleop", "teleop", 30.0, "default", {}),
+    ("chirp_joint3", "chirp", 20.0, "joint3", {"joint": 2}),
+    ("steps_joint3", "steps", 15.0, "joint3", {"joint": 2}),
+    ("sweep_joint3", "joint_sweep", 20.0, "joint3", {"joint": 2}),
+    ("steps_all", "steps", 15.0, "all", {}),
+)
+
+
+def restricted_pair_specs(n: int, scale: float, rng: np.random.Generator, first_key: int) -> list[TrajectorySpec]:
+    """``n`` extra pairs for condition detection: a trajectory with a restricted joint 3
+    (``cond_restricted_<stem>_<i>``) and its normal twin (``cond_normal_<stem>_<i>``) with the same
+    commands (shared command key ``first_key + i``) and gain, families cycled through
+    :data:`RESTRICTED_PAIR_FAMILIES`, durations scaled like the suite's. Both carry
+    ``pair = <the restricted trajectory's name>``, so a pair is one group (same split, same session)."""
+    b = _Builder(scale, rng)
+    out: list[TrajectorySpec] = []
+    for i in range(int(n)):
+        stem, fam, dur, variant, opts = RESTRICTED_PAIR_FAMILIES[i % len(RESTRICTED_PAIR_FAMILIES)]
+        name = f"cond_restricted_{stem}_{i:03d}"
+        r = TrajectorySpec(name=name, family=fam, duration=b.duration(dur), kp=_gain(rng), command_key=first_key + i,
+                           restricted=True, pair=name, variant=variant, options=tuple(sorted(opts.items())))
+        out += [r, dataclasses.replace(r, name=f"cond_normal_{stem}_{i:03d}", restricted=False)]
+    return out
 
 
 def _smoke(scale: float, rng: np.random.Generator) -> list[TrajectorySpec]:

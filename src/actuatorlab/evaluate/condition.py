@@ -1,0 +1,726 @@
+"""Motor-condition detection: the learned condition head against classical window classifiers.
+
+A joint is *restricted* when something mechanical resists it (on the virtual hardware, an elastic
+band on joint 3: ``synth``'s ``restricted = restricted_joint3``). Every method below scores each
+(window, channel) pair; labels: **restricted = positive** (1), normal = 0.
+
+Windows
+    ``WINDOW`` = 64 control steps with 50 % overlap (``STRIDE`` = 32): starts 0, 32, 64, ... while
+    ``start + 64 <= T`` (:func:`window_starts`); the samples after the last full window are not
+    scored. A log shorter than 64 steps gives no window.
+
+Learned head (``learned``)
+    :class:`~actuatorlab.sim.arm_learned.OnlineEstimator` runs causally over the log, one frame at
+    a time (measured positions, logged commands and telemetry up to the present frame), and gives
+    per frame and channel a condition score s_k in [0, 1] (1 = normal, 0 = restricted). A window's
+    restricted score is ``1 - mean_k s_k`` over its 64 frames (each s_k uses frames up to k only);
+    it is called restricted when that mean normal score is below 0.5. Per-log verdict
+    (:func:`log_verdicts`): a channel is restricted when its mean score over the last
+    ``verdict_s`` seconds (default 5 s; the whole log when shorter) is below 0.5.
+
+Baselines, one classifier per channel, fitted on the training logs' windows only
+    * ``current_threshold``: one threshold on the mean absolute current of the window
+      (feature 2 below) and its direction, chosen on the training windows to maximise Youden's
+      J = TPR - FPR (:class:`CurrentThreshold`);
+    * ``svm``: ``StandardScaler -> SVC(kernel="rbf", C=1, gamma="scale", class_weight="balanced")``;
+    * ``random_forest``: ``StandardScaler -> RandomForestClassifier(200 trees, max_depth 15,
+      class_weight="balanced")``;
+    the scaler sits inside an sklearn ``Pipeline``, so its mean and scale come from the training
+    windows by construction. A channel whose training windows hold one class only (no restricted
+    example) gets a constant prediction of that class (score -1e9 for "normal"), for every
+    baseline. Window scores: SVM ``decision_function``, forest ``P(restricted) - 0.5``, threshold
+    ``sign (x - threshold)``; positive means restricted.
+
+Metrics (:func:`classification_metrics`): accuracy, precision, recall of the restricted class and
+ROC AUC (``sklearn.metrics.roc_auc_score``) over every scored (window, channel) pair; also per
+channel where both classes occur.
+
+The twenty features of a window and channel (:data:`FEATURE_NAMES`, :func:`window_features`),
+with i the measured current [A], e = q* - q the tracking error [rad], q the position [rad],
+v the measured velocity [rad/s], N = 64 samples, t_n = n dt, dt the control period [s]; mean,
+std (population), cov, var over the window; LS slope of y on x is cov(x, y) / (var(x) + eps)::
+
+     current statistics
+      1 i_mean        mean(i)                                     [A]
+      2 i_absmean     mean(|i|)                                   [A]
+      3 i_std         std(i)                                      [A]
+      4 i_rms         sqrt(mean(i^2))                             [A]
+      5 i_p2p         max(i) - min(i)                             [A]
+     tracking-error statistics
+      6 e_mean        mean(e)                                     [rad]
+      7 e_absmean     mean(|e|)                                   [rad]
+      8 e_std         std(e)                                      [rad]
+      9 e_absmax      max(|e|)                                    [rad]
+     temporal
+     10 i_trend       LS slope of i on t                          [A/s]
+     11 e_trend       LS slope of e on t                          [rad/s]
+     12 i_crossings   share of n in 1..N-1 with (i_n - mean i)(i_{n-1} - mean i) < 0   [-]
+     13 q_range       max(q) - min(q)                             [rad]
+     14 v_absmean     mean(|v|)                                   [rad/s]
+     spectral (P_k = |rfft(i - mean i)|^2, k = 1..N/2, f_k = k / (N dt))
+     15 i_centroid    sum f_k P_k / sum P_k                       [Hz]
+     16 i_lowband     sum_{f_k <= 5 Hz} P_k / sum P_k             [-]
+     17 i_entropy     -sum p_k ln p_k / ln(N/2),  p_k = P_k / sum P_k   [-]
+     physics-inspired (current ~ stiffness, damping and power of the load)
+     18 k_current     LS slope of i on q  (eps = 1e-6 rad^2)      [A/rad]
+     19 b_current     LS slope of i on v  (eps = 1e-6 rad^2/s^2)  [A s/rad]
+     20 power         mean(i v)                                   [A rad/s]
+
+A flat spectrum (sum P_k = 0, constant current) gives centroid 0, low-band share 1, entropy 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import DataError, ModelError
+
+__all__ = ["WINDOW", "STRIDE", "METHODS", "FEATURE_NAMES", "ConditionLog", "condition_log", "window_starts",
+           "window_features", "log_windows", "CurrentThreshold", "make_baselines", "ChannelModels",
+           "fit_baselines", "classification_metrics", "learned_frame_scores", "learned_window_scores",
+           "log_verdicts", "make_condition_model", "train_condition_head", "run_condition", "write_condition_report"]
+
+WINDOW = 64       # [control steps] window length
+STRIDE = 32       # [control steps] 50 % overlap
+METHODS = ("learned", "current_threshold", "svm", "random_forest")
+FEATURE_NAMES: tuple[str, ...] = (
+    "i_mean", "i_absmean", "i_std", "i_rms", "i_p2p",
+    "e_mean", "e_absmean", "e_std", "e_absmax",
+    "i_trend", "e_trend", "i_crossings", "q_range", "v_absmean",
+    "i_centroid", "i_lowband", "i_entropy",
+    "k_current", "b_current", "power",
+)
+LOW_BAND_HZ = 5.0
+_NORMAL_SCORE = -1e9  # score of a constant "normal" prediction (ranks below every fitted score)
+
+
+# ----------------------------------------------------------------------------------------------
+# Logs and windows
+# ----------------------------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class ConditionLog:
+    """One multi-joint log for condition detection, on the control grid.
+
+    name: log name; source: its file (or name); channels: C joint names (the joints the log records);
+    dt: control period [s]; q_target, q: (T, C) [rad | m]; dq: (T, C) [rad/s | m/s];
+    current: (T, C) [A]; restricted: (C,) bool label (True = restricted, the positive class);
+    traj: the :class:`~actuatorlab.logs.format.Trajectory` (for the learned head's inputs).
+    """
+
+    name: str
+    source: str
+    channels: tuple[str, ...]
+    dt: float
+    q_target: np.ndarray
+    q: np.ndarray
+    dq: np.ndarray
+    current: np.ndarray
+    restricted: np.ndarray
+    traj: Any = None
+
+
+def condition_log(robot, traj, channels: Sequence[str] | None = None) -> ConditionLog:
+    """Read one log (robot ordered, ``channels`` default: the joints the log records); a missing
+    ``current/<joint>`` channel or a NaN in it is a one-line :class:`DataError` naming the log."""
+    from ..identify.arm_fit import log_arrays
+
+    b = log_arrays(robot, traj)
+    where = traj.source_file or traj.name
+    if channels is None:
+        channels = tuple(j for j, s in zip(robot.joint_names, b.scored) if s)
+    channels = tuple(channels)
+    idx = [robot.index(j) for j in channels]
+    cur = np.zeros((b.q_meas.shape[0], len(channels)))
+    for c, j in enumerate(channels):
+        if not traj.has(f"current/{j}"):
+            raise DataError(where, f"no 'current/{j}' channel: condition detection reads the current of every joint")
+        cur[:, c] = np.asarray(traj[f"current/{j}"], float)
+    if not np.all(np.isfinite(cur)):
+        raise DataError(where, "current channels contain NaN or inf")
+    r = str(traj.conditions.get("restricted", "none"))
+    lab = np.array([r == f"restricted_{j}" for j in channels])
+    return ConditionLog(traj.name, str(where), channels, float(robot.control_dt), b.inputs.q_target[:, idx],
+                        b.q_meas[:, idx], b.dq_meas[:, idx], cur, lab, traj)
+
+
+def window_starts(T: int, length: int = WINDOW, stride: int = STRIDE) -> np.ndarray:
+    """Start indices of the full windows of ``length`` samples every ``stride`` samples in a log
+    of ``T`` samples: 0, stride, 2 stride, ... while start + length <= T."""
+    if length < 1 or stride < 1:
+        raise ValueError(f"window length and stride must be >= 1, got {length}, {stride}")
+    return np.arange(0, max(int(T) - int(length) + 1, 0), int(stride), dtype=int)
+
+
+def _ls_slope(x: np.ndarray, y: np.ndarray, eps: float) -> np.ndarray:
+    xc = x - x.mean(-1, keepdims=True)
+    yc = y - y.mean(-1, keepdims=True)
+    return (xc * yc).mean(-1) / ((xc * xc).mean(-1) + eps)
+
+
+def window_features(i, e, q, v, dt: float) -> np.ndarray:
+    """The 20 features of the module docstring for windows ``(..., N)`` of current ``i`` [A],
+    tracking error ``e`` [rad], position ``q`` [rad] and velocity ``v`` [rad/s] sampled every
+    ``dt`` [s]; returns ``(..., 20)`` in :data:`FEATURE_NAMES` order."""
+    i, e, q, v = (np.asarray(a, float) for a in (i, e, q, v))
+    N = i.shape[-1]
+    t = np.arange(N) * float(dt)
+    tt = np.broadcast_to(t, i.shape)
+    ic = i - i.mean(-1, keepdims=True)
+    P = np.abs(np.fft.rfft(ic, axis=-1)) ** 2
+    P = P[..., 1:N // 2 + 1]
+    f = np.arange(1, N // 2 + 1) / (N * float(dt))
+    tot = P.sum(-1)
+    safe = np.where(tot > 0, tot, 1.0)
+    p = P / safe[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ent = -np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0).sum(-1) / math.log(N // 2)
+    cols = [
+        i.mean(-1), np.abs(i).mean(-1), i.std(-1), np.sqrt((i * i).mean(-1)), i.max(-1) - i.min(-1),
+        e.mean(-1), np.abs(e).mean(-1), e.std(-1), np.abs(e).max(-1),
+        _ls_slope(tt, i, 0.0), _ls_slope(tt, e, 0.0),
+        (ic[..., 1:] * ic[..., :-1] < 0).mean(-1), q.max(-1) - q.min(-1), np.abs(v).mean(-1),
+        np.where(tot > 0, (f * P).sum(-1) / safe, 0.0),
+        np.where(tot > 0, P[..., f <= LOW_BAND_HZ].sum(-1) / safe, 1.0),
+        np.where(tot > 0, ent, 0.0),
+        _ls_slope(q, i, 1e-6), _ls_slope(v, i, 1e-6), (i * v).mean(-1),
+    ]
+    return np.stack(cols, axis=-1)
+
+
+def log_windows(lg: ConditionLog, length: int = WINDOW, stride: int = STRIDE
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(features (W, C, 20), labels (W, C) 1 = restricted, starts (W,)) of one log."""
+    s = window_starts(lg.q.shape[0], length, stride)
+    idx = s[:, None] + np.arange(length)[None]                       # (W, N)
+    cut = lambda a: np.moveaxis(a[idx], 1, 2)                        # (W, N, C) -> (W, C, N)  # noqa: E731
+    X = window_features(cut(lg.current), cut(lg.q_target - lg.q), cut(lg.q), cut(lg.dq), lg.dt)
+    y = np.tile(lg.restricted.astype(int), (len(s), 1))
+    return X, y, s
+
+
+def stack_windows(logs: Iterable[ConditionLog]) -> tuple[np.ndarray, np.ndarray, list[tuple[int, np.ndarray]]]:
+    """All windows of ``logs``: X (W, C, 20), y (W, C), and per log (index, starts)."""
+    Xs, ys, where = [], [], []
+    for k, lg in enumerate(logs):
+        X, y, s = log_windows(lg)
+        Xs.append(X)
+        ys.append(y)
+        where.append((k, s))
+    C = len(logs[0].channels) if logs else 0
+    X = np.concatenate(Xs) if Xs else np.zeros((0, C, len(FEATURE_NAMES)))
+    y = np.concatenate(ys) if ys else np.zeros((0, C), int)
+    return X, y, where
+
+
+# ----------------------------------------------------------------------------------------------
+# Baselines
+# ----------------------------------------------------------------------------------------------
+
+class CurrentThreshold:
+    """``restricted iff sign * (x - threshold) >= 0`` on one feature x (default: mean absolute
+    current, feature 2), with the threshold and the direction sign in {+1, -1} that maximise
+    Youden's J = TPR - FPR on the training windows (candidates: sklearn's ``roc_curve``
+    thresholds; the chosen one is placed midway to the next lower training value).
+    sklearn-style: ``fit(X, y)``, ``decision_function(X)``, ``predict(X)``."""
+
+    def __init__(self, feature: int = FEATURE_NAMES.index("i_absmean")):
+        self.feature = int(feature)
+
+    def fit(self, X, y) -> "CurrentThreshold":
+        from sklearn.metrics import roc_curve
+
+        x = np.asarray(X, float)[:, self.feature]
+        y = np.asarray(y, int)
+        best = (-np.inf, 1.0, 0.0)
+        for sign in (1.0, -1.0):
+            fpr, tpr, thr = roc_curve(y, sign * x)
+            ok = np.isfinite(thr)
+            j = (tpr - fpr)[ok]
+            k = int(np.argmax(j))
+            if j[k] > best[0]:
+                t = float(thr[ok][k])
+                below = (sign * x)[sign * x < t]  # midway to the next training value below it
+                best = (float(j[k]), sign, 0.5 * (t + below.max()) if below.size else t)
+        self.youden_, self.sign_, self.threshold_ = best  # threshold on sign * x
+        return self
+
+    def decision_function(self, X) -> np.ndarray:
+        return self.sign_ * np.asarray(X, float)[:, self.feature] - self.threshold_ + 0.0
+
+    def predict(self, X) -> np.ndarray:
+        return (self.decision_function(X) >= 0).astype(int)
+
+
+def make_baselines(seed: int = 0) -> dict[str, Callable[[], Any]]:
+    """method -> a fresh unfitted estimator; the scaler is inside each Pipeline (fitted on the
+    training windows only, applied unchanged to test windows)."""
+    from sklearn.ensemble import RandomForestClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC
+
+    return {
+        "current_threshold": lambda: CurrentThreshold(),
+        "svm": lambda: make_pipeline(StandardScaler(), SVC(kernel="rbf", C=1.0, gamma="scale",
+                                                           class_weight="balanced")),
+        "random_forest": lambda: make_pipeline(StandardScaler(), RandomForestClassifier(
+            n_estimators=200, max_depth=15, class_weight="balanced", random_state=int(seed), n_jobs=1)),
+    }
+
+
+@dataclasses.dataclass
+class ChannelModels:
+    """One fitted estimator per channel (None: a constant prediction of ``constant[c]``)."""
+
+    method: str
+    models: list
+    constant: list
+
+    def scores(self, X: np.ndarray) -> np.ndarray:
+        """Window scores (W, C) for features (W, C, 20); positive = restricted."""
+        out = np.zeros(X.shape[:2])
+        for c, m in enumerate(self.models):
+            if m is None:
+                out[:, c] = 1.0 if self.constant[c] else _NORMAL_SCORE
+            elif hasattr(m, "predict_proba"):
+                out[:, c] = m.predict_proba(X[:, c])[:, list(m.classes_).index(1)] - 0.5
+            else:
+                out[:, c] = m.decision_function(X[:, c])
+        return out
+
+
+def fit_baselines(X: np.ndarray, y: np.ndarray, seed: int = 0,
+                  methods: Sequence[str] = ("current_threshold", "svm", "random_forest")) -> dict[str, ChannelModels]:
+    """Fit every baseline per channel on TRAINING windows X (W, C, 20), y (W, C)."""
+    if X.shape[0] == 0:
+        raise DataError(None, "condition baselines: the training logs give no 64-step window")
+    make = make_baselines(seed)
+    out = {}
+    for name in methods:
+        models, const = [], []
+        for c in range(X.shape[1]):
+            yc = y[:, c]
+            if yc.min() == yc.max():
+                models.append(None)
+                const.append(int(yc[0]))
+            else:
+                models.append(make[name]().fit(X[:, c], yc))
+                const.append(None)
+        out[name] = ChannelModels(name, models, const)
+    return out
+
+
+def classification_metrics(y: np.ndarray, score: np.ndarray, pred: np.ndarray) -> dict[str, Any]:
+    """accuracy, precision, recall (restricted = positive), ROC AUC (None when one class only),
+    counts; arrays of equal shape, flattened."""
+    from sklearn.metrics import accuracy_score, precision_score, recall_score, roc_auc_score
+
+    y, s, p = (np.asarray(a).reshape(-1) for a in (y, score, pred))
+    two = len(np.unique(y)) == 2
+    return {"accuracy": float(accuracy_score(y, p)) if y.size else None,
+            "precision": float(precision_score(y, p, zero_division=0)) if y.size else None,
+            "recall": float(recall_score(y, p, zero_division=0)) if y.size else None,
+            "auc": float(roc_auc_score(y, s)) if two else None,
+            "n_windows": int(y.size), "n_restricted": int(y.sum())}
+
+
+# ----------------------------------------------------------------------------------------------
+# Learned head
+# ----------------------------------------------------------------------------------------------
+
+def learned_frame_scores(robot, model, lg: ConditionLog, estimator=None) -> np.ndarray:
+    """Per-frame condition scores (T, C) (1 = normal) of one log through the causal
+    :class:`~actuatorlab.sim.arm_learned.OnlineEstimator` (channels in the model's order)."""
+    from ..learned.arm import arm_log
+    from ..sim.arm_learned import OnlineEstimator
+
+    est = estimator or OnlineEstimator(model)
+    est.reset()
+    a = arm_log(robot, lg.traj, model.layout.channels, model.layout.per_channel)
+    b = a.base
+    out = np.zeros((b.q_meas.shape[0], model.layout.n_channels))
+    for k in range(b.q_meas.shape[0]):
+        out[k] = est.step(b.inputs.q_target[k], b.q_meas[k], b.dq_meas[k], b.inputs.v_supply[k], b.inputs.enable[k],
+                          a.telemetry[k])["condition"]
+    return out
+
+
+def learned_window_scores(frame_scores: np.ndarray, starts: np.ndarray, length: int = WINDOW) -> np.ndarray:
+    """Window normal scores (W, C): the mean per-frame score over each window's frames."""
+    if len(starts) == 0:
+        return np.zeros((0, frame_scores.shape[1]))
+    idx = np.asarray(starts)[:, None] + np.arange(length)[None]
+    return frame_scores[idx].mean(axis=1)
+
+
+def log_verdicts(frame_scores: np.ndarray, dt: float, verdict_s: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
+    """(mean normal score over the last ``verdict_s`` seconds (C,), restricted (C,) bool: score < 0.5)."""
+    n = max(1, min(frame_scores.shape[0], int(round(verdict_s / dt))))
+    m = frame_scores[-n:].mean(axis=0)
+    return m, m < 0.5
+
+
+def _teacher_forced(robot, model, trajs) -> tuple[np.ndarray, np.ndarray]:
+    """Windows (N, H + 1, F) of measured frames (the causal window of every frame) and condition
+    labels (N, C) (1 = normal) of the logs."""
+    from ..learned.arm import arm_log
+    from ..learned.features import sliding_windows
+    from ..sim.arm_learned import frames_of_log
+
+    xs, ys = [], []
+    for t in trajs:
+        a = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
+        b = a.base
+        fr = frames_of_log(model, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
+                           a.telemetry)
+        xs.append(np.asarray(sliding_windows(fr, model.layout.history)))
+        ys.append(np.tile(a.condition, (fr.shape[0], 1)))
+    return np.concatenate(xs).astype(np.float32), np.concatenate(ys).astype(np.float32)
+
+
+def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int = 0, history: int = 8,
+                         sizes: dict | None = None, per_channel: Sequence[str] | None = None):
+    """A fresh learned whole-robot model (:func:`~actuatorlab.learned.arm.make_learned_arm`, the
+    default feature layout of ``train --robot``) whose normalizer is fitted on the measured frames
+    of ``trajs`` (training logs only), for :func:`train_condition_head` with ``scope="net"`` when no
+    model trained through the simulator is at hand. Its effort head is untrained (effort scale 1):
+    use it as a condition detector, not as an actuator. ``per_channel``: the per-channel features
+    (default: ``train --robot``'s, those the logs carry)."""
+    from ..learned.arm import DEFAULT_FEATURES, arm_log, make_learned_arm
+    from ..learned.features import Normalizer, fit_normalizer
+    from ..identify.arm_fit import log_arrays
+    from ..sim.arm_learned import TELEMETRY, frames_of_log
+    import jax
+
+    trajs = list(trajs)
+    if not trajs:
+        raise DataError(None, "no training logs")
+    scored = log_arrays(robot, trajs[0]).scored
+    channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
+    feats = tuple(per_channel or [f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
+        trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
+    F = len(channels) * len(feats)
+    tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats,
+                           normalizer=Normalizer(np.zeros(F), np.ones(F)), effort_scale=1.0, history=history,
+                           width=4, depth=1, d=4, head_width=4)
+    frames = []
+    for t in trajs:
+        a = arm_log(robot, t, channels, feats)
+        b = a.base
+        frames.append(frames_of_log(tmp, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
+                                    a.telemetry))
+    return make_learned_arm(robot, arch, channels=channels, per_channel=feats,
+                            normalizer=fit_normalizer(np.concatenate(frames)), effort_scale=1.0, history=history,
+                            key=jax.random.PRNGKey(int(seed)), **(sizes or {}))
+
+
+def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 256, lr: float = 1e-3,
+                         seed: int = 0, scope: str = "head", weight_decay: float = 1e-4, val_trajs=None,
+                         eval_every: int = 50, progress: Callable[[int, int, float], None] | None = None):
+    """Supervised training of the condition head on teacher-forced frames (no simulator).
+
+    Every frame k of every training log gives the causal window of MEASURED frames
+    ``(frame_{k-H} .. frame_k)`` (as :class:`~actuatorlab.sim.arm_learned.OnlineEstimator` and
+    ``infer`` see them on hardware) and the label per channel (1 = normal, 0 = the channel named
+    by the log's ``restricted`` condition). Loss: class-balanced BCE on ``condition_logit``
+    (each class weighs half, weights from the training labels); AdamW (``lr``, ``weight_decay``)
+    on minibatches of ``batch`` windows drawn with ``seed``, ``steps`` steps, gradient clipped at 1.
+
+    ``scope``: "head" trains the condition head only: the trunk and the other heads are unchanged,
+    so the effort, force and gate outputs stay bit-identical; "net" trains the whole network
+    (for a model used only as a condition detector: its effort changes).
+    ``val_trajs`` (validation logs, never test logs): every ``eval_every`` steps the same
+    class-balanced loss on all their teacher-forced frames is computed and the parameters with the
+    lowest one are returned (early stopping by validation); without them, the last parameters.
+    Returns (model with the new network, {"loss": [...], "val": [[step, loss], ...], "best_step",
+    "n_frames", "n_restricted", "wall_s"}).
+    """
+    import time
+
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    if scope not in ("head", "net"):
+        from ..errors import UnknownNameError
+
+        raise UnknownNameError("condition training scope", scope, ("head", "net"))
+    heads = getattr(model.net, "heads", None)
+    if heads is None or not hasattr(heads, "condition"):
+        raise ModelError(f"the {model.arch} network has no condition head")
+    t0 = time.perf_counter()
+    X, Y = _teacher_forced(robot, model, trajs)
+    n_pos = float((Y < 0.5).sum())
+    n_neg = float(Y.size - n_pos)
+    if n_pos == 0 or n_neg == 0:
+        raise DataError(None, f"condition training needs normal and restricted channels; got {int(n_pos)} "
+                              f"restricted and {int(n_neg)} normal channel frames")
+    w_pos, w_neg = 0.5 * Y.size / n_pos, 0.5 * Y.size / n_neg
+    norm = model.normalizer
+    spec = jax.tree.map(lambda _: False, model.net)
+    if scope == "head":
+        spec = eqx.tree_at(lambda n: n.heads.condition, spec,
+                           replace=jax.tree.map(eqx.is_inexact_array, model.net.heads.condition))
+    else:
+        spec = jax.tree.map(eqx.is_inexact_array, model.net)
+    diff, static = eqx.partition(model.net, spec)
+    opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(lr, weight_decay=weight_decay))
+    state = opt.init(diff)
+
+    def loss_fn(d, x, y):
+        net = eqx.combine(d, static)
+        logit = jax.vmap(lambda w: net(norm.apply(w)).condition_logit)(x)
+        wgt = jnp.where(y < 0.5, w_pos, w_neg)
+        return jnp.mean(wgt * optax.sigmoid_binary_cross_entropy(logit, y))
+
+    @eqx.filter_jit
+    def step(d, s, x, y):
+        loss, g = eqx.filter_value_and_grad(loss_fn)(d, x, y)
+        upd, s = opt.update(g, s, d)
+        return eqx.apply_updates(d, upd), s, loss
+
+    val_fn = None
+    if val_trajs:
+        Xv, Yv = _teacher_forced(robot, model, val_trajs)
+        ev = eqx.filter_jit(loss_fn)
+
+        def _val(d):
+            tot = 0.0
+            for a in range(0, Xv.shape[0], 1024):
+                xb, yb = Xv[a:a + 1024], Yv[a:a + 1024]
+                tot += float(ev(d, jnp.asarray(xb), jnp.asarray(yb))) * len(xb)
+            return tot / Xv.shape[0]
+
+        val_fn = _val
+
+    rng = np.random.default_rng([int(seed), 7])
+    losses, vals = [], []
+    best = (val_fn(diff), 0, diff) if val_fn else None
+    if best:
+        vals.append([0, best[0]])
+    B = min(int(batch), X.shape[0])
+    for k in range(int(steps)):
+        sel = rng.choice(X.shape[0], size=B, replace=False)
+        diff, state, loss = step(diff, state, jnp.asarray(X[sel]), jnp.asarray(Y[sel]))
+        losses.append(float(loss))
+        if val_fn and ((k + 1) % int(eval_every) == 0 or k + 1 == int(steps)):
+            v = val_fn(diff)
+            vals.append([k + 1, v])
+            if v < best[0]:
+                best = (v, k + 1, diff)
+        if progress is not None:
+            progress(k + 1, int(steps), losses[-1])
+    if best:
+        diff = best[2]
+    new = eqx.tree_at(lambda m: m.net, model, eqx.combine(diff, static))
+    return new, {"loss": losses, "val": vals, "best_step": best[1] if best else int(steps),
+                 "n_frames": int(X.shape[0]), "n_restricted": int(n_pos), "scope": scope,
+                 "steps": int(steps), "batch": B, "lr": lr, "wall_s": time.perf_counter() - t0}
+
+
+# ----------------------------------------------------------------------------------------------
+# Whole evaluation
+# ----------------------------------------------------------------------------------------------
+
+def _roc(y, s) -> dict[str, list] | None:
+    from sklearn.metrics import roc_curve
+
+    y, s = np.asarray(y).reshape(-1), np.asarray(s).reshape(-1)
+    if len(np.unique(y)) < 2:
+        return None
+    fpr, tpr, _ = roc_curve(y, s)
+    return {"fpr": fpr.tolist(), "tpr": tpr.tolist()}
+
+
+def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs: Sequence[ConditionLog] = (),
+                  seed: int = 0, verdict_s: float = 5.0, progress: Callable[[str], None] | None = None
+                  ) -> dict[str, Any]:
+    """Evaluate the learned head (``model``: a :class:`~actuatorlab.sim.arm_learned.LearnedArm`,
+    or None) and, when ``train_logs`` are given, the baselines fitted on them, on ``logs``.
+
+    Returns {method: {"accuracy", "precision", "recall", "auc", "n_windows", "n_restricted",
+    "by_channel": {channel: {...}}}, "logs": [per-log verdicts], "roc": {method: {"fpr", "tpr"}},
+    "window": {...}, "channels"}. A log both in ``train_logs`` and ``logs`` (same source) is a
+    :class:`DataError`."""
+    if not logs:
+        raise DataError(None, "no logs to evaluate")
+    chans = logs[0].channels
+    for lg in list(logs) + list(train_logs):
+        if lg.channels != chans:
+            raise DataError(lg.source, f"records joints {list(lg.channels)}, the first log {list(chans)}")
+    overlap = sorted({lg.source for lg in logs} & {lg.source for lg in train_logs})
+    if overlap:
+        raise DataError(overlap[0], "is both a training and an evaluated log; baselines never see test logs")
+    X, y, where = stack_windows(list(logs))
+    res: dict[str, Any] = {"channels": list(chans), "window": {"length": WINDOW, "stride": STRIDE,
+                                                               "overlap": 1 - STRIDE / WINDOW},
+                           "roc": {}, "logs": []}
+    scores: dict[str, np.ndarray] = {}
+    preds: dict[str, np.ndarray] = {}
+    if model is not None:
+        if tuple(model.layout.channels) != tuple(chans):
+            raise ModelError(f"the model's channels {list(model.layout.channels)} differ from the logs' {list(chans)}")
+        from ..sim.arm_learned import OnlineEstimator
+
+        est = OnlineEstimator(model)
+        ws = []
+        for (k, s), lg in zip(where, logs):
+            if progress:
+                progress(f"learned head: {lg.name}")
+            fs = learned_frame_scores(robot, model, lg, est)
+            ws.append(learned_window_scores(fs, s))
+            mean, verdict = log_verdicts(fs, lg.dt, verdict_s)
+            res["logs"].append({"log": lg.name, "source": lg.source, "dt": lg.dt,
+                                "label": {c: bool(r) for c, r in zip(chans, lg.restricted)},
+                                "score_last": {c: float(v) for c, v in zip(chans, mean)},
+                                "verdict": {c: "restricted" if v else "normal" for c, v in zip(chans, verdict)},
+                                "frame_scores": fs})
+        normal = np.concatenate(ws) if ws else np.zeros((0, len(chans)))
+        scores["learned"], preds["learned"] = 1.0 - normal, (normal < 0.5).astype(int)
+    if train_logs:
+        Xt, yt, _ = stack_windows(list(train_logs))
+        if progress:
+            progress(f"baselines: fitting on {Xt.shape[0]} training windows")
+        fitted = fit_baselines(Xt, yt, seed)
+        for name, cm in fitted.items():
+            scores[name] = cm.scores(X)
+            preds[name] = (scores[name] >= 0).astype(int)
+        res["training"] = {"n_logs": len(train_logs), "n_windows": int(Xt.shape[0]),
+                           "n_restricted": int(yt.sum()),
+                           "current_threshold": [None if m is None else {
+                               "threshold_A": m.sign_ * m.threshold_, "direction": "above" if m.sign_ > 0 else "below",
+                               "youden_j": m.youden_} for m in fitted["current_threshold"].models]}
+    for name in METHODS:
+        if name not in scores:
+            continue
+        m = classification_metrics(y, scores[name], preds[name])
+        m["by_channel"] = {c: classification_metrics(y[:, i], scores[name][:, i], preds[name][:, i])
+                           for i, c in enumerate(chans)}
+        res[name] = m
+        res["roc"][name] = _roc(y, scores[name])
+    res["n_logs"] = len(logs)
+    return res
+
+
+def public(res: dict[str, Any]) -> dict[str, Any]:
+    """The JSON-ready result (per-frame scores left out)."""
+    out = dict(res)
+    out["logs"] = [{k: v for k, v in d.items() if k != "frame_scores"} for d in res.get("logs", [])]
+    return out
+
+
+def write_condition_report(path: str | Path, res: dict[str, Any], *, title: str = "Motor-condition detection",
+                           model_name: str = "", max_logs: int = 12, plotly_js: str = "sibling") -> Path:
+    """Self-contained HTML report: metrics table, ROC curves per method, per-log verdicts and the
+    learned per-frame scores (first ``max_logs`` logs). Reuses :mod:`actuatorlab.evaluate.report`'s
+    page pieces (plotly.js loaded once: a shared sibling file or inlined)."""
+    import plotly.graph_objects as go
+
+    from .report import _CSS, _LOADER, _e, _figure_script, _g, _plotly_script, _table, _write_atomic
+
+    path = Path(path)
+    rows = []
+    for name in METHODS:
+        if name in res:
+            m = res[name]
+            rows.append([_e(name), *[_g(m.get(k), ".3f") for k in ("accuracy", "precision", "recall", "auc")],
+                         str(m["n_windows"]), str(m["n_restricted"])])
+    body = [f"<h1>{_e(title)}</h1>", f"<p><b>Model:</b> {_e(model_name or '-')}; {res['n_logs']} evaluated logs; "
+            f"windows of {WINDOW} control steps, stride {STRIDE}; restricted = positive.</p>",
+            "<h2>Window-level metrics</h2>",
+            _table(["method", "accuracy", "precision", "recall", "AUC", "window x channel", "restricted"], rows),
+            '<p class="muted">learned: window score = 1 - mean per-frame condition score (causal, one frame at a '
+            "time); baselines fitted per channel on the training logs' windows only.</p>"]
+    figs = []
+    fig = go.Figure()
+    for name, r in res.get("roc", {}).items():
+        if r is not None:
+            auc = res[name].get("auc")
+            fig.add_trace(go.Scatter(x=np.asarray(r["fpr"]), y=np.asarray(r["tpr"]), mode="lines",
+                                     name=f"{name} (AUC {_g(auc, '.3f')})"))
+    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(dash="dot", color="#999"), name="chance"))
+    fig.update_layout(xaxis_title="false positive rate", yaxis_title="true positive rate", height=460,
+                      margin=dict(l=50, r=20, t=30, b=40))
+    figs.append(_figure_script(fig, "fig-roc"))
+    body += ["<h2>ROC curves</h2>", figs[-1]]
+    if res.get("logs"):
+        chans = res["channels"]
+        vr = [[_e(d["log"]), *[("<b>R</b> " if d["label"][c] else "") + _e(d["verdict"][c])
+                               + f" ({d['score_last'][c]:.2f})" for c in chans]] for d in res["logs"]]
+        body += ["<h2>Per-log verdicts (learned head)</h2>",
+                 '<p class="muted">Mean condition score (1 = normal) of the last seconds; below 0.5: restricted. '
+                 "<b>R</b>: labelled restricted.</p>", _table(["log", *map(_e, chans)], vr)]
+        body.append("<h2>Per-frame condition scores</h2>")
+        for i, d in enumerate(res["logs"][:max_logs]):
+            fs = d.get("frame_scores")
+            if fs is None:
+                continue
+            f = go.Figure()
+            for c, ch in enumerate(chans):
+                f.add_trace(go.Scatter(y=np.asarray(fs[:, c], np.float32), x0=0.0, dx=d["dt"], mode="lines",
+                                       name=ch))
+            f.update_layout(title=d["log"], yaxis_title="score (1 = normal)", xaxis_title="time [s]", height=260,
+                            yaxis_range=[-0.05, 1.05], margin=dict(l=50, r=20, t=40, b=40))
+            figs.append(_figure_script(f, f"fig-log-{i}"))
+            body.append(figs[-1])
+    page = "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
+                      f"<style>{_CSS}</style>", _plotly_script(path, plotly_js), "</head><body>", *body,
+                      f"<script>{_LOADER}</script>", "</body></html>", ""])
+    _write_atomic(path, page)
+    return path
+
+
+def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
+                        report=None, frames_csv=None, fit_head=None, head_steps: int = 300,
+                        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """``actuatorlab condition``: load the learned arm model ``model_path`` (RUN/arm_model.json),
+    the evaluated logs ``paths`` and the training logs ``train`` (for the baselines; never the same
+    files), evaluate (:func:`run_condition`), optionally first train the condition head on the
+    training logs (``fit_head`` = a run folder: :func:`train_condition_head` with scope "head",
+    ``head_steps`` steps, written there as arm_model.json), write the report and the per-frame
+    scores (CSV: log, time, condition/<channel>; 1 = normal). Returns :func:`public`'s dict."""
+    import io
+
+    from ..identify.modelfile import atomic_write_text
+    from ..learned.arm import load_arm_model, save_arm_model
+    from ..logs import load_logs
+    from ..precision import physics_precision
+
+    with physics_precision():
+        robot, model, d = load_arm_model(model_path, robot_name)
+        trajs = load_logs(list(paths))
+        ttrajs = load_logs(list(train)) if train else []
+        if fit_head is not None:
+            if not ttrajs:
+                raise DataError(None, "--fit-head needs training logs (--train)")
+            model, info = train_condition_head(robot, model, ttrajs, steps=head_steps, seed=seed, scope="head")
+            save_arm_model(fit_head, robot_name, model, d.get("base"), extra={
+                k: v for k, v in d.items() if k in ("training", "data")} | {"condition_head": {
+                    k: v for k, v in info.items() if k != "loss"} | {"final_loss": info["loss"][-1]}})
+            model_path = Path(fit_head) / "arm_model.json"
+        logs = [condition_log(robot, t, model.layout.channels) for t in trajs]
+        tlogs = [condition_log(robot, t, model.layout.channels) for t in ttrajs]
+        res = run_condition(robot, logs, model=model, train_logs=tlogs, seed=seed, verdict_s=verdict_s,
+                            progress=progress)
+    res["model"] = str(model_path)
+    res["robot"] = robot_name
+    res["verdict_s"] = verdict_s
+    if report is not None:
+        write_condition_report(report, res, model_name=str(model_path))
+    if frames_csv is not None:
+        buf = io.StringIO()
+        buf.write(",".join(["log", "time"] + [f"condition/{c}" for c in res["channels"]]) + "\n")
+        for dd in res["logs"]:
+            for k, row in enumerate(dd["frame_scores"]):
+                buf.write(f"{dd['log']},{k * dd['dt']:.6g}," + ",".join(f"{v:.6g}" for v in row) + "\n")
+        atomic_write_text(frames_csv, buf.getvalue())
+    out = public(res)
+    out.pop("roc", None)
+    return out

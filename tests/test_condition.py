@@ -1,0 +1,308 @@
+"""Motor-condition detection: the 20 window features against a hand computation, exact 64/32
+window segmentation, the current threshold on a case with a known answer, baselines that never see
+test windows (standardization or fitting), the condition head's supervised training, the synth
+restricted/normal pairs (the suite's own files unchanged) and the CLI's --json keys.
+
+One small synthetic dataset (smoke suite + 3 restricted/normal pairs of 4 s) is generated once
+for the module; the learned model is a tiny MLP."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from actuatorlab.errors import DataError
+from actuatorlab.evaluate.condition import (FEATURE_NAMES, STRIDE, WINDOW, ConditionLog, CurrentThreshold,
+                                            fit_baselines, log_windows, run_condition, window_features,
+                                            window_starts)
+
+MJCF = Path(__file__).resolve().parents[2] / "shared" / "models" / "open_manipulator_x" / "open_manipulator_x.xml"
+ROBOT = "open_manipulator_x"
+
+
+def _reference_features(i, e, q, v, dt):
+    """The docstring's formulas with plain Python loops (an independent implementation)."""
+    N = len(i)
+    mean = lambda a: sum(a) / len(a)  # noqa: E731
+    std = lambda a: math.sqrt(mean([(x - mean(a)) ** 2 for x in a]))  # noqa: E731
+
+    def slope(x, y, eps):
+        mx, my = mean(x), mean(y)
+        return mean([(a - mx) * (b - my) for a, b in zip(x, y)]) / (mean([(a - mx) ** 2 for a in x]) + eps)
+
+    t = [n * dt for n in range(N)]
+    ic = [x - mean(i) for x in i]
+    P, f = [], []
+    for k in range(1, N // 2 + 1):
+        re = sum(ic[n] * math.cos(2 * math.pi * k * n / N) for n in range(N))
+        im = sum(ic[n] * math.sin(2 * math.pi * k * n / N) for n in range(N))
+        P.append(re * re + im * im)
+        f.append(k / (N * dt))
+    tot = sum(P)
+    p = [x / tot for x in P]
+    return [mean(i), mean([abs(x) for x in i]), std(i), math.sqrt(mean([x * x for x in i])), max(i) - min(i),
+            mean(e), mean([abs(x) for x in e]), std(e), max(abs(x) for x in e),
+            slope(t, i, 0.0), slope(t, e, 0.0),
+            sum(1 for n in range(1, N) if ic[n] * ic[n - 1] < 0) / (N - 1), max(q) - min(q), mean([abs(x) for x in v]),
+            sum(a * b for a, b in zip(f, P)) / tot, sum(b for a, b in zip(f, P) if a <= 5.0) / tot,
+            -sum(x * math.log(x) for x in p if x > 0) / math.log(N // 2),
+            slope(q, i, 1e-6), slope(v, i, 1e-6), mean([a * b for a, b in zip(i, v)])]
+
+
+def test_features_match_a_hand_computed_window():
+    dt, N = 0.01, WINDOW
+    n = np.arange(N)
+    q = 0.01 * n                         # [rad] a ramp at 1 rad/s
+    i = 0.3 + 0.5 * q                    # [A] current proportional to displacement: a 0.5 A/rad "spring"
+    e = 0.01 * (-1.0) ** n               # [rad] alternating tracking error
+    v = np.ones(N)                       # [rad/s]
+    x = dict(zip(FEATURE_NAMES, window_features(i, e, q, v, dt)))
+    assert len(FEATURE_NAMES) == 20 and len(set(FEATURE_NAMES)) == 20
+    # closed forms of this window
+    assert x["i_mean"] == pytest.approx(0.3 + 0.5 * 0.315)
+    assert x["i_p2p"] == pytest.approx(0.5 * 0.63)
+    assert x["i_trend"] == pytest.approx(0.5)                      # 0.5 A/rad x 1 rad/s
+    assert x["k_current"] == pytest.approx(0.5, rel=1e-4)          # the spring, eps = 1e-6 rad^2 aside
+    assert x["b_current"] == pytest.approx(0.0, abs=1e-12)         # constant speed: no velocity information
+    assert x["power"] == pytest.approx(x["i_mean"])                # v = 1
+    assert x["i_crossings"] == pytest.approx(1 / 63)               # a ramp crosses its mean once
+    assert x["e_mean"] == pytest.approx(0.0, abs=1e-15) and x["e_absmean"] == pytest.approx(0.01)
+    assert x["e_std"] == pytest.approx(0.01) and x["e_absmax"] == pytest.approx(0.01)
+    assert x["q_range"] == pytest.approx(0.63) and x["v_absmean"] == pytest.approx(1.0)
+    # every feature against the loop implementation, on this window and on a random one
+    ref = _reference_features(list(i), list(e), list(q), list(v), dt)
+    np.testing.assert_allclose(window_features(i, e, q, v, dt), ref, rtol=1e-9, atol=1e-12)
+    rng = np.random.default_rng(0)
+    r = [rng.standard_normal(N) for _ in range(4)]
+    np.testing.assert_allclose(window_features(*r, dt), _reference_features(*map(list, r), dt), rtol=1e-9,
+                               atol=1e-12)
+    # batched over leading axes
+    b = window_features(np.stack([i, r[0]]), np.stack([e, r[1]]), np.stack([q, r[2]]), np.stack([v, r[3]]), dt)
+    np.testing.assert_allclose(b[1], _reference_features(*map(list, r), dt), rtol=1e-9, atol=1e-12)
+
+
+def _log(name, T, cur, restricted, rng=None):
+    """A ConditionLog with given current (T, C) and zero motion."""
+    C = cur.shape[1]
+    z = np.zeros((T, C))
+    return ConditionLog(name, f"/data/{name}.parquet", tuple(f"joint{c + 1}" for c in range(C)), 0.01, z, z, z, cur,
+                        np.asarray(restricted, bool))
+
+
+def test_window_segmentation_is_64_steps_with_50_percent_overlap():
+    assert WINDOW == 64 and STRIDE == 32
+    assert window_starts(200).tolist() == [0, 32, 64, 96, 128]      # 160 + 64 > 200
+    assert window_starts(64).tolist() == [0] and window_starts(63).tolist() == []
+    assert window_starts(96).tolist() == [0, 32] and window_starts(95).tolist() == [0]
+    T = 250
+    cur = np.stack([np.arange(T, dtype=float), -np.arange(T, dtype=float)], axis=1)
+    X, y, s = log_windows(_log("a", T, cur, [False, True]))
+    assert s.tolist() == list(range(0, T - 64 + 1, 32))
+    # window w holds samples s_w .. s_w + 63 exactly: its mean current is s_w + 31.5, its p2p 63
+    np.testing.assert_allclose(X[:, 0, FEATURE_NAMES.index("i_mean")], s + 31.5)
+    np.testing.assert_allclose(X[:, 0, FEATURE_NAMES.index("i_p2p")], 63.0)
+    np.testing.assert_allclose(X[:, 1, FEATURE_NAMES.index("i_mean")], -(s + 31.5))
+    assert y.tolist() == [[0, 1]] * len(s)
+
+
+def test_current_threshold_separates_a_known_case():
+    rng = np.random.default_rng(1)
+    k = FEATURE_NAMES.index("i_absmean")
+    X = rng.standard_normal((200, 20))
+    y = np.r_[np.zeros(150, int), np.ones(50, int)]
+    X[:, k] = np.where(y == 1, rng.uniform(0.5, 0.8, 200), rng.uniform(0.1, 0.3, 200))
+    m = CurrentThreshold().fit(X, y)
+    assert m.sign_ == 1.0 and 0.3 <= m.threshold_ <= 0.5 and m.youden_ == pytest.approx(1.0)
+    Xt = rng.standard_normal((100, 20))
+    yt = rng.integers(0, 2, 100)
+    Xt[:, k] = np.where(yt == 1, rng.uniform(0.52, 0.8, 100), rng.uniform(0.1, 0.28, 100))
+    assert (m.predict(Xt) == yt).all()
+    # restricted = LOWER current: the direction flips
+    X[:, k] = np.where(y == 1, 0.1, 0.6) + 0.01 * rng.standard_normal(200)
+    m = CurrentThreshold().fit(X, y)
+    assert m.sign_ == -1.0 and (m.predict(X) == y).all()
+
+
+def _windows_dataset(seed):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((120, 2, 20))
+    y = np.zeros((120, 2), int)
+    y[60:, 1] = 1
+    X[60:, 1, 3] += 2.0  # a separable shift on channel 2
+    return X, y
+
+
+def test_baselines_never_see_test_windows(monkeypatch):
+    Xtr, ytr = _windows_dataset(0)
+    models = fit_baselines(Xtr, ytr, seed=0)
+    for name in ("svm", "random_forest"):
+        assert models[name].models[0] is None           # channel 1: one class only -> constant "normal"
+        scaler = models[name].models[1][0]
+        np.testing.assert_allclose(scaler.mean_, Xtr[:, 1].mean(0))  # training statistics only
+        np.testing.assert_allclose(scaler.scale_, Xtr[:, 1].std(0))
+    Xte, _ = _windows_dataset(1)
+    s1 = {k: m.scores(Xte) for k, m in models.items()}
+    Xte2 = Xte.copy()
+    Xte2[::2] *= 50.0                                   # other test windows change wildly
+    s2 = {k: m.scores(Xte2) for k, m in models.items()}
+    for k in s1:
+        np.testing.assert_array_equal(s1[k][1::2], s2[k][1::2])  # no test statistic leaks into a score
+        assert (s1[k][:, 0] < 0).all()                   # constant normal
+    # end to end: every array handed to any fit() holds training windows only
+    from sklearn.pipeline import Pipeline
+
+    import actuatorlab.evaluate.condition as cond
+
+    seen = []
+    orig_p, orig_t = Pipeline.fit, cond.CurrentThreshold.fit
+    def spy_p(self, X, y=None, **kw):
+        seen.append(np.array(X))
+        return orig_p(self, X, y, **kw)
+
+    def spy_t(self, X, y):
+        seen.append(np.array(X))
+        return orig_t(self, X, y)
+
+    monkeypatch.setattr(Pipeline, "fit", spy_p)
+    monkeypatch.setattr(cond.CurrentThreshold, "fit", spy_t)
+    rng = np.random.default_rng(2)
+    T = 400
+
+    def mk(name, restricted):
+        shift = np.array([0.0, 3.0]) if restricted else 0.0
+        return _log(name, T, rng.standard_normal((T, 2)) + shift, [False, restricted])
+
+    train = [mk("tr0", False), mk("tr1", True), mk("tr2", False), mk("tr3", True)]
+    test = [mk("te0", False), mk("te1", True)]
+    res = run_condition(None, test, train_logs=train)
+    Xtrain = np.concatenate([log_windows(lg)[0][:, 1] for lg in train])
+    Xtest = np.concatenate([log_windows(lg)[0][:, 1] for lg in test])
+    assert len(seen) == 3                                # threshold, SVM, forest on channel 2 only
+    for X in seen:
+        np.testing.assert_array_equal(X, Xtrain)
+        assert not any((X == row).all(1).any() for row in Xtest)
+    assert set(res) >= {"current_threshold", "svm", "random_forest"} and "learned" not in res
+    assert res["random_forest"]["auc"] > 0.95 and res["current_threshold"]["by_channel"]["joint2"]["recall"] > 0.9
+    # the same file as training and test log is refused
+    with pytest.raises(DataError, match="both a training and an evaluated log"):
+        run_condition(None, [train[0]], train_logs=train)
+
+
+# ----------------------------------------------------------------------------------------------
+# Virtual hardware: synth pairs, the learned head, the CLI
+# ----------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    if not MJCF.is_file():
+        pytest.skip("../shared/models/open_manipulator_x is not present")
+    from actuatorlab.synth import run_synth
+
+    root = tmp_path_factory.mktemp("cond")
+    run_synth(ROBOT, "smoke", root / "plain", seed=0)
+    s = run_synth(ROBOT, "smoke", root / "pairs", seed=0, scale=0.01, restricted_pairs=3)
+    assert s["n_trajectories"] == 4 + 6 and s["restricted_pairs"] == 3
+    return root
+
+
+def _hashes(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*.*")) if p.suffix in (".parquet", ".json") and p.name != "dataset.json"}
+
+
+def test_restricted_pairs_leave_the_suite_untouched(data):
+    plain, pairs = _hashes(data / "plain"), _hashes(data / "pairs")
+    assert plain and all(pairs.get(k) == v for k, v in plain.items())   # same files, same bytes, same split
+    extra = sorted(k for k in pairs if k not in plain)
+    assert len(extra) == 12                                             # 6 trajectories x (parquet + json)
+    card = json.loads((data / "pairs" / "dataset.json").read_text())
+    recs = {r["name"]: r for r in card["trajectories"] if r["name"].startswith("cond_")}
+    for n, r in recs.items():
+        if r["restricted"]:
+            twin = recs[n.replace("cond_restricted_", "cond_normal_")]
+            assert twin["split"] == r["split"] and twin["pair"] == r["pair"] == n and not twin["restricted"]
+            assert r["conditions"]["restricted"] == "restricted_joint3"
+    assert {r["split"] for r in recs.values()} == {"train", "val", "test"}
+    assert "restricted_pairs" not in json.loads((data / "plain" / "dataset.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def tiny_model(data):
+    from actuatorlab.learned.arm import save_arm_model
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+    from actuatorlab.robots import load_robot
+
+    from actuatorlab.evaluate.condition import make_condition_model
+
+    with physics_precision():
+        r = load_robot(ROBOT)
+        trajs = load_logs([data / "pairs" / "train"])
+        m = make_condition_model(r, trajs, arch="mlp", sizes=dict(width=16, depth=1, d=16, head_width=16),
+                                 history=2)
+        save_arm_model(data / "model", ROBOT, m, None)
+    return r, m, trajs
+
+
+def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model, data):
+    import jax
+
+    from actuatorlab.evaluate.condition import _teacher_forced, train_condition_head
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+
+    r, m, trajs = tiny_model
+    with physics_precision():
+        new, info = train_condition_head(r, m, trajs, steps=60, batch=128, lr=3e-3, scope="head",
+                                         val_trajs=load_logs([data / "pairs" / "val"]), eval_every=20)
+        X, Y = _teacher_forced(r, m, trajs)
+        f = lambda net: jax.vmap(lambda w: net(m.normalizer.apply(w)))(X[:256])  # noqa: E731
+        h0, h1 = f(m.net), f(new.net)
+    # only the condition head moved: effort, force and gate outputs are bit-identical
+    for a, b in ((h0.torque, h1.torque), (h0.force_raw, h1.force_raw), (h0.gate_logit, h1.gate_logit)):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert not np.array_equal(np.asarray(h0.condition_logit), np.asarray(h1.condition_logit))
+    assert info["n_restricted"] > 0 and np.mean(info["loss"][-10:]) < 0.8 * np.mean(info["loss"][:5])
+    # the teacher-forced training windows are exactly what the causal online estimator sees
+    from actuatorlab.evaluate.condition import condition_log, learned_frame_scores
+
+    with physics_precision():
+        lg = condition_log(r, trajs[0], new.layout.channels)
+        online = learned_frame_scores(r, new, lg)
+        Xl, _ = _teacher_forced(r, new, trajs[:1])
+        batch = jax.nn.sigmoid(jax.vmap(lambda w: new.net(new.normalizer.apply(w)).condition_logit)(Xl))
+    np.testing.assert_allclose(online, np.asarray(batch), rtol=1e-5, atol=1e-6)
+    # early stopping: the returned parameters are those of the lowest validation loss
+    steps, vals = zip(*info["val"])
+    assert steps == (0, 20, 40, 60) and info["best_step"] == steps[int(np.argmin(vals))]
+
+
+def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
+    from actuatorlab.cli import main
+
+    d = data / "pairs"
+    rep = data / "out" / "condition.html"
+    capsys.readouterr()
+    rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
+               "--train", str(d / "train"), "--json", "--report", str(rep), "--frames", str(data / "out" / "f.csv")])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    for method in ("learned", "current_threshold", "svm", "random_forest"):
+        assert {"accuracy", "precision", "recall", "auc"} <= set(out[method])
+        assert out[method]["n_windows"] > 0 and out[method]["n_restricted"] > 0
+        assert 0.0 <= out[method]["auc"] <= 1.0
+    logs = {lg["log"]: lg for lg in out["logs"]}
+    assert any(lg["label"]["joint3"] for lg in logs.values())
+    assert all(set(lg["verdict"]) == {"joint1", "joint2", "joint3", "joint4"} for lg in logs.values())
+    html = rep.read_text()
+    assert "ROC curves" in html and html.count("actuatorlab-figure") >= 2 and "<script src=\"plotly-" in html
+    assert (data / "out" / "f.csv").read_text().startswith("log,time,condition/joint1")
+    # training and evaluated logs must differ
+    rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "train"), "--robot", ROBOT,
+               "--train", str(d / "train"), "--json"])
+    assert rc == 2 and "both a training and an evaluated log" in capsys.readouterr().err
