@@ -336,7 +336,9 @@ def run_experiment(cfg: BCConfig = BCConfig(), *, demos_per_mass: int = 32, tria
     """The whole example: calibrate the estimator on free motion, choose the expert's gain on the
     training payloads, collect demonstrations, train the two policies per seed and evaluate
     everything on the held-out payloads (``trials_per_mass`` episodes per held-out mass, start
-    perturbations and goals from ``eval_seed``, never used in training). Returns the JSON dict."""
+    perturbations and goals from ``eval_seed`` (+ 10 per training seed: fresh episodes per seed,
+    the same episodes for both policies), never used in training; the demonstrations use seeds
+    1 + 1000 i, the expert's gain 200 + i). Returns the JSON dict."""
     import time as _time
 
     t0 = _time.time()
@@ -361,14 +363,15 @@ def run_experiment(cfg: BCConfig = BCConfig(), *, demos_per_mass: int = 32, tria
         res["no_compensation"][split] = _summary(nc)
     per_seed: dict[str, list] = {"bc_force": [], "bc_no_force": []}
     losses: dict[str, list] = {"bc_force": [], "bc_no_force": []}
-    for seed in seeds:
+    for j, seed in enumerate(seeds):
+        e0 = eval_seed + 10 * j  # fresh evaluation episodes per training seed, the same for both policies
         for name, use_f in (("bc_force", True), ("bc_no_force", False)):
             X = policy_obs(O, F if use_f else None, cfg)
             pol, loss = train_policy(X, Y, cfg, seed)
             losses[name].append(loss)
             act = (lambda o, f, g, pol=pol, use_f=use_f: pol(policy_obs(o, f if use_f else None, cfg)))
-            per_seed[name].append({"heldout": evaluate(act, HELDOUT_MASSES, eval_seed),
-                                   "train_payloads": evaluate(act, TRAIN_MASSES, eval_seed + 500)})
+            per_seed[name].append({"heldout": evaluate(act, HELDOUT_MASSES, e0),
+                                   "train_payloads": evaluate(act, TRAIN_MASSES, e0 + 500)})
     for name in per_seed:
         for split in ("heldout", "train_payloads"):
             res[name][split] = _summary([r for s in per_seed[name] for r in s[split]])
