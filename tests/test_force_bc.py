@@ -76,3 +76,16 @@ def test_wilson_interval():
     lo, hi = fb.wilson(20, 40)
     assert lo < 0.5 < hi and abs((lo + hi) / 2 - 0.5) < 1e-12 and 0.3 < lo < 0.36
     assert fb.wilson(0, 40)[0] == 0.0 and fb.wilson(40, 40)[1] == 1.0
+
+
+def test_payload_updates_reach_the_native_model_and_builtin_refuses_them():
+    from actuatorlab.envs.gym_env import NativeBatch
+    from actuatorlab.errors import ModelError
+
+    robot = load_robot(fb.ROBOT)
+    upd = fb.payload_updates(robot, 0.4)
+    core = NativeBatch(robot, None, num_envs=1, model_updates=upd)
+    b = robot.model().body("end_effector_link").id
+    assert core._model.body_mass[b] == pytest.approx(0.4) and robot.model().body_mass[b] == 0.0
+    with pytest.raises(ModelError, match="model_updates"):
+        NativeBatch(robot, "builtin", num_envs=1, model_updates=upd)

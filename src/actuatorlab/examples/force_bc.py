@@ -82,8 +82,8 @@ class BCConfig:
 @dataclass(frozen=True)
 class LiftTask:
     """Environment task (docs/envs.md task interface): goal posture per episode; observation
-    ``[q - goal, 0.1 dq, goal - START]`` of the arm joints (12); reward -|ee - ee_goal|^2 is not
-    used by behaviour cloning, the posture error is reported instead."""
+    ``[q - goal, 0.1 dq, goal - START]`` of the arm joints (12); reward -mean((q - goal)^2) (not used
+    by behaviour cloning); done when the state is not finite."""
 
     def obs_size(self, env) -> int:
         return 3 * N_ARM
@@ -154,10 +154,11 @@ def make_env(mass: float, num_envs: int, cfg: BCConfig, task: Any = None):
                              model_updates=payload_updates(robot, mass))
 
 
-def _frame(out, b: int) -> ForceFrame:
-    """The estimator's frame of environment b from one step's ArmOutputs (B, D=1, n)."""
-    n = out.q.shape[-1]
-    return ForceFrame(out.q[b, 0], out.q[b, 0], out.dq[b, 0], np.full(n, np.nan), np.ones(n),
+def _frame(out, b: int, sent: np.ndarray, v_supply: np.ndarray) -> ForceFrame:
+    """The estimator's frame of environment b from one step's ArmOutputs (B, D=1, n): the state at
+    the start of the command tick, the motor current and firmware output during it, the command
+    ``sent`` (n,) [rad] and the supply voltage (n,) [V]."""
+    return ForceFrame(np.asarray(sent, float), out.q[b, 0], out.dq[b, 0], v_supply, np.ones(out.q.shape[-1]),
                       out.current[b, 0], out.u[b, 0], out.temperature[b, 0])
 
 
@@ -167,6 +168,7 @@ class _Estimators:
 
     make: Callable[[], Any]
     B: int
+    v_supply: np.ndarray
     ests: list = field(default_factory=list)
 
     def reset(self):
@@ -178,8 +180,7 @@ class _Estimators:
     def step(self, out, sent: np.ndarray) -> np.ndarray:
         F = np.zeros((self.B, 3))
         for b, e in enumerate(self.ests):
-            fr = _frame(out, b)._replace(q_target=sent[b], v_supply=np.full(sent.shape[-1], 12.0))
-            F[b] = e.step(fr).force
+            F[b] = e.step(_frame(out, b, sent[b], self.v_supply)).force
         return F
 
 
@@ -199,7 +200,7 @@ def calibrate_estimator(cfg: BCConfig, n_envs: int = 4, steps: int = 600, seed: 
             target[:, :N_ARM] = np.asarray(GOAL_CENTER) + np.asarray(GOAL_SPAN) * 1.5 * rng.uniform(-1, 1, (n_envs, N_ARM))
         env.step(target)
         out = core.last_outputs
-        fr = [_frame(out, b)._replace(q_target=target[b], v_supply=np.full(target.shape[-1], 12.0)) for b in range(n_envs)]
+        fr = [_frame(out, b, np.clip(target[b], core.lo, core.hi), core.v_supply) for b in range(n_envs)]
         for k in cols:
             cols[k].append(np.stack([getattr(f, k) for f in fr]))
     arr = {k: np.stack(v, axis=1) for k, v in cols.items()}  # (B, T, n)
@@ -223,7 +224,7 @@ def run_episodes(act: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
     goal_full = core.task_data["goal"].copy()
     goal = goal_full[:, :N_ARM]
     ee_goal = np.stack([dyn.ee_position(g) for g in goal])
-    ests = _Estimators(make_est, num_envs)
+    ests = _Estimators(make_est, num_envs, core.v_supply)
     f_hat = ests.reset()
     T = cfg.episode_steps
     O, F, E = np.zeros((num_envs, T, obs.shape[-1])), np.zeros((num_envs, T, 3)), np.zeros((num_envs, T))
