@@ -41,26 +41,33 @@ __all__ = ["NativeBatch", "ActuatorEnv", "ActuatorVectorEnv"]
 class NativeBatch(_Static):
     """B environments on native MuJoCo (NumPy arrays with a leading batch axis); the engine of the
     Gymnasium classes. Arguments as :class:`~actuatorlab.envs.mjx_env.MjxEnv` (``envelope_mode``
-    also "warn"), plus ``num_envs``."""
+    also "warn"), plus ``num_envs`` and ``model_updates`` (MjModel field -> array written into the
+    native model, e.g. a payload's ``body_mass``; :func:`~actuatorlab.sim.arm_native.native_model`).
+    After every step ``last_outputs`` holds that step's :class:`~actuatorlab.sim.arm.ArmOutputs`
+    (B, D, ...) per command tick (q, dq, current, ...; None for ``"builtin"``)."""
 
     def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, num_envs: int = 1,
                  contract: TimingContract | None = None, task: Any = None, randomization: Any = None,
                  envelope: Any = None, envelope_mode: str = "count", episode_length: int = 500,
-                 reset_noise: float = 0.0, home: Any = None):
+                 reset_noise: float = 0.0, home: Any = None, model_updates: dict | None = None):
         self.warn = envelope_mode == "warn"
         self._setup(robot, model, contract, task, randomization, envelope, "count" if self.warn else envelope_mode,
                     episode_length, reset_noise, home)
         self.B = int(num_envs)
+        self.model_updates = model_updates
         from ..sim.arm_native import native_model
 
         act = self.actuator
         if act.kind == "builtin":
+            if model_updates:
+                raise ModelError("model_updates apply to the actuatorlab actuator's native model, not to 'builtin'")
             self._datas = [mujoco.MjData(self.mj_model) for _ in range(self.B)]
         else:
-            self._model = native_model(self.robot, act.params)
+            self._model = native_model(self.robot, act.params, model_updates)
         n, B = self.n_joints, self.B
         self.params = {k: np.broadcast_to(np.asarray(v, float), (B,) + np.shape(v)).copy() for k, v in act.params.items()}
         self.arm: ArmState | None = None
+        self.last_outputs = None
         self._warned = np.zeros((B, n), bool)
 
     # -------------------------------------------------------------------------------------------
@@ -157,8 +164,9 @@ class NativeBatch(_Static):
             if self.net_hist.shape[1]:
                 self.net_hist = np.concatenate([self.net_hist, frames], axis=1)[:, D:]
         else:
-            final, out = rollout_native(self.robot, params, ArmInputs(sent, en, vs), self.arm, self.cfg, model=model)
-        self.arm = final
+            final, out = rollout_native(self.robot, params, ArmInputs(sent, en, vs), self.arm, self.cfg,
+                                        model_updates=self.model_updates, model=model)
+        self.arm, self.last_outputs = final, out
         qpos_end = np.concatenate([out.qpos[:, 1:], final.qpos[:, None]], axis=1)
         qvel_end = np.concatenate([out.qvel[:, 1:], final.qvel[:, None]], axis=1)
         return out.q, out.dq, out.u / self.u_lim, qpos_end, qvel_end

@@ -1,0 +1,1 @@
+"""Worked examples built on the library (``force_bc``) and example data (``bam_xl330/``)."""

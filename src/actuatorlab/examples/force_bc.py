@@ -1,0 +1,398 @@
+"""Force-aware behaviour cloning on the OpenManipulator-X: does the ESTIMATED end-effector force
+help a small policy hold a payload of unknown mass? (docs/force.md, "Force-aware behaviour cloning").
+
+Task (native Gymnasium environment :class:`~actuatorlab.envs.gym_env.ActuatorVectorEnv`, the
+robot config's m3 actuator with the Dynamixel PWM position law on every joint, 100 Hz commands):
+the arm holds a payload of mass m at the end-effector point (a 3 cm solid sphere on the body
+``end_effector_link``, the way the virtual hardware attaches it: :func:`payload_updates`) and starts
+in a low pose (:data:`START` plus U(-0.05, 0.05) rad per joint); it must bring the end effector to
+the position of a goal posture drawn per episode (:data:`GOAL_CENTER` +- :data:`GOAL_SPAN`) and
+hold it. Success: the end-effector point within ``tol`` (1 cm) of the goal's end-effector point at
+every one of the last ``hold_steps`` (50 = 0.5 s) of the ``episode_steps`` (200 = 2 s) steps.
+
+A P-only position servo sags under load: the joint settles where ``K_j (target - q) = g_j(q)``,
+``K_j = kp * DYNAMIXEL_ERROR_GAIN * effort_limit`` (13.1 N.m/rad), so a 0.5 kg payload costs
+about 0.1 rad on joints 2 and 3 (several cm at the end effector). The action is an offset
+``delta`` (4,) [rad] added to the goal posture (target = goal + delta, gripper held).
+
+Expert (privileged, knows m): ``delta = c * K^-1 (g(goal) + m g0 J_z(goal)^T)``: the gravity
+torque of the arm and the payload at the goal, through the servo stiffness; c (one scalar) is
+chosen on the TRAINING payloads only (:func:`fit_expert_gain`).
+
+Policy observation (never the true mass): ``[q - goal, 0.1 dq, goal - START]`` on the 4 arm
+joints (12), plus, for the force-aware policy, ``0.1 f_hat`` (3, f_hat [N] in the base frame) from
+a classical causal estimator of :mod:`actuatorlab.estimate.force` (default the momentum observer),
+calibrated on free-motion runs of the same environment (payload 0, random posture steps) and
+updated once per command tick from that tick's q, dq, current and command; the policy of step k
+sees the estimate of the frames up to step k - 1 only. Both policies: the same MLP (2 x 64,
+tanh; equinox), the same data, seeds, standardization (training data) and Adam budget (optax).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import jax
+import numpy as np
+
+from ..estimate.dynamics import ArmDynamics
+from ..estimate.force import ForceFrame, ForceLog, fit_calibration, make_estimator
+from ..models.control import DYNAMIXEL_ERROR_GAIN
+from ..robots import load_robot
+
+__all__ = ["ROBOT", "START", "GOAL_CENTER", "GOAL_SPAN", "TRAIN_MASSES", "HELDOUT_MASSES", "BCConfig", "LiftTask",
+           "payload_updates", "servo_stiffness", "expert_delta", "policy_obs", "make_env", "calibrate_estimator",
+           "run_episodes", "fit_expert_gain", "train_policy", "wilson", "G0"]
+
+ROBOT = "open_manipulator_x"
+#: start posture of the 4 arm joints [rad] (end effector low and close, z ~ 0.10 m)
+START = (0.0, 0.6, 0.3, 0.5)
+#: goal postures: GOAL_CENTER + U(-1, 1) GOAL_SPAN per arm joint [rad] (end effector at z 0.17-0.25 m)
+GOAL_CENTER = (0.0, -0.1, -0.1, 0.3)
+GOAL_SPAN = (0.6, 0.25, 0.25, 0.25)
+TRAIN_MASSES = (0.0, 0.1, 0.2, 0.3)  # [kg]
+HELDOUT_MASSES = (0.4, 0.5)  # [kg], outside the training range (extrapolation)
+PAYLOAD_RADIUS = 0.03  # [m] solid sphere, as the virtual hardware's payload
+G0 = 9.81  # [m/s^2]
+N_ARM = 4
+
+
+@dataclass(frozen=True)
+class BCConfig:
+    """episode_steps / hold_steps [policy steps of 10 ms]; tol [m] end-effector success radius;
+    reset_noise [rad] start perturbation; estimator: a classical method of
+    :data:`~actuatorlab.estimate.force.METHODS`; force_scale [1/N] input scaling; delta_scale [rad]
+    action scaling; hidden: MLP widths; steps / batch / lr: Adam budget."""
+
+    episode_steps: int = 200
+    hold_steps: int = 50
+    tol: float = 0.01
+    reset_noise: float = 0.05
+    estimator: str = "momentum_observer"
+    force_scale: float = 0.1
+    delta_scale: float = 0.1
+    hidden: tuple[int, ...] = (64, 64)
+    steps: int = 3000
+    batch: int = 256
+    lr: float = 1e-3
+
+
+@dataclass(frozen=True)
+class LiftTask:
+    """Environment task (docs/envs.md task interface): goal posture per episode; observation
+    ``[q - goal, 0.1 dq, goal - START]`` of the arm joints (12); reward -mean((q - goal)^2) (not used
+    by behaviour cloning); done when the state is not finite."""
+
+    def obs_size(self, env) -> int:
+        return 3 * N_ARM
+
+    def reset(self, env, key, xp):
+        u = np.asarray(jax.random.uniform(key, (N_ARM,), jax.numpy.float32, -1.0, 1.0), float)
+        goal = np.asarray(env.home, float)[env.qadr].copy()
+        goal[:N_ARM] = np.asarray(GOAL_CENTER) + np.asarray(GOAL_SPAN) * u
+        return {"goal": xp.asarray(np.clip(goal, env.lo, env.hi))}
+
+    def observe(self, env, qpos, qvel, data, last_action, xp):
+        q, dq, goal = qpos[..., env.qadr][..., :N_ARM], qvel[..., env.dadr][..., :N_ARM], data["goal"][..., :N_ARM]
+        return xp.concatenate([q - goal, 0.1 * dq, goal - np.asarray(START)], axis=-1)
+
+    def reward(self, env, qpos, qvel, data, action, last_action, xp):
+        err = xp.mean((qpos[..., env.qadr] - data["goal"]) ** 2, axis=-1)
+        return -err, {"posture_error": err}
+
+    def done(self, env, qpos, qvel, data, xp):
+        return ~(xp.all(xp.isfinite(qpos), axis=-1) & xp.all(xp.isfinite(qvel), axis=-1))
+
+
+# -- payload, expert ----------------------------------------------------------------------------
+def payload_updates(robot, mass: float) -> dict:
+    """``model_updates`` (MjModel field -> full array) that attach a solid sphere of ``mass`` [kg]
+    (radius 3 cm, inertia 2/5 m r^2) at the end-effector point (body ``end_effector_link``, the
+    point where the virtual hardware welds its payload)."""
+    m = robot.model()
+    b = m.body("end_effector_link").id
+    mass_arr, inertia = m.body_mass.copy(), m.body_inertia.copy()
+    mass_arr[b] = float(mass)
+    inertia[b] = 0.4 * float(mass) * PAYLOAD_RADIUS ** 2
+    return {"body_mass": mass_arr, "body_inertia": inertia}
+
+
+def servo_stiffness(robot) -> np.ndarray:
+    """(4,) [N.m/rad] static stiffness of the arm servos' P law: kp * DYNAMIXEL_ERROR_GAIN * effort_limit
+    (duty per rad of error times the stall torque kt V / R)."""
+    return np.array([dict(j.gains)["kp"] * float(DYNAMIXEL_ERROR_GAIN) * j.effort_limit for j in robot.joints[:N_ARM]])
+
+
+def expert_delta(dyn: ArmDynamics, stiffness: np.ndarray, goal: np.ndarray, mass: float, gain: float = 1.0) -> np.ndarray:
+    """(4,) [rad] privileged expert offset: gain * K^-1 (g(goal) + mass g0 J_z(goal)^T) (the motor
+    torque that holds arm and payload at the goal, through the servo stiffness)."""
+    q = np.asarray(goal, float)[:N_ARM]
+    tau = dyn.gravity(q) + mass * G0 * dyn.jacobian(q)[2]
+    return gain * tau / stiffness
+
+
+def policy_obs(task_obs: np.ndarray, f_hat: np.ndarray | None, cfg: BCConfig) -> np.ndarray:
+    """(B, 12) task observation, plus (B, 3) force_scale * f_hat when ``f_hat`` is given: (B, 15)."""
+    return task_obs if f_hat is None else np.concatenate([task_obs, cfg.force_scale * f_hat], axis=-1)
+
+
+# -- environment and estimator ---------------------------------------------------------------------
+def make_env(mass: float, num_envs: int, cfg: BCConfig, task: Any = None):
+    """The native Gymnasium vector environment with ``mass`` [kg] at the end effector; actions are
+    absolute joint targets (offset zero, scale 1, no clip; clipped to the joint ranges)."""
+    from ..envs import TimingContract
+    from ..envs.gym_env import ActuatorVectorEnv
+
+    robot = load_robot(ROBOT)
+    home = np.zeros(robot.n_joints)
+    home[:N_ARM] = START
+    contract = TimingContract(decimation=1, action_offset="zero", action_scale=1.0, action_clip=None)
+    return ActuatorVectorEnv(robot, None, num_envs=num_envs, contract=contract, task=task or LiftTask(),
+                             episode_length=cfg.episode_steps + 1, reset_noise=cfg.reset_noise, home=home,
+                             model_updates=payload_updates(robot, mass))
+
+
+def _frame(out, b: int, sent: np.ndarray, v_supply: np.ndarray) -> ForceFrame:
+    """The estimator's frame of environment b from one step's ArmOutputs (B, D=1, n): the state at
+    the start of the command tick, the motor current and firmware output during it, the command
+    ``sent`` (n,) [rad] and the supply voltage (n,) [V]."""
+    return ForceFrame(np.asarray(sent, float), out.q[b, 0], out.dq[b, 0], v_supply, np.ones(out.q.shape[-1]),
+                      out.current[b, 0], out.u[b, 0], out.temperature[b, 0])
+
+
+@dataclass
+class _Estimators:
+    """One causal estimator per environment; ``step(out, sent)`` feeds this step's frames."""
+
+    make: Callable[[], Any]
+    B: int
+    v_supply: np.ndarray
+    ests: list = field(default_factory=list)
+
+    def reset(self):
+        self.ests = [self.make() for _ in range(self.B)]
+        for e in self.ests:
+            e.reset()
+        return np.zeros((self.B, 3))
+
+    def step(self, out, sent: np.ndarray) -> np.ndarray:
+        F = np.zeros((self.B, 3))
+        for b, e in enumerate(self.ests):
+            F[b] = e.step(_frame(out, b, sent[b], self.v_supply)).force
+        return F
+
+
+def calibrate_estimator(cfg: BCConfig, n_envs: int = 4, steps: int = 600, seed: int = 100):
+    """Calibrate ``cfg.estimator`` on FREE motion (payload 0) of the same environment: random goal
+    postures held 0.6 s each. Returns (dyn, calibration, make) with make() a fresh estimator."""
+    robot = load_robot(ROBOT)
+    dyn = ArmDynamics(robot)
+    env = make_env(0.0, n_envs, BCConfig(**{**cfg.__dict__, "episode_steps": steps}))
+    env.reset(seed=seed)
+    rng = np.random.default_rng(seed)
+    core = env.core
+    cols = {k: [] for k in ForceFrame._fields}
+    target = np.asarray(core.home, float)[core.qadr][None].repeat(n_envs, 0)
+    for t in range(steps):
+        if t % 60 == 0:
+            target[:, :N_ARM] = np.asarray(GOAL_CENTER) + np.asarray(GOAL_SPAN) * 1.5 * rng.uniform(-1, 1, (n_envs, N_ARM))
+        env.step(target)
+        out = core.last_outputs
+        fr = [_frame(out, b, np.clip(target[b], core.lo, core.hi), core.v_supply) for b in range(n_envs)]
+        for k in cols:
+            cols[k].append(np.stack([getattr(f, k) for f in fr]))
+    arr = {k: np.stack(v, axis=1) for k, v in cols.items()}  # (B, T, n)
+    time = np.arange(steps) * robot.control_dt
+    logs = [ForceLog(f"free_{b}", ForceFrame(*(arr[k][b] for k in ForceFrame._fields)), time, np.zeros((steps, 3)),
+                     True, np.zeros(steps, bool), "train", "free_motion", {}) for b in range(n_envs)]
+    cal = fit_calibration(dyn, logs, friction=cfg.estimator != "id_linear")
+    return dyn, cal, (lambda: make_estimator(cfg.estimator, robot, dyn=dyn, calibration=cal))
+
+
+# -- rollouts ---------------------------------------------------------------------------------------
+def run_episodes(act: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], mass: float, num_envs: int,
+                 seed: int, cfg: BCConfig, make_est: Callable[[], Any], dyn: ArmDynamics) -> dict:
+    """Run ``num_envs`` episodes with payload ``mass`` [kg]; ``act(task_obs (B, 12), f_hat (B, 3), goal
+    (B, 4)) -> delta (B, 4)`` [rad]. Returns task_obs (B, T, 12), f_hat (B, T, 3) (the estimate the
+    policy saw at each step), goal (B, 4), ee_err (B, T) [m] (true state after each step), success
+    (B,) bool, final_err (B,) [m] mean ee error over the hold window."""
+    env = make_env(mass, num_envs, cfg)
+    core = env.core
+    obs, _ = env.reset(seed=seed)
+    goal_full = core.task_data["goal"].copy()
+    goal = goal_full[:, :N_ARM]
+    ee_goal = np.stack([dyn.ee_position(g) for g in goal])
+    ests = _Estimators(make_est, num_envs, core.v_supply)
+    f_hat = ests.reset()
+    T = cfg.episode_steps
+    O, F, E = np.zeros((num_envs, T, obs.shape[-1])), np.zeros((num_envs, T, 3)), np.zeros((num_envs, T))
+    for t in range(T):
+        O[:, t], F[:, t] = obs, f_hat
+        target = goal_full.copy()
+        target[:, :N_ARM] += act(obs, f_hat, goal)
+        obs, _, term, _, _ = env.step(target)
+        if term.any():
+            break
+        f_hat = ests.step(core.last_outputs, np.clip(target, core.lo, core.hi))
+        q = core.arm.qpos[:, core.qadr][:, :N_ARM]
+        E[:, t] = np.linalg.norm(np.stack([dyn.ee_position(qb) for qb in q]) - ee_goal, axis=-1)
+    hold = E[:, T - cfg.hold_steps:]
+    return {"task_obs": O, "f_hat": F, "goal": goal, "ee_err": E, "success": np.all(hold < cfg.tol, axis=1),
+            "final_err": hold.mean(axis=1)}
+
+
+def expert_policy(dyn, stiffness, mass: float, gain: float):
+    """The privileged expert as an ``act`` function (it knows ``mass``)."""
+    return lambda obs, f, goal: np.stack([expert_delta(dyn, stiffness, g, mass, gain) for g in goal])
+
+
+def fit_expert_gain(dyn, stiffness, cfg: BCConfig, make_est, gains=(0.8, 0.9, 1.0, 1.1, 1.2, 1.3), num_envs: int = 8,
+                    seed: int = 200) -> tuple[float, dict]:
+    """The expert's scalar gain c with the lowest mean hold error over the TRAINING payloads."""
+    scores = {}
+    for c in gains:
+        errs = [run_episodes(expert_policy(dyn, stiffness, m, c), m, num_envs, seed + i, cfg, make_est, dyn)["final_err"]
+                for i, m in enumerate(TRAIN_MASSES)]
+        scores[float(c)] = float(np.mean(np.concatenate(errs)))
+    return min(scores, key=scores.get), scores
+
+
+# -- behaviour cloning --------------------------------------------------------------------------------
+def train_policy(X: np.ndarray, Y: np.ndarray, cfg: BCConfig, seed: int):
+    """Behaviour cloning: an MLP (equinox) fitted by Adam (optax) to Y / delta_scale from X
+    standardized with the training statistics. Returns (act(X) -> Y (numpy), final train loss)."""
+    import equinox as eqx
+    import jax.numpy as jnp
+    import optax
+
+    mu, sd = X.mean(0), X.std(0) + 1e-6
+    Xn = jnp.asarray((X - mu) / sd, jnp.float32)
+    Yn = jnp.asarray(Y / cfg.delta_scale, jnp.float32)
+    k_init, k_data = jax.random.split(jax.random.PRNGKey(seed))
+    width = cfg.hidden[0]
+    model = eqx.nn.MLP(X.shape[1], Y.shape[1], width, len(cfg.hidden), activation=jnp.tanh, key=k_init)
+    opt = optax.adam(cfg.lr)
+    state = opt.init(eqx.filter(model, eqx.is_array))
+
+    def loss(m, x, y):
+        return jnp.mean((jax.vmap(m)(x) - y) ** 2)
+
+    @eqx.filter_jit
+    def update(m, s, idx):
+        val, g = eqx.filter_value_and_grad(loss)(m, Xn[idx], Yn[idx])
+        u, s = opt.update(g, s, m)
+        return eqx.apply_updates(m, u), s, val
+
+    idx = jax.random.randint(k_data, (cfg.steps, cfg.batch), 0, X.shape[0])
+    val = jnp.nan
+    for i in range(cfg.steps):
+        model, state, val = update(model, state, idx[i])
+    fwd = eqx.filter_jit(lambda m, x: jax.vmap(m)(x))
+
+    def act(x: np.ndarray) -> np.ndarray:
+        return np.asarray(fwd(model, jnp.asarray((x - mu) / sd, jnp.float32)), float) * cfg.delta_scale
+
+    return act, float(val)
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score 95 % interval of a binomial proportion k / n."""
+    if n == 0:
+        return (math.nan, math.nan)
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return (max(0.0, c - h), min(1.0, c + h))
+
+
+def collect_demos(dyn, stiffness, gain: float, cfg: BCConfig, make_est, per_mass: int, seed: int):
+    """Expert demonstrations on every TRAINING payload: (task_obs (N, 12), f_hat (N, 3), delta (N, 4),
+    expert success rate)."""
+    O, F, Y, ok = [], [], [], []
+    for i, m in enumerate(TRAIN_MASSES):
+        r = run_episodes(expert_policy(dyn, stiffness, m, gain), m, per_mass, seed + 1000 * i, cfg, make_est, dyn)
+        d = np.stack([expert_delta(dyn, stiffness, g, m, gain) for g in r["goal"]])
+        T = r["task_obs"].shape[1]
+        O.append(r["task_obs"].reshape(-1, r["task_obs"].shape[-1]))
+        F.append(r["f_hat"].reshape(-1, 3))
+        Y.append(np.repeat(d, T, axis=0))
+        ok.append(r["success"])
+    return np.concatenate(O), np.concatenate(F), np.concatenate(Y), float(np.mean(np.concatenate(ok)))
+
+
+def _summary(r_list: list[dict]) -> dict:
+    s = np.concatenate([r["success"] for r in r_list])
+    e = np.concatenate([r["final_err"] for r in r_list])
+    k, n = int(s.sum()), int(s.size)
+    lo, hi = wilson(k, n)
+    return {"success": k / n, "successes": k, "trials": n, "ci95": [lo, hi], "hold_error_mm": 1000 * float(np.mean(e)),
+            "hold_error_mm_median": 1000 * float(np.median(e))}
+
+
+def run_experiment(cfg: BCConfig = BCConfig(), *, demos_per_mass: int = 32, trials_per_mass: int = 24,
+                   seeds: tuple[int, ...] = (0,), eval_seed: int = 5000, log: Callable[[str], None] = print) -> dict:
+    """The whole example: calibrate the estimator on free motion, choose the expert's gain on the
+    training payloads, collect demonstrations, train the two policies per seed and evaluate
+    everything on the held-out payloads (``trials_per_mass`` episodes per held-out mass, start
+    perturbations and goals from ``eval_seed`` (+ 10 per training seed: fresh episodes per seed,
+    the same episodes for both policies), never used in training; the demonstrations use seeds
+    1 + 1000 i, the expert's gain 200 + i). Returns the JSON dict."""
+    import time as _time
+
+    t0 = _time.time()
+    robot = load_robot(ROBOT)
+    K = servo_stiffness(robot)
+    dyn, cal, make_est = calibrate_estimator(cfg)
+    gain, gain_scores = fit_expert_gain(dyn, K, cfg, make_est)
+    log(f"estimator {cfg.estimator} calibrated on free motion; expert gain c = {gain} (train-payload hold error "
+        f"{ {k: round(1000 * v, 1) for k, v in gain_scores.items()} } mm)")
+    O, F, Y, demo_ok = collect_demos(dyn, K, gain, cfg, make_est, demos_per_mass, seed=1)
+    log(f"{len(Y)} demonstration steps ({demos_per_mass} episodes x {len(TRAIN_MASSES)} payloads), expert success {demo_ok:.2f}")
+
+    def evaluate(act, masses, seed0):
+        return [run_episodes(act, m, trials_per_mass, seed0 + 1000 * i, cfg, make_est, dyn) for i, m in enumerate(masses)]
+
+    res: dict[str, Any] = {"expert": {}, "no_compensation": {}, "bc_force": {}, "bc_no_force": {}}
+    for split, masses, s0 in (("heldout", HELDOUT_MASSES, eval_seed), ("train_payloads", TRAIN_MASSES, eval_seed + 500)):
+        ex = [run_episodes(expert_policy(dyn, K, m, gain), m, trials_per_mass, s0 + 1000 * i, cfg, make_est, dyn)
+              for i, m in enumerate(masses)]
+        res["expert"][split] = _summary(ex)
+        nc = evaluate(lambda o, f, g: np.zeros((len(g), N_ARM)), masses, s0)
+        res["no_compensation"][split] = _summary(nc)
+    per_seed: dict[str, list] = {"bc_force": [], "bc_no_force": []}
+    losses: dict[str, list] = {"bc_force": [], "bc_no_force": []}
+    for j, seed in enumerate(seeds):
+        e0 = eval_seed + 10 * j  # fresh evaluation episodes per training seed, the same for both policies
+        for name, use_f in (("bc_force", True), ("bc_no_force", False)):
+            X = policy_obs(O, F if use_f else None, cfg)
+            pol, loss = train_policy(X, Y, cfg, seed)
+            losses[name].append(loss)
+            act = (lambda o, f, g, pol=pol, use_f=use_f: pol(policy_obs(o, f if use_f else None, cfg)))
+            per_seed[name].append({"heldout": evaluate(act, HELDOUT_MASSES, e0),
+                                   "train_payloads": evaluate(act, TRAIN_MASSES, e0 + 500)})
+    for name in per_seed:
+        for split in ("heldout", "train_payloads"):
+            res[name][split] = _summary([r for s in per_seed[name] for r in s[split]])
+            res[name][split]["per_seed_success"] = [_summary(s[split])["success"] for s in per_seed[name]]
+        res[name]["train_loss"] = losses[name]
+    by_mass = {}
+    for name in ("bc_force", "bc_no_force"):
+        by_mass[name] = {str(m): _summary([s["heldout"][i] for s in per_seed[name]])["success"]
+                         for i, m in enumerate(HELDOUT_MASSES)}
+    f_err = [np.abs(r["f_hat"][:, -cfg.hold_steps:, 2].mean(1) + m * G0).mean()
+             for s in per_seed["bc_force"] for r, m in zip(s["heldout"], HELDOUT_MASSES)]
+    return {
+        "robot": ROBOT, "estimator": cfg.estimator, "train_masses_kg": list(TRAIN_MASSES),
+        "heldout_masses_kg": list(HELDOUT_MASSES), "heldout_kind": "outside the training range",
+        "tol_m": cfg.tol, "hold_steps": cfg.hold_steps, "episode_steps": cfg.episode_steps, "control_dt_s": robot.control_dt,
+        "expert_gain": gain, "expert_gain_scores_mm": {str(k): 1000 * v for k, v in gain_scores.items()},
+        "demo_steps": int(len(Y)), "demo_expert_success": demo_ok, "seeds": list(seeds),
+        "trials_per_mass": trials_per_mass, "calibration": cal.to_dict(),
+        "heldout_force_z_abs_error_n": float(np.mean(f_err)) if f_err else None,
+        "success_by_heldout_mass": by_mass, **{k: v for k, v in res.items()},
+        "force_helps": bool(res["bc_force"]["heldout"]["ci95"][0] > res["bc_no_force"]["heldout"]["ci95"][1]),
+        "wall_s": _time.time() - t0,
+    }
