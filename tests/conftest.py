@@ -29,6 +29,19 @@ def physics_x64():
     jax.config.update("jax_enable_x64", old)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def release_compiled_functions():
+    """Drop JAX's compiled executables after each test module: kept for the whole session they
+    grew the test process to about 14.6 GB (MJX rollouts and gradients of many robots and shapes)."""
+    yield
+    import gc
+
+    import jax
+
+    jax.clear_caches()
+    gc.collect()
+
+
 @pytest.fixture(scope="session")
 def shared() -> Path:
     if not (SHARED / "data").is_dir():

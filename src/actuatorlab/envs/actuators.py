@@ -97,20 +97,11 @@ def home_qpos(m: mujoco.MjModel) -> np.ndarray:
 
 def builtin_model(robot: Robot, for_mjx: bool = False) -> mujoco.MjModel:
     """The robot's MJCF as it ships (its own actuators, joint damping, armature and friction), with
-    the config's physics timestep and contact setting (and MJX's solver settings with ``for_mjx``,
+    the MJCF's integrator, the config's physics timestep and contact setting (and MJX's solver settings with ``for_mjx``,
     as :func:`~actuatorlab.robots.loader.build_model`)."""
-    spec = mujoco.MjSpec.from_file(robot.mjcf_path)
-    spec.option.timestep = robot.physics_dt
-    if not robot.contacts:
-        spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
-        spec.option.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
-        for g in spec.geoms:
-            g.contype = 0
-            g.conaffinity = 0
-    if for_mjx:
-        spec.option.iterations = 1
-        spec.option.ls_iterations = 4
-    return spec.compile()
+    from ..robots.loader import model_spec
+
+    return model_spec(robot, for_mjx, config_integrator=False).compile()
 
 
 def builtin_ctrl_index(robot: Robot, m: mujoco.MjModel) -> np.ndarray:

@@ -511,11 +511,15 @@ def build_model(robot: Robot, for_mjx: bool = False) -> mujoco.MjModel:
     return _compile(robot, for_mjx)
 
 
-def _compile(robot: Robot, for_mjx: bool) -> mujoco.MjModel:
-    path = Path(robot.config_path)
+def model_spec(robot: Robot, for_mjx: bool = False, *, config_integrator: bool = True) -> mujoco.MjSpec:
+    """The robot's MJCF as an MjSpec with the config's simulation options: physics timestep,
+    integrator (``config_integrator=False`` keeps the MJCF's, e.g. implicitfast for its own joint
+    damping), contacts off (pyramidal cone, geoms out of collision) when the config has none, and
+    MJX's solver settings with ``for_mjx``. Its actuators and joint properties are the MJCF's."""
     spec = mujoco.MjSpec.from_file(robot.mjcf_path)
     spec.option.timestep = robot.physics_dt
-    spec.option.integrator = _INTEGRATORS[robot.integrator]
+    if config_integrator:
+        spec.option.integrator = _INTEGRATORS[robot.integrator]
     if not robot.contacts:
         spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
         spec.option.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
@@ -525,6 +529,12 @@ def _compile(robot: Robot, for_mjx: bool) -> mujoco.MjModel:
     if for_mjx:
         spec.option.iterations = 1
         spec.option.ls_iterations = 4
+    return spec
+
+
+def _compile(robot: Robot, for_mjx: bool) -> mujoco.MjModel:
+    path = Path(robot.config_path)
+    spec = model_spec(robot, for_mjx)
     nominal = robot.joint_params(robot.nominal_params())
     names = set(robot.joint_names)
     compliant = robot.compliant
