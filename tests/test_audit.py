@@ -203,3 +203,19 @@ def test_audit_of_strict_false_file(tmp_path: Path) -> None:
         load_log(p)
     rep = audit_log(load_log(p, strict=False))
     assert rep["timestamps"]["duplicated"]["samples"] == [12]
+
+
+def test_audit_cli_exit_code_says_whether_a_log_is_unusable(tmp_path: Path) -> None:
+    """`actuatorlab audit` exits 1 when a log has an error-severity issue (here a duplicated stamp),
+    0 when it has none: the code a script or CI job reads (click returns it under standalone_mode=False)."""
+    from actuatorlab.cli import main
+
+    entries = [{"timestamp": 0.01 * k, "position": 0.1 * np.sin(k / 5), "goal_position": 0.1 * np.sin((k + 2) / 5),
+                "torque_enable": True} for k in range(40)]
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"motor": "xl330", "kp": 100, "entries": entries}))
+    entries[12]["timestamp"] = entries[11]["timestamp"]
+    bad = tmp_path / "dup.json"
+    bad.write_text(json.dumps({"motor": "xl330", "kp": 100, "entries": entries}))
+    assert main(["audit", str(bad)]) == 1
+    assert main(["audit", str(good)]) == 0

@@ -766,7 +766,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with physics_precision():
-            app(args=argv, standalone_mode=False)
+            # standalone_mode=False: click returns a command's typer.Exit(code) instead of raising it
+            rc = app(args=argv, standalone_mode=False)
     except ActuatorlabError as e:
         err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
         return 2
@@ -787,7 +788,7 @@ def main(argv: list[str] | None = None) -> int:
         if type(e).__name__ == "Abort":
             return 1
         raise
-    return 0
+    return rc if isinstance(rc, int) and not isinstance(rc, bool) else 0
 
 
 if __name__ == "__main__":
