@@ -13,7 +13,9 @@ Random numbers: episodes are drawn with ``jax.random`` from ``PRNGKey(seed)`` ex
 environment draws them, so both environments start the same episode from the same seed.
 The randomization hooks run under float64 here (``physics_precision``), like the physics; a hook
 that draws with explicit dtypes (``jax.random.uniform(key, shape, jnp.float32)``) draws the same
-numbers in both environments. ``info`` holds ``envelope_outside_s`` ({dimension: (n,) [s]} this episode), the task's metrics and
+numbers in both environments. Drift (``randomization.has_drift``) runs as in the MJX
+environment: every policy step's physics uses ``drift(episode key, episode params, steps x
+policy_dt)`` (``last_params``), ``params`` keep the episode's values. ``info`` holds ``envelope_outside_s`` ({dimension: (n,) [s]} this episode), the task's metrics and
 ``envelope_outside_frac`` (share of joint-ticks outside in this step). ``envelope_mode="warn"``
 also issues one ``RuntimeWarning`` per episode and joint on its first excursion.
 """
@@ -44,7 +46,9 @@ class NativeBatch(_Static):
     also "warn"), plus ``num_envs`` and ``model_updates`` (MjModel field -> array written into the
     native model, e.g. a payload's ``body_mass``; :func:`~actuatorlab.sim.arm_native.native_model`).
     After every step ``last_outputs`` holds that step's :class:`~actuatorlab.sim.arm.ArmOutputs`
-    (B, D, ...) per command tick (q, dq, current, ...; None for ``"builtin"``)."""
+    (B, D, ...) per command tick (q, dq, current, ...; None for ``"builtin"``) and ``last_params``
+    the actuator parameters its physics ran with ({name: (B, n_sets)}, the episode's ``params``
+    drifted to the step's episode time when the randomization has drift)."""
 
     def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, num_envs: int = 1,
                  contract: TimingContract | None = None, task: Any = None, randomization: Any = None,
@@ -68,6 +72,11 @@ class NativeBatch(_Static):
         self.params = {k: np.broadcast_to(np.asarray(v, float), (B,) + np.shape(v)).copy() for k, v in act.params.items()}
         self.arm: ArmState | None = None
         self.last_outputs = None
+        self.last_params = None
+        self._drift = None
+        if randomization is not None and getattr(randomization, "has_drift", False):
+            # one compiled call for the batch: (keys (B, 2), params {name: (B, ...)}, t (B,)) -> params
+            self._drift = jax.jit(jax.vmap(randomization.drift))
         self._warned = np.zeros((B, n), bool)
 
     # -------------------------------------------------------------------------------------------
@@ -104,6 +113,7 @@ class NativeBatch(_Static):
         self.steps[b] = 0
         self._warned[b] = False
         self.rng[b] = np.asarray(k_next)
+        self.rand_keys[b] = np.asarray(k_rand)
         if self.actuator.learned is not None:
             from ..sim.arm_learned import frame
 
@@ -132,6 +142,7 @@ class NativeBatch(_Static):
         self.prev_target, self.filt, self.fifo = z(n), z(n), z(c.command_latency, n)
         self.last_action, self.ticks, self.steps = z(n), np.zeros((B, len(DIMS) + 1, n), np.int64), np.zeros(B, np.int64)
         self.rng = np.zeros((B,) + np.shape(keys[0]), np.asarray(keys[0]).dtype)
+        self.rand_keys = self.rng.copy()
         self.net_hist = z(*self.net_shape)
         probe = self.task.reset(self, keys[0], np)
         self.task_data = {k: np.zeros((B,) + np.shape(v)) for k, v in probe.items()}
@@ -148,6 +159,11 @@ class NativeBatch(_Static):
         vs = np.broadcast_to(self.v_supply, (B, D, n)).copy()
         shared = self.randomization is None
         params = {k: v[0] for k, v in self.params.items()} if shared else self.params
+        if self._drift is not None:
+            with physics_precision():
+                t = self.steps.astype(float) * self.policy_dt
+                params = {k: np.asarray(v, float) for k, v in self._drift(self.rand_keys, params, t).items()}
+        self.last_params = params
         model = self._model if shared else None
         if self.actuator.learned is not None:
             import equinox as eqx

@@ -18,7 +18,12 @@ builds the MJX model and constants in float32, for a training program with defau
 Hook points for domain randomization (``randomization``, an object with):
 ``sample_episode(key, params) -> params`` applied at reset to the actuator parameter sets (name
 -> (n_groups,), servo side; a learned model's ``base``), stored per episode in ``state.params``;
-``step_noise(key, obs) -> obs`` applied to every observation.
+``step_noise(key, obs) -> obs`` applied to every observation; when the object has drift
+(``has_drift`` true), ``drift(key, params, t) -> params`` with ``key`` the episode's randomization
+key (kept in ``state.ctl.rand_key``), ``params`` the episode's parameters (``state.params``, never
+changed within the episode) and ``t = step x policy_dt`` [s] the episode time at the start of the
+policy step: the physics of that step runs with the drifted parameters
+(:meth:`MjxEnv.step_params`). Without drift entries nothing of this runs.
 """
 
 from __future__ import annotations
@@ -46,7 +51,8 @@ class ControlState(NamedTuple):
     flight; obs_qpos (obs_latency + 1, nq), obs_qvel (obs_latency + 1, nv) observation FIFO (entry
     0 observed); last_action (n,); outside_ticks (5, n) int32: command ticks outside the envelope
     per dimension (:data:`~actuatorlab.envs.envelope.DIMS`, then any); net_hist (H, F) float32:
-    a learned model's past frames ((0, 0) otherwise)."""
+    a learned model's past frames ((0, 0) otherwise); rand_key: the episode's randomization key
+    (the key given to ``sample_episode``; drift reads it every step)."""
 
     step: Any
     rng: Any
@@ -58,6 +64,7 @@ class ControlState(NamedTuple):
     last_action: Any
     outside_ticks: Any
     net_hist: Any
+    rand_key: Any
 
 
 class EnvState(NamedTuple):
@@ -242,7 +249,7 @@ class MjxEnv(_Static):
             net_hist = jnp.zeros(self.net_shape, jnp.float32)
         ctl = ControlState(jnp.zeros((), jnp.int32), k_next, held, held, jnp.broadcast_to(held, (c.command_latency, n)),
                            jnp.broadcast_to(seen_p, (L,) + qpos.shape), jnp.broadcast_to(seen_v, (L,) + qvel.shape),
-                           jnp.zeros(n, dt), jnp.zeros((len(DIMS) + 1, n), jnp.int32), net_hist)
+                           jnp.zeros(n, dt), jnp.zeros((len(DIMS) + 1, n), jnp.int32), net_hist, k_rand)
         task = self.task.reset(self, k_task, jnp)
         obs = self.task.observe(self, ctl.obs_qpos[0], ctl.obs_qvel[0], task, ctl.last_action, jnp)
         if self.randomization is not None:
@@ -293,6 +300,15 @@ class MjxEnv(_Static):
         d, (q, dq, eff, qpos_end, qvel_end) = jax.lax.scan(tick, d0, sent)
         return arm._replace(qpos=d.qpos, qvel=d.qvel), q, dq, eff, qpos_end, qvel_end, jnp.zeros((0, 0), jnp.float32)
 
+    def step_params(self, state: EnvState) -> dict:
+        """The actuator parameters the next ``step`` runs its physics with: ``state.params``, drifted
+        to the episode time ``state.ctl.step x policy_dt`` [s] when the randomization has drift."""
+        if self.randomization is None or not getattr(self.randomization, "has_drift", False):
+            return state.params
+        t = state.ctl.step.astype(self.dtype) * jnp.asarray(self.policy_dt, self.dtype)
+        p = self.randomization.drift(state.ctl.rand_key, state.params, t)
+        return {k: jnp.asarray(v, jnp.asarray(state.params[k]).dtype) for k, v in p.items()}
+
     def step(self, state: EnvState, action) -> EnvState:
         c, ctl, dt = self.contract, state.ctl, self.dtype
         action = jnp.asarray(action, dt)
@@ -302,7 +318,8 @@ class MjxEnv(_Static):
             target = jnp.clip(target, b.pos_lo, b.pos_hi)
         grid, filt = command_grid(c, jnp, ctl.prev_target, target, ctl.filt, self.command_dt)
         sent, fifo = apply_latency(jnp, ctl.fifo, grid)
-        arm, q, dq, eff, qpos_end, qvel_end, net_hist = self._physics(state.params, state.arm, sent, ctl.net_hist)
+        arm, q, dq, eff, qpos_end, qvel_end, net_hist = self._physics(self.step_params(state), state.arm, sent,
+                                                                      ctl.net_hist)
         ticks = ctl.outside_ticks
         if b is not None:
             ticks = ticks + jnp.sum(outside(jnp, b, q, dq, eff), axis=0).astype(jnp.int32)
@@ -310,7 +327,7 @@ class MjxEnv(_Static):
         obs_v = push_samples(jnp, ctl.obs_qvel, qvel_end)
         rng, k_obs = jax.random.split(ctl.rng)
         steps = ctl.step + 1
-        ctl = ControlState(steps, rng, target, filt, fifo, obs_p, obs_v, action, ticks, net_hist)
+        ctl = ControlState(steps, rng, target, filt, fifo, obs_p, obs_v, action, ticks, net_hist, ctl.rand_key)
         obs = self.task.observe(self, obs_p[0], obs_v[0], state.task, action, jnp)
         if self.randomization is not None:
             obs = self.randomization.step_noise(k_obs, obs)
