@@ -378,7 +378,8 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
                 method: str = "cma", progress=None) -> dict:
     """Fit a robot's actuator parameters to multi-joint logs through window rollouts (native
     MuJoCo path, CMA-ES); writes RUN/arm_model.json with the model, the fitted and nominal
-    parameters and the per-joint replay MAE at 100/300/600 steps.
+    parameters, the per-joint replay MAE at 100/300/600 steps and the per-joint operating envelope
+    of the logs (:func:`~actuatorlab.identify.arm_envelope.arm_envelope`).
 
     With ``model`` (e.g. "m3"), that model is fitted on all logs. Without, the nested ladder
     :data:`~actuatorlab.identify.arm_fit.ARM_LADDER` is fitted on part of the logs and judged on
@@ -417,8 +418,11 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
         selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
                      "val_horizon": res["val_horizon"]}
     ev = evaluate_arm(robot, r["params"], trajs, model=r["model"])
+    from .identify.arm_envelope import arm_envelope
+
     d = {"format": ARM_MODEL_FORMAT, "format_version": "1", "robot": robot, "model": r["model"],
          "per_joint": per_joint, "params": r["params"], "nominal": r["nominal"],
+         "envelope": arm_envelope(robot, trajs),
          "fit": {"method": method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
                                                          "horizon")}},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
@@ -431,7 +435,9 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
 def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     """Per-joint replay MAE at 100/300/600 steps of multi-joint logs; ``model_path`` is an
     arm_model.json from :func:`run_fit_arm` or :func:`run_train_arm` (kind "learned" /
-    "residual") or the word "nominal" (the robot config's values)."""
+    "residual") or the word "nominal" (the robot config's values). With a model file that records
+    an envelope, ``envelope_outside_fraction`` {log: share of samples outside it (any joint, any
+    dimension)} and ``envelope_outside_per_joint`` {log: {joint: share}} are added."""
     import json
 
     from .errors import ModelError
@@ -455,7 +461,16 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
             raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {robot!r}")
         params = d["params"]
         model = d.get("model")
-    return evaluate_arm(robot, params, load_logs(list(paths)), model=model)
+    trajs = load_logs(list(paths))
+    res = evaluate_arm(robot, params, trajs, model=model)
+    env = d.get("envelope") if params is not None else None
+    if env:  # each log's share of samples outside the fit's per-joint envelope
+        from .identify.arm_envelope import outside_fraction
+
+        per = {t.name: outside_fraction(robot, env, t) for t in trajs}
+        res["envelope_outside_fraction"] = {k: v["outside_fraction"] for k, v in per.items()}
+        res["envelope_outside_per_joint"] = {k: v["per_joint"] for k, v in per.items()}
+    return res
 
 
 @physics

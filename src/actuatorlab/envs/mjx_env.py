@@ -100,7 +100,8 @@ class _Static:
         if envelope_mode not in ("count", "clip"):
             raise ModelError(f"envelope_mode must be count or clip, got {envelope_mode!r}")
         self.envelope_mode = envelope_mode
-        self.envelope = envelope if envelope is not None else act.envelope
+        # None: the model file's envelope (arm_model.json "envelope"); False: no envelope counted
+        self.envelope = None if envelope is False else (envelope if envelope is not None else act.envelope)
         self.bounds = envelope_bounds(r, self.envelope)
         self.cfg = ArmConfig.from_robot(r, **({"target": self.contract.servo_target}
                                               if self.contract.servo_target else {}))
@@ -166,7 +167,8 @@ class MjxEnv(_Static):
     "builtin": MuJoCo's actuators; a fitted arm_model.json, analytic or learned); contract:
     :class:`~actuatorlab.envs.timing.TimingContract`; task: :class:`~actuatorlab.envs.tasks.
     PostureTask` by default; randomization: hook object (module docstring) or None; envelope: the
-    fitted model's envelope dict (or {joint: dict}; default the model file's) counted per joint
+    fitted model's envelope dict (or {joint: dict}; None, the default: the model file's, e.g. the
+    per-joint envelope ``fit --robot`` records; False: none) counted per joint
     and episode, ``envelope_mode`` "count" or "clip" (also clip the policy target to the
     envelope's position range); episode_length [policy steps] (``info["truncation"]``);
     reset_noise [rad | m] uniform noise on the joints' start positions; home (n,) [rad | m] the
