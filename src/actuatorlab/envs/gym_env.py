@@ -15,7 +15,8 @@ The randomization hooks run under float64 here (``physics_precision``), like the
 that draws with explicit dtypes (``jax.random.uniform(key, shape, jnp.float32)``) draws the same
 numbers in both environments. Drift (``randomization.has_drift``) runs as in the MJX
 environment: every policy step's physics uses ``drift(episode key, episode params, steps x
-policy_dt)`` (``last_params``), ``params`` keep the episode's values. ``info`` holds ``envelope_outside_s`` ({dimension: (n,) [s]} this episode), the task's metrics and
+policy_dt)`` (``last_params``), ``params`` keep the episode's values. ``info`` holds
+``envelope_outside_s`` ({dimension: (n,) [s]} this episode), the task's metrics and
 ``envelope_outside_frac`` (share of joint-ticks outside in this step). ``envelope_mode="warn"``
 also issues one ``RuntimeWarning`` per episode and joint on its first excursion.
 """
