@@ -259,9 +259,9 @@ _RAND = r"""
 class Rand:  # randomization hooks: kt x U(0.8, 1.25) per episode, 1 mrad observation noise, R drifts
     has_drift = True
 
-    def drift(self, key, params, t):  # R (1 + 3 t + c t), c ~ U(0, 2) per episode (drawn from the key)
-        c = jax.random.uniform(jax.random.fold_in(key, 5), (), jax.numpy.float32, 0.0, 2.0)
-        return dict(params, R=params["R"] * (1.0 + (3.0 + c) * t))
+    def drift(self, key, params, t):  # R (1 + 0.5 t + c t), c ~ U(0, 0.5) per episode (drawn from the key)
+        c = jax.random.uniform(jax.random.fold_in(key, 5), (), jax.numpy.float32, 0.0, 0.5)
+        return dict(params, R=params["R"] * (1.0 + (0.5 + c) * t))
 
     def sample_episode(self, key, params):
         return dict(params, kt=params["kt"] * jax.random.uniform(key, (), jax.numpy.float32, 0.8, 1.25))
@@ -326,12 +326,12 @@ def test_mjx_env_jit_vmap_float32_program_agrees_with_native(tmp_path):
     np.testing.assert_allclose(nat.params["kt"], kt, rtol=1e-6)  # fixed within the episode
     # drift: both run step k's physics with R drifted to k x policy_dt; the episode's R is kept
     np.testing.assert_allclose(res["R"], nat.params["R"], rtol=1e-6)
-    c = np.array([float(jax.random.uniform(jax.random.fold_in(k, 5), (), jax.numpy.float32, 0.0, 2.0))
+    c = np.array([float(jax.random.uniform(jax.random.fold_in(k, 5), (), jax.numpy.float32, 0.0, 0.5))
                   for k in np.asarray(nat.rand_keys)])
     t_last = (len(acts) - 1) * nat.policy_dt
-    np.testing.assert_allclose(nat.last_params["R"][:, 0], nat.params["R"][:, 0] * (1 + (3 + c) * t_last), rtol=1e-9)
+    np.testing.assert_allclose(nat.last_params["R"][:, 0], nat.params["R"][:, 0] * (1 + (0.5 + c) * t_last), rtol=1e-9)
     t_next = len(acts) * nat.policy_dt
-    np.testing.assert_allclose(np.asarray(res["R_next"])[:, 0], nat.params["R"][:, 0] * (1 + (3 + c) * t_next),
+    np.testing.assert_allclose(np.asarray(res["R_next"])[:, 0], nat.params["R"][:, 0] * (1 + (0.5 + c) * t_next),
                                rtol=1e-5)
     assert np.abs(nat.arm.qpos - np.asarray(res["qpos"][-1])).max() > 0
     np.testing.assert_allclose(rew, res["reward"], atol=2e-3)
