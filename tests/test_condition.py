@@ -306,3 +306,25 @@ def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "train"), "--robot", ROBOT,
                "--train", str(d / "train"), "--json"])
     assert rc == 2 and "both a training and an evaluated log" in capsys.readouterr().err
+
+
+def test_report_heads_holds_force_and_condition_parts(data, tiny_model, capsys):
+    from actuatorlab.cli import main
+
+    d = data / "pairs"
+    rep = data / "out" / "heads.html"
+    capsys.readouterr()
+    rc = main(["report-heads", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
+               "--train", str(d / "train"), "--out", str(rep), "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out["force"]["force_mae"]) == {"learned", "id_linear", "id_friction", "momentum_observer"}
+    assert {"learned", "random_forest"} <= set(out["condition"]) and out["condition"]["learned"]["n_windows"] > 0
+    html = rep.read_text()
+    # both reports' parts, in one page with plotly.js inlined (no sibling file needed)
+    for part in ("End-effector force", "Force traces", "fig-force-", "learned gate", "force MAE [N]",
+                 "Motor-condition detection", "ROC curves", 'data-target="fig-roc"', "Per-log verdicts"):
+        assert part in html, part
+    assert html.index('id="force"') < html.index('id="condition"') and '<script src="plotly-' not in html
+    n_logs = out["force"]["n_logs"]
+    assert html.count("fig-force-") >= 2 * min(n_logs, 12) and out["condition"]["n_logs"] == n_logs

@@ -759,6 +759,31 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
         console.print(f"wrote {report}")
 
 
+@app.command("report-heads")
+def report_heads(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a learned whole-robot model"),
+                 data: List[Path] = typer.Argument(..., help="labelled multi-joint logs or folders to evaluate"),
+                 robot: str = typer.Option(..., "--robot", help="robot name"),
+                 train: List[Path] = typer.Option(..., "--train", help="training logs: calibrate / fit the baselines"),
+                 out: Path = typer.Option(Path("heads_report.html"), "--out", "-o", help="HTML report to write"),
+                 verdict_s: float = typer.Option(5.0, "--verdict-s", help="condition verdict from the last N seconds"),
+                 as_json: bool = typer.Option(False, "--json", help="print one JSON object {report, force, condition}"),
+                 seed: int = typer.Option(0, "--seed")):
+    """One self-contained HTML run report: force traces (estimate vs label, gate), the force
+    baseline table, condition metrics and ROC curves (estimate-force and condition together)."""
+    from .evaluate.heads_report import run_heads_report
+
+    d = run_heads_report(model_json, data, robot=robot, train=train, out=out, verdict_s=verdict_s, seed=seed)
+    if as_json:
+        sys.stdout.write(json.dumps(d, default=float) + "\n")
+        return
+    f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
+    console.print("force MAE [N]: " + ", ".join(f"{m} {f(v)}" for m, v in d["force"]["force_mae"].items()))
+    console.print("condition AUC: " + ", ".join(f"{m} {f(d['condition'][m]['auc'])}" for m in
+                                                 ("learned", "current_threshold", "svm", "random_forest")
+                                                 if m in d["condition"]))
+    console.print(f"wrote {d['report']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""

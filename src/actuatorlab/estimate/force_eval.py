@@ -31,7 +31,7 @@ from .dynamics import ArmDynamics
 from .force import (CLASSICAL, DEFAULT_K_O, ForceLog, estimate_log, fit_calibration, free_motion, make_estimator,
                     read_force_log)
 
-__all__ = ["CONTACT_FORCE", "ALL_METHODS", "evaluate_force", "score_force", "write_force_report"]
+__all__ = ["CONTACT_FORCE", "ALL_METHODS", "evaluate_force", "score_force", "write_force_report", "force_report_body"]
 
 #: classical contact decision: |f_hat| above this [N]
 CONTACT_FORCE = 1.0
@@ -148,13 +148,28 @@ def write_force_report(path: str | Path, res: dict[str, Any], *, title: str = "E
     """Self-contained HTML (plotly.js inlined once): the baseline table, MAE by task and split,
     gate accuracy and false-positive rates, calibration warnings, and per log the force traces
     (estimate of every method vs label, per axis) with the learned gate. Written atomically."""
+    from ..evaluate.report import _CSS, _LOADER, _e, _plotly_script, _write_atomic
+
+    path = Path(path)
+    body = force_report_body(res, title=title, max_points=max_points, max_logs=max_logs)
+    page = "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+                      f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>",
+                      "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
+                      _plotly_script(path, "inline"), "</head><body>", *body, f"<script>{_LOADER}</script>",
+                      "</body></html>", ""])
+    _write_atomic(path, page)
+    return path
+
+
+def force_report_body(res: dict[str, Any], *, title: str = "End-effector force estimation", max_points: int = 600,
+                      max_logs: int = 12) -> list[str]:
+    """The HTML body parts of :func:`write_force_report` (heading, tables, force-trace figures with
+    ids ``fig-force-<i>``), for pages that combine several reports (``report-heads``)."""
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from ..evaluate.report import _CSS, _LOADER, _decimation, _e, _figure_script, _g, _pct, _plotly_script, _table, \
-        _write_atomic
+    from ..evaluate.report import _decimation, _e, _figure_script, _g, _pct, _table
 
-    path = Path(path)
     methods = res["methods"]
     body = [f"<h1>{_e(title)}</h1>",
             f"<p><b>Robot:</b> {_e(res['robot'])} &middot; {res['n_logs']} logs, {res['n_frames']} frames"
@@ -205,13 +220,7 @@ def write_force_report(path: str | Path, res: dict[str, Any], *, title: str = "E
         fig.update_layout(height=720, title=f"{lg.name} ({lg.split}, {lg.task})", margin=dict(l=50, r=20, t=60, b=30))
         figs.append(_figure_script(fig, f"fig-force-{i}"))
         body.append(figs[-1])
-    page = "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-                      f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>",
-                      "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
-                      _plotly_script(path, "inline"), "</head><body>", *body, f"<script>{_LOADER}</script>",
-                      "</body></html>", ""])
-    _write_atomic(path, page)
-    return path
+    return body
 
 
 def _write_csv(path: str | Path, res: dict[str, Any]) -> Path:

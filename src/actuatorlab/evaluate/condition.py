@@ -83,7 +83,8 @@ from ..errors import DataError, ModelError
 __all__ = ["WINDOW", "STRIDE", "METHODS", "FEATURE_NAMES", "ConditionLog", "condition_log", "window_starts",
            "window_features", "log_windows", "CurrentThreshold", "make_baselines", "ChannelModels",
            "fit_baselines", "classification_metrics", "learned_frame_scores", "learned_window_scores",
-           "log_verdicts", "make_condition_model", "train_condition_head", "run_condition", "write_condition_report"]
+           "log_verdicts", "make_condition_model", "train_condition_head", "run_condition", "write_condition_report",
+           "condition_report_body"]
 
 WINDOW = 64       # [control steps] window length
 STRIDE = 32       # [control steps] 50 % overlap
@@ -621,11 +622,26 @@ def write_condition_report(path: str | Path, res: dict[str, Any], *, title: str 
     """Self-contained HTML report: metrics table, ROC curves per method, per-log verdicts and the
     learned per-frame scores (first ``max_logs`` logs). Reuses :mod:`actuatorlab.evaluate.report`'s
     page pieces (plotly.js loaded once: a shared sibling file or inlined)."""
-    import plotly.graph_objects as go
-
-    from .report import _CSS, _LOADER, _e, _figure_script, _g, _plotly_script, _table, _write_atomic
+    from .report import _CSS, _LOADER, _e, _plotly_script, _write_atomic
 
     path = Path(path)
+    body = condition_report_body(res, title=title, model_name=model_name, max_logs=max_logs)
+    page = "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
+                      f"<style>{_CSS}</style>", _plotly_script(path, plotly_js), "</head><body>", *body,
+                      f"<script>{_LOADER}</script>", "</body></html>", ""])
+    _write_atomic(path, page)
+    return path
+
+
+def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition detection", model_name: str = "",
+                          max_logs: int = 12) -> list[str]:
+    """The HTML body parts of :func:`write_condition_report` (heading, metrics table, ROC figure
+    ``fig-roc``, verdicts, per-frame score figures ``fig-log-<i>``), for pages that combine several
+    reports (``report-heads``)."""
+    import plotly.graph_objects as go
+
+    from .report import _e, _figure_script, _g, _table
+
     rows = []
     for name in METHODS:
         if name in res:
@@ -670,11 +686,7 @@ def write_condition_report(path: str | Path, res: dict[str, Any], *, title: str 
                             yaxis_range=[-0.05, 1.05], margin=dict(l=50, r=20, t=40, b=40))
             figs.append(_figure_script(f, f"fig-log-{i}"))
             body.append(figs[-1])
-    page = "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
-                      f"<style>{_CSS}</style>", _plotly_script(path, plotly_js), "</head><body>", *body,
-                      f"<script>{_LOADER}</script>", "</body></html>", ""])
-    _write_atomic(path, page)
-    return path
+    return body
 
 
 def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
