@@ -17,12 +17,9 @@ uniform stride to at most ``max_points`` samples per trace; metrics always use e
 from __future__ import annotations
 
 import base64
-import contextlib
 import html
 import json
 import math
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -552,19 +549,9 @@ def _plotly_script(path: Path, mode: str) -> str:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    from ..files import atomic_write
+
+    atomic_write(path, text)
 
 
 def write_report(

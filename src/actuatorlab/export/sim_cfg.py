@@ -42,8 +42,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -280,19 +278,10 @@ def _snippet(target: str, configs: dict[str, dict[str, Any]], metadata: dict[str
 
 
 def atomic_write(path: Path, data: bytes | str) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write ``data`` to ``path`` atomically (:func:`actuatorlab.files.atomic_write`)."""
+    from ..files import atomic_write as _write
+
+    return _write(path, data)
 
 
 def cfg_paths(out: str | Path) -> tuple[Path, Path]:

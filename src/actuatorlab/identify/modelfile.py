@@ -5,9 +5,7 @@ operating envelope of the training data, metrics, package version and git revisi
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -40,19 +38,10 @@ def git_revision() -> str:
 
 
 def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` through a temporary file in the same folder + os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600; outputs are ordinary files
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    """Write ``text`` to ``path`` atomically (:func:`actuatorlab.files.atomic_write`)."""
+    from ..files import atomic_write
+
+    return atomic_write(path, text)
 
 
 def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiability: dict | None = None,

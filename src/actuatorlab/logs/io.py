@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -54,18 +52,9 @@ def file_sha256(path: str | Path) -> str:
 
 def _atomic_write(dest: Path, write: Any) -> None:
     """Call ``write(tmp_path)`` on a temporary file beside ``dest``, fsync it, move it onto ``dest``."""
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp creates 0600
-        os.replace(tmp, dest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    from ..files import atomic_write_with
+
+    atomic_write_with(dest, write)
 
 
 def save_trajectory(traj: Trajectory, path: str | Path) -> Path:
