@@ -20,9 +20,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-import os
 import struct
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -133,16 +131,9 @@ def save_learned(path: str | Path, model: eqx.Module, *, layout: FeatureLayout, 
         hb = json.dumps(header, sort_keys=True).encode()
     except TypeError as e:
         raise ModelError(f"{path}: meta is not JSON-serialisable ({e})") from None
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(MAGIC + struct.pack("<Q", len(hb)) + hb + weights)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    from ..files import atomic_write
+
+    return atomic_write(path, MAGIC + struct.pack("<Q", len(hb)) + hb + weights)
 
 
 def _read(path: Path) -> tuple[dict[str, Any], bytes]:
