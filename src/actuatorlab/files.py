@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["atomic_write", "atomic_write_with"]
+__all__ = ["atomic_write", "atomic_write_with", "read_json"]
 
 
 def atomic_write_with(path: str | Path, write: Callable[[Path], Any]) -> Path:
@@ -37,3 +37,17 @@ def atomic_write(path: str | Path, data: str | bytes) -> Path:
     """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically (:func:`atomic_write_with`)."""
     raw = data.encode("utf-8") if isinstance(data, str) else bytes(data)
     return atomic_write_with(path, lambda tmp: tmp.write_bytes(raw))
+
+
+def read_json(path: str | Path, error: type[Exception], missing: str) -> Any:
+    """The JSON document in ``path``; a missing file raises ``error(f"{path}: {missing}")`` and a
+    file that is not JSON ``error(f"{path}: not valid JSON (...)")``, one line naming the file."""
+    import json
+
+    path = Path(path)
+    if not path.is_file():
+        raise error(f"{path}: {missing}")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{path}: not valid JSON ({e.__class__.__name__}: {e})") from None

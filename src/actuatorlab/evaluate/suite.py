@@ -194,12 +194,9 @@ def load_suite(suite: str | Path) -> tuple[dict, Path]:
     """Read and validate ``SUITE/suite.json`` (or the manifest path itself)."""
     p = Path(suite)
     path = p / MANIFEST if p.is_dir() or not p.suffix else p
-    if not path.is_file():
-        raise SuiteError(f"{path}: no replay suite here (create one with `actuatorlab replay --create`)")
-    try:
-        m = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise SuiteError(f"{path}: not valid JSON ({e.__class__.__name__}: {e})") from None
+    from ..files import read_json
+
+    m = read_json(path, SuiteError, "no replay suite here (create one with `actuatorlab replay --create`)")
     if not isinstance(m, dict) or m.get("format") != SUITE_FORMAT:
         raise SuiteError(f"{path}: not a replay suite (missing format {SUITE_FORMAT!r})")
     if m.get("format_version") != SUITE_VERSION:

@@ -109,13 +109,10 @@ def _json_default(o):
 
 def load_model(path: str | Path) -> dict[str, Any]:
     """Read and validate a model.json; errors name the file and the problem."""
+    from ..files import read_json
+
     path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"{path}: no such model file")
-    try:
-        d = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelError(f"{path}: not valid JSON ({e.__class__.__name__}: {e})") from None
+    d = read_json(path, ModelError, "no such model file")
     if not isinstance(d, dict) or d.get("format") != MODEL_FORMAT:
         raise ModelError(f"{path}: not an actuatorlab model file (missing format '{MODEL_FORMAT}')")
     if d.get("format_version") != MODEL_FORMAT_VERSION:

@@ -321,14 +321,10 @@ def parse_spec(doc: Any, source: str = "<spec>") -> RandomizationSpec:
 
 def load_spec(path: str | Path) -> RandomizationSpec:
     """Read and validate a spec file."""
+    from ..files import read_json
+
     path = Path(path)
-    if not path.is_file():
-        raise RandomizationError(f"{path}: no such randomization spec")
-    try:
-        doc = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise RandomizationError(f"{path}: not valid JSON ({e.__class__.__name__}: {e})") from None
-    return parse_spec(doc, str(path))
+    return parse_spec(read_json(path, RandomizationError, "no such randomization spec"), str(path))
 
 
 def save_spec(doc: Mapping, path: str | Path) -> Path:
