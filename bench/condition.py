@@ -6,7 +6,7 @@ threshold, an RBF SVM and a random forest (issue 9, section 2). A table, then on
     python bench/condition.py --data D [--arch window_stats] [--steps 800] [--lr 1e-3] [--history 63]
         [--sizes JSON] [--features ...] [--select auc|loss] [--pairs 0.5 --rank-weight 1]
         [--gain-jitter 0.1 --noise 0.05] [--seed 0] [--validate-only] [--no-calibration]
-        [--model RUN/arm_model.json] [--out bench/out/condition]
+        [--second-unit D1] [--model RUN/arm_model.json] [--out bench/out/condition]
 
 Training: D/train only (the learned head: teacher-forced supervised training of the condition
 head, ``train_condition_head``; the baselines: per-channel classifiers on its 64-step windows).
@@ -80,6 +80,9 @@ def main(argv: list[str] | None = None) -> int:
                     "detector); default: smoothing window and thresholds chosen on D/val")
     ap.add_argument("--validate-only", action="store_true", help="score D/val only (model selection; the "
                     "test split is not loaded)")
+    ap.add_argument("--second-unit", type=Path, default=None, help="also evaluate the frozen, calibrated model "
+                    "on this synth folder's test split and held-out conditions (another virtual unit, e.g. synth "
+                    "--seed 1; nothing is chosen on it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="only the JSON line")
     a = ap.parse_args(argv)
@@ -170,6 +173,21 @@ def main(argv: list[str] | None = None) -> int:
         res_ho = (run_condition(robot, ho, model=model, train_logs=tr, seed=a.seed, calibration=cal or None)
                   if ho else None)
         rf_h = same_horizon_forest(tr, te, cal, model.layout.history, restricted, ch, a.seed)
+        unit2 = None
+        if a.second_unit is not None:
+            unit2 = {}
+            for split in ("test", "heldout"):
+                d2 = a.second_unit / split
+                paths = sorted(d2.iterdir()) if split == "heldout" and d2.is_dir() else [d2]
+                logs2 = [condition_log(robot, t, ch) for t in load_logs(paths)]
+                r2 = run_condition(robot, logs2, model=model, train_logs=tr, seed=a.seed, calibration=cal or None)
+                unit2[split] = {m: {"accuracy": r2[m]["accuracy"], "precision": r2[m]["precision"],
+                                    "recall": r2[m]["recall"], "auc": r2[m]["auc"],
+                                    **{f"auc_{c}": r2[m]["by_channel"][c]["auc"] for c in restricted}}
+                                for m in METHODS}
+                unit2[split]["log_verdicts_right"] = int(sum(all(
+                    (d["verdict"][c] == "restricted") == d["label"][c] for c in ch) for d in r2["logs"]))
+                unit2[split]["n_logs"] = len(logs2)
     res["model"] = f"{model.arch} ({'condition head' if scope == 'head' else 'whole network'} trained on D/train)"
     write_condition_report(a.out / "condition.html", res, model_name=res["model"])
     rows = []
@@ -217,6 +235,12 @@ def main(argv: list[str] | None = None) -> int:
               f"({sum(r for r, d in zip(right, res['logs']) if any(d['label'].values()))} of "
               f"{sum(any(d['label'].values()) for d in res['logs'])} restricted), held-out conditions "
               f"{sum(ho_right)} of {len(ho_right)} called normal")
+    if unit2 is not None and not a.json:
+        for split, u in unit2.items():
+            print(f"second unit ({a.second_unit}), {split}: " + "; ".join(
+                f"{m} " + ", ".join(f"{k} {f3(u[m][k])}" for k in ("auc", *[f"auc_{c}" for c in restricted], "recall",
+                                                                   "accuracy")) for m in METHODS)
+                  + f"; learned per-log verdicts {u['log_verdicts_right']} of {u['n_logs']} right")
     lr = res["learned"]
     summary = {
         **base, "eval_s": round(eval_s, 1), "wall_s": round(time.perf_counter() - t_all, 1),
@@ -232,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
                    **{f"auc_{c}_above_random_forest": bool((lr["by_channel"][c]["auc"] or 0)
                                                             > (res["random_forest"]["by_channel"][c]["auc"] or 0))
                       for c in restricted}},
+        "second_unit": None if unit2 is None else {"data": str(a.second_unit), **unit2},
         "logs": public(res)["logs"], "heldout_logs": public(res_ho)["logs"] if res_ho else [],
     }
     emit(summary, a.out / "condition.json")

@@ -193,6 +193,11 @@ def test_baselines_never_see_test_windows(monkeypatch):
     # the same file as training and test log is refused
     with pytest.raises(DataError, match="both a training and an evaluated log"):
         run_condition(None, [train[0]], train_logs=train)
+    # the same name with other samples (a second unit's log of the same synthetic trajectory) is accepted
+    import dataclasses
+
+    other = dataclasses.replace(train[1], current=train[1].current + 0.01)
+    assert run_condition(None, [other, test[0]], train_logs=train)["random_forest"]["n_windows"] > 0
 
 
 # ----------------------------------------------------------------------------------------------

@@ -767,15 +767,21 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
 
     Returns {method: {"accuracy", "precision", "recall", "auc", "n_windows", "n_restricted",
     "by_channel": {channel: {...}}}, "logs": [per-log verdicts], "roc": {method: {"fpr", "tpr"}},
-    "window": {...}, "channels"}. A log both in ``train_logs`` and ``logs`` (same source) is a
-    :class:`DataError`."""
+    "window": {...}, "channels"}. A log both in ``train_logs`` and ``logs`` (same source and the
+    same current and position samples) is a :class:`DataError`."""
     if not logs:
         raise DataError(None, "no logs to evaluate")
     chans = logs[0].channels
     for lg in list(logs) + list(train_logs):
         if lg.channels != chans:
             raise DataError(lg.source, f"records joints {list(lg.channels)}, the first log {list(chans)}")
-    overlap = sorted({lg.source for lg in logs} & {lg.source for lg in train_logs})
+    # the same log: same source AND the same samples (synthetic logs of two units share their names)
+    by_src: dict[str, list[ConditionLog]] = {}
+    for lg in train_logs:
+        by_src.setdefault(lg.source, []).append(lg)
+    overlap = sorted(lg.source for lg in logs if any(
+        t.current.shape == lg.current.shape and np.array_equal(t.current, lg.current) and np.array_equal(t.q, lg.q)
+        for t in by_src.get(lg.source, ())))
     if overlap:
         raise DataError(overlap[0], "is both a training and an evaluated log; baselines never see test logs")
     X, y, where = stack_windows(list(logs))
