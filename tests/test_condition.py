@@ -474,11 +474,13 @@ def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
 
     d = data / "pairs"
     capsys.readouterr()
+    rep = data / "out" / "calibrated.html"
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
-               "--train", str(d / "train"), "--calibrate", str(d / "val"), "--json"])
+               "--train", str(d / "train"), "--calibrate", str(d / "val"), "--json", "--report", str(rep)])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     cal = out["calibration"]
+    assert f"below {cal['verdict_threshold']:.3f}: restricted" in rep.read_text()       # the report says what it applied
     assert cal["source"].startswith("2 calibration logs") and cal["channels_used"] == ["joint3"]
     assert set(cal) >= {"smooth_s", "window_threshold", "verdict_threshold", "verdict_s"}
     for method in ("learned", "current_threshold", "svm", "random_forest"):

@@ -900,10 +900,14 @@ def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition 
     body += ["<h2>ROC curves</h2>", figs[-1]]
     if res.get("logs"):
         chans = res["channels"]
+        calib = res.get("calibration") or {}
+        smooth_txt = (f" of the scores smoothed over {_g(calib['smooth_s'])} s (calibration: "
+                      f"{_e(str(calib.get('source', '')))})" if calib.get("smooth_s") else "")
         vr = [[_e(d["log"]), *[("<b>R</b> " if d["label"][c] else "") + _e(d["verdict"][c])
                                + f" ({d['score_last'][c]:.2f})" for c in chans]] for d in res["logs"]]
         body += ["<h2>Per-log verdicts (learned head)</h2>",
-                 '<p class="muted">Mean condition score (1 = normal) of the last seconds; below 0.5: restricted. '
+                 f'<p class="muted">Mean condition score (1 = normal) of the last {_g(calib.get("verdict_s", 5.0))} s'
+                 f'{smooth_txt}; below {_g(calib.get("verdict_threshold", 0.5), ".3f")}: restricted. '
                  "<b>R</b>: labelled restricted.</p>", _table(["log", *map(_e, chans)], vr)]
         body.append("<h2>Per-frame condition scores</h2>")
         for i, d in enumerate(res["logs"][:max_logs]):
