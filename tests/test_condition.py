@@ -480,7 +480,7 @@ def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     cal = out["calibration"]
-    assert f"below {cal['verdict_threshold']:.3f}: restricted" in rep.read_text()       # the report says what it applied
+    assert f"below {cal['verdict_threshold']:.3f}: restricted" in rep.read_text()   # the report says what it applied
     assert cal["source"].startswith("2 calibration logs") and cal["channels_used"] == ["joint3"]
     assert set(cal) >= {"smooth_s", "window_threshold", "verdict_threshold", "verdict_s"}
     for method in ("learned", "current_threshold", "svm", "random_forest"):
@@ -542,8 +542,8 @@ def test_window_stats_condition_model_round_trips(data, tmp_path):
     with physics_precision():
         r = load_robot(ROBOT)
         trajs = load_logs([data / "pairs" / "train"])
-        m = make_condition_model(r, trajs, arch="window_stats", history=15, per_channel=("q", "dq", "err", "current"),
-                                 sizes=dict(width=8, depth=1, d=8, head_width=8))
+        m = make_condition_model(r, trajs, arch="window_stats", history=15,
+                                 per_channel=("q", "dq", "err", "current"), sizes=dict(width=8, depth=1, d=8, head_width=8))
         assert dict(m.sizes)["drop_mean"] == 1                     # q's mean left out by default
         save_arm_model(tmp_path, ROBOT, m, None, extra={"condition_calibration": {"smooth_s": 1.0}})
         _, m2, d = load_arm_model(tmp_path / "arm_model.json", ROBOT)
