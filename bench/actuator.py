@@ -131,7 +131,7 @@ def run(args) -> dict:
         shape = dict(n_features=m.layout.n_features, n_channels=m.layout.n_channels, history=m.layout.history)
     else:
         shape = REF
-        archs = ["transformer"] + ([] if args.transformer_only else [a for a in ARCHS if a != "transformer"])
+        archs = ["transformer"] + ([] if args.transformer_only else [a for a in ARCHS if a not in ("transformer", "window_stats")])
         nets = {a: make_net(a, key=jax.random.PRNGKey(args.seed), **shape) for a in archs}
     T, F = shape["history"] + 1, shape["n_features"]
     rng = np.random.default_rng(args.seed)

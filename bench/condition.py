@@ -2,18 +2,24 @@
 threshold, an RBF SVM and a random forest (issue 9, section 2). A table, then one JSON line.
 
     actuatorlab synth --robot open_manipulator_x --suite neural_actuator --out D --seed 0 --scale 0.1 \
-        --restricted-pairs 24
-    python bench/condition.py --data D [--steps 300] [--lr 3e-4] [--history 63] [--sizes JSON] [--features ...]
-        [--model RUN/arm_model.json] [--out bench/out/condition]
+        --restricted-pairs 60
+    python bench/condition.py --data D [--arch window_stats] [--steps 800] [--lr 1e-3] [--history 63]
+        [--sizes JSON] [--features ...] [--select auc|loss] [--pairs 0.5 --rank-weight 1]
+        [--gain-jitter 0.1 --noise 0.05] [--seed 0] [--validate-only] [--no-calibration]
+        [--second-unit D1] [--model RUN/arm_model.json] [--out bench/out/condition]
 
 Training: D/train only (the learned head: teacher-forced supervised training of the condition
 head, ``train_condition_head``; the baselines: per-channel classifiers on its 64-step windows).
-Evaluation: D/test (held-out split: restricted and normal logs), plus the false-positive rate on
-D/heldout/* (held-out conditions, all normal). D/val selects the learned head's training step
-(lowest validation loss, early stopping); the baselines have no step to select. Without ``--model`` the learned
-model is a fresh network of ``--arch`` (normalizer from the training frames) trained whole
-(scope "net") on the condition labels; with ``--model`` (a model trained through the simulator)
-only its condition head is trained (scope "head").
+Every choice is made on D/val: the training step kept (``--select``: highest frame AUC of the
+restricted joint, or lowest loss), then the detector's calibration (``calibrate_condition``: the
+causal smoothing of the per-frame scores, the window and per-log verdict thresholds). With
+``--validate-only`` only D/val is scored (for comparing configurations; the test split is not
+loaded). Otherwise D/test (held-out split: restricted and normal logs) and D/heldout/* (held-out
+conditions, all normal: false-positive rate) are then evaluated once with what D/val chose. Without
+``--model`` the learned model is a fresh network of ``--arch`` (normalizer from the training
+frames) trained whole (scope "net"); with ``--model`` only its condition head is trained (scope
+"head"). The random forest is also shown with its window scores smoothed over the same causal
+horizon as the learned detector's, so the two are compared at equal look-back too.
 """
 
 from __future__ import annotations
@@ -30,13 +36,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 
 ROBOT = "open_manipulator_x"
-#: default fresh model: the gated Transformer, smaller (2 blocks, d 64) with 63 frames of history (0.64 s),
-#: without temperature and voltage (session fingerprints the network memorised) and without the absolute
-#: positions q_target and q: the band's signature is in how current, PWM, velocity and tracking error relate,
-#: while absolute positions let the network recognise the restricted training motions (chosen on D/val,
-#: joint-3 AUC 0.881 vs 0.767 with positions; see bench/README.md)
-SIZES = {"d": 64, "n_heads": 4, "n_layers": 2, "ff": 128, "head_width": 64}
-FEATURES = ("dq", "err", "current", "pwm")
+#: default fresh model (chosen on D/val, see bench/README.md): ``window_stats``, per-joint statistics
+#: of a 64-frame window (levels, spreads, trends and the cross-slopes such as current on position,
+#: a stiffness) and an MLP, on q, dq, err, current and PWM with the absolute position's mean left
+#: out (absolute positions let a network recognise the restricted training motions)
+ARCH = "window_stats"
+SIZES = {"window_stats": {}, "transformer": {"d": 64, "n_heads": 4, "n_layers": 2, "ff": 128, "head_width": 64}}
+FEATURES = ("q", "dq", "err", "current", "pwm")
+#: training recipe: steps, learning rate, twin-pair batches, the step kept by validation
+STEPS = 800
+LR = 1e-3
+PAIRS = 0.0
+RANK_WEIGHT = 0.0
+SELECT = "auc"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,19 +56,33 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, required=True, help="synth folder (with --restricted-pairs)")
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent / "out" / "condition")
     ap.add_argument("--model", type=Path, default=None, help="start from this RUN/arm_model.json (head only)")
-    ap.add_argument("--arch", default="transformer")
-    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--arch", default=ARCH)
+    ap.add_argument("--steps", type=int, default=STEPS)
     ap.add_argument("--batch", type=int, default=256)
-    ap.add_argument("--lr", type=float, default=3e-4)
+    ap.add_argument("--lr", type=float, default=LR)
     ap.add_argument("--history", type=int, default=63, help="frames of history of a fresh model")
-    ap.add_argument("--sizes", type=json.loads, default=SIZES, help="network sizes of a fresh model, JSON "
-                    "(default: a small Transformer; '{}': the architecture's defaults)")
+    ap.add_argument("--sizes", type=json.loads, default=None, help="network sizes of a fresh model, JSON "
+                    "(default: a small Transformer for --arch transformer, the defaults otherwise)")
     ap.add_argument("--features", nargs="*", default=list(FEATURES), help="per-channel features of a fresh model "
                     "(none given: train --robot's default layout)")
     ap.add_argument("--scope", choices=("net", "head"), default=None,
                     help="train the whole network or the condition head only (default: net for a fresh model, head "
                          "with --model)")
     ap.add_argument("--eval-every", type=int, default=25, help="validation (D/val) every N steps; best kept")
+    ap.add_argument("--select", choices=("loss", "auc"), default=SELECT,
+                    help="training step kept: lowest D/val loss or highest D/val frame AUC of the restricted joint")
+    ap.add_argument("--pairs", type=float, default=PAIRS, help="share of each batch drawn as frame-aligned "
+                    "restricted / normal twins (0: uniform frames)")
+    ap.add_argument("--rank-weight", type=float, default=RANK_WEIGHT, help="weight of the twin ranking term")
+    ap.add_argument("--gain-jitter", type=float, default=0.0, help="augmentation: log-normal gain on current / PWM")
+    ap.add_argument("--noise", type=float, default=0.0, help="augmentation: input noise [training std]")
+    ap.add_argument("--no-calibration", action="store_true", help="no smoothing, thresholds 0.5 (the earlier "
+                    "detector); default: smoothing window and thresholds chosen on D/val")
+    ap.add_argument("--validate-only", action="store_true", help="score D/val only (model selection; the "
+                    "test split is not loaded)")
+    ap.add_argument("--second-unit", type=Path, default=None, help="also evaluate the frozen, calibrated model "
+                    "on this synth folder's test split and held-out conditions (another virtual unit, e.g. synth "
+                    "--seed 1; nothing is chosen on it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="only the JSON line")
     a = ap.parse_args(argv)
@@ -64,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from actuatorlab.evaluate.condition import (METHODS, condition_log, make_condition_model, public,
+    from actuatorlab.evaluate.condition import (METHODS, calibrate_condition, condition_log,
+                                                learned_frame_scores_batched, make_condition_model, public,
                                                 run_condition, train_condition_head, write_condition_report)
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
     from actuatorlab.learned.nets import param_count
@@ -74,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
 
     t_all = time.perf_counter()
     card = json.loads((a.data / "dataset.json").read_text())
+    f3 = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
     with physics_precision():
         if a.model is not None:
             robot, model, _ = load_arm_model(a.model, ROBOT)
@@ -84,29 +112,84 @@ def main(argv: list[str] | None = None) -> int:
             scope = "net"
         scope = a.scope or scope
         tr_t = load_logs([a.data / "train"])
-        te_t = load_logs([a.data / "test"])
-        ho_t = load_logs(sorted((a.data / "heldout").iterdir())) if (a.data / "heldout").is_dir() else []
+        va_t = load_logs([a.data / "val"])
         t0 = time.perf_counter()
         if model is None:
-            model = make_condition_model(robot, tr_t, arch=a.arch, seed=a.seed, history=a.history, sizes=a.sizes,
+            sizes = SIZES.get(a.arch, {}) if a.sizes is None else a.sizes
+            model = make_condition_model(robot, tr_t, arch=a.arch, seed=a.seed, history=a.history, sizes=sizes,
                                          per_channel=a.features or None)
-        va_t = load_logs([a.data / "val"]) if (a.data / "val").is_dir() else None
         model, info = train_condition_head(robot, model, tr_t, steps=a.steps, batch=a.batch, lr=a.lr, seed=a.seed,
-                                           scope=scope, val_trajs=va_t, eval_every=a.eval_every)
+                                           scope=scope, val_trajs=va_t, eval_every=a.eval_every, pairs=a.pairs,
+                                           rank_weight=a.rank_weight, gain_jitter=a.gain_jitter, noise=a.noise,
+                                           select=a.select)
         train_s = time.perf_counter() - t0
-        save_arm_model(a.out / "run", ROBOT, model, None, extra={"condition_head": {
-            k: v for k, v in info.items() if k != "loss"}})
         ch = model.layout.channels
         tr = [condition_log(robot, t, ch) for t in tr_t]
+        va = [condition_log(robot, t, ch) for t in va_t]
+        # --- validation: calibration (smoothing, thresholds) and the figures model selection reads ---
+        va_fs = [learned_frame_scores_batched(robot, model, lg) for lg in va]
+        cal = {} if a.no_calibration else calibrate_condition(va_fs, [lg.restricted for lg in va], robot.control_dt)
+        if cal:
+            cal["source"] = f"D/val ({len(va)} logs)"
+            cal["channels_used"] = [ch[c] for c in cal["channels_used"]]
+        restricted = [c for c in ch if any(lg.restricted[ch.index(c)] for lg in tr)]
+        val = validation_figures(va, va_fs, cal, ch, restricted, tr, a.seed)
+        cal_txt = ("no calibration (smoothing none, thresholds 0.5)" if not cal else
+                   f"smoothing {cal['smooth_s']:g} s, window threshold {cal['window_threshold']:.3f}, verdict "
+                   f"threshold {cal['verdict_threshold']:.3f} (chosen on D/val)")
+        if not a.json:
+            print(f"validation (D/val, {len(va)} logs): learned "
+                  + ", ".join(f"AUC {c} {f3(val['learned'][f'auc_{c}'])} (raw {f3(val['learned_raw'][f'auc_{c}'])})"
+                              for c in restricted)
+                  + f", pooled AUC {f3(val['learned']['auc'])}, recall {f3(val['learned']['recall'])}, precision "
+                  f"{f3(val['learned']['precision'])}, per-log verdicts {val['learned']['log_right']} of {len(va)} "
+                  f"right; random forest " + ", ".join(f"AUC {c} {f3(val['random_forest'][f'auc_{c}'])}"
+                                                     for c in restricted)
+                  + f"; {cal_txt}; best step {info['best_step']}, {train_s:.0f} s")
+        base = {"bench": "condition", "data": str(a.data), "seed": card["seed"], "scale": card["scale"],
+                "restricted_pairs": card.get("restricted_pairs", 0), "arch": model.arch, "scope": scope,
+                "steps": info["steps"], "best_step": info["best_step"], "select": a.select, "pairs": a.pairs,
+                "rank_weight": a.rank_weight, "gain_jitter": a.gain_jitter, "noise": a.noise,
+                "model_seed": a.seed, "history": model.layout.history, "sizes": dict(model.sizes),
+                "features": list(model.layout.per_channel), "params": param_count(model.net),
+                "batch": info["batch"], "lr": a.lr, "train_s": round(train_s, 1), "calibration": cal or None,
+                "validation": val}
+        if a.validate_only:
+            emit({**base, "validate_only": True, "wall_s": round(time.perf_counter() - t_all, 1)},
+                 a.out / "condition_val.json")
+            return 0
+        save_arm_model(a.out / "run", ROBOT, model, None, extra={"condition_head": {
+            k: v for k, v in info.items() if k != "loss"}, **({"condition_calibration": cal} if cal else {})})
+        # --- test split and held-out conditions: evaluated once, with what D/val chose ---
+        te_t = load_logs([a.data / "test"])
+        ho_t = load_logs(sorted((a.data / "heldout").iterdir())) if (a.data / "heldout").is_dir() else []
         te = [condition_log(robot, t, ch) for t in te_t]
         ho = [condition_log(robot, t, ch) for t in ho_t]
         t0 = time.perf_counter()
-        res = run_condition(robot, te, model=model, train_logs=tr, seed=a.seed)
+        res = run_condition(robot, te, model=model, train_logs=tr, seed=a.seed, calibration=cal or None)
         eval_s = time.perf_counter() - t0
-        res_ho = run_condition(robot, ho, model=model, train_logs=tr, seed=a.seed) if ho else None
+        # the same frozen model without the calibration (no smoothing, thresholds 0.5): for reading only
+        res_raw = run_condition(robot, te, model=model, seed=a.seed) if cal else None
+        res_ho = (run_condition(robot, ho, model=model, train_logs=tr, seed=a.seed, calibration=cal or None)
+                  if ho else None)
+        rf_h = same_horizon_forest(tr, te, cal, model.layout.history, restricted, ch, a.seed)
+        unit2 = None
+        if a.second_unit is not None:
+            unit2 = {}
+            for split in ("test", "heldout"):
+                d2 = a.second_unit / split
+                paths = sorted(d2.iterdir()) if split == "heldout" and d2.is_dir() else [d2]
+                logs2 = [condition_log(robot, t, ch) for t in load_logs(paths)]
+                r2 = run_condition(robot, logs2, model=model, train_logs=tr, seed=a.seed, calibration=cal or None)
+                unit2[split] = {m: {"accuracy": r2[m]["accuracy"], "precision": r2[m]["precision"],
+                                    "recall": r2[m]["recall"], "auc": r2[m]["auc"],
+                                    **{f"auc_{c}": r2[m]["by_channel"][c]["auc"] for c in restricted}}
+                                for m in METHODS}
+                unit2[split]["log_verdicts_right"] = int(sum(all(
+                    (d["verdict"][c] == "restricted") == d["label"][c] for c in ch) for d in r2["logs"]))
+                unit2[split]["n_logs"] = len(logs2)
     res["model"] = f"{model.arch} ({'condition head' if scope == 'head' else 'whole network'} trained on D/train)"
     write_condition_report(a.out / "condition.html", res, model_name=res["model"])
-    restricted = [c for c in ch if any(res[m]["by_channel"][c]["n_restricted"] for m in METHODS if m in res)]
     rows = []
     for m in METHODS:
         r = res[m]
@@ -114,46 +197,140 @@ def main(argv: list[str] | None = None) -> int:
                "auc": r["auc"]}
         for c in restricted:
             row[f"auc_{c}"] = r["by_channel"][c]["auc"]
+            row[f"recall_{c}"] = r["by_channel"][c]["recall"]
         row["false_positive_rate_heldout"] = None if res_ho is None else 1.0 - res_ho[m]["accuracy"]
         rows.append(row)
+    if res_raw is not None:
+        r = res_raw["learned"]
+        rows.insert(1, {"method": "learned_uncalibrated", "accuracy": r["accuracy"], "precision": r["precision"],
+                        "recall": r["recall"], "auc": r["auc"],
+                        **{f"{k}_{c}": r["by_channel"][c][k] for c in restricted for k in ("auc", "recall")},
+                        "false_positive_rate_heldout": None,
+                        "log_verdicts_right": int(sum(all((d["verdict"][c] == "restricted") == d["label"][c]
+                                                          for c in ch) for d in res_raw["logs"]))})
+    if rf_h is not None:
+        rows.append({"method": "random_forest_same_horizon", "accuracy": None, "precision": None, "recall": None,
+                     "auc": rf_h["auc"], **{k: v for k, v in rf_h.items() if k != "auc"},
+                     "false_positive_rate_heldout": None})
+    # per-log verdicts of the learned head: a log is right when every channel's verdict matches its label
+    right = [all((d["verdict"][c] == "restricted") == d["label"][c] for c in ch) for d in res["logs"]]
+    verdict_acc = float(np.mean(right))
+    ho_right = [all(v == "normal" for v in d["verdict"].values()) for d in (res_ho or {}).get("logs", [])]
     if not a.json:
-        hdr = ["method", "accuracy", "precision", "recall", "AUC", *[f"AUC {c}" for c in restricted], "FPR held-out"]
+        hdr = ["method", "accuracy", "precision", "recall", "AUC", *[f"{k} {c}" for c in restricted
+                                                                    for k in ("AUC", "recall")], "FPR held-out"]
         print(f"condition detection, OpenManipulator-X virtual hardware (seed {card['seed']}, scale {card['scale']}, "
               f"{card.get('restricted_pairs', 0)} restricted/normal pairs); test split: {len(te)} logs, "
               f"{res['learned']['n_windows']} window x channel ({res['learned']['n_restricted']} restricted); "
               f"held-out conditions: {len(ho)} logs (all normal)")
         print(" | ".join(f"{h:>14}" for h in hdr))
-        f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
         for r in rows:
-            print(" | ".join([f"{r['method']:>14}"] + [f"{f(v):>14}" for k, v in r.items() if k != "method"]))
+            print(" | ".join([f"{r['method']:>14}"] + [f"{f3(v):>14}" for k, v in r.items()
+                                                       if k not in ("method", "log_verdicts_right")]))
         print(f"learned head: {info['steps']} steps x {info['batch']} frames ({scope}, "
-              f"history {model.layout.history}), "
-              f"best by validation at step {info['best_step']}, {train_s:.0f} s; evaluation "
-              f"(online, one frame at a time + baselines) {eval_s:.0f} s; report {a.out / 'condition.html'}")
+              f"history {model.layout.history}), best by validation {a.select} at step {info['best_step']}, "
+              f"{train_s:.0f} s; {cal_txt}; evaluation (online, one frame at a time + baselines) {eval_s:.0f} s; "
+              f"report {a.out / 'condition.html'}")
+        print(f"learned per-log verdicts: {sum(right)} of {len(right)} test logs right "
+              f"({sum(r for r, d in zip(right, res['logs']) if any(d['label'].values()))} of "
+              f"{sum(any(d['label'].values()) for d in res['logs'])} restricted), held-out conditions "
+              f"{sum(ho_right)} of {len(ho_right)} called normal")
+    if unit2 is not None and not a.json:
+        for split, u in unit2.items():
+            print(f"second unit ({a.second_unit}), {split}: " + "; ".join(
+                f"{m} " + ", ".join(f"{k} {f3(u[m][k])}" for k in ("auc", *[f"auc_{c}" for c in restricted], "recall",
+                                                                   "accuracy")) for m in METHODS)
+                  + f"; learned per-log verdicts {u['log_verdicts_right']} of {u['n_logs']} right")
     lr = res["learned"]
-    # per-log verdicts of the learned head: a log is right when every channel's verdict matches its label
-    verdict_acc = float(np.mean([all((d["verdict"][c] == "restricted") == d["label"][c] for c in ch)
-                                 for d in res["logs"]]))
-    if not a.json:
-        print(f"learned per-log verdicts (last 5 s, score < 0.5): {verdict_acc:.3f} of {len(res['logs'])} "
-              "test logs right")
     summary = {
-        "bench": "condition", "data": str(a.data), "seed": card["seed"], "scale": card["scale"],
-        "restricted_pairs": card.get("restricted_pairs", 0), "arch": model.arch, "scope": scope,
-        "steps": info["steps"], "best_step": info["best_step"], "history": model.layout.history,
-        "sizes": dict(model.sizes), "features": list(model.layout.per_channel),
-        "params": param_count(model.net), "batch": info["batch"], "lr": a.lr, "train_s": round(train_s, 1),
-        "eval_s": round(eval_s, 1), "wall_s": round(time.perf_counter() - t_all, 1),
-        "n_test_logs": len(te), "n_heldout_logs": len(ho), "final_loss": float(np.mean(info["loss"][-20:])) if info["loss"] else None,
+        **base, "eval_s": round(eval_s, 1), "wall_s": round(time.perf_counter() - t_all, 1),
+        "n_test_logs": len(te), "n_heldout_logs": len(ho),
+        "final_loss": float(np.mean(info["loss"][-20:])) if info["loss"] else None,
         **{r["method"]: {k: v for k, v in r.items() if k != "method"} for r in rows},
-        "log_verdict_accuracy": verdict_acc,
+        "log_verdict_accuracy": verdict_acc, "log_verdicts_right": int(sum(right)),
+        "heldout_logs_called_normal": int(sum(ho_right)),
         "target": {"auc_ge_0.95": bool(lr["auc"] is not None and lr["auc"] >= 0.95),
                    "recall_ge_0.9": bool(lr["recall"] >= 0.9),
-                   **{f"auc_{c}_ge_0.95": bool((lr["by_channel"][c]["auc"] or 0) >= 0.95) for c in restricted}},
-        "logs": public(res)["logs"],
+                   **{f"auc_{c}_ge_0.95": bool((lr["by_channel"][c]["auc"] or 0) >= 0.95) for c in restricted},
+                   **{f"recall_{c}_ge_0.9": bool((lr["by_channel"][c]["recall"] or 0) >= 0.9) for c in restricted},
+                   **{f"auc_{c}_above_random_forest": bool((lr["by_channel"][c]["auc"] or 0)
+                                                            > (res["random_forest"]["by_channel"][c]["auc"] or 0))
+                      for c in restricted}},
+        "second_unit": None if unit2 is None else {"data": str(a.second_unit), **unit2},
+        "logs": public(res)["logs"], "heldout_logs": public(res_ho)["logs"] if res_ho else [],
     }
     emit(summary, a.out / "condition.json")
     return 0
+
+
+def same_horizon_forest(tr, te, cal, history, restricted, ch, seed) -> dict | None:
+    """The random forest (fitted on D/train windows) with the learned detector's look-back: window
+    w's score is the mean forest score of the 64-step windows lying within [start_w - n - H,
+    end_w] (n: the smoothing in frames, H: the network's history), the span the smoothed learned
+    window score depends on. None without smoothing."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from actuatorlab.evaluate.condition import fit_baselines, log_windows, stack_windows
+
+    if not cal or not cal.get("smooth_s"):
+        return None
+    n = max(1, int(round(cal["smooth_s"] / te[0].dt)))
+    rf = fit_baselines(*stack_windows(tr)[:2], seed, methods=("random_forest",))["random_forest"]
+    ys, ss = [], []
+    for lg in te:
+        X, y, st = log_windows(lg)
+        s = rf.scores(X)
+        ss.append(np.stack([s[(st >= b - n - history) & (st <= b)].mean(0) for b in st]) if len(st) else s)
+        ys.append(y)
+    y, s = np.concatenate(ys), np.concatenate(ss)
+    out = {"auc": float(roc_auc_score(y.ravel(), s.ravel()))}
+    for c in restricted:
+        k = ch.index(c)
+        out[f"auc_{c}"] = float(roc_auc_score(y[:, k], s[:, k])) if len(np.unique(y[:, k])) == 2 else None
+        out[f"recall_{c}"] = float(((s[:, k] >= 0) & (y[:, k] == 1)).sum() / max((y[:, k] == 1).sum(), 1))
+    return out
+
+
+def validation_figures(va, va_fs, cal, ch, restricted, tr, seed) -> dict:
+    """D/val figures of the learned detector (raw and as calibrated) and of the random forest
+    (fitted on D/train): pooled and per restricted joint window AUC, recall, precision, per-log
+    verdicts. The calibration was chosen on these same logs, so the calibrated figures are
+    optimistic; the raw ones (no smoothing, thresholds 0.5) are not."""
+    import numpy as np
+    from sklearn.metrics import roc_auc_score
+
+    from actuatorlab.evaluate.condition import (fit_baselines, learned_window_scores, smooth_scores, stack_windows,
+                                                window_starts)
+
+    out = {}
+    y = np.concatenate([np.tile(lg.restricted.astype(int), (len(window_starts(len(f))), 1))
+                        for lg, f in zip(va, va_fs)])
+    for name, c in (("learned_raw", {}), ("learned", cal)):
+        n_sm = max(1, int(round(c.get("smooth_s", 0.0) / va[0].dt))) if c else 1
+        thr_w, thr_v = c.get("window_threshold", 0.5), c.get("verdict_threshold", 0.5)
+        fs = [smooth_scores(f, n_sm) for f in va_fs]
+        w = np.concatenate([learned_window_scores(f, window_starts(len(f))) for f in fs])
+        p = w < thr_w
+        r = {"auc": float(roc_auc_score(y.ravel(), -w.ravel())),
+             "recall": float((p & (y == 1)).sum() / max((y == 1).sum(), 1)),
+             "precision": float((p & (y == 1)).sum() / max(p.sum(), 1))}
+        for cc in restricted:
+            k = ch.index(cc)
+            r[f"auc_{cc}"] = float(roc_auc_score(y[:, k], -w[:, k])) if len(np.unique(y[:, k])) == 2 else None
+        n_v = max(1, int(round(c.get("verdict_s", 5.0) / va[0].dt))) if c else 500
+        r["log_right"] = int(sum(all((f[-n_v:].mean(0)[k] < thr_v) == lg.restricted[k] for k in range(len(ch)))
+                                 for f, lg in zip(fs, va)))
+        r["log_scores"] = {lg.name: round(float(f[-n_v:].mean(0)[ch.index(restricted[0])]), 4)
+                           for f, lg in zip(fs, va)} if restricted else {}
+        out[name] = r
+    Xt, yt, _ = stack_windows(tr)
+    Xv, yv, _ = stack_windows(va)
+    s = fit_baselines(Xt, yt, seed, methods=("random_forest",))["random_forest"].scores(Xv)
+    out["random_forest"] = {"auc": float(roc_auc_score(yv.ravel(), s.ravel())),
+                            **{f"auc_{cc}": float(roc_auc_score(yv[:, ch.index(cc)], s[:, ch.index(cc)]))
+                               for cc in restricted if len(np.unique(yv[:, ch.index(cc)])) == 2}}
+    return out
 
 
 if __name__ == "__main__":

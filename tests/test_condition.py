@@ -1,7 +1,9 @@
 """Motor-condition detection: the 20 window features against a hand computation, exact 64/32
 window segmentation, the current threshold on a case with a known answer, baselines that never see
 test windows (standardization or fitting), the condition head's supervised training, the synth
-restricted/normal pairs (the suite's own files unchanged) and the CLI's --json keys.
+restricted/normal pairs (the suite's own files unchanged) and the CLI's --json keys; the learned
+detector's calibration (causal smoothing, thresholds chosen from validation scores alone, applied
+by run_condition, refused on evaluated logs) and twin-pair training (frame-aligned twin rows).
 
 One small synthetic dataset (smoke suite + 3 restricted/normal pairs of 4 s) is generated once
 for the module; the learned model is a tiny MLP."""
@@ -18,8 +20,8 @@ import pytest
 
 from actuatorlab.errors import DataError
 from actuatorlab.evaluate.condition import (FEATURE_NAMES, STRIDE, WINDOW, ConditionLog, CurrentThreshold,
-                                            fit_baselines, log_windows, run_condition, window_features,
-                                            window_starts)
+                                            calibrate_condition, fit_baselines, log_verdicts, log_windows,
+                                            run_condition, smooth_scores, window_features, window_starts)
 
 MJCF = Path(__file__).resolve().parents[2] / "shared" / "models" / "open_manipulator_x" / "open_manipulator_x.xml"
 ROBOT = "open_manipulator_x"
@@ -191,6 +193,11 @@ def test_baselines_never_see_test_windows(monkeypatch):
     # the same file as training and test log is refused
     with pytest.raises(DataError, match="both a training and an evaluated log"):
         run_condition(None, [train[0]], train_logs=train)
+    # the same name with other samples (a second unit's log of the same synthetic trajectory) is accepted
+    import dataclasses
+
+    other = dataclasses.replace(train[1], current=train[1].current + 0.01)
+    assert run_condition(None, [other, test[0]], train_logs=train)["random_forest"]["n_windows"] > 0
 
 
 # ----------------------------------------------------------------------------------------------
@@ -328,3 +335,220 @@ def test_report_heads_holds_force_and_condition_parts(data, tiny_model, capsys):
     assert html.index('id="force"') < html.index('id="condition"') and '<script src="plotly-' not in html
     n_logs = out["force"]["n_logs"]
     assert html.count("fig-force-") >= 2 * min(n_logs, 12) and out["condition"]["n_logs"] == n_logs
+
+
+# ----------------------------------------------------------------------------------------------
+# Calibration on validation logs, twin-pair training
+# ----------------------------------------------------------------------------------------------
+
+def test_smoothing_is_a_causal_moving_mean():
+    rng = np.random.default_rng(0)
+    s = rng.uniform(size=(50, 3))
+    for n in (1, 2, 7, 80):
+        out = smooth_scores(s, n)
+        ref = np.stack([s[max(0, k - n + 1):k + 1].mean(0) for k in range(50)])
+        np.testing.assert_allclose(out, ref, rtol=1e-12)
+    s2 = s.copy()
+    s2[30:] = 0.0                                          # a change in the future leaves the past alone
+    np.testing.assert_array_equal(smooth_scores(s2, 7)[:30], smooth_scores(s, 7)[:30])
+    with pytest.raises(ValueError):
+        smooth_scores(s, 0)
+
+
+def _val_scores(rng, n_logs=8, T=400):
+    """Validation logs whose restricted channel 1 scores 0.30 +- 1.0 frame noise, normal 0.62 +- 1.0
+    (channel 0: always normal, scores near 1): 64-frame windows still overlap, longer means separate."""
+    fs, labs = [], []
+    for k in range(n_logs):
+        r = bool(k % 2)
+        c1 = (0.30 if r else 0.62) + 1.0 * rng.standard_normal(T)
+        fs.append(np.stack([0.95 + 0.01 * rng.standard_normal(T), c1], axis=1))
+        labs.append(np.array([False, r]))
+    return fs, labs
+
+
+def test_calibration_is_chosen_on_the_validation_scores_alone():
+    rng = np.random.default_rng(1)
+    fs, labs = _val_scores(rng)
+    cal = calibrate_condition(fs, labs, 0.01)
+    # channel 0 has one class: only channel 1 counts; smoothing helps against frame noise, so the
+    # longest window wins, and both thresholds fall between the class means 0.30 and 0.62
+    assert cal["channels_used"] == [1]
+    aucs = cal["val"]["window_auc"]
+    assert aucs["0"] < 0.97 < aucs["4"] and list(aucs) == ["0", "0.25", "0.5", "1", "2", "4", "8"]
+    best = max(aucs.values())
+    assert cal["smooth_s"] == min(float(k) for k, v in aucs.items() if v == best)    # ties: the shorter window
+    assert 0.30 < cal["window_threshold"] < 0.62 and 0.30 < cal["verdict_threshold"] < 0.62
+    assert cal["val"]["log_accuracy"] == 1.0 and cal["val"]["n_logs"] == 8
+    # the calibration depends on the validation scores only: shifting them moves the thresholds
+    cal2 = calibrate_condition([f - 0.2 for f in fs], labs, 0.01)
+    assert cal2["verdict_threshold"] == pytest.approx(cal["verdict_threshold"] - 0.2, abs=0.05)
+    # a lone class on every channel cannot be calibrated
+    with pytest.raises(DataError, match="both conditions"):
+        calibrate_condition(fs[::2], labs[::2], 0.01)
+    # verdict threshold: midway in the widest gap between the per-log scores
+    last = [log_verdicts(smooth_scores(f, 400), 0.01, 5.0)[0][1] for f in fs]
+    hi_r = max(v for v, lab in zip(last, labs) if lab[1])
+    lo_n = min(v for v, lab in zip(last, labs) if not lab[1])
+    assert hi_r < cal["verdict_threshold"] < lo_n
+
+
+def test_run_condition_applies_the_calibration(monkeypatch):
+    import actuatorlab.evaluate.condition as cond
+    import actuatorlab.sim.arm_learned as al
+
+    T = 256
+    z = np.zeros((T, 2))
+    logs = [ConditionLog(n, f"/d/{n}", ("joint1", "joint2"), 0.01, z, z, z, z, np.array([False, r]))
+            for n, r in (("a", False), ("b", True))]
+    level = {"a": 0.45, "b": 0.2}                          # normal log a sits just under 0.5
+    monkeypatch.setattr(cond, "learned_frame_scores",
+                        lambda robot, model, lg, est=None: np.c_[np.ones(T), np.full(T, level[lg.name])])
+    monkeypatch.setattr(al, "OnlineEstimator", lambda model: None)
+    m = type("M", (), {"layout": type("L", (), {"channels": ("joint1", "joint2")})()})()
+    plain = run_condition(None, logs, model=m)
+    assert [d["verdict"]["joint2"] for d in plain["logs"]] == ["restricted", "restricted"]   # threshold 0.5
+    assert plain["learned"]["by_channel"]["joint2"]["precision"] == pytest.approx(0.5)
+    cal = {"smooth_s": 0.5, "window_threshold": 0.3, "verdict_threshold": 0.3, "verdict_s": 1.0}
+    res = run_condition(None, logs, model=m, calibration=cal)
+    assert [d["verdict"]["joint2"] for d in res["logs"]] == ["normal", "restricted"]
+    assert res["learned"]["by_channel"]["joint2"]["precision"] == 1.0 and res["learned"]["recall"] == 1.0
+    assert res["calibration"]["window_threshold"] == 0.3 and res["calibration"]["verdict_s"] == 1.0
+    assert res["learned"]["n_windows"] == 2 * 2 * len(window_starts(T))
+
+
+def test_twin_rows_are_frame_aligned_restricted_normal_pairs(tiny_model):
+    from actuatorlab.evaluate.condition import _teacher_forced, twin_pairs
+    from actuatorlab.precision import physics_precision
+
+    r, m, trajs = tiny_model
+    with physics_precision():
+        X, Y, spans = _teacher_forced(r, m, trajs, spans=True)
+    rows = twin_pairs(trajs, spans)
+    names = [t.name for t in trajs]
+    n_twins = sum(1 for t in trajs if t.name.startswith("cond_normal_"))
+    assert n_twins >= 1 and rows.shape[1] == 2 and rows.shape[0] > 0
+    j3 = list(m.layout.channels).index("joint3")
+    assert (Y[rows[:, 0], j3] == 0).all() and (Y[rows[:, 1], j3] == 1).all()   # restricted first, normal second
+    # same commands at the same frame: the teacher-forced q_target columns agree, the currents do not
+    k = [spans.index(s) for s in spans]
+    log_of = np.concatenate([np.full(b - a, i) for i, (a, b) in zip(k, spans)])
+    for a, b in rows[:: max(1, len(rows) // 50)]:
+        ta, tb = trajs[log_of[a]], trajs[log_of[b]]
+        assert ta.conditions["pair"] == tb.conditions["pair"] == ta.name and tb.name.startswith("cond_normal_")
+        assert a - spans[log_of[a]][0] == b - spans[log_of[b]][0]
+    assert len(set(log_of[rows[:, 0]])) == n_twins and set(names[i] for i in log_of[rows[:, 1]]) <= set(names)
+    with pytest.raises(DataError, match="twins"):
+        from actuatorlab.evaluate.condition import train_condition_head
+
+        plain = [t for t in trajs if not t.name.startswith("cond_")]
+        with physics_precision():
+            train_condition_head(r, m, plain + [t for t in trajs if t.name.startswith("cond_restricted")],
+                                 steps=1, pairs=0.5)
+
+
+def test_twin_pair_training_learns_and_batched_scores_match_online(tiny_model, data):
+    from actuatorlab.evaluate.condition import (condition_log, learned_frame_scores, learned_frame_scores_batched,
+                                                train_condition_head)
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+
+    r, m, trajs = tiny_model
+    with physics_precision():
+        new, info = train_condition_head(r, m, trajs, steps=40, batch=64, lr=3e-3, scope="net", pairs=0.5,
+                                         rank_weight=1.0, gain_jitter=0.1, noise=0.05, select="auc",
+                                         val_trajs=load_logs([data / "pairs" / "val"]), eval_every=20)
+        lg = condition_log(r, trajs[0], new.layout.channels)
+        online = learned_frame_scores(r, new, lg)
+        batched = learned_frame_scores_batched(r, new, lg, chunk=37)
+    assert info["n_twin_frames"] > 0 and info["pairs"] == 0.5 and info["select"] == "auc"
+    assert np.mean(info["loss"][-10:]) < np.mean(info["loss"][:5])
+    steps, vals = zip(*info["val"])
+    assert steps == (0, 20, 40) and all(0.0 <= v <= 1.0 for v in vals)    # AUC, highest kept
+    assert info["best_step"] == steps[int(np.argmax(vals))]
+    np.testing.assert_allclose(batched, online, rtol=1e-5, atol=1e-6)
+
+
+def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
+    from actuatorlab.cli import main
+
+    d = data / "pairs"
+    capsys.readouterr()
+    rep = data / "out" / "calibrated.html"
+    rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
+               "--train", str(d / "train"), "--calibrate", str(d / "val"), "--json", "--report", str(rep)])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    cal = out["calibration"]
+    assert f"below {cal['verdict_threshold']:.3f}: restricted" in rep.read_text()   # the report says what it applied
+    assert cal["source"].startswith("2 calibration logs") and cal["channels_used"] == ["joint3"]
+    assert set(cal) >= {"smooth_s", "window_threshold", "verdict_threshold", "verdict_s"}
+    for method in ("learned", "current_threshold", "svm", "random_forest"):
+        assert {"accuracy", "precision", "recall", "auc"} <= set(out[method])
+    # a calibration log that is also evaluated (or a training log) is refused
+    rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
+               "--train", str(d / "train"), "--calibrate", str(d / "test"), "--json"])
+    assert rc == 2 and "calibration log" in capsys.readouterr().err
+
+
+def test_window_stats_net_measures_stiffness_and_ignores_absolute_position():
+    import jax
+
+    from actuatorlab.learned.nets import WindowStats, make_net
+
+    T, C, F = 64, 2, 3                                    # per channel: q, dq, current
+    t = np.arange(T) * 0.01
+    q = 0.3 * np.sin(2 * np.pi * t)
+    x = np.zeros((T, C, F), np.float32)
+    x[:, :, 0] = q[:, None]
+    x[:, :, 1] = np.gradient(q, 0.01)[:, None]
+    x[:, 0, 2] = 0.5 * q                                  # channel 0: a 0.5 "A/rad" spring
+    x[:, 1, 2] = 0.1                                      # channel 1: constant current
+    net = make_net("window_stats", n_features=C * F, n_channels=C, history=T - 1, key=jax.random.PRNGKey(0),
+                   drop_mean=1)
+    assert isinstance(net, WindowStats)
+    st = np.asarray(net.stats(x.reshape(T, C * F))).reshape(C, 5 * F + F * (F - 1))
+    pairs = [(a, b) for a in range(F) for b in range(F) if a != b]
+    k = 5 * F + pairs.index((2, 0))                       # slope of current on q
+    var_q = q.var()
+    assert st[0, k] == pytest.approx(0.5 * var_q / (var_q + 1e-3), rel=1e-4)
+    assert st[1, k] == pytest.approx(0.0, abs=1e-6)
+    assert st[0, 0] == 0.0                                # the mean of q is left out (drop_mean bit 0)
+    assert st[1, F + 2] == pytest.approx(1e-3, rel=1e-3)  # std of a constant: sqrt(1e-6)
+    # an offset of the absolute position changes nothing; an offset of the current does (its level counts)
+    y = x.copy()
+    y[:, :, 0] += 2.0
+    out = lambda a: np.asarray(net(a.reshape(T, C * F)).condition_logit)  # noqa: E731
+    np.testing.assert_allclose(out(y), out(x), atol=1e-5)
+    z = x.copy()
+    z[:, 0, 2] += 1.0
+    assert np.abs(out(z) - out(x)).max() > 1e-4
+    keep_mean = make_net("window_stats", n_features=C * F, n_channels=C, history=T - 1, key=jax.random.PRNGKey(0))
+    assert np.abs(np.asarray(keep_mean(y.reshape(T, C * F)).condition_logit)
+                  - np.asarray(keep_mean(x.reshape(T, C * F)).condition_logit)).max() > 1e-4
+    from actuatorlab.errors import ModelError
+
+    with pytest.raises(ModelError, match="per-channel inputs"):
+        make_net("window_stats", n_features=7, n_channels=2, history=3, key=jax.random.PRNGKey(0))
+
+
+def test_window_stats_condition_model_round_trips(data, tmp_path):
+    from actuatorlab.evaluate.condition import make_condition_model
+    from actuatorlab.learned.arm import load_arm_model, save_arm_model
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+    from actuatorlab.robots import load_robot
+
+    with physics_precision():
+        r = load_robot(ROBOT)
+        trajs = load_logs([data / "pairs" / "train"])
+        m = make_condition_model(r, trajs, arch="window_stats", history=15,
+                                 per_channel=("q", "dq", "err", "current"),
+                                 sizes=dict(width=8, depth=1, d=8, head_width=8))
+        assert dict(m.sizes)["drop_mean"] == 1                     # q's mean left out by default
+        save_arm_model(tmp_path, ROBOT, m, None, extra={"condition_calibration": {"smooth_s": 1.0}})
+        _, m2, d = load_arm_model(tmp_path / "arm_model.json", ROBOT)
+        x = np.random.default_rng(0).standard_normal((16, m.layout.n_features)).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(m.net(x).condition_logit), np.asarray(m2.net(x).condition_logit))
+    assert m2.arch == "window_stats" and dict(m2.sizes)["drop_mean"] == 1
+    assert d["condition_calibration"]["smooth_s"] == 1

@@ -30,8 +30,9 @@ TINY = {"transformer": dict(d=16, n_heads=2, n_layers=2, ff=24, head_width=8),
 #: the reference layout of the size checks: 5 channels x 9 features + the gripper, 8 history frames
 REF = dict(n_features=5 * 9 + 1, n_channels=5, history=8)
 #: the architectures that take any window layout ("actuator_net" takes one joint's (err, dq) only,
-#: tests/test_export_targets.py)
-WINDOW_ARCHS = sorted(set(ARCHS) - {"actuator_net", "actuator_lstm"})
+#: tests/test_export_targets.py; "window_stats" is a condition detector on per-channel inputs,
+#: tests/test_condition.py)
+WINDOW_ARCHS = sorted(set(ARCHS) - {"actuator_net", "actuator_lstm", "window_stats"})
 
 
 def tiny(arch, seed=0, layout=LAYOUT):
@@ -44,7 +45,7 @@ def windows(n, layout=LAYOUT, seed=1):
 
 
 def test_registry_lists_archs_on_unknown_name():
-    assert set(ARCHS) == {"transformer", "mlp", "gru", "lstm", "actuator_net", "actuator_lstm"}
+    assert set(ARCHS) == {"transformer", "mlp", "gru", "lstm", "actuator_net", "actuator_lstm", "window_stats"}
     with pytest.raises(UnknownNameError, match="available: actuator_lstm, actuator_net, gru, lstm, mlp, transformer"):
         make_net("cnn", n_features=4, n_channels=1, history=2, key=jax.random.PRNGKey(0))
     with pytest.raises(UnknownNameError, match="available: d, ff, head_width, n_heads, n_layers"):

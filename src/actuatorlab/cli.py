@@ -731,13 +731,18 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
               verdict_s: float = typer.Option(5.0, "--verdict-s", help="per-log verdict from the last N seconds"),
               fit_head: Optional[Path] = typer.Option(None, "--fit-head", help="first train the condition head on "
                                                       "--train (teacher forcing) and write the model to this folder"),
+              calibrate: Optional[List[Path]] = typer.Option(None, "--calibrate", help="validation logs: choose the "
+                                                             "score smoothing and thresholds on them"),
+              no_calibration: bool = typer.Option(False, "--no-calibration", help="ignore the model file's "
+                                                  "calibration (no smoothing, thresholds 0.5)"),
               seed: int = typer.Option(0, "--seed")):
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
     from .evaluate.condition import METHODS, run_condition_files
 
     d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
-                            frames_csv=frames, fit_head=fit_head)
+                            frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
+                            use_calibration=not no_calibration)
     if as_json:
         print(json.dumps(d, default=float))
         return

@@ -17,6 +17,10 @@ Learned head (``learned``)
     it is called restricted when that mean normal score is below 0.5. Per-log verdict
     (:func:`log_verdicts`): a channel is restricted when its mean score over the last
     ``verdict_s`` seconds (default 5 s; the whole log when shorter) is below 0.5.
+    Calibration (:func:`calibrate_condition`, chosen on validation logs only, stored in the model
+    file as ``condition_calibration``): the per-frame scores are first smoothed causally over
+    ``smooth_s`` seconds (:func:`smooth_scores`), and the two 0.5 thresholds become
+    ``window_threshold`` and ``verdict_threshold``.
 
 Baselines, one classifier per channel, fitted on the training logs' windows only
     * ``current_threshold``: one threshold on the mean absolute current of the window
@@ -82,8 +86,9 @@ from ..errors import DataError, ModelError
 
 __all__ = ["WINDOW", "STRIDE", "METHODS", "FEATURE_NAMES", "ConditionLog", "condition_log", "window_starts",
            "window_features", "log_windows", "CurrentThreshold", "make_baselines", "ChannelModels",
-           "fit_baselines", "classification_metrics", "learned_frame_scores", "learned_window_scores",
-           "log_verdicts", "make_condition_model", "train_condition_head", "run_condition", "write_condition_report",
+           "fit_baselines", "classification_metrics", "learned_frame_scores", "learned_frame_scores_batched",
+           "learned_window_scores", "log_verdicts", "smooth_scores", "calibrate_condition", "twin_pairs",
+           "make_condition_model", "train_condition_head", "run_condition", "write_condition_report",
            "condition_report_body"]
 
 WINDOW = 64       # [control steps] window length
@@ -352,6 +357,21 @@ def learned_frame_scores(robot, model, lg: ConditionLog, estimator=None) -> np.n
     return out
 
 
+def learned_frame_scores_batched(robot, model, lg: ConditionLog, chunk: int = 2048) -> np.ndarray:
+    """The same per-frame scores as :func:`learned_frame_scores` (T, C) (1 = normal), computed at
+    once from the log's causal teacher-forced windows (frames before the first are copies of it,
+    as :class:`~actuatorlab.sim.arm_learned.OnlineEstimator` starts) in batches of ``chunk``:
+    for calibration and validation, where one frame at a time would be slow."""
+    import equinox as eqx
+    import jax
+    import jax.numpy as jnp
+
+    X, _ = _teacher_forced(robot, model, [lg.traj])
+    net, norm = model.net, model.normalizer
+    f = eqx.filter_jit(lambda x: jax.nn.sigmoid(jax.vmap(lambda w: net(norm.apply(w)).condition_logit)(x)))
+    return np.concatenate([np.asarray(f(jnp.asarray(X[a:a + chunk])), float) for a in range(0, X.shape[0], chunk)])
+
+
 def learned_window_scores(frame_scores: np.ndarray, starts: np.ndarray, length: int = WINDOW) -> np.ndarray:
     """Window normal scores (W, C): the mean per-frame score over each window's frames."""
     if len(starts) == 0:
@@ -360,21 +380,97 @@ def learned_window_scores(frame_scores: np.ndarray, starts: np.ndarray, length: 
     return frame_scores[idx].mean(axis=1)
 
 
-def log_verdicts(frame_scores: np.ndarray, dt: float, verdict_s: float = 5.0) -> tuple[np.ndarray, np.ndarray]:
-    """(mean normal score over the last ``verdict_s`` seconds (C,), restricted (C,) bool: score < 0.5)."""
+def log_verdicts(frame_scores: np.ndarray, dt: float, verdict_s: float = 5.0, threshold: float = 0.5
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """(mean normal score over the last ``verdict_s`` seconds (C,), restricted (C,) bool: score < ``threshold``)."""
     n = max(1, min(frame_scores.shape[0], int(round(verdict_s / dt))))
     m = frame_scores[-n:].mean(axis=0)
-    return m, m < 0.5
+    return m, m < threshold
 
 
-def _teacher_forced(robot, model, trajs) -> tuple[np.ndarray, np.ndarray]:
+#: smoothing windows [s] tried by :func:`calibrate_condition` (0: none, the raw per-frame scores)
+SMOOTH_GRID_S: tuple[float, ...] = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def _smooth_n(smooth_s: float, dt: float) -> int:
+    return max(1, int(round(float(smooth_s) / float(dt))) if smooth_s > 0 else 1)
+
+
+def _best_threshold(score: np.ndarray, restricted: np.ndarray, balanced: bool) -> tuple[float, float]:
+    """(threshold, value) on normal scores (restricted iff score < threshold) maximising accuracy
+    (``balanced``: (TPR + TNR) / 2, i.e. Youden's J + 1 over 2); candidates: midpoints between
+    consecutive distinct scores; ties broken by the widest gap, then by the one nearest 0.5."""
+    s = np.asarray(score, float).ravel()
+    y = np.asarray(restricted, bool).ravel()
+    u = np.unique(s)
+    cand = np.r_[u[0] - 1e-6, 0.5 * (u[1:] + u[:-1]), u[-1] + 1e-6] if u.size else np.array([0.5])
+    gap = np.r_[0.0, np.diff(u), 0.0] if u.size else np.array([0.0])
+    p = s[None, :] < cand[:, None]                                           # (K, N) called restricted
+    if balanced:
+        tpr = (p & y).sum(1) / max(int(y.sum()), 1)
+        tnr = (~p & ~y).sum(1) / max(int((~y).sum()), 1)
+        val = 0.5 * (tpr + tnr)
+    else:
+        val = (p == y).mean(1)
+    k = np.lexsort((np.abs(cand - 0.5), -gap, -val))[0]
+    return float(cand[k]), float(val[k])
+
+
+def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], dt: float, *,
+                        smooth_grid_s: Sequence[float] = SMOOTH_GRID_S, verdict_s: float = 5.0) -> dict[str, Any]:
+    """Choose the learned detector's smoothing window and thresholds on VALIDATION logs (never
+    test logs): per log the raw per-frame normal scores (T, C) and the labels (C,) (True =
+    restricted). Only channels restricted in some validation log count (the others have one class).
+
+    1. ``smooth_s``: the causal moving mean (:func:`smooth_scores`) from ``smooth_grid_s`` with the
+       highest window ROC AUC (64-step windows, window score = mean smoothed score); ties: shorter;
+    2. ``window_threshold``: on those window scores, the threshold of the highest balanced
+       accuracy (restricted iff score < threshold);
+    3. ``verdict_threshold``: on the per-log mean scores of the last ``verdict_s`` seconds (of the
+       smoothed scores), the threshold of the most right per-log verdicts.
+    Returns {"smooth_s", "window_threshold", "verdict_threshold", "verdict_s", "channels_used",
+    "val": {"window_auc" per smoothing, "window_balanced_accuracy", "log_accuracy", "n_logs"}}."""
+    from sklearn.metrics import roc_auc_score
+
+    labs = np.stack([np.asarray(x, bool) for x in labels]) if len(labels) else np.zeros((0, 0), bool)
+    if labs.size == 0:
+        raise DataError(None, "condition calibration: no validation logs")
+    cols = [c for c in range(labs.shape[1]) if 0 < labs[:, c].sum() < labs.shape[0]]
+    if not cols:
+        raise DataError(None, "condition calibration needs validation logs of both conditions on some channel "
+                              "(restricted and normal)")
+    aucs = {}
+    best = None
+    for sm in smooth_grid_s:
+        n = _smooth_n(sm, dt)
+        ws, ys = [], []
+        for fs, lab in zip(frame_scores, labs):
+            st = window_starts(len(fs))
+            ws.append(learned_window_scores(smooth_scores(fs, n), st)[:, cols])
+            ys.append(np.tile(lab[cols], (len(st), 1)))
+        w, y = np.concatenate(ws), np.concatenate(ys)
+        auc = float(roc_auc_score(y.ravel(), -w.ravel())) if len(np.unique(y)) == 2 else float("nan")
+        aucs[f"{float(sm):g}"] = auc
+        if best is None or auc > best[0] + 1e-12:
+            best = (auc, float(sm), w, y)
+    auc, sm, w, y = best
+    thr_w, bacc = _best_threshold(w, y, balanced=True)
+    n = _smooth_n(sm, dt)
+    last = np.stack([log_verdicts(smooth_scores(fs, n), dt, verdict_s)[0][cols] for fs in frame_scores])
+    thr_v, acc = _best_threshold(last, labs[:, cols], balanced=False)
+    return {"smooth_s": sm, "window_threshold": thr_w, "verdict_threshold": thr_v, "verdict_s": float(verdict_s),
+            "channels_used": cols, "val": {"window_auc": aucs, "window_balanced_accuracy": bacc,
+                                           "log_accuracy": acc, "n_logs": int(labs.shape[0])}}
+
+
+def _teacher_forced(robot, model, trajs, *, spans: bool = False):
     """Windows (N, H + 1, F) of measured frames (the causal window of every frame) and condition
-    labels (N, C) (1 = normal) of the logs."""
+    labels (N, C) (1 = normal) of the logs; with ``spans`` also each log's (start, stop) rows."""
     from ..learned.arm import arm_log
     from ..learned.features import sliding_windows
     from ..sim.arm_learned import frames_of_log
 
-    xs, ys = [], []
+    xs, ys, sp, n = [], [], [], 0
     for t in trajs:
         a = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
         b = a.base
@@ -382,7 +478,43 @@ def _teacher_forced(robot, model, trajs) -> tuple[np.ndarray, np.ndarray]:
                            a.telemetry)
         xs.append(np.asarray(sliding_windows(fr, model.layout.history)))
         ys.append(np.tile(a.condition, (fr.shape[0], 1)))
-    return np.concatenate(xs).astype(np.float32), np.concatenate(ys).astype(np.float32)
+        sp.append((n, n + fr.shape[0]))
+        n += fr.shape[0]
+    X, Y = np.concatenate(xs).astype(np.float32), np.concatenate(ys).astype(np.float32)
+    return (X, Y, sp) if spans else (X, Y)
+
+
+def twin_pairs(trajs, spans: Sequence[tuple[int, int]]) -> np.ndarray:
+    """Frame-aligned twin rows (P, 2) = (restricted row, normal row) of the restricted / normal
+    twins among ``trajs`` (``synth --restricted-pairs``: a normal log whose ``pair`` condition names
+    a restricted log with the same commands); ``spans``: each log's (start, stop) rows. Frame k of
+    one twin is paired with frame k of the other (up to the shorter log). (0, 2) when no twins."""
+    by_name = {t.name: k for k, t in enumerate(trajs)}
+    rows = []
+    for k, t in enumerate(trajs):
+        r = str(t.conditions.get("restricted", "none"))
+        mate = by_name.get(str(t.conditions.get("pair", "none")))
+        if r != "none" or mate is None or mate == k or str(trajs[mate].conditions.get("restricted", "none")) == "none":
+            continue
+        (a0, a1), (b0, b1) = spans[mate], spans[k]
+        n = min(a1 - a0, b1 - b0)
+        rows.append(np.stack([np.arange(a0, a0 + n), np.arange(b0, b0 + n)], axis=1))
+    return np.concatenate(rows) if rows else np.zeros((0, 2), int)
+
+
+def smooth_scores(frame_scores: np.ndarray, n: int) -> np.ndarray:
+    """Causal moving mean (T, C) of per-frame scores over the last ``n`` frames (fewer at the
+    start of a log): ``out_k = mean(s_{max(0, k - n + 1)} .. s_k)``; ``n`` = 1 returns the scores."""
+    s = np.asarray(frame_scores, float)
+    n = int(n)
+    if n < 1:
+        raise ValueError(f"smoothing window must be >= 1 frame, got {n}")
+    if n == 1 or s.shape[0] == 0:
+        return s
+    cs = np.concatenate([np.zeros((1,) + s.shape[1:]), np.cumsum(s, axis=0)])
+    k = np.arange(1, s.shape[0] + 1)
+    lo = np.maximum(0, k - n)
+    return (cs[k] - cs[lo]) / (k - lo).reshape((-1,) + (1,) * (s.ndim - 1))
 
 
 def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int = 0, history: int = 8,
@@ -392,7 +524,9 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
     of ``trajs`` (training logs only), for :func:`train_condition_head` with ``scope="net"`` when no
     model trained through the simulator is at hand. Its effort head is untrained (effort scale 1):
     use it as a condition detector, not as an actuator. ``per_channel``: the per-channel features
-    (default: ``train --robot``'s, those the logs carry)."""
+    (default: ``train --robot``'s, those the logs carry). For ``arch="window_stats"`` the window
+    means of the absolute positions (``q``, ``q_target``) are left out unless ``sizes`` sets
+    ``drop_mean``: the net then sees how the joint moves and loads, not where it is."""
     from ..learned.arm import DEFAULT_FEATURES, arm_log, make_learned_arm
     from ..learned.features import Normalizer, fit_normalizer
     from ..identify.arm_fit import log_arrays
@@ -407,6 +541,9 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
     feats = tuple(per_channel or [f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
         trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
     F = len(channels) * len(feats)
+    sizes = dict(sizes or {})
+    if arch == "window_stats" and "drop_mean" not in sizes:
+        sizes["drop_mean"] = sum(1 << k for k, f in enumerate(feats) if f in ("q", "q_target"))
     tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats,
                            normalizer=Normalizer(np.zeros(F), np.ones(F)), effort_scale=1.0, history=history,
                            width=4, depth=1, d=4, head_width=4)
@@ -418,12 +555,14 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
                                     a.telemetry))
     return make_learned_arm(robot, arch, channels=channels, per_channel=feats,
                             normalizer=fit_normalizer(np.concatenate(frames)), effort_scale=1.0, history=history,
-                            key=jax.random.PRNGKey(int(seed)), **(sizes or {}))
+                            key=jax.random.PRNGKey(int(seed)), **sizes)
 
 
 def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 256, lr: float = 1e-3,
                          seed: int = 0, scope: str = "head", weight_decay: float = 1e-4, val_trajs=None,
-                         eval_every: int = 50, progress: Callable[[int, int, float], None] | None = None):
+                         eval_every: int = 50, progress: Callable[[int, int, float], None] | None = None,
+                         pairs: float = 0.0, rank_weight: float = 0.0, gain_jitter: float = 0.0, noise: float = 0.0,
+                         select: str = "loss"):
     """Supervised training of the condition head on teacher-forced frames (no simulator).
 
     Every frame k of every training log gives the causal window of MEASURED frames
@@ -433,14 +572,26 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     (each class weighs half, weights from the training labels); AdamW (``lr``, ``weight_decay``)
     on minibatches of ``batch`` windows drawn with ``seed``, ``steps`` steps, gradient clipped at 1.
 
+    Twin pairs (``pairs`` in [0, 1]): that share of every batch is drawn as frame-aligned
+    restricted / normal twins (:func:`twin_pairs`: same commands, same frame index, only the
+    condition differs), the rest uniformly from all frames; a network that keys on the trajectory
+    gets opposite labels for the same motion within one batch. ``rank_weight`` adds, on those
+    pairs, a logistic ranking term ``rank_weight * mean softplus(l_r - l_n)`` on the restricted
+    channel's logits (l = normal logit; the normal twin must score more normal than its restricted
+    twin). Augmentation, per window and channel: the current and PWM features are multiplied by
+    ``exp(gain_jitter * N(0, 1))`` (a unit's torque constant and supply differ), and every
+    normalized feature gets ``noise * N(0, 1)``.
+
     ``scope``: "head" trains the condition head only: the trunk and the other heads are unchanged,
     so the effort, force and gate outputs stay bit-identical; "net" trains the whole network
     (for a model used only as a condition detector: its effort changes).
-    ``val_trajs`` (validation logs, never test logs): every ``eval_every`` steps the same
-    class-balanced loss on all their teacher-forced frames is computed and the parameters with the
-    lowest one are returned (early stopping by validation); without them, the last parameters.
-    Returns (model with the new network, {"loss": [...], "val": [[step, loss], ...], "best_step",
-    "n_frames", "n_restricted", "wall_s"}).
+    ``val_trajs`` (validation logs, never test logs): every ``eval_every`` steps the parameters are
+    scored on all their teacher-forced frames and the best are returned (early stopping by
+    validation); ``select`` "loss": the lowest class-balanced BCE; "auc": the highest frame-level
+    ROC AUC over the channels restricted in some validation log (restricted = low score).
+    Without ``val_trajs``, the last parameters.
+    Returns (model with the new network, {"loss": [...], "val": [[step, value], ...], "best_step",
+    "n_frames", "n_restricted", "n_twin_frames", "wall_s", ...}).
     """
     import time
 
@@ -449,20 +600,29 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     import jax.numpy as jnp
     import optax
 
-    if scope not in ("head", "net"):
-        from ..errors import UnknownNameError
+    from ..errors import UnknownNameError
 
+    if scope not in ("head", "net"):
         raise UnknownNameError("condition training scope", scope, ("head", "net"))
+    if select not in ("loss", "auc"):
+        raise UnknownNameError("condition model selection", select, ("loss", "auc"))
+    if not 0.0 <= float(pairs) <= 1.0:
+        raise ValueError(f"pairs is a share of the batch in [0, 1], got {pairs}")
     heads = getattr(model.net, "heads", None)
     if heads is None or not hasattr(heads, "condition"):
         raise ModelError(f"the {model.arch} network has no condition head")
     t0 = time.perf_counter()
-    X, Y = _teacher_forced(robot, model, trajs)
+    trajs = list(trajs)
+    X, Y, spans = _teacher_forced(robot, model, trajs, spans=True)
     n_pos = float((Y < 0.5).sum())
     n_neg = float(Y.size - n_pos)
     if n_pos == 0 or n_neg == 0:
         raise DataError(None, f"condition training needs normal and restricted channels; got {int(n_pos)} "
                               f"restricted and {int(n_neg)} normal channel frames")
+    twins = twin_pairs(trajs, spans) if (pairs > 0 or rank_weight > 0) else np.zeros((0, 2), int)
+    if (pairs > 0 or rank_weight > 0) and twins.shape[0] == 0:
+        raise DataError(None, "twin-pair training needs restricted / normal twins (synth --restricted-pairs) "
+                              "among the training logs; none found")
     w_pos, w_neg = 0.5 * Y.size / n_pos, 0.5 * Y.size / n_neg
     norm = model.normalizer
     spec = jax.tree.map(lambda _: False, model.net)
@@ -474,12 +634,34 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     diff, static = eqx.partition(model.net, spec)
     opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(lr, weight_decay=weight_decay))
     state = opt.init(diff)
+    feats = list(model.layout.per_channel)
+    C = model.layout.n_channels
+    F = len(feats)
+    # columns of the (channel-major) frame that a gain multiplies: current and PWM of every channel
+    gain_cols = np.zeros((C, F), bool)
+    for f in ("current", "pwm"):
+        if f in feats:
+            gain_cols[:, feats.index(f)] = True
+    B = min(int(batch), X.shape[0])
+    n_pair = int(round(float(pairs) * B / 2)) if twins.shape[0] else 0
+    n_free = B - 2 * n_pair
+
+    def logits(net, x):
+        return jax.vmap(lambda w: net(norm.apply(w)).condition_logit)(x)
+
+    def bce(logit, y):
+        wgt = jnp.where(y < 0.5, w_pos, w_neg)
+        return jnp.mean(wgt * optax.sigmoid_binary_cross_entropy(logit, y))
 
     def loss_fn(d, x, y):
         net = eqx.combine(d, static)
-        logit = jax.vmap(lambda w: net(norm.apply(w)).condition_logit)(x)
-        wgt = jnp.where(y < 0.5, w_pos, w_neg)
-        return jnp.mean(wgt * optax.sigmoid_binary_cross_entropy(logit, y))
+        logit = logits(net, x)
+        loss = bce(logit, y)
+        if n_pair and rank_weight > 0:
+            lr_, ln_, yr = logit[n_free:n_free + n_pair], logit[n_free + n_pair:], y[n_free:n_free + n_pair]
+            m = (yr < 0.5).astype(jnp.float32)  # the restricted twin's restricted channel(s)
+            loss = loss + rank_weight * jnp.sum(m * jax.nn.softplus(lr_ - ln_)) / jnp.maximum(jnp.sum(m), 1.0)
+        return loss
 
     @eqx.filter_jit
     def step(d, s, x, y):
@@ -487,17 +669,45 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
         upd, s = opt.update(g, s, d)
         return eqx.apply_updates(d, upd), s, loss
 
+    std = np.asarray(norm.std, np.float32).reshape(C, F)
+
+    def draw(rng):
+        sel = rng.choice(X.shape[0], size=n_free, replace=False)
+        if n_pair:
+            tw = twins[rng.choice(twins.shape[0], size=n_pair, replace=False)]
+            sel = np.concatenate([sel, tw[:, 0], tw[:, 1]])
+        x = X[sel]
+        if gain_jitter > 0 or noise > 0:
+            x = x.reshape(x.shape[0], x.shape[1], C, F).copy()
+            if gain_jitter > 0:
+                g = np.exp(gain_jitter * rng.standard_normal((x.shape[0], 1, C, 1))).astype(np.float32)
+                x = np.where(gain_cols, x * g, x)
+            if noise > 0:
+                x = x + (noise * std * rng.standard_normal(x.shape)).astype(np.float32)
+            x = x.reshape(x.shape[0], x.shape[1], C * F)
+        return jnp.asarray(x), jnp.asarray(Y[sel])
+
     val_fn = None
     if val_trajs:
-        Xv, Yv = _teacher_forced(robot, model, val_trajs)
-        ev = eqx.filter_jit(loss_fn)
+        Xv, Yv = _teacher_forced(robot, model, list(val_trajs))
+        ev_loss = eqx.filter_jit(lambda d, x, y: bce(logits(eqx.combine(d, static), x), y))
+        ev_logit = eqx.filter_jit(lambda d, x: logits(eqx.combine(d, static), x))
+        cols = [c for c in range(C) if 0 < (Yv[:, c] < 0.5).sum() < Yv.shape[0]]
+        if select == "auc" and not cols:
+            raise DataError(None, "select='auc' needs a validation channel with both conditions")
 
         def _val(d):
-            tot = 0.0
-            for a in range(0, Xv.shape[0], 1024):
-                xb, yb = Xv[a:a + 1024], Yv[a:a + 1024]
-                tot += float(ev(d, jnp.asarray(xb), jnp.asarray(yb))) * len(xb)
-            return tot / Xv.shape[0]
+            if select == "loss":
+                tot = 0.0
+                for a in range(0, Xv.shape[0], 1024):
+                    xb, yb = Xv[a:a + 1024], Yv[a:a + 1024]
+                    tot += float(ev_loss(d, jnp.asarray(xb), jnp.asarray(yb))) * len(xb)
+                return tot / Xv.shape[0]
+            from sklearn.metrics import roc_auc_score
+
+            lg = np.concatenate([np.asarray(ev_logit(d, jnp.asarray(Xv[a:a + 1024])))
+                                 for a in range(0, Xv.shape[0], 1024)])
+            return -float(roc_auc_score((Yv[:, cols] < 0.5).ravel(), -lg[:, cols].ravel()))
 
         val_fn = _val
 
@@ -506,10 +716,9 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     best = (val_fn(diff), 0, diff) if val_fn else None
     if best:
         vals.append([0, best[0]])
-    B = min(int(batch), X.shape[0])
     for k in range(int(steps)):
-        sel = rng.choice(X.shape[0], size=B, replace=False)
-        diff, state, loss = step(diff, state, jnp.asarray(X[sel]), jnp.asarray(Y[sel]))
+        x, y = draw(rng)
+        diff, state, loss = step(diff, state, x, y)
         losses.append(float(loss))
         if val_fn and ((k + 1) % int(eval_every) == 0 or k + 1 == int(steps)):
             v = val_fn(diff)
@@ -521,9 +730,13 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     if best:
         diff = best[2]
     new = eqx.tree_at(lambda m: m.net, model, eqx.combine(diff, static))
-    return new, {"loss": losses, "val": vals, "best_step": best[1] if best else int(steps),
-                 "n_frames": int(X.shape[0]), "n_restricted": int(n_pos), "scope": scope,
-                 "steps": int(steps), "batch": B, "lr": lr, "wall_s": time.perf_counter() - t0}
+    if select == "auc":
+        vals = [[k, -v] for k, v in vals]
+    return new, {"loss": losses, "val": vals, "best_step": best[1] if best else int(steps), "select": select,
+                 "n_frames": int(X.shape[0]), "n_restricted": int(n_pos), "n_twin_frames": int(twins.shape[0]),
+                 "scope": scope, "steps": int(steps), "batch": B, "lr": lr, "pairs": float(pairs),
+                 "rank_weight": float(rank_weight), "gain_jitter": float(gain_jitter), "noise": float(noise),
+                 "wall_s": time.perf_counter() - t0}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -541,22 +754,34 @@ def _roc(y, s) -> dict[str, list] | None:
 
 
 def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs: Sequence[ConditionLog] = (),
-                  seed: int = 0, verdict_s: float = 5.0, progress: Callable[[str], None] | None = None
-                  ) -> dict[str, Any]:
+                  seed: int = 0, verdict_s: float = 5.0, progress: Callable[[str], None] | None = None,
+                  calibration: dict | None = None) -> dict[str, Any]:
     """Evaluate the learned head (``model``: a :class:`~actuatorlab.sim.arm_learned.LearnedArm`,
     or None) and, when ``train_logs`` are given, the baselines fitted on them, on ``logs``.
 
+    ``calibration`` (:func:`calibrate_condition`'s dict, chosen on validation logs; None: no
+    smoothing, thresholds 0.5): the learned per-frame scores are smoothed causally over
+    ``smooth_s`` seconds, a window is restricted when its mean score is below
+    ``window_threshold``, a log's channel when the mean of its last ``verdict_s`` seconds is below
+    ``verdict_threshold``; the per-frame scores reported are the smoothed ones.
+
     Returns {method: {"accuracy", "precision", "recall", "auc", "n_windows", "n_restricted",
     "by_channel": {channel: {...}}}, "logs": [per-log verdicts], "roc": {method: {"fpr", "tpr"}},
-    "window": {...}, "channels"}. A log both in ``train_logs`` and ``logs`` (same source) is a
-    :class:`DataError`."""
+    "window": {...}, "channels"}. A log both in ``train_logs`` and ``logs`` (same source and the
+    same current and position samples) is a :class:`DataError`."""
     if not logs:
         raise DataError(None, "no logs to evaluate")
     chans = logs[0].channels
     for lg in list(logs) + list(train_logs):
         if lg.channels != chans:
             raise DataError(lg.source, f"records joints {list(lg.channels)}, the first log {list(chans)}")
-    overlap = sorted({lg.source for lg in logs} & {lg.source for lg in train_logs})
+    # the same log: same source AND the same samples (synthetic logs of two units share their names)
+    by_src: dict[str, list[ConditionLog]] = {}
+    for lg in train_logs:
+        by_src.setdefault(lg.source, []).append(lg)
+    overlap = sorted(lg.source for lg in logs if any(
+        t.current.shape == lg.current.shape and np.array_equal(t.current, lg.current) and np.array_equal(t.q, lg.q)
+        for t in by_src.get(lg.source, ())))
     if overlap:
         raise DataError(overlap[0], "is both a training and an evaluated log; baselines never see test logs")
     X, y, where = stack_windows(list(logs))
@@ -570,21 +795,28 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
             raise ModelError(f"the model's channels {list(model.layout.channels)} differ from the logs' {list(chans)}")
         from ..sim.arm_learned import OnlineEstimator
 
+        cal = dict(calibration or {})
+        smooth_s = float(cal.get("smooth_s", 0.0))
+        thr_w, thr_v = float(cal.get("window_threshold", 0.5)), float(cal.get("verdict_threshold", 0.5))
+        verdict_s = float(cal.get("verdict_s", verdict_s))
         est = OnlineEstimator(model)
         ws = []
         for (k, s), lg in zip(where, logs):
             if progress:
                 progress(f"learned head: {lg.name}")
-            fs = learned_frame_scores(robot, model, lg, est)
+            fs = smooth_scores(learned_frame_scores(robot, model, lg, est), _smooth_n(smooth_s, lg.dt))
             ws.append(learned_window_scores(fs, s))
-            mean, verdict = log_verdicts(fs, lg.dt, verdict_s)
+            mean, verdict = log_verdicts(fs, lg.dt, verdict_s, thr_v)
             res["logs"].append({"log": lg.name, "source": lg.source, "dt": lg.dt,
                                 "label": {c: bool(r) for c, r in zip(chans, lg.restricted)},
                                 "score_last": {c: float(v) for c, v in zip(chans, mean)},
                                 "verdict": {c: "restricted" if v else "normal" for c, v in zip(chans, verdict)},
                                 "frame_scores": fs})
         normal = np.concatenate(ws) if ws else np.zeros((0, len(chans)))
-        scores["learned"], preds["learned"] = 1.0 - normal, (normal < 0.5).astype(int)
+        scores["learned"], preds["learned"] = 1.0 - normal, (normal < thr_w).astype(int)
+        res["calibration"] = {**cal, "smooth_s": smooth_s, "window_threshold": thr_w, "verdict_threshold": thr_v,
+                              "verdict_s": verdict_s, "source": cal.get("source", "none (defaults)" if not cal
+                                                                        else "given")}
     if train_logs:
         Xt, yt, _ = stack_windows(list(train_logs))
         if progress:
@@ -668,10 +900,14 @@ def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition 
     body += ["<h2>ROC curves</h2>", figs[-1]]
     if res.get("logs"):
         chans = res["channels"]
+        calib = res.get("calibration") or {}
+        smooth_txt = (f" of the scores smoothed over {_g(calib['smooth_s'])} s (calibration: "
+                      f"{_e(str(calib.get('source', '')))})" if calib.get("smooth_s") else "")
         vr = [[_e(d["log"]), *[("<b>R</b> " if d["label"][c] else "") + _e(d["verdict"][c])
                                + f" ({d['score_last'][c]:.2f})" for c in chans]] for d in res["logs"]]
         body += ["<h2>Per-log verdicts (learned head)</h2>",
-                 '<p class="muted">Mean condition score (1 = normal) of the last seconds; below 0.5: restricted. '
+                 f'<p class="muted">Mean condition score (1 = normal) of the last {_g(calib.get("verdict_s", 5.0))} s'
+                 f'{smooth_txt}; below {_g(calib.get("verdict_threshold", 0.5), ".3f")}: restricted. '
                  "<b>R</b>: labelled restricted.</p>", _table(["log", *map(_e, chans)], vr)]
         body.append("<h2>Per-frame condition scores</h2>")
         for i, d in enumerate(res["logs"][:max_logs]):
@@ -690,14 +926,20 @@ def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition 
 
 
 def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
-                        report=None, frames_csv=None, fit_head=None, head_steps: int = 300,
-                        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+                        report=None, frames_csv=None, fit_head=None, head_steps: int = 300, calibrate=None,
+                        use_calibration: bool = True, progress: Callable[[str], None] | None = None
+                        ) -> dict[str, Any]:
     """``actuatorlab condition``: load the learned arm model ``model_path`` (RUN/arm_model.json),
     the evaluated logs ``paths`` and the training logs ``train`` (for the baselines; never the same
     files), evaluate (:func:`run_condition`), optionally first train the condition head on the
     training logs (``fit_head`` = a run folder: :func:`train_condition_head` with scope "head",
     ``head_steps`` steps, written there as arm_model.json), write the report and the per-frame
-    scores (CSV: log, time, condition/<channel>; 1 = normal). Returns :func:`public`'s dict."""
+    scores (CSV: log, time, condition/<channel>; 1 = normal). Returns :func:`public`'s dict.
+
+    Calibration (smoothing window and thresholds, :func:`calibrate_condition`): ``calibrate`` =
+    validation logs (never the evaluated or training ones) to choose it on (stored in the
+    ``fit_head`` model when given); otherwise the model file's ``condition_calibration`` when
+    ``use_calibration``; otherwise none (no smoothing, thresholds 0.5, ``--verdict-s``)."""
     import io
 
     from ..identify.modelfile import atomic_write_text
@@ -709,21 +951,38 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
         robot, model, d = load_arm_model(model_path, robot_name)
         trajs = load_logs(list(paths))
         ttrajs = load_logs(list(train)) if train else []
+        vtrajs = load_logs(list(calibrate)) if calibrate else []
+        used = {str(t.source_file or t.name) for t in trajs} | {str(t.source_file or t.name) for t in ttrajs}
+        clash = sorted(used & {str(t.source_file or t.name) for t in vtrajs})
+        if clash:
+            raise DataError(clash[0], "is both a calibration log and an evaluated or training log; calibrate on "
+                                      "validation logs only")
+        cal = dict(d.get("condition_calibration") or {}) if use_calibration else {}
         if fit_head is not None:
             if not ttrajs:
                 raise DataError(None, "--fit-head needs training logs (--train)")
             model, info = train_condition_head(robot, model, ttrajs, steps=head_steps, seed=seed, scope="head")
+            cal = {}
+        ch = model.layout.channels
+        if vtrajs:
+            vlogs = [condition_log(robot, t, ch) for t in vtrajs]
+            cal = calibrate_condition([learned_frame_scores_batched(robot, model, lg) for lg in vlogs],
+                                      [lg.restricted for lg in vlogs], float(robot.control_dt), verdict_s=verdict_s)
+            cal["channels_used"] = [ch[c] for c in cal["channels_used"]]
+            cal["source"] = f"{len(vlogs)} calibration logs: " + ", ".join(lg.name for lg in vlogs)
+        if fit_head is not None:
             save_arm_model(fit_head, robot_name, model, d.get("base"), extra={
                 k: v for k, v in d.items() if k in ("training", "data")} | {"condition_head": {
-                    k: v for k, v in info.items() if k != "loss"} | {"final_loss": info["loss"][-1]}})
+                    k: v for k, v in info.items() if k != "loss"} | {"final_loss": info["loss"][-1]}}
+                | ({"condition_calibration": cal} if cal else {}))
             model_path = Path(fit_head) / "arm_model.json"
-        logs = [condition_log(robot, t, model.layout.channels) for t in trajs]
-        tlogs = [condition_log(robot, t, model.layout.channels) for t in ttrajs]
+        logs = [condition_log(robot, t, ch) for t in trajs]
+        tlogs = [condition_log(robot, t, ch) for t in ttrajs]
         res = run_condition(robot, logs, model=model, train_logs=tlogs, seed=seed, verdict_s=verdict_s,
-                            progress=progress)
+                            progress=progress, calibration=cal or None)
     res["model"] = str(model_path)
     res["robot"] = robot_name
-    res["verdict_s"] = verdict_s
+    res["verdict_s"] = res.get("calibration", {}).get("verdict_s", verdict_s)
     if report is not None:
         write_condition_report(report, res, model_name=str(model_path))
     if frames_csv is not None:

@@ -64,13 +64,14 @@ def run_heads_report(model_path, data: Sequence, *, robot: str, train: Sequence,
     if not train:
         raise DataError(None, "report-heads needs training logs (--train) for the baselines")
     with physics_precision():
-        r, model, _ = load_arm_model(model_path, robot)
+        r, model, md = load_arm_model(model_path, robot)
         trajs, splits = load_tagged(data)
         ttrajs = load_logs(list(train))
         fres = evaluate_force(r, trajs, ttrajs, model=model, splits=splits, keep_outputs=True)
         ch = model.layout.channels
         cres = run_condition(r, [condition_log(r, t, ch) for t in trajs], model=model,
-                             train_logs=[condition_log(r, t, ch) for t in ttrajs], seed=seed, verdict_s=verdict_s)
+                             train_logs=[condition_log(r, t, ch) for t in ttrajs], seed=seed, verdict_s=verdict_s,
+                             calibration=md.get("condition_calibration"))
     path = write_heads_report(out, fres, cres, model_name=str(model_path))
     cond = public(cres)
     cond.pop("roc", None)

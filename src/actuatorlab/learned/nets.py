@@ -31,6 +31,11 @@ Architectures (``ARCHS``; build with :func:`make_net`):
     ``equinox.nn.GRUCell`` / ``LSTMCell``) scanned over the frames oldest first after an input
     projection; the last hidden state of the last layer feeds the same heads.
     Causal by construction: the output at the current frame depends on past frames only.
+``window_stats``  a condition detector (docs/condition.md): per channel, summary statistics of
+    each input over the window (level, spread, trend, range, change) and the least-squares slope
+    of every input on every other (current on position: a stiffness; on velocity: a damping),
+    asinh-compressed, then a SiLU MLP and the same heads (:class:`WindowStats`). Per-channel
+    inputs only; not an actuator ablation.
 
 Parameter counts are matched within 25 % of the Transformer for the default sizes
 (see ``tests/test_learned_models.py`` and ``bench/actuator.py``).
@@ -44,12 +49,13 @@ from typing import Any, Callable, NamedTuple
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..errors import ModelError, UnknownNameError
 
 __all__ = ["Heads", "ArchSpec", "ARCHS", "make_net", "list_archs", "param_count", "contact_force",
            "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads",
-           "ActuatorNet", "ActuatorLSTM"]
+           "ActuatorNet", "ActuatorLSTM", "WindowStats"]
 
 F32 = jnp.float32
 
@@ -315,6 +321,69 @@ class ActuatorLSTM(eqx.Module):
         return Heads(taus[-1], jnp.zeros((3,), F32), jnp.zeros((), F32), jnp.zeros((1,), F32))
 
 
+class WindowStats(eqx.Module):
+    """Per-channel window statistics, then an MLP: a learned detector on the physics quantities a
+    window of servo telemetry exposes (the learned counterpart of hand-crafted window features).
+
+    With the normalized window reshaped to ``x[t, c, f]`` (T = history + 1 frames, C channels, F
+    per-channel inputs; channel-major frames, no global features), per channel c and input f::
+
+        mean_f   = mean_t x            (left out, i.e. 0, where bit f of ``drop_mean`` is set)
+        std_f    = sqrt(var_t x + 1e-6)
+        trend_f  = LS slope of x on t/T
+        range_f  = max_t x - min_t x
+        delta_f  = x[T-1] - x[0]
+        slope_ab = cov_t(x_a, x_b) / (var_t x_b + 1e-3)     for every ordered pair a != b
+
+    so ``slope(current, q)`` is a stiffness, ``slope(current, dq)`` a damping and
+    ``slope(current, err)`` a compliance of the loaded joint; every statistic but the mean is
+    unchanged by an offset of its input, so ``drop_mean`` bit f set makes the net blind to input
+    f's absolute level (e.g. the absolute position, which identifies trajectories rather than a
+    joint's condition). ``z = SiLU-MLP(asinh(stats))`` (``depth`` hidden layers of ``width``,
+    output ``d``), heads on z. C (5F + F(F - 1)) statistics."""
+
+    trunk: eqx.nn.MLP
+    heads: OutputHeads
+    n_channels: int = eqx.field(static=True)
+    drop_mean: int = eqx.field(static=True)
+
+    def __init__(self, *, n_features: int, n_channels: int, history: int, key, width: int = 128,
+                 depth: int = 2, d: int = 64, head_width: int = 64, drop_mean: int = 0):
+        if n_channels < 1 or n_features % n_channels:
+            raise ModelError(f"window_stats needs per-channel inputs only: {n_features} features do not split "
+                             f"into {n_channels} channels")
+        if history < 1:
+            raise ModelError(f"window_stats needs a history of at least 1 frame, got {history}")
+        F = n_features // n_channels
+        k = jax.random.split(key, 2)
+        self.trunk = eqx.nn.MLP(n_channels * (5 * F + F * (F - 1)), d, width, depth, activation=jax.nn.silu,
+                                final_activation=jax.nn.silu, key=k[0], dtype=F32)
+        self.heads = OutputHeads(d, n_channels, head_width, key=k[1])
+        self.n_channels = int(n_channels)
+        self.drop_mean = int(drop_mean)
+
+    def stats(self, x: jax.Array) -> jax.Array:
+        """The C (5F + F(F - 1)) statistics of one window (T, C F), before asinh."""
+        T = x.shape[0]
+        x = jnp.asarray(x, F32).reshape(T, self.n_channels, -1)
+        F = x.shape[-1]
+        mean = x.mean(0)
+        xc = x - mean
+        var = (xc * xc).mean(0)
+        tc = jnp.arange(T, dtype=F32) / T
+        tc = tc - tc.mean()
+        trend = jnp.einsum("t,tcf->cf", tc, xc) / T / jnp.mean(tc * tc)
+        keep = np.asarray([0.0 if (self.drop_mean >> f) & 1 else 1.0 for f in range(F)], np.float32)
+        cov = jnp.einsum("tca,tcb->cab", xc, xc) / T
+        ia, ib = np.nonzero(~np.eye(F, dtype=bool))
+        slope = (cov / (var[:, None, :] + 1e-3))[:, ia, ib]
+        return jnp.concatenate([mean * keep, jnp.sqrt(var + 1e-6), trend, x.max(0) - x.min(0), x[-1] - x[0], slope],
+                               axis=-1).reshape(-1)
+
+    def __call__(self, x: jax.Array) -> Heads:
+        return self.heads(self.trunk(jnp.arcsinh(self.stats(x))))
+
+
 class ArchSpec(NamedTuple):
     """A registered architecture: constructor, default sizes and a one-line description."""
 
@@ -337,6 +406,9 @@ ARCHS: dict[str, ArchSpec] = {
                              "one-joint softsign MLP on (err, dq) histories: the Isaac Lab / mjlab layout"),
     "actuator_lstm": ArchSpec(ActuatorLSTM, dict(hidden=16, n_layers=2),
                               "one-joint LSTM on (err, dq) with state carried between steps: Isaac Lab's layout"),
+    "window_stats": ArchSpec(WindowStats, dict(width=128, depth=2, d=64, head_width=64, drop_mean=0),
+                             "per-channel window statistics (levels, spreads, trends, cross-slopes) + MLP: a "
+                             "condition detector"),
 }
 
 
