@@ -6,10 +6,14 @@ One table, then one JSON line (``actuatorlab bench actuator [--json]``). Keys of
 and per-architecture rows and the machine check.
 
 Engines: ``jax-f32`` (``jax.jit`` of the equinox network; batch 1 without vmap, batches with
-``jax.vmap``) -- the **baseline** every ratio refers to, measured in the same run; ``ort-f32`` (the
-exact ONNX export run by onnxruntime) and ``ort-int8`` (its dynamic int8 quantization, VNNI), when
-the optional ``onnx`` / ``onnxruntime`` packages are installed (``pip install actuatorlab[onnx]``);
-otherwise only the JAX rows are measured. The MLP / GRU / LSTM ablations run on ``jax-f32``.
+``jax.vmap``) -- the **baseline** every ratio refers to, measured in the same run; with the
+optional ``onnx`` / ``onnxruntime`` packages (``pip install actuatorlab[onnx]``) the Transformer
+also runs on onnxruntime: ``ort-f32`` (the exact float32 export with onnxruntime's fused
+operators, ``export_onnx(fused=True)``), ``ort-int8`` (its dynamic int8 quantization, VNNI),
+``ort-int8-ends-f32`` (the same with the input projection and the heads kept float32,
+``quantize_int8(float_ends=True)``) and ``ort-int8-std`` (int8 of the portable standard-operator
+graph that ``actuatorlab export --onnx`` writes); otherwise only the JAX rows are measured. The
+MLP / GRU / LSTM ablations run on ``jax-f32``.
 
 Method: inputs are normalized float32 windows (history 8 + current frame) of the reference layout
 (5 channels x 9 features + gripper = 46 features) or of ``--model FILE.eqx``. Batch 1: ``--calls``
@@ -19,7 +23,8 @@ percentile; batches 32 / 1024: samples per second over a timed loop. Each measur
 jobs: the load average at start and end is in the JSON). Next to wall time, the process's CPU time
 is reported (``b1_cpu_ms``, ``b32_samples_per_cpu_s``): it counts only this process's cycles, so it
 moves less when other jobs compete for the cores. The machine check is a float32
-1024x1024 matmul through XLA [GFLOP/s]. The int8 error is measured against the float32 network on
+1024x1024 matmul through XLA [GFLOP/s]; the CPU model and its int8 / bf16 extensions are in
+``machine`` (figures from different hosts differ by up to 2x). The int8 error is measured against the float32 network on
 4096 windows: max |difference| and RMS difference relative to each head's RMS; a trained model's
 effect on the rollout MAE must be measured with that model (not done here).
 """
@@ -45,6 +50,31 @@ TARGETS = {"b1_mean_ms": 0.25, "b32_samples_per_s": 11000.0}
 
 def _load():
     return float(os.getloadavg()[0]) if hasattr(os, "getloadavg") else float("nan")
+
+
+def cpu_info() -> dict:
+    """CPU model and the instruction-set extensions that decide int8 / bf16 speed (Linux), so runs
+    on different hosts are not compared as if they were one machine."""
+    try:
+        txt = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return {"cpu": None, "cpu_isa": []}
+    info = dict(line.split(":", 1) for line in txt.splitlines() if ":" in line)
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    flags = set(info.get("flags", "").split())
+    isa = [f for f in ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_int8", "amx_bf16")
+           if f in flags]
+    model = info.get("model name", "?")
+    fam = info.get("cpu family")
+    return {"cpu": f"{model} (family {fam}, model {info.get('model', '?')})" if fam else model, "cpu_isa": isa}
+
+
+def _ort_version():
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    return onnxruntime.__version__
 
 
 def matmul_gflops(repeats: int) -> float:
@@ -150,9 +180,12 @@ def run(args) -> dict:
         net = nets["transformer"]
         ref = jax.vmap(net)(jnp.asarray(xs[4096]))
         with tempfile.TemporaryDirectory() as tmp:
-            f32 = export_onnx(net, Path(tmp) / "t.onnx")
-            i8 = quantize_int8(f32, Path(tmp) / "t_int8.onnx")
-            for engine, path in (("ort-f32", f32), ("ort-int8", i8)):
+            std = export_onnx(net, Path(tmp) / "std.onnx")
+            f32 = export_onnx(net, Path(tmp) / "t.onnx", fused=True)
+            engines = {"ort-f32": f32, "ort-int8": quantize_int8(f32, Path(tmp) / "t_int8.onnx"),
+                       "ort-int8-ends-f32": quantize_int8(f32, Path(tmp) / "t_int8e.onnx", float_ends=True),
+                       "ort-int8-std": quantize_int8(std, Path(tmp) / "std_int8.onnx")}
+            for engine, path in engines.items():
                 # batch 1 on one intra-op thread (a real-time loop); batches on 1 and on all cores
                 s1 = OnnxActuator(path, threads=1)
                 sN = OnnxActuator(path, threads=os.cpu_count() or 1)
@@ -188,11 +221,13 @@ def run(args) -> dict:
            "targets": TARGETS, "meets": {"b1_mean_ms": bool(head["b1_mean_ms"] <= TARGETS["b1_mean_ms"]),
                                          "b32_samples_per_s": bool(head["b32_samples_per_s"] >= TARGETS["b32_samples_per_s"])},
            "int8_error": errors.get("ort-int8"), "onnx_f32_error": errors.get("ort-f32"),
+           "int8_ends_f32_error": errors.get("ort-int8-ends-f32"), "int8_std_error": errors.get("ort-int8-std"),
            "onnx": onnx_available() and not args.no_onnx,
            "rows": [{k: v for k, v in r.items() if not k.endswith("_all")} for r in rows],
            "raw": [{k: r[k] for k in ("arch", "engine", "threads", "b1_mean_ms_all", "b32_samples_per_s_all")}
                    for r in rows],
-           "machine": {"cores": os.cpu_count(), "jax": jax.__version__, "backend": jax.default_backend(),
+           "machine": {"cores": os.cpu_count(), **cpu_info(), "jax": jax.__version__, "backend": jax.default_backend(),
+                       "onnxruntime": _ort_version(),
                        "matmul_f32_gflops": gflops, "load_avg_start": load0, "load_avg_end": _load()},
            "method": {"repeats": args.repeats, "calls": args.calls, "statistic": "median over repeats",
                       "layout": shape, "model": str(args.model) if args.model else "random init, seed "
@@ -204,6 +239,7 @@ def _table(res: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    print(f"CPU: {res['machine']['cpu']}, {' '.join(res['machine']['cpu_isa'])}")
     t = Table(title=f"learned actuator inference ({res['machine']['cores']} cores, median of "
                     f"{res['method']['repeats']} repeats; load {res['machine']['load_avg_start']:.1f} -> "
                     f"{res['machine']['load_avg_end']:.1f}; matmul {res['machine']['matmul_f32_gflops']:.0f} GFLOP/s)")
@@ -220,11 +256,12 @@ def _table(res: dict) -> None:
           "batch 32 -- less sensitive to other jobs than wall time, not a substitute for it")
     print(f"ratios (x) vs the baseline {res['baseline']['engine']} {res['arch']} of this run (higher is better); "
           f"targets: b1 mean <= {TARGETS['b1_mean_ms']} ms, b32 >= {TARGETS['b32_samples_per_s']:,.0f}/s")
-    if res["int8_error"]:
-        e = res["int8_error"]
-        print("int8 vs float32 network (4096 windows): " + ", ".join(
-            f"{h} rel RMS {v['rel_rms']:.3%} (max {v['max_abs']:.2g})" for h, v in e.items()))
-    elif not res["onnx"]:
+    for key, name in (("int8_error", "ort-int8"), ("int8_ends_f32_error", "ort-int8-ends-f32"),
+                      ("int8_std_error", "ort-int8-std")):
+        if res.get(key):
+            print(f"{name} vs the float32 network (4096 windows): " + ", ".join(
+                f"{h} rel RMS {v['rel_rms']:.3%} (max {v['max_abs']:.2g})" for h, v in res[key].items()))
+    if not res["onnx"]:
         print("onnx / onnxruntime not installed: JAX rows only (pip install 'actuatorlab[onnx]')")
 
 
