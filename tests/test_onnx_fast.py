@@ -58,7 +58,7 @@ def test_fused_graph_computes_the_jax_network(tmp_path, nets, data, arch):
     fused = export_onnx(nets[arch], tmp_path / "fused.onnx", n_frames=HISTORY + 1, fused=True)
     ops = op_types(fused)
     # the fusion happened: one attention kernel per block, the heads as two products
-    assert ops.count("MultiHeadAttention") == (2 if arch == "transformer" else 0)
+    assert ops.count("Attention") == (2 if arch == "transformer" else 0)
     assert "Transpose" not in ops and "Softmax" not in ops
     assert weight_products(fused) == weight_products(std) - 6  # 8 head products -> 2
     for batch in (x[:1], x):  # batch 1 and a batch

@@ -7,12 +7,20 @@ needs them.
 :func:`export_onnx` writes the network's exact float32 graph (same equations as
 :mod:`actuatorlab.learned.nets`: the Transformer with its four heads, or the window MLP) with a
 dynamic batch axis: input ``x`` (N, history + 1, n_features) normalized float32, outputs
-``torque`` (N, C), ``force_raw`` (N, 3), ``gate_logit`` (N,), ``condition_logit`` (N, C). :func:`quantize_int8`
-applies onnxruntime's dynamic quantization (int8 weights per output channel, uint8 activations
-quantized per call), which runs the weight products on VNNI int8 instructions where the CPU has
-them; the attention products between activations stay float32. Quantization changes the
-numbers: measure its error (``bench/actuator.py`` reports it) before using it in a rollout.
-:class:`OnnxActuator` runs such a file with onnxruntime. GRU / LSTM export is not implemented.
+``torque`` (N, C), ``force_raw`` (N, 3), ``gate_logit`` (N,), ``condition_logit`` (N, C); with
+``fused=True`` as fewer, larger operators (opset 23 ``Attention``, the heads as two products),
+the form to run fast. :func:`quantize_int8` applies onnxruntime's dynamic quantization (int8
+weights per output channel, uint8 activations quantized per call), which runs the weight
+products on VNNI int8 instructions where the CPU has them; the attention products between
+activations stay float32, and ``float_ends=True`` keeps the input projection and the heads
+float32 too. Quantization changes the numbers: measure its error (``bench/actuator.py`` reports
+it) before using it in a rollout. :class:`OnnxActuator` runs such a file with onnxruntime.
+GRU / LSTM export is not implemented.
+
+Speed on a 2-core AVX-512-VNNI CPU (``bench/README.md``): per sample the Transformer costs about
+25 MFLOP, nearly all in the weight products; int8 runs those at 600-800 GOP/s per core here, so
+LayerNorm, GELU, attention and the per-call quantization take ~40 % of the time, and the fused
+graph trims the operator count for that reason.
 """
 
 from __future__ import annotations
@@ -29,7 +37,7 @@ from .nets import GatedTransformer, Heads, WindowMLP
 __all__ = ["onnx_available", "export_onnx", "quantize_int8", "OnnxActuator"]
 
 OPSET = 20  # Gelu(approximate="tanh") is an opset-20 operator
-MS = "com.microsoft"  # onnxruntime's contrib-operator domain (``fused=True`` graphs)
+OPSET_FUSED = 23  # Attention is an opset-23 operator (onnx >= 1.18, onnxruntime >= 1.23 on the CPU)
 INPUT, HEAD = "input/", "head/"  # node-name prefixes of the input projection and of the output heads
 #: roles that ``quantize_int8(..., float_ends=True)`` keeps in float32
 FLOAT_ROLES = (INPUT, HEAD)
@@ -123,8 +131,8 @@ def _transformer(g: _Graph, net: GatedTransformer, fused: bool = False) -> list[
         a = g.layernorm(h, blk.ln1)
         qkvg = g.linear(a, blk.attn.qkvg.weight, blk.attn.qkvg.bias)
         q, k, v, gate = g.op("Split", [qkvg, g.const([d] * 4, dtype=np.int64)], n_out=4, axis=-1)
-        if fused:  # softmax(q_h k_h^T / sqrt(hd)) v_h for every head in one kernel, (N, T, d) in and out
-            y = g.op("MultiHeadAttention", [q, k, v], domain=MS, num_heads=H)
+        if fused:  # softmax(q_h k_h^T / sqrt(hd)) v_h for every head in one kernel (opset 23), (N, T, d) in and out
+            y = g.op("Attention", [q, k, v], q_num_heads=H, kv_num_heads=H)  # scale 1/sqrt(hd) by default
         else:
             shape = g.const([0, 0, H, hd], dtype=np.int64)
             q = g.op("Transpose", [g.op("Reshape", [q, shape])], perm=[0, 2, 1, 3])   # (N, H, T, hd)
@@ -152,11 +160,12 @@ def _mlp(g: _Graph, net: WindowMLP, fused: bool = False) -> list[str]:
 def export_onnx(net, path: str | Path, *, n_frames: int | None = None, fused: bool = False) -> Path:
     """Write ``net`` (a :class:`GatedTransformer` or :class:`WindowMLP`) as an ONNX float32 model.
 
-    ``fused=False``: standard ONNX operators only (opset 20), for any ONNX runtime.
-    ``fused=True``: the same equations with fewer, larger kernels for onnxruntime (the file then
-    needs onnxruntime's ``com.microsoft`` operators): attention as one ``MultiHeadAttention`` per
-    block, the four heads as two products (concatenated first layers, block-diagonal second
-    layers) and one ``Split``. Faster on the CPU, most at batch 1 (``bench/actuator.py``)."""
+    ``fused=False``: opset 20, elementary operators (attention as MatMul / Softmax / Transpose),
+    for any ONNX runtime of the last years (what ``actuatorlab export --onnx`` writes).
+    ``fused=True``: the same equations with fewer, larger kernels, opset 23 (onnxruntime >= 1.23):
+    attention as one ``Attention`` operator per block, the four heads as two products
+    (concatenated first layers, block-diagonal second layers) and one ``Split``. Same outputs to
+    float32 rounding; faster on the CPU (``bench/actuator.py``)."""
     _require()
     import onnx
     from onnx import TensorProto, helper
@@ -186,9 +195,9 @@ def export_onnx(net, path: str | Path, *, n_frames: int | None = None, fused: bo
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", T, F])],
                               [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in zip(names, shapes)],
                               g.inits)
-    opsets = [helper.make_opsetid("", OPSET)] + ([helper.make_opsetid(MS, 1)] if fused else [])
-    model = helper.make_model(graph, opset_imports=opsets, producer_name="actuatorlab")
-    model.ir_version = 10
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET_FUSED if fused else OPSET)],
+                              producer_name="actuatorlab")
+    model.ir_version = 11 if fused else 10
     onnx.checker.check_model(model)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -219,8 +228,7 @@ def quantize_int8(src: str | Path, dst: str | Path, *, per_channel: bool = True,
     root.addFilter(quiet)  # onnxruntime logs a generic pre-processing hint on the root logger
     tmp = dst.with_name(f".{dst.name}.tmp")
     try:
-        # DefaultTensorType: the type of tensors that shape inference cannot follow through the
-        # contrib operators of fused graphs (all float32 here)
+        # DefaultTensorType: the type of any tensor that shape inference cannot follow (all float32 here)
         quantize_dynamic(str(src), str(tmp), weight_type=QuantType.QInt8, per_channel=per_channel,
                          op_types_to_quantize=["MatMul"], nodes_to_exclude=keep,
                          extra_options={"MatMulConstBOnly": True, "DefaultTensorType": onnx.TensorProto.FLOAT})
