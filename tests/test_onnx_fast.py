@@ -2,7 +2,7 @@
 
 The fused graph (``export_onnx(fused=True)``) must compute the JAX network's numbers (float32
 rounding only); int8 must stay within the bound measured on these networks, and keeping the input
-projection and the heads float32 (``float_ends``) must actually reduce the error.
+projection and the heads float32 (``float_ends``, the default) must actually reduce the error.
 """
 
 from __future__ import annotations
@@ -70,16 +70,18 @@ def test_fused_graph_computes_the_jax_network(tmp_path, nets, data, arch):
 
 
 def test_int8_error_bounds_and_float_ends(tmp_path, nets, data):
-    """Dynamic int8 on the fused graph: relative RMS error per head within 5 % (measured 1-3 % on
-    these random networks and on the paper-sized one, bench/actuator.py); float32 input projection
-    and heads reduce it on every head."""
+    """Dynamic int8 on the fused graph: relative RMS error per head within 5 % with every weight
+    product int8 (measured 0.7-1.6 % on this network, 0.6-3 % on paper-sized ones,
+    bench/README.md) and within 1.5 % with the default float32 input projection and heads
+    (measured 0.3-0.6 %), which must be below the all-int8 error on every head."""
     x, ref = data
     f32 = export_onnx(nets["transformer"], tmp_path / "t.onnx", fused=True)
-    q_all = quantize_int8(f32, tmp_path / "t8.onnx")
-    q_ends = quantize_int8(f32, tmp_path / "t8e.onnx", float_ends=True)
+    q_all = quantize_int8(f32, tmp_path / "t8a.onnx", float_ends=False)
+    q_ends = quantize_int8(f32, tmp_path / "t8.onnx")  # default: float_ends
     e_all = rel_rms(OnnxActuator(q_all)(x), ref["transformer"])
     e_ends = rel_rms(OnnxActuator(q_ends)(x), ref["transformer"])
     assert max(e_all) < 0.05 and min(e_all) > 1e-4  # quantized, and close
+    assert max(e_ends) < 0.015 and min(e_ends) > 1e-4
     assert all(b < a for a, b in zip(e_all, e_ends)), (e_all, e_ends)
     # float_ends keeps exactly the input projection and the head products in float32
     g = onnx.load(str(q_ends)).graph
