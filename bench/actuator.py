@@ -322,9 +322,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", type=Path, help="a learned-model file (.eqx) instead of the random default Transformer")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--calls", type=int, default=400, help="batch-1 calls per repeat")
-    ap.add_argument("--data", type=Path, help="with --model (a whole-robot arm_model.eqx, its .json next to it): measure the int8 error "
-                    "on the normalized windows of the logs in this folder (e.g. D/test) and report what the heads "
-                    "decide (force MAE, contact and condition accuracy) per engine")
+    ap.add_argument("--data", type=Path, help="with --model (a whole-robot arm_model.eqx, its .json next to "
+                    "it): measure the int8 error on the normalized windows of the logs in this folder (e.g. "
+                    "D/test) and report what the heads decide (force MAE, contact and condition accuracy) per engine")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--transformer-only", action="store_true", help="skip the MLP / GRU / LSTM rows")
     ap.add_argument("--no-onnx", action="store_true", help="JAX rows only even when onnxruntime is installed")
