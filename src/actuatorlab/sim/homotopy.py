@@ -160,8 +160,8 @@ class Homotopy:
         s = self.eps + (1.0 - self.eps) * alpha
         w = 1.0 - s
         L, t = self.legs, self.trunk
-        m0 = self.mass[t]
-        mt = m0 + w * float(self.leg_m.sum())
+        m0 = c(self.mass[t])
+        mt = m0 + w * c(self.leg_m.sum())
         shift = w * c((self.leg_m[:, None] * self.leg_rel).sum(0)) / mt      # c_t - c_0, principal frame
         J = c(np.diag(self.inertia[t])) + w * c(self.leg_J.sum(0)) - mt * _skew_s(shift, xp)
         lam, V = xp.linalg.eigh(J)
