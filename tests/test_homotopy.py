@@ -196,6 +196,15 @@ def test_standing_under_a_zero_command_earns_more_than_collapsing(env, alpha):
     assert (stand[3] < 0.01).all()                                        # it tracks (0, 0): |v_xy| < 0.1 m/s
 
 
+def test_series_elastic_option_and_float32_guard(env):
+    e, _, _ = env
+    sea = make_policy_env("anymal_c", "trot", actuator="sea")
+    assert sea.core.robot.compliant.all() and not e.core.robot.compliant.any()
+    assert np.allclose(sea.core.params0["stiffness"], 200.0)
+    with jax.enable_x64(True), pytest.raises(ModelError, match="float32"):
+        e.reset(jax.random.PRNGKey(0), e.default_env_params())
+
+
 def test_bad_robot_task_actuator_and_model_names_give_clear_errors():
     with pytest.raises(ModelError, match="anymal_c"):
         make_policy_env("spot", "trot")
