@@ -51,8 +51,8 @@ from .fit import (FitResult, ParamSpace, PopulationScorer, effort_available, ful
                   profile_for, search_folds)
 
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
-           "BUDGETS", "SELECTION_BUDGETS", "SELECTION_STARTS", "Fold", "condition_folds", "group_jackknife", "GROUP_KEYS",
-           "LOG_KEY", "resampled_uncertainty"]
+           "BUDGETS", "SELECTION_BUDGETS", "SELECTION_STARTS", "Fold", "condition_folds", "group_jackknife",
+           "GROUP_KEYS", "LOG_KEY", "resampled_uncertainty"]
 
 #: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
 LADDERS: dict[str, tuple[str, ...]] = {
@@ -91,7 +91,7 @@ SELECTION_BUDGETS: dict[str, tuple[int, int, int, int]] = {
 #: start 0 from the best contained model's fold optimum, later ones from a wide perturbation of the
 #: fold's best point so far; the best training objective of the fold wins). ``fit_family``'s
 #: ``fold_starts`` overrides it.
-SELECTION_STARTS: dict[str, int] = {"quick": 1, "default": 1, "thorough": 2}
+SELECTION_STARTS: dict[str, int] = {"quick": 1, "default": 1, "thorough": 1}
 
 #: name -> (CMA evaluations per start, starts, gradient steps)
 BUDGETS: dict[str, tuple[int, int, int]] = {
@@ -245,7 +245,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                progress: Callable[[str, str, float], None] | None = None,
                group_by: tuple[str, ...] = GROUP_KEYS,
                extensions: tuple[str, ...] | None = None, fold_starts: int | None = None,
-               fold_evals: int | None = None) -> SelectionResult:
+               fold_evals: int | None = None, final_starts: int | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
@@ -253,7 +253,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     top of the best bases (default ``SELECTION_EXTENSIONS``; ``()`` for none). group_by: condition
     tags that define the groups. (The checkpoint file of the earlier, minutes-long selection is
     gone: the whole selection now takes seconds.) fold_starts: CMA-ES starts per fold search
-    (default ``SELECTION_STARTS[budget]``); the final refit gets at least as many. fold_evals:
+    (default ``SELECTION_STARTS[budget]``); the final refit gets ``final_starts`` (default
+    max(FINAL_STARTS, fold_starts)). fold_evals:
     evaluations per start of a fold search (default: the budget's). ``extras["starts"]`` records,
     per model, how many folds each start won (lowest training objective) and the evaluations spent.
 
@@ -409,9 +410,14 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     space = ParamSpace.build(spec, batches, profile)
     (res,) = search_folds(spec, space, scorer_for(spec), all_w, inits=[fold_params[selected]],
                           max_evals=final_evals, popsize=max(popsize, scorer_for(spec).size // all_w.shape[1]),
-                          n_starts=max(FINAL_STARTS, n_starts), sigma0=0.1, seed=seed + 100,
+                          n_starts=int(final_starts or max(FINAL_STARTS, n_starts)), sigma0=0.1, seed=seed + 100,
                           effort_weight=effort_weight,
                           progress=(lambda s_, d, t: progress(selected + " (all data)", s_, d / t)) if progress else None)
+    if res.history:
+        fw = np.zeros(len(res.history), int)
+        fw[int(np.argmin([h["best_f"] for h in res.history]))] = 1
+        start_wins["final (all data)"] = {"wins_per_start": fw.tolist(), "evaluations": int(res.evaluations),
+                                          "best_f_per_start": [float(h["best_f"]) for h in res.history]}
     f64 = make_loss(spec, space, batches, "mae")
     final = FitResult(spec.name, spec, space, res.theta, float(f64(res.theta)), res.evaluations,
                       time.perf_counter() - t0, profile, dt, res.history,
@@ -441,7 +447,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
              "eligible model with the lowest mean held-out MAE is selected, then refitted on all given logs")
     fit_names = [work[j].name for j in folds[0].train] if scheme == "split" else [t.name for t in work]
     val_names = [work[j].name for j in folds[0].heldout] if scheme == "split" else [t.name for t in work]
-    return SelectionResult(selected, fits, table, final, fit_names, val_names, extras={"timing": timing, "starts": start_wins},
+    return SelectionResult(selected, fits, table, final, fit_names, val_names, extras={"timing": timing,
+                                                                                          "starts": start_wins},
                            scheme=scheme, folds=folds,
                            groups=groups, fold_params=fold_params, rule=rule, uncertainty=unc)
 

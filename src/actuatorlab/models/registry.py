@@ -18,10 +18,10 @@ Extensions: ``delay`` (command delay), ``offset`` (encoder offset and bias effor
 (firmware/driver current limit), ``sag`` (supply sag through a source resistance, solved with the
 motor equation; see :func:`~actuatorlab.models.motor.sagged_supply_voltage`), ``stiction``
 (gear-mesh breakaway at rest: extra loss s eta_s |tau_g| that fades with the Stribeck coefficient
-s, see :func:`~actuatorlab.models.friction.friction_budget`), ``backlash`` (two-body transmission with dead band and series
-stiffness), ``compliance`` (series stiffness without dead band), ``gain`` (free firmware gain
-scale, for undocumented firmwares), ``thermal`` (winding temperature state with R(T) and I^2 R
-heating; whole-robot rollouts only, see :mod:`actuatorlab.sim.arm`).
+s, see :func:`~actuatorlab.models.friction.friction_budget`), ``backlash`` (two-body
+transmission with dead band and series stiffness), ``compliance`` (series stiffness without dead
+band), ``gain`` (free firmware gain scale, for undocumented firmwares), ``thermal`` (winding
+temperature state with R(T) and I^2 R heating; whole-robot rollouts only, see :mod:`actuatorlab.sim.arm`).
 
 Each model lists its free parameters; every other parameter keeps its neutral value, so a model
 with more mechanisms contains its parent exactly (``parent`` is the model it extends).
