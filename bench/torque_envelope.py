@@ -73,7 +73,7 @@ def stall_episodes(trajs, results):
     return out
 
 
-def xl330(evals: int, all11: bool) -> dict:
+def xl330(evals: int, all11: bool, models=XL330_MODELS) -> dict:
     from actuatorlab.evaluate.replay import replay_batches
     from actuatorlab.logs import load_logs
     from actuatorlab.sim.rollout import make_batches
@@ -83,7 +83,7 @@ def xl330(evals: int, all11: bool) -> dict:
     every = load_logs(sorted(raw.glob("*.json")))
     train = [t for t in every if t.name + ".json" in sp["train"]]
     rows, fits = [], {}
-    for model in XL330_MODELS:
+    for model in models:
         t0 = time.perf_counter()
         r = _fit(train, model, _inits(model, fits), evals)
         fits[model] = r
@@ -168,6 +168,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--evals", type=int, default=4000, help="CMA-ES evaluations per start (real logs)")
     ap.add_argument("--skip-xl330", action="store_true")
+    ap.add_argument("--models", nargs="+", default=list(XL330_MODELS),
+                    help="XL330 models, in nesting order (e.g. g1+delay g1+delay+sag g1+delay+sag+stiction)")
     ap.add_argument("--skip-sts", action="store_true")
     ap.add_argument("--skip-synthetic", action="store_true")
     ap.add_argument("--all11", action="store_true", help="also fit on all 11 XL330 logs (stall errors only)")
@@ -175,7 +177,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     summary = {"bench": "torque_envelope"}
     if not a.skip_xl330:
-        summary["xl330"] = xl330(a.evals, a.all11)
+        summary["xl330"] = xl330(a.evals, a.all11, tuple(a.models))
     if not a.skip_sts:
         summary["sts3250"] = sts3250(a.evals)
     if not a.skip_synthetic:

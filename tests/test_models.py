@@ -180,7 +180,7 @@ def test_coulomb_spin_down_stops_at_the_predicted_time_and_stays():
 # odd symmetry of the full step and rollout
 # ------------------------------------------------------------------------------------------------
 
-SYM_MODELS = list(BASE_MODELS) + ["m4+delay", "m6+delay", "m4+backlash", "m6+delay+backlash"]
+SYM_MODELS = list(BASE_MODELS) + ["m4+delay", "m6+delay", "m4+backlash", "m6+delay+backlash", "g2+stiction"]
 
 
 @pytest.mark.parametrize("compliant", [False, True])

@@ -46,6 +46,29 @@ def test_leave_one_group_out_never_splits_a_log(delay_logs):
     assert condition_folds(delay_logs, ("load",)) == []
 
 
+def test_leave_one_log_out_key_holds_out_each_log_once(delay_logs):
+    folds = condition_folds(delay_logs, (select.LOG_KEY,))
+    assert sorted(f.heldout for f in folds) == [(i,) for i in range(len(delay_logs))]
+    assert all(f.label == f"log={delay_logs[f.heldout[0]].name}" for f in folds)
+    for f in folds:
+        assert not set(f.train) & set(f.heldout) and len(f.train) == len(delay_logs) - 1
+
+
+def test_fold_starts_never_worsen_a_fold_and_record_their_wins(delay_logs, monkeypatch):
+    """More CMA-ES starts per fold: start 0 is the same search (same seeds), later starts only
+    replace a fold's optimum when they beat it, so every fold's training objective is <= the
+    one-start result; ``extras["starts"]`` counts which start won each fold."""
+    monkeypatch.setitem(select.SELECTION_BUDGETS, "tiny", (80, 100, 8, 1))
+    one = fit_family(delay_logs, ("m1",), budget="tiny", extensions=())
+    two = fit_family(delay_logs, ("m1",), budget="tiny", extensions=(), fold_starts=2)
+    assert one.extras["starts"]["m1"]["wins_per_start"] == [4]
+    wins = two.extras["starts"]["m1"]["wins_per_start"]
+    assert len(wins) == 2 and sum(wins) == 4
+    assert two.extras["timing"]["fold_starts"] == 2
+    assert two.fits["m1"].objective <= one.fits["m1"].objective + 1e-12
+    assert two.extras["starts"]["m1"]["evaluations"] > one.extras["starts"]["m1"]["evaluations"]
+
+
 @pytest.fixture()
 def test_budget(monkeypatch):
     monkeypatch.setitem(select.SELECTION_BUDGETS, "test", (300, 600, 10, 1))

@@ -62,7 +62,8 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         method: str = typer.Option("cma", "--method", help="with --robot: cma (CMA-ES, native MuJoCo) | grad "
                                                            "(Adam through MJX, window curriculum)"),
         group_by: Optional[List[str]] = typer.Option(None, "--group-by", help="condition tag(s) that define the "
-                                                     "held-out groups of the selection (default: excitation)"),
+                                                     "held-out groups of the selection (default: excitation; "
+                                                     "log: leave-one-log-out)"),
         jackknife: Optional[str] = typer.Option(None, "--jackknife", help="after writing the result: log | group "
                                                 "(refits leaving out one log / condition group; parameter spread)"),
         timestep_sensitivity: bool = typer.Option(False, "--timestep-sensitivity", help="after writing the result: "

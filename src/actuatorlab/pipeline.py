@@ -135,7 +135,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
                      "folds": [{"label": f.label, "heldout_logs": [r for r in g["heldout_logs"]]}
                                for f, g in zip(sel.folds, sel.groups)],
                      "fit_logs": sel.fit_names, "validation_logs": sel.val_names, "rule": sel.rule,
-                     "timing": sel.extras.get("timing")}
+                     "timing": sel.extras.get("timing"), "starts": sel.extras.get("starts")}
         if sel.scheme != "logo":
             selection["note"] = (f"fewer than 2 condition groups for {', '.join(group_by)}: selected on a single "
                                  "validation split instead of leave-one-group-out")

@@ -311,6 +311,8 @@ _REASONS: dict[str, str] = {
     "load_friction_external": "directional (backdriving) load friction: frictionloss is "
                               "load-independent and symmetric",
     "load_friction_motor_quad": "quadratic load friction at rest: frictionloss is load-independent",
+    "mesh_friction_static": "gear-mesh breakaway at rest growing with the transmitted torque: "
+                            "frictionloss is load-independent",
     "load_friction_external_quad": "quadratic load friction at rest: frictionloss is load-independent",
     "source_resistance": "supply sag through a source resistance (duty-dependent effective "
                          "resistance R + d^2 R_s): the exported motor sees the stiff supply",
@@ -348,8 +350,8 @@ def _not_representable(ctx: _Context) -> list[str]:
         if name in _REASONS:
             out.append(head + _REASONS[name])
         elif name in ("stribeck_velocity", "stribeck_alpha"):
-            if _is_on("friction_stribeck", vals.get("friction_stribeck", 0.0)) or _is_on(
-                    "load_friction_stribeck", vals.get("load_friction_stribeck", 0.0)):
+            if any(_is_on(k, vals.get(k, 0.0)) for k in ("friction_stribeck", "load_friction_stribeck",
+                                                          "mesh_friction_static")):
                 out.append(head + "shape of the Stribeck decay exp(-(|dq|/v_s)^alpha), not exported "
                                   "(see friction_stribeck)")
         elif name == "q_offset" and not ctx.bench_mode and ctx.joint_type == "revolute":

@@ -51,8 +51,8 @@ from .fit import (FitResult, ParamSpace, PopulationScorer, effort_available, ful
                   profile_for, search_folds)
 
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
-           "BUDGETS", "SELECTION_BUDGETS", "Fold", "condition_folds", "group_jackknife", "GROUP_KEYS",
-           "resampled_uncertainty"]
+           "BUDGETS", "SELECTION_BUDGETS", "SELECTION_STARTS", "Fold", "condition_folds", "group_jackknife",
+           "GROUP_KEYS", "LOG_KEY", "resampled_uncertainty"]
 
 #: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
 LADDERS: dict[str, tuple[str, ...]] = {
@@ -62,6 +62,9 @@ LADDERS: dict[str, tuple[str, ...]] = {
 
 #: condition tag(s) whose values define the leave-one-group-out groups, by default
 GROUP_KEYS: tuple[str, ...] = ("excitation",)
+
+#: pseudo condition tag whose value is the log's name: ``group_by=("log",)`` is leave-one-log-out
+LOG_KEY = "log"
 
 #: CMA-ES step of parameters inherited from a contained model, relative to that of new parameters
 INHERITED_STEP = 0.2
@@ -83,6 +86,12 @@ SELECTION_BUDGETS: dict[str, tuple[int, int, int, int]] = {
     "default": (500, 3000, 10, 2),
     "thorough": (1500, 8000, 16, 3),
 }
+
+#: name -> CMA-ES starts of every fold search (each start gets the budget's per-fold evaluations;
+#: start 0 from the best contained model's fold optimum, later ones from a wide perturbation of the
+#: fold's best point so far; the best training objective of the fold wins). ``fit_family``'s
+#: ``fold_starts`` overrides it.
+SELECTION_STARTS: dict[str, int] = {"quick": 1, "default": 1, "thorough": 1}
 
 #: name -> (CMA evaluations per start, starts, gradient steps)
 BUDGETS: dict[str, tuple[int, int, int]] = {
@@ -146,10 +155,11 @@ class Fold:
 def condition_folds(trajs: list[Trajectory], keys: tuple[str, ...] = GROUP_KEYS) -> list[Fold]:
     """Leave-one-group-out folds: for each tag in ``keys`` with at least 2 distinct values among the
     logs, one fold per value (held out: every log with that value, or with the tag missing for
-    the value ""). Several keys give the union of their folds. Empty when no key has 2 values."""
+    the value ""). Several keys give the union of their folds. Empty when no key has 2 values.
+    The key ``"log"`` (:data:`LOG_KEY`) makes every log its own group (leave-one-log-out)."""
     folds = []
     for key in keys:
-        values = [str(t.conditions.get(key, "")) for t in trajs]
+        values = [t.name if key == LOG_KEY else str(t.conditions.get(key, "")) for t in trajs]
         distinct = sorted(set(values))
         if len(distinct) < 2:
             continue
@@ -234,14 +244,19 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                budget: str = "default", min_gain: float = 0.02, dt: float | None = None,
                progress: Callable[[str, str, float], None] | None = None,
                group_by: tuple[str, ...] = GROUP_KEYS,
-               extensions: tuple[str, ...] | None = None) -> SelectionResult:
+               extensions: tuple[str, ...] | None = None, fold_starts: int | None = None,
+               fold_evals: int | None = None, final_starts: int | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
     ladder: base models in nesting order (default :func:`ladder_for`); extensions: names tried on
     top of the best bases (default ``SELECTION_EXTENSIONS``; ``()`` for none). group_by: condition
     tags that define the groups. (The checkpoint file of the earlier, minutes-long selection is
-    gone: the whole selection now takes seconds.)
+    gone: the whole selection now takes seconds.) fold_starts: CMA-ES starts per fold search
+    (default ``SELECTION_STARTS[budget]``); the final refit gets ``final_starts`` (default
+    max(FINAL_STARTS, fold_starts)). fold_evals:
+    evaluations per start of a fold search (default: the budget's). ``extras["starts"]`` records,
+    per model, how many folds each start won (lowest training objective) and the evaluations spent.
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
@@ -253,7 +268,10 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     for m in ladder:
         get_model(m)
     extensions = SELECTION_EXTENSIONS if extensions is None else tuple(extensions)
-    fold_evals, final_evals, popsize, top_bases = SELECTION_BUDGETS[budget]
+    budget_evals, final_evals, popsize, top_bases = SELECTION_BUDGETS[budget]
+    fold_evals = int(fold_evals or budget_evals)
+    n_starts = int(fold_starts or SELECTION_STARTS.get(budget, 1))
+    start_wins: dict[str, dict] = {}
     folds = condition_folds(trajs, group_by)
     scheme = "logo"
     if len(folds) < 2:  # fallback: one split (whole logs when there are 3 or more, else in time)
@@ -305,8 +323,13 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
             known |= {"load_friction_motor", "load_friction_external"}
         stds = np.array([INHERITED_STEP if n in known else 1.0 for n in space.names]) if inner else None
         res = search_folds(spec, space, scorer_for(spec), W, inits=inits, popsize=popsize,
-                           max_evals=fold_evals if inner else SCRATCH_FACTOR * fold_evals,
+                           max_evals=fold_evals if inner else SCRATCH_FACTOR * fold_evals, n_starts=n_starts,
                            sigma0=0.25, stds=stds, seed=seed + 17 * i, effort_weight=effort_weight, progress=cb)
+        wins = np.zeros(n_starts, int)  # which start found each fold's best (ties: the earliest)
+        for r in res:
+            if r.history:
+                wins[int(np.argmin([h["best_f"] for h in r.history]))] += 1
+        start_wins[m] = {"wins_per_start": wins.tolist(), "evaluations": int(sum(r.evaluations for r in res))}
         theta = np.array([r.theta for r in res])
         sums = scorer_for(spec)(full_vectors(space, theta))  # (F, L) per-log sums at each fold optimum
         held = np.array([float(sums["abs_q"][f] @ V[f] / (V[f] @ scorer_for(spec).n)) for f in range(F)])
@@ -387,16 +410,22 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     space = ParamSpace.build(spec, batches, profile)
     (res,) = search_folds(spec, space, scorer_for(spec), all_w, inits=[fold_params[selected]],
                           max_evals=final_evals, popsize=max(popsize, scorer_for(spec).size // all_w.shape[1]),
-                          n_starts=FINAL_STARTS, sigma0=0.1, seed=seed + 100,
+                          n_starts=int(final_starts or max(FINAL_STARTS, n_starts)), sigma0=0.1, seed=seed + 100,
                           effort_weight=effort_weight,
                           progress=(lambda s_, d, t: progress(selected + " (all data)", s_, d / t)) if progress else None)
+    if res.history:
+        fw = np.zeros(len(res.history), int)
+        fw[int(np.argmin([h["best_f"] for h in res.history]))] = 1
+        start_wins["final (all data)"] = {"wins_per_start": fw.tolist(), "evaluations": int(res.evaluations),
+                                          "best_f_per_start": [float(h["best_f"]) for h in res.history]}
     f64 = make_loss(spec, space, batches, "mae")
     final = FitResult(spec.name, spec, space, res.theta, float(f64(res.theta)), res.evaluations,
                       time.perf_counter() - t0, profile, dt, res.history,
                       objective=res.objective if effort_weight else float(f64(res.theta)), effort_weight=effort_weight)
     timing = {"selection_s": t_sel, "final_fit_s": final.wall_s, "selection_cpu_s": cpu_sel,
               "final_fit_cpu_s": _cpu() - cpu_begin - cpu_sel, "models": len(rows), "folds": F,
-              "evaluations": int(sum(f.evaluations for f in fits.values())) + final.evaluations}
+              "evaluations": int(sum(f.evaluations for f in fits.values())) + final.evaluations,
+              "fold_starts": n_starts, "fold_evals": fold_evals}
     table = list(rows.values())
     for row in table:
         row["selected"] = row["model"] == selected
@@ -418,7 +447,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
              "eligible model with the lowest mean held-out MAE is selected, then refitted on all given logs")
     fit_names = [work[j].name for j in folds[0].train] if scheme == "split" else [t.name for t in work]
     val_names = [work[j].name for j in folds[0].heldout] if scheme == "split" else [t.name for t in work]
-    return SelectionResult(selected, fits, table, final, fit_names, val_names, extras={"timing": timing},
+    return SelectionResult(selected, fits, table, final, fit_names, val_names, extras={"timing": timing,
+                                                                                          "starts": start_wins},
                            scheme=scheme, folds=folds,
                            groups=groups, fold_params=fold_params, rule=rule, uncertainty=unc)
 

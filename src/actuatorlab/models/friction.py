@@ -41,6 +41,21 @@ def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0):
         + eta_d |tau_g|   when tau_g dq >= 0 (motor drives the load)
         + eta_b |tau_g|   otherwise (the load backdrives the motor)
     i.e. an efficiency 1 - eta_d driving and 1 - eta_b backdriving (Coulomb-like in each regime).
+
+    Static gear-mesh friction (``+stiction``, actuatorlab): a mesh at rest needs more torque to
+    break away than it loses sliding, in proportion to the torque it carries::
+
+        + s eta_s |tau_g|                                  breakaway above the sliding mesh loss
+
+    so a joint at rest holds while |tau_net| <= F_c + (eta + eta_s) |tau_g| (+ the other terms),
+    and once it slides faster than v_s the extra loss fades with the same Stribeck coefficient s.
+    This is the static-friction level of Armstrong-Helouvry's seven-parameter model (B.
+    Armstrong-Helouvry, P. Dupont, C. Canudas de Wit, "A survey of models, analysis tools and
+    compensation methods for the control of machines with friction", Automatica 30 (1994),
+    static friction F_s > Coulomb F_c with the Stribeck curve between them) with the levels taken
+    proportional to the transmitted load, as measured for gear meshes (the same survey, sec. 2:
+    friction of lubricated contacts grows with normal force). It is even in (tau_m, tau_e, dq)
+    like every budget term, so the stick/slip torque stays odd and dissipative.
     """
     adq = jnp.abs(dq)
     s = jnp.exp(-jnp.power(adq / p["stribeck_velocity"] + _EPS, p["stribeck_alpha"]))
@@ -54,7 +69,8 @@ def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0):
                + p["load_friction"] * tau_gb + s * p["load_friction_stribeck"] * tau_gb
                + tau_dir + s * jnp.where(opposite, quad, 0.0))
     tau_g = (1.0 - rotor_share) * tau_motor - rotor_share * tau_ext
-    mesh = jnp.abs(tau_g) * jnp.where(tau_g * dq >= 0.0, p["mesh_friction_drive"], p["mesh_friction_back"])
+    mesh = jnp.abs(tau_g) * (jnp.where(tau_g * dq >= 0.0, p["mesh_friction_drive"], p["mesh_friction_back"])
+                             + s * p.get("mesh_friction_static", 0.0))
     return coulomb + mesh + p["friction_viscous"] * adq
 
 

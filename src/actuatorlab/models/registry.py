@@ -16,10 +16,12 @@ g2     g1 + Stribeck
 
 Extensions: ``delay`` (command delay), ``offset`` (encoder offset and bias effort), ``climit``
 (firmware/driver current limit), ``sag`` (supply sag through a source resistance, solved with the
-motor equation; see :func:`~actuatorlab.models.motor.sagged_supply_voltage`), ``backlash`` (two-body transmission with dead band and series
-stiffness), ``compliance`` (series stiffness without dead band), ``gain`` (free firmware gain
-scale, for undocumented firmwares), ``thermal`` (winding temperature state with R(T) and I^2 R
-heating; whole-robot rollouts only, see :mod:`actuatorlab.sim.arm`).
+motor equation; see :func:`~actuatorlab.models.motor.sagged_supply_voltage`), ``stiction``
+(gear-mesh breakaway at rest: extra loss s eta_s |tau_g| that fades with the Stribeck coefficient
+s, see :func:`~actuatorlab.models.friction.friction_budget`), ``backlash`` (two-body
+transmission with dead band and series stiffness), ``compliance`` (series stiffness without dead
+band), ``gain`` (free firmware gain scale, for undocumented firmwares), ``thermal`` (winding
+temperature state with R(T) and I^2 R heating; whole-robot rollouts only, see :mod:`actuatorlab.sim.arm`).
 
 Each model lists its free parameters; every other parameter keeps its neutral value, so a model
 with more mechanisms contains its parent exactly (``parent`` is the model it extends).
@@ -87,6 +89,8 @@ EXTENSIONS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "offset": (("q_offset", "force_offset"), False, "encoder offset and constant bias effort"),
     "climit": (("current_limit",), False, "firmware/driver current limit"),
     "sag": (("source_resistance",), False, "supply sag through a source resistance"),
+    "stiction": (("mesh_friction_static", "stribeck_velocity"), False,
+                 "gear-mesh breakaway at rest, proportional to the transmitted torque"),
     "backlash": (("backlash", "stiffness"), True, "dead band + series stiffness (two bodies)"),
     "compliance": (("stiffness",), True, "series stiffness (two bodies)"),
     "gain": (("gain_scale",), False, "free firmware gain scale"),

@@ -1,0 +1,77 @@
+"""Search recipes of the XL330 selection: the default fit with more CMA-ES starts, more evaluations,
+other groupings, ``+stiction`` among the extensions, other seeds; each scored on held-out logs once.
+
+One command per recipe (from the repo root), e.g.::
+
+    python bench/xl330_recipes.py --fold-starts 3
+    python bench/xl330_recipes.py --extensions offset delay climit sag stiction --seed 1
+    python bench/xl330_recipes.py --split trajectory=sin_time_square --group-by log
+
+The model is chosen by :func:`actuatorlab.identify.select.fit_family` on the training logs of
+``bench/split.py`` alone (leave-one-group-out inside them); the held-out logs are replayed once,
+after the choice, with the model refitted on all training logs. Prints one JSON line: selected model,
+its mean leave-one-group-out score (training side), train / held-out MAE [mrad], per held-out log,
+fit wall and CPU time, load average, which CMA-ES start won each fold (``starts``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+
+import split as bench_split  # noqa: E402
+from common import emit  # noqa: E402
+from xl330 import heldout_mae  # noqa: E402
+
+
+def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_starts, extensions, group_by) -> dict:
+    from actuatorlab.identify.select import fit_family
+    from actuatorlab.logs import load_logs
+
+    s = bench_split.make_split(bench_split.DEFAULT_DATA_DIR, None if split == "balanced" else split)
+    raw = bench_split.DEFAULT_DATA_DIR / "raw"
+    train, test = load_logs([raw / f for f in s["train"]]), load_logs([raw / f for f in s["heldout"]])
+    kw = {k: v for k, v in dict(extensions=extensions and tuple(extensions), group_by=group_by and tuple(group_by),
+                                fold_starts=fold_starts, fold_evals=fold_evals, final_starts=final_starts).items()
+          if v is not None}
+    load0, c0, t0 = os.getloadavg()[0], os.times(), time.perf_counter()
+    sel = fit_family(train, seed=seed, budget=budget, **kw)
+    wall, c1 = time.perf_counter() - t0, os.times()
+    rows = {r["model"]: 1e3 * r["validation_mae"] for r in sel.table}
+    mae, per = heldout_mae(sel.selected, sel.final.params, sel.final.dt, test)  # once, after the choice
+    return {"split": split, "seed": seed, "budget": budget, **kw, "selected": sel.selected,
+            "logo_score_mrad": rows[sel.selected], "logo_scores_mrad": rows,
+            "train_mae_mrad": 1e3 * sel.final.train_mae, "heldout_mae_mrad": 1e3 * mae,
+            "heldout_per_log_mrad": [1e3 * x for x in per], "fit_wall_s": wall,
+            "fit_cpu_s": (c1.user - c0.user) + (c1.system - c0.system),
+            "load_average": [load0, os.getloadavg()[0]], "starts": sel.extras["starts"]}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--split", default="balanced", help="balanced | trajectory=FAMILY | kp=GAIN (bench/split.py)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--budget", default="default")
+    p.add_argument("--fold-starts", type=int, default=None)
+    p.add_argument("--fold-evals", type=int, default=None)
+    p.add_argument("--final-starts", type=int, default=None)
+    p.add_argument("--extensions", nargs="*", default=None)
+    p.add_argument("--group-by", nargs="+", default=None)
+    p.add_argument("--out", type=Path, default=None)
+    a = p.parse_args(argv)
+    emit(run(a.split, seed=a.seed, budget=a.budget, fold_starts=a.fold_starts, fold_evals=a.fold_evals,
+             final_starts=a.final_starts, extensions=a.extensions, group_by=a.group_by), a.out)
+    return 0
+
+
+if __name__ == "__main__":
+    from actuatorlab.precision import physics_precision
+
+    with physics_precision():
+        sys.exit(main())
