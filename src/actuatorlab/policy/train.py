@@ -38,7 +38,8 @@ from .ppo import PPO, ActorCritic, PPOConfig, RunningStats, TrainState, policy_a
 from .schedule import make_schedule
 
 __all__ = ["make_env", "train_policy", "load_policy", "LoadedPolicy", "evaluate_policy", "read_curve",
-           "default_ppo_config", "plan_run", "RunPlan"]
+           "default_ppo_config", "plan_run", "RunPlan",
+           "FIXED_COMMANDS", "write_policy_report"]
 
 TOY_ROBOT = "toy"
 
@@ -157,7 +158,15 @@ def plan_run(steps: int, cfg: PPOConfig, points: int) -> RunPlan:
     return RunPlan(chunks * chunk, chunk, chunks)
 
 
-def train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int = 100_000, envs: int | None = None,
+def train_policy(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Train a policy for ``task`` of ``robot`` under an alpha schedule and write the run folder
+    (module docstring); arguments of :func:`_train_policy`. Runs in float32 (JAX's x64 mode off in
+    this thread for the call, whatever the caller's; docs/policy.md)."""
+    with jax.enable_x64(False):
+        return _train_policy(*args, **kwargs)
+
+
+def _train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int = 100_000, envs: int | None = None,
                  seed: int = 0, out: str | Path = "runs/policy", resume: bool = False, *,
                  ppo: PPOConfig | Mapping[str, Any] | None = None, schedule_options: Mapping[str, Any] | None = None,
                  env_options: Mapping[str, Any] | None = None, points: int = 50, checkpoint_every: int = 5,
@@ -260,6 +269,7 @@ def train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int =
                "env_steps": done_chunks * plan.chunk * cfg.steps_per_update, "stages": len(stages),
                "final_alpha": float(sstate["alpha"]), "final_return": _tail_mean(curve.get("return", [])),
                "wall_s_this_call": wall, "steps_per_s_this_call": ran * plan.chunk * cfg.steps_per_update / max(wall, 1e-9),
+               "steps_per_s_after_first_chunk": _rate(points_list[-ran:]) if ran > 1 else None,
                "traces": algo.traces}
     if finished:
         _save_policy(out, algo, ts, config)
@@ -267,6 +277,12 @@ def train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int =
             write_policy_report(out / "report.html", curve, stages, config)
     atomic_write(out / "summary.json", json.dumps(summary, indent=1))
     return summary
+
+
+def _rate(points: list[dict[str, Any]]) -> float | None:
+    """Env steps per second between the first and the last of ``points`` (excludes the compile)."""
+    dt = points[-1]["wall_s"] - points[0]["wall_s"]
+    return (points[-1]["env_steps"] - points[0]["env_steps"]) / dt if dt > 0 else None
 
 
 def _tail_mean(xs: list, frac: float = 0.1) -> float | None:
@@ -327,37 +343,70 @@ def load_policy(run: str | Path) -> LoadedPolicy:
     return LoadedPolicy(eqx.combine(params, static), stats, config, bool(cfg.normalize_obs))
 
 
-def evaluate_policy(run: str | Path, *, env: Any = None, env_options: Mapping[str, Any] | None = None,
-                    alpha: float = 1.0, n_envs: int = 16, steps: int | None = None, seed: int = 0) -> dict[str, Any]:
-    """Run the deterministic policy of ``run`` for ``steps`` steps (default: one toy episode, 500
-    otherwise) in ``n_envs`` environments (no reset: a finished environment stops counting) at
-    ``alpha``; returns the mean return per environment, the per-step means of every metric and
-    ``<name>_rmse`` for every ``<name>_err_sq`` metric (over the steps before each environment's end).
+def evaluate_policy(run: str | Path, **kwargs: Any) -> dict[str, Any]:
+    """Tracking errors and return of a run's final policy (:func:`_evaluate_policy`), in float32."""
+    with jax.enable_x64(False):
+        return _evaluate_policy(run, **kwargs)
 
-    ``env_options`` are passed to ``make_env`` on top of the run's (e.g. another actuator model)."""
+
+#: fixed evaluation commands (vx [m/s], vy [m/s], yaw rate [rad/s]) for tasks with a velocity command
+FIXED_COMMANDS = ((0.5, 0.0, 0.0), (1.0, 0.0, 0.0), (-0.5, 0.0, 0.0), (0.0, 0.3, 0.0), (0.0, -0.3, 0.0),
+                  (0.0, 0.0, 0.5), (0.0, 0.0, -0.5), (0.5, 0.0, 0.5), (0.5, 0.2, 0.0), (1.0, 0.0, -0.5),
+                  (0.0, 0.0, 0.0), (0.75, -0.2, 0.3))
+
+
+def _evaluate_policy(run: str | Path, *, env: Any = None, env_options: Mapping[str, Any] | None = None,
+                     alpha: float = 1.0, n_envs: int | None = None, steps: int | None = None, seed: int = 0,
+                     commands: Any = "fixed") -> dict[str, Any]:
+    """Run the deterministic policy of ``run`` for ``steps`` steps (default: the env's
+    ``horizon``, else 500) in ``n_envs`` environments at ``alpha`` without resets (a finished
+    environment stops counting); returns the mean return per environment, the per-step means of
+    every metric over the steps before each environment's end, ``<name>_rmse`` for every
+    ``<name>_err_sq`` metric and ``fell`` (share of environments terminated before the end).
+
+    Tasks whose state has a ``command`` field run the fixed command set (:data:`FIXED_COMMANDS`,
+    ``commands="fixed"``; or an (N, 3) array; ``None``: the env's own random commands), each
+    command in ``n_envs / N`` environments (default one): the command is written into the state
+    after the reset, so the first observation still shows the sampled one (one policy step).
+    ``env_options`` are passed to ``make_env`` on top of the run's (e.g. ``{"actuator": "builtin"}``)."""
     pol = load_policy(run)
     cfg = pol.config
     if env is None:
         env = make_env(cfg["robot"], cfg["task"], **{**cfg.get("env_options", {}), **dict(env_options or {})})
     steps = int(steps or getattr(env, "horizon", 500))
     p = {**env.default_env_params(), "alpha": jnp.asarray(alpha, jnp.float32)}
+    probe = jax.eval_shape(lambda k: env.reset(k, p), jax.random.PRNGKey(0))
+    cmd = None
+    if commands is not None and hasattr(probe, "command"):
+        cmd = np.asarray(FIXED_COMMANDS if isinstance(commands, str) and commands == "fixed" else commands, np.float32)
+        if cmd.ndim != 2 or cmd.shape[1:] != tuple(probe.command.shape):
+            raise ModelError(f"evaluation commands must be (N, {probe.command.shape[0]}), got {cmd.shape}")
+        reps = max(1, -(-int(n_envs or len(cmd)) // len(cmd)))
+        cmd = np.tile(cmd, (reps, 1))
+        n_envs = len(cmd)
+    n_envs = int(n_envs or 16)
 
     @jax.jit
     def run_eval(key):
         s = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, n_envs), p)
+        if cmd is not None:
+            s = s._replace(command=jnp.asarray(cmd))
 
         def body(carry, _):
             s, alive = carry
             s = jax.vmap(env.step, in_axes=(0, 0, None))(s, jax.vmap(pol.act)(s.obs), p)
             out = (s.reward * alive, {k: v * alive for k, v in s.metrics.items()}, alive)
-            return (s, alive * (1.0 - s.done.astype(jnp.float32))), out
+            ended = s.done.astype(jnp.float32) * (1.0 - s.info["truncation"].astype(jnp.float32))
+            return (s, alive * (1.0 - s.done.astype(jnp.float32))), (out, alive * ended)
 
-        _, (r, m, alive) = jax.lax.scan(body, (s, jnp.ones((n_envs,), jnp.float32)), None, length=steps)
-        return r.sum(0), {k: v.sum() / alive.sum() for k, v in m.items()}, alive.sum(0)
+        _, ((r, m, alive), fell) = jax.lax.scan(body, (s, jnp.ones((n_envs,), jnp.float32)), None, length=steps)
+        return r.sum(0), {k: v.sum() / alive.sum() for k, v in m.items()}, alive.sum(0), fell.sum(0)
 
-    ret, metrics, length = jax.device_get(run_eval(jax.random.PRNGKey(int(seed))))
+    t0 = time.perf_counter()
+    ret, metrics, length, fell = jax.device_get(run_eval(jax.random.PRNGKey(int(seed))))
     res: dict[str, Any] = {"return": float(np.mean(ret)), "episode_length": float(np.mean(length)),
-                           "alpha": float(alpha), "n_envs": int(n_envs), "steps": steps}
+                           "fell": float(np.mean(fell)), "alpha": float(alpha), "n_envs": int(n_envs), "steps": steps,
+                           "commands": None if cmd is None else cmd.tolist(), "wall_s": time.perf_counter() - t0}
     for k, v in metrics.items():
         res[k] = float(v)
         if k.endswith("_err_sq"):
