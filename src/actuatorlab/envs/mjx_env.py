@@ -262,34 +262,36 @@ class MjxEnv(_Static):
         return EnvState(arm, params, ctl, task, obs, jnp.zeros((), dt), jnp.zeros((), dt), metrics, info)
 
     # -------------------------------------------------------------------------------------------
-    def _physics(self, params, arm: ArmState, sent, net_hist):
+    def _physics(self, params, arm: ArmState, sent, net_hist, model_updates=None):
         """Run D command ticks. Returns (arm', q, dq, effort (D, n) at the start of every tick,
         qpos (D, nq), qvel (D, nv) at the end of every tick, net_hist')."""
         D, n, dt = sent.shape[0], self.n_joints, self.dtype
         en = jnp.ones((D, n), dt)
         vs = jnp.broadcast_to(jnp.asarray(self.v_supply, dt), (D, n))
         if self.actuator.kind == "builtin":
-            return self._physics_builtin(arm, sent)
+            return self._physics_builtin(arm, sent, model_updates)
         if self.actuator.learned is not None:
             import equinox as eqx
 
             from ..sim.arm_learned import LearnedInputs, frame
 
             lm = eqx.tree_at(lambda m: m.base, self._learned, params)
-            final, out = self._rollout(lm, LearnedInputs(sent, en, vs, None, net_hist), arm)
+            final, out = self._rollout(lm, LearnedInputs(sent, en, vs, None, net_hist), arm, model_updates)
             frames = frame(lm, sent, out.q, out.dq, vs, en, jnp.zeros((D, 0)))
             H = net_hist.shape[0]
             net_hist = jnp.concatenate([net_hist, frames], axis=0)[D:] if H else net_hist
         else:
-            final, out = self._rollout(params, ArmInputs(sent, en, vs), arm)
+            final, out = self._rollout(params, ArmInputs(sent, en, vs), arm, model_updates)
         qpos_end = jnp.concatenate([out.qpos[1:], final.qpos[None]], axis=0)
         qvel_end = jnp.concatenate([out.qvel[1:], final.qvel[None]], axis=0)
         return final, out.q, out.dq, out.u / self.u_lim, qpos_end, qvel_end, net_hist
 
-    def _physics_builtin(self, arm: ArmState, sent):
+    def _physics_builtin(self, arm: ArmState, sent, model_updates=None):
         from mujoco import mjx
 
         mx, idx = self.mx, jnp.asarray(self.ctrl_idx)
+        if model_updates:
+            mx = mx.replace(**model_updates)
         d0 = self._template.replace(qpos=arm.qpos, qvel=arm.qvel)
 
         def tick(d, cmd):
@@ -311,7 +313,16 @@ class MjxEnv(_Static):
         p = self.randomization.drift(state.ctl.rand_key, state.params, t)
         return {k: jnp.asarray(v, jnp.asarray(state.params[k]).dtype) for k, v in p.items()}
 
-    def step(self, state: EnvState, action) -> EnvState:
+    def step(self, state: EnvState, action, model_updates=None) -> EnvState:
+        """One policy step. ``model_updates``: MJX ``Model`` fields (name -> full array, traced) the
+        physics of this step runs with (e.g. :meth:`actuatorlab.sim.homotopy.Homotopy.model_updates`;
+        with an actuatorlab actuator they replace the rollout's own, ``dof_armature`` included)."""
+        return self.step_with_effort(state, action, model_updates)[0]
+
+    def step_with_effort(self, state: EnvState, action, model_updates=None):
+        """:meth:`step`, also returning the effort (decimation, n) at the start of every command tick
+        as a fraction of each joint's limit (firmware output / its limit; ``"builtin"``: MuJoCo's
+        actuator force / the effort limit)."""
         c, ctl, dt = self.contract, state.ctl, self.dtype
         action = jnp.asarray(action, dt)
         target = scale_action(c, jnp, action, self.offset, self.lo, self.hi)
@@ -321,7 +332,7 @@ class MjxEnv(_Static):
         grid, filt = command_grid(c, jnp, ctl.prev_target, target, ctl.filt, self.command_dt)
         sent, fifo = apply_latency(jnp, ctl.fifo, grid)
         arm, q, dq, eff, qpos_end, qvel_end, net_hist = self._physics(self.step_params(state), state.arm, sent,
-                                                                      ctl.net_hist)
+                                                                      ctl.net_hist, model_updates)
         ticks = ctl.outside_ticks
         if b is not None:
             ticks = ticks + jnp.sum(outside(jnp, b, q, dq, eff), axis=0).astype(jnp.int32)
@@ -342,4 +353,4 @@ class MjxEnv(_Static):
                    "envelope_outside_frac": jnp.asarray(new_out, dt)}
         info = {"truncation": trunc.astype(dt), "envelope_outside_s": ticks.astype(dt) * self.command_dt}
         return EnvState(arm, state.params, ctl, state.task, obs, jnp.asarray(reward, dt),
-                        (term | trunc).astype(dt), metrics, info)
+                        (term | trunc).astype(dt), metrics, info), eff
