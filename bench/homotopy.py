@@ -40,10 +40,10 @@ from common import emit  # noqa: E402
 PAPER = {"lin_vel_rmse": 0.28, "yaw_rate_rmse": 0.11}
 
 #: reduced: what fits in under an hour of this 2-core CPU for 3 schedules x 3 seeds (bench/README.md)
-REDUCED = dict(steps=300_000, envs=32, points=30, eval_steps=250,
-               ppo=dict(unroll_length=20, num_minibatches=4, num_epochs=4, learning_rate=3e-4,
+REDUCED = dict(steps=3_000_000, envs=64, points=60, eval_steps=500,
+               ppo=dict(unroll_length=20, num_minibatches=4, num_epochs=4, learning_rate=1e-3,
                         policy_hidden=(64, 64), value_hidden=(64, 64)),
-               env=dict(episode_length=500))
+               env=dict(episode_length=500, physics_dt=0.004))
 #: full: Playground-like (Go1 joystick: 8192 envs, 200 M steps); for one GPU
 FULL = dict(steps=100_000_000, envs=4096, points=100, eval_steps=1000,
             ppo=dict(unroll_length=20, num_minibatches=32, num_epochs=4, learning_rate=3e-4,

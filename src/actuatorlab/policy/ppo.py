@@ -344,7 +344,9 @@ class PPO:
         metrics.update({"reward": tr["reward"].mean(), "episodes": tr["done"].sum(),
                         "episode_return_sum": tr["ep_return"].sum(), "episode_length_sum": tr["ep_length"].sum(),
                         "terminations": tr["terminated"].sum()})
-        metrics.update({f"env/{k}": v.mean() for k, v in tr["metrics"].items()})
+        # per-step means over finite values (a diverged environment ends its episode at that step)
+        metrics.update({f"env/{k}": jnp.sum(jnp.where(jnp.isfinite(v), v, 0.0)) / jnp.maximum(jnp.sum(jnp.isfinite(v)), 1)
+                        for k, v in tr["metrics"].items()})
         return TrainState(params, opt_state, stats, eps, key, ts.update + 1), metrics
 
     def train_chunk(self, ts: TrainState, env_params, n: int):

@@ -53,9 +53,11 @@ def make_env(robot: str, task: str, **options: Any):
 
         return make_toy_env(task, **options)
     try:
-        from ..envs import make_policy_env
+        from ..envs import POLICY_ENVS, make_policy_env
     except ImportError:
         raise UnknownNameError("robot", robot, [TOY_ROBOT]) from None
+    if robot not in POLICY_ENVS:
+        raise UnknownNameError("robot", robot, [TOY_ROBOT, *POLICY_ENVS])
     return make_policy_env(robot, task, **options)
 
 
@@ -355,6 +357,43 @@ FIXED_COMMANDS = ((0.5, 0.0, 0.0), (1.0, 0.0, 0.0), (-0.5, 0.0, 0.0), (0.0, 0.3,
                   (0.0, 0.0, 0.0), (0.75, -0.2, 0.3))
 
 
+_EVAL_FNS: dict = {}
+
+
+def _eval_fn(env: Any, n_envs: int, steps: int, cmd: np.ndarray | None):
+    """The jitted evaluation rollout for one environment, batch, length and command set, cached so
+    that every policy of the same structure reuses one compiled function (the policy, its
+    statistics and ``env_params`` are arguments)."""
+    import equinox as eqx
+
+    key = (id(env), n_envs, steps, None if cmd is None else cmd.tobytes())
+    if key in _EVAL_FNS and _EVAL_FNS[key][0] is env:
+        return _EVAL_FNS[key][1]
+
+    @eqx.filter_jit
+    def run_eval(model, stats, rng, p, normalize_obs):
+        act = lambda o: policy_action(model, stats, o, normalize_obs)  # noqa: E731
+        s = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(rng, n_envs), p)
+        if cmd is not None:
+            s = s._replace(command=jnp.asarray(cmd))
+
+        def body(carry, _):
+            s, alive = carry
+            s = jax.vmap(env.step, in_axes=(0, 0, None))(s, jax.vmap(act)(s.obs), p)
+            # a metric counts at the steps an environment is alive and the value finite (a diverged
+            # simulation ends the episode and reports non-finite velocities at that step)
+            m = {k: (jnp.where(jnp.isfinite(v), v, 0.0) * alive, jnp.isfinite(v) * alive) for k, v in s.metrics.items()}
+            out = (jnp.where(jnp.isfinite(s.reward), s.reward, 0.0) * alive, m, alive)
+            ended = s.done.astype(jnp.float32) * (1.0 - s.info["truncation"].astype(jnp.float32))
+            return (s, alive * (1.0 - s.done.astype(jnp.float32))), (out, alive * ended)
+
+        _, ((r, m, alive), fell) = jax.lax.scan(body, (s, jnp.ones((n_envs,), jnp.float32)), None, length=steps)
+        return r.sum(0), {k: v.sum() / jnp.maximum(c.sum(), 1.0) for k, (v, c) in m.items()}, alive.sum(0), fell.sum(0)
+
+    _EVAL_FNS[key] = (env, run_eval)
+    return run_eval
+
+
 def _evaluate_policy(run: str | Path, *, env: Any = None, env_options: Mapping[str, Any] | None = None,
                      alpha: float = 1.0, n_envs: int | None = None, steps: int | None = None, seed: int = 0,
                      commands: Any = "fixed") -> dict[str, Any]:
@@ -386,24 +425,10 @@ def _evaluate_policy(run: str | Path, *, env: Any = None, env_options: Mapping[s
         n_envs = len(cmd)
     n_envs = int(n_envs or 16)
 
-    @jax.jit
-    def run_eval(key):
-        s = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(key, n_envs), p)
-        if cmd is not None:
-            s = s._replace(command=jnp.asarray(cmd))
-
-        def body(carry, _):
-            s, alive = carry
-            s = jax.vmap(env.step, in_axes=(0, 0, None))(s, jax.vmap(pol.act)(s.obs), p)
-            out = (s.reward * alive, {k: v * alive for k, v in s.metrics.items()}, alive)
-            ended = s.done.astype(jnp.float32) * (1.0 - s.info["truncation"].astype(jnp.float32))
-            return (s, alive * (1.0 - s.done.astype(jnp.float32))), (out, alive * ended)
-
-        _, ((r, m, alive), fell) = jax.lax.scan(body, (s, jnp.ones((n_envs,), jnp.float32)), None, length=steps)
-        return r.sum(0), {k: v.sum() / alive.sum() for k, v in m.items()}, alive.sum(0), fell.sum(0)
-
+    run_eval = _eval_fn(env, n_envs, steps, cmd)
     t0 = time.perf_counter()
-    ret, metrics, length, fell = jax.device_get(run_eval(jax.random.PRNGKey(int(seed))))
+    ret, metrics, length, fell = jax.device_get(run_eval(pol.model, pol.stats, jax.random.PRNGKey(int(seed)), p,
+                                                         pol.normalize_obs))
     res: dict[str, Any] = {"return": float(np.mean(ret)), "episode_length": float(np.mean(length)),
                            "fell": float(np.mean(fell)), "alpha": float(alpha), "n_envs": int(n_envs), "steps": steps,
                            "commands": None if cmd is None else cmd.tolist(), "wall_s": time.perf_counter() - t0}
