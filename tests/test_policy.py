@@ -147,3 +147,27 @@ def test_bad_names_are_clear():
         PPOConfig(num_envs=3, unroll_length=3, num_minibatches=4)
     with pytest.raises(ModelError, match="unknown PPO option"):
         train_policy("toy", "point_mass", "scratch", steps=1000, out="/nonexistent/x", ppo={"lr": 1.0})
+
+
+def test_cli_train_and_eval_policy(scratch_run, tmp_path, capsys):
+    from actuatorlab.cli import main
+
+    out, _ = scratch_run
+    capsys.readouterr()
+    assert main(["eval-policy", str(out), "--json", "--envs", "8"]) == 0
+    ev = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ev["return"] > -20 and ev["n_envs"] == 8
+    assert main(["train-policy", "--robot", "no_such_robot", "--task", "trot", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown robot 'no_such_robot'; available: anymal_c, toy" in capsys.readouterr().err.replace("\n", "")
+    assert main(["train-policy", "--robot", "toy", "--task", "point_mass", "--schedule", "curriculum",
+                 "--out", str(tmp_path / "y")]) == 2
+    assert "unknown schedule 'curriculum'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    # a tiny run through the command line (2 chunks of 1 update), then --resume of the finished run
+    args = ["train-policy", "--robot", "toy", "--task", "pendulum", "--schedule", "direct", "--steps", "1000",
+            "--envs", "32", "--points", "2", "--out", str(tmp_path / "run"), "--json"]
+    assert main(args) == 0
+    d = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert d["finished"] and d["env_steps"] == 1024 and d["stages"] == 2
+    assert main(args) == 2 and "pass resume" in capsys.readouterr().err
+    assert main(args + ["--resume"]) == 0

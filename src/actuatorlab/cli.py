@@ -784,6 +784,20 @@ def report_heads(model_json: Path = typer.Argument(..., help="RUN/arm_model.json
     console.print(f"wrote {d['report']}")
 
 
+def _key_values(items: Optional[List[str]], what: str) -> dict:
+    """KEY=VALUE options; VALUE read as JSON when it parses (numbers, true, "text"), else text."""
+    out = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        if not sep or not k:
+            raise ActuatorlabError(f"{what} {it!r}: expected KEY=VALUE")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
 @app.command("train-policy")
 def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robot of the policy environment (toy: the toy tasks)"),
                      task: str = typer.Option("trot", "--task", help="task (anymal_c: trot; toy: point_mass | pendulum)"),
@@ -794,6 +808,8 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
                      out: Path = typer.Option(Path("runs/policy"), "--out", "-o", help="run folder"),
                      resume: bool = typer.Option(False, "--resume", help="continue RUN/ckpt/latest.npz exactly"),
                      points: int = typer.Option(50, "--points", help="learning-curve points (chunks) in the run"),
+                     env: Optional[List[str]] = typer.Option(None, "--env", help="environment option KEY=VALUE (JSON value), "
+                                                             "e.g. --env physics_dt=0.004 --env actuator=\"sea\""),
                      as_json: bool = typer.Option(False, "--json", help="print the run summary as one JSON line")):
     """Train a policy with PPO under an alpha schedule of the model homotopy; write RUN/policy.npz,
     RUN/curve.json, RUN/stages.json, RUN/metrics.jsonl, RUN/report.html and checkpoints (docs/policy.md)."""
@@ -809,7 +825,7 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
             p.update(bar, completed=frac, description=f"{schedule} a={pt['alpha']:.2f} R={r}")
 
         d = train_policy(robot, task, schedule, steps=steps, envs=envs, seed=seed, out=out, resume=resume,
-                         points=points, progress=progress)
+                         points=points, progress=progress, env_options=_key_values(env, "--env"))
     if as_json:
         sys.stdout.write(json.dumps(d) + "\n")
         return

@@ -239,6 +239,7 @@ class PPO:
         else:
             lr = config.learning_rate
         self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
+        self._reset_jit = jax.jit(self._reset_batch)
         self.traces = 0   # how many times train_chunk was traced (a new alpha must not add one)
         self._chunks: dict[int, Callable] = {}
 
@@ -256,7 +257,7 @@ class PPO:
         model = ActorCritic(self.obs_size, self.action_size, self.cfg, k_model)
         params = eqx.filter(model, eqx.is_array)
         stats = RunningStats(jnp.zeros((self.obs_size,), F32), jnp.ones((self.obs_size,), F32), jnp.zeros((), F32))
-        env = jax.jit(self._reset_batch)(k_env, env_params)
+        env = self._reset_jit(k_env, env_params)
         n = self.cfg.num_envs
         eps = EpisodeState(env, jnp.zeros((n,), F32), jnp.zeros((n,), F32))
         return TrainState(params, self.optimizer.init(params), stats, eps, k_next, jnp.zeros((), jnp.int32))
