@@ -185,7 +185,7 @@ def main(argv: list[str] | None = None) -> dict:
     for s, rs in runs.items():
         to90 = [None if level is None else _steps_to(r["curve"], level) for r in rs]
         to90_any = [None if level is None else _steps_to(r["curve"], level, any_alpha=True) for r in rs]
-        sps = [r.get("steps_per_s_after_first_chunk") for r in rs if not r.get("reused")]
+        sps = [r.get("steps_per_s_after_first_chunk") for r in rs]   # of the training call (also when reused)
         budget = res["env_steps_per_run"]
         censored = [budget if x is None else x for x in to90]
         d = {"final_return_mean": _mean(finals[s]), "final_return_std": _std(finals[s]),
