@@ -94,6 +94,7 @@ def test_homotopy_resume_exact_and_no_recompile(toy, scratch_run, tmp_path):
     env, cfg, algo = toy
     kw = dict(steps=STEPS, seed=3, points=POINTS, ppo=cfg, env=env, ppo_obj=algo, report=False, checkpoint_every=5)
     full = train_policy("toy", "point_mass", "homotopy", out=tmp_path / "full", **kw)
+    assert full["finished"] and full["stages"] == 5
     part = train_policy("toy", "point_mass", "homotopy", out=tmp_path / "cut", stop_after=8, **kw)
     assert not part["finished"] and part["chunks_done"] == 8
     with pytest.raises(ModelError, match="pass resume"):

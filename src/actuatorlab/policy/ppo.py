@@ -38,13 +38,12 @@ All arrays are float32 whatever JAX's x64 mode (docs/policy.md, precision).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, NamedTuple
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from ..errors import ModelError, UnknownNameError

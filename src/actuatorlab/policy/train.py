@@ -19,7 +19,6 @@ it, so the resumed run's curve equals the uninterrupted one bit for bit (on the 
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import subprocess
