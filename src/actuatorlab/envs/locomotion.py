@@ -48,7 +48,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -299,7 +299,14 @@ class LocomotionEnv:
         c = jax.random.uniform(k1, (3,), jnp.float32, lo, hi)
         return jnp.where(jax.random.uniform(k2) < self.config.p_still, jnp.zeros(3, jnp.float32), c)
 
+    @staticmethod
+    def _check_float32():
+        if jnp.result_type(float) == jnp.float64:
+            raise ModelError("the locomotion env is float32: trace reset/step with JAX's 64-bit mode off (the "
+                             "default; e.g. inside jax.enable_x64(False)), docs/locomotion.md")
+
     def reset(self, rng, env_params=None) -> LocoState:
+        self._check_float32()
         k_core, k_cmd, k_obs = jax.random.split(rng, 3)
         core = self.core.reset(k_core)
         command = self._sample_command(k_cmd)
@@ -315,6 +322,7 @@ class LocomotionEnv:
                 "envelope_outside_frac"]
 
     def step(self, state: LocoState, action, env_params) -> LocoState:
+        self._check_float32()
         cfg, w = self.config, self.weights
         action = jnp.clip(jnp.asarray(action, jnp.float32), -1.0, 1.0)
         upd = self.model_updates(env_params, self.core.step_params(state.core))
