@@ -853,7 +853,8 @@ def eval_policy_cmd(run: Path = typer.Argument(..., help="train-policy run folde
     if as_json:
         sys.stdout.write(json.dumps(d) + "\n")
         return
-    console.print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in d.items()))
+    console.print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in d.items()
+                            if k != "commands"))
 
 
 def main(argv: list[str] | None = None) -> int:
