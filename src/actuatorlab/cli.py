@@ -790,6 +790,79 @@ def report_heads(model_json: Path = typer.Argument(..., help="RUN/arm_model.json
     console.print(f"wrote {d['report']}")
 
 
+def _key_values(items: Optional[List[str]], what: str) -> dict:
+    """KEY=VALUE options; VALUE read as JSON when it parses (numbers, true, "text"), else text."""
+    out = {}
+    for it in items or []:
+        k, sep, v = it.partition("=")
+        if not sep or not k:
+            raise ActuatorlabError(f"{what} {it!r}: expected KEY=VALUE")
+        try:
+            out[k] = json.loads(v)
+        except json.JSONDecodeError:
+            out[k] = v
+    return out
+
+
+@app.command("train-policy")
+def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robot of the policy environment (toy: the toy tasks)"),
+                     task: str = typer.Option("trot", "--task", help="task (anymal_c: trot; toy: point_mass | pendulum)"),
+                     schedule: str = typer.Option("homotopy", "--schedule", help="homotopy | homotopy-adaptive | scratch | direct"),
+                     steps: int = typer.Option(2_000_000, "--steps", help="environment steps (rounded up to whole chunks)"),
+                     envs: Optional[int] = typer.Option(None, "--envs", help="parallel environments (default per robot)"),
+                     seed: int = typer.Option(0, "--seed"),
+                     out: Path = typer.Option(Path("runs/policy"), "--out", "-o", help="run folder"),
+                     resume: bool = typer.Option(False, "--resume", help="continue RUN/ckpt/latest.npz exactly"),
+                     points: int = typer.Option(50, "--points", help="learning-curve points (chunks) in the run"),
+                     env: Optional[List[str]] = typer.Option(None, "--env", help="environment option KEY=VALUE (JSON value), "
+                                                             "e.g. --env physics_dt=0.004 --env actuator=\"sea\""),
+                     as_json: bool = typer.Option(False, "--json", help="print the run summary as one JSON line")):
+    """Train a policy with PPO under an alpha schedule of the model homotopy; write RUN/policy.npz,
+    RUN/curve.json, RUN/stages.json, RUN/metrics.jsonl, RUN/report.html and checkpoints (docs/policy.md)."""
+    from .policy.schedule import make_schedule
+    from .policy.train import train_policy
+
+    make_schedule(schedule)  # a bad name fails before the progress bar
+    with _progress() as p:
+        bar = p.add_task(f"{schedule}", total=1.0)
+
+        def progress(frac, pt):
+            r = "-" if pt["return"] is None else f"{pt['return']:.3g}"
+            p.update(bar, completed=frac, description=f"{schedule} a={pt['alpha']:.2f} R={r}")
+
+        d = train_policy(robot, task, schedule, steps=steps, envs=envs, seed=seed, out=out, resume=resume,
+                         points=points, progress=progress, env_options=_key_values(env, "--env"))
+    if as_json:
+        sys.stdout.write(json.dumps(d) + "\n")
+        return
+    fr = "-" if d["final_return"] is None else f"{d['final_return']:.4g}"
+    console.print(f"{d['env_steps']:,} env steps, {d['stages']} stage(s), final alpha {d['final_alpha']:.2f}, "
+                  f"final return {fr} ({d['steps_per_s_this_call']:,.0f} env steps/s)")
+    console.print(f"wrote {out / 'policy.npz'}, {out / 'curve.json'}, {out / 'stages.json'}, {out / 'report.html'}")
+
+
+@app.command("eval-policy")
+def eval_policy_cmd(run: Path = typer.Argument(..., help="train-policy run folder"),
+                    actuator: Optional[str] = typer.Option(None, "--actuator", "--model", help="actuators of the "
+                                                           "evaluation env, e.g. builtin (MuJoCo's own; default: the run's)"),
+                    alpha: float = typer.Option(1.0, "--alpha", help="homotopy parameter of the evaluation model"),
+                    envs: Optional[int] = typer.Option(None, "--envs", help="evaluation environments (with a velocity "
+                                                       "command: a multiple of the fixed command set)"),
+                    steps: Optional[int] = typer.Option(None, "--steps", help="steps per environment"),
+                    seed: int = typer.Option(0, "--seed"),
+                    as_json: bool = typer.Option(False, "--json", help="print one JSON object")):
+    """Evaluate a trained policy deterministically: return and tracking RMSEs (docs/policy.md)."""
+    from .policy.train import evaluate_policy
+
+    d = evaluate_policy(run, env_options=None if actuator is None else {"actuator": actuator}, alpha=alpha, n_envs=envs,
+                        steps=steps, seed=seed)
+    if as_json:
+        sys.stdout.write(json.dumps(d) + "\n")
+        return
+    console.print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in d.items()
+                            if k != "commands"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""

@@ -1,0 +1,241 @@
+"""Model homotopy transfer: PPO learning curves of three alpha schedules (scratch, direct, homotopy).
+
+One command (from the repo root)::
+
+    python bench/homotopy.py                      # --reduced (default): the CPU configuration
+    python bench/homotopy.py --full               # the GPU configuration (Playground-like size)
+    python bench/homotopy.py --robot toy --task pendulum --steps 200000   # plumbing check, ~1 min
+
+For each schedule (``scratch``: alpha = 1 throughout; ``direct``: alpha = 0 for the first 30 %
+then 1; ``homotopy``: alpha = 0 for 30 %, four equal steps over the next 40 %, then 1; ``--schedules``
+adds ``homotopy-adaptive``) and seed, ``actuatorlab.policy.train_policy`` trains a policy with the
+same budget, networks and PPO settings (one compiled update shared by every run: alpha is a traced
+argument) into ``OUT/<schedule>_s<seed>`` (an interrupted benchmark resumes its runs).
+
+Reported: the final return (mean of the last 10 % of curve points, at alpha = 1); environment
+steps to reach 90 % of the from-scratch final return (mean over scratch seeds; a run counts a
+point only at alpha = 1, the trailing mean of 3 points at alpha = 1 must reach
+``R - 0.1 |R|``; a run that never does counts with its whole budget); the ratio of the means
+homotopy / scratch (target <= 0.5; ``ratio_any_alpha``: the lenient variant that also counts
+points at alpha < 1, i.e. returns measured on the simplified model); velocity-tracking RMSE (m/s) and
+yaw-rate RMSE (rad/s) of every final policy on the fixed command set
+(``actuatorlab.policy.train.FIXED_COMMANDS``, deterministic policy, ``--eval-steps`` policy steps)
+with the identified actuators (the training env's) and with MuJoCo's built-in actuators, next to
+the paper's 0.28 m/s and 0.11 rad/s (Kang et al., arXiv 2512.24698); training env steps/s.
+Writes ``OUT/curves.html`` (mean +- std learning curves per schedule) and ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit  # noqa: E402
+
+PAPER = {"lin_vel_rmse": 0.28, "yaw_rate_rmse": 0.11}
+
+#: reduced: what fits in under an hour of this 2-core CPU for 3 schedules x 3 seeds (bench/README.md)
+REDUCED = dict(steps=3_000_000, envs=64, points=60, eval_steps=500,
+               ppo=dict(unroll_length=20, num_minibatches=4, num_epochs=4, learning_rate=1e-3,
+                        policy_hidden=(64, 64), value_hidden=(64, 64)),
+               env=dict(episode_length=500, physics_dt=0.004))
+#: full: Playground-like (Go1 joystick: 8192 envs, 200 M steps); for one GPU
+FULL = dict(steps=100_000_000, envs=4096, points=100, eval_steps=1000,
+            ppo=dict(unroll_length=20, num_minibatches=32, num_epochs=4, learning_rate=3e-4,
+                     policy_hidden=(256, 256, 256), value_hidden=(256, 256, 256)),
+            env=dict(episode_length=1000))
+
+
+def _steps_to(curve: dict, level: float, window: int = 3, any_alpha: bool = False) -> int | None:
+    """First env step at which the trailing mean of ``window`` curve points at alpha = 1 (every
+    point with ``any_alpha``) reaches ``level``."""
+    seen: list[float] = []
+    for a, r, s in zip(curve["alpha"], curve["return"], curve["env_steps"]):
+        if (a < 1.0 and not any_alpha) or r is None:
+            continue
+        seen.append(r)
+        if len(seen) >= window and sum(seen[-window:]) / window >= level:
+            return int(s)
+    return None
+
+
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return sum(xs) / len(xs) if xs else None
+
+
+def _std(xs):
+    xs = [x for x in xs if x is not None]
+    if len(xs) < 2:
+        return 0.0 if xs else None
+    m = sum(xs) / len(xs)
+    return math.sqrt(sum((x - m) ** 2 for x in xs) / (len(xs) - 1))
+
+
+def _curves_html(path: Path, curves: dict[str, list[dict]], title: str) -> None:
+    import numpy as np
+    import plotly.graph_objects as go
+
+    from actuatorlab.files import atomic_write
+
+    fig = go.Figure()
+    colors = {"scratch": "#1f77b4", "direct": "#ff7f0e", "homotopy": "#2ca02c", "homotopy-adaptive": "#d62728"}
+    for name, cs in curves.items():
+        x = cs[0]["env_steps"]
+        R = np.array([[np.nan if r is None else r for r in c["return"]] for c in cs], float)
+        m, s = np.nanmean(R, 0), np.nanstd(R, 0)
+        col = colors.get(name, "#555")
+        fig.add_trace(go.Scatter(x=x + x[::-1], y=list(m + s) + list((m - s)[::-1]), fill="toself", line={"width": 0},
+                                 fillcolor=col, opacity=0.15, showlegend=False, hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=x, y=list(m), name=f"{name} (mean of {len(cs)})", line={"color": col}))
+        fig.add_trace(go.Scatter(x=x, y=cs[0]["alpha"], name=f"{name} alpha", yaxis="y2",
+                                 line={"color": col, "dash": "dot"}))
+    fig.update_layout(title=title, xaxis_title="environment steps", yaxis_title="mean episode return",
+                      yaxis2={"title": "alpha", "overlaying": "y", "side": "right", "range": [-0.05, 1.05]},
+                      height=520)
+    atomic_write(path, fig.to_html(full_html=True, include_plotlyjs=True))
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    g = ap.add_mutually_exclusive_group()
+    g.add_argument("--reduced", action="store_true", help="CPU configuration (default)")
+    g.add_argument("--full", action="store_true", help="GPU configuration (Playground-like size)")
+    ap.add_argument("--robot", default="anymal_c")
+    ap.add_argument("--task", default="trot")
+    ap.add_argument("--schedules", nargs="+", default=["scratch", "direct", "homotopy"])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    ap.add_argument("--steps", type=int, default=None, help="env steps per run (default per configuration)")
+    ap.add_argument("--envs", type=int, default=None, help="parallel environments (default per configuration)")
+    ap.add_argument("--points", type=int, default=None, help="curve points per run")
+    ap.add_argument("--eval-steps", type=int, default=None, help="policy steps of the evaluation episodes")
+    ap.add_argument("--no-builtin", action="store_true", help="skip the evaluation with MuJoCo's built-in actuators")
+    ap.add_argument("--out", type=Path, default=Path("bench/out/homotopy"))
+    ap.add_argument("--json", action="store_true", help="print only the JSON line")
+    a = ap.parse_args(argv)
+
+    import jax
+
+    from actuatorlab.policy.ppo import PPO
+    from actuatorlab.policy.train import (default_ppo_config, evaluate_policy, make_env, plan_run, read_curve,
+                                          train_policy)
+
+    conf = FULL if a.full else REDUCED
+    steps, envs = a.steps or conf["steps"], a.envs or conf["envs"]
+    points, eval_steps = a.points or conf["points"], a.eval_steps or conf["eval_steps"]
+    env_options = dict(conf["env"]) if a.robot != "toy" else {}
+    ppo_over = dict(conf["ppo"]) if a.robot != "toy" else {}
+    cfg = default_ppo_config(a.robot, envs)
+    cfg = type(cfg).from_dict({**cfg.to_dict(), **ppo_over})
+    say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr, flush=True))
+    load0 = os.getloadavg()
+    t_all = time.perf_counter()
+    with jax.enable_x64(False):
+        env = make_env(a.robot, a.task, **env_options)
+        plan = plan_run(steps, cfg, points)
+        algo = PPO(env, cfg, plan.updates)
+    say(f"{a.robot}/{a.task}: {plan.updates} updates x {cfg.steps_per_update} env steps = "
+        f"{plan.updates * cfg.steps_per_update:,} per run, {cfg.num_envs} envs, {len(a.schedules)} schedules x "
+        f"{len(a.seeds)} seeds")
+    runs: dict[str, list[dict]] = {}
+    for sched in a.schedules:
+        for seed in a.seeds:
+            out = a.out / f"{sched}_s{seed}"
+            if (out / "policy.json").exists():
+                summ = json.loads((out / "summary.json").read_text())
+                summ["reused"] = True
+            else:
+                t0 = time.perf_counter()
+                summ = train_policy(a.robot, a.task, sched, steps=steps, seed=seed, out=out,
+                                    resume=(out / "config.json").exists(), ppo=cfg, env_options=env_options,
+                                    points=points, env=env, ppo_obj=algo)
+                summ["wall_s"] = time.perf_counter() - t0
+            curve = read_curve(out)
+            summ["curve"] = curve
+            runs.setdefault(sched, []).append(summ)
+            say(f"  {sched:>18} seed {seed}: final return {summ['final_return']}, "
+                f"{summ.get('steps_per_s_this_call', 0):,.0f} env steps/s")
+    # evaluation: identified (the training env's actuators) and MuJoCo's built-in actuators
+    evals: dict[str, dict[str, list[dict]]] = {}
+    envs_eval = {"identified": (env, None)}
+    if not a.no_builtin and a.robot != "toy":
+        with jax.enable_x64(False):
+            envs_eval["builtin"] = (make_env(a.robot, a.task, **{**env_options, "actuator": "builtin"}), None)
+    for sched, rs in runs.items():
+        for seed, r in zip(a.seeds, rs):
+            for kind, (e, _) in envs_eval.items():
+                ev = evaluate_policy(a.out / f"{sched}_s{seed}", env=e, steps=eval_steps, alpha=1.0)
+                ev.pop("commands", None)
+                evals.setdefault(sched, {}).setdefault(kind, []).append(ev)
+    # summary
+    finals = {s: [r["final_return"] for r in rs] for s, rs in runs.items()}
+    r_star = _mean(finals.get("scratch", []))
+    level = None if r_star is None else r_star - 0.1 * abs(r_star)
+    res: dict = {"bench": "homotopy", "robot": a.robot, "task": a.task,
+                 "configuration": "full" if a.full else "reduced", "env_steps_per_run": plan.updates * cfg.steps_per_update,
+                 "envs": cfg.num_envs, "seeds": a.seeds, "ppo": cfg.to_dict(), "env_options": env_options,
+                 "eval_steps": eval_steps, "paper": PAPER, "scratch_final_return": r_star, "level_90": level,
+                 "schedules": {}}
+    for s, rs in runs.items():
+        to90 = [None if level is None else _steps_to(r["curve"], level) for r in rs]
+        to90_any = [None if level is None else _steps_to(r["curve"], level, any_alpha=True) for r in rs]
+        sps = [r.get("steps_per_s_after_first_chunk") for r in rs]   # of the training call (also when reused)
+        budget = res["env_steps_per_run"]
+        censored = [budget if x is None else x for x in to90]
+        d = {"final_return_mean": _mean(finals[s]), "final_return_std": _std(finals[s]),
+             "final_returns": finals[s], "steps_to_90": to90, "steps_to_90_mean": _mean(to90),
+             "steps_to_90_censored_mean": _mean(censored) if level is not None else None,
+             "reached_90": sum(x is not None for x in to90), "runs": len(rs),
+             "steps_to_90_any_alpha": to90_any,
+             "steps_to_90_any_alpha_censored_mean": None if level is None else _mean([budget if x is None else x for x in to90_any]),
+             "train_steps_per_s": _mean(sps)}
+        for kind, evs in evals.get(s, {}).items():
+            d[kind] = {k: _mean([e.get(k) for e in evs]) for k in
+                       ("lin_vel_rmse", "yaw_rate_rmse", "return", "fell", "distance", "upright") if evs[0].get(k) is not None}
+        res["schedules"][s] = d
+    sc, ho = res["schedules"].get("scratch", {}), res["schedules"].get("homotopy", {})
+    if sc.get("steps_to_90_censored_mean") and ho.get("steps_to_90_censored_mean") is not None:
+        # runs that never reach the level count with the whole budget (a lower bound on their steps)
+        res["ratio_homotopy_vs_scratch"] = ho["steps_to_90_censored_mean"] / sc["steps_to_90_censored_mean"]
+        res["target_met"] = res["ratio_homotopy_vs_scratch"] <= 0.5 and ho["reached_90"] == ho["runs"]
+    else:
+        res["ratio_homotopy_vs_scratch"], res["target_met"] = None, False
+    if sc.get("steps_to_90_any_alpha_censored_mean") and ho.get("steps_to_90_any_alpha_censored_mean") is not None:
+        res["ratio_any_alpha"] = ho["steps_to_90_any_alpha_censored_mean"] / sc["steps_to_90_any_alpha_censored_mean"]
+    res["wall_s"] = time.perf_counter() - t_all
+    res["load_before"], res["load_after"] = list(load0), list(os.getloadavg())
+    _curves_html(a.out / "curves.html", {s: [r["curve"] for r in rs] for s, rs in runs.items()},
+                 f"{a.robot} / {a.task}: learning curves ({len(a.seeds)} seeds)")
+    if not a.json:
+        f = lambda x, p=3: "-" if x is None else (f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.{p}g}")  # noqa: E731
+        head = ["schedule", "final return", "steps to 90 % (censored)", "reached", "vel RMSE id", "yaw RMSE id",
+                "vel RMSE builtin", "yaw RMSE builtin", "fell id/builtin", "steps/s"]
+        rows = []
+        for s, d in res["schedules"].items():
+            i, b = d.get("identified", {}), d.get("builtin", {})
+            rows.append([s, f"{f(d['final_return_mean'])} +- {f(d['final_return_std'], 2)}", f(d["steps_to_90_censored_mean"]),
+                         f"{d['reached_90']}/{d['runs']}", f(i.get("lin_vel_rmse")), f(i.get("yaw_rate_rmse")),
+                         f(b.get("lin_vel_rmse")), f(b.get("yaw_rate_rmse")),
+                         f"{f(i.get('fell'), 2)}/{f(b.get('fell'), 2)}", f(d["train_steps_per_s"])])
+        rows.append(["paper (Kang et al.)", "", "", "", "0.28", "0.11", "", "", "", ""])
+        w = [max(len(str(r[k])) for r in rows + [head]) for k in range(len(head))]
+        print("  ".join(h.ljust(w[k]) for k, h in enumerate(head)))
+        for r in rows:
+            print("  ".join(str(c).ljust(w[k]) for k, c in enumerate(r)))
+        print(f"homotopy / scratch steps to 90 %: {f(res['ratio_homotopy_vs_scratch'])} (target <= 0.5: "
+              f"{'met' if res['target_met'] else 'not met'}); counting points at any alpha (lenient): "
+              f"{f(res.get('ratio_any_alpha'))}")
+        print(f"{res['env_steps_per_run']:,} env steps per run; "
+              f"wall {res['wall_s']:.0f} s; load {load0[0]:.1f} -> {res['load_after'][0]:.1f}")
+    emit(res)
+    return res
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,174 @@
+"""PPO, alpha schedules and training runs (actuatorlab.policy) on the toy policy environments.
+
+One compiled PPO (point mass, 32 envs x 16 steps per update) serves every training test; the
+whole module takes about 15 s."""
+
+from __future__ import annotations
+
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from actuatorlab.errors import ActuatorlabError, ModelError, UnknownNameError
+from actuatorlab.policy.ppo import PPO, PPOConfig, gae
+from actuatorlab.policy.schedule import make_schedule
+from actuatorlab.policy.toy_envs import make_toy_env
+from actuatorlab.policy.train import (default_ppo_config, evaluate_policy, load_policy, make_env, plan_run,
+                                      read_curve, train_policy)
+
+STEPS = 100_000          # 20 chunks of 10 updates of 512 steps (about 1.5 s of training on 2 cores)
+POINTS = 20
+
+
+def test_gae_by_hand():
+    """gamma = lambda = 0.5, three steps, two environments: truncated at t=1 (bootstraps from
+    V(s'_1) = 8) and terminated at t=1 (no bootstrap); the recursion stops at done in both."""
+    r = jnp.ones((3, 2), jnp.float32)
+    v = jnp.array([[1, 1], [2, 2], [4, 4]], jnp.float32)
+    v_next = jnp.array([[2, 2], [8, 8], [2, 2]], jnp.float32)
+    done = jnp.array([[0, 0], [1, 1], [0, 0]], jnp.float32)
+    term = jnp.array([[0, 0], [0, 1], [0, 0]], jnp.float32)
+    adv, target = gae(r, v, v_next, term, done, 0.5, 0.5)
+    # truncated: delta = [1 + 1 - 1, 1 + 4 - 2, 1 + 1 - 4] = [1, 3, -2]; A2 = -2, A1 = 3, A0 = 1 + .25 * 3
+    # terminated: delta1 = 1 + 0 - 2 = -1; A2 = -2, A1 = -1, A0 = 1 + .25 * (-1)
+    np.testing.assert_allclose(np.asarray(adv), [[1.75, 0.75], [3.0, -1.0], [-2.0, -2.0]], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(target), [[2.75, 1.75], [5.0, 1.0], [2.0, 2.0]], rtol=0, atol=1e-6)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    """One point-mass environment and one compiled PPO for the budget of every run below."""
+    env = make_toy_env("point_mass")
+    cfg = default_ppo_config("toy")
+    return env, cfg, PPO(env, cfg, plan_run(STEPS, cfg, POINTS).updates)
+
+
+def _zero_action_return(env, n=256):
+    p = env.default_env_params()
+    s = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(1), n), p)
+    total = jnp.zeros((n,), jnp.float32)
+    for _ in range(env.horizon):
+        s = jax.vmap(env.step, in_axes=(0, 0, None))(s, jnp.zeros((n, 2), jnp.float32), p)
+        total = total + s.reward
+    return float(total.mean())
+
+
+@pytest.fixture(scope="module")
+def scratch_run(toy, tmp_path_factory):
+    env, cfg, algo = toy
+    out = tmp_path_factory.mktemp("runs") / "scratch"
+    summary = train_policy("toy", "point_mass", "scratch", steps=STEPS, seed=0, out=out, points=POINTS,
+                           ppo=cfg, env=env, ppo_obj=algo, report=True)
+    return out, summary
+
+
+def test_ppo_learns_point_mass(toy, scratch_run):
+    env, cfg, algo = toy
+    out, summary = scratch_run
+    assert summary["finished"] and summary["env_steps"] == 102_400
+    idle = _zero_action_return(env)                     # about -33 (the mass stays where it starts)
+    first = read_curve(out)["return"][0]                 # the initial (random) policy: about -45
+    ev = evaluate_policy(out, env=env, n_envs=64)
+    assert idle < -28 and first < -28
+    assert summary["final_return"] > -20 and ev["return"] > -20, (idle, first, summary, ev)
+    assert ev["distance"] < 0.6 and ev["episode_length"] == 50.0
+    # float32 networks and statistics whatever JAX's x64 mode (the test session runs with x64 on)
+    pol = load_policy(out)
+    assert {str(a.dtype) for a in jax.tree_util.tree_leaves(eqx.filter(pol.model, eqx.is_array))} == {"float32"}
+    assert pol.act(jnp.zeros(4, jnp.float32)).dtype == jnp.float32
+    for name in ("config.json", "metrics.jsonl", "curve.json", "stages.json", "policy.npz", "report.html"):
+        assert (out / name).is_file(), name
+    cfgj = json.loads((out / "config.json").read_text())
+    assert cfgj["schedule"] == "scratch" and "revision" in cfgj
+    assert "plotly" in (out / "report.html").read_text()[:20_000].lower()
+
+
+def test_homotopy_resume_exact_and_no_recompile(toy, scratch_run, tmp_path):
+    """The fixed homotopy advances alpha 0 -> 1 in four stages with one compiled update; a run
+    interrupted after 8 chunks and resumed from its last checkpoint (chunk 6, a stage end) gives
+    the uninterrupted curve bit for bit."""
+    env, cfg, algo = toy
+    kw = dict(steps=STEPS, seed=3, points=POINTS, ppo=cfg, env=env, ppo_obj=algo, report=False, checkpoint_every=5)
+    full = train_policy("toy", "point_mass", "homotopy", out=tmp_path / "full", **kw)
+    assert full["finished"] and full["stages"] == 5
+    part = train_policy("toy", "point_mass", "homotopy", out=tmp_path / "cut", stop_after=8, **kw)
+    assert not part["finished"] and part["chunks_done"] == 8
+    with pytest.raises(ModelError, match="pass resume"):
+        train_policy("toy", "point_mass", "homotopy", out=tmp_path / "cut", **kw)
+    rest = train_policy("toy", "point_mass", "homotopy", out=tmp_path / "cut", resume=True, **kw)
+    assert rest["finished"] and rest["chunks_done"] == POINTS
+    a, b = read_curve(tmp_path / "full"), read_curve(tmp_path / "cut")
+    for k in ("env_steps", "alpha", "return", "reward", "distance", "value_loss", "approx_kl"):
+        assert a[k] == b[k], k
+    pa, pb = np.load(tmp_path / "full" / "policy.npz"), np.load(tmp_path / "cut" / "policy.npz")
+    assert all(np.array_equal(pa[k], pb[k]) for k in pa.files)
+    stages = json.loads((tmp_path / "full" / "stages.json").read_text())
+    assert [s["alpha"] for s in stages] == [0.0, 0.25, 0.5, 0.75, 1.0]
+    assert sorted(set(a["alpha"])) == [0.0, 0.25, 0.5, 0.75, 1.0] and np.all(np.diff(a["alpha"]) >= 0)
+    assert all((tmp_path / "full" / "ckpt" / f"stage_{k}.npz").is_file() for k in range(5))
+    assert algo.traces == 1                                # alpha is a traced argument: never recompiled
+    # a resume with other settings is refused
+    with pytest.raises(ModelError, match="other settings"):
+        train_policy("toy", "point_mass", "homotopy", out=tmp_path / "cut", resume=True,
+                     **{**kw, "seed": 4})
+
+
+def test_adaptive_homotopy_rule():
+    s = make_schedule("homotopy-adaptive", pretrain=0.2, deadline=0.8, tol=0.1, settle=2, window=2)
+    n = 50
+    st, alphas = s.initial(n), []
+    for c in range(1, n + 1):
+        alphas.append(st["alpha"])
+        ret = -1.0 if st["alpha"] < 0.7 else -2.0          # the return collapses beyond alpha = 0.7
+        st = s.advance(st, c, n, ret)
+    a = np.array(alphas)
+    assert np.all(a[:10] == 0) and a[10] == 0.25           # pretraining, then the first step delta0
+    assert a[12] == 0.75                                   # accepted at the first check: delta doubles
+    assert np.all(a[12:40] == 0.75) and np.all(a[40:] == 1.0)   # held (return fell), forced at the deadline
+    direct = make_schedule("direct", pretrain=0.3)
+    st = direct.initial(10)
+    seq = [st["alpha"]] + [(st := direct.advance(st, c, 10, 0.0))["alpha"] for c in range(1, 10)]
+    assert seq == [0.0] * 3 + [1.0] * 7
+
+
+def test_bad_names_are_clear():
+    with pytest.raises(UnknownNameError, match="available: .*direct.*homotopy.*scratch"):
+        make_schedule("curriculum")
+    with pytest.raises(UnknownNameError, match="point_mass"):
+        make_env("toy", "backflip")
+    with pytest.raises(ActuatorlabError, match="toy"):
+        make_env("no_such_robot", "trot")
+    with pytest.raises(ModelError, match="unknown option"):
+        make_schedule("homotopy", stage=3)
+    with pytest.raises(ModelError, match="divisible"):
+        PPOConfig(num_envs=3, unroll_length=3, num_minibatches=4)
+    with pytest.raises(ModelError, match="unknown PPO option"):
+        train_policy("toy", "point_mass", "scratch", steps=1000, out="/nonexistent/x", ppo={"lr": 1.0})
+
+
+def test_cli_train_and_eval_policy(scratch_run, tmp_path, capsys):
+    from actuatorlab.cli import main
+
+    out, _ = scratch_run
+    capsys.readouterr()
+    assert main(["eval-policy", str(out), "--json", "--envs", "8"]) == 0
+    ev = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert ev["return"] > -20 and ev["n_envs"] == 8
+    assert main(["train-policy", "--robot", "no_such_robot", "--task", "trot", "--out", str(tmp_path / "x")]) == 2
+    assert "unknown robot 'no_such_robot'; available: anymal_c, toy" in capsys.readouterr().err.replace("\n", "")
+    assert main(["train-policy", "--robot", "toy", "--task", "point_mass", "--schedule", "curriculum",
+                 "--out", str(tmp_path / "y")]) == 2
+    assert "unknown schedule 'curriculum'" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
+    # a tiny run through the command line (2 chunks of 1 update), then --resume of the finished run
+    args = ["train-policy", "--robot", "toy", "--task", "pendulum", "--schedule", "direct", "--steps", "1000",
+            "--envs", "32", "--points", "2", "--out", str(tmp_path / "run"), "--json"]
+    assert main(args) == 0
+    d = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert d["finished"] and d["env_steps"] == 1024 and d["stages"] == 2
+    assert main(args) == 2 and "pass resume" in capsys.readouterr().err
+    assert main(args + ["--resume"]) == 0
