@@ -78,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--noise", type=float, default=0.0, help="augmentation: input noise [training std]")
     ap.add_argument("--no-calibration", action="store_true", help="no smoothing, thresholds 0.5 (the earlier "
                     "detector); default: smoothing window and thresholds chosen on D/val")
+    ap.add_argument("--min-recall", type=float, default=None, help="calibration operating point: the window "
+                    "threshold with the fewest false alarms among those reaching this recall on D/val (default: "
+                    "highest balanced accuracy)")
     ap.add_argument("--validate-only", action="store_true", help="score D/val only (model selection; the "
                     "test split is not loaded)")
     ap.add_argument("--second-unit", type=Path, default=None, help="also evaluate the frozen, calibrated model "
@@ -128,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         va = [condition_log(robot, t, ch) for t in va_t]
         # --- validation: calibration (smoothing, thresholds) and the figures model selection reads ---
         va_fs = [learned_frame_scores_batched(robot, model, lg) for lg in va]
-        cal = {} if a.no_calibration else calibrate_condition(va_fs, [lg.restricted for lg in va], robot.control_dt)
+        cal = {} if a.no_calibration else calibrate_condition(va_fs, [lg.restricted for lg in va], robot.control_dt,
+                                                               min_recall=a.min_recall)
         if cal:
             cal["source"] = f"D/val ({len(va)} logs)"
             cal["channels_used"] = [ch[c] for c in cal["channels_used"]]

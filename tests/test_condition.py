@@ -20,7 +20,7 @@ import pytest
 
 from actuatorlab.errors import DataError
 from actuatorlab.evaluate.condition import (FEATURE_NAMES, STRIDE, WINDOW, ConditionLog, CurrentThreshold,
-                                            calibrate_condition, fit_baselines, log_verdicts, log_windows,
+                                            _best_threshold, calibrate_condition, fit_baselines, log_verdicts, log_windows,
                                             run_condition, smooth_scores, window_features, window_starts)
 
 MJCF = Path(__file__).resolve().parents[2] / "shared" / "models" / "open_manipulator_x" / "open_manipulator_x.xml"
@@ -391,6 +391,37 @@ def test_calibration_is_chosen_on_the_validation_scores_alone():
     hi_r = max(v for v, lab in zip(last, labs) if lab[1])
     lo_n = min(v for v, lab in zip(last, labs) if not lab[1])
     assert hi_r < cal["verdict_threshold"] < lo_n
+
+
+def test_min_recall_operating_point_trades_false_alarms_for_recall():
+    # restricted (positive) scores 0.1 .. 0.9 and normal scores 0.5 .. 1.3 overlap; restricted iff
+    # score < threshold. Balanced accuracy picks a threshold inside the overlap; min_recall = 0.9
+    # must call at least 90 % of the restricted windows, with as few normal ones as that allows.
+    pos = np.linspace(0.1, 0.9, 9)
+    neg = np.linspace(0.5, 1.3, 9)
+    s = np.r_[pos, neg]
+    y = np.r_[np.ones(9, bool), np.zeros(9, bool)]
+    thr_b, _ = _best_threshold(s, y, balanced=True)
+    thr_r, _ = _best_threshold(s, y, balanced=True, min_recall=0.9)
+    rec = lambda t: float((pos < t).mean())  # noqa: E731
+    fa = lambda t: float((neg < t).mean())  # noqa: E731
+    assert rec(thr_b) < 0.9 <= rec(thr_r)
+    assert fa(thr_r) > fa(thr_b)
+    # fewest false alarms among the thresholds that reach the recall: between 0.8 and 0.9 is enough
+    # (8/9 < 0.9, so 0.9 itself must be called), nothing above the next score 1.0 is needed
+    assert 0.9 < thr_r <= 1.0 and fa(thr_r) == pytest.approx(5 / 9)
+    # unreachable recall falls back to the threshold of the most recall
+    thr_all, _ = _best_threshold(s, y, balanced=True, min_recall=1.0)
+    assert rec(thr_all) == 1.0
+    # through the calibration: the chosen window threshold reaches the stated recall on validation
+    rng = np.random.default_rng(1)
+    fs, labs = _val_scores(rng)
+    cal = calibrate_condition(fs, labs, 0.01, smooth_grid_s=(0.0,), min_recall=0.95)
+    assert cal["min_recall"] == 0.95 and cal["val"]["window_recall"] >= 0.95
+    cal_b = calibrate_condition(fs, labs, 0.01, smooth_grid_s=(0.0,))
+    assert cal_b["val"]["window_recall"] < 0.95 and cal["window_threshold"] > cal_b["window_threshold"]
+    with pytest.raises(DataError, match="min_recall"):
+        calibrate_condition(fs, labs, 0.01, min_recall=1.5)
 
 
 def test_run_condition_applies_the_calibration(monkeypatch):

@@ -736,6 +736,9 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
                                                              "score smoothing and thresholds on them"),
               no_calibration: bool = typer.Option(False, "--no-calibration", help="ignore the model file's "
                                                   "calibration (no smoothing, thresholds 0.5)"),
+              min_recall: Optional[float] = typer.Option(None, "--min-recall", help="with --calibrate: window "
+                                                         "threshold with the fewest false alarms among those "
+                                                         "reaching this recall on the validation logs"),
               seed: int = typer.Option(0, "--seed")):
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
@@ -743,7 +746,7 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
 
     d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
                             frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
-                            use_calibration=not no_calibration)
+                            use_calibration=not no_calibration, min_recall=min_recall)
     if as_json:
         print(json.dumps(d, default=float))
         return

@@ -396,10 +396,14 @@ def _smooth_n(smooth_s: float, dt: float) -> int:
     return max(1, int(round(float(smooth_s) / float(dt))) if smooth_s > 0 else 1)
 
 
-def _best_threshold(score: np.ndarray, restricted: np.ndarray, balanced: bool) -> tuple[float, float]:
+def _best_threshold(score: np.ndarray, restricted: np.ndarray, balanced: bool,
+                    min_recall: float | None = None) -> tuple[float, float]:
     """(threshold, value) on normal scores (restricted iff score < threshold) maximising accuracy
     (``balanced``: (TPR + TNR) / 2, i.e. Youden's J + 1 over 2); candidates: midpoints between
-    consecutive distinct scores; ties broken by the widest gap, then by the one nearest 0.5."""
+    consecutive distinct scores; ties broken by the widest gap, then by the one nearest 0.5.
+    ``min_recall`` (with ``balanced``): an operating point instead, the threshold of the highest
+    TNR (fewest false alarms) among those whose recall (TPR) is at least ``min_recall``, the value
+    returned still the balanced accuracy; when no threshold reaches it, the highest-recall one."""
     s = np.asarray(score, float).ravel()
     y = np.asarray(restricted, bool).ravel()
     u = np.unique(s)
@@ -410,6 +414,11 @@ def _best_threshold(score: np.ndarray, restricted: np.ndarray, balanced: bool) -
         tpr = (p & y).sum(1) / max(int(y.sum()), 1)
         tnr = (~p & ~y).sum(1) / max(int((~y).sum()), 1)
         val = 0.5 * (tpr + tnr)
+        if min_recall is not None:
+            ok = tpr >= float(min_recall) - 1e-12
+            key = np.where(ok, tnr, -2.0 + tpr)  # feasible: fewest false alarms; else: most recall
+            k = np.lexsort((np.abs(cand - 0.5), -gap, -key))[0]
+            return float(cand[k]), float(val[k])
     else:
         val = (p == y).mean(1)
     k = np.lexsort((np.abs(cand - 0.5), -gap, -val))[0]
@@ -417,7 +426,8 @@ def _best_threshold(score: np.ndarray, restricted: np.ndarray, balanced: bool) -
 
 
 def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], dt: float, *,
-                        smooth_grid_s: Sequence[float] = SMOOTH_GRID_S, verdict_s: float = 5.0) -> dict[str, Any]:
+                        smooth_grid_s: Sequence[float] = SMOOTH_GRID_S, verdict_s: float = 5.0,
+                        min_recall: float | None = None) -> dict[str, Any]:
     """Choose the learned detector's smoothing window and thresholds on VALIDATION logs (never
     test logs): per log the raw per-frame normal scores (T, C) and the labels (C,) (True =
     restricted). Only channels restricted in some validation log count (the others have one class).
@@ -425,7 +435,9 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
     1. ``smooth_s``: the causal moving mean (:func:`smooth_scores`) from ``smooth_grid_s`` with the
        highest window ROC AUC (64-step windows, window score = mean smoothed score); ties: shorter;
     2. ``window_threshold``: on those window scores, the threshold of the highest balanced
-       accuracy (restricted iff score < threshold);
+       accuracy (restricted iff score < threshold); with ``min_recall`` (an operating point the
+       user states, e.g. 0.95: missing a degraded joint costs more than a false alarm) the
+       threshold with the fewest false alarms among those that reach that recall on validation;
     3. ``verdict_threshold``: on the per-log mean scores of the last ``verdict_s`` seconds (of the
        smoothed scores), the threshold of the most right per-log verdicts.
     Returns {"smooth_s", "window_threshold", "verdict_threshold", "verdict_s", "channels_used",
@@ -454,12 +466,16 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
         if best is None or auc > best[0] + 1e-12:
             best = (auc, float(sm), w, y)
     auc, sm, w, y = best
-    thr_w, bacc = _best_threshold(w, y, balanced=True)
+    if min_recall is not None and not 0.0 < float(min_recall) <= 1.0:
+        raise DataError(None, f"condition calibration: min_recall must be in (0, 1], got {min_recall}")
+    thr_w, bacc = _best_threshold(w, y, balanced=True, min_recall=min_recall)
+    rec = float(((w < thr_w) & y).sum() / max(int(y.sum()), 1))
     n = _smooth_n(sm, dt)
     last = np.stack([log_verdicts(smooth_scores(fs, n), dt, verdict_s)[0][cols] for fs in frame_scores])
     thr_v, acc = _best_threshold(last, labs[:, cols], balanced=False)
     return {"smooth_s": sm, "window_threshold": thr_w, "verdict_threshold": thr_v, "verdict_s": float(verdict_s),
-            "channels_used": cols, "val": {"window_auc": aucs, "window_balanced_accuracy": bacc,
+            "channels_used": cols, "min_recall": None if min_recall is None else float(min_recall),
+            "val": {"window_auc": aucs, "window_balanced_accuracy": bacc, "window_recall": rec,
                                            "log_accuracy": acc, "n_logs": int(labs.shape[0])}}
 
 
@@ -927,8 +943,8 @@ def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition 
 
 def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
                         report=None, frames_csv=None, fit_head=None, head_steps: int = 300, calibrate=None,
-                        use_calibration: bool = True, progress: Callable[[str], None] | None = None
-                        ) -> dict[str, Any]:
+                        use_calibration: bool = True, min_recall: float | None = None,
+                        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``actuatorlab condition``: load the learned arm model ``model_path`` (RUN/arm_model.json),
     the evaluated logs ``paths`` and the training logs ``train`` (for the baselines; never the same
     files), evaluate (:func:`run_condition`), optionally first train the condition head on the
@@ -938,7 +954,8 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
 
     Calibration (smoothing window and thresholds, :func:`calibrate_condition`): ``calibrate`` =
     validation logs (never the evaluated or training ones) to choose it on (stored in the
-    ``fit_head`` model when given); otherwise the model file's ``condition_calibration`` when
+    ``fit_head`` model when given; ``min_recall``: the window threshold's operating point, see
+    :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
     ``use_calibration``; otherwise none (no smoothing, thresholds 0.5, ``--verdict-s``)."""
     import io
 
@@ -967,7 +984,8 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
         if vtrajs:
             vlogs = [condition_log(robot, t, ch) for t in vtrajs]
             cal = calibrate_condition([learned_frame_scores_batched(robot, model, lg) for lg in vlogs],
-                                      [lg.restricted for lg in vlogs], float(robot.control_dt), verdict_s=verdict_s)
+                                      [lg.restricted for lg in vlogs], float(robot.control_dt), verdict_s=verdict_s,
+                                      min_recall=min_recall)
             cal["channels_used"] = [ch[c] for c in cal["channels_used"]]
             cal["source"] = f"{len(vlogs)} calibration logs: " + ", ".join(lg.name for lg in vlogs)
         if fit_head is not None:
