@@ -522,6 +522,20 @@ def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
     assert rc == 2 and "calibration log" in capsys.readouterr().err
 
 
+def test_same_log_means_same_samples_not_just_the_same_name():
+    from types import SimpleNamespace
+
+    from actuatorlab.evaluate.condition import _same_samples
+
+    t = np.arange(5) * 0.01
+    a = SimpleNamespace(time=t, data={"q": np.sin(t), "i": np.cos(t)})
+    assert _same_samples(a, SimpleNamespace(time=t.copy(), data={"q": np.sin(t), "i": np.cos(t)}))
+    # a second unit's log of the same name: other samples, not the same log
+    assert not _same_samples(a, SimpleNamespace(time=t, data={"q": np.sin(t) + 1e-9, "i": np.cos(t)}))
+    assert not _same_samples(a, SimpleNamespace(time=t[:4], data={"q": np.sin(t[:4]), "i": np.cos(t[:4])}))
+    assert not _same_samples(a, SimpleNamespace(time=t, data={"q": np.sin(t)}))
+
+
 def test_window_stats_net_measures_stiffness_and_ignores_absolute_position():
     import jax
 

@@ -941,6 +941,13 @@ def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition 
     return body
 
 
+def _same_samples(a, b) -> bool:
+    """Two loaded logs hold the same samples (time stamps and every data column)."""
+    if a.time.shape != b.time.shape or not np.array_equal(a.time, b.time) or set(a.data) != set(b.data):
+        return False
+    return all(np.array_equal(np.asarray(a.data[k]), np.asarray(b.data[k]), equal_nan=True) for k in a.data)
+
+
 def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
                         report=None, frames_csv=None, fit_head=None, head_steps: int = 300, calibrate=None,
                         use_calibration: bool = True, min_recall: float | None = None,
@@ -969,8 +976,12 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
         trajs = load_logs(list(paths))
         ttrajs = load_logs(list(train)) if train else []
         vtrajs = load_logs(list(calibrate)) if calibrate else []
-        used = {str(t.source_file or t.name) for t in trajs} | {str(t.source_file or t.name) for t in ttrajs}
-        clash = sorted(used & {str(t.source_file or t.name) for t in vtrajs})
+        # the same log: same source AND the same samples (synthetic logs of two units share their names)
+        used: dict[str, list] = {}
+        for t in list(trajs) + list(ttrajs):
+            used.setdefault(str(t.source_file or t.name), []).append(t)
+        clash = sorted(str(v.source_file or v.name) for v in vtrajs if any(
+            _same_samples(u, v) for u in used.get(str(v.source_file or v.name), ())))
         if clash:
             raise DataError(clash[0], "is both a calibration log and an evaluated or training log; calibrate on "
                                       "validation logs only")
