@@ -9,7 +9,8 @@ One command (from the repo root)::
 For each schedule (``scratch``: alpha = 1 throughout; ``direct``: alpha = 0 for the first 30 %
 then 1; ``homotopy``: alpha = 0 for 30 %, four equal steps over the next 40 %, then 1; ``--schedules``
 adds ``homotopy-adaptive``) and seed, ``actuatorlab.policy.train_policy`` trains a policy with the
-same budget, networks and PPO settings (one compiled update shared by every run: alpha is a traced
+same budget, networks, PPO settings and actuator (``--actuator``, default ``sea``: the issue's
+series-elastic ANYdrive on every joint) (one compiled update shared by every run: alpha is a traced
 argument) into ``OUT/<schedule>_s<seed>`` (an interrupted benchmark resumes its runs).
 
 Reported: the final return (mean of the last 10 % of curve points, at alpha = 1); environment
@@ -114,6 +115,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--steps", type=int, default=None, help="env steps per run (default per configuration)")
     ap.add_argument("--envs", type=int, default=None, help="parallel environments (default per configuration)")
     ap.add_argument("--points", type=int, default=None, help="curve points per run")
+    ap.add_argument("--actuator", default="sea",
+                    help="the training env's actuator model (docs/locomotion.md): sea (the issue's series-elastic "
+                         "ANYdrive, default), nominal (rigid), builtin, or a fitted model's path")
     ap.add_argument("--eval-steps", type=int, default=None, help="policy steps of the evaluation episodes")
     ap.add_argument("--no-builtin", action="store_true", help="skip the evaluation with MuJoCo's built-in actuators")
     ap.add_argument("--out", type=Path, default=Path("bench/out/homotopy"))
@@ -129,7 +133,7 @@ def main(argv: list[str] | None = None) -> dict:
     conf = FULL if a.full else REDUCED
     steps, envs = a.steps or conf["steps"], a.envs or conf["envs"]
     points, eval_steps = a.points or conf["points"], a.eval_steps or conf["eval_steps"]
-    env_options = dict(conf["env"]) if a.robot != "toy" else {}
+    env_options = {**conf["env"], "actuator": a.actuator} if a.robot != "toy" else {}
     ppo_over = dict(conf["ppo"]) if a.robot != "toy" else {}
     cfg = default_ppo_config(a.robot, envs)
     cfg = type(cfg).from_dict({**cfg.to_dict(), **ppo_over})

@@ -205,6 +205,19 @@ def test_series_elastic_option_and_float32_guard(env):
         e.reset(jax.random.PRNGKey(0), e.default_env_params())
 
 
+def test_reset_on_a_fixed_command_shows_it_in_the_first_observation(env):
+    e, reset, _ = env
+    p = e.default_env_params()
+    keys = jax.random.split(jax.random.PRNGKey(2), B)
+    c = jnp.array([[0.5, -0.2, 0.3], [0.0, 0.0, 0.0]], jnp.float32)
+    s = jax.jit(jax.vmap(lambda k, cc: e.reset(k, p, command=cc)))(keys, c)
+    r = reset(keys, p)
+    np.testing.assert_array_equal(np.asarray(s.command), np.asarray(c))
+    np.testing.assert_allclose(np.asarray(s.obs[:, 45:48]), np.asarray(c) * [2.0, 2.0, 0.25], rtol=0, atol=1e-7)
+    assert not np.allclose(np.asarray(r.command), np.asarray(c))              # sampled otherwise
+    np.testing.assert_array_equal(np.asarray(s.obs[:, :45]), np.asarray(r.obs[:, :45]))   # same random stream
+
+
 def test_bad_robot_task_actuator_and_model_names_give_clear_errors():
     with pytest.raises(ModelError, match="anymal_c"):
         make_policy_env("spot", "trot")

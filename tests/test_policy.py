@@ -6,6 +6,7 @@ whole module takes about 15 s."""
 from __future__ import annotations
 
 import json
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -17,8 +18,8 @@ from actuatorlab.errors import ActuatorlabError, ModelError, UnknownNameError
 from actuatorlab.policy.ppo import PPO, PPOConfig, gae
 from actuatorlab.policy.schedule import make_schedule
 from actuatorlab.policy.toy_envs import make_toy_env
-from actuatorlab.policy.train import (default_ppo_config, evaluate_policy, load_policy, make_env, plan_run,
-                                      read_curve, train_policy)
+from actuatorlab.policy.train import (FIXED_COMMANDS, default_ppo_config, evaluate_policy, load_policy, make_env,
+                                      plan_run, read_curve, train_policy)
 
 STEPS = 100_000          # 20 chunks of 10 updates of 512 steps (about 1.5 s of training on 2 cores)
 POINTS = 20
@@ -85,6 +86,46 @@ def test_ppo_learns_point_mass(toy, scratch_run):
     cfgj = json.loads((out / "config.json").read_text())
     assert cfgj["schedule"] == "scratch" and "revision" in cfgj
     assert "plotly" in (out / "report.html").read_text()[:20_000].lower()
+
+
+class _CommandEcho:
+    """A policy env with a velocity command (the point mass's sizes): the observation is the
+    command; the metric ``seen_err_sq`` is how far the observation a policy acted on was from the
+    episode's command."""
+
+    observation_size, action_size, horizon = 4, 2, 3
+
+    class State(NamedTuple):
+        command: jax.Array
+        t: jax.Array
+        obs: jax.Array
+        reward: jax.Array
+        done: jax.Array
+        metrics: dict
+        info: dict
+
+    def default_env_params(self):
+        return {"alpha": jnp.float32(1.0)}
+
+    def reset(self, rng, env_params, command=None):
+        c = jax.random.uniform(rng, (3,), jnp.float32, 5.0, 6.0) if command is None else jnp.asarray(command)
+        z = jnp.zeros((), jnp.float32)
+        return self.State(c, z, jnp.append(c, 0.0), z, z, {"seen_err_sq": z}, {"truncation": z})
+
+    def step(self, s, action, env_params):
+        err = jnp.sum((s.obs[:3] - s.command) ** 2)
+        t = s.t + 1
+        done = (t >= self.horizon).astype(jnp.float32)
+        return self.State(s.command, t, s.obs, -err, done, {"seen_err_sq": err}, {"truncation": done})
+
+
+def test_fixed_command_evaluation_shows_the_command_from_the_first_step(scratch_run):
+    """evaluate_policy starts every episode on its fixed command (passed to the reset), so the
+    policy never acts on the sampled one; writing it into the state after the reset failed this."""
+    out, _ = scratch_run
+    ev = evaluate_policy(out, env=_CommandEcho())
+    assert ev["n_envs"] == len(FIXED_COMMANDS) and ev["episode_length"] == 3.0
+    assert ev["seen_rmse"] == 0.0 and ev["return"] == 0.0, ev
 
 
 def test_homotopy_resume_exact_and_no_recompile(toy, scratch_run, tmp_path):

@@ -5,7 +5,7 @@ tasks, with actuatorlab actuators in the loop and the model homotopy's alpha tra
 
     observation_size, action_size                      actions in [-1, 1]
     default_env_params() -> {"alpha": f32 ()}          alpha in [0, 1] (sim.homotopy)
-    reset(rng, env_params) -> LocoState
+    reset(rng, env_params, command=None) -> LocoState   command: optional fixed (3,) for the episode
     step(state, action, env_params) -> LocoState       pure JAX: jit / vmap / scan; alpha traced
 
 The physics is :class:`~actuatorlab.envs.mjx_env.MjxEnv` (timing contract, actuator model on every
@@ -305,11 +305,15 @@ class LocomotionEnv:
             raise ModelError("the locomotion env is float32: trace reset/step with JAX's 64-bit mode off (the "
                              "default; e.g. inside jax.enable_x64(False)), docs/locomotion.md")
 
-    def reset(self, rng, env_params=None) -> LocoState:
+    def reset(self, rng, env_params=None, command=None) -> LocoState:
+        """A new episode. ``command``: optional fixed (vx [m/s], vy [m/s], yaw rate [rad/s]) for
+        this episode instead of a sampled one (the fixed-command evaluation), so that the first
+        observation already shows it; the random stream is the same either way."""
         self._check_float32()
         k_core, k_cmd, k_obs = jax.random.split(rng, 3)
         core = self.core.reset(k_core)
-        command = self._sample_command(k_cmd)
+        sampled = self._sample_command(k_cmd)
+        command = sampled if command is None else jnp.broadcast_to(jnp.asarray(command, jnp.float32), sampled.shape)
         obs = self._observe(core, command, k_obs)
         zero = jnp.zeros((), jnp.float32)
         metrics = {k: zero for k in self.metric_names()}

@@ -373,9 +373,11 @@ def _eval_fn(env: Any, n_envs: int, steps: int, cmd: np.ndarray | None):
     @eqx.filter_jit
     def run_eval(model, stats, rng, p, normalize_obs):
         act = lambda o: policy_action(model, stats, o, normalize_obs)  # noqa: E731
-        s = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(rng, n_envs), p)
-        if cmd is not None:
-            s = s._replace(command=jnp.asarray(cmd))
+        keys = jax.random.split(rng, n_envs)
+        if cmd is None:
+            s = jax.vmap(env.reset, in_axes=(0, None))(keys, p)
+        else:   # the env starts every episode on its fixed command (the first observation shows it)
+            s = jax.vmap(lambda k, c: env.reset(k, p, command=c))(keys, jnp.asarray(cmd))
 
         def body(carry, _):
             s, alive = carry
@@ -405,8 +407,8 @@ def _evaluate_policy(run: str | Path, *, env: Any = None, env_options: Mapping[s
 
     Tasks whose state has a ``command`` field run the fixed command set (:data:`FIXED_COMMANDS`,
     ``commands="fixed"``; or an (N, 3) array; ``None``: the env's own random commands), each
-    command in ``n_envs / N`` environments (default one): the command is written into the state
-    after the reset, so the first observation still shows the sampled one (one policy step).
+    command in ``n_envs / N`` environments (default one), passed to ``env.reset(rng, env_params,
+    command=c)``, so the policy sees it from the first observation on.
     ``env_options`` are passed to ``make_env`` on top of the run's (e.g. ``{"actuator": "builtin"}``)."""
     pol = load_policy(run)
     cfg = pol.config
