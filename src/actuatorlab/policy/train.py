@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 
 from ..errors import ModelError, UnknownNameError
 from ..files import atomic_write, atomic_write_with, read_json
+from ..identify.modelfile import git_revision
 from .ppo import PPO, ActorCritic, PPOConfig, RunningStats, TrainState, policy_action
 from .schedule import make_schedule
 
@@ -76,26 +76,24 @@ def default_ppo_config(robot: str, envs: int | None = None) -> PPOConfig:
     return PPOConfig(**cfg)
 
 
-def _revision() -> str | None:
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=Path(__file__).resolve().parent,
-                             capture_output=True, text=True, timeout=5)
-        return out.stdout.strip() or None if out.returncode == 0 else None
-    except (OSError, subprocess.SubprocessError):
-        return None
-
-
 # ---------------------------------------------------------------- checkpoints (one .npz, atomic)
-def _save_state(path: Path, ts: TrainState, meta: Mapping[str, Any]) -> None:
-    leaves = jax.tree_util.tree_leaves(jax.device_get(ts))
+def _save_leaves(path: Path, tree: Any, meta: Mapping[str, Any] | None = None) -> None:
+    """One .npz (atomic) of a pytree's leaves ``leaf_00000`` ... in flattening order (and ``meta``
+    as JSON bytes)."""
+    leaves = jax.tree_util.tree_leaves(jax.device_get(tree))
     arrays = {f"leaf_{i:05d}": np.asarray(a) for i, a in enumerate(leaves)}
-    arrays["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
+    if meta is not None:
+        arrays["meta"] = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as f:
             np.savez(f, **arrays)
 
     atomic_write_with(path, write)
+
+
+def _save_state(path: Path, ts: TrainState, meta: Mapping[str, Any]) -> None:
+    _save_leaves(path, ts, meta)
 
 
 def _load_state(path: Path, like: TrainState) -> tuple[TrainState, dict[str, Any]]:
@@ -211,7 +209,7 @@ def _train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int 
             raise ModelError(f"{out}: cannot resume, the run was started with other settings ({', '.join(diff)})")
     import actuatorlab
 
-    meta_config = {**config, "actuatorlab": actuatorlab.__version__, "revision": _revision()}
+    meta_config = {**config, "actuatorlab": actuatorlab.__version__, "revision": git_revision()}
     if not (out / "config.json").exists():
         atomic_write(out / "config.json", json.dumps(meta_config, indent=1))
 
@@ -297,13 +295,7 @@ def _tail_mean(xs: list, frac: float = 0.1) -> float | None:
 
 # ---------------------------------------------------------------- the final policy
 def _save_policy(out: Path, algo: PPO, ts: TrainState, config: Mapping[str, Any]) -> None:
-    leaves = jax.tree_util.tree_leaves(jax.device_get((ts.params, ts.stats)))
-
-    def write(tmp: Path) -> None:
-        with open(tmp, "wb") as f:
-            np.savez(f, **{f"leaf_{i:05d}": np.asarray(a) for i, a in enumerate(leaves)})
-
-    atomic_write_with(out / "policy.npz", write)
+    _save_leaves(out / "policy.npz", (ts.params, ts.stats))
     atomic_write(out / "policy.json", json.dumps({"format": "actuatorlab-policy", "version": 1, **config}, indent=1))
 
 
