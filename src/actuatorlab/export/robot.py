@@ -125,7 +125,7 @@ def robot_losses(robot, i: int, p: dict[str, float], integrator: str) -> list[st
                    "steps of the held ctrl (zero-order hold): equal only for a delay of whole control periods")
     if p.get("friction_base", 0.0) > 0:
         out.append(f"friction_base = {p['friction_base']:.6g}: the rollout sticks exactly per joint (explicit "
-                   "stick/slip budget on M[i, i]); MuJoCo's frictionloss is a soft constraint solved with the "
+                   "stick/slip budget on the diagonal of M); MuJoCo's frictionloss is a soft constraint solved with the "
                    "whole robot: close, not equal (docs/export.md section 4)")
     if p.get("friction_viscous", 0.0) > 0:
         out.append(f"friction_viscous = {p['friction_viscous']:.6g}: applied explicitly by the rollout; MuJoCo "
