@@ -96,3 +96,12 @@ def test_mixed_robot_errors():
         load_actuator(ROBOT, ARM, builtin_joints=["joint9"])
     with pytest.raises(ModelError, match="twice"):
         load_actuator(ROBOT, ARM, builtin_joints=["joint2", "joint2"])
+    from actuatorlab.learned.arm import make_learned_arm
+    from actuatorlab.learned.features import Normalizer
+
+    r = load_robot(ROBOT)
+    lm = make_learned_arm(r, "mlp", channels=r.joint_names[:2], per_channel=("q", "dq"),
+                          normalizer=Normalizer(np.zeros(4), np.ones(4)), effort_scale=0.2, residual=True,
+                          history=1, key=jax.random.PRNGKey(0), width=4, depth=1, d=4, head_width=4)
+    with pytest.raises(ModelError, match="mixed robots take analytic models"):
+        load_actuator(r, lm, builtin_joints=["joint3"])
