@@ -381,7 +381,7 @@ def test_cli_refuses_targets_that_cannot_represent_the_model(tmp_path, rest_logs
              (["export", tmp_path / "l" / "model.json", "--torchscript", tmp_path / "x.pt", "--isaaclab",
                tmp_path / "x.py"], "actuator_net")]
     (tmp_path / "arm_model.json").write_text(json.dumps({"format": "actuatorlab-arm-model", "kind": "learned"}))
-    cases.append((["export", tmp_path / "arm_model.json", "--onnx", tmp_path / "x.onnx"], "whole-robot models"))
+    cases.append((["export", tmp_path / "arm_model.json", "--onnx", tmp_path / "x.onnx"], "whole-robot model is one"))
     for argv, msg in cases:
         capsys.readouterr()
         assert main([str(a) for a in argv]) == 2

@@ -458,20 +458,22 @@ def audit(data: List[Path] = typer.Argument(...), as_json: bool = typer.Option(F
 
 
 @app.command()
-def export(model_json: Path = typer.Argument(..., help="RUN/model.json (analytic or learned one-joint)"),
+def export(model_json: Path = typer.Argument(..., help="RUN/model.json (analytic or learned one-joint) or RUN/arm_model.json (whole robot)"),
            mjcf: Optional[Path] = typer.Option(None, "--mjcf", help="MJCF file to write (analytic)"),
            mjlab: Optional[Path] = typer.Option(None, "--mjlab", help="mjlab actuator config .py/.json (+ .pt for a learned actuator_net)"),
            isaaclab: Optional[Path] = typer.Option(None, "--isaaclab", help="Isaac Lab actuator config .py/.json (+ .pt for a learned actuator_net)"),
            onnx: Optional[Path] = typer.Option(None, "--onnx", help="ONNX file of a learned model's network"),
            torchscript: Optional[Path] = typer.Option(None, "--torchscript", help="TorchScript file of a learned model (raw window -> effort)"),
            base: Optional[Path] = typer.Option(None, "--base", help="--mjcf: existing MJCF to patch (never overwritten)"),
-           joint: Optional[str] = typer.Option(None, "--joint", help="joint of --base to patch / joint name in the configs")):
+           joint: Optional[str] = typer.Option(None, "--joint", help="joint of --base to patch / joint name in the configs"),
+           robot: Optional[str] = typer.Option(None, "--robot", help="arm_model.json: robot name or config file "
+                                               "(default: the robot the file names)")):
     """Export a fitted model to MuJoCo, mjlab, Isaac Lab, ONNX or TorchScript (one or several), each
     with its rate, lags, sign convention and units, a README.md beside it, and what is lost."""
     from .export.targets import export_targets
 
     results = export_targets(model_json, {"mjcf": mjcf, "mjlab": mjlab, "isaaclab": isaaclab, "onnx": onnx,
-                                          "torchscript": torchscript}, base=base, joint=joint)
+                                          "torchscript": torchscript}, base=base, joint=joint, robot=robot)
     for r in results:
         t = Table(title=f"{r.target}: wrote " + ", ".join(str(p) for p in r.files))
         t.add_column("quantity")

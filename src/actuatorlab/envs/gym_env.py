@@ -45,7 +45,8 @@ class NativeBatch(_Static):
     """B environments on native MuJoCo (NumPy arrays with a leading batch axis); the engine of the
     Gymnasium classes. Arguments as :class:`~actuatorlab.envs.mjx_env.MjxEnv` (``envelope_mode``
     also "warn"), plus ``num_envs`` and ``model_updates`` (MjModel field -> array written into the
-    native model, e.g. a payload's ``body_mass``; :func:`~actuatorlab.sim.arm_native.native_model`).
+    native model, e.g. a payload's ``body_mass``; :func:`~actuatorlab.sim.arm_native.native_model`),
+    and ``builtin_joints`` (a mixed robot, as in the MJX environment).
     After every step ``last_outputs`` holds that step's :class:`~actuatorlab.sim.arm.ArmOutputs`
     (B, D, ...) per command tick (q, dq, current, ...; None for ``"builtin"``) and ``last_params``
     the actuator parameters its physics ran with ({name: (B, n_sets)}, the episode's ``params``
@@ -54,10 +55,11 @@ class NativeBatch(_Static):
     def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, num_envs: int = 1,
                  contract: TimingContract | None = None, task: Any = None, randomization: Any = None,
                  envelope: Any = None, envelope_mode: str = "count", episode_length: int = 500,
-                 reset_noise: float = 0.0, home: Any = None, model_updates: dict | None = None):
+                 reset_noise: float = 0.0, home: Any = None, model_updates: dict | None = None,
+                 builtin_joints: Any = None):
         self.warn = envelope_mode == "warn"
         self._setup(robot, model, contract, task, randomization, envelope, "count" if self.warn else envelope_mode,
-                    episode_length, reset_noise, home)
+                    episode_length, reset_noise, home, builtin_joints)
         self.B = int(num_envs)
         self.model_updates = model_updates
         from ..sim.arm_native import native_model
@@ -68,7 +70,7 @@ class NativeBatch(_Static):
                 raise ModelError("model_updates apply to the actuatorlab actuator's native model, not to 'builtin'")
             self._datas = [mujoco.MjData(self.mj_model) for _ in range(self.B)]
         else:
-            self._model = native_model(self.robot, act.params, model_updates)
+            self._model = native_model(self.model_robot, act.params, model_updates)
         n, B = self.n_joints, self.B
         self.params = {k: np.broadcast_to(np.asarray(v, float), (B,) + np.shape(v)).copy() for k, v in act.params.items()}
         self.arm: ArmState | None = None
@@ -100,10 +102,12 @@ class NativeBatch(_Static):
         qpos, qvel = self.follow(np, qpos, qvel)
         held = q0 if c.history_init == "state" else np.zeros(n)
         D = self.cfg.delay_steps
-        amb = self.robot.joint_params({"ambient_temperature": p0["ambient_temperature"]})["ambient_temperature"]
+        mr, mi = self.model_robot, self.mod_idx
+        amb = mr.joint_params({"ambient_temperature": p0["ambient_temperature"]})["ambient_temperature"]
         # at rest: the firmware's last two measurements are q0 (MjxEnv: q - dq h with dq = 0)
-        one = ArmState(qpos, qvel, q0, q0, np.zeros(n), held, held, np.tile(held, (D, 1)), np.ones((D, n)),
-                       q0.copy(), np.zeros(n), amb)
+        q0m, hm, nm = q0[mi], held[mi], mr.n_joints
+        one = ArmState(qpos, qvel, q0m, q0m, np.zeros(nm), hm, hm, np.tile(hm, (D, 1)), np.ones((D, nm)),
+                       q0m.copy(), np.zeros(nm), amb)
         for f, v in zip(ArmState._fields, one):
             getattr(self.arm, f)[b] = v
         self.obs_qpos[b] = qpos if c.history_init == "state" else 0.0
@@ -137,7 +141,9 @@ class NativeBatch(_Static):
         m = self.mj_model
         D = self.cfg.delay_steps
         z = lambda *s: np.zeros((B,) + s)  # noqa: E731
-        self.arm = ArmState(z(m.nq), z(m.nv), z(n), z(n), z(n), z(n), z(n), z(D, n), z(D, n), z(n), z(n), z(n))
+        nm = self.model_robot.n_joints
+        self.arm = ArmState(z(m.nq), z(m.nv), z(nm), z(nm), z(nm), z(nm), z(nm), z(D, nm), z(D, nm), z(nm), z(nm),
+                            z(nm))
         L = c.obs_latency + 1
         self.obs_qpos, self.obs_qvel = z(L, m.nq), z(L, m.nv)
         self.prev_target, self.filt, self.fifo = z(n), z(n), z(c.command_latency, n)
@@ -151,13 +157,18 @@ class NativeBatch(_Static):
 
     # -------------------------------------------------------------------------------------------
     def _physics(self, sent):
-        D, B, n = sent.shape[1], self.B, self.n_joints
+        D, B, n = sent.shape[1], self.B, self.model_robot.n_joints
         if self.actuator.kind == "builtin":
             return self._physics_builtin(sent)
         from ..sim.arm_native import rollout_native
 
         en = np.ones((B, D, n))
-        vs = np.broadcast_to(self.v_supply, (B, D, n)).copy()
+        vs = np.broadcast_to(self.v_supply[self.mod_idx], (B, D, n)).copy()
+        ctrl = None
+        if self.mixed:  # the built-in joints' commands to their own actuators; the model gets the others
+            ctrl = np.zeros((B, D, self.mj_model.nu))
+            ctrl[..., self.ctrl_idx] = sent[..., self.bi_idx]
+            sent = np.ascontiguousarray(sent[..., self.mod_idx])
         shared = self.randomization is None
         params = {k: v[0] for k, v in self.params.items()} if shared else self.params
         if self._drift is not None:
@@ -175,17 +186,21 @@ class NativeBatch(_Static):
             if not shared:
                 raise ModelError("per-episode randomization of a learned model's base runs in MjxEnv only")
             lm = eqx.tree_at(lambda m: m.base, lm, {k: np.asarray(v) for k, v in params.items()})
-            final, out = rollout_native(self.robot, lm, LearnedInputs(sent, en, vs, None, self.net_hist), self.arm,
+            final, out = rollout_native(self.model_robot, lm, LearnedInputs(sent, en, vs, None, self.net_hist), self.arm,
                                         self.cfg, model=model)
             frames = np.asarray(frame(lm, sent, out.q, out.dq, vs, en, np.zeros((B, D, 0))))
             if self.net_hist.shape[1]:
                 self.net_hist = np.concatenate([self.net_hist, frames], axis=1)[:, D:]
         else:
-            final, out = rollout_native(self.robot, params, ArmInputs(sent, en, vs), self.arm, self.cfg,
-                                        model_updates=self.model_updates, model=model)
+            final, out = rollout_native(self.model_robot, params, ArmInputs(sent, en, vs), self.arm, self.cfg,
+                                        model_updates=self.model_updates, model=model, ctrl=ctrl)
         self.arm, self.last_outputs = final, out
         qpos_end = np.concatenate([out.qpos[:, 1:], final.qpos[:, None]], axis=1)
         qvel_end = np.concatenate([out.qvel[:, 1:], final.qvel[:, None]], axis=1)
+        if self.mixed:  # effort fraction of the modelled joints; the built-in joints' is not recorded (0)
+            eff = np.zeros(out.qpos.shape[:2] + (self.n_joints,))
+            eff[..., self.mod_idx] = out.u / self.u_lim[self.mod_idx]
+            return out.qpos[..., self.qadr], out.qvel[..., self.dadr], eff, qpos_end, qvel_end
         return out.q, out.dq, out.u / self.u_lim, qpos_end, qvel_end
 
     def _physics_builtin(self, sent):

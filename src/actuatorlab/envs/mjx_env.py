@@ -8,7 +8,10 @@ command latency), which drive the robot's actuator model for ``decimation x subs
 steps through the whole-robot rollout of :func:`actuatorlab.sim.arm.make_mjx_rollout` (the same
 firmware, motor, transmission and friction functions as the fits; nothing is re-written here).
 With ``model="builtin"`` the MJCF's own actuators (``mjx.step`` on ``ctrl``) run instead, for
-comparison.
+comparison. A mixed robot (``builtin_joints=[...]``) keeps the MJCF's actuators on those joints
+and runs the model on the others in the same rollout: the built-in joints' commands go to their
+``ctrl`` (held over each command tick), the others' through the actuator model
+(:func:`~actuatorlab.envs.actuators.mixed_robot`).
 
 Precision: the environment never switches JAX's precision. ``precision="float32"`` (default)
 builds the MJX model and constants in float32, for a training program with default JAX settings;
@@ -88,10 +91,13 @@ class _Static:
     """Shared static description of an environment (both paths read it)."""
 
     def _setup(self, robot, model, contract, task, randomization, envelope, envelope_mode, episode_length,
-               reset_noise, home=None):
-        act = load_actuator(robot, model)
+               reset_noise, home=None, builtin_joints=None):
+        act = load_actuator(robot, model, builtin_joints)
         self.actuator: Actuator = act
         self.robot = r = act.robot
+        # the joints the actuatorlab rollout steps (all of them unless some are built in)
+        self.model_robot = mr = act.rollout_robot
+        self.mixed = bool(act.builtin) and act.kind != "builtin"
         self.contract = contract or TimingContract()
         self.task = task or PostureTask()
         self.randomization = randomization
@@ -103,13 +109,15 @@ class _Static:
         # None: the model file's envelope (arm_model.json "envelope"); False: no envelope counted
         self.envelope = None if envelope is False else (envelope if envelope is not None else act.envelope)
         self.bounds = envelope_bounds(r, self.envelope)
-        self.cfg = ArmConfig.from_robot(r, **({"target": self.contract.servo_target}
+        self.cfg = ArmConfig.from_robot(mr, **({"target": self.contract.servo_target}
                                               if self.contract.servo_target else {}))
         self.command_dt = self.cfg.control_dt
         self.policy_dt = self.contract.decimation * self.command_dt
         self.n_joints = r.n_joints
         self.qadr, self.dadr = r.qpos_adr, r.dof_adr
-        m = r.model()
+        self.mod_idx = np.array([r.index(j) for j in mr.joint_names], dtype=np.int64)
+        self.bi_idx = np.array([r.index(j) for j in act.builtin], dtype=np.int64) if self.mixed else None
+        m = mr.model()
         self.mj_model = builtin_model(r) if act.kind == "builtin" else m
         self._eq = []  # joint equalities (follower qadr, leader qadr, qpos0 of both, polycoef)
         mm = self.mj_model
@@ -140,6 +148,8 @@ class _Static:
         self.net_shape = (lm.layout.history, lm.layout.n_features) if lm is not None else (0, 0)
         if act.kind == "builtin":
             self.ctrl_idx = builtin_ctrl_index(r, self.mj_model)
+        if self.mixed:  # ctrl index of each built-in joint's own actuator
+            self.ctrl_idx = builtin_ctrl_index(r, self.mj_model, act.builtin)
 
     def follow(self, xp, qpos, qvel):
         """Set joints that follow another through a joint equality (a mimic finger) from their
@@ -170,7 +180,9 @@ class MjxEnv(_Static):
     fitted model's envelope dict (or {joint: dict}; None, the default: the model file's, e.g. the
     per-joint envelope ``fit --robot`` records; False: none) counted per joint
     and episode, ``envelope_mode`` "count" or "clip" (also clip the policy target to the
-    envelope's position range); episode_length [policy steps] (``info["truncation"]``);
+    envelope's position range); builtin_joints: joints that keep MuJoCo's built-in actuator while
+    the others run ``model`` (a mixed robot; analytic models); episode_length [policy steps]
+    (``info["truncation"]``);
     reset_noise [rad | m] uniform noise on the joints' start positions; home (n,) [rad | m] the
     joints' reset posture (default: the MJCF's home / standing keyframe, else qpos0), also the
     action offset of ``action_offset="home"``; precision "float32" | "float64".
@@ -178,12 +190,13 @@ class MjxEnv(_Static):
 
     def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, contract: TimingContract | None = None,
                  task: Any = None, randomization: Any = None, envelope: Any = None, envelope_mode: str = "count",
-                 episode_length: int = 500, reset_noise: float = 0.0, home: Any = None, precision: str = "float32"):
+                 episode_length: int = 500, reset_noise: float = 0.0, home: Any = None, precision: str = "float32",
+                 builtin_joints: Any = None):
         if precision not in ("float32", "float64"):
             raise ModelError(f"precision must be float32 or float64, got {precision!r}")
         self.precision = precision
         self._setup(robot, model, contract, task, randomization, envelope, envelope_mode, episode_length,
-                    reset_noise, home)
+                    reset_noise, home, builtin_joints)
         with jax.enable_x64(precision == "float64"):
             self._build()
 
@@ -201,7 +214,7 @@ class MjxEnv(_Static):
 
         from ..sim.arm import make_mjx_rollout
 
-        r, act = self.robot, self.actuator
+        r, act = self.model_robot, self.actuator
         self.dtype = jnp.float64 if self.precision == "float64" else jnp.float32
         self.mx = mjx.put_model(builtin_model(r, for_mjx=True) if act.kind == "builtin" else r.model(for_mjx=True))
         self.params0 = {k: jnp.asarray(v, self.dtype) for k, v in act.params.items()}
@@ -216,9 +229,11 @@ class MjxEnv(_Static):
 
     # -------------------------------------------------------------------------------------------
     def _arm_state(self, qpos, qvel, params, q_target):
-        n, D, h = self.n_joints, self.cfg.delay_steps, self.cfg.firmware_dt
-        q, dq = qpos[self.qadr], qvel[self.dadr]
-        amb = self.robot.joint_params({"ambient_temperature": params["ambient_temperature"]}, xp=jnp)
+        mr = self.model_robot
+        n, D, h = mr.n_joints, self.cfg.delay_steps, self.cfg.firmware_dt
+        q, dq = qpos[mr.qpos_adr], qvel[mr.dof_adr]
+        q_target = q_target[self.mod_idx] if self.mixed else q_target
+        amb = mr.joint_params({"ambient_temperature": params["ambient_temperature"]}, xp=jnp)
         return ArmState(qpos, qvel, q - dq * h, q - 2.0 * dq * h, jnp.zeros(n, self.dtype), q_target, q_target,
                         jnp.broadcast_to(q_target, (D, n)), jnp.ones((D, n), self.dtype), q, dq,
                         amb["ambient_temperature"])
@@ -265,11 +280,19 @@ class MjxEnv(_Static):
     def _physics(self, params, arm: ArmState, sent, net_hist, model_updates=None):
         """Run D command ticks. Returns (arm', q, dq, effort (D, n) at the start of every tick,
         qpos (D, nq), qvel (D, nv) at the end of every tick, net_hist')."""
-        D, n, dt = sent.shape[0], self.n_joints, self.dtype
+        D, n, dt = sent.shape[0], self.model_robot.n_joints, self.dtype
         en = jnp.ones((D, n), dt)
-        vs = jnp.broadcast_to(jnp.asarray(self.v_supply, dt), (D, n))
+        vs = jnp.broadcast_to(jnp.asarray(self.v_supply[self.mod_idx], dt), (D, n))
         if self.actuator.kind == "builtin":
             return self._physics_builtin(arm, sent, model_updates)
+        if self.mixed:
+            ctrl = jnp.zeros((D, self.mj_model.nu), dt).at[:, jnp.asarray(self.ctrl_idx)].set(sent[:, self.bi_idx])
+            final, out = self._rollout(params, ArmInputs(sent[:, self.mod_idx], en, vs), arm, model_updates, ctrl=ctrl)
+            qpos_end = jnp.concatenate([out.qpos[1:], final.qpos[None]], axis=0)
+            qvel_end = jnp.concatenate([out.qvel[1:], final.qvel[None]], axis=0)
+            # effort fraction of the modelled joints; the built-in joints' is not recorded (0)
+            eff = jnp.zeros((D, self.n_joints), dt).at[:, self.mod_idx].set(out.u / self.u_lim[self.mod_idx])
+            return (final, out.qpos[:, self.qadr], out.qvel[:, self.dadr], eff, qpos_end, qvel_end, net_hist)
         if self.actuator.learned is not None:
             import equinox as eqx
 

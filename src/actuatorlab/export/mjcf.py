@@ -222,6 +222,9 @@ def _pwm_actuator(ctx: _Context) -> _Actuator:
     if limited:
         written["actuator.current_limit"] = i_max
         written["actuator.torque_limit"] = kt * i_max
+    e_lim = _effort_limit(ctx)  # written on the joint (_set_joint); the fallback clips at it too
+    if e_lim is not None:
+        written["actuator.effort_limit"] = e_lim
     servo = ctx.servo
     if servo == "auto":
         servo = "dcmotor" if has_dcmotor() else "position"
@@ -241,6 +244,7 @@ def _pwm_actuator(ctx: _Context) -> _Actuator:
         return _Actuator("dcmotor", attrib, written, [], comment)
     # first-order fallback: a position servo with the back-EMF as velocity feedback
     t_max = min(stall, kt * i_max) if limited else stall
+    t_max = t_max if e_lim is None else min(t_max, e_lim)
     attrib = {"kp": _fmt(kp_eff), "kv": _fmt(b_emf), "forcerange": _fmts(-t_max, t_max),
               "forcelimited": "true"}
     written.update({"actuator.type": "position", "actuator.forcerange": t_max})
@@ -366,6 +370,18 @@ def _not_representable(ctx: _Context) -> list[str]:
 # XML building blocks
 
 
+def _effort_limit(ctx: _Context) -> float | None:
+    """A robot's bound on the motor effort [N.m | N] (``controller_constants.effort_limit``, set by
+    the whole-robot export, :mod:`actuatorlab.export.robot`; the robot rollouts clip
+    ``|tau_m| <= effort_limit``), or None."""
+    e = ctx.constants.get("effort_limit")
+    if e is None or not math.isfinite(float(e)):
+        return None
+    if float(e) <= 0:
+        raise ModelError(f"model: controller_constants.effort_limit must be > 0 (got {e})")
+    return float(e)
+
+
 def _set_joint(joint_el: ET.Element, ctx: _Context) -> dict[str, float | str]:
     armature = ctx.v("armature")
     damping = ctx.v("friction_viscous")
@@ -377,6 +393,11 @@ def _set_joint(joint_el: ET.Element, ctx: _Context) -> dict[str, float | str]:
     joint_el.set("frictionloss", _fmt(frictionloss))
     written: dict[str, float | str] = {"joint": joint_el.get("name", ""), "joint.armature": armature,
                                        "joint.damping": damping, "joint.frictionloss": frictionloss}
+    e_lim = _effort_limit(ctx)
+    if e_lim is not None:  # MuJoCo clamps the joint's total actuator force (dcmotor has no forcerange)
+        joint_el.set("actuatorfrclimited", "true")
+        joint_el.set("actuatorfrcrange", _fmts(-e_lim, e_lim))
+        written["joint.actuatorfrcrange"] = e_lim
     if frictionloss > 0:
         # the fitted friction sticks exactly (stick/slip budget); MuJoCo's soft friction constraint
         # creeps. A harder impedance cuts the creep ~100x (see docs/export.md).

@@ -119,7 +119,7 @@ class AnalyticLaw:
     kt: float | None
     R: float | None
     vmax: float | None    # [V]
-    current_limited: bool
+    current_limited: bool  # effort_limit F is finite (a current limit, or a robot's effort bound)
     armature: float
     frictionloss: float
     viscous: float
@@ -150,9 +150,11 @@ def analytic_law(model: dict[str, Any], dt: float) -> AnalyticLaw:
     limited = False
     if controller in ("dynamixel_pwm", "feetech_pwm"):
         kt, R, vmax = float(w["actuator.motorconst"]), float(w["actuator.resistance"]), float(w["actuator.vmax"])
-        limited = "actuator.current_limit" in w
+        limited = "actuator.current_limit" in w or "actuator.effort_limit" in w
         S = float(w["actuator.stall_torque"])
         F = kt * float(values.get("current_limit", _mjcf._UNLIMITED_CURRENT))
+        if "actuator.effort_limit" in w:  # a robot's bound on the motor effort (whole-robot export)
+            F = min(F, float(w["actuator.effort_limit"]))
         stiffness, damping, w0 = float(w["actuator.kp_eff"]), float(w["actuator.back_emf_damping"]), vmax / kt
     else:
         stiffness, damping = float(w["actuator.kp_eff"]), float(w["actuator.kv"])
@@ -249,7 +251,9 @@ _IMPORTS = {"mjlab": "mjlab.actuator", "isaaclab": "isaaclab.actuators"}
 
 
 def _snippet(target: str, configs: dict[str, dict[str, Any]], metadata: dict[str, Any]) -> str:
-    names = set(configs)
+    # a key "GROUP/ClassName" (whole-robot exports: one configuration per group of joints) names
+    # the entry GROUP of ACTUATORS; a plain "ClassName" names both
+    names = {name.rsplit("/", 1)[-1] for name in configs}
     for fields in configs.values():
         for v in fields.values():
             if isinstance(v, dict):
@@ -269,7 +273,7 @@ def _snippet(target: str, configs: dict[str, dict[str, Any]], metadata: dict[str
         # the network file lies beside this snippet: resolve it from the snippet's own path
         body = ",\n        ".join(f"{k}=str(Path(__file__).with_name({v!r}))" if k == "network_file" else f"{k}={_py(v)}"
                                    for k, v in fields.items())
-        lines.append(f"    {name!r}: {name}(\n        {body}),")
+        lines.append(f"    {name!r}: {name.rsplit('/', 1)[-1]}(\n        {body}),")
     lines += ["}", "", "#: the metadata of this export (also in the .json beside this file)",
               f"METADATA = {json.dumps(metadata, indent=1, sort_keys=True, default=str)}", ""]
     text = "\n".join(lines)

@@ -1,5 +1,6 @@
 """``actuatorlab export MODEL --mjcf F --mjlab F --isaaclab F --onnx F --torchscript F``: one fitted
-model (analytic or learned one-joint ``model.json``) to one or several simulators / runtimes.
+model (analytic or learned one-joint ``model.json``, or a whole robot's analytic ``arm_model.json``,
+:mod:`.robot`) to one or several simulators / runtimes.
 
 What each target can represent (docs/export.md):
 
@@ -112,9 +113,11 @@ def _readme(results: list[TargetResult], model_path: Path) -> str:
 
 
 def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, base: str | Path | None = None,
-                   joint: str | None = None) -> list[TargetResult]:
-    """Export ``model_path`` (a model.json) to every target in ``targets`` ({name: output path});
-    names from :data:`TARGETS`. Returns one :class:`TargetResult` per target, in :data:`TARGETS` order."""
+                   joint: str | None = None, robot: str | Path | None = None) -> list[TargetResult]:
+    """Export ``model_path`` (a model.json, or a whole robot's arm_model.json) to every target in
+    ``targets`` ({name: output path}); names from :data:`TARGETS`. Returns one :class:`TargetResult`
+    per target, in :data:`TARGETS` order. ``robot`` (arm models only): the robot config to use
+    instead of the one the file names (:mod:`actuatorlab.export.robot`)."""
     from ..errors import UnknownNameError
     from ..identify.modelfile import load_model
 
@@ -130,8 +133,16 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
     except (OSError, ValueError, AttributeError):
         fmt = None  # load_model reports it
     if fmt == "actuatorlab-arm-model":
-        raise ModelError(f"{model_path}: whole-robot models (arm_model.json) are not exported; export a one-joint "
-                         "model.json (actuatorlab fit / train on one joint's logs)")
+        if base is not None or joint is not None:
+            raise ModelError(f"{model_path}: --base / --joint patch one joint; a whole-robot model patches its "
+                             "robot's own MJCF, every modelled joint (use --robot to choose the robot config)")
+        from .robot import export_robot_targets
+
+        results = export_robot_targets(model_path, targets, robot=robot)
+        _write_readmes(results, model_path)
+        return results
+    if robot is not None:
+        raise ModelError(f"{model_path}: --robot is for whole-robot models (arm_model.json)")
     d = load_model(model_path)
     _check(d, targets, model_path)
     if (base is not None or joint is not None) and "mjcf" not in targets:
@@ -144,6 +155,12 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
     for t in TARGETS:
         if t in targets:
             results.append(_export_one(t, d, jm, targets[t], model_path, base, joint))
+    _write_readmes(results, model_path)
+    return results
+
+
+def _write_readmes(results: list[TargetResult], model_path: Path) -> None:
+    """One README.md per output folder, describing the files written there."""
     by_dir: dict[Path, list[TargetResult]] = {}
     for r in results:
         by_dir.setdefault(r.files[0].resolve().parent, []).append(r)
@@ -152,7 +169,6 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
         readme = atomic_write(folder / "README.md", _readme(rs, model_path))
         for r in rs:
             r.files.append(readme)
-    return results
 
 
 def _export_one(t: str, d: dict, jm, out: Path, model_path: Path, base, joint) -> TargetResult:

@@ -556,7 +556,9 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
     are :class:`~actuatorlab.sim.arm_learned.LearnedInputs` when it reads telemetry);
     ``rollout.with_heads`` returns (state, outputs, heads) with the network's heads (T, ...);
     inputs: :class:`ArmInputs` (T, n); state: :class:`ArmState`; model_updates: MJX ``Model``
-    fields to replace (name -> full array, e.g. ``{"body_mass": m}``), traced like the rest.
+    fields to replace (name -> full array, e.g. ``{"body_mass": m}``), traced like the rest;
+    ctrl: None or (T, nu) MuJoCo ``ctrl`` held over each control step, for the model's own
+    actuators (a mixed robot's built-in joints, :func:`~actuatorlab.envs.actuators.mixed_robot`).
 
     The function is pure and not jitted: compose ``jax.jit``, ``jax.vmap`` (batch: ``in_axes=(None,
     0, 0)``) and ``jax.grad`` as needed. Differentiating through a model with constraint rows
@@ -578,7 +580,7 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
     kit, xp, h = JAX_KIT, jnp, cfg.physics_dt
     a_filt = filter_gain(cfg)
 
-    def run(params, inputs, state: ArmState, model_updates=None):
+    def run(params, inputs, state: ArmState, model_updates=None, ctrl=None):
         from .arm_learned import LearnedArm, combine_effort, frame, initial_history, net_step, telemetry_or_empty
 
         learned = params if isinstance(params, LearnedArm) else None
@@ -605,10 +607,13 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
             hist0 = initial_history(learned, f0, getattr(inputs, "past", None))
         else:
             tele, hist0 = jnp.zeros((T, 0)), jnp.zeros((0,))
+        ctrl_seq = jnp.zeros((T, 0)) if ctrl is None else jnp.asarray(ctrl)
 
         def control_step(carry, xs):
             d, c, hist = carry
-            x, tel = xs
+            x, tel, ctrl_k = xs
+            if ctrl is not None:  # the model's own actuators, held over the control step
+                d = d.replace(ctrl=ctrl_k.astype(d.ctrl.dtype))
             hist_t = push(xp, c.hist_target, x.q_target)
             hist_e = push(xp, c.hist_enable, x.enable)
             tgt, en = delayed(xp, hist_t, dsteps), delayed(xp, hist_e, dsteps)
@@ -665,18 +670,18 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
             return (d, c, hist), (out, heads)
 
         c0 = ArmState(None, None, *[jnp.asarray(v) for v in state[2:]])
-        (d, c, hist), (out, heads) = jax.lax.scan(control_step, (d0, c0, hist0), (x_arm, tele))
+        (d, c, hist), (out, heads) = jax.lax.scan(control_step, (d0, c0, hist0), (x_arm, tele, ctrl_seq))
         qm, dqm = motor_side(lay, xp, d.qpos[qadr], d.qvel[dadr], c.qm, c.dqm)
         return c._replace(qpos=d.qpos, qvel=d.qvel, qm=qm, dqm=dqm), out, heads
 
-    def rollout(params, inputs, state: ArmState, model_updates=None):
-        final, out, _ = run(params, inputs, state, model_updates)
+    def rollout(params, inputs, state: ArmState, model_updates=None, ctrl=None):
+        final, out, _ = run(params, inputs, state, model_updates, ctrl)
         return final, out
 
-    def with_heads(params, inputs, state: ArmState, model_updates=None):
+    def with_heads(params, inputs, state: ArmState, model_updates=None, ctrl=None):
         """(state, outputs, heads): heads (T, ...) of a learned model's network per control step
         (None for analytic parameters)."""
-        return run(params, inputs, state, model_updates)
+        return run(params, inputs, state, model_updates, ctrl)
 
     rollout.with_heads = with_heads
     return rollout

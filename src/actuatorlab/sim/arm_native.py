@@ -89,7 +89,7 @@ def _diag_index(m: mujoco.MjModel, dadr: np.ndarray) -> tuple[str, np.ndarray]:
 @physics
 def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
                    cfg: ArmConfig | None = None, model_updates: dict | None = None,
-                   model: mujoco.MjModel | None = None, *, heads: bool = False):
+                   model: mujoco.MjModel | None = None, *, heads: bool = False, ctrl=None):
     """Native MuJoCo rollout; arrays as in the MJX path, optionally with a leading batch axis B
     on ``inputs`` and ``state``. Returns NumPy arrays (ArmState, ArmOutputs), and the learned
     model's heads (T, ...) per control step (None for analytic parameters) as a third item when
@@ -104,6 +104,9 @@ def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
     per environment, e.g. a whole CMA-ES population times the fit windows in one call. A
     per-environment armature runs each environment on its own copy of the model (MuJoCo puts the
     armature in the mass matrix).
+
+    ``ctrl``: None or (T, nu) (batched (B, T, nu)) MuJoCo ``ctrl`` held over each control step, for
+    the model's own actuators (a mixed robot's built-in joints, as the MJX path).
 
     ``model``: a model from :func:`native_model` to reuse (it must hold the same parameters;
     with per-environment armature only its structure and other fields are used); built from
@@ -120,6 +123,9 @@ def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
     batched = x.q_target.ndim == 3
     tele = getattr(inputs, "telemetry", None)
     past = getattr(inputs, "past", None)
+    if ctrl is not None:
+        ctrl = np.asarray(ctrl, float)
+        ctrl = ctrl if batched else ctrl[None]
     if not batched:
         x = ArmInputs(*[v[None] for v in x])
         s0 = ArmState(*[v[None] for v in s0])
@@ -211,6 +217,9 @@ def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
         hist_e = push(np, hist_e, x.enable[:, k])
         tgt, en = delayed(np, hist_t, dsteps), delayed(np, hist_e, dsteps)
         vs = x.v_supply[:, k]
+        if ctrl is not None:
+            for b, d in enumerate(datas):
+                d.ctrl[:] = ctrl[b, k]
         for b in range(B):
             qpos_out[b, k] = qpos_v[b]
             qvel_out[b, k] = qvel_v[b]
