@@ -147,9 +147,11 @@ def main(argv: list[str] | None = None) -> dict:
     say(f"{a.robot}/{a.task}: {plan.updates} updates x {cfg.steps_per_update} env steps = "
         f"{plan.updates * cfg.steps_per_update:,} per run, {cfg.num_envs} envs, {len(a.schedules)} schedules x "
         f"{len(a.seeds)} seeds")
-    runs: dict[str, list[dict]] = {}
-    for sched in a.schedules:
-        for seed in a.seeds:
+    runs: dict[str, list[dict]] = {s: [] for s in a.schedules}
+    # seed-major order: an interrupted benchmark has every schedule for its first seeds (rerun with
+    # those --seeds to summarize them; finished runs are reused)
+    for seed in a.seeds:
+        for sched in a.schedules:
             out = a.out / f"{sched}_s{seed}"
             if (out / "policy.json").exists():
                 summ = json.loads((out / "summary.json").read_text())
@@ -162,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
                 summ["wall_s"] = time.perf_counter() - t0
             curve = read_curve(out)
             summ["curve"] = curve
-            runs.setdefault(sched, []).append(summ)
+            runs[sched].append(summ)
             say(f"  {sched:>18} seed {seed}: final return {summ['final_return']}, "
                 f"{summ.get('steps_per_s_this_call', 0):,.0f} env steps/s")
     # evaluation: identified (the training env's actuators) and MuJoCo's built-in actuators

@@ -166,8 +166,10 @@ def test_env_interface_and_no_recompilation_when_alpha_changes(env):
     assert e.observation_size == 48 and e.action_size == 12 and s.obs.shape == (B, 48)
     assert s.obs.dtype == jnp.float32 and s.reward.dtype == jnp.float32 and s.done.dtype == jnp.float32
     for k in ("lin_vel_err_sq", "yaw_rate_err_sq", "tracking_lin_vel", "tracking_ang_vel", "feet_air_time", "trot",
-              "torques", "termination"):
+              "torques", "termination", "pose"):
         assert s.metrics[k].shape == (B,) and s.metrics[k].dtype == jnp.float32
+    # pose term: weight 0.5 x exp(-weighted squared deviation from home) x dt, at most 0.5 dt, near it one step after reset
+    assert ((s.metrics["pose"] > 0.4 * e.dt) & (s.metrics["pose"] <= 0.5 * e.dt + 1e-7)).all()
     assert s.info["truncation"].shape == (B,)
     assert set(e.default_env_params()) == {"alpha"}
 
@@ -194,6 +196,18 @@ def test_standing_under_a_zero_command_earns_more_than_collapsing(env, alpha):
     assert (collapse[2] < 0.35).all()                                     # the trunk came down
     assert (stand[0] > collapse[0] + 1.0).all()                           # measured ~1.78 vs < 0.2
     assert (stand[3] < 0.01).all()                                        # it tracks (0, 0): |v_xy| < 0.1 m/s
+
+
+def test_action_scale_option(env):
+    e, _, _ = env
+    assert e.core.contract.action_scale == 1.0                 # DEFAULT_ACTION_SCALE (docs/locomotion.md)
+    assert np.allclose(e.pose_w, [1.0, 1.0, 0.1] * 4)          # hips 1, knees 0.1
+    half = make_policy_env("anymal_c", "trot", action_scale=0.5)
+    assert half.core.contract.action_scale == 0.5
+    from actuatorlab.envs.timing import TimingContract
+
+    with pytest.raises(ModelError, match="action_scale"):
+        make_policy_env("anymal_c", "trot", action_scale=0.5, contract=TimingContract(action_scale=0.5))
 
 
 def test_series_elastic_option_and_float32_guard(env):

@@ -36,6 +36,7 @@ the policy period dt, clipped at 0 like Playground's joystick tasks when ``clip_
     feet_air_time      sum_feet (t_air - t_target) [first touchdown]   when |c_xy| > 0.1
     trot               [c_LF != c_RH] + [c_RF != c_LH]   (diagonal pairs out of phase) when moving
     termination        1 on a fall (not on the time limit)
+    pose               exp(-sum_j w_j (q_j - q_home,j)^2), w = 1 on hip joints, 0.1 on knees (*_KFE)
 
 Contacts: a foot is in contact when its collision sphere's lowest point is below
 ``contact_height`` [m] (kinematics of the foot geoms; MJX's foot-only contact model has no trunk
@@ -61,7 +62,10 @@ from ..errors import ModelError
 from .mjx_env import EnvState, MjxEnv
 from .timing import TimingContract
 
-__all__ = ["TrotConfig", "LocoState", "LocomotionEnv", "ACTUATOR_OPTIONS", "actuator_option"]
+#: default action scale [rad per unit action] around the standing posture (docs/locomotion.md)
+DEFAULT_ACTION_SCALE = 1.0
+
+__all__ = ["DEFAULT_ACTION_SCALE", "TrotConfig", "LocoState", "LocomotionEnv", "ACTUATOR_OPTIONS", "actuator_option"]
 
 #: named actuator options of the locomotion env: name -> what load_actuator receives
 ACTUATOR_OPTIONS = {
@@ -101,7 +105,7 @@ class TrotConfig:
     p_still: float = 0.1
     weights: tuple = (("tracking_lin_vel", 1.0), ("tracking_ang_vel", 0.5), ("lin_vel_z", -0.5),
                       ("ang_vel_xy", -0.05), ("orientation", -5.0), ("torques", -1e-5), ("action_rate", -0.01),
-                      ("feet_air_time", 1.0), ("trot", -0.2), ("termination", -1.0))
+                      ("feet_air_time", 1.0), ("trot", -0.2), ("termination", -1.0), ("pose", 0.5))
     sigma: float = 0.25
     air_time_target: float = 0.25
     contact_height: float = 0.01
@@ -183,8 +187,9 @@ class LocomotionEnv:
     robot: name or :class:`~actuatorlab.robots.Robot` (a floating base with four feet named LF,
     RF, LH, RH); actuator: "nominal" | "sea" | "builtin" (:data:`ACTUATOR_OPTIONS`) or anything
     :func:`~actuatorlab.envs.actuators.load_actuator` takes; contract:
-    :class:`~actuatorlab.envs.timing.TimingContract` (default: decimation 1, hold, action_scale 0.5
-    rad around the standing posture); randomization: a :class:`~actuatorlab.sim.randomization.
+    :class:`~actuatorlab.envs.timing.TimingContract` (default: decimation 1, hold, action_scale
+    ``action_scale`` [rad per unit action] around the standing posture, default
+    :data:`DEFAULT_ACTION_SCALE` = 1.0; give one of contract and action_scale); randomization: a :class:`~actuatorlab.sim.randomization.
     Randomizer`, a spec (dict or path) or None; config: :class:`TrotConfig`; episode_length [policy
     steps]; physics_dt [s]: override the robot's physics step (and firmware tick) for a cheaper
     configuration (must divide the command period); reset_noise [rad] on the joints' start;
@@ -194,7 +199,7 @@ class LocomotionEnv:
     def __init__(self, robot: Any = "anymal_c", actuator: Any = "nominal", *, contract: TimingContract | None = None,
                  randomization: Any = None, config: TrotConfig | None = None, episode_length: int = 1000,
                  physics_dt: float | None = None, reset_noise: float = 0.05, homotopy_eps: float = 0.01,
-                 armature_floor: float = 0.01):
+                 armature_floor: float = 0.01, action_scale: float | None = None):
         from ..robots.loader import Robot, load_robot
         from ..sim.homotopy import make_homotopy
         from ..sim.randomization import Randomizer
@@ -210,7 +215,10 @@ class LocomotionEnv:
         if randomization is not None and not hasattr(randomization, "sample_episode"):
             randomization = Randomizer(randomization)
         self.randomization = randomization
-        contract = contract or TimingContract(decimation=1, target="hold", action_scale=0.5)
+        if contract is not None and action_scale is not None:
+            raise ModelError("pass action_scale inside the contract or alone, not both")
+        contract = contract or TimingContract(decimation=1, target="hold",
+                                              action_scale=DEFAULT_ACTION_SCALE if action_scale is None else float(action_scale))
         self.core = MjxEnv(r, actuator_option(r.name, actuator), contract=contract, task=_CoreTask(),
                            randomization=None if randomization is None else _Hooks(randomization),
                            episode_length=episode_length, reset_noise=reset_noise, precision="float32")
@@ -240,6 +248,9 @@ class LocomotionEnv:
         self.observation_size = 9 + 3 * self.n + 3
         self.action_size = self.n
         self.home_q = np.asarray(self.core.home[self.core.qadr], np.float32)
+        # pose term's per-joint weights: 1 on hip joints, 0.1 on knees (*_KFE) as Playground's Go1 joystick
+        names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.dof_jntid[a])) or "" for a in self.core.dadr]
+        self.pose_w = np.array([0.1 if n.upper().endswith("KFE") else 1.0 for n in names], np.float32)
         from mujoco import mjx
 
         self._kin = mjx.make_data(self.core.mx)   # kinematics template (feet heights)
@@ -360,6 +371,7 @@ class LocomotionEnv:
             "feet_air_time": jnp.sum((air - cfg.air_time_target) * first) * moving,
             "trot": (jnp.abs(contact[0] - contact[3]) + jnp.abs(contact[1] - contact[2])) * moving,
             "termination": fell.astype(jnp.float32),
+            "pose": jnp.exp(-jnp.sum(jnp.asarray(self.pose_w) * sig["position"] ** 2)),
         }
         contrib = {k: jnp.where(finite, w[k] * terms[k] * self.dt, 0.0).astype(jnp.float32) for k in w}
         total = sum(contrib.values())

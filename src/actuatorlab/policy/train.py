@@ -70,7 +70,7 @@ def default_ppo_config(robot: str, envs: int | None = None) -> PPOConfig:
         # networks, 8192 envs, lr 3e-4: see FULL there)
         cfg = dict(num_envs=64, unroll_length=20, num_minibatches=4, num_epochs=4, learning_rate=1e-3,
                    discount=0.97, entropy_cost=1e-2, reward_scaling=1.0, policy_hidden=(64, 64),
-                   value_hidden=(64, 64), activation="swish", lr_schedule="constant", init_log_std=-0.5)
+                   value_hidden=(64, 64), activation="swish", lr_schedule="constant", init_log_std=-1.0)
     if envs is not None:
         cfg["num_envs"] = int(envs)
     return PPOConfig(**cfg)
