@@ -39,7 +39,9 @@ import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_DATA_DIR = REPO_ROOT.parent / "shared" / "data" / "bam" / "xl330"
+#: the shared data folder: beside the checkout, or $ACTUATORLAB_SHARED (e.g. for a git worktree elsewhere)
+SHARED_DIR = Path(os.environ.get("ACTUATORLAB_SHARED", REPO_ROOT.parent / "shared"))
+DEFAULT_DATA_DIR = SHARED_DIR / "data" / "bam" / "xl330"
 
 RULE = (
     "hold out one log per trajectory family, each at a different kp "

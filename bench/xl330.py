@@ -53,7 +53,7 @@ REPORTED_PEERS = [
     {"split": "balanced", "peer": "bam", "model": "m5", "trials": 5000, "fit_wall_s": 454.0, "heldout_mae": 0.0280},
     {"split": "balanced", "peer": "bam", "model": "m6", "trials": 5000, "fit_wall_s": 471.0, "heldout_mae": 0.0354},
 ]
-STS3250_DIR = bench_split.REPO_ROOT.parent / "shared" / "data" / "bam" / "sts3250" / "raw"
+STS3250_DIR = bench_split.SHARED_DIR / "data" / "bam" / "sts3250" / "raw"
 
 
 def heldout_mae(model: str, params: dict, dt: float, test) -> tuple[float, list[float]]:

@@ -6,6 +6,7 @@ One command per recipe (from the repo root), e.g.::
     python bench/xl330_recipes.py --fold-starts 3
     python bench/xl330_recipes.py --extensions offset delay climit sag stiction --seed 1
     python bench/xl330_recipes.py --split trajectory=sin_time_square --group-by log
+    python bench/xl330_recipes.py --fold-seeds 3 --fold-score median --final-seeds 3 --final-pick medoid
 
 The model is chosen by :func:`actuatorlab.identify.select.fit_family` on the training logs of
 ``bench/split.py`` alone (leave-one-group-out inside them); the held-out logs are replayed once,
@@ -30,7 +31,8 @@ from common import emit  # noqa: E402
 from xl330 import heldout_mae  # noqa: E402
 
 
-def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_starts, extensions, group_by) -> dict:
+def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_starts, extensions, group_by,
+        fold_seeds=None, fold_score=None, fold_init=None, final_seeds=None, final_pick=None) -> dict:
     from actuatorlab.identify.select import fit_family
     from actuatorlab.logs import load_logs
 
@@ -38,7 +40,9 @@ def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_st
     raw = bench_split.DEFAULT_DATA_DIR / "raw"
     train, test = load_logs([raw / f for f in s["train"]]), load_logs([raw / f for f in s["heldout"]])
     kw = {k: v for k, v in dict(extensions=extensions and tuple(extensions), group_by=group_by and tuple(group_by),
-                                fold_starts=fold_starts, fold_evals=fold_evals, final_starts=final_starts).items()
+                                fold_starts=fold_starts, fold_evals=fold_evals, final_starts=final_starts,
+                                fold_seeds=fold_seeds, fold_score=fold_score, fold_init=fold_init,
+                                final_seeds=final_seeds, final_pick=final_pick).items()
           if v is not None}
     load0, c0, t0 = os.getloadavg()[0], os.times(), time.perf_counter()
     sel = fit_family(train, seed=seed, budget=budget, **kw)
@@ -49,7 +53,7 @@ def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_st
             "logo_score_mrad": rows[sel.selected], "logo_scores_mrad": rows,
             "train_mae_mrad": 1e3 * sel.final.train_mae, "heldout_mae_mrad": 1e3 * mae,
             "heldout_per_log_mrad": [1e3 * x for x in per], "fit_wall_s": wall,
-            "fit_cpu_s": (c1.user - c0.user) + (c1.system - c0.system),
+            "fit_cpu_s": (c1.user - c0.user) + (c1.system - c0.system), "timing": sel.extras["timing"],
             "load_average": [load0, os.getloadavg()[0]], "starts": sel.extras["starts"]}
 
 
@@ -61,12 +65,19 @@ def main(argv=None) -> int:
     p.add_argument("--fold-starts", type=int, default=None)
     p.add_argument("--fold-evals", type=int, default=None)
     p.add_argument("--final-starts", type=int, default=None)
+    p.add_argument("--fold-seeds", type=int, default=None, help="independent CMA-ES replicas of every fold")
+    p.add_argument("--fold-score", default=None, help="mean | median over the replicas")
+    p.add_argument("--fold-init", default=None, help="parents | all (warm start from the all-training fit)")
+    p.add_argument("--final-seeds", type=int, default=None, help="independent all-logs refits")
+    p.add_argument("--final-pick", default=None, help="best | medoid among the final refits")
     p.add_argument("--extensions", nargs="*", default=None)
     p.add_argument("--group-by", nargs="+", default=None)
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
     emit(run(a.split, seed=a.seed, budget=a.budget, fold_starts=a.fold_starts, fold_evals=a.fold_evals,
-             final_starts=a.final_starts, extensions=a.extensions, group_by=a.group_by), a.out)
+             final_starts=a.final_starts, extensions=a.extensions, group_by=a.group_by, fold_seeds=a.fold_seeds,
+             fold_score=a.fold_score, fold_init=a.fold_init, final_seeds=a.final_seeds, final_pick=a.final_pick),
+         a.out)
     return 0
 
 

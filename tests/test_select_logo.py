@@ -69,6 +69,41 @@ def test_fold_starts_never_worsen_a_fold_and_record_their_wins(delay_logs, monke
     assert two.extras["starts"]["m1"]["evaluations"] > one.extras["starts"]["m1"]["evaluations"]
 
 
+def test_fold_seeds_score_each_group_over_independent_replicas(delay_logs, monkeypatch):
+    """``fold_seeds=3``: every fold is searched 3 times with different CMA-ES seeds; a model's
+    score on a group is the mean (or median) of its replicas' held-out MAE, and the final refit
+    picks among ``final_seeds`` searches. (Replica 0 uses the one-seed search's CMA-ES seeds but
+    not bit for bit its float32 batches, so it is not asserted equal to it.)"""
+    monkeypatch.setitem(select.SELECTION_BUDGETS, "tiny", (80, 100, 8, 1))
+    one = fit_family(delay_logs, ("m1",), budget="tiny", extensions=())
+    three = fit_family(delay_logs, ("m1",), budget="tiny", extensions=(), fold_seeds=3)
+    med = fit_family(delay_logs, ("m1",), budget="tiny", extensions=(), fold_seeds=3, fold_score="median",
+                     final_seeds=3, final_pick="medoid")
+    r1, r3, rm = (s.table[0] for s in (one, three, med))
+    assert "per_group_seeds" not in r1 and three.extras["timing"]["fold_seeds"] == 3
+    assert len(three.fold_params["m1"]) == 3 * len(three.folds)
+    for g, reps in r3["per_group_seeds"].items():
+        assert len(reps) == 3
+        assert r3["per_group"][g] == pytest.approx(np.mean(reps))
+        assert rm["per_group"][g] == pytest.approx(np.median(rm["per_group_seeds"][g]))
+    assert len(set(map(tuple, r3["per_group_seeds"].values()))) > 1  # the replicas differ
+    fs = med.extras["starts"]["final seeds"]
+    assert len(fs["objective"]) == 3 and fs["rule"] == "medoid" and 0 <= fs["picked"] < 3
+    with pytest.raises(Exception, match="median"):
+        fit_family(delay_logs, ("m1",), budget="tiny", extensions=(), fold_score="mode")
+
+
+def test_fold_init_all_starts_every_fold_from_the_all_logs_fit(delay_logs, monkeypatch):
+    """``fold_init="all"``: each model is first fitted on all logs, every fold refines that optimum;
+    the fold optima then stay near it (they differ by data, not by the optimizer's path)."""
+    monkeypatch.setitem(select.SELECTION_BUDGETS, "tiny", (80, 100, 8, 1))
+    sel = fit_family(delay_logs, ("m1",), budget="tiny", extensions=(), fold_init="all")
+    assert sel.extras["timing"]["fold_init"] == "all" and sel.scheme == "logo"
+    kt = np.array([p["kt"] for p in sel.fold_params["m1"]])
+    assert np.ptp(kt) / np.mean(kt) < 0.5
+    assert np.isfinite(sel.table[0]["validation_mae"])
+
+
 @pytest.fixture()
 def test_budget(monkeypatch):
     monkeypatch.setitem(select.SELECTION_BUDGETS, "test", (300, 600, 10, 1))

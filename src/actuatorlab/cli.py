@@ -64,6 +64,9 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         group_by: Optional[List[str]] = typer.Option(None, "--group-by", help="condition tag(s) that define the "
                                                      "held-out groups of the selection (default: excitation; "
                                                      "log: leave-one-log-out)"),
+        fold_seeds: Optional[int] = typer.Option(None, "--fold-seeds", help="independent CMA-ES replicas of every "
+                                                 "leave-one-group-out fold; a model's score on a group is their "
+                                                 "mean (default 1; each replica costs about one more selection)"),
         jackknife: Optional[str] = typer.Option(None, "--jackknife", help="after writing the result: log | group "
                                                 "(refits leaving out one log / condition group; parameter spread)"),
         timestep_sensitivity: bool = typer.Option(False, "--timestep-sensitivity", help="after writing the result: "
@@ -97,7 +100,7 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
     with _progress() as p:
         d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p),
                     group_by=tuple(group_by) if group_by else None, jackknife=jackknife,
-                    timestep_sensitivity=timestep_sensitivity)
+                    timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds)
     unit = d["_summary"]["unit"]
     if d.get("selection"):
         sel = d["selection"]

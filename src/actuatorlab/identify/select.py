@@ -31,6 +31,17 @@ place on the same base they are then added one by one to the best of them (forwa
 step judged by the same rule against the models it contains). The selected model is finally refitted on all the given logs
 from the best of its fold optima. Its fold optima are the leave-one-group-out estimates reused by
 :func:`group_jackknife` for the parameter uncertainty.
+
+Optimizer noise (options, issue 7; none is the default, see docs/models.md for the measurements):
+``fold_seeds=R`` runs R independent CMA-ES replicas of every fold search (lockstep, replica r of a
+model starts from replica r of the models it contains) and scores a model on a group by the mean
+(``fold_score="median"``: median) of its replicas' held-out MAE, so the score is an estimate of
+the model's expected out-of-group error under the optimizer's randomness rather than one draw;
+``fold_init="all"`` fits each model on all given logs first and starts every fold from that
+optimum with a small step (folds then differ by data more than by the optimizer's path; the start
+has seen the held-out group, so scores lean optimistic); ``final_seeds=S`` runs S all-logs refits
+and keeps one by ``final_pick`` (``"best"`` training objective, or ``"medoid"``: the optimum
+closest to the others in the search box).
 """
 
 from __future__ import annotations
@@ -52,7 +63,8 @@ from .fit import (FitResult, ParamSpace, PopulationScorer, effort_available, ful
 
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
            "BUDGETS", "SELECTION_BUDGETS", "SELECTION_STARTS", "Fold", "condition_folds", "group_jackknife",
-           "GROUP_KEYS", "LOG_KEY", "resampled_uncertainty"]
+           "GROUP_KEYS", "LOG_KEY", "resampled_uncertainty", "SELECTION_SEEDS", "FOLD_SCORES",
+           "FOLD_INITS"]
 
 #: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
 LADDERS: dict[str, tuple[str, ...]] = {
@@ -92,6 +104,47 @@ SELECTION_BUDGETS: dict[str, tuple[int, int, int, int]] = {
 #: fold's best point so far; the best training objective of the fold wins). ``fit_family``'s
 #: ``fold_starts`` overrides it.
 SELECTION_STARTS: dict[str, int] = {"quick": 1, "default": 1, "thorough": 1}
+
+#: name -> independent CMA-ES replicas of every fold search (different seeds, run in lockstep, each
+#: chain started from the same replica of the contained models); a model's score on a group is
+#: ``FOLD_SCORES[fold_score]`` over its replicas, so one lucky or unlucky optimizer draw does not
+#: decide the selection. ``fit_family``'s ``fold_seeds`` overrides it.
+SELECTION_SEEDS: dict[str, int] = {"quick": 1, "default": 1, "thorough": 1}
+
+#: how the replicas' held-out MAE of one group combine into the model's score on that group
+FOLD_SCORES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "mean": lambda held: np.mean(held, axis=0),
+    "median": lambda held: np.median(held, axis=0),
+}
+FOLD_SCORE = "mean"
+
+#: where every fold search starts: "parents" (the contained models' optima on the same fold) or
+#: "all" (the model's own optimum on all given logs, refined per fold with step WARM_SIGMA: the
+#: folds then differ by their data more than by the optimizer's path; the start has seen the
+#: held-out group, so the score leans optimistic)
+FOLD_INITS = ("parents", "all")
+FOLD_INIT = "parents"
+WARM_SIGMA = 0.1
+
+
+
+def _pick_best(space, finals) -> int:
+    """The final search with the lowest training objective."""
+    return int(np.argmin([r.objective for r in finals]))
+
+
+def _pick_medoid(space, finals) -> int:
+    """The final search whose optimum is the medoid of all optima in the unit box of the search
+    (lowest sum of Euclidean distances to the others): the typical optimum, not the luckiest."""
+    Z = np.array([space.to_z(r.theta) for r in finals])
+    if len(Z) < 3:
+        return _pick_best(space, finals)
+    return int(np.argmin(np.linalg.norm(Z[:, None] - Z[None], axis=-1).sum(axis=1)))
+
+
+#: how one of ``final_seeds`` independent all-logs searches becomes the final parameters
+FINAL_PICKS: dict[str, Callable] = {"best": _pick_best, "medoid": _pick_medoid}
+FINAL_PICK = "best"
 
 #: name -> (CMA evaluations per start, starts, gradient steps)
 BUDGETS: dict[str, tuple[int, int, int]] = {
@@ -245,7 +298,10 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                progress: Callable[[str, str, float], None] | None = None,
                group_by: tuple[str, ...] = GROUP_KEYS,
                extensions: tuple[str, ...] | None = None, fold_starts: int | None = None,
-               fold_evals: int | None = None, final_starts: int | None = None) -> SelectionResult:
+               fold_evals: int | None = None, final_starts: int | None = None,
+               fold_seeds: int | None = None, fold_score: str | None = None,
+               fold_init: str | None = None, final_seeds: int | None = None,
+               final_pick: str | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
@@ -257,6 +313,10 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     max(FINAL_STARTS, fold_starts)). fold_evals:
     evaluations per start of a fold search (default: the budget's). ``extras["starts"]`` records,
     per model, how many folds each start won (lowest training objective) and the evaluations spent.
+    fold_seeds (default ``SELECTION_SEEDS[budget]``), fold_score (``FOLD_SCORES``), fold_init
+    (``FOLD_INITS``), final_seeds, final_pick (``FINAL_PICKS``): the optimizer-noise options of the
+    module docstring; with fold_seeds > 1 rows gain ``per_group_seeds`` (label -> one held-out MAE
+    per replica) and ``fold_params[m]`` holds R x F optima, replica-major.
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
@@ -271,6 +331,21 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     budget_evals, final_evals, popsize, top_bases = SELECTION_BUDGETS[budget]
     fold_evals = int(fold_evals or budget_evals)
     n_starts = int(fold_starts or SELECTION_STARTS.get(budget, 1))
+    n_seeds = int(fold_seeds or SELECTION_SEEDS.get(budget, 1))
+    if n_seeds < 1 or int(final_seeds or 1) < 1:
+        from ..errors import ActuatorlabError
+        raise ActuatorlabError(f"fold_seeds and final_seeds must be >= 1 (got {fold_seeds}, {final_seeds})")
+    fold_score = fold_score or FOLD_SCORE
+    fold_init = fold_init or FOLD_INIT
+    if fold_score not in FOLD_SCORES:
+        from ..errors import UnknownNameError
+        raise UnknownNameError("fold score", fold_score, tuple(FOLD_SCORES))
+    if (final_pick or FINAL_PICK) not in FINAL_PICKS:
+        from ..errors import UnknownNameError
+        raise UnknownNameError("final pick", final_pick, tuple(FINAL_PICKS))
+    if fold_init not in FOLD_INITS:
+        from ..errors import UnknownNameError
+        raise UnknownNameError("fold init", fold_init, FOLD_INITS)
     start_wins: dict[str, dict] = {}
     folds = condition_folds(trajs, group_by)
     scheme = "logo"
@@ -294,6 +369,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         W[f, np.isin(col, fold.train)] = 1.0
         V[f, np.isin(col, fold.heldout)] = 1.0
     assert not np.any(W * V), "a log on both sides of a fold"
+    R = n_seeds  # independent CMA-ES replicas of every fold: row r * F + f is replica r of fold f
+    Wr, Vr = np.tile(W, (R, 1)), np.tile(V, (R, 1))
     profile = profile_for(batches)
     effort_weight = 1.0 if effort_available(batches) else 0.0
     scorers: dict[tuple, PopulationScorer] = {}
@@ -301,20 +378,23 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     def scorer_for(spec):
         key = (spec.compliant, spec.thermal)
         if key not in scorers:
-            scorers[key] = PopulationScorer(batches, spec, size=int(popsize * W.sum()), dtype=np.float32)
+            scorers[key] = PopulationScorer(batches, spec, size=int(popsize * Wr.sum()), dtype=np.float32)
         return scorers[key]
 
-    fold_params: dict[str, list[dict]] = {}
+    fold_params: dict[str, list[dict]] = {}  # model -> R * F fold optima (replica-major)
+    all_params: dict[str, dict] = {}  # model -> all-training optimum (fold_init="all")
+    final_pop = max(popsize, int(popsize * W.sum()) // L)  # population of an all-logs search
     fits: dict[str, FitResult] = {}
     rows: dict[str, dict] = {}
-    val: dict[str, np.ndarray] = {}
+    val: dict[str, np.ndarray] = {}  # model -> (F,) fold score (FOLD_SCORES[fold_score] over replicas)
+    val_seeds: dict[str, np.ndarray] = {}  # model -> (R, F) held-out MAE of every replica
     eligible: dict[str, bool] = {}
 
     def run(m: str, i: int):
         spec = get_model(m)
         space = ParamSpace.build(spec, batches, profile)
         inner = [x for x in fold_params if contains(m, x)]
-        inits = [[fold_params[x][f] for x in inner] for f in range(F)]
+        inits = [[fold_params[x][k] for x in inner] for k in range(R * F)]
         cb = (lambda stage, d, total, _m=m: progress(_m, stage, d / total)) if progress else None
         t0 = time.perf_counter()
         # parameters already fitted in a contained model are refined (small steps), new ones explored
@@ -322,22 +402,34 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         if "load_friction" in known:
             known |= {"load_friction_motor", "load_friction_external"}
         stds = np.array([INHERITED_STEP if n in known else 1.0 for n in space.names]) if inner else None
-        res = search_folds(spec, space, scorer_for(spec), W, inits=inits, popsize=popsize,
-                           max_evals=fold_evals if inner else SCRATCH_FACTOR * fold_evals, n_starts=n_starts,
-                           sigma0=0.25, stds=stds, seed=seed + 17 * i, effort_weight=effort_weight, progress=cb)
+        evals_m = fold_evals if inner else SCRATCH_FACTOR * fold_evals
+        if fold_init == "all":  # the model on all given logs first; every fold then starts from it
+            (ra,) = search_folds(spec, space, scorer_for(spec), np.ones((1, L)),
+                                 inits=[[all_params[x] for x in inner]], popsize=final_pop, max_evals=evals_m,
+                                 sigma0=0.25, stds=stds, seed=seed + 17 * i + 5, effort_weight=effort_weight)
+            all_params[m] = {**space.base, **dict(zip(space.names, map(float, ra.theta)))}
+            res = search_folds(spec, space, scorer_for(spec), Wr, inits=[[all_params[m]]] * (R * F),
+                               popsize=popsize, max_evals=fold_evals, n_starts=n_starts, sigma0=WARM_SIGMA,
+                               seed=seed + 17 * i, effort_weight=effort_weight, progress=cb)
+        else:
+            res = search_folds(spec, space, scorer_for(spec), Wr, inits=inits, popsize=popsize, max_evals=evals_m,
+                               n_starts=n_starts, sigma0=0.25, stds=stds, seed=seed + 17 * i,
+                               effort_weight=effort_weight, progress=cb)
         wins = np.zeros(n_starts, int)  # which start found each fold's best (ties: the earliest)
         for r in res:
             if r.history:
                 wins[int(np.argmin([h["best_f"] for h in r.history]))] += 1
         start_wins[m] = {"wins_per_start": wins.tolist(), "evaluations": int(sum(r.evaluations for r in res))}
         theta = np.array([r.theta for r in res])
-        sums = scorer_for(spec)(full_vectors(space, theta))  # (F, L) per-log sums at each fold optimum
-        held = np.array([float(sums["abs_q"][f] @ V[f] / (V[f] @ scorer_for(spec).n)) for f in range(F)])
-        val[m] = np.where(np.isfinite(held), held, np.inf)
+        sums = scorer_for(spec)(full_vectors(space, theta))  # (R F, L) per-log sums at each fold optimum
+        n_logs = scorer_for(spec).n
+        held = np.array([float(sums["abs_q"][k] @ Vr[k] / (Vr[k] @ n_logs)) for k in range(R * F)])
+        held = np.where(np.isfinite(held), held, np.inf).reshape(R, F)
+        val[m] = FOLD_SCORES[fold_score](held)
+        val_seeds[m] = held
         fold_params[m] = [{**space.base, **dict(zip(space.names, map(float, t)))} for t in theta]
         best = int(np.argmin([r.objective for r in res]))
-        n_logs = scorer_for(spec).n
-        train_mae = float(np.mean([sums["abs_q"][f] @ W[f] / (W[f] @ n_logs) for f in range(F)]))
+        train_mae = float(np.mean([sums["abs_q"][k] @ Wr[k] / (Wr[k] @ n_logs) for k in range(R * F)]))
         fits[m] = FitResult(spec.name, spec, space, theta[best], train_mae,
                             int(sum(r.evaluations for r in res)), time.perf_counter() - t0, profile, dt,
                             [h for r in res for h in r.history], objective=float(np.mean([r.objective for r in res])),
@@ -347,6 +439,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         row = {"model": m, "parent": parent, "n_free": space.n, "train_mae": fits[m].train_mae,
                "validation_mae": float(np.mean(val[m])),
                "per_group": {fold.label: float(v) for fold, v in zip(folds, val[m])},
+               **({"per_group_seeds": {fold.label: [float(x) for x in val_seeds[m][:, f]]
+                                       for f, fold in enumerate(folds)}} if R > 1 else {}),
                "gain_vs_parent": None, "wins": None, "losses": None, "groups": F, "sign_p": None, "paired_t": None,
                "wall_s": fits[m].wall_s, "evaluations": fits[m].evaluations}
         if parent is None:
@@ -408,11 +502,22 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         all_w = np.ones((1, sum(b.size for b in batches)))
         scorers.clear()
     space = ParamSpace.build(spec, batches, profile)
-    (res,) = search_folds(spec, space, scorer_for(spec), all_w, inits=[fold_params[selected]],
-                          max_evals=final_evals, popsize=max(popsize, scorer_for(spec).size // all_w.shape[1]),
+    S = int(final_seeds or 1)
+    warm = [all_params[selected]] if selected in all_params else []
+    # replica s of the final search starts from the best of replica s's fold optima (all of them when
+    # there are fewer fold replicas than final ones): the S searches differ by data path and seed
+    final_inits = [warm + (fold_params[selected][(s % R) * F:(s % R + 1) * F] if R > 1 else fold_params[selected])
+                   for s in range(S)]
+    finals = search_folds(spec, space, scorer_for(spec), np.tile(all_w, (S, 1)), inits=final_inits,
+                          max_evals=final_evals, popsize=max(popsize, int(popsize * W.sum()) // all_w.shape[1]),
                           n_starts=int(final_starts or max(FINAL_STARTS, n_starts)), sigma0=0.1, seed=seed + 100,
                           effort_weight=effort_weight,
                           progress=(lambda s_, d, t: progress(selected + " (all data)", s_, d / t)) if progress else None)
+    pick = FINAL_PICKS[final_pick or FINAL_PICK](space, finals)
+    res = finals[pick]
+    if S > 1:
+        start_wins["final seeds"] = {"objective": [float(r.objective) for r in finals], "picked": int(pick),
+                                     "rule": final_pick or FINAL_PICK}
     if res.history:
         fw = np.zeros(len(res.history), int)
         fw[int(np.argmin([h["best_f"] for h in res.history]))] = 1
@@ -425,7 +530,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     timing = {"selection_s": t_sel, "final_fit_s": final.wall_s, "selection_cpu_s": cpu_sel,
               "final_fit_cpu_s": _cpu() - cpu_begin - cpu_sel, "models": len(rows), "folds": F,
               "evaluations": int(sum(f.evaluations for f in fits.values())) + final.evaluations,
-              "fold_starts": n_starts, "fold_evals": fold_evals}
+              "fold_starts": n_starts, "fold_evals": fold_evals, "fold_seeds": R, "fold_score": fold_score,
+              "fold_init": fold_init}
     table = list(rows.values())
     for row in table:
         row["selected"] = row["model"] == selected
@@ -435,7 +541,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     if scheme == "logo":
         key0 = folds[0].key
         idx = [f for f, fold in enumerate(folds) if fold.key == key0]
-        est = np.array([[fold_params[selected][f][n] for n in final.space.names] for f in idx])
+        est = np.array([[fold_params[selected][f][n] for n in final.space.names] for f in idx])  # replica 0
         unc = group_jackknife(est, final.space.names, final.params,
                               method=f"delete-a-group jackknife over the {len(idx)} leave-one-group-out refits "
                                      f"(groups: {key0})")
