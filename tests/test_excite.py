@@ -77,7 +77,18 @@ def test_designed_set_predicts_held_out_motion_better_than_naive_sets(segs, repo
     assert not (set(report["selected"]) | set(NAIVE)) & {h.name for h in held}
     r = compare_to_naive(designed, {n: [by[n]] * 3 for n in NAIVE}, held, "m1", TRUTH)
     d = r["designed"]
-    assert d["mean_param_rel_error"] < 0.10, d  # every parameter within a few % (viscous: ~20 %)
+    # Without current telemetry the PWM law only sees kt/R (torque per duty) and kt^2/R + viscous
+    # (back-EMF plus viscous damping): kt, R and friction_viscous alone slide along that valley, and
+    # where the optimizer stops in it depends on the host's floating-point path (measured 10-70 %
+    # apart on two CPUs with the same seed). The identifiable combinations must be recovered.
+    p = d["params"]
+    combos = {"kt/R": (p["kt"] / p["R"], TRUTH["kt"] / TRUTH["R"]),
+              "damping": (p["kt"] ** 2 / p["R"] + p["friction_viscous"],
+                          TRUTH["kt"] ** 2 / TRUTH["R"] + TRUTH["friction_viscous"]),
+              "armature": (p["armature"], TRUTH["armature"]),
+              "friction_base": (p["friction_base"], TRUTH["friction_base"])}
+    for k, (fit, true) in combos.items():
+        assert abs(fit / true - 1.0) < 0.05, (k, fit, true, d)
     for n in NAIVE:
         assert r[n]["duration_s"] == d["duration_s"]
         assert d["heldout_mae"] < r[n]["heldout_mae"], (n, d["heldout_mae"], r[n]["heldout_mae"])
