@@ -89,3 +89,100 @@ def test_payload_updates_reach_the_native_model_and_builtin_refuses_them():
     assert core._model.body_mass[b] == pytest.approx(0.4) and robot.model().body_mass[b] == 0.0
     with pytest.raises(ModelError, match="model_updates"):
         NativeBatch(robot, "builtin", num_envs=1, model_updates=upd)
+
+
+# -- the learned force head in the loop ----------------------------------------------------------
+def _tiny_learned_model(seed=0):
+    """An untrained tiny learned whole-robot model with the head-training layout (arm joints, state +
+    telemetry features): enough to check that it runs causally in the loop, not to estimate."""
+    import jax
+
+    from actuatorlab.learned.arm import DEFAULT_FEATURES, make_learned_arm
+    from actuatorlab.learned.features import Normalizer
+
+    robot = load_robot(fb.ROBOT)
+    ch = robot.joint_names[:4]
+    n = len(ch) * len(DEFAULT_FEATURES)
+    return make_learned_arm(robot, "mlp", channels=ch, per_channel=DEFAULT_FEATURES,
+                            normalizer=Normalizer(np.zeros(n), np.full(n, 10.0)), effort_scale=1.0,
+                            key=jax.random.PRNGKey(seed), width=16, depth=1, d=8, head_width=8)
+
+
+def test_learned_estimator_in_the_loop_is_causal(setup):
+    """The learned head x gate runs through make_estimator("learned") one frame per command tick:
+    changing the actions from step k0 on never changes an estimate, an observation or an action
+    of the steps up to k0; the force-reading policy's later actions do change."""
+    dyn, _, _, K = setup
+    cfg = replace(CFG, estimator="learned", episode_steps=40, hold_steps=10)
+    _, cal, make = fb.calibrate_estimator(cfg, model=_tiny_learned_model())
+    assert cal is None
+    k0, step, acts = 20, {"t": 0}, []
+
+    def policy(bump):
+        def act(o, f, g):
+            step["t"] += 1
+            d = np.stack([fb.expert_delta(dyn, K, gi, 0.2) for gi in g]) + 0.01 * np.tanh(f[:, :1])
+            d = d + (0.1 if bump and step["t"] > k0 else 0.0)
+            acts[-1].append(d)
+            return d
+        return act
+
+    runs = []
+    for bump in (False, True):
+        step["t"], _ = 0, acts.append([])
+        runs.append(fb.run_episodes(policy(bump), 0.2, 2, 3, cfg, make, dyn))
+    a, b = runs
+    assert np.all(np.isfinite(a["f_hat"])) and np.abs(a["f_hat"][:, 1:]).max() > 0  # the head answers
+    np.testing.assert_array_equal(a["f_hat"][:, :k0 + 1], b["f_hat"][:, :k0 + 1])
+    np.testing.assert_array_equal(a["task_obs"][:, :k0 + 1], b["task_obs"][:, :k0 + 1])
+    np.testing.assert_array_equal(np.stack(acts[0][:k0]), np.stack(acts[1][:k0]))
+    assert not np.allclose(a["f_hat"][:, k0 + 1:], b["f_hat"][:, k0 + 1:])
+
+
+def test_bc_run_with_the_learned_estimator_completes():
+    cfg = replace(CFG, estimator="learned", episode_steps=20, hold_steps=5, steps=10, batch=32)
+    r = fb.run_experiment(cfg, demos_per_mass=1, trials_per_mass=1, seeds=(0,), model=_tiny_learned_model(1),
+                          model_info={"test": True}, log=lambda s: None)
+    assert r["estimator"] == "learned" and r["calibration"] is None and r["learned_model"] == {"test": True}
+    for k in ("bc_force", "bc_no_force"):
+        assert r[k]["heldout"]["trials"] == len(fb.HELDOUT_MASSES) and 0 <= r[k]["heldout"]["success"] <= 1
+    assert set(r["expert_heldout_force_z_bias_n"]) == {str(m) for m in fb.HELDOUT_MASSES}
+    with pytest.raises(Exception, match="learned model"):
+        fb.calibrate_estimator(cfg)
+
+
+def test_a_push_on_the_payload_point_loads_the_joints_like_the_payload_weight(setup):
+    """body_force: a push of -m g0 e_z on the end-effector body's centre of mass puts the same
+    external joint torque on the arm as a payload of m at rest (the actuator's friction sees it),
+    sags the servos, and the momentum observer reads it; the runs' force label is the same."""
+    dyn, _, make, _ = setup
+    m = 0.3
+    f = np.array([0.0, 0.0, -m * fb.G0])
+    taus = []
+    for mass, push in ((m, None), (0.0, f)):
+        env = fb.make_env(mass, 2, CFG)
+        env.reset(seed=5)
+        core = env.core
+        core.body_force = None if push is None else (load_robot(fb.ROBOT).model().body("end_effector_link").id,
+                                                     np.tile(push, (2, 1)))
+        target = np.asarray(core.home, float)[core.qadr][None].repeat(2, 0)
+        env.step(target)
+        taus.append(core.last_outputs.tau_ext[:, 0, :4])
+    np.testing.assert_allclose(taus[1], taus[0], rtol=1e-9, atol=1e-9)  # same state at rest: same load
+    # held: the push ramped in after settling holds the arm near where the payload does (the servos'
+    # friction band leaves a few mrad), well away from free motion, and the momentum observer reads it
+    T = 300
+    ramp = lambda t: np.tile(f * np.clip((t - 100) / 100, 0.0, 1.0), (2, 1))  # noqa: E731
+    push = fb.record_runs(0.0, 2, T, 11, CFG, push=ramp, hold=T)
+    pay = fb.record_runs(m, 2, T, 11, CFG, hold=T)
+    free = fb.record_runs(0.0, 2, T, 11, CFG, hold=T)
+    np.testing.assert_allclose(push["force"][:, -1], pay["force"][:, -1])
+    q_push, q_pay, q_free = (r["frames"].q[:, -1, :4] for r in (push, pay, free))
+    assert np.abs(q_pay - q_free).max() > 0.05 and np.abs(q_push - q_pay).max() < 0.02
+    est = make()
+    est.reset()
+    fz = [est.step(fb.ForceFrame(*(a[0, k] for a in push["frames"]))).force[2] for k in range(T)]
+    assert -1.3 * m * fb.G0 < np.mean(fz[-50:]) < -0.7 * m * fb.G0
+    logs = fb.runs_to_logs(push, 0.0, "push", True)
+    assert not logs[0]["contact"][:100].any() and logs[0]["contact"][-100:].all()  # contact once pushed
+    assert logs[0]["force_z"][-1] == pytest.approx(-m * fb.G0)
