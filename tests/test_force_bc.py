@@ -91,6 +91,89 @@ def test_payload_updates_reach_the_native_model_and_builtin_refuses_them():
         NativeBatch(robot, "builtin", num_envs=1, model_updates=upd)
 
 
+
+def _static_bias(model, q):
+    """qfrc_bias (nv,) [N.m] at rest at arm posture q (the torque gravity demands)."""
+    import mujoco
+
+    d = mujoco.MjData(model)
+    d.qpos[:4] = q
+    mujoco.mj_forward(model, d)
+    return d.qfrc_bias.copy()
+
+
+def test_the_payload_adds_its_weight_at_the_end_effector_point_and_nothing_at_zero():
+    """The payload's static joint torque is m g0 J_z(q)^T with J the translational Jacobian of the
+    end-effector point (body origin, the expert's and the estimators' point), to 1e-9; at payload 0
+    the arm's mass, inertia and static torque are unchanged."""
+    import copy
+
+    from actuatorlab.estimate.dynamics import ArmDynamics
+
+    def native_model(upd=None):  # the robot's model with the updates written in (as native_model does)
+        m = copy.copy(m0)
+        for k, v in (upd or {}).items():
+            getattr(m, k)[...] = v
+        return m
+
+    robot = load_robot(fb.ROBOT)
+    m0 = robot.model()
+    b = m0.body("end_effector_link").id
+    dyn = ArmDynamics(robot)
+    rng = np.random.default_rng(3)
+    zero = fb.payload_updates(robot, 0.0)
+    np.testing.assert_array_equal(zero["body_mass"], m0.body_mass)
+    np.testing.assert_array_equal(zero["body_inertia"], m0.body_inertia)
+    base, empty = native_model(), native_model(zero)
+    for mass in (0.1, 0.5):
+        loaded = native_model(fb.payload_updates(robot, mass))
+        assert loaded.body_mass.sum() == pytest.approx(m0.body_mass.sum() + mass, abs=1e-12)
+        for _ in range(4):
+            q = np.array(fb.GOAL_CENTER) + np.array(fb.GOAL_SPAN) * rng.uniform(-1.5, 1.5, 4)
+            tau = (_static_bias(loaded, q) - _static_bias(base, q))[:4]
+            np.testing.assert_allclose(tau, mass * fb.G0 * dyn.jacobian(q)[2], rtol=0, atol=1e-9)
+            np.testing.assert_allclose(_static_bias(empty, q), _static_bias(base, q), rtol=0, atol=1e-12)
+    assert loaded.body_ipos[b] == pytest.approx(np.zeros(3))
+
+
+def test_combine_inertial_equals_a_welded_child_body():
+    """combine_inertial (parallel-axis theorem, rotated principal frame) on link5, which has its own
+    mass, an off-centre centre of mass and a rotated principal frame: the same mass matrix and bias
+    forces as a sphere welded to link5 as a child body at the end-effector point (the synth suite's
+    attachment), at random states."""
+    import mujoco
+
+    from actuatorlab.estimate.dynamics import _full_m
+
+    robot = load_robot(fb.ROBOT)
+    spec = mujoco.MjSpec.from_file(robot.mjcf_path)
+    m, r, pos = 0.4, fb.PAYLOAD_RADIUS, (0.126, 0.0, 0.0)
+    child = spec.body("link5").add_body(name="payload", pos=list(pos), mass=m, inertia=[0.4 * m * r * r] * 3, ipos=[0, 0, 0])
+    child.explicitinertial = True
+    welded = spec.compile()
+    one = mujoco.MjSpec.from_file(robot.mjcf_path).compile()
+    i = one.body("link5").id
+    assert one.body_mass[i] > 0 and np.linalg.norm(one.body_ipos[i]) > 0.01 and abs(one.body_iquat[i][0]) < 0.99
+    M, c, qt, w = fb.combine_inertial(one.body_mass[i], one.body_ipos[i], one.body_iquat[i], one.body_inertia[i],
+                                      m, np.array(pos), 0.4 * m * r * r * np.eye(3))
+    one.body_mass[i], one.body_ipos[i], one.body_iquat[i], one.body_inertia[i] = M, c, qt, w
+    assert M == pytest.approx(welded.body_mass[i] + m)
+    rng = np.random.default_rng(0)
+    for _ in range(3):
+        out = []
+        for model in (welded, one):
+            d = mujoco.MjData(model)
+            d.qpos[:] = rng.uniform(-1, 1, model.nq) if not out else out[0][2]
+            d.qvel[:] = rng.uniform(-2, 2, model.nv) if not out else out[0][3]
+            mujoco.mj_forward(model, d)
+            H = np.zeros((model.nv, model.nv))
+            _full_m(model, d, H)
+            out.append((H, d.qfrc_bias.copy(), d.qpos.copy(), d.qvel.copy()))
+        np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-9, atol=1e-12)
+    zero = fb.combine_inertial(1.0, [0.1, 0, 0], [1, 0, 0, 0], [1e-3, 2e-3, 3e-3], 0.0, np.zeros(3), np.zeros((3, 3)))
+    np.testing.assert_array_equal(zero[1], [0.1, 0, 0]) and np.testing.assert_array_equal(zero[3], [1e-3, 2e-3, 3e-3])
+
 # -- the learned force head in the loop ----------------------------------------------------------
 def _tiny_learned_model(seed=0):
     """An untrained tiny learned whole-robot model with the head-training layout (arm joints, state +

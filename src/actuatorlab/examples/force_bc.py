@@ -4,7 +4,7 @@ help a small policy hold a payload of unknown mass? (docs/force.md, "Force-aware
 Task (native Gymnasium environment :class:`~actuatorlab.envs.gym_env.ActuatorVectorEnv`, the
 robot config's m3 actuator with the Dynamixel PWM position law on every joint, 100 Hz commands):
 the arm holds a payload of mass m on the end-effector body (a 3 cm solid sphere on the body
-``end_effector_link``, centred 12.6 cm beyond its origin: :func:`payload_updates`) and starts
+``end_effector_link``, centred on its origin, the end-effector point: :func:`payload_updates`) and starts
 in a low pose (:data:`START` plus U(-0.05, 0.05) rad per joint); it must bring the end effector to
 the position of a goal posture drawn per episode (:data:`GOAL_CENTER` +- :data:`GOAL_SPAN`) and
 hold it. Success: the end-effector point within ``tol`` (1 cm) of the goal's end-effector point at
@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import jax
+import mujoco
 import numpy as np
 
 from ..estimate.dynamics import ArmDynamics
@@ -47,7 +48,7 @@ from ..models.control import DYNAMIXEL_ERROR_GAIN
 from ..robots import load_robot
 
 __all__ = ["ROBOT", "START", "GOAL_CENTER", "GOAL_SPAN", "TRAIN_MASSES", "HELDOUT_MASSES", "BCConfig", "LiftTask",
-           "payload_updates", "servo_stiffness", "expert_delta", "policy_obs", "make_env", "calibrate_estimator",
+           "combine_inertial", "payload_updates", "servo_stiffness", "expert_delta", "policy_obs", "make_env", "calibrate_estimator",
            "run_episodes", "fit_expert_gain", "train_policy", "wilson", "G0", "record_runs", "push_schedule",
            "runs_to_logs", "head_training_logs", "train_bc_heads", "BC_HEAD_SIZES", "PUSH_RANGE"]
 
@@ -112,18 +113,64 @@ class LiftTask:
 
 
 # -- payload, expert ----------------------------------------------------------------------------
+def combine_inertial(mass0: float, ipos0, iquat0, inertia0, mass1: float, pos1, inertia1) -> tuple:
+    """The rigid union of a body's inertial (``mass0`` [kg], centre of mass ``ipos0`` (3,) [m] and
+    principal frame ``iquat0`` (4,) in the body frame, principal moments ``inertia0`` (3,) [kg m^2])
+    and a second mass ``mass1`` at ``pos1`` (3,) [m] (body frame) with the inertia tensor
+    ``inertia1`` (3, 3) [kg m^2] about its own centre of mass, in the body frame.
+
+    Masses add, the centre of mass is their mass-weighted mean, and each part's inertia tensor is
+    moved to the common centre of mass by the parallel-axis (Huygens-Steiner) theorem,
+    I_c = I_k + m_k (|d_k|^2 E - d_k d_k^T), d_k = c_k - c; the sum is diagonalised into MuJoCo's
+    principal moments and frame (eigenvectors, a right-handed rotation). Returns (mass, ipos (3,),
+    iquat (4,), inertia (3,)). ``mass1`` 0 returns the body's own inertial unchanged."""
+    if mass1 == 0.0:
+        return float(mass0), np.asarray(ipos0, float).copy(), np.asarray(iquat0, float).copy(), np.asarray(inertia0, float).copy()
+    if mass1 < 0.0:
+        raise ValueError(f"combine_inertial: the added mass must be >= 0, got {mass1} kg")
+    c0, c1 = np.asarray(ipos0, float), np.asarray(pos1, float)
+    R0 = np.zeros(9)
+    mujoco.mju_quat2Mat(R0, np.asarray(iquat0, float))
+    R0 = R0.reshape(3, 3)
+    parts = ((float(mass0), c0, R0 @ np.diag(np.asarray(inertia0, float)) @ R0.T), (float(mass1), c1, np.asarray(inertia1, float)))
+    M = parts[0][0] + parts[1][0]
+    c = (parts[0][0] * c0 + parts[1][0] * c1) / M
+    I = np.zeros((3, 3))
+    for m_k, c_k, I_k in parts:
+        d = c_k - c
+        I += I_k + m_k * (d @ d * np.eye(3) - np.outer(d, d))
+    w, V = np.linalg.eigh(0.5 * (I + I.T))
+    if np.linalg.det(V) < 0:
+        V[:, 2] = -V[:, 2]
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, V.flatten())  # x_body = V x_principal
+    return M, c, quat, w
+
+
 def payload_updates(robot, mass: float) -> dict:
-    """``model_updates`` (MjModel field -> full array) that attach a solid sphere of ``mass`` [kg]
-    (radius 3 cm, inertia 2/5 m r^2) to the body ``end_effector_link``. Its centre of mass is
-    that body's MJCF ``ipos``, (0.126, 0, 0) in the body frame: 12.6 cm beyond the end-effector
-    point (the body origin) where the virtual hardware welds its payload. Kept as measured
-    (docs/force.md, Limits of the BC example); ``body_ipos`` is not changed."""
+    """``model_updates`` (MjModel field -> full array) that ADD a solid sphere of ``mass`` [kg]
+    (radius 3 cm, inertia 2/5 m r^2) with its centre at the end-effector point: the origin of the
+    body ``end_effector_link`` (the point of the success check, the expert's and the estimators'
+    Jacobian), where the synth suite welds its payload (link5 + (0.126, 0, 0)). The sphere is
+    combined with the body's own inertial (:func:`combine_inertial`: masses add, parallel-axis
+    theorem), so ``body_mass``, ``body_ipos``, ``body_iquat`` and ``body_inertia`` of that body
+    change; ``mass`` 0 leaves the body's mass and inertia unchanged. In this MJCF the body is
+    massless with ``ipos`` (0.126, 0, 0); a massless body's ``ipos`` is set to the origin at every
+    mass (no dynamic effect), so a push on the body's centre of mass (``NativeBatch.body_force``,
+    MuJoCo ``xfrc_applied``) acts at the end-effector point too, payload or not. (Before 2026-12-01
+    the mass was written over the body's and its centre of mass left at ``ipos``, 12.6 cm beyond
+    the point.)"""
+    if not mass >= 0.0:
+        raise ValueError(f"payload_updates: the payload mass must be >= 0 kg, got {mass}")
     m = robot.model()
     b = m.body("end_effector_link").id
-    mass_arr, inertia = m.body_mass.copy(), m.body_inertia.copy()
-    mass_arr[b] = float(mass)
-    inertia[b] = 0.4 * float(mass) * PAYLOAD_RADIUS ** 2
-    return {"body_mass": mass_arr, "body_inertia": inertia}
+    upd = {k: getattr(m, k).copy() for k in ("body_mass", "body_ipos", "body_iquat", "body_inertia")}
+    I1 = 0.4 * float(mass) * PAYLOAD_RADIUS ** 2 * np.eye(3)
+    M, c, q, w = combine_inertial(m.body_mass[b], m.body_ipos[b], m.body_iquat[b], m.body_inertia[b], float(mass), np.zeros(3), I1)
+    upd["body_mass"][b], upd["body_ipos"][b], upd["body_iquat"][b], upd["body_inertia"][b] = M, c, q, w
+    if m.body_mass[b] == 0.0:
+        upd["body_ipos"][b] = 0.0  # massless body: its "centre of mass", where a push acts, is the point
+    return upd
 
 
 def servo_stiffness(robot) -> np.ndarray:
