@@ -39,6 +39,7 @@ def main(argv=None) -> int:
     ap.add_argument("--trials", type=int, default=24, help="evaluation episodes per payload and seed")
     ap.add_argument("--seeds", default="0,1,2", help="policy training seeds")
     ap.add_argument("--steps", type=int, default=3000, help="Adam steps per policy")
+    ap.add_argument("--gains", default="0.8,0.9,1.0,1.1,1.2,1.3", help="grid of the expert's gain c (chosen on the training payloads)")
     ap.add_argument("--out", type=Path, default=Path("bench/out/force_bc"))
     a = ap.parse_args(argv)
 
@@ -66,8 +67,9 @@ def main(argv=None) -> int:
                 "train_logs": len(d.get("data", {}).get("train", [])), "val_logs": len(d.get("data", {}).get("val", [])),
                 "best_val_force_mae": tr.get("best_val_force_mae"), "steps": tr.get("steps"),
                 "best_step": tr.get("best_step"), "wall_s": tr.get("wall_s")}
+    gains = tuple(float(g) for g in a.gains.split(","))
     r = run_experiment(cfg, demos_per_mass=a.demos, trials_per_mass=a.trials, seeds=seeds, log=log, model=model,
-                       model_info=info)
+                       model_info=info, gains=gains)
     rows = [("expert (knows m)", "expert"), ("no compensation", "no_compensation"),
             ("BC with f_hat", "bc_force"), ("BC without f_hat", "bc_no_force")]
     print(f"{'policy':<20} {'held-out success [95% CI]':<32} {'hold err mm':>11}   {'train-payload success':<22}")

@@ -49,7 +49,7 @@ from ..robots import load_robot
 
 __all__ = ["ROBOT", "START", "GOAL_CENTER", "GOAL_SPAN", "TRAIN_MASSES", "HELDOUT_MASSES", "BCConfig", "LiftTask",
            "combine_inertial", "payload_updates", "servo_stiffness", "expert_delta", "policy_obs", "make_env", "calibrate_estimator",
-           "run_episodes", "fit_expert_gain", "train_policy", "wilson", "G0", "record_runs", "push_schedule",
+           "run_episodes", "EXPERT_GAINS", "fit_expert_gain", "train_policy", "wilson", "G0", "record_runs", "push_schedule",
            "runs_to_logs", "head_training_logs", "train_bc_heads", "BC_HEAD_SIZES", "PUSH_RANGE"]
 
 ROBOT = "open_manipulator_x"
@@ -245,8 +245,8 @@ def record_runs(mass: float, n_envs: int, steps: int, seed: int, cfg: BCConfig, 
                 hold: int = 60) -> dict:
     """Runs of the same environment with payload ``mass`` [kg], random goal postures
     (:data:`GOAL_CENTER` +- 1.5 :data:`GOAL_SPAN`) held ``hold`` steps each, and an optional push:
-    ``push(t) -> (n_envs, 3)`` [N, world frame] on the payload point (the end-effector body's
-    centre of mass, where the payload's weight acts) during step t. Returns frames (ForceFrame of
+    ``push(t) -> (n_envs, 3)`` [N, world frame] on the end-effector point during step t (the
+    end-effector body's centre of mass, which :func:`payload_updates` puts there, as the payload's). Returns frames (ForceFrame of
     (B, T, n) arrays) and force (B, T, 3) [N], the environment-on-robot force at that point
     (payload weight ``-mass g0 e_z`` plus the push), the synth suite's label convention."""
     robot = load_robot(ROBOT)
@@ -435,7 +435,10 @@ def expert_policy(dyn, stiffness, mass: float, gain: float):
     return lambda obs, f, goal: np.stack([expert_delta(dyn, stiffness, g, mass, gain) for g in goal])
 
 
-def fit_expert_gain(dyn, stiffness, cfg: BCConfig, make_est, gains=(0.8, 0.9, 1.0, 1.1, 1.2, 1.3), num_envs: int = 8,
+EXPERT_GAINS = (0.8, 0.9, 1.0, 1.1, 1.2, 1.3)  # the default grid of the expert's gain c
+
+
+def fit_expert_gain(dyn, stiffness, cfg: BCConfig, make_est, gains=EXPERT_GAINS, num_envs: int = 8,
                     seed: int = 200) -> tuple[float, dict]:
     """The expert's scalar gain c with the lowest mean hold error over the TRAINING payloads."""
     scores = {}
@@ -521,14 +524,15 @@ def _summary(r_list: list[dict]) -> dict:
 
 def run_experiment(cfg: BCConfig = BCConfig(), *, demos_per_mass: int = 32, trials_per_mass: int = 24,
                    seeds: tuple[int, ...] = (0,), eval_seed: int = 5000, log: Callable[[str], None] = print,
-                   model: Any = None, model_info: dict | None = None) -> dict:
+                   model: Any = None, model_info: dict | None = None, gains: tuple[float, ...] = EXPERT_GAINS) -> dict:
     """The whole example: calibrate the estimator on free motion, choose the expert's gain on the
     training payloads, collect demonstrations, train the two policies per seed and evaluate
     everything on the held-out payloads (``trials_per_mass`` episodes per held-out mass, start
     perturbations and goals from ``eval_seed`` (+ 10 per training seed: fresh episodes per seed,
     the same episodes for both policies), never used in training; the demonstrations use seeds
     1 + 1000 i, the expert's gain 200 + i). ``model``: the learned model for ``cfg.estimator ==
-    "learned"`` (``model_info``: what it was trained on, copied into the result). The estimator
+    "learned"`` (``model_info``: what it was trained on, copied into the result); ``gains``: the
+    grid of the expert's gain c (:func:`fit_expert_gain`, training payloads only). The estimator
     runs only where its estimate is read (demonstrations, the force-aware policy, and the expert's
     held-out episodes for the estimate's own error); the other rollouts do not depend on it.
     Returns the JSON dict."""
@@ -538,7 +542,9 @@ def run_experiment(cfg: BCConfig = BCConfig(), *, demos_per_mass: int = 32, tria
     robot = load_robot(ROBOT)
     K = servo_stiffness(robot)
     dyn, cal, make_est = calibrate_estimator(cfg, model=model)
-    gain, gain_scores = fit_expert_gain(dyn, K, cfg, None)
+    gain, gain_scores = fit_expert_gain(dyn, K, cfg, None, gains=tuple(gains))
+    if gain in (min(gains), max(gains)) and len(gains) > 1:
+        log(f"note: the expert's gain c = {gain} is at the edge of its grid {tuple(gains)} (--gains)")
     log(f"estimator {cfg.estimator} ready; expert gain c = {gain} (train-payload hold error "
         f"{ {k: round(1000 * v, 1) for k, v in gain_scores.items()} } mm)")
     O, F, Y, demo_ok = collect_demos(dyn, K, gain, cfg, make_est, demos_per_mass, seed=1)
