@@ -22,14 +22,17 @@ def setup():
 def test_expert_succeeds_where_the_uncompensated_servo_sags(setup):
     dyn, _, make, K = setup
     m = 0.3
-    ex = fb.run_episodes(fb.expert_policy(dyn, K, m, 1.0), m, 3, 7, CFG, make, dyn)
+    # c = 0.8: the gain the training payloads choose on the default grid (c = 1 over-compensates:
+    # the servo friction carries part of the load at rest; docs/force.md)
+    ex = fb.run_episodes(fb.expert_policy(dyn, K, m, 0.8), m, 3, 7, CFG, make, dyn)
     nc = fb.run_episodes(lambda o, f, g: np.zeros((len(g), 4)), m, 3, 7, CFG, make, dyn)
     assert ex["success"].all() and (ex["final_err"] < 0.006).all()
     # 0.3 kg on a 13 N.m/rad P servo: several cm of sag, far outside the 1 cm tolerance
     assert not nc["success"].any() and (nc["final_err"] > 0.03).all()
-    # the estimator reads the payload's weight while holding (m g = 2.94 N down), within 30 %
+    # the estimator reads the payload's weight while holding (m g = 2.94 N down), light: the friction
+    # held at rest is invisible to it (about 0.45 m g here)
     fz = ex["f_hat"][:, -CFG.hold_steps:, 2].mean()
-    assert -1.3 * m * fb.G0 < fz < -0.7 * m * fb.G0
+    assert -1.0 * m * fb.G0 < fz < -0.3 * m * fb.G0
 
 
 def test_estimate_in_the_loop_is_causal(setup):
@@ -265,7 +268,7 @@ def test_a_push_on_the_payload_point_loads_the_joints_like_the_payload_weight(se
     est = make()
     est.reset()
     fz = [est.step(fb.ForceFrame(*(a[0, k] for a in push["frames"]))).force[2] for k in range(T)]
-    assert -1.3 * m * fb.G0 < np.mean(fz[-50:]) < -0.7 * m * fb.G0
+    assert -1.0 * m * fb.G0 < np.mean(fz[-50:]) < -0.3 * m * fb.G0  # light, as for the payload (friction at rest)
     logs = fb.runs_to_logs(push, 0.0, "push", True)
     assert not logs[0]["contact"][:100].any() and logs[0]["contact"][-100:].all()  # contact once pushed
     assert logs[0]["force_z"][-1] == pytest.approx(-m * fb.G0)
