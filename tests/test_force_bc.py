@@ -175,7 +175,8 @@ def test_combine_inertial_equals_a_welded_child_body():
         np.testing.assert_allclose(out[1][0], out[0][0], rtol=1e-9, atol=1e-12)
         np.testing.assert_allclose(out[1][1], out[0][1], rtol=1e-9, atol=1e-12)
     zero = fb.combine_inertial(1.0, [0.1, 0, 0], [1, 0, 0, 0], [1e-3, 2e-3, 3e-3], 0.0, np.zeros(3), np.zeros((3, 3)))
-    np.testing.assert_array_equal(zero[1], [0.1, 0, 0]) and np.testing.assert_array_equal(zero[3], [1e-3, 2e-3, 3e-3])
+    np.testing.assert_array_equal(zero[1], [0.1, 0, 0])
+    np.testing.assert_array_equal(zero[3], [1e-3, 2e-3, 3e-3])
 
 # -- the learned force head in the loop ----------------------------------------------------------
 def _tiny_learned_model(seed=0):
