@@ -265,3 +265,31 @@ def test_cli_estimate_force_json(smoke, tmp_path, capsys):
     assert main(["estimate-force", "-", str(smoke / "train"), "--robot", robot.name,
                  "--calibrate", str(smoke / "train")]) == 2
     assert "overlap" in capsys.readouterr().err
+
+
+def test_heads_loss_contact_weight_and_in_contact_mae():
+    """J's force term is linear in the contact weight w_c: (1 + w_c contact) huber; the in-contact
+    MAE averages |f_hat - f| over labelled frames in contact only."""
+    from actuatorlab.learned.arm import DEFAULT_FEATURES, make_learned_arm
+    from actuatorlab.learned.features import Normalizer
+    from actuatorlab.learned.heads import HeadData, heads_loss
+
+    robot = load_robot("open_manipulator_x")
+    ch = robot.joint_names[:4]
+    nf = len(ch) * len(DEFAULT_FEATURES)
+    m = make_learned_arm(robot, "mlp", channels=ch, per_channel=DEFAULT_FEATURES, normalizer=Normalizer(
+        np.zeros(nf), np.ones(nf)), effort_scale=1.0, key=jax.random.PRNGKey(0), width=8, depth=1, d=4, head_width=4)
+    rng = np.random.default_rng(0)
+    N = 6
+    d = HeadData(rng.normal(size=(N, m.layout.history + 1, nf)).astype(np.float32),
+                 rng.normal(size=(N, 3)).astype(np.float32) * 3, np.array([1, 1, 1, 1, 1, 0], np.float32),
+                 np.array([1, 0, 1, 0, 0, 1], np.float32), np.ones((N, 4), np.float32))
+    F = {w: float(heads_loss(m, d, contact_weight=w)[1]["force"]) for w in (0.0, 4.0, 9.0)}
+    assert F[9.0] > F[4.0] > F[0.0] > 0
+    assert (F[9.0] - F[4.0]) / 5 == pytest.approx((F[4.0] - F[0.0]) / 4, rel=1e-5)
+    assert float(heads_loss(m, d)[0]) == pytest.approx(float(heads_loss(m, d, contact_weight=4.0)[0]))
+    heads = jax.vmap(lambda x: m.net(m.normalizer.apply(x)))(d.x)
+    f_hat = np.asarray(jax.nn.sigmoid(heads.gate_logit))[:, None] * np.asarray(heads.force_raw)
+    sel = (d.force_w * d.contact) > 0  # frames 0 and 2 (frame 5 is in contact but unlabelled)
+    want = np.abs(f_hat[sel] - d.force[sel]).mean()
+    assert float(heads_loss(m, d)[1]["force_mae_contact"]) == pytest.approx(want, rel=1e-5)

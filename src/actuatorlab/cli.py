@@ -605,6 +605,8 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm (without --init)"),
                     sizes: Optional[str] = typer.Option(None, "--sizes", help='network sizes as JSON, e.g. \'{"d": 64}\''),
                     steps: Optional[int] = typer.Option(None, "--steps"), seed: int = typer.Option(0, "--seed"),
+                    contact_weight: float = typer.Option(4.0, "--contact-weight", help="extra force-loss weight "
+                                                         "on contact frames: (1 + w) huber (4 = arm_loss's)"),
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
@@ -618,7 +620,8 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
         raise ActuatorlabError(f"--sizes must be a JSON object, got {sizes!r}") from None
     tr, va = split_arm_data(data)
     m = load_arm_model(init, robot)[1] if init is not None else None
-    d = train_heads(robot, tr, va, out=out, init=m, arch=arch, sizes=sz, steps=steps, seed=seed, resume=resume)
+    d = train_heads(robot, tr, va, out=out, init=m, arch=arch, sizes=sz, steps=steps, seed=seed, resume=resume,
+                    budget={"contact_weight": contact_weight})
     t = d["training"]
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")

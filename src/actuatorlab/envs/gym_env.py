@@ -50,7 +50,9 @@ class NativeBatch(_Static):
     After every step ``last_outputs`` holds that step's :class:`~actuatorlab.sim.arm.ArmOutputs`
     (B, D, ...) per command tick (q, dq, current, ...; None for ``"builtin"``) and ``last_params``
     the actuator parameters its physics ran with ({name: (B, n_sets)}, the episode's ``params``
-    drifted to the step's episode time when the randomization has drift)."""
+    drifted to the step's episode time when the randomization has drift). ``body_force`` (body id,
+    (B, 3) [N] world frame) or None: an external force on a body's centre of mass during the next
+    steps (a push; the caller sets and clears it; native actuator only)."""
 
     def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, num_envs: int = 1,
                  contract: TimingContract | None = None, task: Any = None, randomization: Any = None,
@@ -76,6 +78,7 @@ class NativeBatch(_Static):
         self.arm: ArmState | None = None
         self.last_outputs = None
         self.last_params = None
+        self.body_force: tuple[int, np.ndarray] | None = None
         self._drift = None
         if randomization is not None and getattr(randomization, "has_drift", False):
             # one compiled call for the batch: (keys (B, 2), params {name: (B, ...)}, t (B,)) -> params
@@ -158,6 +161,8 @@ class NativeBatch(_Static):
     # -------------------------------------------------------------------------------------------
     def _physics(self, sent):
         D, B, n = sent.shape[1], self.B, self.model_robot.n_joints
+        if self.body_force is not None and (self.actuator.kind == "builtin" or self.actuator.learned is not None):
+            raise ModelError("body_force (an external push) is applied by the native analytic actuator's rollout only")
         if self.actuator.kind == "builtin":
             return self._physics_builtin(sent)
         from ..sim.arm_native import rollout_native
@@ -193,7 +198,8 @@ class NativeBatch(_Static):
                 self.net_hist = np.concatenate([self.net_hist, frames], axis=1)[:, D:]
         else:
             final, out = rollout_native(self.model_robot, params, ArmInputs(sent, en, vs), self.arm, self.cfg,
-                                        model_updates=self.model_updates, model=model, ctrl=ctrl)
+                                        model_updates=self.model_updates, model=model, ctrl=ctrl,
+                                        body_force=self.body_force)
         self.arm, self.last_outputs = final, out
         qpos_end = np.concatenate([out.qpos[:, 1:], final.qpos[:, None]], axis=1)
         qvel_end = np.concatenate([out.qvel[:, 1:], final.qvel[:, None]], axis=1)

@@ -7,11 +7,11 @@ causal: window k holds frames k - H .. k) without MJX: seconds per hundred steps
 of ~10 s per step through the simulator (docs/learned_arm.md). Loss (the head terms of
 :func:`~actuatorlab.learned.arm.arm_loss`, same weights)::
 
-    J = mean c_f (1 + 4 contact) sum_xyz huber(f_hat - f)      f_hat = sigmoid(gate) f_raw   [N]
+    J = mean c_f (1 + w_c contact) sum_xyz huber(f_hat - f)    f_hat = sigmoid(gate) f_raw   [N]
       + mean c_f BCE(gate, contact)
       + mean BCE(condition_c, [channel c restricted])
 
-contact: the log's ``contact`` channel when it has one (the synth suite's protocol truth: a
+w_c = 4 (``budget["contact_weight"]``; 4 is arm_loss's weight); contact: the log's ``contact`` channel when it has one (the synth suite's protocol truth: a
 payload carried or an external force above 0.05 N), else |f| > 0.01 N (a force gauge's noise
 would otherwise mark a no-contact log as contact everywhere); c_f = 1 where the log carries a
 force label. What is trained (``trunk``): with ``init`` (a model trained through the simulator)
@@ -44,7 +44,8 @@ from .features import sliding_windows
 __all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads"]
 
 #: default budget of :func:`train_heads` (a few minutes on 2 CPU cores for a small network)
-HEADS_BUDGET: dict[str, Any] = dict(steps=1500, batch=128, lr=1e-3, eval_every=250, noise=0.0, weight_decay=1e-4)
+HEADS_BUDGET: dict[str, Any] = dict(steps=1500, batch=128, lr=1e-3, eval_every=250, noise=0.0, weight_decay=1e-4,
+                                    contact_weight=4.0)
 FORCE_THRESHOLD = 0.01  # [N]
 
 
@@ -89,8 +90,9 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
     return jax.tree.map(lambda *a: np.concatenate(a), *parts)
 
 
-def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0)):
-    """The head loss J of the module docstring on a batch; returns (J, terms)."""
+def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0), contact_weight: float = 4.0):
+    """The head loss J of the module docstring on a batch (``contact_weight`` = w_c); returns (J,
+    terms); ``force_mae_contact``: the force MAE over the labelled frames in contact [N]."""
     from .nets import Heads
 
     def one(x):
@@ -101,12 +103,15 @@ def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0)):
     f_hat = jax.nn.sigmoid(g)[:, None] * f_raw
     fw = d.force_w
     den = jnp.maximum(jnp.sum(fw), 1.0)
-    force = jnp.sum(fw * (1.0 + 4.0 * d.contact) * optax.huber_loss(f_hat, d.force, delta=1.0).sum(-1)) / den
+    force = jnp.sum(fw * (1.0 + contact_weight * d.contact) * optax.huber_loss(f_hat, d.force, delta=1.0).sum(-1)) / den
     gate = jnp.sum(fw * optax.sigmoid_binary_cross_entropy(g, d.contact)) / den
     cond = jnp.mean(optax.sigmoid_binary_cross_entropy(c, d.condition))
     mae = jnp.sum(fw[:, None] * jnp.abs(f_hat - d.force)) / (3.0 * den)
+    wc = fw * d.contact
+    mae_c = jnp.sum(wc[:, None] * jnp.abs(f_hat - d.force)) / (3.0 * jnp.maximum(jnp.sum(wc), 1.0))
     a_f, a_g, a_c = weights
-    return a_f * force + a_g * gate + a_c * cond, {"force": force, "gate": gate, "condition": cond, "force_mae": mae}
+    return a_f * force + a_g * gate + a_c * cond, {"force": force, "gate": gate, "condition": cond, "force_mae": mae,
+                                                   "force_mae_contact": mae_c}
 
 
 def _head_spec(model: LearnedArm, trunk: bool):
@@ -185,9 +190,11 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                          b.contact, b.condition)
         return jax.tree.map(jnp.asarray, b)
 
+    w_c = float(bud["contact_weight"])
+
     @eqx.filter_jit
     def _val(m):
-        return heads_loss(m, va_j)[1]
+        return heads_loss(m, va_j, contact_weight=w_c)[1]
 
     def val_fn(m):
         aux = {k: float(v) for k, v in _val(m).items()}
@@ -198,7 +205,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                        ema_decay=0.99, weight_decay=float(bud["weight_decay"]))
     meta = {"robot": robot_name, "arch": model.arch, "heads_only": True, "trunk": bool(trunk),
             "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
-    res = train(Path(out), model, heads_loss, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
+    loss = (lambda m, d: heads_loss(m, d, contact_weight=w_c)) if w_c != 4.0 else heads_loss
+    res = train(Path(out), model, loss, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
                 meta=meta, filter_spec=_head_spec(model, bool(trunk)))
     best = res.best
     final = val_fn(best)
@@ -208,7 +216,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                      "trunk_trained": bool(trunk), "steps": res.steps, "best_step": res.best_step,
                      "best_val_force_mae": final["val"], "val_gate_bce": final["val_gate"],
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s, "batch": B,
-                     "lr": bud["lr"], "noise": noise, "weight_decay": float(bud["weight_decay"]), "wall_s": _time.perf_counter() - t_all},
+                     "lr": bud["lr"], "noise": noise, "weight_decay": float(bud["weight_decay"]), "contact_weight": w_c,
+                     "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
 

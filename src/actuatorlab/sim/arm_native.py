@@ -89,7 +89,8 @@ def _diag_index(m: mujoco.MjModel, dadr: np.ndarray) -> tuple[str, np.ndarray]:
 @physics
 def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
                    cfg: ArmConfig | None = None, model_updates: dict | None = None,
-                   model: mujoco.MjModel | None = None, *, heads: bool = False, ctrl=None):
+                   model: mujoco.MjModel | None = None, *, heads: bool = False, ctrl=None,
+                   body_force: tuple[int, np.ndarray] | None = None):
     """Native MuJoCo rollout; arrays as in the MJX path, optionally with a leading batch axis B
     on ``inputs`` and ``state``. Returns NumPy arrays (ArmState, ArmOutputs), and the learned
     model's heads (T, ...) per control step (None for analytic parameters) as a third item when
@@ -111,6 +112,12 @@ def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
     ``model``: a model from :func:`native_model` to reuse (it must hold the same parameters;
     with per-environment armature only its structure and other fields are used); built from
     ``params``/``model_updates`` when omitted.
+
+    ``body_force``: (body id, force (B, 3) or (3,) [N], world frame) an external force on that
+    body's centre of mass (MuJoCo ``xfrc_applied``), held constant over the call (e.g. a push on
+    the end effector); its joint torque J^T f (``mj_applyFT``) is part of the external effort the
+    friction sees (``tau_smooth`` of :func:`~actuatorlab.sim.arm.joint_effort`), like a payload's
+    weight in ``qfrc_bias``; None: no external force.
     """
     from .arm_learned import LearnedArm, combine_effort, frame, initial_history, step_fn_batched, telemetry_or_empty
 
@@ -168,10 +175,15 @@ def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
     pool = _POOL.setdefault(m, [])
     pool.extend(mujoco.MjData(m) for _ in range(B - len(pool)))
     datas = pool[:B]
+    ext = None if body_force is None else np.ascontiguousarray(np.broadcast_to(np.asarray(body_force[1], float), (B, 3)))
+    ext_body = None if body_force is None else int(body_force[0])
+    q_ext, zero3 = np.zeros((B, m.nv)), np.zeros(3)
     for b, d in enumerate(datas):
         mujoco.mj_resetData(models[b], d)
         d.qpos[:] = s0.qpos[b]
         d.qvel[:] = s0.qvel[b]
+        if ext is not None:
+            d.xfrc_applied[ext_body, :3] = ext[b]
     qpos_v = [d.qpos for d in datas]
     qvel_v = [d.qvel for d in datas]
     mm_v = [getattr(d, mfield) for d in datas]
@@ -236,6 +248,11 @@ def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
             else:
                 i_load = None
             tau_s = (np.array(pas_v) - np.array(bias_v))[:, dadr]
+            if ext is not None:  # the push is a load on the joints too (the friction's stick/slip sees it)
+                q_ext.fill(0.0)
+                for b, d in enumerate(datas):
+                    mujoco.mj_applyFT(models[b], d, ext[b], zero3, d.xipos[ext_body], ext_body, q_ext[b])
+                tau_s = tau_s + q_ext[:, dadr]
             qm, dqm = motor_side(lay, np, q, dq, qm, dqm)
             if s % cfg.law_every == 0:
                 filt = filt + a_filt * (tgt - filt)
