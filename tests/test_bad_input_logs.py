@@ -179,7 +179,79 @@ def test_corrupt_mat(tmp_path: Path) -> None:
     p = _mat(tmp_path / "corrupt.mat")
     p.write_bytes(p.read_bytes()[:200])
     msg = _error(p)
-    assert "unreadable .mat" in msg or "missing required" in msg
+    assert "corrupt .mat file" in msg and "claims" in msg and "are left" in msg
+
+
+def _mat_bytes(**vars) -> bytearray:
+    import io
+
+    import scipy.io
+
+    buf = io.BytesIO()
+    scipy.io.savemat(buf, vars, do_compression=False)
+    return bytearray(buf.getvalue())
+
+
+#: byte offsets in an uncompressed MAT v5 file of the first variable's dimension values and data tag
+#: (128-byte header, 8-byte matrix tag, 16 bytes of array flags, dimension tag; a short name is a
+#: small data element of 8 bytes)
+_DIMS, _DATA_TAG = 128 + 8 + 16 + 8, 128 + 8 + 16 + 8 + 8 + 8
+
+
+def test_mat_structure_is_checked_before_scipy_parses_it(tmp_path: Path) -> None:
+    """SciPy 1.17's compiled reader crashed the process (SIGSEGV / SIGBUS) on a data element of an
+    unknown type: the structure walk refuses such files with a message naming the element."""
+    import struct
+
+    from actuatorlab.logs.importers.emps import check_mat5, read_mat
+
+    t = np.arange(40.0)[:, None]
+    good = _mat_bytes(t=t, name="abc", c=np.array([1 + 2j, 3.0]), i=np.arange(3, dtype=np.int16),
+                      cell=np.array([1, "a"], dtype=object), st={"a": 1.0})
+    assert check_mat5(bytes(good)) == {"t": 6, "name": 4, "c": 6, "i": 10, "cell": 1, "st": 2}
+    (tmp_path / "good.mat").write_bytes(good)
+    mat = read_mat(tmp_path / "good.mat")
+    assert set(mat) == {"t", "name", "c", "i"}  # numeric and char only; cells and structs skipped
+    assert np.array_equal(mat["t"], t) and mat["c"][0, 0] == 1 + 2j
+
+    def corrupt(name: str, offset: int, fmt: str, *values) -> str:
+        b = _mat_bytes(t=t)
+        struct.pack_into(fmt, b, offset, *values)
+        (tmp_path / name).write_bytes(b)
+        with pytest.raises(DataError) as e:
+            read_mat(tmp_path / name)
+        assert str(e.value).startswith(str(tmp_path / name)) and "corrupt .mat file" in str(e.value)
+        return str(e.value)
+
+    assert "real data has type 99" in corrupt("type.mat", _DATA_TAG, "<I", 99)  # SciPy: segfault
+    assert "need 85899345920" in corrupt("dims.mat", _DIMS, "<ii", 40, 1 << 28)
+    assert "negative dimension" in corrupt("neg.mat", _DIMS, "<ii", -5, 1)  # SciPy: loads it
+    assert "claims 1073741824 bytes" in corrupt("n.mat", _DATA_TAG + 4, "<I", 1 << 30)
+    assert "claims" in corrupt("top.mat", 128 + 4, "<I", 1 << 20)
+    # compressed: a flipped byte in the zlib stream, and a bomb-sized claim
+    import io
+    import zlib
+
+    import scipy.io
+
+    buf = io.BytesIO()
+    scipy.io.savemat(buf, {"t": t}, do_compression=True)
+    z = bytearray(buf.getvalue())
+    z[128 + 8 + 2] ^= 0xFF
+    with pytest.raises(ValueError, match="corrupt compressed data|claims|array flags|dimensions"):
+        check_mat5(bytes(z))
+    inner = zlib.compress(struct.pack("<II", 14, 1 << 31))
+    bomb = bytes(z[:128]) + struct.pack("<II", 15, len(inner)) + inner
+    with pytest.raises(ValueError, match="compressed matrix claims 2147483648 bytes"):
+        check_mat5(bomb)
+    # a required variable that is not numeric; a v4 file
+    p = _mat(tmp_path / "struct_t.mat", t={"a": 1.0})
+    assert "variable 't' is a struct array, not numeric" in _error(p)
+    b4 = io.BytesIO()
+    scipy.io.savemat(b4, {"t": t}, format="4")
+    (tmp_path / "v4.mat").write_bytes(b4.getvalue())
+    with pytest.raises(DataError, match="MAT v4 file"):
+        read_mat(tmp_path / "v4.mat")
 
 
 # --------------------------------------------------------------------------- CSV + mapping

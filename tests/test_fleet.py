@@ -3,6 +3,10 @@ files feed `randomize` (spread across units)."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import pytest
 
 from actuatorlab.cli import main
@@ -40,16 +44,32 @@ def test_local_fleet_fits_each_unit(fleet):
     assert fb["u3"] < fb["u1"] < fb["u2"]
 
 
-# ray.init starts its processes with fork + exec (no Python runs in the forked child)
-@pytest.mark.filterwarnings("ignore:os.fork\\(\\) was called:RuntimeWarning")
+# Ray runs in a child process, never in the test process: Ray's core worker installs its own fatal-signal
+# handlers over Python's faulthandler and leaves native threads behind after ray.shutdown(); a test
+# session crashed with a bare "Segmentation fault" a minute after this test, with no traceback.
+RAY_CHILD = """
+import json, sys
+from pathlib import Path
+import ray
+from actuatorlab.identify.fleet import fit_fleet
+units, out = json.loads(sys.argv[1]), sys.argv[2]
+ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+try:
+    remote = fit_fleet(units, out, models=["m1"], budget="quick", seed=3, backend="ray")
+finally:
+    ray.shutdown()
+print("RESULT " + json.dumps(remote, default=str))
+"""
+
+
 def test_ray_backend_gives_the_serial_results(fleet):
-    ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'actuatorlab[ray]')")
-    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
-    two = {u: fleet["units"][u] for u in ("u1", "u2")}  # two tasks: enough to check order and results
-    try:
-        remote = fit_fleet(two, fleet["root"] / "ray", models=["m1"], budget="quick", seed=3, backend="ray")
-    finally:
-        ray.shutdown()
+    pytest.importorskip("ray", reason="Ray is not installed (pip install 'actuatorlab[ray]')")
+    two = {u: [str(f) for f in fleet["units"][u]] for u in ("u1", "u2")}  # two tasks: order and results
+    proc = subprocess.run([sys.executable, "-c", RAY_CHILD, json.dumps(two), str(fleet["root"] / "ray")],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")][-1]
+    remote = json.loads(line[len("RESULT "):])
     assert [r["unit"] for r in remote] == ["u1", "u2"]
     for a, b in zip(fleet["local"], remote):
         assert a["unit"] == b["unit"] and a["model"] == b["model"]

@@ -113,13 +113,10 @@ def load_emps_mat(path: str | Path) -> EmpsRecord:
     Raises:
         DataError: the file is missing or unreadable, or a variable is missing or malformed.
     """
-    from scipy.io import loadmat
+    from ..logs.importers.emps import read_mat
 
     path = Path(path)
-    try:
-        raw = loadmat(path)
-    except (OSError, ValueError) as exc:
-        raise DataError(path, f"cannot read as a MATLAB file ({exc})") from exc
+    raw = read_mat(path, numeric=("t", "qm", "qg", "vir", "gtau", "kp", "kv"))  # structure checked first
     missing = [k for k in ("t", "qm", "qg", "vir", "gtau", "kp", "kv") if k not in raw]
     if missing:
         raise DataError(path, f"missing variables {missing}")
