@@ -54,18 +54,24 @@ def example_dir() -> Path:
     return ROOT / "src" / "actuatorlab" / "examples" / "bam_xl330"
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session", autouse=True)
 def jax_compile_cache():
-    """JAX's persistent compilation cache in the temporary folder (``actuatorlab-jax-cache``) for
-    one test module, the previous settings restored at teardown. MJX rollouts take 20-70 s to
-    compile on a CPU; a rerun reads them back in seconds. Library code never sets this."""
+    """JAX's persistent compilation cache for the whole test session, in the temporary folder
+    (``actuatorlab-jax-cache/<xdist worker>``), the previous settings restored at the end. MJX
+    rollouts take 20-70 s to compile on a CPU; :func:`release_compiled_functions` drops the
+    in-memory executables after each module, so without it every module that runs the same
+    robot compiles it again. One folder per xdist worker: JAX writes cache entries without a
+    lock unless eviction is on, and a worker must never read another's half-written file.
+    Library code never sets this."""
+    import os
     import tempfile
 
     import jax
     from jax.experimental.compilation_cache import compilation_cache as cc
 
+    folder = Path(tempfile.gettempdir()) / "actuatorlab-jax-cache" / os.environ.get("PYTEST_XDIST_WORKER", "main")
     old = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
-    jax.config.update("jax_compilation_cache_dir", str(Path(tempfile.gettempdir()) / "actuatorlab-jax-cache"))
+    jax.config.update("jax_compilation_cache_dir", str(folder))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
     cc.reset_cache()
     yield
