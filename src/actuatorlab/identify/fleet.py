@@ -91,6 +91,12 @@ def fit_fleet(units: Mapping[str, Sequence[str | Path]], out: str | Path, *,
 
     Returns: [{"unit", "requested_model", "model", "out", "model_file", "train_mae", "position_mae",
     "parameters" (free parameters), "wall_s"}].
+
+    Note: with ``backend="ray"`` the calling process becomes a Ray driver, and Ray's core worker
+    installs its own fatal-signal handlers over Python's :mod:`faulthandler` (measured with Ray 2.60:
+    a segmentation fault after ``ray.init(); ray.shutdown()`` prints no traceback). A long-lived
+    program that needs crash tracebacks should call this from a child process, as
+    tests/test_fleet.py does.
     """
     if backend not in BACKENDS:
         raise UnknownNameError("backend", backend, BACKENDS)
