@@ -17,6 +17,7 @@ import io
 import json
 import math
 import os
+import struct
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
@@ -35,8 +36,9 @@ DATA = Path(__file__).resolve().parent / "data"
 EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "actuatorlab" / "examples" / "bam_xl330"
 
 #: hypothesis examples per importer and mutation family (the numbers the report quotes).
-N_BYTES, N_FIELDS, N_SERIES = 60, 60, 40
-N_CASES = {fmt: N_BYTES + N_FIELDS + N_SERIES for fmt in ("bam", "emps", "csv", "native", "mcap", "lerobot")}
+N_BYTES, N_FIELDS, N_SERIES, N_MAT_TAGS = 60, 60, 40, 60
+N_CASES = {fmt: N_BYTES + N_FIELDS + N_SERIES + (N_MAT_TAGS if fmt == "emps" else 0)
+           for fmt in ("bam", "emps", "csv", "native", "mcap", "lerobot")}
 
 FUZZ = settings(max_examples=N_BYTES, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -229,6 +231,52 @@ def test_random_bytes(fmt, seeds):
         check(fmt, data.draw(byte_mutation(seeds[fmt], fmt)))
 
     run()
+
+
+#: values written over 4-byte words of a .mat file: MAT type codes (valid, reserved, unknown), small
+#: data element words, and sizes from zero to 4 GiB
+MAT_WORDS = [0, 1, 5, 6, 7, 8, 9, 10, 11, 14, 15, 19, 99, 255, (1 << 16) | 99, (4 << 16) | 9, (5 << 16) | 1,
+             1 << 20, 1 << 31, 2**32 - 1, 2**32 - 8]
+
+
+def _mat_tag_offsets(data: bytes) -> list[int]:
+    """Byte offsets of every tag in an uncompressed little-endian MAT v5 file: each top-level
+    element and each sub-element inside it (small data elements are 8 bytes, others padded to 8)."""
+    tags, pos = [], 128
+    while pos + 8 <= len(data):
+        end = pos + 8 + struct.unpack_from("<I", data, pos + 4)[0]
+        tags.append(pos)
+        p = pos + 8
+        while p + 8 <= end:
+            tags.append(p)
+            word, n = struct.unpack_from("<II", data, p)
+            p += 8 if word >> 16 else 8 + n + (-n) % 8
+        pos = end
+    return tags
+
+
+@st.composite
+def mat_tag_mutation(draw, files: dict[str, bytes]):
+    data = bytearray(files["emps.mat"])
+    tags = _mat_tag_offsets(bytes(data))
+    for _ in range(draw(st.integers(1, 2))):
+        at = draw(st.sampled_from(tags)) + draw(st.sampled_from([0, 4]))  # the type word or the size word
+        struct.pack_into("<I", data, at, draw(st.sampled_from(MAT_WORDS) | st.integers(0, 2**32 - 1)))
+    return {**files, "emps.mat": bytes(data)}
+
+
+def test_mat_tag_and_size_words(seeds):
+    """EMPS: type and size words of the .mat file overwritten with values SciPy's compiled reader
+    trusts (a data tag of type 99 segfaulted SciPy 1.17's loadmat); random bytes reach them rarely."""
+    results = collections.Counter()
+
+    @settings(FUZZ, max_examples=N_MAT_TAGS)
+    @given(st.data())
+    def run(data):
+        results[check("emps", data.draw(mat_tag_mutation(seeds["emps"])))] += 1
+
+    run()
+    assert results["error"] > N_MAT_TAGS // 2, results  # most such files are refused, none crashes
 
 
 # ----------------------------------------------------------------------------------------------
