@@ -221,3 +221,18 @@ def test_one_condition_group_falls_back_to_a_split_and_says_so(delay_logs, test_
     assert sel.final.model == "m1"
     p = sel.final.params  # kt and R trade off on chirps alone; their ratio (the stall torque / V) does not
     assert p["kt"] / p["R"] == pytest.approx(TRUTH_M1["kt"] / TRUTH_M1["R"], rel=0.1), (p["kt"], p["R"])
+
+
+def test_unknown_options_name_what_exists(delay_logs):
+    """Checked before any fit: each optimizer-noise option lists the names it accepts."""
+    from actuatorlab.errors import ActuatorlabError, UnknownNameError
+
+    for kw, listed in ((dict(fold_score="mode"), "mean"), (dict(fold_init="best"), "all"),
+                       (dict(final_pick="last"), "medoid")):
+        with pytest.raises(UnknownNameError, match=listed):
+            fit_family(delay_logs, ("m1",), budget="quick", **kw)
+    for kw in (dict(fold_seeds=0), dict(final_seeds=0), dict(fold_seeds=-2)):  # 0 is not "the default"
+        with pytest.raises(ActuatorlabError, match="must be >= 1"):
+            fit_family(delay_logs, ("m1",), budget="quick", **kw)
+    with pytest.raises(UnknownNameError, match="group"):
+        resampled_uncertainty(delay_logs, "m1", {}, by="session")

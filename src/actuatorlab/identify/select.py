@@ -54,7 +54,7 @@ from typing import Callable
 import numpy as np
 
 from ..precision import physics
-from ..errors import DataError
+from ..errors import ActuatorlabError, DataError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.registry import SELECTION_EXTENSIONS, contains, get_model
 from ..sim.rollout import make_batches
@@ -331,21 +331,15 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     budget_evals, final_evals, popsize, top_bases = SELECTION_BUDGETS[budget]
     fold_evals = int(fold_evals or budget_evals)
     n_starts = int(fold_starts or SELECTION_STARTS.get(budget, 1))
-    n_seeds = int(fold_seeds or SELECTION_SEEDS.get(budget, 1))
-    if n_seeds < 1 or int(final_seeds or 1) < 1:
-        from ..errors import ActuatorlabError
+    n_seeds = int(SELECTION_SEEDS.get(budget, 1) if fold_seeds is None else fold_seeds)
+    if n_seeds < 1 or (final_seeds is not None and int(final_seeds) < 1):  # an explicit 0 is an error
         raise ActuatorlabError(f"fold_seeds and final_seeds must be >= 1 (got {fold_seeds}, {final_seeds})")
     fold_score = fold_score or FOLD_SCORE
     fold_init = fold_init or FOLD_INIT
-    if fold_score not in FOLD_SCORES:
-        from ..errors import UnknownNameError
-        raise UnknownNameError("fold score", fold_score, tuple(FOLD_SCORES))
-    if (final_pick or FINAL_PICK) not in FINAL_PICKS:
-        from ..errors import UnknownNameError
-        raise UnknownNameError("final pick", final_pick, tuple(FINAL_PICKS))
-    if fold_init not in FOLD_INITS:
-        from ..errors import UnknownNameError
-        raise UnknownNameError("fold init", fold_init, FOLD_INITS)
+    for kind, value, known in (("fold score", fold_score, FOLD_SCORES), ("fold init", fold_init, FOLD_INITS),
+                               ("final pick", final_pick or FINAL_PICK, FINAL_PICKS)):
+        if value not in known:
+            raise UnknownNameError(kind, value, tuple(known))
     start_wins: dict[str, dict] = {}
     folds = condition_folds(trajs, group_by)
     scheme = "logo"
@@ -575,8 +569,6 @@ def resampled_uncertainty(trajs: list[Trajectory], model: str, params: dict, *, 
     elif by == "group":
         folds = [f for f in condition_folds(trajs, group_by[:1])]
     else:
-        from ..errors import UnknownNameError
-
         raise UnknownNameError("jackknife unit", by, ("log", "group"))
     if len(folds) < 2:
         return None
