@@ -33,12 +33,6 @@ ROBOT = "open_manipulator_x"
 ARM = slice(0, 4)  # joint1..joint4; index 4 is the gripper
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(jax_compile_cache):
-    """The persistent JAX compilation cache (conftest.py), for this module's MJX compiles."""
-    yield
-
-
 @pytest.fixture(scope="module")
 def omx():
     return load_robot(ROBOT)

@@ -31,12 +31,6 @@ L, B = 16, 8  # window length [control steps], windows per step
 FIT = dict(params=NAMES, curriculum=(L, L), iters=(100, 50), batch=B, lr=0.1, seed=0)
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(jax_compile_cache):
-    """The persistent JAX compilation cache (conftest.py), for this module's MJX compiles."""
-    yield
-
-
 @pytest.fixture(scope="module")
 def robot():
     return load_robot(ROBOT)

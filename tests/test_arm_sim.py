@@ -30,12 +30,6 @@ T = 100  # control steps (1 s on the OpenManipulator-X, 500 physics steps)
 LINK = "link4"  # body whose mass the gradient test differentiates
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(jax_compile_cache):
-    """The persistent JAX compilation cache (conftest.py), for this module's MJX compiles."""
-    yield
-
-
 @pytest.fixture(scope="module")
 def omx():
     return load_robot("open_manipulator_x")

@@ -32,12 +32,6 @@ ARM = slice(0, 4)
 ALPHA = 0.00393  # [1/K] copper
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _cache(jax_compile_cache):
-    """The persistent JAX compilation cache (conftest.py), for this module's MJX compiles."""
-    yield
-
-
 @pytest.fixture(scope="module")
 def omx():
     return load_robot(ROBOT)

@@ -156,7 +156,7 @@ def test_bad_envelope_is_reported_with_the_file(env):
 
 
 @pytest.fixture(scope="module")
-def evaluated(tmp_path_factory, env, jax_compile_cache):
+def evaluated(tmp_path_factory, env):
     from actuatorlab.models.params import PARAMS
     from actuatorlab.pipeline import run_evaluate
 

@@ -31,7 +31,7 @@ T = 8
 
 
 @pytest.fixture(scope="module")
-def setup(jax_compile_cache):
+def setup():
     with physics_precision():
         r = load_robot("open_manipulator_x")
         ch = r.joint_names[:4]
