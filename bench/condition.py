@@ -81,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--min-recall", type=float, default=None, help="calibration operating point: the window "
                     "threshold with the fewest false alarms among those reaching this recall on D/val (default: "
                     "highest balanced accuracy)")
+    ap.add_argument("--calibrate-oof", type=int, default=0, metavar="K", help="also calibrate on out-of-fold scores "
+                    "of the training logs (K folds by twin pair, each trained like the model; K extra trainings)")
     ap.add_argument("--validate-only", action="store_true", help="score D/val only (model selection; the "
                     "test split is not loaded)")
     ap.add_argument("--second-unit", type=Path, default=None, help="also evaluate the frozen, calibrated model "
@@ -94,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     import numpy as np
 
     from actuatorlab.evaluate.condition import (METHODS, calibrate_condition, condition_log,
-                                                learned_frame_scores_batched, make_condition_model, public,
+                                                learned_frame_scores_batched, make_condition_model,
+                                                out_of_fold_frame_scores, public,
                                                 run_condition, train_condition_head, write_condition_report)
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
     from actuatorlab.learned.nets import param_count
@@ -121,20 +124,27 @@ def main(argv: list[str] | None = None) -> int:
             sizes = SIZES.get(a.arch, {}) if a.sizes is None else a.sizes
             model = make_condition_model(robot, tr_t, arch=a.arch, seed=a.seed, history=a.history, sizes=sizes,
                                          per_channel=a.features or None)
-        model, info = train_condition_head(robot, model, tr_t, steps=a.steps, batch=a.batch, lr=a.lr, seed=a.seed,
-                                           scope=scope, val_trajs=va_t, eval_every=a.eval_every, pairs=a.pairs,
-                                           rank_weight=a.rank_weight, gain_jitter=a.gain_jitter, noise=a.noise,
-                                           select=a.select)
+        train_kw = dict(steps=a.steps, batch=a.batch, lr=a.lr, scope=scope, val_trajs=va_t, eval_every=a.eval_every,
+                        pairs=a.pairs, rank_weight=a.rank_weight, gain_jitter=a.gain_jitter, noise=a.noise,
+                        select=a.select)
+        model0 = model
+        model, info = train_condition_head(robot, model, tr_t, seed=a.seed, **train_kw)
         train_s = time.perf_counter() - t0
+        oof, oof_s = None, 0.0
+        if a.calibrate_oof:  # cross-fitted scores of the training logs join D/val for the calibration
+            t1 = time.perf_counter()
+            oof, _ = out_of_fold_frame_scores(robot, model0, tr_t, folds=a.calibrate_oof, seed=a.seed, **train_kw)
+            oof_s = time.perf_counter() - t1
         ch = model.layout.channels
         tr = [condition_log(robot, t, ch) for t in tr_t]
         va = [condition_log(robot, t, ch) for t in va_t]
         # --- validation: calibration (smoothing, thresholds) and the figures model selection reads ---
         va_fs = [learned_frame_scores_batched(robot, model, lg) for lg in va]
-        cal = {} if a.no_calibration else calibrate_condition(va_fs, [lg.restricted for lg in va], robot.control_dt,
-                                                               min_recall=a.min_recall)
+        cal_fs, cal_lab = va_fs + (oof or []), [lg.restricted for lg in va] + ([lg.restricted for lg in tr] if oof else [])
+        cal = {} if a.no_calibration else calibrate_condition(cal_fs, cal_lab, robot.control_dt, min_recall=a.min_recall)
         if cal:
-            cal["source"] = f"D/val ({len(va)} logs)"
+            cal["source"] = f"D/val ({len(va)} logs)" + (
+                f" + out-of-fold scores of D/train ({len(tr)} logs, {a.calibrate_oof} folds)" if oof else "")
             cal["channels_used"] = [ch[c] for c in cal["channels_used"]]
         restricted = [c for c in ch if any(lg.restricted[ch.index(c)] for lg in tr)]
         val = validation_figures(va, va_fs, cal, ch, restricted, tr, a.seed)
@@ -156,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
                 "rank_weight": a.rank_weight, "gain_jitter": a.gain_jitter, "noise": a.noise,
                 "model_seed": a.seed, "history": model.layout.history, "sizes": dict(model.sizes),
                 "features": list(model.layout.per_channel), "params": param_count(model.net),
-                "batch": info["batch"], "lr": a.lr, "train_s": round(train_s, 1), "calibration": cal or None,
+                "batch": info["batch"], "lr": a.lr, "train_s": round(train_s, 1),
+                "calibrate_oof": a.calibrate_oof, "oof_s": round(oof_s, 1), "calibration": cal or None,
                 "validation": val}
         if a.validate_only:
             emit({**base, "validate_only": True, "wall_s": round(time.perf_counter() - t_all, 1)},

@@ -7,7 +7,7 @@ One command (from the repo root)::
     python bench/envs.py --batches 1 64 1024 --robot open_manipulator_x --steps 20
 
 Rows: path (``mjx``: :class:`actuatorlab.envs.MjxEnv`, ``jit(vmap(step))`` called once per
-policy step for ``--steps`` steps (``--scan``: ``lax.scan`` over the steps in one jitted call),
+policy step for ``--steps`` steps (batches above ``--chunk``, default 1,024: ``vmap_chunked``) (``--scan``: ``lax.scan`` over the steps in one jitted call),
 float32 as a training program runs it; ``native``:
 :class:`actuatorlab.envs.gym_env.NativeBatch`, the engine of the Gymnasium ``ActuatorVectorEnv``,
 one batched native rollout per step) x actuator (``actuatorlab``: the robot config's model on
@@ -35,15 +35,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 
 
-def _mjx_row(robot: str, model, batch: int, steps: int, repeats: int, scan: bool = False) -> dict:
+def _mjx_row(robot: str, model, batch: int, steps: int, repeats: int, scan: bool = False, chunk: int = 0) -> dict:
     import jax
     import jax.numpy as jnp
     import numpy as np
 
-    from actuatorlab.envs import MjxEnv
+    from actuatorlab.envs import MjxEnv, vmap_chunked
 
     env = MjxEnv(robot, model)
-    vstep = jax.vmap(env.step)
+    vstep = vmap_chunked(env.step, chunk) if chunk else jax.vmap(env.step)
     if scan:  # every step in one jitted call
         @jax.jit
         def run(state, actions):
@@ -102,6 +102,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--paths", nargs="+", default=["mjx", "native"], choices=["mjx", "native"])
     ap.add_argument("--models", nargs="+", default=["actuatorlab", "builtin"])
     ap.add_argument("--scan", action="store_true", help="MJX: lax.scan over the steps in one jitted call")
+    ap.add_argument("--chunk", type=int, default=1024, help="MJX: vmap at most this many environments at a time "
+                    "(actuatorlab.envs.vmap_chunked; larger batches run as a lax.map over chunks); 0: plain vmap, "
+                    "which hangs in jaxlib's batched Cholesky at 4,096 built-in OM-X environments on 2 cores")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
@@ -114,7 +117,7 @@ def main(argv: list[str] | None = None) -> dict:
             for b in a.batches:
                 steps = a.steps if path == "mjx" else (a.native_steps or a.steps)
                 m = None if model == "actuatorlab" else model
-                r = (_mjx_row(a.robot, m, b, steps, a.repeats, a.scan) if path == "mjx"
+                r = (_mjx_row(a.robot, m, b, steps, a.repeats, a.scan, a.chunk) if path == "mjx"
                      else _native_row(a.robot, m, b, steps, a.repeats))
                 n = steps * b
                 row = {"path": path, "actuator": model, "batch": b, "steps": steps,
@@ -125,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
                     print(f"  {path:6s} {model:11s} batch {b:5d}: {row['env_steps_per_s']:12,.0f} env steps/s "
                           f"(compile {row['compile_s']:.1f} s)", flush=True)
     load1 = os.getloadavg()
-    summary = {"bench": "envs", "robot": a.robot, "rows": rows, "mjx_loop": "scan" if a.scan else "python", "device": jax.devices()[0].platform,
+    summary = {"bench": "envs", "robot": a.robot, "rows": rows, "mjx_loop": "scan" if a.scan else "python", "mjx_chunk": a.chunk, "device": jax.devices()[0].platform,
                "precision": "float32 (MJX); float64 (native)", "cpu_count": os.cpu_count(),
                "machine": platform.processor() or platform.machine(), "load_before": load0, "load_after": load1,
                "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

@@ -597,3 +597,102 @@ def test_window_stats_condition_model_round_trips(data, tmp_path):
         np.testing.assert_array_equal(np.asarray(m.net(x).condition_logit), np.asarray(m2.net(x).condition_logit))
     assert m2.arch == "window_stats" and dict(m2.sizes)["drop_mean"] == 1
     assert d["condition_calibration"]["smooth_s"] == 1
+
+
+def test_window_stats_ensemble_averages_member_probabilities_and_trains_each_member(data, tmp_path):
+    import jax
+
+    from actuatorlab.evaluate.condition import make_condition_model, train_condition_head
+    from actuatorlab.learned.arm import load_arm_model, save_arm_model
+    from actuatorlab.learned.nets import make_net, param_count
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+    from actuatorlab.robots import load_robot
+
+    kw = dict(n_features=6, n_channels=2, history=15, width=8, depth=1, d=8, head_width=8)
+    one = make_net("window_stats", key=jax.random.PRNGKey(0), **kw)
+    ens = make_net("window_stats", key=jax.random.PRNGKey(0), members=3, **kw)
+    assert param_count(ens) == 3 * param_count(one)
+    x = np.random.default_rng(1).standard_normal((16, 6)).astype(np.float32)
+    mh = ens.member_heads(x)
+    p = jax.nn.sigmoid(np.asarray(mh.condition_logit, np.float64)).mean(0)   # members' mean probability
+    np.testing.assert_allclose(np.asarray(ens(x).condition_logit), np.log(p / (1 - p)), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(ens(x).torque), np.asarray(mh.torque).mean(0), rtol=1e-6, atol=1e-7)
+    assert np.ptp(np.asarray(mh.condition_logit), axis=0).min() > 1e-4         # members differ
+    # M = 1 keeps the single-network layout: member_heads is its output with a leading axis of 1
+    np.testing.assert_array_equal(np.asarray(one.member_heads(x).condition_logit)[0],
+                                  np.asarray(one(x).condition_logit))
+    from actuatorlab.errors import ModelError
+
+    with pytest.raises(ModelError, match="at least 1 member"):
+        make_net("window_stats", key=jax.random.PRNGKey(0), members=0, **kw)
+    with physics_precision():
+        r = load_robot(ROBOT)
+        trajs = load_logs([data / "pairs" / "train"])
+        m = make_condition_model(r, trajs, arch="window_stats", history=15, per_channel=("q", "dq", "err", "current"),
+                                 sizes=dict(width=8, depth=1, d=8, head_width=8, members=3))
+        new, info = train_condition_head(r, m, trajs, steps=40, batch=64, lr=3e-3, scope="net")
+        # every member learned on its own loss: each one alone is better than at initialisation
+        from actuatorlab.evaluate.condition import _teacher_forced
+
+        X, Y = _teacher_forced(r, m, trajs)
+        idx = np.random.default_rng(0).choice(len(X), 512, replace=False)
+
+        def member_bce(net):
+            lg = np.asarray(jax.vmap(lambda w: net.member_heads(m.normalizer.apply(w)).condition_logit)(X[idx]))
+            y = np.broadcast_to(Y[idx][:, None, :], lg.shape)
+            return (np.logaddexp(0, lg) - y * lg).mean(axis=(0, 2))           # BCE per member
+
+        before, after = member_bce(m.net), member_bce(new.net)
+        assert (after < before).all(), (before, after)
+        # validation scores the ensemble's output (one AUC per evaluation, not one per member)
+        _, info_v = train_condition_head(r, m, trajs, steps=10, batch=64, lr=3e-3, scope="net", select="auc",
+                                         val_trajs=load_logs([data / "pairs" / "val"]), eval_every=5)
+        assert [s for s, _ in info_v["val"]] == [0, 5, 10] and all(0 < abs(v) <= 1 for _, v in info_v["val"])
+        save_arm_model(tmp_path, ROBOT, new, None)
+        _, m2, _ = load_arm_model(tmp_path / "arm_model.json", ROBOT)
+        xx = np.random.default_rng(2).standard_normal((16, m.layout.n_features)).astype(np.float32)
+        np.testing.assert_array_equal(np.asarray(new.net(xx).condition_logit), np.asarray(m2.net(xx).condition_logit))
+    assert dict(m2.sizes)["members"] == 3
+
+
+def test_out_of_fold_scores_never_score_a_log_with_a_detector_that_saw_it_or_its_twin(monkeypatch):
+    import types
+
+    import actuatorlab.evaluate.condition as cond
+
+    def log(name, pair="none", restricted="none"):
+        return types.SimpleNamespace(name=name, conditions={"pair": pair, "restricted": restricted})
+
+    trajs = [log(f"plain_{i}") for i in range(5)]
+    for i in range(4):  # 4 restricted / normal twin pairs
+        r = f"cond_restricted_{i}"
+        trajs += [log(r, pair=r, restricted="restricted_joint3"), log(f"cond_normal_{i}", pair=r)]
+    seen, scored = [], {}
+
+    def fake_train(robot, model, tr, *, seed, **kw):
+        seen.append({t.name for t in tr})
+        assert kw == {"steps": 3}
+        return types.SimpleNamespace(layout=model.layout, fold=len(seen) - 1), {}
+
+    def fake_scores(robot, m, lg):
+        scored[lg] = m.fold
+        return np.full((4, 2), float(m.fold))
+
+    monkeypatch.setattr(cond, "train_condition_head", fake_train)
+    monkeypatch.setattr(cond, "condition_log", lambda robot, t, ch: t.name)
+    monkeypatch.setattr(cond, "learned_frame_scores_batched", fake_scores)
+    model = types.SimpleNamespace(layout=types.SimpleNamespace(channels=("j1", "j2")))
+    scores, fold = cond.out_of_fold_frame_scores(None, model, trajs, folds=3, seed=4, steps=3)
+    assert len(seen) == 3 and sorted(set(fold)) == [0, 1, 2]
+    assert set(scored) == {t.name for t in trajs}                         # every training log scored once
+    for t, f, s in zip(trajs, fold, scores):
+        assert t.name not in seen[f] and scored[t.name] == f and s[0, 0] == f  # by the fold that never saw it
+        assert seen[f] == {u.name for u, g in zip(trajs, fold) if g != f}    # trained on all the other folds
+    by_name = dict(zip((t.name for t in trajs), fold))
+    for i in range(4):                                                    # a twin pair is never split
+        assert by_name[f"cond_restricted_{i}"] == by_name[f"cond_normal_{i}"]
+    with pytest.raises(ValueError, match="at least 2 folds"):
+        cond.out_of_fold_frame_scores(None, model, trajs, folds=1)
+    with pytest.raises(DataError, match="9 log groups for 10 folds"):
+        cond.out_of_fold_frame_scores(None, model, trajs, folds=10)

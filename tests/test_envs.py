@@ -289,14 +289,19 @@ reset, step = jax.jit(jax.vmap(env.reset)), jax.jit(jax.vmap(env.step))
 s = reset(keys)
 obs, qpos, env_s = [np.asarray(s.obs).tolist()], [], None
 for a in acts:
-    s = step(s, jnp.asarray(a))
+    s_prev, s = s, step(s, jnp.asarray(a))
     obs.append(np.asarray(s.obs).tolist()); qpos.append(np.asarray(s.arm.qpos).tolist())
+# the same last step in chunks of 2 environments (3 = one chunk of 2 + one padded chunk)
+from actuatorlab.envs import vmap_chunked
+s_c = jax.jit(vmap_chunked(env.step, 2))(s_prev, jnp.asarray(acts[-1]))
+chunk_diff = max(float(np.abs(np.asarray(x, np.float64) - np.asarray(y, np.float64)).max(initial=0.0))
+                 for x, y in zip(jax.tree.leaves(s_c), jax.tree.leaves(s)))
 assert not jax.config.jax_enable_x64
 print(json.dumps({"dtype": str(s.obs.dtype), "qdtype": str(s.arm.qpos.dtype), "obs": obs, "qpos": qpos,
                   "keys": np.asarray(keys).tolist(), "env_s": np.asarray(s.info["envelope_outside_s"]).tolist(),
                   "reward": np.asarray(s.reward).tolist(), "kt": np.asarray(s.params["kt"]).tolist(),
                   "R_next": np.asarray(jax.vmap(env.step_params)(s)["R"]).tolist(),
-                  "R": np.asarray(s.params["R"]).tolist()}))
+                  "R": np.asarray(s.params["R"]).tolist(), "chunk_diff": chunk_diff}))
 """
 
 
@@ -313,6 +318,7 @@ def test_mjx_env_jit_vmap_float32_program_agrees_with_native(tmp_path):
     assert p.returncode == 0, p.stderr[-3000:]
     res = json.loads(p.stdout.strip().splitlines()[-1])
     assert res["dtype"] == "float32" and res["qdtype"] == "float32"
+    assert res["chunk_diff"] <= 1e-6  # vmap_chunked(env.step, 2) == vmap(env.step) on every state leaf
     nat = NativeBatch(ROBOT, num_envs=3, contract=TimingContract(**contract), envelope=env_d, randomization=Rand())
     obs0 = nat.reset(np.asarray(res["keys"], np.uint32))
     np.testing.assert_allclose(obs0, res["obs"][0], atol=1e-5)  # same goals and noise from the same keys
@@ -340,3 +346,27 @@ def test_mjx_env_jit_vmap_float32_program_agrees_with_native(tmp_path):
     mjx_pos = np.asarray(res["env_s"])[:, 0, 1]  # (B,) seconds joint2 spent outside its position range
     assert mjx_pos.max() > 0
     np.testing.assert_allclose(mjx_pos, info["envelope_outside_s"]["position"][:, 1], atol=0.02)  # +-2 ticks
+
+
+def test_vmap_chunked_equals_vmap_with_padding_and_empty_leaves():
+    import jax.numpy as jnp
+
+    from actuatorlab.envs import vmap_chunked
+
+    def f(state, a):  # a pytree with a zero-size leaf, as MJX states have
+        return {"x": jnp.sin(state["x"]) * a, "empty": state["empty"] + 1.0, "n": state["n"] + 1}
+
+    B = 10
+    st = {"x": jnp.arange(B * 3, dtype=jnp.float32).reshape(B, 3), "empty": jnp.zeros((B, 0)),
+          "n": jnp.arange(B)}
+    a = jnp.linspace(-1, 1, B, dtype=jnp.float32)[:, None]
+    ref = jax.vmap(f)(st, a)
+    for chunk in (1, 3, 4, 10, 64):  # padded (3, 4), exact (1), one chunk (10, 64)
+        out = jax.jit(vmap_chunked(f, chunk))(st, a)
+        for k in ref:
+            assert out[k].shape == ref[k].shape
+            np.testing.assert_array_equal(np.asarray(out[k]), np.asarray(ref[k]))
+    with pytest.raises(ValueError, match="same leading batch size"):
+        vmap_chunked(f, 4)(st, a[:5])
+    with pytest.raises(ValueError, match="at least 1"):
+        vmap_chunked(f, 0)

@@ -2,13 +2,14 @@
 (native MuJoCo), one timing contract, the operating envelope counted at run time (docs/envs.md)."""
 
 from .actuators import Actuator, load_actuator
+from .batching import vmap_chunked
 from .envelope import DIMS, EnvelopeBounds, envelope_bounds
 from .mjx_env import ControlState, EnvState, MjxEnv
 from .tasks import PostureTask
 from .timing import TimingContract
 
 __all__ = ["Actuator", "load_actuator", "DIMS", "EnvelopeBounds", "envelope_bounds", "ControlState", "EnvState",
-           "MjxEnv", "PostureTask", "TimingContract", "POLICY_ENVS", "make_policy_env"]
+           "MjxEnv", "PostureTask", "TimingContract", "POLICY_ENVS", "make_policy_env", "vmap_chunked"]
 
 #: policy environments (docs/policy.md): robot -> task -> "module:Class" (imported when made)
 POLICY_ENVS = {"anymal_c": {"trot": "actuatorlab.envs.locomotion:LocomotionEnv"}}

@@ -479,6 +479,43 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
                                            "log_accuracy": acc, "n_logs": int(labs.shape[0])}}
 
 
+def out_of_fold_frame_scores(robot, model, trajs, *, folds: int = 5, seed: int = 0,
+                             **train_kw) -> tuple[list[np.ndarray], list[int]]:
+    """Cross-fitted per-frame normal scores (T, C) of the TRAINING logs ``trajs``, to calibrate the
+    detector on many more logs than the validation split holds (for :func:`calibrate_condition`).
+
+    The logs are grouped (a restricted / normal twin pair of ``synth --restricted-pairs``, i.e. the
+    same ``pair`` condition, is one group; any other log is its own group), the groups are shuffled
+    with ``seed`` and dealt into ``folds`` folds. For each fold, ``model`` as given (untrained:
+    its initial weights and normalizer) is trained by :func:`train_condition_head` with
+    ``train_kw`` (e.g. ``steps``, ``lr``, ``scope``, ``select`` and ``val_trajs`` for its early
+    stopping; never test logs) on the logs of the other folds, then scores the fold's logs one
+    frame window at a time (:func:`learned_frame_scores_batched`). Every log is thus scored by a
+    detector that saw neither it nor its twin, trained like the final one on 1 - 1/folds of the
+    data. This is cross-validated threshold selection (e.g. Hastie, Tibshirani & Friedman, The
+    Elements of Statistical Learning, 2nd ed., section 7.10). Returns (scores per log, fold per log)."""
+    if int(folds) < 2:
+        raise ValueError(f"out-of-fold scores need at least 2 folds, got {folds}")
+    trajs = list(trajs)
+    groups = [str(t.conditions.get("pair", "none")) if str(t.conditions.get("pair", "none")) != "none" else
+              f"log:{t.name}" for t in trajs]
+    uniq = sorted(set(groups))
+    if len(uniq) < folds:
+        raise DataError(None, f"out-of-fold scores: {len(uniq)} log groups for {folds} folds")
+    order = np.random.default_rng([int(seed), 11]).permutation(len(uniq))
+    fold_of = {uniq[g]: k % int(folds) for k, g in enumerate(order)}
+    fold = [fold_of[g] for g in groups]
+    ch = model.layout.channels
+    scores: list[np.ndarray | None] = [None] * len(trajs)
+    for f in range(int(folds)):
+        tr = [t for t, k in zip(trajs, fold) if k != f]
+        m, _ = train_condition_head(robot, model, tr, seed=int(seed) * 1000 + f + 1, **train_kw)
+        for i, (t, k) in enumerate(zip(trajs, fold)):
+            if k == f:
+                scores[i] = learned_frame_scores_batched(robot, m, condition_log(robot, t, ch))
+    return [s for s in scores], fold
+
+
 def _teacher_forced(robot, model, trajs, *, spans: bool = False):
     """Windows (N, H + 1, F) of measured frames (the causal window of every frame) and condition
     labels (N, C) (1 = normal) of the logs; with ``spans`` also each log's (start, stop) rows."""
@@ -606,6 +643,9 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     validation); ``select`` "loss": the lowest class-balanced BCE; "auc": the highest frame-level
     ROC AUC over the channels restricted in some validation log (restricted = low score).
     Without ``val_trajs``, the last parameters.
+    An ensemble (``window_stats`` with ``members`` > 1) is trained as M independent detectors on the
+    same batches: the loss is the mean of the members' own losses, and validation scores the
+    ensemble's output (the logit of the members' mean probability).
     Returns (model with the new network, {"loss": [...], "val": [[step, value], ...], "best_step",
     "n_frames", "n_restricted", "n_twin_frames", "wall_s", ...}).
     """
@@ -662,7 +702,11 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     n_pair = int(round(float(pairs) * B / 2)) if twins.shape[0] else 0
     n_free = B - 2 * n_pair
 
-    def logits(net, x):
+    def logits(net, x, members=True):
+        # an ensemble (window_stats members > 1) trains every member on its own loss: (B, M, C);
+        # validation scores the ensemble's output (members=False): (B, C)
+        if members and getattr(net, "members", 1) > 1:
+            return jax.vmap(lambda w: net.member_heads(norm.apply(w)).condition_logit)(x)
         return jax.vmap(lambda w: net(norm.apply(w)).condition_logit)(x)
 
     def bce(logit, y):
@@ -672,6 +716,8 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     def loss_fn(d, x, y):
         net = eqx.combine(d, static)
         logit = logits(net, x)
+        if logit.ndim == 3:  # ensemble members: the same labels for every member
+            y = jnp.broadcast_to(y[:, None, :], logit.shape)
         loss = bce(logit, y)
         if n_pair and rank_weight > 0:
             lr_, ln_, yr = logit[n_free:n_free + n_pair], logit[n_free + n_pair:], y[n_free:n_free + n_pair]
@@ -706,8 +752,8 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     val_fn = None
     if val_trajs:
         Xv, Yv = _teacher_forced(robot, model, list(val_trajs))
-        ev_loss = eqx.filter_jit(lambda d, x, y: bce(logits(eqx.combine(d, static), x), y))
-        ev_logit = eqx.filter_jit(lambda d, x: logits(eqx.combine(d, static), x))
+        ev_loss = eqx.filter_jit(lambda d, x, y: bce(logits(eqx.combine(d, static), x, False), y))
+        ev_logit = eqx.filter_jit(lambda d, x: logits(eqx.combine(d, static), x, False))
         cols = [c for c in range(C) if 0 < (Yv[:, c] < 0.5).sum() < Yv.shape[0]]
         if select == "auc" and not cols:
             raise DataError(None, "select='auc' needs a validation channel with both conditions")

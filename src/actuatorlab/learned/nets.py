@@ -340,27 +340,47 @@ class WindowStats(eqx.Module):
     unchanged by an offset of its input, so ``drop_mean`` bit f set makes the net blind to input
     f's absolute level (e.g. the absolute position, which identifies trajectories rather than a
     joint's condition). ``z = SiLU-MLP(asinh(stats))`` (``depth`` hidden layers of ``width``,
-    output ``d``), heads on z. C (5F + F(F - 1)) statistics."""
+    output ``d``), heads on z. C (5F + F(F - 1)) statistics.
+
+    ``members = M > 1`` makes it a deep ensemble (Lakshminarayanan, Pritzel & Blundell, NeurIPS
+    2017): M trunks and head sets with independent initialisations on the same statistics, each
+    trained on its own loss (:meth:`member_heads` gives their outputs stacked, (M, ...)); the
+    output is the members' mean, for the condition the logit of the mean probability::
+
+        condition_logit = logit( (1/M) sum_m sigmoid(condition_logit_m) )
+
+    (torque, force and gate: the plain mean). ``members = 1`` is the single network above."""
 
     trunk: eqx.nn.MLP
     heads: OutputHeads
     n_channels: int = eqx.field(static=True)
     drop_mean: int = eqx.field(static=True)
+    members: int = eqx.field(static=True)
 
     def __init__(self, *, n_features: int, n_channels: int, history: int, key, width: int = 128,
-                 depth: int = 2, d: int = 64, head_width: int = 64, drop_mean: int = 0):
+                 depth: int = 2, d: int = 64, head_width: int = 64, drop_mean: int = 0, members: int = 1):
         if n_channels < 1 or n_features % n_channels:
             raise ModelError(f"window_stats needs per-channel inputs only: {n_features} features do not split "
                              f"into {n_channels} channels")
         if history < 1:
             raise ModelError(f"window_stats needs a history of at least 1 frame, got {history}")
+        if members < 1:
+            raise ModelError(f"window_stats needs at least 1 member, got members={members}")
         F = n_features // n_channels
-        k = jax.random.split(key, 2)
-        self.trunk = eqx.nn.MLP(n_channels * (5 * F + F * (F - 1)), d, width, depth, activation=jax.nn.silu,
-                                final_activation=jax.nn.silu, key=k[0], dtype=F32)
-        self.heads = OutputHeads(d, n_channels, head_width, key=k[1])
+
+        def build(kk):
+            k = jax.random.split(kk, 2)
+            trunk = eqx.nn.MLP(n_channels * (5 * F + F * (F - 1)), d, width, depth, activation=jax.nn.silu,
+                               final_activation=jax.nn.silu, key=k[0], dtype=F32)
+            return trunk, OutputHeads(d, n_channels, head_width, key=k[1])
+
+        if members == 1:  # the single network (the layout of files written before ensembles existed)
+            self.trunk, self.heads = build(key)
+        else:  # stacked members: every array gets a leading (M,) axis
+            self.trunk, self.heads = eqx.filter_vmap(build)(jax.random.split(key, members))
         self.n_channels = int(n_channels)
         self.drop_mean = int(drop_mean)
+        self.members = int(members)
 
     def stats(self, x: jax.Array) -> jax.Array:
         """The C (5F + F(F - 1)) statistics of one window (T, C F), before asinh."""
@@ -380,8 +400,22 @@ class WindowStats(eqx.Module):
         return jnp.concatenate([mean * keep, jnp.sqrt(var + 1e-6), trend, x.max(0) - x.min(0), x[-1] - x[0], slope],
                                axis=-1).reshape(-1)
 
+    def member_heads(self, x: jax.Array) -> Heads:
+        """Every member's outputs for one window, stacked: fields (M, ...) (M = 1 without an ensemble)."""
+        s = jnp.arcsinh(self.stats(x))
+        if self.members == 1:
+            return jax.tree.map(lambda a: a[None], self.heads(self.trunk(s)))
+        return eqx.filter_vmap(lambda t, h: h(t(s)))(self.trunk, self.heads)
+
     def __call__(self, x: jax.Array) -> Heads:
-        return self.heads(self.trunk(jnp.arcsinh(self.stats(x))))
+        if self.members == 1:
+            return self.heads(self.trunk(jnp.arcsinh(self.stats(x))))
+        h = self.member_heads(x)
+        # logit of the mean probability, computed stably: logsumexp of log sigmoid minus log M, etc.
+        M = jnp.log(float(self.members))
+        log_p = jax.nn.logsumexp(jax.nn.log_sigmoid(h.condition_logit), axis=0) - M
+        log_q = jax.nn.logsumexp(jax.nn.log_sigmoid(-h.condition_logit), axis=0) - M
+        return Heads(h.torque.mean(0), h.force_raw.mean(0), h.gate_logit.mean(0), log_p - log_q)
 
 
 class ArchSpec(NamedTuple):
@@ -406,7 +440,7 @@ ARCHS: dict[str, ArchSpec] = {
                              "one-joint softsign MLP on (err, dq) histories: the Isaac Lab / mjlab layout"),
     "actuator_lstm": ArchSpec(ActuatorLSTM, dict(hidden=16, n_layers=2),
                               "one-joint LSTM on (err, dq) with state carried between steps: Isaac Lab's layout"),
-    "window_stats": ArchSpec(WindowStats, dict(width=128, depth=2, d=64, head_width=64, drop_mean=0),
+    "window_stats": ArchSpec(WindowStats, dict(width=128, depth=2, d=64, head_width=64, drop_mean=0, members=1),
                              "per-channel window statistics (levels, spreads, trends, cross-slopes) + MLP: a "
                              "condition detector"),
 }
