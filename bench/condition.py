@@ -83,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
                     "highest balanced accuracy)")
     ap.add_argument("--calibrate-oof", type=int, default=0, metavar="K", help="also calibrate on out-of-fold scores "
                     "of the training logs (K folds by twin pair, each trained like the model; K extra trainings)")
+    ap.add_argument("--oof-smoothing", choices=("val", "pooled"), default="val", help="with --calibrate-oof: the "
+                    "smoothing chosen on D/val (default) or on D/val + the out-of-fold scores")
     ap.add_argument("--validate-only", action="store_true", help="score D/val only (model selection; the "
                     "test split is not loaded)")
     ap.add_argument("--second-unit", type=Path, default=None, help="also evaluate the frozen, calibrated model "
@@ -140,8 +142,13 @@ def main(argv: list[str] | None = None) -> int:
         va = [condition_log(robot, t, ch) for t in va_t]
         # --- validation: calibration (smoothing, thresholds) and the figures model selection reads ---
         va_fs = [learned_frame_scores_batched(robot, model, lg) for lg in va]
-        cal_fs, cal_lab = va_fs + (oof or []), [lg.restricted for lg in va] + ([lg.restricted for lg in tr] if oof else [])
-        cal = {} if a.no_calibration else calibrate_condition(cal_fs, cal_lab, robot.control_dt, min_recall=a.min_recall)
+        cal = {} if a.no_calibration else calibrate_condition(va_fs, [lg.restricted for lg in va], robot.control_dt,
+                                                               min_recall=a.min_recall)
+        if cal and oof:  # the smoothing stays D/val's; the thresholds are chosen on D/val + the out-of-fold scores
+            grid = [cal["smooth_s"]] if a.oof_smoothing == "val" else None
+            cal = calibrate_condition(va_fs + oof, [lg.restricted for lg in va] + [lg.restricted for lg in tr],
+                                      robot.control_dt, min_recall=a.min_recall,
+                                      **({"smooth_grid_s": grid} if grid else {}))
         if cal:
             cal["source"] = f"D/val ({len(va)} logs)" + (
                 f" + out-of-fold scores of D/train ({len(tr)} logs, {a.calibrate_oof} folds)" if oof else "")
@@ -167,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                 "model_seed": a.seed, "history": model.layout.history, "sizes": dict(model.sizes),
                 "features": list(model.layout.per_channel), "params": param_count(model.net),
                 "batch": info["batch"], "lr": a.lr, "train_s": round(train_s, 1),
-                "calibrate_oof": a.calibrate_oof, "oof_s": round(oof_s, 1), "calibration": cal or None,
+                "calibrate_oof": a.calibrate_oof, "oof_smoothing": a.oof_smoothing if a.calibrate_oof else None,
+                "oof_s": round(oof_s, 1), "calibration": cal or None,
                 "validation": val}
         if a.validate_only:
             emit({**base, "validate_only": True, "wall_s": round(time.perf_counter() - t_all, 1)},
