@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from actuatorlab.evaluate.condition import (METHODS, calibrate_condition, condition_log,
+    from actuatorlab.evaluate.condition import (METHODS, SMOOTH_GRID_S, calibrate_condition, condition_log,
                                                 learned_frame_scores_batched, make_condition_model,
                                                 out_of_fold_frame_scores, public,
                                                 run_condition, train_condition_head, write_condition_report)
@@ -145,10 +145,9 @@ def main(argv: list[str] | None = None) -> int:
         cal = {} if a.no_calibration else calibrate_condition(va_fs, [lg.restricted for lg in va], robot.control_dt,
                                                                min_recall=a.min_recall)
         if cal and oof:  # the smoothing stays D/val's; the thresholds are chosen on D/val + the out-of-fold scores
-            grid = [cal["smooth_s"]] if a.oof_smoothing == "val" else None
+            grid = [cal["smooth_s"]] if a.oof_smoothing == "val" else SMOOTH_GRID_S
             cal = calibrate_condition(va_fs + oof, [lg.restricted for lg in va] + [lg.restricted for lg in tr],
-                                      robot.control_dt, min_recall=a.min_recall,
-                                      **({"smooth_grid_s": grid} if grid else {}))
+                                      robot.control_dt, min_recall=a.min_recall, smooth_grid_s=grid)
         if cal:
             cal["source"] = f"D/val ({len(va)} logs)" + (
                 f" + out-of-fold scores of D/train ({len(tr)} logs, {a.calibrate_oof} folds)" if oof else "")

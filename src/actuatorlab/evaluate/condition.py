@@ -497,8 +497,8 @@ def out_of_fold_frame_scores(robot, model, trajs, *, folds: int = 5, seed: int =
     if int(folds) < 2:
         raise ValueError(f"out-of-fold scores need at least 2 folds, got {folds}")
     trajs = list(trajs)
-    groups = [str(t.conditions.get("pair", "none")) if str(t.conditions.get("pair", "none")) != "none" else
-              f"log:{t.name}" for t in trajs]
+    pairs = [str(t.conditions.get("pair", "none")) for t in trajs]
+    groups = [p if p != "none" else f"log:{t.name}" for p, t in zip(pairs, trajs)]
     uniq = sorted(set(groups))
     if len(uniq) < folds:
         raise DataError(None, f"out-of-fold scores: {len(uniq)} log groups for {folds} folds")
@@ -513,7 +513,7 @@ def out_of_fold_frame_scores(robot, model, trajs, *, folds: int = 5, seed: int =
         for i, (t, k) in enumerate(zip(trajs, fold)):
             if k == f:
                 scores[i] = learned_frame_scores_batched(robot, m, condition_log(robot, t, ch))
-    return [s for s in scores], fold
+    return scores, fold
 
 
 def _teacher_forced(robot, model, trajs, *, spans: bool = False):
