@@ -46,6 +46,10 @@ def main(argv=None) -> int:
     ap.add_argument("--noise", type=float, default=0.1, help="input-noise augmentation [training std]")
     ap.add_argument("--weight-decay", type=float, default=1e-4)
     ap.add_argument("--contact-weight", type=float, default=4.0, help="force-loss weight (1 + w) on contact frames")
+    ap.add_argument("--force-prior", default=None, choices=("id_linear", "id_friction", "momentum_observer"),
+                    help="the force head corrects this classical estimate (calibrated on train/ free motion)")
+    ap.add_argument("--force-prior-labels", action="store_true",
+                    help="calibrate the force prior on every labelled train/ log (payloads, pushes), not free motion only")
     ap.add_argument("--eval", default="test", choices=("test", "val"),
                     help="test: DIR/test + DIR/heldout (report once); val: DIR/val only (model selection)")
     a = ap.parse_args(argv)
@@ -72,7 +76,8 @@ def main(argv=None) -> int:
         train_heads(ROBOT, tr, va, out=run, arch=a.arch, sizes=json.loads(a.sizes), steps=a.steps,
                     budget=dict(batch=a.batch, lr=a.lr, eval_every=max(50, a.steps // 6), noise=a.noise,
                                 weight_decay=a.weight_decay, contact_weight=a.contact_weight), seed=a.seed, progress=False,
-                    resume=(run / "checkpoint.ckpt").exists())
+                    resume=(run / "checkpoint.ckpt").exists(), force_prior=a.force_prior,
+                    prior_labels=a.force_prior_labels)
     train_wall = time.perf_counter() - t0
     with physics_precision():
         robot = load_robot(ROBOT)
@@ -88,6 +93,8 @@ def main(argv=None) -> int:
     best_c = min(cc, key=cc.get)
     ratio_c = res["force_mae_in_contact"]["learned"] / cc[best_c]
     res["training"] = {**d["training"], "arch": d["arch"], "sizes": d["sizes"], "params": d["params_count"],
+                       "force_prior": (d.get("force_prior") or {}).get("method"),
+                       "force_prior_labelled": ((d.get("force_prior") or {}).get("calibration") or {}).get("labelled"),
                        "wall_s_this_run": train_wall}
     res["data"] = {"seed": card["seed"], "scale": card["scale"], "train_logs": len(tr), "val_logs": len(va),
                    "evaluated": sorted({lg["split"] for lg in res["logs"]})}
@@ -104,7 +111,8 @@ def main(argv=None) -> int:
     splits = sorted({k for m in ALL_METHODS for k in res["force_mae_by_split"][m]})
     print(f"force MAE [N] on {res['n_logs']} logs ({', '.join(res['data']['evaluated'])}); synth seed "
           f"{card['seed']} scale {card['scale']}; learned: {d['arch']} {d['params_count']} params, "
-          f"{d['training']['steps']} steps, {d['training']['wall_s']:.0f} s")
+          f"{d['training']['steps']} steps, {d['training']['wall_s']:.0f} s, force prior "
+          f"{(d.get('force_prior') or {}).get('method')}")
     head = f"{'method':<18} {'MAE':>6} {'contact':>7} {'contact acc':>11} {'FP rate':>8}  " + " ".join(f"{t[:10]:>10}" for t in tasks) \
         + "  " + " ".join(f"{s[-12:]:>12}" for s in splits)
     print(head)

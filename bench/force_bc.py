@@ -34,6 +34,10 @@ def main(argv=None) -> int:
     ap.add_argument("--model", type=Path, default=None, help="learned: an arm_model.json with force / gate heads")
     ap.add_argument("--no-pushes", action="store_true", help="learned, heads trained here: payload runs only")
     ap.add_argument("--head-steps", type=int, default=1000, help="learned, heads trained here: Adam steps")
+    ap.add_argument("--head-force-prior", default=None, choices=("id_linear", "id_friction", "momentum_observer"),
+                    help="learned, heads trained here: the classical estimate the heads correct")
+    ap.add_argument("--head-force-prior-labels", action="store_true",
+                    help="learned, heads trained here: calibrate the prior on every labelled run (payloads, pushes)")
     ap.add_argument("--head-envs", type=int, default=8, help="learned, heads trained here: runs of 8 s per training payload")
     ap.add_argument("--demos", type=int, default=32, help="demonstration episodes per training payload")
     ap.add_argument("--trials", type=int, default=24, help="evaluation episodes per payload and seed")
@@ -57,7 +61,8 @@ def main(argv=None) -> int:
             path = a.out / "heads" / "arm_model.json"
             if not path.exists():
                 t0 = time.perf_counter()
-                train_bc_heads(path.parent, cfg, n_envs=a.head_envs, pushes=not a.no_pushes, train_steps=a.head_steps)
+                train_bc_heads(path.parent, cfg, n_envs=a.head_envs, pushes=not a.no_pushes, train_steps=a.head_steps,
+                               force_prior=a.head_force_prior, prior_labels=a.head_force_prior_labels)
                 log(f"force heads trained on BC-environment runs in {time.perf_counter() - t0:.0f} s -> {path}")
         _, model, d = load_arm_model(path, "open_manipulator_x")
         tr = d.get("training", {})
@@ -66,7 +71,9 @@ def main(argv=None) -> int:
                 "runs_per_payload": None if a.model else a.head_envs,
                 "train_logs": len(d.get("data", {}).get("train", [])), "val_logs": len(d.get("data", {}).get("val", [])),
                 "best_val_force_mae": tr.get("best_val_force_mae"), "steps": tr.get("steps"),
-                "best_step": tr.get("best_step"), "wall_s": tr.get("wall_s")}
+                "best_step": tr.get("best_step"), "wall_s": tr.get("wall_s"),
+                "force_prior": (d.get("force_prior") or {}).get("method"),
+                "force_prior_labelled": ((d.get("force_prior") or {}).get("calibration") or {}).get("labelled")}
     gains = tuple(float(g) for g in a.gains.split(","))
     r = run_experiment(cfg, demos_per_mass=a.demos, trials_per_mass=a.trials, seeds=seeds, log=log, model=model,
                        model_info=info, gains=gains)

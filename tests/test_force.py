@@ -293,3 +293,143 @@ def test_heads_loss_contact_weight_and_in_contact_mae():
     sel = (d.force_w * d.contact) > 0  # frames 0 and 2 (frame 5 is in contact but unlabelled)
     want = np.abs(f_hat[sel] - d.force[sel]).mean()
     assert float(heads_loss(m, d)[1]["force_mae_contact"]) == pytest.approx(want, rel=1e-5)
+
+
+def _with_prior(model, prior):
+    import dataclasses
+
+    return type(model)(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.name != "force_prior"},
+                       force_prior=prior)
+
+
+def test_force_prior_is_what_the_head_corrects_and_travels_with_the_model(dyn, smoke, tmp_path):
+    """f = sigmoid(gate) (f_raw + f_prior): with the force head zeroed and the gate logit 0 the
+    learned estimate is exactly half the classical one, frame by frame and causally; the prior
+    survives save / load, enters the head loss, and a malformed entry is a one-line error."""
+    import equinox as eqx
+
+    from actuatorlab.errors import ModelError
+    from actuatorlab.estimate.force import ForcePrior
+    from actuatorlab.learned.arm import load_arm_model, save_arm_model
+    from actuatorlab.learned.heads import HeadData, heads_loss
+
+    robot = dyn.robot
+    prior = ForcePrior("id_linear", _cal(dyn, 2.0, 0.01))
+    m = _tiny_learned(robot)
+    zero = lambda t: jax.tree.map(lambda a: a * 0 if eqx.is_inexact_array(a) else a, t)  # noqa: E731
+    m = eqx.tree_at(lambda x: (x.net.heads.force, x.net.heads.gate), m,
+                    replace=(zero(m.net.heads.force), zero(m.net.heads.gate)))
+    m = _with_prior(m, prior)
+    rng = np.random.default_rng(3)
+    T = 30
+    lg = _log(dyn, Q0 + 0.01 * np.cumsum(rng.normal(size=(T, 4)), 0), rng.normal(size=(T, 4)) * 0.2,
+              rng.normal(size=(T, 4)) * 0.3)
+    classical = estimate_log(make_estimator("id_linear", robot, dyn=dyn, calibration=prior.calibration), lg)["force"]
+    learned = estimate_log(make_estimator("learned", robot, model=m), lg)
+    assert np.abs(classical).max() > 0.1
+    np.testing.assert_allclose(learned["force"], 0.5 * classical, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(learned["contact"], 0.5)
+    # causal: a perturbed future changes nothing before it
+    fr2 = ForceFrame(*[a.copy() for a in lg.frames])
+    fr2.current[20:] += 1.0
+    lg2 = ForceLog(lg.name, fr2, lg.time, lg.force, True, lg.contact, "train", "sim", lg.conditions)
+    l2 = estimate_log(make_estimator("learned", robot, model=m), lg2)["force"]
+    assert np.array_equal(l2[:20], learned["force"][:20]) and not np.allclose(l2[20:], learned["force"][20:])
+    # the head loss sees the prior: f_hat = 0.5 prior
+    x = np.zeros((T, m.layout.history + 1, m.layout.n_features), np.float32)
+    f = rng.normal(size=(T, 3)).astype(np.float32)
+    d = HeadData(x, f, np.ones(T, np.float32), np.zeros(T, np.float32), np.ones((T, 4), np.float32),
+                 classical.astype(np.float32))
+    assert float(heads_loss(m, d)[1]["force_mae"]) == pytest.approx(np.abs(0.5 * classical - f).mean(), rel=1e-5)
+    # save / load keeps the prior and the estimate
+    save_arm_model(tmp_path / "run", robot.name, m, None)
+    saved = json.loads((tmp_path / "run" / "arm_model.json").read_text())
+    assert saved["force_prior"]["method"] == "id_linear"
+    m2 = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
+    assert m2.force_prior.method == "id_linear"
+    np.testing.assert_array_equal(m2.force_prior.calibration.gain, prior.calibration.gain)
+    np.testing.assert_allclose(estimate_log(make_estimator("learned", robot, model=m2), lg)["force"], learned["force"],
+                               rtol=1e-6, atol=1e-7)
+    del saved["force_prior"]["calibration"]["gain"]
+    (tmp_path / "run" / "arm_model.json").write_text(json.dumps(saved))
+    with pytest.raises(ModelError, match=r"arm_model.json: force calibration: malformed entry .*gain"):
+        load_arm_model(tmp_path / "run" / "arm_model.json")
+    with pytest.raises(ModelError, match="needs a calibration with friction"):
+        ForcePrior("momentum_observer", prior.calibration)
+
+
+def test_train_heads_with_a_force_prior_calibrates_it_on_free_motion(smoke, tmp_path):
+    from actuatorlab.learned.arm import load_arm_model
+    from actuatorlab.learned.heads import train_heads
+    from actuatorlab.logs import load_logs
+
+    tr = load_logs([smoke / "train"]) + load_logs([smoke / "heldout"])
+    d = train_heads("open_manipulator_x", tr, load_logs([smoke / "heldout"]), out=tmp_path / "run", arch="mlp",
+                    sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2,
+                    budget=dict(batch=32, eval_every=2), progress=False, force_prior="id_linear")
+    fp = d["force_prior"]
+    assert fp["method"] == "id_linear" and not fp["calibration"]["friction"]
+    assert fp["calibration"]["n_samples"] > 0 and all(g > 0 for g in fp["calibration"]["gain"])
+    m = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
+    assert m.force_prior.method == "id_linear"
+
+
+def test_labelled_calibration_recovers_the_gain_with_external_forces(dyn):
+    """fit_calibration(labelled=True): with the label's torque J_p^T f subtracted, a log with an
+    external force gives back the motor's gain and offset; such a log is refused by the
+    free-motion calibration, and a restricted joint (torque no label carries) by both."""
+    from actuatorlab.errors import DataError
+    from actuatorlab.estimate.force import _filtered
+
+    q, dq = _free_motion(dyn)
+    T = len(q)
+    f = np.zeros((T, 3))
+    f[T // 3:] = [1.5, -0.5, -2.0]  # [N] a push that starts a third of the way in
+    gain, offset = np.array([2.4, 1.9, 2.1, 0.8]), np.array([0.02, -0.05, 0.1, 0.0])
+    base = _log(dyn, q, dq, np.zeros_like(q))
+    qq, dq_f, ddq, _ = _filtered(base, np.arange(4), DEFAULT_TAU_S, DT)
+    tau = np.array([dyn.inverse_dynamics(qq[k], dq_f[k], ddq[k]) - dyn.jacobian(qq[k]).T @ f[k] for k in range(T)])
+    a = DT / (DEFAULT_TAU_S + DT)
+    target = (tau - offset) / gain
+    cur = np.empty_like(target)
+    cur[0] = target[0]
+    cur[1:] = target[:-1] + (target[1:] - target[:-1]) / a
+    lg0 = _log(dyn, q, dq, cur)
+    pushed = ForceLog("push", lg0.frames, lg0.time, f, True, np.linalg.norm(f, axis=1) > 0.01, "train", "push_hold",
+                      {"load": "none", "contact": "push", "restricted": "none"})
+    cal = fit_calibration(dyn, [pushed], friction=False, labelled=True)
+    assert cal.labelled
+    np.testing.assert_allclose(cal.gain, gain, rtol=1e-6)
+    np.testing.assert_allclose(cal.offset, offset, atol=1e-6)
+    # id_linear with it reads the push back
+    out = estimate_log(make_estimator("id_linear", dyn.robot, dyn=dyn, calibration=cal), pushed)
+    np.testing.assert_allclose(out["force"][T // 3 + 5:], f[T // 3 + 5:], atol=1e-5)
+    # ignoring the label biases the gains; the free-motion calibration refuses the log
+    with pytest.raises(DataError, match="free-motion"):
+        fit_calibration(dyn, [pushed], friction=False)
+    restricted = ForceLog("r", lg0.frames, lg0.time, f, True, pushed.contact, "train", "push_hold",
+                          {"load": "none", "contact": "push", "restricted": "joint3"})
+    with pytest.raises(DataError, match="no restricted joint"):
+        fit_calibration(dyn, [restricted], friction=False, labelled=True)
+
+
+def test_infer_adds_the_force_prior_like_estimate_force(dyn, smoke, tmp_path):
+    """`infer` writes for a model with a force prior the same force as the learned estimator."""
+    import csv
+
+    from actuatorlab.estimate.force import ForcePrior, read_force_log
+    from actuatorlab.learned.arm import load_arm_model, save_arm_model
+    from actuatorlab.logs import load_logs
+    from actuatorlab.pipeline import run_infer
+
+    robot = dyn.robot
+    save_arm_model(tmp_path / "run", robot.name, _with_prior(_tiny_learned(robot), ForcePrior("id_linear",
+                                                                                                  _cal(dyn, 2.0, 0.01))), None)
+    trajs = load_logs([smoke / "heldout"])
+    run_infer(tmp_path / "run" / "arm_model.json", [smoke / "heldout"], tmp_path / "infer.csv")
+    rows = [r for r in csv.DictReader((tmp_path / "infer.csv").open()) if r["log"] == trajs[0].name]
+    got = np.array([[float(r[f"force_{a}"]) for a in "xyz"] for r in rows])
+    m = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
+    want = estimate_log(make_estimator("learned", robot, model=m), read_force_log(robot, trajs[0]))["force"]
+    assert got.shape == want.shape and np.abs(want).max() > 0.05
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)

@@ -607,6 +607,12 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     steps: Optional[int] = typer.Option(None, "--steps"), seed: int = typer.Option(0, "--seed"),
                     contact_weight: float = typer.Option(4.0, "--contact-weight", help="extra force-loss weight "
                                                          "on contact frames: (1 + w) huber (4 = arm_loss's)"),
+                    force_prior: Optional[str] = typer.Option(None, "--force-prior", help="id_linear | id_friction | "
+                                                              "momentum_observer: the force head corrects this classical "
+                                                              "estimate (calibrated on the free-motion training logs)"),
+                    force_prior_labels: bool = typer.Option(False, "--force-prior-labels", help="calibrate the force "
+                                                            "prior on every force-labelled training log (payloads, "
+                                                            "pushes), not on free motion only"),
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
@@ -621,7 +627,8 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
     tr, va = split_arm_data(data)
     m = load_arm_model(init, robot)[1] if init is not None else None
     d = train_heads(robot, tr, va, out=out, init=m, arch=arch, sizes=sz, steps=steps, seed=seed, resume=resume,
-                    budget={"contact_weight": contact_weight})
+                    budget={"contact_weight": contact_weight}, force_prior=force_prior,
+                    prior_labels=force_prior_labels)
     t = d["training"]
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")

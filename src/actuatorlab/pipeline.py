@@ -678,7 +678,8 @@ def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -
     (:class:`~actuatorlab.sim.arm_learned.OnlineEstimator`: measured positions, logged commands and
     telemetry up to the present frame only). Writes OUT (CSV: log, time, effort/<channel> [N.m | N],
     force_x/y/z [N], contact, condition/<channel>) atomically; returns {"frames", "logs", "out",
-    "mean_step_ms"}."""
+    "mean_step_ms"}. For a model with a force prior the force is sigmoid(gate) (f_raw + f_prior),
+    the prior's classical estimator stepped on the same frame (as ``estimate-force``)."""
     import io
     import time
 
@@ -696,17 +697,24 @@ def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -
                            + [f"condition/{c}" for c in ch]) + "\n")
         n, t_steps = 0, 0.0
         trajs = load_logs(list(paths))
+        prior = m.force_prior.estimator(r) if m.force_prior is not None else None
         for traj in trajs:
             lg = arm_log(r, traj, ch, m.layout.per_channel)
             b = lg.base
             est.reset()
+            if prior is not None:
+                from .estimate.force import read_force_log
+
+                flog = read_force_log(r, traj)
+                prior.reset()
             for k in range(b.q_meas.shape[0]):
                 t0 = time.perf_counter()
                 o = est.step(b.inputs.q_target[k], b.q_meas[k], b.dq_meas[k], b.inputs.v_supply[k], b.inputs.enable[k],
                              lg.telemetry[k])
+                force = o["force"] if prior is None else o["contact"] * (o["force_raw"] + prior.step(flog.frame(k)).force)
                 t_steps += time.perf_counter() - t0
                 n += 1
-                vals = [*o["effort"], *o["force"], o["contact"], *o["condition"]]
+                vals = [*o["effort"], *force, o["contact"], *o["condition"]]
                 buf.write(f"{traj.name},{traj.time[k]:.6g}," + ",".join(f"{float(v):.6g}" for v in vals) + "\n")
     atomic_write_text(out, buf.getvalue())
     return {"frames": n, "logs": len(trajs), "out": str(out), "mean_step_ms": 1e3 * t_steps / max(n, 1)}

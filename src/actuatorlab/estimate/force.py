@@ -9,7 +9,16 @@ Methods (:data:`METHODS`, built by :func:`make_estimator`):
 ``learned``
     the learned whole-robot actuator's force head times its contact gate,
     ``f = sigmoid(gate) f_raw``, through :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`
-    (Dou et al., "NeuralActuator", RSS 2026).
+    (Dou et al., "NeuralActuator", RSS 2026). A model trained with a :class:`ForcePrior` (a
+    calibrated classical method below) corrects that method's estimate instead of replacing it::
+
+        f = sigmoid(gate) (f_raw + f_prior)        f_prior: the classical method on the same frames
+
+    so beyond the loads it was trained on the estimate keeps the classical method's linear
+    current-to-force growth, and the network supplies what the classical model lacks (gear
+    losses, load-dependent friction) and the contact gate (residual learning on top of a physics
+    model, as in Zeng et al., "TossingBot", RSS 2019, and Johannink et al., "Residual
+    reinforcement learning for robot control", ICRA 2019).
 ``id_linear``
     inverse-dynamics residual with a per-joint linear current-to-torque map::
 
@@ -66,7 +75,7 @@ from .dynamics import ArmDynamics, force_from_torque
 __all__ = ["ForceFrame", "ForceLog", "ForceEstimate", "ForceEstimator", "Calibration", "read_force_log",
            "fit_calibration", "free_motion", "LearnedForceEstimator", "InverseDynamicsEstimator",
            "MomentumObserver", "IDState", "MOState", "id_step", "mo_step", "stribeck", "METHODS", "CLASSICAL",
-           "make_estimator", "estimate_log", "play"]
+           "make_estimator", "estimate_log", "play", "ForcePrior", "prior_forces", "labelled_motion"]
 
 #: contact label when a log has no ``contact`` channel: |f| above this [N]
 FORCE_THRESHOLD = 0.01
@@ -187,7 +196,8 @@ class Calibration:
     viscous (n,) [N.m, N.m, N.m.s/rad]; stribeck_velocity (n,) [rad/s]; play_width (n,) [A];
     rms (n,) [N.m] fit residual on the free-motion samples; n_samples; tau_s [s] filter time
     constant used in the fit; clamped: joints whose gain was clamped to ``min_gain``; warnings:
-    one line per clamped joint."""
+    one line per clamped joint; labelled: fitted on force-labelled logs (``fit_calibration``'s
+    ``labelled``) rather than on free motion."""
 
     joints: tuple[str, ...]
     gain: np.ndarray
@@ -205,11 +215,26 @@ class Calibration:
     min_gain: float
     clamped: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
+    labelled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in self.__dict__.items()}
         d["joints"], d["clamped"], d["warnings"] = list(self.joints), list(self.clamped), list(self.warnings)
         return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Calibration":
+        """Inverse of :meth:`to_dict` (a malformed entry is a one-line :class:`ModelError`)."""
+        arrays = ("gain", "offset", "raw_gain", "coulomb", "static", "viscous", "stribeck_velocity", "play_width", "rms")
+        try:
+            n = len(d["joints"])
+            kw = {k: np.asarray(d[k], float).reshape(n) for k in arrays}
+            return cls(joints=tuple(str(j) for j in d["joints"]), friction=bool(d["friction"]),
+                       n_samples=int(d["n_samples"]), tau_s=float(d["tau_s"]), min_gain=float(d["min_gain"]),
+                       clamped=tuple(d.get("clamped", ())), warnings=tuple(d.get("warnings", ())),
+                       labelled=bool(d.get("labelled", False)), **kw)
+        except (KeyError, TypeError, ValueError) as e:
+            raise ModelError(f"force calibration: malformed entry ({type(e).__name__}: {e})") from None
 
 
 def _filtered(log: ForceLog, idx: np.ndarray, tau_s: float, dt: float):
@@ -239,19 +264,34 @@ def _play_series(x: np.ndarray, w: float) -> np.ndarray:
     return y
 
 
+def labelled_motion(log: ForceLog) -> bool:
+    """True for a log whose force label accounts for every external joint torque: a known force
+    label (zero or not: payload, push) and no restricted joint (whose elastic torque no label
+    carries). The premise of :func:`fit_calibration` with ``labelled``."""
+    return log.force_known and log.conditions.get("restricted", "none") == "none"
+
+
 def fit_calibration(dyn: ArmDynamics, logs: Sequence[ForceLog], *, friction: bool, tau_s: float = DEFAULT_TAU_S,
-                    min_gain: float = DEFAULT_MIN_GAIN, skip: int = 20) -> Calibration:
+                    min_gain: float = DEFAULT_MIN_GAIN, skip: int = 20, labelled: bool = False) -> Calibration:
     """Least-squares calibration on FREE-MOTION logs only (``free_motion`` must hold; anything
     else is refused): per joint j, ``M qdd + C qd + g = a_j P_w(i_j) + b_j - tau_f(qd_j)`` with
     the signals of :class:`InverseDynamicsEstimator`. Without ``friction`` only a, b (w = 0, no
     tau_f). The first ``skip`` frames of each log (filter start-up) are left out. A gain below
-    ``min_gain`` is clamped and the other terms refitted with it fixed."""
+    ``min_gain`` is clamped and the other terms refitted with it fixed.
+
+    ``labelled``: calibrate on force-LABELLED logs instead (:func:`labelled_motion`: payloads and
+    pushes too), with the known external torque on the left, ``M qdd + C qd + g - J_p^T f =
+    a_j P_w(i_j) + b_j - tau_f``. Loads then separate the current gain from friction, which on
+    free motion move together (the classical baselines of the issue stay free-motion-only; this
+    is for a learned model's prior, which is trained on the same labels)."""
     logs = list(logs)
     if not logs:
-        raise DataError(None, "force calibration: no free-motion training logs")
-    bad = [lg.name for lg in logs if not free_motion(lg)]
+        raise DataError(None, f"force calibration: no {'labelled' if labelled else 'free-motion'} training logs")
+    bad = [lg.name for lg in logs if not (labelled_motion(lg) if labelled else free_motion(lg))]
     if bad:
-        raise DataError(None, f"force calibration needs free-motion logs (no payload, contact, force or "
+        raise DataError(None, f"force calibration with labels needs logs with a force label and no restricted joint; "
+                              f"got {bad[:3]}" if labelled else
+                        f"force calibration needs free-motion logs (no payload, contact, force or "
                               f"restriction); got {bad[:3]}")
     idx = np.array([dyn.robot.index(j) for j in dyn.joints])
     dt = float(dyn.robot.control_dt)
@@ -259,6 +299,8 @@ def fit_calibration(dyn: ArmDynamics, logs: Sequence[ForceLog], *, friction: boo
     for lg in logs:
         q, dq_f, ddq, i_f = _filtered(lg, idx, tau_s, dt)
         tau = np.array([dyn.inverse_dynamics(q[k], dq_f[k], ddq[k]) for k in range(lg.n)])
+        if labelled:  # the external torque the label states: J_p^T f
+            tau = tau - np.array([dyn.jacobian(q[k]).T @ lg.force[k] for k in range(lg.n)])
         Y.append(tau[skip:]), I.append(i_f), DQ.append(dq_f[skip:])
     Y, DQ = np.concatenate(Y), np.concatenate(DQ)
     n = len(dyn.joints)
@@ -297,7 +339,8 @@ def fit_calibration(dyn: ArmDynamics, logs: Sequence[ForceLog], *, friction: boo
             warnings.append(f"{dyn.joints[j]}: fitted current-to-torque gain {raw:.4g} N.m/A "
                             f"{'is negative' if raw < 0 else 'is below the minimum'}; clamped to {min_gain:g}")
     return Calibration(tuple(dyn.joints), friction=friction, n_samples=int(Y.shape[0]), tau_s=float(tau_s),
-                       min_gain=float(min_gain), clamped=tuple(clamped), warnings=tuple(warnings), **out)
+                       min_gain=float(min_gain), clamped=tuple(clamped), warnings=tuple(warnings), labelled=bool(labelled),
+                       **out)
 
 
 # -- the estimators --------------------------------------------------------------------------
@@ -326,7 +369,9 @@ class ForceEstimator(abc.ABC):
 
 class LearnedForceEstimator(ForceEstimator):
     """``learned``: sigmoid(gate) f_raw of a learned whole-robot model (measured q, qd; logged
-    commands and telemetry), via :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`."""
+    commands and telemetry), via :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`; for a
+    model with a :class:`ForcePrior`, sigmoid(gate) (f_raw + f_prior) with the prior's estimator
+    stepped on the same frame."""
 
     name = "learned"
     _TEL = {"current": "current", "pwm": "pwm", "temperature": "temperature"}
@@ -341,15 +386,23 @@ class LearnedForceEstimator(ForceEstimator):
         self.model = model
         self._online = OnlineEstimator(model)
         self._idx = np.array(model.channel_index)
+        prior = getattr(model, "force_prior", None)
+        self._prior = prior.estimator(robot) if prior is not None else None
 
     def reset(self) -> None:
         self._online.reset()
+        if self._prior is not None:
+            self._prior.reset()
 
     def step(self, frame: ForceFrame) -> ForceEstimate:
         tel = np.stack([getattr(frame, self._TEL[f])[self._idx] for f in self.model.telemetry], -1) \
             if self.model.telemetry else None
         o = self._online.step(frame.q_target, frame.q, frame.dq, frame.v_supply, frame.enable, tel)
-        return ForceEstimate(np.asarray(o["force"], float), float(o["contact"]), None)
+        if self._prior is None:
+            return ForceEstimate(np.asarray(o["force"], float), float(o["contact"]), None)
+        f_prior = self._prior.step(frame).force
+        return ForceEstimate(float(o["contact"]) * (np.asarray(o["force_raw"], float) + f_prior),
+                             float(o["contact"]), None)
 
 
 class IDState(NamedTuple):
@@ -505,3 +558,63 @@ def estimate_log(est: ForceEstimator, log: ForceLog) -> dict[str, np.ndarray]:
         e = est.step(log.frame(k))
         F[k], P[k] = e.force, e.contact
     return {"force": F, "contact": P}
+
+
+@dataclass(frozen=True, eq=False)
+class ForcePrior:
+    """The classical estimate a learned force head corrects (module docstring, ``learned``):
+    ``method`` one of :data:`CLASSICAL`, its ``calibration`` (fitted on free-motion TRAINING logs,
+    stored with the model), ``k_o`` [1/s] for the momentum observer, ``ee_body`` the end-effector
+    body (None: :func:`~actuatorlab.estimate.dynamics.default_ee_body`). Compared by identity
+    (a static field of :class:`~actuatorlab.sim.arm_learned.LearnedArm`)."""
+
+    method: str
+    calibration: Calibration
+    k_o: float = DEFAULT_K_O
+    ee_body: str | None = None
+
+    def __post_init__(self):
+        if self.method not in CLASSICAL:
+            raise UnknownNameError("force prior method", self.method, list(CLASSICAL))
+        if self.calibration.friction != CLASSICAL[self.method]:
+            raise ModelError(f"force prior {self.method!r} needs a calibration "
+                             f"{'with' if CLASSICAL[self.method] else 'without'} friction")
+
+    def estimator(self, robot: Robot) -> ForceEstimator:
+        """A fresh causal estimator of this prior for ``robot``."""
+        dyn = ArmDynamics(robot, joints=tuple(self.calibration.joints), ee_body=self.ee_body)
+        return make_estimator(self.method, robot, dyn=dyn, calibration=self.calibration, k_o=self.k_o)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"method": self.method, "k_o": self.k_o, "ee_body": self.ee_body,
+                "calibration": self.calibration.to_dict()}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ForcePrior":
+        try:
+            return cls(method=str(d["method"]), calibration=Calibration.from_dict(d["calibration"]),
+                       k_o=float(d.get("k_o", DEFAULT_K_O)), ee_body=d.get("ee_body"))
+        except (KeyError, TypeError) as e:
+            raise ModelError(f"force prior: malformed entry ({type(e).__name__}: {e})") from None
+
+    @classmethod
+    def fit(cls, robot: Robot, method: str, trajs: Sequence[Trajectory], *, k_o: float = DEFAULT_K_O,
+            ee_body: str | None = None, labelled: bool = False) -> "ForcePrior":
+        """Calibrate ``method`` on the free-motion logs among ``trajs`` (training logs only); with
+        ``labelled`` on every force-labelled log without a restricted joint, the label's external
+        torque subtracted (:func:`fit_calibration`)."""
+        if method not in CLASSICAL:
+            raise UnknownNameError("force prior method", method, list(CLASSICAL))
+        dyn = ArmDynamics(robot, ee_body=ee_body)
+        keep = labelled_motion if labelled else free_motion
+        logs = [lg for lg in (read_force_log(robot, t) for t in trajs) if keep(lg)]
+        if not logs:
+            raise DataError(None, f"force prior {method!r}: no {'labelled' if labelled else 'free-motion'} training "
+                                  "logs to calibrate it on")
+        return cls(method, fit_calibration(dyn, logs, friction=CLASSICAL[method], labelled=labelled), k_o=float(k_o),
+                   ee_body=dyn.ee_body)
+
+
+def prior_forces(robot: Robot, prior: ForcePrior, traj: Trajectory) -> np.ndarray:
+    """The prior's causal force estimate at every frame of ``traj``: (T, 3) [N] (float32)."""
+    return estimate_log(prior.estimator(robot), read_force_log(robot, traj))["force"].astype(np.float32)

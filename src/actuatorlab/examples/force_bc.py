@@ -383,19 +383,23 @@ BC_HEAD_SIZES = {"d": 64, "n_layers": 2, "ff": 128, "head_width": 64}
 
 def train_bc_heads(out, cfg: BCConfig = BCConfig(), *, n_envs: int = 8, steps: int = 800, val_envs: int = 2,
                    pushes: bool = True, train_steps: int = 1000, sizes: dict | None = None, seed: int = 0,
-                   progress: bool = False) -> dict:
+                   progress: bool = False, force_prior: str | None = None,
+                   prior_labels: bool = False) -> dict:
     """Train the learned force / gate heads (:func:`~actuatorlab.learned.heads.train_heads`, from
     scratch, teacher forcing) on :func:`head_training_logs` (training payloads, pushes), validated
     on runs with other seeds (``val_envs`` per payload; the best checkpoint by validation force
-    MAE). No held-out payload and no evaluation episode is used. Writes OUT/arm_model.json; returns
-    its dict."""
+    MAE). No held-out payload and no evaluation episode is used. ``force_prior``: a classical method
+    the heads correct (calibrated on the payload-0 runs without pushes; docs/force.md, "Force
+    prior"; ``prior_labels``: calibrated on every labelled run, pushes and training payloads
+    included). Writes OUT/arm_model.json; returns its dict."""
     from ..learned.heads import train_heads
 
     tr = head_training_logs(cfg, n_envs, steps, HEAD_DATA_SEED, pushes)
     va = head_training_logs(cfg, val_envs, steps, HEAD_DATA_SEED + 5000, pushes)
     return train_heads(ROBOT, tr, va, out=out, arch="transformer", sizes=sizes or BC_HEAD_SIZES, steps=train_steps,
                        budget=dict(batch=128, lr=1e-3, eval_every=max(50, train_steps // 8), noise=0.1,
-                                   weight_decay=1e-4), seed=seed, progress=progress)
+                                   weight_decay=1e-4), seed=seed, progress=progress, force_prior=force_prior,
+                       prior_labels=prior_labels)
 
 
 # -- rollouts ---------------------------------------------------------------------------------------

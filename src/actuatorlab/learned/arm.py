@@ -323,6 +323,9 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     from ..identify.arm_fit import log_arrays
 
     scored = np.any([log_arrays(robot, t).scored for t in train_trajs[:1]], axis=0)
+    if init is not None and init.force_prior is not None:
+        raise ModelError(f"train --robot: the initial model's force head corrects a {init.force_prior.method!r} "
+                         "force prior, which the rollout loss does not compute; fine-tune its heads with train-heads")
     if init is not None:
         channels, feats = init.layout.channels, init.layout.per_channel
     else:
@@ -410,8 +413,22 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
          "params_count": param_count(model.net), "layout": model.layout.to_dict(),
          "normalizer": model.normalizer.to_dict(), "effort_scale": list(model.effort_scale),
          "base": base_desc, **(extra or {}), "package_version": __version__, "git_revision": git_revision()}
+    if model.force_prior is not None:
+        d["force_prior"] = model.force_prior.to_dict()
     atomic_write_text(out / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
     return d
+
+
+def _force_prior_of(d, where):
+    """The ForcePrior of an arm_model.json entry (None when absent); errors name the file."""
+    if d is None:
+        return None
+    from ..estimate.force import ForcePrior
+
+    try:
+        return ForcePrior.from_dict(d)
+    except ModelError as e:
+        raise ModelError(f"{where}: {e}") from None
 
 
 @physics
@@ -439,7 +456,8 @@ def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Rob
                            effort_scale=tuple(float(s) for s in d["effort_scale"]),
                            effort_limit=tuple(float(robot.joints[robot.index(j)].effort_limit)
                                               for j in layout.channels),
-                           residual=d["kind"] == "residual", arch=lm.arch, sizes=tuple(sorted(lm.sizes.items())))
+                           residual=d["kind"] == "residual", arch=lm.arch, sizes=tuple(sorted(lm.sizes.items())),
+                           force_prior=_force_prior_of(d.get("force_prior"), p))
     except KeyError as e:
         raise ModelError(f"{p}: arm model lacks the entry {e}") from None
     return robot, model, d

@@ -7,10 +7,14 @@ causal: window k holds frames k - H .. k) without MJX: seconds per hundred steps
 of ~10 s per step through the simulator (docs/learned_arm.md). Loss (the head terms of
 :func:`~actuatorlab.learned.arm.arm_loss`, same weights)::
 
-    J = mean c_f (1 + w_c contact) sum_xyz huber(f_hat - f)    f_hat = sigmoid(gate) f_raw   [N]
+    J = mean c_f (1 + w_c contact) sum_xyz huber(f_hat - f)    f_hat = sigmoid(gate) (f_raw + f_prior)   [N]
       + mean c_f BCE(gate, contact)
       + mean BCE(condition_c, [channel c restricted])
 
+f_prior = 0, or with ``force_prior`` (a classical method of :mod:`actuatorlab.estimate.force`,
+calibrated on the free-motion TRAINING logs and stored with the model) that method's causal
+estimate on the same frames: the head then learns a correction of the classical estimate, which
+keeps its linear growth with the load beyond the training loads (docs/force.md, "Force prior").
 w_c = 4 (``budget["contact_weight"]``; 4 is arm_loss's weight); contact: the log's ``contact`` channel when it has one (the synth suite's protocol truth: a
 payload carried or an external force above 0.05 N), else |f| > 0.01 N (a force gauge's noise
 would otherwise mark a no-contact log as contact everywhere); c_f = 1 where the log carries a
@@ -51,13 +55,15 @@ FORCE_THRESHOLD = 0.01  # [N]
 
 class HeadData(eqx.Module):
     """Teacher-forced samples: x (N, H+1, F) raw measured windows, force (N, 3) [N], force_w (N,)
-    1 where labelled, contact (N,) 0/1, condition (N, C) 0/1."""
+    1 where labelled, contact (N,) 0/1, condition (N, C) 0/1, prior (N, 3) [N] the model's force
+    prior at each frame (None: no prior)."""
 
     x: Any
     force: Any
     force_w: Any
     contact: Any
     condition: Any
+    prior: Any = None
 
     @property
     def n(self) -> int:
@@ -69,8 +75,10 @@ class HeadData(eqx.Module):
 
 def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
     """Windows of measured frames of every log for ``model``'s layout (raw, not normalized)."""
+    from ..estimate.force import prior_forces
     from .arm import arm_log
 
+    prior = getattr(model, "force_prior", None)
     parts = []
     for t in trajs:
         lg = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
@@ -83,8 +91,13 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
             c = (np.nan_to_num(np.asarray(t["contact"], float)) > 0.5).astype(np.float32)
         else:
             c = (np.linalg.norm(lg.force, axis=-1) > FORCE_THRESHOLD).astype(np.float32)
+        fp = None
+        if prior is not None:
+            fp = prior_forces(robot, prior, t)
+            if fp.shape[0] != T:
+                raise DataError(t.source_file or t.name, f"force prior has {fp.shape[0]} frames, the log {T}")
         parts.append(HeadData(x, lg.force.astype(np.float32), np.full(T, float(lg.force_known), np.float32), c,
-                              np.tile(lg.condition.astype(np.float32), (T, 1))))
+                              np.tile(lg.condition.astype(np.float32), (T, 1)), fp))
     if not parts:
         raise DataError(None, "train_heads: no logs")
     return jax.tree.map(lambda *a: np.concatenate(a), *parts)
@@ -100,7 +113,7 @@ def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0), contact_
         return h.force_raw, h.gate_logit, h.condition_logit
 
     f_raw, g, c = jax.vmap(one)(d.x)
-    f_hat = jax.nn.sigmoid(g)[:, None] * f_raw
+    f_hat = jax.nn.sigmoid(g)[:, None] * (f_raw if d.prior is None else f_raw + d.prior)
     fw = d.force_w
     den = jnp.maximum(jnp.sum(fw), 1.0)
     force = jnp.sum(fw * (1.0 + contact_weight * d.contact) * optax.huber_loss(f_hat, d.force, delta=1.0).sum(-1)) / den
@@ -133,12 +146,19 @@ def _head_spec(model: LearnedArm, trunk: bool):
 def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory], *, out: str | Path,
                 init: LearnedArm | None = None, arch: str = "transformer", sizes: dict | None = None,
                 trunk: bool | None = None, steps: int | None = None, budget: dict | None = None, seed: int = 0,
-                resume: bool = False, progress: bool = True) -> dict[str, Any]:
+                resume: bool = False, progress: bool = True, force_prior: str | None = None,
+                prior_labels: bool = False) -> dict[str, Any]:
     """Train the force / gate / condition heads on teacher-forced windows (module docstring) and
     write RUN/arm_model.json + RUN/arm_model.eqx. ``init``: a model to start from (its layout,
     normalizer, effort scales and torque head are kept); otherwise a fresh ``arch`` network with
     ``sizes``, its normalizer fitted on the training frames. ``trunk``: also train the shared
-    trunk (default: only without ``init``). Returns the arm_model.json dict."""
+    trunk (default: only without ``init``). ``force_prior``: a classical method name
+    (``id_linear``, ``id_friction``, ``momentum_observer``) calibrated on the free-motion logs of
+    ``train_trajs``, whose estimate the force head corrects (module docstring; stored in
+    arm_model.json); with ``init`` the model's own prior is kept and this must be None or the same
+    method. ``prior_labels``: calibrate the prior on every force-labelled training log (payloads,
+    pushes; :func:`~actuatorlab.estimate.force.fit_calibration`'s ``labelled``) instead of free
+    motion only. Returns the arm_model.json dict."""
     from ..robots.loader import load_robot
     from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
     from .features import Normalizer, fit_normalizer
@@ -174,6 +194,19 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     else:
         model = init
         trunk = False if trunk is None else trunk
+    have = getattr(model, "force_prior", None)
+    if force_prior is not None:
+        if have is not None and have.method != force_prior:
+            raise ModelError(f"train_heads: the initial model corrects the {have.method!r} force prior, "
+                             f"not {force_prior!r}")
+        if have is None:
+            import dataclasses
+
+            from ..estimate.force import ForcePrior
+
+            prior = ForcePrior.fit(robot, force_prior, train_trajs, labelled=prior_labels)
+            model = type(model)(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)
+                                   if f.name != "force_prior"}, force_prior=prior)
     tr = head_data(robot, model, train_trajs)
     va = head_data(robot, model, val_trajs)
     B = int(bud["batch"])
@@ -187,7 +220,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
         b = tr.take(rng.choice(tr.n, size=B, replace=tr.n < B))
         if noise > 0:  # input noise (augmentation): sigma in units of each feature's training std
             b = HeadData(b.x + noise * std * rng.standard_normal(b.x.shape).astype(np.float32), b.force, b.force_w,
-                         b.contact, b.condition)
+                         b.contact, b.condition, b.prior)
         return jax.tree.map(jnp.asarray, b)
 
     w_c = float(bud["contact_weight"])
@@ -204,6 +237,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                        eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=int(seed),
                        ema_decay=0.99, weight_decay=float(bud["weight_decay"]))
     meta = {"robot": robot_name, "arch": model.arch, "heads_only": True, "trunk": bool(trunk),
+            "force_prior": None if model.force_prior is None else model.force_prior.method,
+            "force_prior_labelled": None if model.force_prior is None else model.force_prior.calibration.labelled,
             "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
     loss = (lambda m, d: heads_loss(m, d, contact_weight=w_c)) if w_c != 4.0 else heads_loss
     res = train(Path(out), model, loss, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,

@@ -74,7 +74,9 @@ class LearnedArm(eqx.Module):
     layout: feature layout (channels = robot joint names); channel_index: their robot indices;
     effort_scale, effort_limit: (C,) [N.m | N] s_c and E_c of the module docstring;
     residual: correct the analytic effort (True) or replace it (False);
-    arch, sizes: the network's registry name and sizes (to save and rebuild it).
+    arch, sizes: the network's registry name and sizes (to save and rebuild it);
+    force_prior: None, or the :class:`~actuatorlab.estimate.force.ForcePrior` (a calibrated
+        classical estimator) whose estimate the force head corrects: f = sigmoid(gate) (f_raw + f_prior).
     """
 
     net: eqx.Module
@@ -88,6 +90,7 @@ class LearnedArm(eqx.Module):
     residual: bool = eqx.field(static=True)
     arch: str = eqx.field(static=True)
     sizes: tuple = eqx.field(static=True, default=())
+    force_prior: Any = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         unknown = [f for f in self.layout.per_channel if f not in STATE_FEATURES and f not in TELEMETRY]
@@ -206,8 +209,9 @@ class OnlineEstimator:
 
     ``step(q_target, q, dq, v_supply, enable, telemetry)`` with robot-ordered (n,) arrays and
     telemetry (C, K) in ``model.telemetry`` order returns {"effort": (C,) [N.m | N] the network's
-    effort (a residual's correction), "force": (3,) [N] sigmoid(gate) f_raw, "contact": contact
-    probability, "condition": (C,) condition scores in [0, 1] (1 = normal, 0 = restricted)}. ``reset()`` forgets the history.
+    effort (a residual's correction), "force": (3,) [N] sigmoid(gate) f_raw (without the model's
+    ``force_prior``: :class:`~actuatorlab.estimate.force.LearnedForceEstimator` adds it), "force_raw":
+    (3,) [N] f_raw, "contact": contact probability, "condition": (C,) condition scores in [0, 1] (1 = normal, 0 = restricted)}. ``reset()`` forgets the history.
     """
 
     def __init__(self, model: LearnedArm):
@@ -228,13 +232,13 @@ class OnlineEstimator:
         args = tuple(np.asarray(a, np.float32) for a in (q_target, q, dq, v_supply, enable))
         if self._hist is None:
             self._hist = initial_history(m, self._frame(m, *args, tel), None)
-        eff, force, contact, cond, self._hist = self._step(m, self._hist, *args, tel)
-        return {"effort": np.asarray(eff), "force": np.asarray(force), "contact": float(contact),
-                "condition": np.asarray(cond)}
+        eff, force, force_raw, contact, cond, self._hist = self._step(m, self._hist, *args, tel)
+        return {"effort": np.asarray(eff), "force": np.asarray(force), "force_raw": np.asarray(force_raw),
+                "contact": float(contact), "condition": np.asarray(cond)}
 
 
 def _online_step(m: LearnedArm, hist, *args):
     tau, heads, hist = net_step(m, hist, *args, jnp.float32)
     gate = jax.nn.sigmoid(heads.gate_logit)
-    return (tau[np.asarray(m.channel_index)], gate * heads.force_raw, gate, jax.nn.sigmoid(heads.condition_logit),
-            hist)
+    return (tau[np.asarray(m.channel_index)], gate * heads.force_raw, heads.force_raw, gate,
+            jax.nn.sigmoid(heads.condition_logit), hist)
