@@ -386,8 +386,7 @@ class LearnedForceEstimator(ForceEstimator):
         self.model = model
         self._online = OnlineEstimator(model)
         self._idx = np.array(model.channel_index)
-        prior = getattr(model, "force_prior", None)
-        self._prior = prior.estimator(robot) if prior is not None else None
+        self._prior = model.force_prior.estimator(robot) if model.force_prior is not None else None
 
     def reset(self) -> None:
         self._online.reset()
@@ -563,8 +562,8 @@ def estimate_log(est: ForceEstimator, log: ForceLog) -> dict[str, np.ndarray]:
 @dataclass(frozen=True, eq=False)
 class ForcePrior:
     """The classical estimate a learned force head corrects (module docstring, ``learned``):
-    ``method`` one of :data:`CLASSICAL`, its ``calibration`` (fitted on free-motion TRAINING logs,
-    stored with the model), ``k_o`` [1/s] for the momentum observer, ``ee_body`` the end-effector
+    ``method`` one of :data:`CLASSICAL`, its ``calibration`` (fitted on TRAINING logs, free motion
+    or all labelled ones: :meth:`fit`; stored with the model), ``k_o`` [1/s] for the momentum observer, ``ee_body`` the end-effector
     body (None: :func:`~actuatorlab.estimate.dynamics.default_ee_body`). Compared by identity
     (a static field of :class:`~actuatorlab.sim.arm_learned.LearnedArm`)."""
 

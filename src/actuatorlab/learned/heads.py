@@ -78,7 +78,7 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
     from ..estimate.force import prior_forces
     from .arm import arm_log
 
-    prior = getattr(model, "force_prior", None)
+    prior = model.force_prior
     parts = []
     for t in trajs:
         lg = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
@@ -194,7 +194,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     else:
         model = init
         trunk = False if trunk is None else trunk
-    have = getattr(model, "force_prior", None)
+    have = model.force_prior
     if force_prior is not None:
         if have is not None and have.method != force_prior:
             raise ModelError(f"train_heads: the initial model corrects the {have.method!r} force prior, "
