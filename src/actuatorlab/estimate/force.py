@@ -614,6 +614,7 @@ class ForcePrior:
                    ee_body=dyn.ee_body)
 
 
-def prior_forces(robot: Robot, prior: ForcePrior, traj: Trajectory) -> np.ndarray:
-    """The prior's causal force estimate at every frame of ``traj``: (T, 3) [N] (float32)."""
-    return estimate_log(prior.estimator(robot), read_force_log(robot, traj))["force"].astype(np.float32)
+def prior_forces(robot: Robot, prior: ForcePrior, traj: Trajectory, est: ForceEstimator | None = None) -> np.ndarray:
+    """The prior's causal force estimate at every frame of ``traj``: (T, 3) [N] (float32).
+    ``est``: an estimator from ``prior.estimator(robot)`` to reuse across logs (it is reset here)."""
+    return estimate_log(est or prior.estimator(robot), read_force_log(robot, traj))["force"].astype(np.float32)

@@ -79,6 +79,7 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
     from .arm import arm_log
 
     prior = model.force_prior
+    prior_est = prior.estimator(robot) if prior is not None else None  # one dynamics model for every log
     parts = []
     for t in trajs:
         lg = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
@@ -93,7 +94,7 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
             c = (np.linalg.norm(lg.force, axis=-1) > FORCE_THRESHOLD).astype(np.float32)
         fp = None
         if prior is not None:
-            fp = prior_forces(robot, prior, t)
+            fp = prior_forces(robot, prior, t, prior_est)
             if fp.shape[0] != T:
                 raise DataError(t.source_file or t.name, f"force prior has {fp.shape[0]} frames, the log {T}")
         parts.append(HeadData(x, lg.force.astype(np.float32), np.full(T, float(lg.force_known), np.float32), c,
