@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--second-unit", type=Path, default=None, help="also evaluate the frozen, calibrated model "
                     "on this synth folder's test split and held-out conditions (another virtual unit, e.g. synth "
                     "--seed 1; nothing is chosen on it)")
+    ap.add_argument("--motion-weighting", action="store_true", help="calibration: also try the motion-weighted "
+                    "smoothing (frames where the joint moved count more; docs/condition.md), chosen by D/val AUC")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="only the JSON line")
     a = ap.parse_args(argv)
@@ -142,12 +144,16 @@ def main(argv: list[str] | None = None) -> int:
         va = [condition_log(robot, t, ch) for t in va_t]
         # --- validation: calibration (smoothing, thresholds) and the figures model selection reads ---
         va_fs = [learned_frame_scores_batched(robot, model, lg) for lg in va]
-        cal = {} if a.no_calibration else calibrate_condition(va_fs, [lg.restricted for lg in va], robot.control_dt,
-                                                               min_recall=a.min_recall)
+        cal = {} if a.no_calibration else calibrate_condition(
+            va_fs, [lg.restricted for lg in va], robot.control_dt, min_recall=a.min_recall,
+            positions=[lg.q for lg in va], motion_weighting=a.motion_weighting)
         if cal and oof:  # the smoothing stays D/val's; the thresholds are chosen on D/val + the out-of-fold scores
             grid = [cal["smooth_s"]] if a.oof_smoothing == "val" else SMOOTH_GRID_S
             cal = calibrate_condition(va_fs + oof, [lg.restricted for lg in va] + [lg.restricted for lg in tr],
-                                      robot.control_dt, min_recall=a.min_recall, smooth_grid_s=grid)
+                                      robot.control_dt, min_recall=a.min_recall, smooth_grid_s=grid,
+                                      positions=[lg.q for lg in va + tr],
+                                      motion_weighting=a.motion_weighting and (a.oof_smoothing == "pooled"
+                                                                               or "smooth_weight" in cal))
         if cal:
             cal["source"] = f"D/val ({len(va)} logs)" + (
                 f" + out-of-fold scores of D/train ({len(tr)} logs, {a.calibrate_oof} folds)" if oof else "")
@@ -155,7 +161,7 @@ def main(argv: list[str] | None = None) -> int:
         restricted = [c for c in ch if any(lg.restricted[ch.index(c)] for lg in tr)]
         val = validation_figures(va, va_fs, cal, ch, restricted, tr, a.seed)
         cal_txt = ("no calibration (smoothing none, thresholds 0.5)" if not cal else
-                   f"smoothing {cal['smooth_s']:g} s, window threshold {cal['window_threshold']:.3f}, verdict "
+                   f"smoothing {cal['smooth_s']:g} s{' motion-weighted' if cal.get('smooth_weight') else ''}, window threshold {cal['window_threshold']:.3f}, verdict "
                    f"threshold {cal['verdict_threshold']:.3f} (chosen on D/val)")
         if not a.json:
             print(f"validation (D/val, {len(va)} logs): learned "
@@ -166,6 +172,10 @@ def main(argv: list[str] | None = None) -> int:
                   f"right; random forest " + ", ".join(f"AUC {c} {f3(val['random_forest'][f'auc_{c}'])}"
                                                      for c in restricted)
                   + f"; {cal_txt}; best step {info['best_step']}, {train_s:.0f} s")
+            if cal and cal["val"].get("window_recall_loo") is not None:
+                print(f"calibration check (D/val, leave-one-log-out): window recall {cal['val']['window_recall']:.3f} "
+                      f"in-sample, {cal['val']['window_recall_loo']:.3f} on a left-out log (precision "
+                      f"{f3(cal['val']['window_precision_loo'])}, {cal['val']['loo_folds']} folds)")
         base = {"bench": "condition", "data": str(a.data), "seed": card["seed"], "scale": card["scale"],
                 "restricted_pairs": card.get("restricted_pairs", 0), "arch": model.arch, "scope": scope,
                 "steps": info["steps"], "best_step": info["best_step"], "select": a.select, "pairs": a.pairs,
@@ -263,6 +273,13 @@ def main(argv: list[str] | None = None) -> int:
                 f"{m} " + ", ".join(f"{k} {f3(u[m][k])}" for k in ("auc", *[f"auc_{c}" for c in restricted], "recall",
                                                                    "accuracy")) for m in METHODS)
                   + f"; learned per-log verdicts {u['log_verdicts_right']} of {u['n_logs']} right")
+    fams = sorted(res["learned"].get("by_excitation") or {})
+    if fams and not a.json:
+        print(f"by excitation family ({', '.join(res.get('restricted_channels', []))}; recall / AUC): " + "; ".join(
+            f"{f} ({res['learned']['by_excitation'][f]['n_restricted']} restricted windows): "
+            + ", ".join(f"{m} {f3(res[m]['by_excitation'][f]['recall'])} / {f3(res[m]['by_excitation'][f]['auc'])}"
+                        for m in ("learned", "random_forest") if m in res)
+            for f in fams))
     lr = res["learned"]
     summary = {
         **base, "eval_s": round(eval_s, 1), "wall_s": round(time.perf_counter() - t_all, 1),
@@ -278,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                    **{f"auc_{c}_above_random_forest": bool((lr["by_channel"][c]["auc"] or 0)
                                                             > (res["random_forest"]["by_channel"][c]["auc"] or 0))
                       for c in restricted}},
+        "by_excitation": {m: res[m].get("by_excitation") for m in METHODS if m in res},
         "second_unit": None if unit2 is None else {"data": str(a.second_unit), **unit2},
         "logs": public(res)["logs"], "heldout_logs": public(res_ho)["logs"] if res_ho else [],
     }
@@ -322,16 +340,15 @@ def validation_figures(va, va_fs, cal, ch, restricted, tr, seed) -> dict:
     import numpy as np
     from sklearn.metrics import roc_auc_score
 
-    from actuatorlab.evaluate.condition import (fit_baselines, learned_window_scores, smooth_scores, stack_windows,
-                                                window_starts)
+    from actuatorlab.evaluate.condition import (calibrated_scores, fit_baselines, learned_window_scores,
+                                                stack_windows, window_starts)
 
     out = {}
     y = np.concatenate([np.tile(lg.restricted.astype(int), (len(window_starts(len(f))), 1))
                         for lg, f in zip(va, va_fs)])
     for name, c in (("learned_raw", {}), ("learned", cal)):
-        n_sm = max(1, int(round(c.get("smooth_s", 0.0) / va[0].dt))) if c else 1
         thr_w, thr_v = c.get("window_threshold", 0.5), c.get("verdict_threshold", 0.5)
-        fs = [smooth_scores(f, n_sm) for f in va_fs]
+        fs = [calibrated_scores(f, c, lg.dt, lg.q) for f, lg in zip(va_fs, va)]
         w = np.concatenate([learned_window_scores(f, window_starts(len(f))) for f in fs])
         p = w < thr_w
         r = {"auc": float(roc_auc_score(y.ravel(), -w.ravel())),

@@ -20,8 +20,10 @@ import pytest
 
 from actuatorlab.errors import DataError
 from actuatorlab.evaluate.condition import (FEATURE_NAMES, STRIDE, WINDOW, ConditionLog, CurrentThreshold,
-                                            _best_threshold, calibrate_condition, fit_baselines, log_verdicts, log_windows,
-                                            run_condition, smooth_scores, window_features, window_starts)
+                                            _best_threshold, calibrate_condition, calibrated_scores,
+                                            fit_baselines, leave_one_log_out_windows, log_verdicts, log_windows,
+                                            position_spread, run_condition, smooth_scores, window_features,
+                                            window_starts)
 
 MJCF = Path(__file__).resolve().parents[2] / "shared" / "models" / "open_manipulator_x" / "open_manipulator_x.xml"
 ROBOT = "open_manipulator_x"
@@ -696,3 +698,107 @@ def test_out_of_fold_scores_never_score_a_log_with_a_detector_that_saw_it_or_its
         cond.out_of_fold_frame_scores(None, model, trajs, folds=1)
     with pytest.raises(DataError, match="9 log groups for 10 folds"):
         cond.out_of_fold_frame_scores(None, model, trajs, folds=10)
+
+
+def test_leave_one_log_out_recall_is_what_the_threshold_gives_on_an_unseen_log():
+    # one channel, 4 windows per log, constant scores (restricted iff score < threshold):
+    # restricted logs at 0.1, 0.2 and 0.55 (a hard one), normal logs at 0.6, 0.8, 0.9. Chosen on all
+    # six, the threshold sits between 0.55 and 0.6: in-sample recall and precision 1. Without the
+    # hard log, the widest gap puts it at 0.4 and the hard log's windows are missed; without the
+    # 0.6 log, it moves to 0.675 and that log's windows become false alarms.
+    levels = [0.1, 0.2, 0.55, 0.6, 0.8, 0.9]
+    ws = [np.full((4, 1), v) for v in levels]
+    ys = [np.full((4, 1), k < 3) for k in range(6)]
+    t, _ = _best_threshold(np.concatenate(ws), np.concatenate(ys), balanced=True)
+    assert 0.55 < t < 0.6
+    loo = leave_one_log_out_windows(ws, ys)
+    assert loo["folds"] == 6
+    assert loo["recall"] == pytest.approx(8 / 12) and loo["precision"] == pytest.approx(8 / 12)
+    # a log whose removal leaves one class only is not scored
+    one = leave_one_log_out_windows([ws[0], ws[4], ws[5]], [ys[0], ys[4], ys[5]])
+    assert one["folds"] == 2 and one["recall"] is None and one["precision"] is None
+    # through the calibration: the check is reported beside the in-sample recall, and a clean
+    # separation leaves nothing to lose on a left-out log
+    fs = [np.full((640, 2), [1.0, v]) for v in levels]
+    labs = [np.array([False, k < 3]) for k in range(6)]
+    cal = calibrate_condition(fs, labs, 0.01, smooth_grid_s=(0.0,))
+    assert cal["val"]["window_recall"] == 1.0 and cal["val"]["window_recall_loo"] == pytest.approx(2 / 3)
+    fs_clean = [np.full((640, 2), [1.0, v]) for v in (0.1, 0.15, 0.2, 0.8, 0.85, 0.9)]
+    cal_clean = calibrate_condition(fs_clean, labs, 0.01, smooth_grid_s=(0.0,))
+    assert cal_clean["val"]["window_recall_loo"] == 1.0 and cal_clean["val"]["window_precision_loo"] == 1.0
+
+
+def test_motion_weighted_smoothing_hand_computed_and_chosen_when_evidence_comes_with_motion():
+    # weighted causal mean by hand: frames 0..3, window 2
+    s = np.array([[1.0], [0.0], [0.5], [1.0]])
+    w = np.array([[1.0], [3.0], [1.0], [1.0]])
+    out = smooth_scores(s, 2, w)
+    assert out[:, 0] == pytest.approx([1.0, (1 * 1 + 3 * 0) / 4, (3 * 0 + 1 * 0.5) / 4, (0.5 + 1.0) / 2])
+    with pytest.raises(ValueError, match="positive"):
+        smooth_scores(s, 2, np.zeros_like(w))
+    # causal spread of the position over the last n frames = numpy's std of the same frames
+    rng = np.random.default_rng(3)
+    q = rng.normal(size=(50, 2))
+    sp = position_spread(q, 8)
+    for k in (0, 3, 7, 8, 30, 49):
+        assert sp[k] == pytest.approx(q[max(0, k - 7):k + 1].std(axis=0), abs=1e-12)
+    # logs of 1,200 frames, channel 1 scored: the joint moves in bursts (a sine during 2 s of every
+    # 6 s), stands still otherwise. While it moves a restricted log scores 0.2 and a normal one
+    # 0.9; at rest both score 0.6 +- noise (no evidence). Weighting by motion keeps the evidence of
+    # the last burst through the rest, so its window AUC is higher than the plain mean's.
+    T, dt = 1200, 0.01
+    t = np.arange(T) * dt
+    moving = (t % 6.0) < 2.0
+    qpos = np.where(moving, 0.3 * np.sin(2 * np.pi * t), 0.0)
+    fs, labs, qs = [], [], []
+    for k in range(8):
+        r = k % 2 == 0
+        sc = np.where(moving, 0.2 if r else 0.9, 0.6) + 0.15 * rng.standard_normal(T)
+        fs.append(np.stack([np.ones(T), sc], 1))
+        labs.append(np.array([False, r]))
+        qs.append(np.stack([np.zeros(T), qpos], 1))
+    plain = calibrate_condition(fs, labs, dt, smooth_grid_s=(2.0,))
+    mw = calibrate_condition(fs, labs, dt, smooth_grid_s=(2.0,), positions=qs, motion_weighting=True)
+    assert "smooth_weight" not in plain and mw["smooth_weight"] == "motion"
+    assert mw["val"]["window_auc"]["2 motion"] > plain["val"]["window_auc"]["2"] + 0.01
+    assert mw["motion_floor"][1] > 0 and mw["motion_frames"] == WINDOW
+    # applying it needs the positions
+    with pytest.raises(DataError, match="positions"):
+        calibrated_scores(fs[0], mw, dt)
+    assert calibrated_scores(fs[0], mw, dt, qs[0]).shape == fs[0].shape
+    with pytest.raises(DataError, match="positions"):
+        calibrate_condition(fs, labs, dt, motion_weighting=True)
+
+
+def test_metrics_by_excitation_family_split_the_rows_by_the_logs_tag():
+    # two excitation families; on "easy" the restricted channel's current is shifted by 3 A, on
+    # "hard" it is not shifted at all: the forest finds the easy family's restricted windows and
+    # misses the hard family's, which the per-family rows must show (pooled, they average out)
+    import dataclasses
+    from types import SimpleNamespace
+
+    from actuatorlab.evaluate.condition import excitation_of
+
+    rng = np.random.default_rng(4)
+    T = 640
+
+    def mk(name, restricted, family, shift=3.0):
+        cur = rng.standard_normal((T, 2)) + (np.array([0.0, shift]) if restricted else 0.0)
+        lg = _log(name, T, cur, [False, restricted])
+        return dataclasses.replace(lg, traj=SimpleNamespace(conditions={"excitation": family}))
+
+    train = [mk(f"tr{k}", k % 2 == 1, "easy") for k in range(6)]
+    test = [mk("e0", False, "easy"), mk("e1", True, "easy"), mk("h0", False, "hard"), mk("h1", True, "hard", 0.0)]
+    res = run_condition(None, test, train_logs=train)
+    assert res["restricted_channels"] == ["joint2"]
+    fam = res["random_forest"]["by_excitation"]
+    assert set(fam) == {"easy", "hard"}
+    n_win = len(window_starts(T))
+    assert fam["easy"]["n_windows"] == fam["hard"]["n_windows"] == 2 * n_win   # 2 logs x joint2 rows only
+    assert fam["easy"]["n_restricted"] == fam["hard"]["n_restricted"] == n_win
+    assert fam["easy"]["recall"] > 0.9 and fam["hard"]["recall"] < 0.3
+    assert 0.3 < res["random_forest"]["by_channel"]["joint2"]["recall"] < 0.8
+    # a family of normal logs only has no recall (not 0)
+    res2 = run_condition(None, [mk("e2", True, "easy"), mk("n0", False, "calm")], train_logs=train)
+    assert res2["random_forest"]["by_excitation"]["calm"]["recall"] is None
+    assert excitation_of(dataclasses.replace(test[0], traj=None)) == "unknown"

@@ -754,6 +754,9 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
               min_recall: Optional[float] = typer.Option(None, "--min-recall", help="with --calibrate: window "
                                                          "threshold with the fewest false alarms among those "
                                                          "reaching this recall on the validation logs"),
+              motion_weighting: bool = typer.Option(False, "--motion-weighting", help="with --calibrate: also try "
+                                                    "the motion-weighted score smoothing (frames where the joint "
+                                                    "moved count more), chosen by validation AUC"),
               seed: int = typer.Option(0, "--seed")):
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
@@ -761,7 +764,8 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
 
     d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
                             frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
-                            use_calibration=not no_calibration, min_recall=min_recall)
+                            use_calibration=not no_calibration, min_recall=min_recall,
+                            motion_weighting=motion_weighting)
     if as_json:
         print(json.dumps(d, default=float))
         return
@@ -776,6 +780,22 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
             t.add_row(m, f(r["accuracy"]), f(r["precision"]), f(r["recall"]), f(r["auc"]),
                       *[f(r["by_channel"][c]["auc"]) for c in pos])
     console.print(t)
+    meths = [m for m in METHODS if m in d and d[m].get("by_excitation")]
+    if meths:
+        tf = Table(title=f"by excitation family ({', '.join(d.get('restricted_channels', []))}): recall / AUC")
+        for c in ("family", "windows (restricted)", *meths):
+            tf.add_column(c)
+        for fam in sorted(d[meths[0]]["by_excitation"]):
+            b0 = d[meths[0]]["by_excitation"][fam]
+            tf.add_row(fam, f"{b0['n_windows']} ({b0['n_restricted']})",
+                       *[f"{f(d[m]['by_excitation'][fam]['recall'])} / {f(d[m]['by_excitation'][fam]['auc'])}"
+                         for m in meths])
+        console.print(tf)
+    cv = (d.get("calibration") or {}).get("val") or {}
+    if cv.get("window_recall_loo") is not None:  # a calibration chosen on validation logs: its own check
+        console.print(f"calibration: window recall {cv['window_recall']:.3f} on its {cv['n_logs']} logs, "
+                      f"{cv['window_recall_loo']:.3f} on a log left out (leave-one-log-out, "
+                      f"precision {f(cv['window_precision_loo'])}); motion absent from the calibration logs can do worse")
     for lg in d["logs"]:
         bad = [c for c, v in lg["verdict"].items() if v == "restricted"]
         console.print(f"{lg['log']}: " + (f"[red]restricted: {', '.join(bad)}[/]" if bad else "normal"))

@@ -87,7 +87,8 @@ from ..errors import DataError, ModelError
 __all__ = ["WINDOW", "STRIDE", "METHODS", "FEATURE_NAMES", "ConditionLog", "condition_log", "window_starts",
            "window_features", "log_windows", "CurrentThreshold", "make_baselines", "ChannelModels",
            "fit_baselines", "classification_metrics", "learned_frame_scores", "learned_frame_scores_batched",
-           "learned_window_scores", "log_verdicts", "smooth_scores", "calibrate_condition", "twin_pairs",
+           "learned_window_scores", "log_verdicts", "smooth_scores", "position_spread", "motion_weights",
+           "calibrated_scores", "calibrate_condition", "leave_one_log_out_windows", "twin_pairs",
            "make_condition_model", "train_condition_head", "run_condition", "write_condition_report",
            "condition_report_body"]
 
@@ -427,21 +428,30 @@ def _best_threshold(score: np.ndarray, restricted: np.ndarray, balanced: bool,
 
 def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], dt: float, *,
                         smooth_grid_s: Sequence[float] = SMOOTH_GRID_S, verdict_s: float = 5.0,
-                        min_recall: float | None = None) -> dict[str, Any]:
+                        min_recall: float | None = None, positions: Sequence[np.ndarray] | None = None,
+                        motion_weighting: bool = False) -> dict[str, Any]:
     """Choose the learned detector's smoothing window and thresholds on VALIDATION logs (never
     test logs): per log the raw per-frame normal scores (T, C) and the labels (C,) (True =
     restricted). Only channels restricted in some validation log count (the others have one class).
 
     1. ``smooth_s``: the causal moving mean (:func:`smooth_scores`) from ``smooth_grid_s`` with the
        highest window ROC AUC (64-step windows, window score = mean smoothed score); ties: shorter;
+       with ``motion_weighting`` (needs ``positions``: per log the joint positions (T, C)) the
+       motion-weighted mean of every span is a candidate too (``smooth_weight`` "motion",
+       :func:`motion_weights` with ``motion_floor`` = ``MOTION_FLOOR_FRACTION`` x the median
+       position spread of these logs per channel); ties: the plain mean;
     2. ``window_threshold``: on those window scores, the threshold of the highest balanced
        accuracy (restricted iff score < threshold); with ``min_recall`` (an operating point the
        user states, e.g. 0.95: missing a degraded joint costs more than a false alarm) the
        threshold with the fewest false alarms among those that reach that recall on validation;
     3. ``verdict_threshold``: on the per-log mean scores of the last ``verdict_s`` seconds (of the
        smoothed scores), the threshold of the most right per-log verdicts.
+    4. (a check, nothing is chosen by it) the window recall and precision the threshold rule gives
+       on logs it has not seen, by leave-one-log-out (:func:`leave_one_log_out_windows`):
+       ``window_recall_loo``, ``window_precision_loo``, beside the in-sample ``window_recall``.
     Returns {"smooth_s", "window_threshold", "verdict_threshold", "verdict_s", "channels_used",
-    "val": {"window_auc" per smoothing, "window_balanced_accuracy", "log_accuracy", "n_logs"}}."""
+    "val": {"window_auc" per smoothing, "window_balanced_accuracy", "window_recall",
+    "window_recall_loo", "window_precision_loo", "loo_folds", "log_accuracy", "n_logs"}}."""
     from sklearn.metrics import roc_auc_score
 
     labs = np.stack([np.asarray(x, bool) for x in labels]) if len(labels) else np.zeros((0, 0), bool)
@@ -451,32 +461,83 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
     if not cols:
         raise DataError(None, "condition calibration needs validation logs of both conditions on some channel "
                               "(restricted and normal)")
+    base: dict[str, Any] = {}
+    modes = [None]
+    if motion_weighting:
+        if positions is None or len(positions) != len(frame_scores):
+            raise DataError(None, "condition calibration: motion weighting needs the positions of every log")
+        spread = np.concatenate([position_spread(q) for q in positions])
+        floor = np.maximum(MOTION_FLOOR_FRACTION * np.median(spread, axis=0), 1e-9)
+        base = {"motion_floor": [float(x) for x in floor], "motion_frames": WINDOW}
+        modes.append("motion")
     aucs = {}
     best = None
     for sm in smooth_grid_s:
-        n = _smooth_n(sm, dt)
-        ws, ys = [], []
-        for fs, lab in zip(frame_scores, labs):
-            st = window_starts(len(fs))
-            ws.append(learned_window_scores(smooth_scores(fs, n), st)[:, cols])
-            ys.append(np.tile(lab[cols], (len(st), 1)))
-        w, y = np.concatenate(ws), np.concatenate(ys)
-        auc = float(roc_auc_score(y.ravel(), -w.ravel())) if len(np.unique(y)) == 2 else float("nan")
-        aucs[f"{float(sm):g}"] = auc
-        if best is None or auc > best[0] + 1e-12:
-            best = (auc, float(sm), w, y)
-    auc, sm, w, y = best
+        for mode in modes:
+            if mode is not None and _smooth_n(sm, dt) == 1:
+                continue
+            c = {"smooth_s": float(sm), "smooth_weight": mode, **base}
+            ws, ys = [], []
+            for i, (fs, lab) in enumerate(zip(frame_scores, labs)):
+                st = window_starts(len(fs))
+                sc = calibrated_scores(fs, c, dt, None if positions is None else positions[i])
+                ws.append(learned_window_scores(sc, st)[:, cols])
+                ys.append(np.tile(lab[cols], (len(st), 1)))
+            w, y = np.concatenate(ws), np.concatenate(ys)
+            auc = float(roc_auc_score(y.ravel(), -w.ravel())) if len(np.unique(y)) == 2 else float("nan")
+            aucs[f"{float(sm):g}" + (f" {mode}" if mode else "")] = auc
+            if best is None or auc > best[0] + 1e-12:
+                best = (auc, c, w, y, ws, ys)
+    auc, chosen, w, y, ws, ys = best
+    sm = chosen["smooth_s"]
     if min_recall is not None and not 0.0 < float(min_recall) <= 1.0:
         raise DataError(None, f"condition calibration: min_recall must be in (0, 1], got {min_recall}")
     thr_w, bacc = _best_threshold(w, y, balanced=True, min_recall=min_recall)
     rec = float(((w < thr_w) & y).sum() / max(int(y.sum()), 1))
-    n = _smooth_n(sm, dt)
-    last = np.stack([log_verdicts(smooth_scores(fs, n), dt, verdict_s)[0][cols] for fs in frame_scores])
+    loo = leave_one_log_out_windows(ws, ys, min_recall=min_recall)
+    last = np.stack([log_verdicts(calibrated_scores(fs, chosen, dt, None if positions is None else positions[i]),
+                                  dt, verdict_s)[0][cols] for i, fs in enumerate(frame_scores)])
     thr_v, acc = _best_threshold(last, labs[:, cols], balanced=False)
-    return {"smooth_s": sm, "window_threshold": thr_w, "verdict_threshold": thr_v, "verdict_s": float(verdict_s),
+    weighting = ({"smooth_weight": "motion", **base} if chosen["smooth_weight"] == "motion" else {})
+    return {"smooth_s": sm, **weighting, "window_threshold": thr_w, "verdict_threshold": thr_v,
+            "verdict_s": float(verdict_s),
             "channels_used": cols, "min_recall": None if min_recall is None else float(min_recall),
             "val": {"window_auc": aucs, "window_balanced_accuracy": bacc, "window_recall": rec,
-                                           "log_accuracy": acc, "n_logs": int(labs.shape[0])}}
+                    "window_recall_loo": loo["recall"], "window_precision_loo": loo["precision"],
+                    "loo_folds": loo["folds"], "log_accuracy": acc, "n_logs": int(labs.shape[0])}}
+
+
+def leave_one_log_out_windows(ws: Sequence[np.ndarray], ys: Sequence[np.ndarray], *,
+                              min_recall: float | None = None) -> dict[str, Any]:
+    """What the window threshold rule of :func:`calibrate_condition` gives on a log it has not seen:
+    for every calibration log k, the threshold is chosen on the other logs' windows (the same rule,
+    ``min_recall`` included; the smoothing stays the one chosen on all logs) and applied to log k's
+    windows. ws[k] (N_k, C) window scores, ys[k] (N_k, C) True = restricted. Logs whose removal
+    leaves one class only are not scored (``folds`` counts the scored ones).
+
+    Why: the in-sample recall of the threshold is optimistic by construction (the threshold sits at
+    the edge of the calibration logs' windows, and a log's windows are strongly correlated). The
+    pooled out-of-log predictions estimate the recall and precision on new logs of the same kind.
+    Returns {"recall", "precision", "folds"} (recall / precision None when no fold was scored or no
+    window was restricted / called restricted)."""
+    pred, lab, folds = [], [], 0
+    for k in range(len(ws)):
+        rest_w = [w for j, w in enumerate(ws) if j != k]
+        rest_y = [y for j, y in enumerate(ys) if j != k]
+        if not rest_w or ws[k].size == 0:
+            continue
+        w, y = np.concatenate(rest_w), np.concatenate(rest_y)
+        if y.all() or not y.any():
+            continue
+        t, _ = _best_threshold(w, y, balanced=True, min_recall=min_recall)
+        pred.append((ws[k] < t).ravel())
+        lab.append(np.asarray(ys[k], bool).ravel())
+        folds += 1
+    if not folds:
+        return {"recall": None, "precision": None, "folds": 0}
+    p, y = np.concatenate(pred), np.concatenate(lab)
+    return {"recall": float((p & y).sum() / y.sum()) if y.any() else None,
+            "precision": float((p & y).sum() / p.sum()) if p.any() else None, "folds": folds}
 
 
 def out_of_fold_frame_scores(robot, model, trajs, *, folds: int = 5, seed: int = 0,
@@ -555,19 +616,73 @@ def twin_pairs(trajs, spans: Sequence[tuple[int, int]]) -> np.ndarray:
     return np.concatenate(rows) if rows else np.zeros((0, 2), int)
 
 
-def smooth_scores(frame_scores: np.ndarray, n: int) -> np.ndarray:
+def smooth_scores(frame_scores: np.ndarray, n: int, weights: np.ndarray | None = None) -> np.ndarray:
     """Causal moving mean (T, C) of per-frame scores over the last ``n`` frames (fewer at the
-    start of a log): ``out_k = mean(s_{max(0, k - n + 1)} .. s_k)``; ``n`` = 1 returns the scores."""
+    start of a log): ``out_k = mean(s_{max(0, k - n + 1)} .. s_k)``; ``n`` = 1 returns the scores.
+    With ``weights`` (T, C), > 0: the weighted mean ``sum w_j s_j / sum w_j`` over the same frames
+    (:func:`motion_weights`: frames where the joint moved count more)."""
     s = np.asarray(frame_scores, float)
     n = int(n)
     if n < 1:
         raise ValueError(f"smoothing window must be >= 1 frame, got {n}")
     if n == 1 or s.shape[0] == 0:
         return s
-    cs = np.concatenate([np.zeros((1,) + s.shape[1:]), np.cumsum(s, axis=0)])
     k = np.arange(1, s.shape[0] + 1)
     lo = np.maximum(0, k - n)
-    return (cs[k] - cs[lo]) / (k - lo).reshape((-1,) + (1,) * (s.ndim - 1))
+    zero = np.zeros((1,) + s.shape[1:])
+    if weights is None:
+        cs = np.concatenate([zero, np.cumsum(s, axis=0)])
+        return (cs[k] - cs[lo]) / (k - lo).reshape((-1,) + (1,) * (s.ndim - 1))
+    w = np.asarray(weights, float)
+    if w.shape != s.shape or not np.all(w > 0):
+        raise ValueError(f"smoothing weights must be positive with the scores' shape {s.shape}, got {w.shape}")
+    cw = np.concatenate([zero, np.cumsum(w, axis=0)])
+    cs = np.concatenate([zero, np.cumsum(w * s, axis=0)])
+    return (cs[k] - cs[lo]) / (cw[k] - cw[lo])
+
+
+def position_spread(q: np.ndarray, n: int = WINDOW) -> np.ndarray:
+    """(T, C) causal standard deviation of each channel's position over its last ``n`` frames
+    (fewer at the start) [rad | m]: how far the joint moved within what the detector looked at."""
+    q = np.asarray(q, float)
+    zero = np.zeros((1,) + q.shape[1:])
+    c1 = np.concatenate([zero, np.cumsum(q, axis=0)])
+    c2 = np.concatenate([zero, np.cumsum(q * q, axis=0)])
+    k = np.arange(1, q.shape[0] + 1)
+    lo = np.maximum(0, k - int(n))
+    m = (k - lo).reshape((-1,) + (1,) * (q.ndim - 1))
+    mu = (c1[k] - c1[lo]) / m
+    return np.sqrt(np.maximum((c2[k] - c2[lo]) / m - mu * mu, 0.0))
+
+
+def motion_weights(q: np.ndarray, floor: np.ndarray | float, n: int = WINDOW) -> np.ndarray:
+    """Weights (T, C) of the motion-weighted smoothing: :func:`position_spread` over ``n`` frames
+    plus ``floor`` (per channel, > 0). A restriction that resists motion shows only while the
+    joint moves; frames where it stood still carry little evidence either way, so the smoothed
+    score keeps what the last motion said instead of drifting back to "normal"."""
+    f = np.asarray(floor, float)
+    if not np.all(f > 0):
+        raise ValueError(f"motion weight floor must be > 0, got {floor}")
+    return position_spread(q, n) + f
+
+
+#: the motion floor of :func:`calibrate_condition`: this fraction of the median position spread
+#: of the calibration logs, per channel
+MOTION_FLOOR_FRACTION = 0.1
+
+
+def calibrated_scores(frame_scores: np.ndarray, calibration: dict | None, dt: float,
+                      q: np.ndarray | None = None) -> np.ndarray:
+    """The per-frame scores (T, C) smoothed as ``calibration`` says (:func:`calibrate_condition`'s
+    dict; None or {}: unchanged). A motion-weighted calibration needs the positions ``q`` (T, C)."""
+    cal = calibration or {}
+    n = _smooth_n(float(cal.get("smooth_s", 0.0)), dt)
+    if cal.get("smooth_weight") == "motion" and n > 1:
+        if q is None:
+            raise DataError(None, "a motion-weighted condition calibration needs the joint positions")
+        return smooth_scores(frame_scores, n, motion_weights(q, np.asarray(cal["motion_floor"], float),
+                                                             int(cal.get("motion_frames", WINDOW))))
+    return smooth_scores(frame_scores, n)
 
 
 def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int = 0, history: int = 8,
@@ -828,7 +943,9 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
     ``verdict_threshold``; the per-frame scores reported are the smoothed ones.
 
     Returns {method: {"accuracy", "precision", "recall", "auc", "n_windows", "n_restricted",
-    "by_channel": {channel: {...}}}, "logs": [per-log verdicts], "roc": {method: {"fpr", "tpr"}},
+    "by_channel": {channel: {...}}, "by_excitation": {family: {...}} (the rows of the logs of each
+    excitation family, on the channels restricted in some evaluated log: ``restricted_channels``)},
+    "logs": [per-log verdicts], "roc": {method: {"fpr", "tpr"}},
     "window": {...}, "channels"}. A log both in ``train_logs`` and ``logs`` (same source and the
     same current and position samples) is a :class:`DataError`."""
     if not logs:
@@ -866,7 +983,7 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
         for (k, s), lg in zip(where, logs):
             if progress:
                 progress(f"learned head: {lg.name}")
-            fs = smooth_scores(learned_frame_scores(robot, model, lg, est), _smooth_n(smooth_s, lg.dt))
+            fs = calibrated_scores(learned_frame_scores(robot, model, lg, est), cal, lg.dt, lg.q)
             ws.append(learned_window_scores(fs, s))
             mean, verdict = log_verdicts(fs, lg.dt, verdict_s, thr_v)
             res["logs"].append({"log": lg.name, "source": lg.source, "dt": lg.dt,
@@ -892,16 +1009,35 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
                            "current_threshold": [None if m is None else {
                                "threshold_A": m.sign_ * m.threshold_, "direction": "above" if m.sign_ > 0 else "below",
                                "youden_j": m.youden_} for m in fitted["current_threshold"].models]}
+    # rows by the logs' excitation family, on the channels restricted in some evaluated log
+    row_log = np.concatenate([np.full(len(st), k) for k, st in where]) if where else np.zeros(0, int)
+    fam = np.array([excitation_of(lg) for lg in logs])[row_log] if len(row_log) else np.zeros(0, str)
+    rcols = [i for i, _ in enumerate(chans) if any(lg.restricted[i] for lg in logs)]
     for name in METHODS:
         if name not in scores:
             continue
         m = classification_metrics(y, scores[name], preds[name])
         m["by_channel"] = {c: classification_metrics(y[:, i], scores[name][:, i], preds[name][:, i])
                            for i, c in enumerate(chans)}
+        if rcols:
+            m["by_excitation"] = {}
+            for f in sorted(set(fam.tolist())):
+                b = classification_metrics(y[fam == f][:, rcols], scores[name][fam == f][:, rcols],
+                                           preds[name][fam == f][:, rcols])
+                if b["n_restricted"] == 0:  # all normal: no recall (sklearn would say 0)
+                    b["recall"] = None
+                m["by_excitation"][f] = b
         res[name] = m
         res["roc"][name] = _roc(y, scores[name])
+    res["restricted_channels"] = [chans[i] for i in rcols]
     res["n_logs"] = len(logs)
     return res
+
+
+def excitation_of(lg: ConditionLog) -> str:
+    """The log's excitation family tag (``conditions["excitation"]``, "unknown" without one)."""
+    t = lg.traj
+    return str(getattr(t, "conditions", {}).get("excitation", "unknown")) if t is not None else "unknown"
 
 
 def public(res: dict[str, Any]) -> dict[str, Any]:
@@ -948,6 +1084,18 @@ def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition 
             _table(["method", "accuracy", "precision", "recall", "AUC", "window x channel", "restricted"], rows),
             '<p class="muted">learned: window score = 1 - mean per-frame condition score (causal, one frame at a '
             "time); baselines fitted per channel on the training logs' windows only.</p>"]
+    fams = sorted({f for name in METHODS if name in res for f in (res[name].get("by_excitation") or {})})
+    if fams:
+        meths = [n for n in METHODS if n in res]
+        frow = []
+        for f in fams:
+            b = [res[n]["by_excitation"].get(f, {}) for n in meths]
+            frow.append([_e(f), f"{b[0].get('n_windows', 0)} ({b[0].get('n_restricted', 0)})",
+                         *[f"{_g(x.get('recall'), '.2f')} / {_g(x.get('auc'), '.3f')}" for x in b]])
+        body += [f"<h2>By excitation family ({_e(', '.join(res.get('restricted_channels', [])))})</h2>",
+                 _table(["family", "windows (restricted)", *[f"{_e(n)}: recall / AUC" for n in meths]], frow),
+                 '<p class="muted">Window rows of the logs of each excitation family, on the channels restricted '
+                 "in some evaluated log; a family whose logs are all normal has no recall or AUC.</p>"]
     figs = []
     fig = go.Figure()
     for name, r in res.get("roc", {}).items():
@@ -971,6 +1119,13 @@ def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition 
                  f'<p class="muted">Mean condition score (1 = normal) of the last {_g(calib.get("verdict_s", 5.0))} s'
                  f'{smooth_txt}; below {_g(calib.get("verdict_threshold", 0.5), ".3f")}: restricted. '
                  "<b>R</b>: labelled restricted.</p>", _table(["log", *map(_e, chans)], vr)]
+        cv = calib.get("val") or {}
+        if cv.get("window_recall_loo") is not None:
+            body.append(f'<p class="muted">Window threshold {_g(calib.get("window_threshold"), ".3f")}: recall '
+                        f'{_g(cv.get("window_recall"), ".3f")} on its {cv.get("n_logs")} calibration logs, '
+                        f'{_g(cv["window_recall_loo"], ".3f")} (precision {_g(cv.get("window_precision_loo"), ".3f")}) '
+                        "on a calibration log left out of the choice; logs with motion the calibration logs lack "
+                        "can do worse.</p>")
         body.append("<h2>Per-frame condition scores</h2>")
         for i, d in enumerate(res["logs"][:max_logs]):
             fs = d.get("frame_scores")
@@ -997,6 +1152,7 @@ def _same_samples(a, b) -> bool:
 def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
                         report=None, frames_csv=None, fit_head=None, head_steps: int = 300, calibrate=None,
                         use_calibration: bool = True, min_recall: float | None = None,
+                        motion_weighting: bool = False,
                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``actuatorlab condition``: load the learned arm model ``model_path`` (RUN/arm_model.json),
     the evaluated logs ``paths`` and the training logs ``train`` (for the baselines; never the same
@@ -1007,8 +1163,8 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
 
     Calibration (smoothing window and thresholds, :func:`calibrate_condition`): ``calibrate`` =
     validation logs (never the evaluated or training ones) to choose it on (stored in the
-    ``fit_head`` model when given; ``min_recall``: the window threshold's operating point, see
-    :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
+    ``fit_head`` model when given; ``min_recall``: the window threshold's operating point,
+    ``motion_weighting``: also try the motion-weighted smoothing, see :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
     ``use_calibration``; otherwise none (no smoothing, thresholds 0.5, ``--verdict-s``)."""
     import io
 
@@ -1042,7 +1198,8 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
             vlogs = [condition_log(robot, t, ch) for t in vtrajs]
             cal = calibrate_condition([learned_frame_scores_batched(robot, model, lg) for lg in vlogs],
                                       [lg.restricted for lg in vlogs], float(robot.control_dt), verdict_s=verdict_s,
-                                      min_recall=min_recall)
+                                      min_recall=min_recall, positions=[lg.q for lg in vlogs],
+                                      motion_weighting=motion_weighting)
             cal["channels_used"] = [ch[c] for c in cal["channels_used"]]
             cal["source"] = f"{len(vlogs)} calibration logs: " + ", ".join(lg.name for lg in vlogs)
         if fit_head is not None:
