@@ -121,6 +121,10 @@ def main(argv=None) -> int:
               f"{pct(res['false_positive_contact_rate'][m]):>8}  "
               + " ".join(f"{res['force_mae_by_task'][m].get(t, float('nan')):10.3f}" for t in tasks) + "  "
               + " ".join(f"{res['force_mae_by_split'][m].get(s, float('nan')):12.3f}" for s in splits))
+    z = res["zero_estimate"]
+    print(f"{'zero (reference)':<18} {z['force_mae']:6.3f} {z['force_mae_in_contact']:7.3f} {'-':>11} {'-':>8}  "
+          + " ".join(f"{z['force_mae_by_task'].get(t, float('nan')):10.3f}" for t in tasks) + "  "
+          + " ".join(f"{z['force_mae_by_split'].get(s, float('nan')):12.3f}" for s in splits))
     print(f"learned / best classical ({best}): {ratio:.3f} (target <= 0.25: {'met' if ratio <= 0.25 else 'NOT met'}); "
           f"learned FP rate {pct(res['false_positive_contact_rate']['learned'])} (target < 5 %: "
           f"{'met' if res['targets']['fp_rate_met'] else 'NOT met'})")
@@ -129,8 +133,8 @@ def main(argv=None) -> int:
     for w in res.get("gain_warnings", []):
         print(f"calibration: {w}")
     emit({k: res[k] for k in ("force_mae", "force_mae_in_contact", "force_mae_by_task", "force_mae_by_split", "gate_accuracy",
-                              "false_positive_contact_rate", "contact_rule", "gain_warnings", "targets", "training",
-                              "data", "machine")}, out / "summary.json")
+                              "false_positive_contact_rate", "zero_estimate", "contact_rule", "gain_warnings", "targets",
+                              "training", "data", "machine")}, out / "summary.json")
     return 0
 
 

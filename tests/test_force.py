@@ -433,3 +433,31 @@ def test_infer_adds_the_force_prior_like_estimate_force(dyn, smoke, tmp_path):
     want = estimate_log(make_estimator("learned", robot, model=m), read_force_log(robot, trajs[0]))["force"]
     assert got.shape == want.shape and np.abs(want).max() > 0.05
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_zero_estimate_reference_is_the_mean_label_magnitude_and_a_shut_gate_scores_it():
+    # two labelled logs (a push along -y of 0.4 N for half the frames, and a free one) and one
+    # unlabelled log; a method that always answers zero must score exactly the reference, and a
+    # method that reads the push must score below it
+    from actuatorlab.estimate.force_eval import score_force, zero_estimate_mae
+
+    T = 100
+    f = np.zeros((T, 3))
+    f[50:, 1] = -0.4
+    push = ForceLog("push", None, np.arange(T) * DT, f, True, np.linalg.norm(f, axis=1) > 0.01, "heldout/push_-y",
+                    "push_hold", {})
+    free = ForceLog("free", None, np.arange(T) * DT, np.zeros((T, 3)), True, np.zeros(T, bool), "heldout/push_-y",
+                    "no_contact", {})
+    unlab = ForceLog("u", None, np.arange(T) * DT, np.full((T, 3), 9.0), False, np.zeros(T, bool), "test", "chirp", {})
+    logs = [push, free, unlab]
+    z = zero_estimate_mae(logs)
+    assert z["force_mae"] == pytest.approx(0.4 * 50 / (3 * 200))           # unlabelled log left out
+    assert z["force_mae_in_contact"] == pytest.approx(0.4 / 3)
+    assert z["force_mae_by_split"] == {"heldout/push_-y": pytest.approx(0.4 * 50 / 600)}
+    assert set(z["force_mae_by_task"]) == {"push_hold", "no_contact"}
+    out = lambda g: {"force": g, "contact": (np.linalg.norm(g, axis=1) > 0).astype(float)}  # noqa: E731
+    res = score_force(logs, {"learned": [out(np.zeros((T, 3))) for _ in logs],
+                             "id_linear": [out(lg.force * 0.9) for lg in logs]})
+    assert res["zero_estimate"] == z
+    assert res["force_mae"]["learned"] == pytest.approx(z["force_mae"])
+    assert res["force_mae"]["id_linear"] < 0.2 * z["force_mae"]

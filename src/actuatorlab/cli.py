@@ -588,6 +588,9 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
     for m in r["methods"]:
         t.add_row(m, "-" if r["force_mae"][m] is None else f"{r['force_mae'][m]:.3f}", pct(r["gate_accuracy"][m]), pct(r["false_positive_contact_rate"][m]),
                   r["contact_rule"][m])
+    z = (r.get("zero_estimate") or {}).get("force_mae")
+    if z is not None:
+        t.add_row("zero force (reference)", f"{z:.3f}", "-", "-", "never")
     console.print(t)
     for w in r.get("gain_warnings", []):
         console.print(f"[yellow]calibration:[/] {w}")

@@ -14,7 +14,11 @@ evaluated ones), runs every method causally over every evaluated log
   (``sigmoid(gate) > 0.5``) and ``|f_hat| > 1 N`` for the classical methods (``contact_rule``);
 * ``false_positive_contact_rate``: method -> fraction of the frames of the matched no-contact
   trajectories (``excitation == no_contact``: the push trajectories' twins without a push) where
-  the method decides "contact" (same rules).
+  the method decides "contact" (same rules);
+* ``zero_estimate``: the same four MAE figures (``force_mae``, ``force_mae_in_contact``,
+  ``force_mae_by_task``, ``force_mae_by_split``) of a constant zero force, i.e. the mean label
+  magnitude per axis: the floor a method must beat to say anything about the force. On a split
+  of small pushes a method whose gate stays shut scores the same as zero.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from .dynamics import ArmDynamics
 from .force import (CLASSICAL, DEFAULT_K_O, ForceLog, estimate_log, fit_calibration, free_motion, make_estimator,
                     read_force_log)
 
-__all__ = ["CONTACT_FORCE", "ALL_METHODS", "evaluate_force", "score_force", "write_force_report", "force_report_body"]
+__all__ = ["CONTACT_FORCE", "ALL_METHODS", "evaluate_force", "score_force", "zero_estimate_mae", "write_force_report",
+           "force_report_body"]
 
 #: classical contact decision: |f_hat| above this [N]
 CONTACT_FORCE = 1.0
@@ -76,7 +81,29 @@ def score_force(logs: Sequence[ForceLog], outputs: dict[str, list[dict]]) -> dic
         res["force_mae_by_split"][m] = {k: v[0] / v[1] for k, v in sorted(by_split.items())}
         res["gate_accuracy"][m] = acc_n / acc_d if acc_d else None
         res["false_positive_contact_rate"][m] = fp_n / fp_d if fp_d else None
+    res["zero_estimate"] = zero_estimate_mae(logs)
     return res
+
+
+def zero_estimate_mae(logs: Sequence[ForceLog]) -> dict[str, Any]:
+    """MAE figures [N] of a constant zero force on the labelled logs: ``force_mae``,
+    ``force_mae_in_contact``, ``force_mae_by_task``, ``force_mae_by_split`` (as :func:`score_force`)."""
+    num, den, c_num, c_den = 0.0, 0, 0.0, 0
+    by_task: dict[str, list[float]] = {}
+    by_split: dict[str, list[float]] = {}
+    for lg in logs:
+        if not lg.force_known:
+            continue
+        e = np.abs(lg.force)
+        num, den = num + float(e.sum()), den + e.size
+        c_num, c_den = c_num + float(e[lg.contact].sum()), c_den + e[lg.contact].size
+        for key, d in ((lg.task, by_task), (lg.split, by_split)):
+            a = d.setdefault(key, [0.0, 0])
+            a[0] += float(e.sum())
+            a[1] += e.size
+    return {"force_mae": num / den if den else None, "force_mae_in_contact": c_num / c_den if c_den else None,
+            "force_mae_by_task": {k: v[0] / v[1] for k, v in sorted(by_task.items())},
+            "force_mae_by_split": {k: v[0] / v[1] for k, v in sorted(by_split.items())}}
 
 
 def _fingerprint(t) -> tuple:
@@ -177,13 +204,18 @@ def force_report_body(res: dict[str, Any], *, title: str = "End-effector force e
     rows = [[_e(m), _g(res["force_mae"][m], ".3f"), _g(res["force_mae_in_contact"][m], ".3f"), _pct(res["gate_accuracy"][m]),
              _pct(res["false_positive_contact_rate"][m]), _e(res["contact_rule"][m]), _g(res["step_ms"][m], ".3f")]
             for m in methods]
+    z = res.get("zero_estimate") or {}
+    if z:
+        rows.append(["<i>zero force (reference)</i>", _g(z.get("force_mae"), ".3f"), _g(z.get("force_mae_in_contact"), ".3f"),
+                     "-", "-", "never", "-"])
     body.append(_table(["method", "force MAE [N]", "MAE in contact [N]", "contact accuracy", "false-positive contact rate",
                         "contact rule", "ms / frame"], rows))
     for key, what in (("force_mae_by_task", "task"), ("force_mae_by_split", "split")):
         keys = sorted({k for m in methods for k in res[key][m]})
         body += [f"<h2>Force MAE by {what} [N]</h2>",
-                 _table([what] + [_e(m) for m in methods],
-                        [[_e(k)] + [_g(res[key][m].get(k), ".3f") for m in methods] for k in keys])]
+                 _table([what] + [_e(m) for m in methods] + (["zero force (reference)"] if z else []),
+                        [[_e(k)] + [_g(res[key][m].get(k), ".3f") for m in methods]
+                         + ([_g((z.get(key) or {}).get(k), ".3f")] if z else []) for k in keys])]
     if res.get("gain_warnings"):
         body += ["<h2>Calibration warnings</h2>", "<ul>" + "".join(f"<li>{_e(w)}</li>" for w in res["gain_warnings"])
                  + "</ul>"]
