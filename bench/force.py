@@ -2,12 +2,14 @@
 
     python bench/force.py [--data DIR] [--scale 0.1] [--seed 0] [--out bench/out/force]
                           [--arch transformer] [--sizes JSON] [--steps N] [--batch B]
-                          [--contact-weight 4] [--eval test|val]
+                          [--contact-weight 4] [--no-augment-yaw] [--eval test|val]
 
 DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neural_actuator`` (written
 there with ``--seed`` / ``--scale`` when it does not exist). The learned model's force, gate and
 condition heads (and its trunk) are trained by :func:`actuatorlab.learned.heads.train_heads`
 (teacher forcing on measured frames, no simulator) on DIR/train, validated on DIR/val; the
+heads see every training sample turned about the arm's vertical joint 1 by a random angle, the force
+label turned with it (:func:`actuatorlab.learned.heads.yaw_augment`; ``--no-augment-yaw``: off). The
 classical baselines (``id_linear``, ``id_friction``, ``momentum_observer``) are calibrated on the
 free-motion logs of DIR/train. Every method runs causally, one frame at a time, on DIR/test and
 DIR/heldout/* (payload 400 g and pushes along -y, conditions never seen in training); with
@@ -50,6 +52,9 @@ def main(argv=None) -> int:
                     help="the force head corrects this classical estimate (calibrated on train/ free motion)")
     ap.add_argument("--force-prior-labels", action="store_true",
                     help="calibrate the force prior on every labelled train/ log (payloads, pushes), not free motion only")
+    ap.add_argument("--augment-yaw", action=argparse.BooleanOptionalAction, default=True,
+                    help="train the heads on samples rotated about the vertical joint 1, the force label rotated "
+                         "with it (default since 2026-12-01, chosen on D/val: bench/README.md); --no-augment-yaw: off")
     ap.add_argument("--eval", default="test", choices=("test", "val"),
                     help="test: DIR/test + DIR/heldout (report once); val: DIR/val only (model selection)")
     a = ap.parse_args(argv)
@@ -77,7 +82,7 @@ def main(argv=None) -> int:
                     budget=dict(batch=a.batch, lr=a.lr, eval_every=max(50, a.steps // 6), noise=a.noise,
                                 weight_decay=a.weight_decay, contact_weight=a.contact_weight), seed=a.seed, progress=False,
                     resume=(run / "checkpoint.ckpt").exists(), force_prior=a.force_prior,
-                    prior_labels=a.force_prior_labels)
+                    prior_labels=a.force_prior_labels, augment_yaw=a.augment_yaw)
     train_wall = time.perf_counter() - t0
     with physics_precision():
         robot = load_robot(ROBOT)
@@ -95,6 +100,7 @@ def main(argv=None) -> int:
     res["training"] = {**d["training"], "arch": d["arch"], "sizes": d["sizes"], "params": d["params_count"],
                        "force_prior": (d.get("force_prior") or {}).get("method"),
                        "force_prior_labelled": ((d.get("force_prior") or {}).get("calibration") or {}).get("labelled"),
+                       "augment_yaw": bool(d["training"].get("augment_yaw")),
                        "wall_s_this_run": train_wall}
     res["data"] = {"seed": card["seed"], "scale": card["scale"], "train_logs": len(tr), "val_logs": len(va),
                    "evaluated": sorted({lg["split"] for lg in res["logs"]})}

@@ -366,8 +366,9 @@ def test_train_heads_with_a_force_prior_calibrates_it_on_free_motion(smoke, tmp_
     tr = load_logs([smoke / "train"]) + load_logs([smoke / "heldout"])
     d = train_heads("open_manipulator_x", tr, load_logs([smoke / "heldout"]), out=tmp_path / "run", arch="mlp",
                     sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2,
-                    budget=dict(batch=32, eval_every=2), progress=False, force_prior="id_linear")
+                    budget=dict(batch=32, eval_every=2), progress=False, force_prior="id_linear", augment_yaw=True)
     fp = d["force_prior"]
+    assert d["training"]["augment_yaw"] is True  # the yaw augmentation runs with a prior too (it turns both)
     assert fp["method"] == "id_linear" and not fp["calibration"]["friction"]
     assert fp["calibration"]["n_samples"] > 0 and all(g > 0 for g in fp["calibration"]["gain"])
     m = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
@@ -461,3 +462,44 @@ def test_zero_estimate_reference_is_the_mean_label_magnitude_and_a_shut_gate_sco
     assert res["zero_estimate"] == z
     assert res["force_mae"]["learned"] == pytest.approx(z["force_mae"])
     assert res["force_mae"]["id_linear"] < 0.2 * z["force_mae"]
+
+
+def test_yaw_augmentation_is_an_exact_symmetry_of_the_arm(dyn):
+    # the OM-X's joint 1 is a vertical hinge: turning it by d turns the end effector's Jacobian by
+    # R_z(d) and leaves gravity unchanged, so a force R_z(d) f at q + d e1 needs the same joint
+    # torques as f at q; yaw_augment shifts joint 1's angle features and rotates the label so
+    from actuatorlab.learned.heads import HeadData, yaw_augment, yaw_joint
+
+    name, axis, (lo, hi) = yaw_joint(load_robot("open_manipulator_x"))
+    assert name == "joint1" and np.allclose(np.abs(axis), [0, 0, 1]) and (lo, hi) == pytest.approx((-np.pi, np.pi))
+    assert yaw_joint(load_robot("anymal_c")) is None  # a floating base: no fixed vertical first joint
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        q = rng.uniform(-1.0, 1.0, dyn.n)
+        f = rng.normal(size=3)
+        d = rng.uniform(-2.0, 2.0)
+        q2 = q.copy()
+        q2[0] += d
+        c, s = np.cos(d), np.sin(d)
+        R = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1.0]]) if axis[2] > 0 else np.array([[c, s, 0], [-s, c, 0], [0, 0, 1.0]])
+        np.testing.assert_allclose(dyn.jacobian(q2).T @ (R @ f), dyn.jacobian(q).T @ f, atol=1e-9)
+        np.testing.assert_allclose(dyn.gravity(q2), dyn.gravity(q), atol=1e-9)
+    # the augmentation: columns 0 (q_target) and 1 (q) of channel 0 shift by one angle per sample,
+    # the other columns stay, the force and prior turn by that angle (norms kept, z unchanged)
+    B, H, Fd = 6, 4, 5
+    x = rng.normal(size=(B, H, Fd)).astype(np.float32)
+    force = rng.normal(size=(B, 3)).astype(np.float32)
+    b = HeadData(x, force, np.ones(B, np.float32), np.zeros(B, np.float32), np.ones((B, 2), np.float32), force.copy())
+    a = yaw_augment(b, [0, 1], axis, (lo, hi), 1, np.random.default_rng(1))
+    shift = a.x[:, :, 0] - x[:, :, 0]
+    assert np.allclose(shift, shift[:, :1], atol=1e-5) and np.allclose(a.x[:, :, 1] - x[:, :, 1], shift, atol=1e-5)
+    assert np.all(np.abs(shift[:, 0]) > 1e-3)
+    np.testing.assert_array_equal(a.x[:, :, 2:], x[:, :, 2:])
+    assert np.all(a.x[:, -1, 1] >= lo - 1e-5) and np.all(a.x[:, -1, 1] <= hi + 1e-5)
+    np.testing.assert_allclose(np.linalg.norm(a.force, axis=1), np.linalg.norm(force, axis=1), rtol=1e-5)
+    np.testing.assert_allclose(a.force[:, 2], force[:, 2], atol=1e-6)
+    ang = shift[:, 0] * (1 if axis[2] > 0 else -1)
+    expect = np.stack([np.cos(ang) * force[:, 0] - np.sin(ang) * force[:, 1],
+                       np.sin(ang) * force[:, 0] + np.cos(ang) * force[:, 1]], 1)
+    np.testing.assert_allclose(a.force[:, :2], expect, atol=1e-5)
+    np.testing.assert_allclose(a.prior, a.force, atol=1e-6)

@@ -616,6 +616,9 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     force_prior_labels: bool = typer.Option(False, "--force-prior-labels", help="calibrate the force "
                                                             "prior on every force-labelled training log (payloads, "
                                                             "pushes), not on free motion only"),
+                    augment_yaw: bool = typer.Option(False, "--augment-yaw", help="rotate every training sample "
+                                                     "about the robot's vertical first joint by a random angle (the "
+                                                     "force label with it): the dynamics do not depend on that angle"),
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
@@ -631,7 +634,7 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
     m = load_arm_model(init, robot)[1] if init is not None else None
     d = train_heads(robot, tr, va, out=out, init=m, arch=arch, sizes=sz, steps=steps, seed=seed, resume=resume,
                     budget={"contact_weight": contact_weight}, force_prior=force_prior,
-                    prior_labels=force_prior_labels)
+                    prior_labels=force_prior_labels, augment_yaw=augment_yaw)
     t = d["training"]
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")

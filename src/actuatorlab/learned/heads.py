@@ -45,7 +45,7 @@ from ..precision import physics
 from ..sim.arm_learned import TELEMETRY, LearnedArm, frames_of_log
 from .features import sliding_windows
 
-__all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads"]
+__all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads", "yaw_joint", "yaw_augment"]
 
 #: default budget of :func:`train_heads` (a few minutes on 2 CPU cores for a small network)
 HEADS_BUDGET: dict[str, Any] = dict(steps=1500, batch=128, lr=1e-3, eval_every=250, noise=0.0, weight_decay=1e-4,
@@ -143,12 +143,66 @@ def _head_spec(model: LearnedArm, trunk: bool):
     return eqx.tree_at(lambda m: m.net, spec, replace=net_spec)
 
 
+def yaw_joint(robot) -> tuple[str, np.ndarray, tuple[float, float]] | None:
+    """(name, world axis (3,), range [rad]) of the robot's yaw joint, or None: its first joint when
+    that is a hinge whose world axis is parallel to gravity in every configuration (nothing moves
+    it: checked at three random configurations). About such an axis the whole arm's dynamics are
+    invariant (gravity, M(q), C(q, qd) do not depend on its angle), which
+    :func:`yaw_augment` uses."""
+    import mujoco
+
+    m = robot.model()
+    name = robot.joint_names[0]
+    j = m.joint(name)
+    g = np.asarray(m.opt.gravity, float)
+    if int(j.type[0]) != int(mujoco.mjtJoint.mjJNT_HINGE) or np.linalg.norm(g) == 0:
+        return None
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(0)
+    axes = []
+    for _ in range(3):
+        d.qpos[:] = m.qpos0 + rng.uniform(-0.5, 0.5, m.nq)
+        mujoco.mj_kinematics(m, d)
+        axes.append(np.array(d.xaxis[j.id]))
+    a = axes[0] / np.linalg.norm(axes[0])
+    if not all(abs(abs(float(x @ g)) / (np.linalg.norm(x) * np.linalg.norm(g)) - 1.0) < 1e-9 for x in axes):
+        return None
+    lo, hi = (float(v) for v in m.jnt_range[j.id]) if m.jnt_limited[j.id] else (-np.pi, np.pi)
+    return name, a, (lo, hi)
+
+
+def _rotations(axis: np.ndarray, angles: np.ndarray) -> np.ndarray:
+    """(B, 3, 3) rotations about the unit ``axis`` by ``angles`` (B,) (Rodrigues)."""
+    k = np.asarray(axis, float) / np.linalg.norm(axis)
+    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
+    c, s_ = np.cos(angles)[:, None, None], np.sin(angles)[:, None, None]
+    return np.eye(3)[None] + s_ * K[None] + (1.0 - c) * (K @ K)[None]
+
+
+def yaw_augment(b: "HeadData", cols: list[int], axis: np.ndarray, limits: tuple[float, float], q_col: int,
+                rng: np.random.Generator) -> "HeadData":
+    """The same samples seen from a yaw-rotated arm: every frame's yaw-joint angle features
+    (``cols``: its q_target and q columns of the raw frame) shifted by one random angle per sample,
+    and the force label (and prior) rotated by that angle about the yaw ``axis``. Exact for a yaw
+    joint (:func:`yaw_joint`): the end-effector position turns with it, J(q + d e_1) = R(d) J(q) in
+    translation, so J^T f is unchanged for the rotated force R(d) f: same joint torques, currents
+    and PWM. The angle keeps the sample's last-frame yaw angle (column ``q_col``) inside ``limits``."""
+    q_now = np.asarray(b.x[:, -1, q_col], float)
+    ang = rng.uniform(limits[0] - q_now, limits[1] - q_now)
+    x = np.array(b.x, copy=True)
+    for c in cols:
+        x[:, :, c] += ang[:, None].astype(x.dtype)
+    R = _rotations(axis, ang)
+    rot = lambda f: None if f is None else np.einsum("bij,bj->bi", R, np.asarray(f, float)).astype(np.float32)  # noqa: E731
+    return HeadData(x, rot(b.force), b.force_w, b.contact, b.condition, rot(b.prior))
+
+
 @physics
 def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory], *, out: str | Path,
                 init: LearnedArm | None = None, arch: str = "transformer", sizes: dict | None = None,
                 trunk: bool | None = None, steps: int | None = None, budget: dict | None = None, seed: int = 0,
                 resume: bool = False, progress: bool = True, force_prior: str | None = None,
-                prior_labels: bool = False) -> dict[str, Any]:
+                prior_labels: bool = False, augment_yaw: bool = False) -> dict[str, Any]:
     """Train the force / gate / condition heads on teacher-forced windows (module docstring) and
     write RUN/arm_model.json + RUN/arm_model.eqx. ``init``: a model to start from (its layout,
     normalizer, effort scales and torque head are kept); otherwise a fresh ``arch`` network with
@@ -159,7 +213,9 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     arm_model.json); with ``init`` the model's own prior is kept and this must be None or the same
     method. ``prior_labels``: calibrate the prior on every force-labelled training log (payloads,
     pushes; :func:`~actuatorlab.estimate.force.fit_calibration`'s ``labelled``) instead of free
-    motion only. Returns the arm_model.json dict."""
+    motion only. ``augment_yaw``: rotate every training sample about the robot's yaw joint by a
+    random angle (:func:`yaw_augment`; refused when the robot has none). Returns the arm_model.json
+    dict."""
     from ..robots.loader import load_robot
     from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
     from .features import Normalizer, fit_normalizer
@@ -215,10 +271,23 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
 
     noise = float(bud["noise"])
     std = np.asarray(model.normalizer.std, np.float32)
+    yaw = None
+    if augment_yaw:
+        found = yaw_joint(robot)
+        lay = model.layout
+        if found is None or found[0] not in lay.channels or "q" not in lay.per_channel:
+            raise ModelError(f"train_heads: --augment-yaw needs a first joint that is a vertical hinge among the "
+                             f"model's channels with a 'q' feature ({robot_name}: "
+                             f"{'none' if found is None else found[0]}; channels {list(lay.channels)})")
+        c, F = lay.channels.index(found[0]), len(lay.per_channel)
+        cols = [c * F + lay.per_channel.index(f) for f in ("q_target", "q") if f in lay.per_channel]
+        yaw = (cols, found[1], found[2], c * F + lay.per_channel.index("q"))
 
     def batch_fn(step: int) -> HeadData:
         rng = np.random.default_rng([int(seed), int(step)])
         b = tr.take(rng.choice(tr.n, size=B, replace=tr.n < B))
+        if yaw is not None:
+            b = yaw_augment(b, *yaw, rng)
         if noise > 0:  # input noise (augmentation): sigma in units of each feature's training std
             b = HeadData(b.x + noise * std * rng.standard_normal(b.x.shape).astype(np.float32), b.force, b.force_w,
                          b.contact, b.condition, b.prior)
@@ -240,6 +309,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     meta = {"robot": robot_name, "arch": model.arch, "heads_only": True, "trunk": bool(trunk),
             "force_prior": None if model.force_prior is None else model.force_prior.method,
             "force_prior_labelled": None if model.force_prior is None else model.force_prior.calibration.labelled,
+            "augment_yaw": bool(augment_yaw),
             "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
     loss = (lambda m, d: heads_loss(m, d, contact_weight=w_c)) if w_c != 4.0 else heads_loss
     res = train(Path(out), model, loss, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
@@ -253,6 +323,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                      "best_val_force_mae": final["val"], "val_gate_bce": final["val_gate"],
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s, "batch": B,
                      "lr": bud["lr"], "noise": noise, "weight_decay": float(bud["weight_decay"]), "contact_weight": w_c,
+                     "augment_yaw": bool(augment_yaw),
                      "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
