@@ -466,9 +466,10 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
     if motion_weighting:
         if positions is None or len(positions) != len(frame_scores):
             raise DataError(None, "condition calibration: motion weighting needs the positions of every log")
-        spread = np.concatenate([position_spread(q) for q in positions])
-        floor = np.maximum(MOTION_FLOOR_FRACTION * np.median(spread, axis=0), 1e-9)
+        spreads = [position_spread(q) for q in positions]
+        floor = np.maximum(MOTION_FLOOR_FRACTION * np.median(np.concatenate(spreads), axis=0), 1e-9)
         base = {"motion_floor": [float(x) for x in floor], "motion_frames": WINDOW}
+        weights = [sp + floor for sp in spreads]  # = motion_weights(q, floor), computed once per log
         modes.append("motion")
     aucs = {}
     best = None
@@ -478,9 +479,10 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
                 continue
             c = {"smooth_s": float(sm), "smooth_weight": mode, **base}
             ws, ys = [], []
+            n = _smooth_n(sm, dt)
             for i, (fs, lab) in enumerate(zip(frame_scores, labs)):
                 st = window_starts(len(fs))
-                sc = calibrated_scores(fs, c, dt, None if positions is None else positions[i])
+                sc = smooth_scores(fs, n, weights[i] if mode == "motion" else None)
                 ws.append(learned_window_scores(sc, st)[:, cols])
                 ys.append(np.tile(lab[cols], (len(st), 1)))
             w, y = np.concatenate(ws), np.concatenate(ys)
