@@ -54,47 +54,34 @@ def score_force(logs: Sequence[ForceLog], outputs: dict[str, list[dict]]) -> dic
     res: dict[str, Any] = {"force_mae": {}, "force_mae_in_contact": {}, "force_mae_by_task": {}, "force_mae_by_split": {},
                            "gate_accuracy": {}, "false_positive_contact_rate": {}}
     for m, outs in outputs.items():
-        num, den, acc_n, acc_d, fp_n, fp_d, c_num, c_den = 0.0, 0, 0, 0, 0, 0, 0.0, 0
-        by_task: dict[str, list[float]] = {}
-        by_split: dict[str, list[float]] = {}
+        for key, v in _mae_figures(logs, [o["force"] for o in outs]).items():
+            res[key][m] = v
+        acc_n, acc_d, fp_n, fp_d = 0, 0, 0, 0
         for lg, o in zip(logs, outs):
             if not lg.force_known:
                 continue
-            e = np.abs(o["force"] - lg.force)
-            num += float(e.sum())
-            den += e.size
-            c_num += float(e[lg.contact].sum())
-            c_den += e[lg.contact].size
-            for key, d in ((lg.task, by_task), (lg.split, by_split)):
-                a = d.setdefault(key, [0.0, 0])
-                a[0] += float(e.sum())
-                a[1] += e.size
             dec = _decide(m, o)
             acc_n += int(np.sum(dec == lg.contact))
             acc_d += lg.n
             if lg.task == "no_contact":
                 fp_n += int(np.sum(dec))
                 fp_d += lg.n
-        res["force_mae"][m] = num / den if den else None
-        res["force_mae_in_contact"][m] = c_num / c_den if c_den else None
-        res["force_mae_by_task"][m] = {k: v[0] / v[1] for k, v in sorted(by_task.items())}
-        res["force_mae_by_split"][m] = {k: v[0] / v[1] for k, v in sorted(by_split.items())}
         res["gate_accuracy"][m] = acc_n / acc_d if acc_d else None
         res["false_positive_contact_rate"][m] = fp_n / fp_d if fp_d else None
     res["zero_estimate"] = zero_estimate_mae(logs)
     return res
 
 
-def zero_estimate_mae(logs: Sequence[ForceLog]) -> dict[str, Any]:
-    """MAE figures [N] of a constant zero force on the labelled logs: ``force_mae``,
-    ``force_mae_in_contact``, ``force_mae_by_task``, ``force_mae_by_split`` (as :func:`score_force`)."""
+def _mae_figures(logs: Sequence[ForceLog], forces: Sequence[np.ndarray]) -> dict[str, Any]:
+    """``force_mae``, ``force_mae_in_contact``, ``force_mae_by_task``, ``force_mae_by_split`` [N] of
+    the estimates ``forces`` (one (T, 3) array per log) on the labelled logs."""
     num, den, c_num, c_den = 0.0, 0, 0.0, 0
     by_task: dict[str, list[float]] = {}
     by_split: dict[str, list[float]] = {}
-    for lg in logs:
+    for lg, f in zip(logs, forces):
         if not lg.force_known:
             continue
-        e = np.abs(lg.force)
+        e = np.abs(f - lg.force)
         num, den = num + float(e.sum()), den + e.size
         c_num, c_den = c_num + float(e[lg.contact].sum()), c_den + e[lg.contact].size
         for key, d in ((lg.task, by_task), (lg.split, by_split)):
@@ -104,6 +91,11 @@ def zero_estimate_mae(logs: Sequence[ForceLog]) -> dict[str, Any]:
     return {"force_mae": num / den if den else None, "force_mae_in_contact": c_num / c_den if c_den else None,
             "force_mae_by_task": {k: v[0] / v[1] for k, v in sorted(by_task.items())},
             "force_mae_by_split": {k: v[0] / v[1] for k, v in sorted(by_split.items())}}
+
+
+def zero_estimate_mae(logs: Sequence[ForceLog]) -> dict[str, Any]:
+    """MAE figures [N] of a constant zero force on the labelled logs (:func:`_mae_figures`'s keys)."""
+    return _mae_figures(logs, [np.zeros_like(lg.force) for lg in logs])
 
 
 def _fingerprint(t) -> tuple:

@@ -478,27 +478,26 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
             if mode is not None and _smooth_n(sm, dt) == 1:
                 continue
             c = {"smooth_s": float(sm), "smooth_weight": mode, **base}
-            ws, ys = [], []
+            ws, ys, scs = [], [], []
             n = _smooth_n(sm, dt)
             for i, (fs, lab) in enumerate(zip(frame_scores, labs)):
                 st = window_starts(len(fs))
-                sc = smooth_scores(fs, n, weights[i] if mode == "motion" else None)
-                ws.append(learned_window_scores(sc, st)[:, cols])
+                scs.append(smooth_scores(fs, n, weights[i] if mode == "motion" else None))
+                ws.append(learned_window_scores(scs[-1], st)[:, cols])
                 ys.append(np.tile(lab[cols], (len(st), 1)))
             w, y = np.concatenate(ws), np.concatenate(ys)
             auc = float(roc_auc_score(y.ravel(), -w.ravel())) if len(np.unique(y)) == 2 else float("nan")
             aucs[f"{float(sm):g}" + (f" {mode}" if mode else "")] = auc
             if best is None or auc > best[0] + 1e-12:
-                best = (auc, c, w, y, ws, ys)
-    auc, chosen, w, y, ws, ys = best
+                best = (auc, c, w, y, ws, ys, scs)
+    auc, chosen, w, y, ws, ys, scs = best
     sm = chosen["smooth_s"]
     if min_recall is not None and not 0.0 < float(min_recall) <= 1.0:
         raise DataError(None, f"condition calibration: min_recall must be in (0, 1], got {min_recall}")
     thr_w, bacc = _best_threshold(w, y, balanced=True, min_recall=min_recall)
     rec = float(((w < thr_w) & y).sum() / max(int(y.sum()), 1))
     loo = leave_one_log_out_windows(ws, ys, min_recall=min_recall)
-    last = np.stack([log_verdicts(calibrated_scores(fs, chosen, dt, None if positions is None else positions[i]),
-                                  dt, verdict_s)[0][cols] for i, fs in enumerate(frame_scores)])
+    last = np.stack([log_verdicts(sc, dt, verdict_s)[0][cols] for sc in scs])
     thr_v, acc = _best_threshold(last, labs[:, cols], balanced=False)
     weighting = ({"smooth_weight": "motion", **base} if chosen["smooth_weight"] == "motion" else {})
     return {"smooth_s": sm, **weighting, "window_threshold": thr_w, "verdict_threshold": thr_v,

@@ -171,14 +171,6 @@ def yaw_joint(robot) -> tuple[str, np.ndarray, tuple[float, float]] | None:
     return name, a, (lo, hi)
 
 
-def _rotations(axis: np.ndarray, angles: np.ndarray) -> np.ndarray:
-    """(B, 3, 3) rotations about the unit ``axis`` by ``angles`` (B,) (Rodrigues)."""
-    k = np.asarray(axis, float) / np.linalg.norm(axis)
-    K = np.array([[0.0, -k[2], k[1]], [k[2], 0.0, -k[0]], [-k[1], k[0], 0.0]])
-    c, s_ = np.cos(angles)[:, None, None], np.sin(angles)[:, None, None]
-    return np.eye(3)[None] + s_ * K[None] + (1.0 - c) * (K @ K)[None]
-
-
 def yaw_augment(b: "HeadData", cols: list[int], axis: np.ndarray, limits: tuple[float, float], q_col: int,
                 rng: np.random.Generator) -> "HeadData":
     """The same samples seen from a yaw-rotated arm: every frame's yaw-joint angle features
@@ -192,7 +184,9 @@ def yaw_augment(b: "HeadData", cols: list[int], axis: np.ndarray, limits: tuple[
     x = np.array(b.x, copy=True)
     for c in cols:
         x[:, :, c] += ang[:, None].astype(x.dtype)
-    R = _rotations(axis, ang)
+    from scipy.spatial.transform import Rotation
+
+    R = Rotation.from_rotvec(ang[:, None] * (np.asarray(axis, float) / np.linalg.norm(axis))[None]).as_matrix()
     rot = lambda f: None if f is None else np.einsum("bij,bj->bi", R, np.asarray(f, float)).astype(np.float32)  # noqa: E731
     return HeadData(x, rot(b.force), b.force_w, b.contact, b.condition, rot(b.prior))
 
