@@ -2,14 +2,16 @@
 
     python bench/force.py [--data DIR] [--scale 0.1] [--seed 0] [--out bench/out/force]
                           [--arch transformer] [--sizes JSON] [--steps N] [--batch B]
-                          [--contact-weight 4] [--no-augment-yaw] [--eval test|val]
+                          [--contact-weight 4] [--no-augment-yaw] [--no-augment-mirror] [--eval test|val]
 
 DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neural_actuator`` (written
 there with ``--seed`` / ``--scale`` when it does not exist). The learned model's force, gate and
 condition heads (and its trunk) are trained by :func:`actuatorlab.learned.heads.train_heads`
 (teacher forcing on measured frames, no simulator) on DIR/train, validated on DIR/val; the
 heads see every training sample turned about the arm's vertical joint 1 by a random angle, the force
-label turned with it (:func:`actuatorlab.learned.heads.yaw_augment`; ``--no-augment-yaw``: off). The
+label turned with it (:func:`actuatorlab.learned.heads.yaw_augment`; ``--no-augment-yaw``: off), and
+half of them first reflected in the arm's vertical mirror plane (:func:`actuatorlab.learned.heads.mirror_augment`;
+``--no-augment-mirror``: off). The
 classical baselines (``id_linear``, ``id_friction``, ``momentum_observer``) are calibrated on the
 free-motion logs of DIR/train. Every method runs causally, one frame at a time, on DIR/test and
 DIR/heldout/* (payload 400 g and pushes along -y, conditions never seen in training); with
@@ -45,6 +47,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=600)
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--eval-every", type=int, default=None, help="validation (and checkpoint) every N steps, the "
+                    "best kept (default: max(50, steps // 6))")
     ap.add_argument("--noise", type=float, default=0.1, help="input-noise augmentation [training std]")
     ap.add_argument("--weight-decay", type=float, default=1e-4)
     ap.add_argument("--contact-weight", type=float, default=4.0, help="force-loss weight (1 + w) on contact frames")
@@ -55,6 +59,13 @@ def main(argv=None) -> int:
     ap.add_argument("--augment-yaw", action=argparse.BooleanOptionalAction, default=True,
                     help="train the heads on samples rotated about the vertical joint 1, the force label rotated "
                          "with it (default since 2026-12-01, chosen on D/val: bench/README.md); --no-augment-yaw: off")
+    ap.add_argument("--augment-mirror", action=argparse.BooleanOptionalAction, default=True,
+                    help="also reflect half of the training samples in the arm's vertical mirror plane (joint 1 "
+                         "and the force's y component change sign; learned.heads.mirror_augment; default since "
+                         "2026-12-02, chosen on D/val: bench/README.md); --no-augment-mirror: off")
+    ap.add_argument("--balance-tasks", action=argparse.BooleanOptionalAction, default=False,
+                    help="draw training windows so that every excitation family (free motion, payloads, pushes) "
+                         "fills the same share of a batch (learned.heads.train_heads balance_tasks)")
     ap.add_argument("--eval", default="test", choices=("test", "val"),
                     help="test: DIR/test + DIR/heldout (report once); val: DIR/val only (model selection)")
     a = ap.parse_args(argv)
@@ -79,10 +90,11 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     if not (run / "arm_model.json").exists():
         train_heads(ROBOT, tr, va, out=run, arch=a.arch, sizes=json.loads(a.sizes), steps=a.steps,
-                    budget=dict(batch=a.batch, lr=a.lr, eval_every=max(50, a.steps // 6), noise=a.noise,
+                    budget=dict(batch=a.batch, lr=a.lr, eval_every=a.eval_every or max(50, a.steps // 6), noise=a.noise,
                                 weight_decay=a.weight_decay, contact_weight=a.contact_weight), seed=a.seed, progress=False,
                     resume=(run / "checkpoint.ckpt").exists(), force_prior=a.force_prior,
-                    prior_labels=a.force_prior_labels, augment_yaw=a.augment_yaw)
+                    prior_labels=a.force_prior_labels, augment_yaw=a.augment_yaw,
+                    augment_mirror=a.augment_mirror, balance_tasks=a.balance_tasks)
     train_wall = time.perf_counter() - t0
     with physics_precision():
         robot = load_robot(ROBOT)
@@ -101,6 +113,8 @@ def main(argv=None) -> int:
                        "force_prior": (d.get("force_prior") or {}).get("method"),
                        "force_prior_labelled": ((d.get("force_prior") or {}).get("calibration") or {}).get("labelled"),
                        "augment_yaw": bool(d["training"].get("augment_yaw")),
+                       "augment_mirror": bool(d["training"].get("augment_mirror")),
+                       "balance_tasks": bool(d["training"].get("balance_tasks")),
                        "wall_s_this_run": train_wall}
     res["data"] = {"seed": card["seed"], "scale": card["scale"], "train_logs": len(tr), "val_logs": len(va),
                    "evaluated": sorted({lg["split"] for lg in res["logs"]})}

@@ -366,9 +366,12 @@ def test_train_heads_with_a_force_prior_calibrates_it_on_free_motion(smoke, tmp_
     tr = load_logs([smoke / "train"]) + load_logs([smoke / "heldout"])
     d = train_heads("open_manipulator_x", tr, load_logs([smoke / "heldout"]), out=tmp_path / "run", arch="mlp",
                     sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2,
-                    budget=dict(batch=32, eval_every=2), progress=False, force_prior="id_linear", augment_yaw=True)
+                    budget=dict(batch=32, eval_every=2), progress=False, force_prior="id_linear", augment_yaw=True,
+                    augment_mirror=True, balance_tasks=True)
     fp = d["force_prior"]
-    assert d["training"]["augment_yaw"] is True  # the yaw augmentation runs with a prior too (it turns both)
+    # the yaw and mirror augmentations run with a prior too (they turn and reflect both)
+    assert d["training"]["augment_yaw"] is True and d["training"]["augment_mirror"] is True
+    assert d["training"]["balance_tasks"] is True
     assert fp["method"] == "id_linear" and not fp["calibration"]["friction"]
     assert fp["calibration"]["n_samples"] > 0 and all(g > 0 for g in fp["calibration"]["gain"])
     m = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
@@ -503,3 +506,57 @@ def test_yaw_augmentation_is_an_exact_symmetry_of_the_arm(dyn):
                        np.sin(ang) * force[:, 0] + np.cos(ang) * force[:, 1]], 1)
     np.testing.assert_allclose(a.force[:, :2], expect, atol=1e-5)
     np.testing.assert_allclose(a.prior, a.force, atol=1e-6)
+
+
+def test_mirror_augmentation_is_a_symmetry_of_the_arm(dyn):
+    # the OM-X is symmetric about the vertical plane of its arm: with joint 1 negated (q' = S q,
+    # S = diag(-1, 1, 1, 1)) and the force reflected (f' = P f, P = diag(1, -1, 1)), the joint
+    # torques are mirrored, J_p(q')^T f' = S J_p(q)^T f, and so is gravity; mirror_augment negates
+    # joint 1's odd features and reflects the label of about half of the samples
+    from actuatorlab.learned.heads import HeadData, mirror_augment, mirror_symmetry
+
+    s, P, worst = mirror_symmetry(load_robot("open_manipulator_x"))
+    np.testing.assert_array_equal(s, [-1, 1, 1, 1])
+    np.testing.assert_allclose(P, np.diag([1.0, -1.0, 1.0]), atol=1e-12)
+    assert worst["g"] < 1e-9 and worst["J"] < 1e-9 and worst["M"] < 1e-2
+    assert mirror_symmetry(load_robot("anymal_c")) is None  # no fixed vertical first joint
+    rng = np.random.default_rng(0)
+    for _ in range(5):
+        q, f = rng.uniform(-1.0, 1.0, dyn.n), rng.normal(size=3)
+        np.testing.assert_allclose(dyn.jacobian(s * q).T @ (P @ f), s * (dyn.jacobian(q).T @ f), atol=1e-9)
+        np.testing.assert_allclose(dyn.gravity(s * q), s * dyn.gravity(q), atol=1e-9)
+        # a different sign pattern is not a symmetry (the check can fail): joint 2 negated too
+        s2 = s * np.array([1, -1, 1, 1])
+        assert np.abs(dyn.gravity(s2 * q) - s2 * dyn.gravity(q)).max() > 1e-3
+    B, H, Fd = 200, 3, 4
+    x = rng.normal(size=(B, H, Fd)).astype(np.float32)
+    force = rng.normal(size=(B, 3)).astype(np.float32)
+    b = HeadData(x, force, np.ones(B, np.float32), np.zeros(B, np.float32), np.ones((B, 2), np.float32), force.copy())
+    a = mirror_augment(b, [0, 2], P, np.random.default_rng(1))
+    flip = np.all(a.x[:, :, 0] == -x[:, :, 0], axis=1)
+    assert 0.35 < flip.mean() < 0.65
+    np.testing.assert_array_equal(a.x[flip][:, :, [0, 2]], -x[flip][:, :, [0, 2]])
+    np.testing.assert_array_equal(a.x[:, :, [1, 3]], x[:, :, [1, 3]])  # even columns never change
+    np.testing.assert_array_equal(a.x[~flip], x[~flip])
+    np.testing.assert_allclose(a.force[flip], force[flip] * np.array([1, -1, 1], np.float32))
+    np.testing.assert_array_equal(a.force[~flip], force[~flip])
+    np.testing.assert_allclose(a.prior, a.force)
+    np.testing.assert_array_equal(a.contact, b.contact)
+
+
+def test_task_balance_weights_give_every_family_the_same_share():
+    from actuatorlab.learned.heads import task_balance_weights
+    from actuatorlab.logs.format import Channel, Setup, Trajectory
+
+    def log(name, n, fam):
+        t = np.arange(n) * 0.01
+        return Trajectory(name, t, {"position/j": np.zeros(n)}, {"position/j": Channel("rad", "measured")},
+                          Setup(actuator="x", joint_type="revolute"), {"excitation": fam} if fam else {})
+
+    logs = [log("a0", 300, "free"), log("a1", 300, "free"), log("a2", 400, "free"), log("p", 50, "push_hold"),
+            log("u", 25, None)]
+    p = task_balance_weights(logs)
+    assert p.shape == (1075,) and p.sum() == pytest.approx(1.0)
+    assert p[:1000].sum() == pytest.approx(1 / 3) and p[1000:1050].sum() == pytest.approx(1 / 3)
+    assert p[1050:].sum() == pytest.approx(1 / 3)  # untagged logs form their own family
+    assert p[1000] == pytest.approx(20 * p[0])  # a push window is drawn 20x as often as a free-motion one

@@ -608,6 +608,9 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm (without --init)"),
                     sizes: Optional[str] = typer.Option(None, "--sizes", help='network sizes as JSON, e.g. \'{"d": 64}\''),
                     steps: Optional[int] = typer.Option(None, "--steps"), seed: int = typer.Option(0, "--seed"),
+                    eval_every: Optional[int] = typer.Option(None, "--eval-every", help="validate (and checkpoint) "
+                                                             "every N steps, the best kept (default 250; with few "
+                                                             "logs the optimum comes early: bench/README.md)"),
                     contact_weight: float = typer.Option(4.0, "--contact-weight", help="extra force-loss weight "
                                                          "on contact frames: (1 + w) huber (4 = arm_loss's)"),
                     force_prior: Optional[str] = typer.Option(None, "--force-prior", help="id_linear | id_friction | "
@@ -619,6 +622,13 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     augment_yaw: bool = typer.Option(False, "--augment-yaw", help="rotate every training sample "
                                                      "about the robot's vertical first joint by a random angle (the "
                                                      "force label with it): the dynamics do not depend on that angle"),
+                    augment_mirror: bool = typer.Option(False, "--augment-mirror", help="reflect half of the training "
+                                                        "samples in the arm's vertical mirror plane (yaw joint and the "
+                                                        "force's normal component negated); refused for an arm that is "
+                                                        "not mirror-symmetric"),
+                    balance_tasks: bool = typer.Option(False, "--balance-tasks", help="draw training windows so that "
+                                                       "every excitation family (free motion, payloads, pushes, ...) "
+                                                       "fills the same share of a batch"),
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
@@ -633,8 +643,10 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
     tr, va = split_arm_data(data)
     m = load_arm_model(init, robot)[1] if init is not None else None
     d = train_heads(robot, tr, va, out=out, init=m, arch=arch, sizes=sz, steps=steps, seed=seed, resume=resume,
-                    budget={"contact_weight": contact_weight}, force_prior=force_prior,
-                    prior_labels=force_prior_labels, augment_yaw=augment_yaw)
+                    budget={"contact_weight": contact_weight, **({"eval_every": eval_every} if eval_every else {})},
+                    force_prior=force_prior,
+                    prior_labels=force_prior_labels, augment_yaw=augment_yaw, augment_mirror=augment_mirror,
+                    balance_tasks=balance_tasks)
     t = d["training"]
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")

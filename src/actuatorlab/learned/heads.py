@@ -45,7 +45,8 @@ from ..precision import physics
 from ..sim.arm_learned import TELEMETRY, LearnedArm, frames_of_log
 from .features import sliding_windows
 
-__all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads", "yaw_joint", "yaw_augment"]
+__all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads", "yaw_joint", "yaw_augment",
+           "MIRROR_TOL", "ODD_FEATURES", "mirror_symmetry", "mirror_augment", "task_balance_weights"]
 
 #: default budget of :func:`train_heads` (a few minutes on 2 CPU cores for a small network)
 HEADS_BUDGET: dict[str, Any] = dict(steps=1500, batch=128, lr=1e-3, eval_every=250, noise=0.0, weight_decay=1e-4,
@@ -191,12 +192,119 @@ def yaw_augment(b: "HeadData", cols: list[int], axis: np.ndarray, limits: tuple[
     return HeadData(x, rot(b.force), b.force_w, b.contact, b.condition, rot(b.prior))
 
 
+#: relative tolerance of :func:`mirror_symmetry`'s check (of the largest entry of g, M, J_p)
+MIRROR_TOL = 1e-2
+#: per-channel features that change sign with the joint's motion under a reflection (angles,
+#: rates, torque-like telemetry); the others (voltage, enable, temperature) are unchanged
+ODD_FEATURES = ("q_target", "q", "dq", "err", "current", "pwm", "load")
+
+
+def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20
+                    ) -> tuple[np.ndarray, np.ndarray, dict[str, float]] | None:
+    """The arm's mirror symmetry, or None: (signs (n_est,) +-1 over the estimated joints of
+    :class:`~actuatorlab.estimate.dynamics.ArmDynamics` (joint order of ``dyn.joints``), P (3, 3)
+    the reflection of the base frame, worst relative deviations found {"g", "M", "J"}).
+
+    The mirror plane is vertical, contains the yaw axis (:func:`yaw_joint`) and the arm at zero yaw:
+    its normal n is the world axis of the first estimated joint after the yaw joint at ``qpos0``
+    (it must be horizontal), ``P = I - 2 n n^T``. A joint whose axis lies in the plane (the yaw
+    joint) flips sign under the reflection (a rotation by -q about the same axis), one whose axis
+    is along n keeps it: ``S = diag(s)``. The arm is symmetric when, for q' = S q, qd' = S qd,
+    the rigid-body terms transform as ``g(q') = S g(q)``, ``M(q') = S M(q) S`` and
+    ``J_p(q') = P J_p(q) S``; then ``J_p(q')^T (P f) = S J_p(q)^T f``: the mirrored force gives
+    the mirrored joint torques, i.e. mirrored currents and PWM for an odd-symmetric actuator
+    (checked here at ``n_check`` random configurations within the joint ranges, relative to the
+    largest entry; the actuator's symmetry is the model's own assumption). Returns None when the
+    robot has no yaw joint or no end-effector body, or a check fails by more than ``tol``.
+    """
+    import mujoco
+
+    from ..estimate.dynamics import ArmDynamics
+
+    found = yaw_joint(robot)
+    if found is None:
+        return None
+    try:
+        dyn = ArmDynamics(robot)
+    except ModelError:  # no end effector to map a force to (e.g. no default end-effector body)
+        return None
+    if found[0] not in dyn.joints or len(dyn.joints) < 2:
+        return None
+    m = robot.model()
+    d = mujoco.MjData(m)
+    d.qpos[:] = m.qpos0
+    mujoco.mj_kinematics(m, d)
+    g_dir = np.asarray(m.opt.gravity, float) / np.linalg.norm(m.opt.gravity)
+    axes = {j: np.array(d.xaxis[m.joint(j).id]) / np.linalg.norm(d.xaxis[m.joint(j).id]) for j in dyn.joints}
+    n = next((axes[j] for j in dyn.joints if j != found[0]), None)
+    if n is None or abs(float(n @ g_dir)) > 1e-9:
+        return None
+    P = np.eye(3) - 2.0 * np.outer(n, n)
+    s = np.ones(len(dyn.joints))
+    for k, j in enumerate(dyn.joints):
+        c = abs(float(axes[j] @ n))
+        if c < 1e-9:
+            s[k] = -1.0
+        elif abs(c - 1.0) > 1e-9:
+            return None  # an oblique axis: no reflection of this plane maps the joint onto itself
+    rng = np.random.default_rng(0)
+    lo = np.array([m.jnt_range[m.joint(j).id][0] if m.jnt_limited[m.joint(j).id] else -np.pi for j in dyn.joints])
+    hi = np.array([m.jnt_range[m.joint(j).id][1] if m.jnt_limited[m.joint(j).id] else np.pi for j in dyn.joints])
+    lim = np.minimum(np.abs(lo), np.abs(hi))  # q and S q both inside the range
+    worst = {"g": 0.0, "M": 0.0, "J": 0.0}
+    for _ in range(int(n_check)):
+        q = rng.uniform(-lim, lim)
+        for key, a, b in (("g", s * dyn.gravity(q), dyn.gravity(s * q)),
+                          ("M", np.outer(s, s) * dyn.mass_matrix(q), dyn.mass_matrix(s * q)),
+                          ("J", P @ dyn.jacobian(q) * s, dyn.jacobian(s * q))):
+            scale = max(float(np.abs(a).max()), 1e-12)
+            worst[key] = max(worst[key], float(np.abs(a - b).max()) / scale)
+    if max(worst.values()) > tol:
+        return None
+    return s, P, worst
+
+
+def mirror_augment(b: "HeadData", neg_cols: list[int], P: np.ndarray, rng: np.random.Generator,
+                   share: float = 0.5) -> "HeadData":
+    """The same samples seen in a mirror (:func:`mirror_symmetry`): a random ``share`` of the
+    samples gets every frame's odd features of the sign-flipping joints (``neg_cols``: raw frame
+    columns of :data:`ODD_FEATURES` of the joints with s = -1) negated and its force label (and
+    prior) reflected, ``f' = P f``. Contact and condition labels are unchanged (no channel changes
+    its identity). With :func:`yaw_augment` the two generate every rotation and reflection about
+    the vertical axis: a push seen from the left in training is also seen from the right."""
+    flip = rng.random(b.n) < float(share)
+    x = np.array(b.x, copy=True)
+    if neg_cols:
+        x[np.ix_(flip, np.arange(x.shape[1]), np.asarray(neg_cols))] *= -1
+    P32 = np.asarray(P, np.float32)
+
+    def refl(f):
+        if f is None:
+            return None
+        f = np.array(f, np.float32, copy=True)
+        f[flip] = f[flip] @ P32.T
+        return f
+
+    return HeadData(x, refl(b.force), b.force_w, b.contact, b.condition, refl(b.prior))
+
+
+def task_balance_weights(trajs: list[Trajectory]) -> np.ndarray:
+    """Sampling probabilities (N,) over the windows of ``trajs`` (one window per frame, logs in
+    order) that give every ``excitation`` family the same total: p_i = 1 / (K n_f(i)), with K
+    families and n_f the number of windows of window i's family (a log without the tag counts as
+    family "unknown"). They sum to 1."""
+    fam = np.concatenate([np.full(t.n, str((t.conditions or {}).get("excitation", "unknown")), object) for t in trajs])
+    _, inv, cnt = np.unique(fam, return_inverse=True, return_counts=True)
+    return 1.0 / (len(cnt) * cnt[inv].astype(float))
+
+
 @physics
 def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory], *, out: str | Path,
                 init: LearnedArm | None = None, arch: str = "transformer", sizes: dict | None = None,
                 trunk: bool | None = None, steps: int | None = None, budget: dict | None = None, seed: int = 0,
                 resume: bool = False, progress: bool = True, force_prior: str | None = None,
-                prior_labels: bool = False, augment_yaw: bool = False) -> dict[str, Any]:
+                prior_labels: bool = False, augment_yaw: bool = False, augment_mirror: bool = False,
+                balance_tasks: bool = False) -> dict[str, Any]:
     """Train the force / gate / condition heads on teacher-forced windows (module docstring) and
     write RUN/arm_model.json + RUN/arm_model.eqx. ``init``: a model to start from (its layout,
     normalizer, effort scales and torque head are kept); otherwise a fresh ``arch`` network with
@@ -208,8 +316,13 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     method. ``prior_labels``: calibrate the prior on every force-labelled training log (payloads,
     pushes; :func:`~actuatorlab.estimate.force.fit_calibration`'s ``labelled``) instead of free
     motion only. ``augment_yaw``: rotate every training sample about the robot's yaw joint by a
-    random angle (:func:`yaw_augment`; refused when the robot has none). Returns the arm_model.json
-    dict."""
+    random angle (:func:`yaw_augment`; refused when the robot has none). ``augment_mirror``: reflect
+    half of the training samples in the arm's vertical mirror plane (:func:`mirror_augment`; refused
+    when :func:`mirror_symmetry` finds none); applied before the yaw rotation. ``balance_tasks``:
+    draw each training window with probability proportional to 1 / (number of training windows of
+    its log's ``excitation`` family), so every family (free motion, payloads, pushes, ...) fills
+    the same share of a batch however few logs it has (default: uniform over windows). Returns the
+    arm_model.json dict."""
     from ..robots.loader import load_robot
     from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
     from .features import Normalizer, fit_normalizer
@@ -277,9 +390,37 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
         cols = [c * F + lay.per_channel.index(f) for f in ("q_target", "q") if f in lay.per_channel]
         yaw = (cols, found[1], found[2], c * F + lay.per_channel.index("q"))
 
+    mirror = None
+    if augment_mirror:
+        sym = mirror_symmetry(robot)
+        lay = model.layout
+        if sym is None:
+            raise ModelError(f"train_heads: --augment-mirror needs an arm that is mirror-symmetric about a vertical "
+                             f"plane through its yaw joint; {robot_name} is not (or has no yaw joint)")
+        from ..estimate.dynamics import ArmDynamics
+
+        est = ArmDynamics(robot).joints
+        off = [c for c in lay.channels if c not in est]
+        if off:
+            raise ModelError(f"train_heads: --augment-mirror: channels {off} are not arm joints of {robot_name} "
+                             f"(the mirror is defined on {list(est)})")
+        F = len(lay.per_channel)
+        flips = [c for c in lay.channels if sym[0][est.index(c)] < 0]
+        neg = [lay.channels.index(c) * F + lay.per_channel.index(f) for c in flips for f in ODD_FEATURES
+               if f in lay.per_channel]
+        mirror = (neg, sym[1])
+
+    prob = None
+    if balance_tasks:
+        prob = task_balance_weights(train_trajs)
+        if prob.shape[0] != tr.n:
+            raise DataError(None, f"train_heads: {tr.n} training windows but {prob.shape[0]} log frames")
+
     def batch_fn(step: int) -> HeadData:
         rng = np.random.default_rng([int(seed), int(step)])
-        b = tr.take(rng.choice(tr.n, size=B, replace=tr.n < B))
+        b = tr.take(rng.choice(tr.n, size=B, replace=tr.n < B) if prob is None else rng.choice(tr.n, size=B, p=prob))
+        if mirror is not None:
+            b = mirror_augment(b, *mirror, rng)
         if yaw is not None:
             b = yaw_augment(b, *yaw, rng)
         if noise > 0:  # input noise (augmentation): sigma in units of each feature's training std
@@ -303,8 +444,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     meta = {"robot": robot_name, "arch": model.arch, "heads_only": True, "trunk": bool(trunk),
             "force_prior": None if model.force_prior is None else model.force_prior.method,
             "force_prior_labelled": None if model.force_prior is None else model.force_prior.calibration.labelled,
-            "augment_yaw": bool(augment_yaw),
-            "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
+            "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
+            "balance_tasks": bool(balance_tasks), "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
     loss = (lambda m, d: heads_loss(m, d, contact_weight=w_c)) if w_c != 4.0 else heads_loss
     res = train(Path(out), model, loss, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
                 meta=meta, filter_spec=_head_spec(model, bool(trunk)))
@@ -317,8 +458,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                      "best_val_force_mae": final["val"], "val_gate_bce": final["val_gate"],
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s, "batch": B,
                      "lr": bud["lr"], "noise": noise, "weight_decay": float(bud["weight_decay"]), "contact_weight": w_c,
-                     "augment_yaw": bool(augment_yaw),
-                     "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
+                     "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
+                     "balance_tasks": bool(balance_tasks), "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
 
