@@ -560,3 +560,16 @@ def test_task_balance_weights_give_every_family_the_same_share():
     assert p[:1000].sum() == pytest.approx(1 / 3) and p[1000:1050].sum() == pytest.approx(1 / 3)
     assert p[1050:].sum() == pytest.approx(1 / 3)  # untagged logs form their own family
     assert p[1000] == pytest.approx(20 * p[0])  # a push window is drawn 20x as often as a free-motion one
+
+
+def test_train_heads_cli_passes_the_augmentations_and_the_schedule(smoke, tmp_path):
+    from actuatorlab.cli import main
+
+    run = tmp_path / "run"
+    assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
+                 "--out", str(run), "--arch", "mlp", "--sizes", '{"width": 16, "depth": 1, "d": 16, "head_width": 16}',
+                 "--steps", "3", "--eval-every", "1", "--augment-yaw", "--augment-mirror", "--balance-tasks"]) == 0
+    t = json.loads((run / "arm_model.json").read_text())["training"]
+    assert t["augment_yaw"] and t["augment_mirror"] and t["balance_tasks"]
+    rows = [json.loads(s) for s in (run / "metrics.jsonl").read_text().splitlines()]
+    assert {r["step"] for r in rows if "val" in r} == {1, 2, 3}  # validated every step (default: every 250)
