@@ -199,7 +199,7 @@ MIRROR_TOL = 1e-2
 ODD_FEATURES = ("q_target", "q", "dq", "err", "current", "pwm", "load")
 
 
-def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20
+def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20, dyn=None
                     ) -> tuple[np.ndarray, np.ndarray, dict[str, float]] | None:
     """The arm's mirror symmetry, or None: (signs (n_est,) +-1 over the estimated joints of
     :class:`~actuatorlab.estimate.dynamics.ArmDynamics` (joint order of ``dyn.joints``), P (3, 3)
@@ -216,6 +216,7 @@ def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20
     (checked here at ``n_check`` random configurations within the joint ranges, relative to the
     largest entry; the actuator's symmetry is the model's own assumption). Returns None when the
     robot has no yaw joint or no end-effector body, or a check fails by more than ``tol``.
+    ``dyn``: the ArmDynamics of ``robot`` to check (default: built here, its default joints).
     """
     import mujoco
 
@@ -224,10 +225,11 @@ def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20
     found = yaw_joint(robot)
     if found is None:
         return None
-    try:
-        dyn = ArmDynamics(robot)
-    except ModelError:  # no end effector to map a force to (e.g. no default end-effector body)
-        return None
+    if dyn is None:
+        try:
+            dyn = ArmDynamics(robot)
+        except ModelError:  # no end effector to map a force to (e.g. no default end-effector body)
+            return None
     if found[0] not in dyn.joints or len(dyn.joints) < 2:
         return None
     m = robot.model()
@@ -392,14 +394,18 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
 
     mirror = None
     if augment_mirror:
-        sym = mirror_symmetry(robot)
+        from ..estimate.dynamics import ArmDynamics
+
+        try:
+            dyn = ArmDynamics(robot)
+        except ModelError:
+            dyn = None
+        sym = None if dyn is None else mirror_symmetry(robot, dyn=dyn)
         lay = model.layout
         if sym is None:
             raise ModelError(f"train_heads: --augment-mirror needs an arm that is mirror-symmetric about a vertical "
                              f"plane through its yaw joint; {robot_name} is not (or has no yaw joint)")
-        from ..estimate.dynamics import ArmDynamics
-
-        est = ArmDynamics(robot).joints
+        est = dyn.joints
         off = [c for c in lay.channels if c not in est]
         if off:
             raise ModelError(f"train_heads: --augment-mirror: channels {off} are not arm joints of {robot_name} "
