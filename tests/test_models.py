@@ -149,6 +149,8 @@ def test_friction_budget_terms_by_hand():
         "load stribeck": (dict(load_friction_stribeck=0.05, stribeck_velocity=0.1, stribeck_alpha=1.5),
                           s * 0.05 * abs(te - tm)),
         "directional": (dict(load_friction_motor=0.12, load_friction_external=0.08), abs(0.08 * te - 0.12 * tm)),
+        "directional stribeck": (dict(load_friction_motor_stribeck=0.07, load_friction_external_stribeck=0.3,
+                                      stribeck_velocity=0.1, stribeck_alpha=1.5), s * abs(0.3 * te - 0.07 * tm)),
         # |tau_e| < |tau_m|: the external quadratic term
         "quadratic": (dict(load_friction_external_quad=0.2, load_friction_motor_quad=0.3, stribeck_velocity=0.1,
                            stribeck_alpha=1.5), s * 0.2 * te**2),
@@ -468,6 +470,24 @@ def test_embed_load_friction_into_directional_model_keeps_the_budget():
     tm, te, dq = rng.uniform(-1, 1, (3, 50))
     np.testing.assert_allclose(np.asarray(_budget(p5, tm, te, dq)), np.asarray(_budget(p3, tm, te, dq)), rtol=1e-12)
     assert embed_params(p3, "m4") == p3
+
+
+def test_embed_m4_into_m5_keeps_the_budget_moving_and_at_rest():
+    """BAM's M5 makes the at-rest load term directional too: m4's mu_s |tau_e - tau_m| is m5's
+    |mu_es tau_e - mu_ms tau_m| with mu_es = mu_ms = mu_s, so m5 contains m4 exactly."""
+    assert "load_friction_stribeck" not in get_model("m5").free and contains("m5", "m4")
+    p4 = {**neutral_params(), "friction_base": 0.03, "friction_stribeck": 0.02, "stribeck_velocity": 0.3,
+          "stribeck_alpha": 1.7, "load_friction": 0.15, "load_friction_stribeck": 0.4}
+    p5 = embed_params(p4, "m5")
+    assert p5["load_friction_stribeck"] == 0.0
+    assert p5["load_friction_motor_stribeck"] == p5["load_friction_external_stribeck"] == 0.4
+    rng = np.random.default_rng(1)
+    tm, te = rng.uniform(-1, 1, (2, 50))
+    dq = rng.uniform(-0.5, 0.5, 50)  # around the Stribeck velocity: the at-rest terms matter
+    np.testing.assert_allclose(np.asarray(_budget(p5, tm, te, dq)), np.asarray(_budget(p4, tm, te, dq)), rtol=1e-12)
+    # and a driving/backdriving asymmetry at rest is something m4 cannot express
+    p5b = {**p5, "load_friction_external_stribeck": 0.0}
+    assert float(_budget(p5b, 0.0, 0.5, 0.0)) < float(_budget(p5, 0.0, 0.5, 0.0)) - 0.19
 
 
 # ------------------------------------------------------------------------------------------------

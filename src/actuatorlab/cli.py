@@ -17,7 +17,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from . import __version__
-from .errors import ActuatorlabError
+from .errors import ActuatorlabError, ModelError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Identify, trust and use actuator models from real joint logs.")
@@ -320,6 +320,20 @@ def import_(data: List[Path] = typer.Argument(...), out: Path = typer.Option(...
 
     for p in run_import(data, out, mapping=mapping):
         console.print(f"wrote {p}")
+
+
+@app.command("import-bam")
+def import_bam(params: Path = typer.Argument(..., help="BAM parameter file (bam.fit's output, e.g. params/xl330/m5.json)"),
+               out: Path = typer.Option(..., "--out", "-o", help="model.json to write")):
+    """Convert a BAM (Better Actuator Models) parameter file to an actuatorlab model.json, so that
+    `evaluate`, `export` and the simulators use the BAM-identified actuator (docs/models.md)."""
+    from .files import read_json
+    from .identify.modelfile import atomic_write_text, model_from_bam, save_model
+
+    d = model_from_bam(read_json(params, ModelError, "no such BAM parameter file"), source=str(params))
+    save_model(d, out)
+    atomic_write_text(out, json.dumps(d, indent=2) + "\n")
+    console.print(f"wrote {out} ({d['model']}, from {params})")
 
 
 def _floats(text: Optional[str], what: str) -> Optional[list]:

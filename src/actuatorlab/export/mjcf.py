@@ -314,6 +314,10 @@ _REASONS: dict[str, str] = {
                            "and symmetric",
     "load_friction_external": "directional (backdriving) load friction: frictionloss is "
                               "load-independent and symmetric",
+    "load_friction_motor_stribeck": "directional load friction at rest: frictionloss is "
+                                    "load-independent and symmetric",
+    "load_friction_external_stribeck": "directional load friction at rest: frictionloss is "
+                                       "load-independent and symmetric",
     "load_friction_motor_quad": "quadratic load friction at rest: frictionloss is load-independent",
     "mesh_friction_static": "gear-mesh breakaway at rest growing with the transmitted torque: "
                             "frictionloss is load-independent",
@@ -355,7 +359,9 @@ def _not_representable(ctx: _Context) -> list[str]:
             out.append(head + _REASONS[name])
         elif name in ("stribeck_velocity", "stribeck_alpha"):
             if any(_is_on(k, vals.get(k, 0.0)) for k in ("friction_stribeck", "load_friction_stribeck",
-                                                          "mesh_friction_static")):
+                                                            "load_friction_motor_stribeck",
+                                                            "load_friction_external_stribeck",
+                                                            "mesh_friction_static")):
                 out.append(head + "shape of the Stribeck decay exp(-(|dq|/v_s)^alpha), not exported "
                                   "(see friction_stribeck)")
         elif name == "q_offset" and not ctx.bench_mode and ctx.joint_type == "revolute":

@@ -15,7 +15,8 @@ from ..models.params import PARAMS, neutral_params, unit_for
 from ..models.registry import get_model
 
 __all__ = ["MODEL_FORMAT", "MODEL_FORMAT_VERSION", "model_to_dict", "save_model", "load_model",
-           "params_from_model", "git_revision", "atomic_write_text"]
+           "params_from_model", "git_revision", "atomic_write_text", "model_from_bam", "BAM_PARAMETER_NAMES",
+           "BAM_ACTUATORS"]
 
 MODEL_FORMAT = "actuatorlab-model"
 MODEL_FORMAT_VERSION = "1"
@@ -160,3 +161,76 @@ def params_from_model(d: dict) -> dict[str, float]:
     p = neutral_params()
     p.update({k: float(v["value"]) for k, v in d["parameters"].items()})
     return p
+
+
+# --------------------------------------------------------------------------------------------
+# BAM parameter files -> model.json
+# --------------------------------------------------------------------------------------------
+
+#: BAM parameter name -> actuatorlab parameter name (BAM 1.0.x, ``bam.model.Model`` and the
+#: Dynamixel actuators' ``kt``, ``R``, ``armature``)
+BAM_PARAMETER_NAMES: dict[str, str] = {
+    "kt": "kt", "R": "R", "armature": "armature", "q_offset": "q_offset",
+    "friction_base": "friction_base", "friction_viscous": "friction_viscous",
+    "friction_stribeck": "friction_stribeck", "dtheta_stribeck": "stribeck_velocity", "alpha": "stribeck_alpha",
+    "load_friction_base": "load_friction", "load_friction_stribeck": "load_friction_stribeck",
+    "load_friction_motor": "load_friction_motor", "load_friction_external": "load_friction_external",
+    "load_friction_motor_stribeck": "load_friction_motor_stribeck",
+    "load_friction_external_stribeck": "load_friction_external_stribeck",
+    "load_friction_motor_quad": "load_friction_motor_quad",
+    "load_friction_external_quad": "load_friction_external_quad",
+}
+
+#: BAM actuators whose firmware law actuatorlab reproduces: controller, fixed firmware constants
+#: (BAM's ``bam/dynamixel/actuator.py``: the XL330 limits the motor current to 1.75 A; its error
+#: gain (4096 / 2 pi) / (256 * 885) and duty limit 1 are actuatorlab's ``dynamixel_pwm`` defaults)
+BAM_ACTUATORS: dict[str, dict[str, Any]] = {
+    "xl330": {"controller": "dynamixel_pwm", "fixed": {"current_limit": 1.75}, "extensions": ("qoffset", "climit")},
+}
+
+
+def model_from_bam(bam: dict, source: str = "BAM parameter file") -> dict[str, Any]:
+    """An actuatorlab model dict (save with :func:`save_model`) from a BAM parameter file's dict.
+
+    BAM's models M1..M6 are actuatorlab's m1..m6 term for term (``models/friction.py``); BAM always
+    fits an encoder offset (``+qoffset``) and its XL330 firmware law limits the current to 1.75 A
+    (``+climit``, held at that value). The result replays the same trajectories as BAM's simulator
+    up to the position update (``tests/test_bam_equivalence.py``). Raises :class:`ModelError` naming
+    ``source`` for an unknown model or actuator, or a parameter that has no actuatorlab meaning.
+    """
+    from .. import __version__
+
+    name, actuator = bam.get("model"), bam.get("actuator")
+    if name not in ("m1", "m2", "m3", "m4", "m5", "m6"):
+        raise ModelError(f"{source}: BAM model {name!r} is not one of m1..m6")
+    if actuator not in BAM_ACTUATORS:
+        raise ModelError(f"{source}: BAM actuator {actuator!r} is not supported; supported: "
+                         f"{', '.join(BAM_ACTUATORS)} (other BAM actuators use firmware laws or gains "
+                         "that actuatorlab's control laws do not reproduce yet)")
+    a = BAM_ACTUATORS[actuator]
+    unknown = sorted(k for k in bam if k not in BAM_PARAMETER_NAMES and k not in ("model", "actuator"))
+    if unknown:
+        raise ModelError(f"{source}: BAM parameters with no actuatorlab meaning: {', '.join(unknown)}")
+    spec = get_model("+".join((name,) + a["extensions"]))
+    values = neutral_params()
+    for k, v in bam.items():
+        if k in BAM_PARAMETER_NAMES:
+            if not isinstance(v, (int, float)):
+                raise ModelError(f"{source}: BAM parameter {k!r} is not a number: {v!r}")
+            values[BAM_PARAMETER_NAMES[k]] = float(v)
+    values.update(a["fixed"])
+    params = {n: {"value": values[n], "unit": unit_for(n), "free": n in spec.free,
+                  "description": PARAMS[n].description} for n in PARAMS}
+    law = a["controller"]
+    setup = {"actuator": actuator, "joint_type": "revolute", "controller": law, "gains": {}}
+    return {
+        "format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
+        "model": spec.name, "description": spec.description, "features": list(spec.free),
+        "actuator": actuator, "joint_type": "revolute", "controller": law, "setup": setup,
+        "controller_constants": {"error_gain": DEFAULT_ERROR_GAIN.get(law), "max_duty": 1.0},
+        "parameters": params,
+        "fit": {"dt": None, "source": f"imported from BAM ({source})"},
+        "data": {"logs": []}, "metrics": {}, "identifiability": None, "selection": None, "uncertainty": None,
+        "imported_from": {"tool": "bam", "file": str(source), "parameters": dict(bam)},
+        "package_version": __version__, "git_revision": git_revision(),
+    }

@@ -395,6 +395,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         known = set().union(*(set(get_model(x).free) for x in inner)) if inner else set()
         if "load_friction" in known:
             known |= {"load_friction_motor", "load_friction_external"}
+        if "load_friction_stribeck" in known:
+            known |= {"load_friction_motor_stribeck", "load_friction_external_stribeck"}
         stds = np.array([INHERITED_STEP if n in known else 1.0 for n in space.names]) if inner else None
         evals_m = fold_evals if inner else SCRATCH_FACTOR * fold_evals
         if fold_init == "all":  # the model on all given logs first; every fold then starts from it

@@ -23,9 +23,10 @@ def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0):
     s          = exp(-(|dq| / v_s)^alpha)                        Stribeck coefficient, 1 at rest
     tau_gb     = |tau_ext - tau_motor|                           torque through the gearbox
     tau_gb_dir = |mu_e tau_ext - mu_m tau_motor|                 directional (driving/backdriving)
+    tau_gb_sdir = |mu_es tau_ext - mu_ms tau_motor|              directional, at rest
     F = F_c + s F_s                                              Coulomb + Stribeck
         + mu tau_gb + s mu_s tau_gb                              load-dependent (M3, M4)
-        + tau_gb_dir                                             directional (M5)
+        + tau_gb_dir + s tau_gb_sdir                             directional (M5)
         + s [q_m |tau_ext|^2 (|tau_ext| < |tau_motor|) + q_e |tau_motor|^2 (|tau_ext| > |tau_motor|)]
               * (tau_ext and tau_motor of opposite signs)        quadratic terms (BAM M6)
         + F_v |dq|                                               viscous
@@ -61,13 +62,15 @@ def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0):
     s = jnp.exp(-jnp.power(adq / p["stribeck_velocity"] + _EPS, p["stribeck_alpha"]))
     tau_gb = jnp.abs(tau_ext - tau_motor)
     tau_dir = jnp.abs(p["load_friction_external"] * tau_ext - p["load_friction_motor"] * tau_motor)
+    tau_sdir = jnp.abs(p.get("load_friction_external_stribeck", 0.0) * tau_ext
+                       - p.get("load_friction_motor_stribeck", 0.0) * tau_motor)
     opposite = (tau_ext * tau_motor) < 0.0
     quad = jnp.where(jnp.abs(tau_ext) < jnp.abs(tau_motor),
                      p["load_friction_external_quad"] * tau_ext**2,
                      p["load_friction_motor_quad"] * tau_motor**2)
     coulomb = (p["friction_base"] + s * p["friction_stribeck"]
                + p["load_friction"] * tau_gb + s * p["load_friction_stribeck"] * tau_gb
-               + tau_dir + s * jnp.where(opposite, quad, 0.0))
+               + tau_dir + s * tau_sdir + s * jnp.where(opposite, quad, 0.0))
     tau_g = (1.0 - rotor_share) * tau_motor - rotor_share * tau_ext
     mesh = jnp.abs(tau_g) * (jnp.where(tau_g * dq >= 0.0, p["mesh_friction_drive"], p["mesh_friction_back"])
                              + s * p.get("mesh_friction_static", 0.0))

@@ -8,13 +8,14 @@ m1     DC motor (kt, R) + armature + Coulomb + viscous
 m2     m1 + Stribeck
 m3     m1 + load-dependent Coulomb (grows with the torque through the gearbox)
 m4     m2 + m3 + load-dependent Stribeck
-m5     m4 with directional load friction (driving vs backdriving efficiency)
+m5     m4 with directional load friction, moving and at rest (driving vs backdriving efficiency)
 m6     m5 + quadratic load terms at rest
 g1     m1 + gear-mesh efficiency, driving vs backdriving (actuatorlab; see friction.py)
 g2     g1 + Stribeck
 =====  ==========================================================================
 
-Extensions: ``delay`` (command delay), ``offset`` (encoder offset and bias effort), ``climit``
+Extensions: ``delay`` (command delay), ``qoffset`` (encoder offset only, as BAM fits it), ``offset``
+(encoder offset and bias effort; contains ``qoffset``), ``climit``
 (firmware/driver current limit), ``sag`` (supply sag through a source resistance, solved with the
 motor equation; see :func:`~actuatorlab.models.motor.sagged_supply_voltage`), ``stiction``
 (gear-mesh breakaway at rest: extra loss s eta_s |tau_g| that fades with the Stribeck coefficient
@@ -69,15 +70,16 @@ class ModelSpec:
 
 _M1 = ("kt", "R", "armature", "friction_base", "friction_viscous")
 _STRIBECK = ("friction_stribeck", "stribeck_velocity", "stribeck_alpha")
+_DIRECTIONAL = ("load_friction_motor", "load_friction_external")
+_DIRECTIONAL_STRIBECK = ("load_friction_motor_stribeck", "load_friction_external_stribeck")
 BASE_MODELS: dict[str, tuple[tuple[str, ...], str]] = {
     "m1": (_M1, "Coulomb + viscous"),
     "m2": (_M1 + _STRIBECK, "Stribeck"),
     "m3": (_M1 + ("load_friction",), "load-dependent"),
     "m4": (_M1 + _STRIBECK + ("load_friction", "load_friction_stribeck"), "Stribeck load-dependent"),
-    "m5": (_M1 + _STRIBECK + ("load_friction_motor", "load_friction_external", "load_friction_stribeck"),
-           "Stribeck load-dependent directional"),
-    "m6": (_M1 + _STRIBECK + ("load_friction_motor", "load_friction_external", "load_friction_stribeck",
-                              "load_friction_motor_quad", "load_friction_external_quad"),
+    "m5": (_M1 + _STRIBECK + _DIRECTIONAL + _DIRECTIONAL_STRIBECK, "Stribeck load-dependent directional"),
+    "m6": (_M1 + _STRIBECK + _DIRECTIONAL + _DIRECTIONAL_STRIBECK
+           + ("load_friction_motor_quad", "load_friction_external_quad"),
            "Stribeck load-dependent directional quadratic"),
     "g1": (_M1 + ("mesh_friction_drive", "mesh_friction_back"), "gear-mesh efficiency (driving/backdriving)"),
     "g2": (_M1 + _STRIBECK + ("mesh_friction_drive", "mesh_friction_back"), "gear-mesh efficiency + Stribeck"),
@@ -86,6 +88,7 @@ BASE_MODELS: dict[str, tuple[tuple[str, ...], str]] = {
 #: extension -> (extra free parameters, makes the transmission compliant, description)
 EXTENSIONS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     "delay": (("delay",), False, "command delay"),
+    "qoffset": (("q_offset",), False, "encoder offset against the gravity vertical (BAM's q_offset)"),
     "offset": (("q_offset", "force_offset"), False, "encoder offset and constant bias effort"),
     "climit": (("current_limit",), False, "firmware/driver current limit"),
     "sag": (("source_resistance",), False, "supply sag through a source resistance"),
@@ -137,13 +140,15 @@ def get_model(name: str) -> ModelSpec:
     return ModelSpec(canonical, tuple(free), compliant, " + ".join(desc))
 
 
-_DIRECTIONAL = ("load_friction_motor", "load_friction_external")
+#: non-directional load-friction parameter -> the directional pair that expresses it
+_TIED = {"load_friction": _DIRECTIONAL, "load_friction_stribeck": _DIRECTIONAL_STRIBECK}
 
 
 def _expressible(spec: ModelSpec) -> set[str]:
     # non-directional load friction mu |tau_e - tau_m| is the directional one with mu_m = mu_e = mu
+    # (at rest likewise: mu_s |tau_e - tau_m| with mu_ms = mu_es = mu_s)
     free = set(spec.free)
-    return free | {"load_friction"} if set(_DIRECTIONAL) <= free else free
+    return free | {k for k, pair in _TIED.items() if set(pair) <= free}
 
 
 def contains(outer: str, inner: str) -> bool:
@@ -158,15 +163,17 @@ def contains(outer: str, inner: str) -> bool:
 def embed_params(params: dict[str, float], into: str) -> dict[str, float]:
     """Parameters of a contained model rewritten for model ``into`` with the same behaviour.
 
-    A non-directional load friction mu becomes mu_m = mu_e = mu when ``into`` is directional.
+    A non-directional load friction mu becomes mu_m = mu_e = mu when ``into`` is directional, and
+    its at-rest part mu_s becomes mu_ms = mu_es = mu_s.
     """
     spec = get_model(into)
     p = dict(params)
-    mu = p.get("load_friction", 0.0)
-    if mu and "load_friction" not in spec.free and set(_DIRECTIONAL) <= set(spec.free):
-        p["load_friction"] = 0.0
-        p["load_friction_motor"] = p.get("load_friction_motor", 0.0) + mu
-        p["load_friction_external"] = p.get("load_friction_external", 0.0) + mu
+    for name, (motor, external) in _TIED.items():
+        mu = p.get(name, 0.0)
+        if mu and name not in spec.free and {motor, external} <= set(spec.free):
+            p[name] = 0.0
+            p[motor] = p.get(motor, 0.0) + mu
+            p[external] = p.get(external, 0.0) + mu
     return p
 
 
