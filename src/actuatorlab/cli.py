@@ -328,11 +328,10 @@ def import_bam(params: Path = typer.Argument(..., help="BAM parameter file (bam.
     """Convert a BAM (Better Actuator Models) parameter file to an actuatorlab model.json, so that
     `evaluate`, `export` and the simulators use the BAM-identified actuator (docs/models.md)."""
     from .files import read_json
-    from .identify.modelfile import atomic_write_text, model_from_bam, save_model
+    from .identify.modelfile import model_from_bam, save_model
 
     d = model_from_bam(read_json(params, ModelError, "no such BAM parameter file"), source=str(params))
     save_model(d, out)
-    atomic_write_text(out, json.dumps(d, indent=2) + "\n")
     console.print(f"wrote {out} ({d['model']}, from {params})")
 
 

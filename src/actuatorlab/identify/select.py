@@ -56,7 +56,7 @@ import numpy as np
 from ..precision import physics
 from ..errors import ActuatorlabError, DataError, UnknownNameError
 from ..logs.format import Trajectory
-from ..models.registry import SELECTION_EXTENSIONS, contains, get_model
+from ..models.registry import SELECTION_EXTENSIONS, contains, get_model, tied_equivalents
 from ..sim.rollout import make_batches
 from .fit import (FitResult, ParamSpace, PopulationScorer, effort_available, full_vectors, make_loss,
                   profile_for, search_folds)
@@ -393,10 +393,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         t0 = time.perf_counter()
         # parameters already fitted in a contained model are refined (small steps), new ones explored
         known = set().union(*(set(get_model(x).free) for x in inner)) if inner else set()
-        if "load_friction" in known:
-            known |= {"load_friction_motor", "load_friction_external"}
-        if "load_friction_stribeck" in known:
-            known |= {"load_friction_motor_stribeck", "load_friction_external_stribeck"}
+        known |= tied_equivalents(known)
         stds = np.array([INHERITED_STEP if n in known else 1.0 for n in space.names]) if inner else None
         evals_m = fold_evals if inner else SCRATCH_FACTOR * fold_evals
         if fold_init == "all":  # the model on all given logs first; every fold then starts from it

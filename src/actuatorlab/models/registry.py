@@ -37,7 +37,7 @@ from ..errors import UnknownNameError
 
 __all__ = ["ModelSpec", "BASE_MODELS", "EXTENSIONS", "get_model", "list_models", "DEFAULT_LADDER",
            "SELECTION_EXTENSIONS",
-           "parent_of", "contains", "embed_params"]
+           "parent_of", "contains", "embed_params", "tied_equivalents"]
 
 
 @dataclass(frozen=True)
@@ -149,6 +149,12 @@ def _expressible(spec: ModelSpec) -> set[str]:
     # (at rest likewise: mu_s |tau_e - tau_m| with mu_ms = mu_es = mu_s)
     free = set(spec.free)
     return free | {k for k, pair in _TIED.items() if set(pair) <= free}
+
+
+def tied_equivalents(names) -> set[str]:
+    """The directional parameters that express the non-directional ones among ``names``
+    (``load_friction`` -> the moving pair, ``load_friction_stribeck`` -> the at-rest pair)."""
+    return {x for k, pair in _TIED.items() if k in names for x in pair}
 
 
 def contains(outer: str, inner: str) -> bool:
