@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from actuatorlab.evaluate.replay import replay_batches
+from actuatorlab.identify.modelfile import model_from_bam, params_from_model
 from actuatorlab.logs import load_logs
-from actuatorlab.models.params import neutral_params
 from actuatorlab.sim.rollout import make_batches
 
 DATA = Path(__file__).parent / "data" / "bam_xl330_processed"
@@ -51,9 +51,9 @@ def _ours(p: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def bam_params() -> dict:
-    rename = {"dtheta_stribeck": "stribeck_velocity", "alpha": "stribeck_alpha"}
-    p = {**neutral_params(), **{rename.get(k, k): v for k, v in BAM_M5.items()}}
-    p["current_limit"] = XL330_FIRMWARE_CURRENT_LIMIT
+    p = params_from_model(model_from_bam({**BAM_M5, "model": "m5", "actuator": "xl330"}))
+    assert p["current_limit"] == XL330_FIRMWARE_CURRENT_LIMIT
+    assert p["stribeck_velocity"] == BAM_M5["dtheta_stribeck"] and p["stribeck_alpha"] == BAM_M5["alpha"]
     return p
 
 
@@ -103,7 +103,5 @@ def test_import_bam_writes_a_model_file_that_replays_bams_errors(tmp_path):
                                        ({"error_gain_ratio": 1.2}, "no actuatorlab meaning: error_gain_ratio")])
 def test_import_bam_names_what_it_cannot_convert(bad, match):
     from actuatorlab.errors import ModelError
-    from actuatorlab.identify.modelfile import model_from_bam
-
     with pytest.raises(ModelError, match=match):
         model_from_bam({**BAM_M5, "model": "m5", "actuator": "xl330", **bad}, source="p.json")

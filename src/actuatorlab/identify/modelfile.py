@@ -60,9 +60,7 @@ def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiabilit
     params = {}
     values = fit.params
     free = set(fit.space.names)
-    for name in PARAMS:
-        entry = {"value": values[name], "unit": unit_for(name, joint), "free": name in free,
-                 "description": PARAMS[name].description}
+    for name, entry in _parameter_entries(values, free, joint).items():
         if name in free:
             i = fit.space.names.index(name)
             entry.update(lower=float(fit.space.lower[i]), upper=float(fit.space.upper[i]),
@@ -92,6 +90,12 @@ def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiabilit
     if extra:
         d.update(extra)
     return d
+
+
+def _parameter_entries(values: dict, free, joint: str = "revolute") -> dict[str, dict]:
+    """``parameters`` of a model file: every parameter's value, unit, whether it is free, meaning."""
+    return {n: {"value": values[n], "unit": unit_for(n, joint), "free": n in free,
+                "description": PARAMS[n].description} for n in PARAMS}
 
 
 def save_model(d: dict, path: str | Path) -> Path:
@@ -219,8 +223,7 @@ def model_from_bam(bam: dict, source: str = "BAM parameter file") -> dict[str, A
                 raise ModelError(f"{source}: BAM parameter {k!r} is not a number: {v!r}")
             values[BAM_PARAMETER_NAMES[k]] = float(v)
     values.update(a["fixed"])
-    params = {n: {"value": values[n], "unit": unit_for(n), "free": n in spec.free,
-                  "description": PARAMS[n].description} for n in PARAMS}
+    params = _parameter_entries(values, set(spec.free))
     law = a["controller"]
     setup = {"actuator": actuator, "joint_type": "revolute", "controller": law, "gains": {}}
     return {
