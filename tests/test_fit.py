@@ -9,7 +9,7 @@ import pytest
 from synthetic import ENCODER_STEP, TRUTH_M1, synthetic_set
 
 from actuatorlab.identify import select
-from actuatorlab.identify.fit import ParamSpace, fit_model, make_loss
+from actuatorlab.identify.fit import ParamSpace, PopulationScorer, fit_model, make_loss, profile_for, search_folds
 from actuatorlab.identify.select import fit_family, split_validation
 from actuatorlab.models.registry import embed_params, get_model
 from actuatorlab.sim.rollout import make_batches
@@ -71,6 +71,33 @@ def test_fits_are_deterministic_for_a_fixed_seed(m1_logs):
     np.testing.assert_array_equal(a.theta, b.theta)
     assert a.train_mae == b.train_mae and a.evaluations == b.evaluations and a.history == b.history
     assert not np.array_equal(a.theta, c.theta)
+
+
+def test_searches_leave_numpys_global_generator_alone(m1_logs):
+    """pycma's ``seed`` option reseeds np.random and samples from it; the fits give it a private
+    stream instead (cma_stream): the caller's global state is untouched and does not leak in."""
+    kw = dict(max_evals=96, n_starts=2, grad_steps=0)
+    np.random.seed(12345)
+    before = np.random.get_state()
+    a = fit_model(m1_logs, "m1", seed=7, **kw)
+    after = np.random.get_state()
+    assert before[0] == after[0] and np.array_equal(before[1], after[1]) and before[2:] == after[2:]
+    np.random.seed(999)  # another global state: same fit
+    b = fit_model(m1_logs, "m1", seed=7, **kw)
+    np.testing.assert_array_equal(a.theta, b.theta)
+    # the lockstep fold searches too
+    batches = make_batches(m1_logs)
+    space = ParamSpace.build(get_model("m1"), batches, profile_for(batches))
+    scorer = PopulationScorer(batches, get_model("m1"), size=40)
+    np.random.seed(12345)
+    res = search_folds(get_model("m1"), space, scorer, np.ones((2, scorer.n.size)), inits=[[], []],
+                       max_evals=40, popsize=8, n_starts=2, seed=3)
+    after = np.random.get_state()
+    assert np.array_equal(before[1], after[1]) and before[2:] == after[2:]
+    np.random.seed(1)
+    again = search_folds(get_model("m1"), space, scorer, np.ones((2, scorer.n.size)), inits=[[], []],
+                         max_evals=40, popsize=8, n_starts=2, seed=3)
+    assert [r.objective for r in res] == [r.objective for r in again]
 
 
 # ------------------------------------------------------------------------------------------------

@@ -41,6 +41,7 @@ from ..robots.loader import ParamGroup, Robot, load_robot
 from ..sim.arm import ArmConfig, ArmInputs
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import Windows, make_windows
+from .fit import cma_stream
 
 __all__ = ["DEFAULT_FIT_PARAMS", "ARM_LADDER", "ArmSpace", "robot_with_model", "model_params", "select_arm", "LogArrays", "log_arrays", "evaluate_arm", "fit_arm", "per_joint_robot"]
 
@@ -426,7 +427,10 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     (Potter & De Jong, "A cooperative coevolutionary approach to function optimization", PPSN 1994,
     with CMA-ES sub-searches: Hansen, arXiv:1604.00772.)"""
     spaces = [ArmSpace.build(names, nominal, [g]) for g in sets]
-    opts = [_cma(sp.z_of(z_start or start), sigma0, {"bounds": [0.0, 1.0], "seed": int(seed) + 1 + g,
+    # the sub-searches share one private stream, seeded as pycma's global reseeding left it (by the
+    # last sub-search's seed): same draws as before, NumPy's global generator untouched
+    stream = cma_stream(int(seed) + 1 + list(sets)[-1]) if len(list(sets)) else {}
+    opts = [_cma(sp.z_of(z_start or start), sigma0, {"bounds": [0.0, 1.0], **stream,
                                                                "verbose": -9, "tolfun": 1e-12, "tolx": 1e-6})
             for g, sp in zip(sets, spaces)]
     pop = max(es.popsize for es in opts)
@@ -577,7 +581,7 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     else:
         z0 = space.z_of(_inside(space, best_p))
         es = _cma(z0, sigma0, {"bounds": [0.0, 1.0], "maxfevals": int(max_evals),
-                                                   "seed": int(seed) + 1, "verbose": -9, "tolfun": 1e-12,
+                                                   **cma_stream(int(seed) + 1), "verbose": -9, "tolfun": 1e-12,
                                                    "tolx": 1e-6})
         while not es.stop():
             zs = es.ask()

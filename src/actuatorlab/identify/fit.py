@@ -241,7 +241,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
         # often lands where the joint never leaves stiction and the loss is flat)
         z0 = z_init if si == 0 else np.clip(best_z + rng.normal(0.0, 0.2, space.n), 0.0, 1.0)
         es = cma.CMAEvolutionStrategy(list(z0), sigma0, {
-            "bounds": [0.0, 1.0], "popsize": popsize, "seed": int(rng.integers(1, 2**31 - 1)),
+            "bounds": [0.0, 1.0], "popsize": popsize, **cma_stream(int(rng.integers(1, 2**31 - 1))),
             "maxfevals": max_evals, "verbose": -9, "tolfun": 1e-9, "tolx": 1e-7})
         used = 0
         while not es.stop() and used < max_evals:
@@ -424,6 +424,17 @@ class FoldSearch:
     history: list = field(default_factory=list)
 
 
+def cma_stream(seed: int) -> dict:
+    """pycma options that draw a search's Gaussian samples from a private ``RandomState(seed)``.
+
+    pycma's own ``seed`` option reseeds NumPy's *global* generator and samples from it: that
+    changes the caller's global state (a library must not), and searches running in different
+    threads would interleave their draws. ``RandomState(seed).randn`` is the same stream that
+    ``np.random.seed(seed)`` followed by ``np.random.randn`` gives, so results are unchanged
+    (measured: the default XL330 family fit's table and parameters are identical)."""
+    return {"seed": float("nan"), "randn": np.random.RandomState(int(seed)).randn}
+
+
 def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, weights: np.ndarray, *,
                  inits: list[list[dict]], max_evals: int, popsize: int = 16, n_starts: int = 1,
                  sigma0: float = 0.25, seed: int = 0, effort_weight: float = 0.0,
@@ -490,10 +501,17 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     total = n_starts * max_evals
     for si in range(n_starts):
         es = []
+        z0s, seeds = [], []
+        for f in range(F):  # the generator's draws in the order they always had
+            z0s.append(z_first[f] if si == 0 else np.clip(best_z[f] + rng.normal(0.0, 0.2, space.n), 0.0, 1.0))
+            seeds.append(int(rng.integers(1, 2**31 - 1)))
+        # the F lockstep searches share one private stream, seeded by the last seed: the stream
+        # pycma's global reseeding gave them before (same draws, same results), now thread-safe
+        stream = cma_stream(seeds[-1])
         for f in range(F):
-            z0 = z_first[f] if si == 0 else np.clip(best_z[f] + rng.normal(0.0, 0.2, space.n), 0.0, 1.0)
+            z0 = z0s[f]
             es.append(cma.CMAEvolutionStrategy(list(z0), sigma0, {
-                "bounds": [0.0, 1.0], "popsize": popsize, "seed": int(rng.integers(1, 2**31 - 1)),
+                "bounds": [0.0, 1.0], "popsize": popsize, **stream,
                 "maxfevals": max_evals, "verbose": -9, "verb_log": 0, "tolfun": 1e-9, "tolx": 1e-7,
                 **({"CMA_stds": list(stds)} if stds is not None and si == 0 else {})}))
         used = np.zeros(F, int)
