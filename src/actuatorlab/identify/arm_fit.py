@@ -429,7 +429,7 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     spaces = [ArmSpace.build(names, nominal, [g]) for g in sets]
     # the sub-searches share one private stream, seeded as pycma's global reseeding left it (by the
     # last sub-search's seed): same draws as before, NumPy's global generator untouched
-    stream = cma_stream(int(seed) + 1 + list(sets)[-1]) if len(list(sets)) else {}
+    stream = cma_stream(int(seed) + 1 + sets[-1]) if sets else {}
     opts = [_cma(sp.z_of(z_start or start), sigma0, {"bounds": [0.0, 1.0], **stream,
                                                                "verbose": -9, "tolfun": 1e-12, "tolx": 1e-6})
             for g, sp in zip(sets, spaces)]

@@ -500,20 +500,17 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     z_first = [starts[f][int(np.argmin(fs0[f]))] for f in range(F)]
     total = n_starts * max_evals
     for si in range(n_starts):
-        es = []
         z0s, seeds = [], []
         for f in range(F):  # the generator's draws in the order they always had
             z0s.append(z_first[f] if si == 0 else np.clip(best_z[f] + rng.normal(0.0, 0.2, space.n), 0.0, 1.0))
             seeds.append(int(rng.integers(1, 2**31 - 1)))
-        # the F lockstep searches share one private stream, seeded by the last seed: the stream
-        # pycma's global reseeding gave them before (same draws, same results), now thread-safe
+        # the F lockstep searches share one private stream seeded by the last seed: the stream that
+        # pycma's global reseeding gave them before (same draws, same results)
         stream = cma_stream(seeds[-1])
-        for f in range(F):
-            z0 = z0s[f]
-            es.append(cma.CMAEvolutionStrategy(list(z0), sigma0, {
-                "bounds": [0.0, 1.0], "popsize": popsize, **stream,
-                "maxfevals": max_evals, "verbose": -9, "verb_log": 0, "tolfun": 1e-9, "tolx": 1e-7,
-                **({"CMA_stds": list(stds)} if stds is not None and si == 0 else {})}))
+        es = [cma.CMAEvolutionStrategy(list(z0), sigma0, {
+            "bounds": [0.0, 1.0], "popsize": popsize, **stream,
+            "maxfevals": max_evals, "verbose": -9, "verb_log": 0, "tolfun": 1e-9, "tolx": 1e-7,
+            **({"CMA_stds": list(stds)} if stds is not None and si == 0 else {})}) for z0 in z0s]
         used = np.zeros(F, int)
         while True:
             live = [f for f in range(F) if not es[f].stop() and used[f] < max_evals]
