@@ -115,6 +115,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--steps", type=int, default=None, help="env steps per run (default per configuration)")
     ap.add_argument("--envs", type=int, default=None, help="parallel environments (default per configuration)")
     ap.add_argument("--points", type=int, default=None, help="curve points per run")
+    ap.add_argument("--ppo", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="PPO options over the configuration's (JSON values), e.g. lr_schedule='\"adaptive\"'")
     ap.add_argument("--actuator", default="sea",
                     help="the training env's actuator model (docs/locomotion.md): sea (the issue's series-elastic "
                          "ANYdrive, default), nominal (rigid), builtin, or a fitted model's path")
@@ -135,6 +137,12 @@ def main(argv: list[str] | None = None) -> dict:
     points, eval_steps = a.points or conf["points"], a.eval_steps or conf["eval_steps"]
     env_options = {**conf["env"], "actuator": a.actuator} if a.robot != "toy" else {}
     ppo_over = dict(conf["ppo"]) if a.robot != "toy" else {}
+    for kv in a.ppo:
+        k, _, v = kv.partition("=")
+        try:
+            ppo_over[k] = json.loads(v)
+        except json.JSONDecodeError:
+            ppo_over[k] = v
     cfg = default_ppo_config(a.robot, envs)
     cfg = type(cfg).from_dict({**cfg.to_dict(), **ppo_over})
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr, flush=True))
@@ -178,6 +186,7 @@ def main(argv: list[str] | None = None) -> dict:
             for kind, (e, _) in envs_eval.items():
                 ev = evaluate_policy(a.out / f"{sched}_s{seed}", env=e, steps=eval_steps, alpha=1.0)
                 ev.pop("commands", None)
+                ev.pop("per_command", None)
                 evals.setdefault(sched, {}).setdefault(kind, []).append(ev)
     # summary
     finals = {s: [r["final_return"] for r in rs] for s, rs in runs.items()}

@@ -126,6 +126,9 @@ def test_fixed_command_evaluation_shows_the_command_from_the_first_step(scratch_
     ev = evaluate_policy(out, env=_CommandEcho())
     assert ev["n_envs"] == len(FIXED_COMMANDS) and ev["episode_length"] == 3.0
     assert ev["seen_rmse"] == 0.0 and ev["return"] == 0.0, ev
+    pc = ev["per_command"]
+    assert [c["command"] for c in pc] == [list(map(float, c)) for c in np.asarray(FIXED_COMMANDS, np.float32)]
+    assert all(c["seen_rmse"] == 0.0 and c["fell"] == 0.0 and c["episode_length"] == 3.0 for c in pc)
 
 
 def test_homotopy_resume_exact_and_no_recompile(toy, scratch_run, tmp_path):
@@ -156,6 +159,44 @@ def test_homotopy_resume_exact_and_no_recompile(toy, scratch_run, tmp_path):
     with pytest.raises(ModelError, match="other settings"):
         train_policy("toy", "point_mass", "homotopy", out=tmp_path / "cut", resume=True,
                      **{**kw, "seed": 4})
+
+
+def test_adaptive_learning_rate(toy, tmp_path):
+    """The adaptive step size: the closed-form Gaussian KL matches a Monte Carlo estimate, the rule
+    divides / multiplies by 1.5 outside [desired / 2, 2 desired] within the bounds, and a run with
+    it still learns the point mass while its learning rate moves off the initial value."""
+    env, _, _ = toy
+    cfg = type(default_ppo_config("toy")).from_dict({**default_ppo_config("toy").to_dict(), "lr_schedule": "adaptive",
+                                                     "learning_rate": 1e-3, "desired_kl": 0.01})
+    algo = PPO(env, cfg, plan_run(STEPS, cfg, POINTS).updates)
+    ts = algo.init(jax.random.PRNGKey(0), env.default_env_params())
+    model = algo.model(ts.params)
+    obs = jax.random.normal(jax.random.PRNGKey(1), (4000, env.observation_size), jnp.float32)
+    mean1 = jax.vmap(model.actor)(obs)
+    batch = {"obs": obs, "mean": mean1 + 0.3, "log_std": jnp.broadcast_to(model.log_std - 0.2, mean1.shape)}
+    kl = float(algo._kl(ts.params, ts.stats, batch))
+    x = batch["mean"] + jnp.exp(batch["log_std"]) * jax.random.normal(jax.random.PRNGKey(2), mean1.shape)
+
+    def logp(x, m, ls):
+        return jnp.sum(-0.5 * ((x - m) / jnp.exp(ls)) ** 2 - ls, -1)
+    mc = float(jnp.mean(logp(x, batch["mean"], batch["log_std"]) - logp(x, mean1, model.log_std)))
+    assert kl > 0.1 and abs(mc - kl) < 0.05 * kl, (kl, mc)
+    lr0 = float(algo.learning_rate(ts.opt_state))
+    assert lr0 == pytest.approx(1e-3)
+    for k, factor in ((0.05, 1 / 1.5), (0.001, 1.5), (0.01, 1.0)):
+        assert float(algo.learning_rate(algo._adapt_lr(ts.opt_state, jnp.float32(k)))) == pytest.approx(lr0 * factor)
+    st = ts.opt_state
+    for _ in range(40):
+        st = algo._adapt_lr(st, jnp.float32(1.0))
+    assert float(algo.learning_rate(st)) == pytest.approx(cfg.lr_bounds[0])
+    summary = train_policy("toy", "point_mass", "scratch", steps=STEPS, seed=0, out=tmp_path / "ad", points=POINTS,
+                           ppo=cfg, env=env, ppo_obj=algo, report=False)
+    curve = read_curve(tmp_path / "ad")
+    lrs = np.asarray(curve["learning_rate"])
+    assert summary["final_return"] > -20, summary
+    assert np.all((lrs >= cfg.lr_bounds[0]) & (lrs <= cfg.lr_bounds[1])) and np.ptp(lrs) > 1e-4, lrs
+    with pytest.raises(ModelError, match="lr_bounds"):
+        PPOConfig(lr_bounds=(1e-3, 1e-4))
 
 
 def test_adaptive_homotopy_rule():
@@ -213,3 +254,11 @@ def test_cli_train_and_eval_policy(scratch_run, tmp_path, capsys):
     assert d["finished"] and d["env_steps"] == 1024 and d["stages"] == 2
     assert main(args) == 2 and "pass resume" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0
+    # --ppo overrides reach the run's config; an unknown PPO option names the known ones
+    assert main(args[:-3] + ["--out", str(tmp_path / "ad"), "--ppo", 'lr_schedule="adaptive"', "--ppo", "desired_kl=0.02",
+                             "--json"]) == 0
+    capsys.readouterr()
+    ppo = json.loads((tmp_path / "ad" / "config.json").read_text())["ppo"]
+    assert ppo["lr_schedule"] == "adaptive" and ppo["desired_kl"] == 0.02
+    assert main(args[:-3] + ["--out", str(tmp_path / "bad"), "--ppo", "lr=1"]) == 2
+    assert "unknown PPO option" in capsys.readouterr().err

@@ -885,6 +885,8 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
                      points: int = typer.Option(50, "--points", help="learning-curve points (chunks) in the run"),
                      env: Optional[List[str]] = typer.Option(None, "--env", help="environment option KEY=VALUE (JSON value), "
                                                              "e.g. --env physics_dt=0.004 --env actuator=\"sea\""),
+                     ppo: Optional[List[str]] = typer.Option(None, "--ppo", help="PPO option KEY=VALUE (JSON value) over "
+                                                             "the robot's defaults, e.g. --ppo lr_schedule=\"adaptive\""),
                      as_json: bool = typer.Option(False, "--json", help="print the run summary as one JSON line")):
     """Train a policy with PPO under an alpha schedule of the model homotopy; write RUN/policy.npz,
     RUN/curve.json, RUN/stages.json, RUN/metrics.jsonl, RUN/report.html and checkpoints (docs/policy.md)."""
@@ -900,7 +902,8 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
             p.update(bar, completed=frac, description=f"{schedule} a={pt['alpha']:.2f} R={r}")
 
         d = train_policy(robot, task, schedule, steps=steps, envs=envs, seed=seed, out=out, resume=resume,
-                         points=points, progress=progress, env_options=_key_values(env, "--env"))
+                         points=points, progress=progress, env_options=_key_values(env, "--env"),
+                         ppo=_key_values(ppo, "--ppo") or None)
     if as_json:
         sys.stdout.write(json.dumps(d) + "\n")
         return
@@ -929,7 +932,17 @@ def eval_policy_cmd(run: Path = typer.Argument(..., help="train-policy run folde
         sys.stdout.write(json.dumps(d) + "\n")
         return
     console.print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in d.items()
-                            if k != "commands"))
+                            if k not in ("commands", "per_command")))
+    if d.get("per_command"):
+        from rich.table import Table
+
+        rmse = sorted({k for c in d["per_command"] for k in c if k.endswith("_rmse")})
+        t = Table("command", "return", "steps", "fell", *rmse, title="per command")
+        for c in d["per_command"]:
+            t.add_row(", ".join(f"{x:+.2f}" for x in c["command"]), f"{c['return']:.3g}", f"{c['episode_length']:.0f}",
+                      "yes" if c["fell"] > 0.5 else ("no" if c["fell"] == 0 else f"{c['fell']:.2f}"),
+                      *[f"{c.get(k, float('nan')):.3f}" for k in rmse])
+        console.print(t)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,6 +28,18 @@ by the time limit (``truncation``: done but not terminated) bootstraps from the 
 state, and a terminated one does not; ``done_t`` stops the recursion at every episode boundary.
 Value targets are ``A_t + V(s_t)``.
 
+Learning rate: constant, linear decay, or *adaptive* (``lr_schedule="adaptive"``, as rsl_rl's PPO
+that Isaac Lab's and legged_gym's locomotion policies train with; the adaptive-KL idea of Schulman
+et al. 2017, section 4, applied to the step size): after every minibatch step the KL divergence of
+the new policy from the collecting one over the minibatch's samples (closed form for two Gaussians
+with diagonal covariance, summed over action dimensions, averaged over samples)::
+
+    KL = sum_i [ log s1_i - log s0_i + (s0_i^2 + (m0_i - m1_i)^2) / (2 s1_i^2) - 1/2 ]
+    lr <- lr / 1.5   if KL > 2 desired_kl;     lr <- 1.5 lr   if KL < desired_kl / 2
+
+clipped to ``lr_bounds``; the step size lives in the optimizer state (``optax.inject_hyperparams``),
+so it is checkpointed and resumed with it.
+
 Auto-reset: at the start of every update one fresh reset state per environment is drawn (new
 keys, the current ``env_params``); an environment that finishes during the update continues from
 its fresh state (the cost of one reset per environment and update instead of one per step).
@@ -54,7 +66,7 @@ __all__ = ["PPOConfig", "PPO", "TrainState", "RunningStats", "ActorCritic", "gae
 F32 = jnp.float32
 _ACTIVATIONS: dict[str, Callable] = {"tanh": jnp.tanh, "swish": jax.nn.swish, "relu": jax.nn.relu,
                                      "elu": jax.nn.elu}
-_LR_SCHEDULES = ("constant", "linear")
+_LR_SCHEDULES = ("constant", "linear", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -66,9 +78,12 @@ class PPOConfig:
     unroll_length: int = 16            #: steps per environment and update
     num_minibatches: int = 4           #: minibatches per epoch (num_envs * unroll_length must divide)
     num_epochs: int = 4                #: passes over one update's data
-    learning_rate: float = 3e-4        #: Adam step size (initial one with lr_schedule="linear")
-    lr_schedule: str = "constant"      #: "constant" or "linear" (to lr_final_fraction * lr at the end)
+    learning_rate: float = 3e-4        #: Adam step size (initial one with lr_schedule="linear" / "adaptive")
+    lr_schedule: str = "constant"      #: "constant", "linear" (to lr_final_fraction * lr at the end) or
+                                       #: "adaptive" (kept near desired_kl, module docstring)
     lr_final_fraction: float = 0.1     #: final / initial learning rate of the linear schedule
+    desired_kl: float = 0.01           #: target KL per minibatch step of the adaptive schedule
+    lr_bounds: tuple[float, float] = (1e-5, 1e-2)   #: learning-rate range of the adaptive schedule
     discount: float = 0.97             #: gamma
     gae_lambda: float = 0.95           #: lambda of GAE
     clip_eps: float = 0.2              #: PPO ratio clip
@@ -94,6 +109,11 @@ class PPOConfig:
         if (self.num_envs * self.unroll_length) % self.num_minibatches:
             raise ModelError(f"PPO config: num_envs * unroll_length = {self.num_envs * self.unroll_length} "
                              f"is not divisible by num_minibatches = {self.num_minibatches}")
+        lo, hi = (float(x) for x in self.lr_bounds)
+        if not 0 < lo <= hi or self.desired_kl <= 0:
+            raise ModelError(f"PPO config: need 0 < lr_bounds[0] <= lr_bounds[1] and desired_kl > 0, got "
+                             f"lr_bounds={self.lr_bounds}, desired_kl={self.desired_kl}")
+        object.__setattr__(self, "lr_bounds", (lo, hi))
         for name in ("policy_hidden", "value_hidden"):
             h = tuple(getattr(self, name))
             if not h or len(set(h)) != 1:
@@ -108,12 +128,13 @@ class PPOConfig:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["policy_hidden"], d["value_hidden"] = list(self.policy_hidden), list(self.value_hidden)
+        d["lr_bounds"] = list(self.lr_bounds)
         return d
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "PPOConfig":
         known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        for k in ("policy_hidden", "value_hidden"):
+        for k in ("policy_hidden", "value_hidden", "lr_bounds"):
             if k in known:
                 known[k] = tuple(known[k])
         return cls(**known)
@@ -237,7 +258,12 @@ class PPO:
             lr = optax.linear_schedule(config.learning_rate, config.learning_rate * config.lr_final_fraction, steps)
         else:
             lr = config.learning_rate
-        self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
+        if config.lr_schedule == "adaptive":   # the step size is optimizer state, changed by _adapt_lr
+            self.optimizer = optax.inject_hyperparams(
+                lambda learning_rate: optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                                                  optax.adam(learning_rate)))(learning_rate=jnp.asarray(lr, F32))
+        else:
+            self.optimizer = optax.chain(optax.clip_by_global_norm(config.max_grad_norm), optax.adam(lr))
         self._reset_jit = jax.jit(self._reset_batch)
         self.traces = 0   # how many times train_chunk was traced (a new alpha must not add one)
         self._chunks: dict[int, Callable] = {}
@@ -278,7 +304,7 @@ class PPO:
             done = s.done.astype(F32)
             trunc = s.info["truncation"].astype(F32) * done
             ret, length = e.ep_return + reward, e.ep_length + 1.0
-            out = {"obs": obs, "action": raw, "logp": logp, "reward": reward, "done": done,
+            out = {"obs": obs, "action": raw, "mean": mean, "logp": logp, "reward": reward, "done": done,
                    "terminated": done * (1.0 - trunc), "next_obs": s.obs.astype(F32),
                    "ep_return": ret * done, "ep_length": length * done,
                    "metrics": {k: v.astype(F32) for k, v in s.metrics.items()}}
@@ -310,6 +336,37 @@ class PPO:
                "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > cfg.clip_eps).astype(F32))}
         return loss, aux
 
+    def _kl(self, params, stats, batch):
+        """Mean KL(pi_old || pi_new) of a minibatch's samples, Gaussian in closed form: the old
+        policy's mean and log std were stored at collection time."""
+        model = self.model(params)
+        mean = jax.vmap(model.actor)(normalize(stats, batch["obs"], self.cfg.normalize_obs))
+        ls0, ls1 = batch["log_std"], model.log_std
+        kl = ls1 - ls0 + (jnp.exp(2 * ls0) + (batch["mean"] - mean) ** 2) / (2 * jnp.exp(2 * ls1)) - 0.5
+        return jnp.mean(jnp.sum(kl, axis=-1))
+
+    def _adapt_lr(self, opt_state, kl):
+        """Adaptive step size (as rsl_rl's PPO, after Schulman et al. 2017's adaptive-KL variant):
+        divide the learning rate by 1.5 when the minibatch step's KL exceeds 2 desired_kl, multiply
+        it by 1.5 when the KL is below desired_kl / 2, within lr_bounds."""
+        cfg = self.cfg
+        lr = opt_state.hyperparams["learning_rate"]
+        lr = jnp.where(kl > 2.0 * cfg.desired_kl, lr / 1.5, jnp.where(kl < 0.5 * cfg.desired_kl, lr * 1.5, lr))
+        lr = jnp.clip(lr, cfg.lr_bounds[0], cfg.lr_bounds[1]).astype(F32)
+        return opt_state._replace(hyperparams={**opt_state.hyperparams, "learning_rate": lr})
+
+    def learning_rate(self, opt_state) -> jax.Array:
+        """The current learning rate (every schedule)."""
+        cfg = self.cfg
+        if cfg.lr_schedule == "adaptive":
+            return opt_state.hyperparams["learning_rate"]
+        if cfg.lr_schedule == "linear":
+            count = opt_state[1][0].count   # adam's ScaleByAdamState
+            steps = self.total_updates * cfg.num_epochs * cfg.num_minibatches
+            frac = jnp.clip(count / steps, 0.0, 1.0)
+            return jnp.asarray(cfg.learning_rate * (1.0 - frac * (1.0 - cfg.lr_final_fraction)), F32)
+        return jnp.asarray(cfg.learning_rate, F32)
+
     def _update(self, ts: TrainState, env_params):
         cfg = self.cfg
         key, k_roll, k_perm = jax.random.split(ts.key, 3)
@@ -324,6 +381,9 @@ class PPO:
         n = cfg.steps_per_update
         data = {"obs": tr["obs"].reshape(n, -1), "action": tr["action"].reshape(n, -1), "logp": tr["logp"].reshape(n),
                 "adv": adv.reshape(n), "target": target.reshape(n), "value": value.reshape(n)}
+        if cfg.lr_schedule == "adaptive":   # the collecting policy, for the closed-form KL
+            data["mean"] = tr["mean"].reshape(n, -1)
+            data["log_std"] = jnp.broadcast_to(model.log_std, (n, self.action_size))
         grad_fn = jax.value_and_grad(self._loss, has_aux=True)
 
         def minibatch(carry, mb):
@@ -331,7 +391,13 @@ class PPO:
             (_, aux), grads = grad_fn(params, stats, mb)
             upd, opt_state = self.optimizer.update(grads, opt_state, params)
             aux["grad_norm"] = optax.tree.norm(grads)
-            return (eqx.apply_updates(params, upd), opt_state), aux
+            params = eqx.apply_updates(params, upd)
+            if cfg.lr_schedule == "adaptive":
+                kl = self._kl(params, stats, mb)
+                opt_state = self._adapt_lr(opt_state, kl)
+                aux["kl"] = kl
+            aux["learning_rate"] = self.learning_rate(opt_state)
+            return (params, opt_state), aux
 
         def epoch(carry, k):
             perm = jax.random.permutation(k, n)

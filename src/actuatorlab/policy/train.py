@@ -124,8 +124,9 @@ def _point(m: Mapping[str, np.ndarray], chunk: int, env_steps: int, alpha: float
             p[name] = float(np.mean(v))
             if name.endswith("_err_sq"):
                 p[name[:-len("_err_sq")] + "_rmse"] = float(math.sqrt(max(float(np.mean(v)), 0.0)))
-    for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm"):
-        p[k] = float(np.mean(m[k]))
+    for k in ("policy_loss", "value_loss", "entropy", "approx_kl", "clip_fraction", "grad_norm", "learning_rate"):
+        if k in m:
+            p[k] = float(np.mean(m[k]))
     p["wall_s"] = wall
     return p
 
@@ -382,7 +383,8 @@ def _eval_fn(env: Any, n_envs: int, steps: int, cmd: np.ndarray | None):
             return (s, alive * (1.0 - s.done.astype(jnp.float32))), (out, alive * ended)
 
         _, ((r, m, alive), fell) = jax.lax.scan(body, (s, jnp.ones((n_envs,), jnp.float32)), None, length=steps)
-        return r.sum(0), {k: v.sum() / jnp.maximum(c.sum(), 1.0) for k, (v, c) in m.items()}, alive.sum(0), fell.sum(0)
+        # per environment: sums and counts of every metric (aggregated by the caller)
+        return r.sum(0), {k: (v.sum(0), c.sum(0)) for k, (v, c) in m.items()}, alive.sum(0), fell.sum(0)
 
     _EVAL_FNS[key] = (env, run_eval)
     return run_eval
@@ -426,10 +428,24 @@ def _evaluate_policy(run: str | Path, *, env: Any = None, env_options: Mapping[s
     res: dict[str, Any] = {"return": float(np.mean(ret)), "episode_length": float(np.mean(length)),
                            "fell": float(np.mean(fell)), "alpha": float(alpha), "n_envs": int(n_envs), "steps": steps,
                            "commands": None if cmd is None else cmd.tolist(), "wall_s": time.perf_counter() - t0}
-    for k, v in metrics.items():
-        res[k] = float(v)
-        if k.endswith("_err_sq"):
-            res[k[:-len("_err_sq")] + "_rmse"] = float(math.sqrt(max(float(v), 0.0)))
+
+    def _means(idx) -> dict[str, float]:
+        out: dict[str, float] = {}
+        for k, (v, c) in metrics.items():
+            out[k] = float(np.sum(v[idx]) / max(float(np.sum(c[idx])), 1.0))
+            if k.endswith("_err_sq"):
+                out[k[:-len("_err_sq")] + "_rmse"] = float(math.sqrt(max(out[k], 0.0)))
+        return out
+
+    res.update(_means(np.arange(n_envs)))
+    if cmd is not None:   # one entry per distinct command (its environments pooled)
+        n_cmd = len(cmd) // max(1, reps)
+        res["per_command"] = []
+        for i in range(n_cmd):
+            idx = np.arange(i, n_envs, n_cmd)
+            res["per_command"].append({"command": cmd[i].tolist(), "return": float(np.mean(ret[idx])),
+                                       "episode_length": float(np.mean(length[idx])),
+                                       "fell": float(np.mean(fell[idx])), **_means(idx)})
     return res
 
 
