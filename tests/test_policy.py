@@ -195,6 +195,12 @@ def test_adaptive_learning_rate(toy, tmp_path):
     lrs = np.asarray(curve["learning_rate"])
     assert summary["final_return"] > -20, summary
     assert np.all((lrs >= cfg.lr_bounds[0]) & (lrs <= cfg.lr_bounds[1])) and np.ptp(lrs) > 1e-4, lrs
+    # the step size is optimizer state: an interrupted run resumes onto the same curve
+    kw = dict(steps=STEPS, seed=0, points=POINTS, ppo=cfg, env=env, ppo_obj=algo, report=False, checkpoint_every=5)
+    train_policy("toy", "point_mass", "scratch", out=tmp_path / "cut", stop_after=7, **kw)
+    train_policy("toy", "point_mass", "scratch", out=tmp_path / "cut", resume=True, **kw)
+    cut = read_curve(tmp_path / "cut")
+    assert cut["learning_rate"] == curve["learning_rate"] and cut["return"] == curve["return"]
     with pytest.raises(ModelError, match="lr_bounds"):
         PPOConfig(lr_bounds=(1e-3, 1e-4))
 
