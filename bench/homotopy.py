@@ -128,6 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     import jax
 
+    from actuatorlab.cli import _key_values
     from actuatorlab.policy.ppo import PPO
     from actuatorlab.policy.train import (default_ppo_config, evaluate_policy, make_env, plan_run, read_curve,
                                           train_policy)
@@ -137,12 +138,7 @@ def main(argv: list[str] | None = None) -> dict:
     points, eval_steps = a.points or conf["points"], a.eval_steps or conf["eval_steps"]
     env_options = {**conf["env"], "actuator": a.actuator} if a.robot != "toy" else {}
     ppo_over = dict(conf["ppo"]) if a.robot != "toy" else {}
-    for kv in a.ppo:
-        k, _, v = kv.partition("=")
-        try:
-            ppo_over[k] = json.loads(v)
-        except json.JSONDecodeError:
-            ppo_over[k] = v
+    ppo_over.update(_key_values(a.ppo, "--ppo"))
     cfg = default_ppo_config(a.robot, envs)
     cfg = type(cfg).from_dict({**cfg.to_dict(), **ppo_over})
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr, flush=True))

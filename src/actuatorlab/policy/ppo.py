@@ -258,6 +258,7 @@ class PPO:
             lr = optax.linear_schedule(config.learning_rate, config.learning_rate * config.lr_final_fraction, steps)
         else:
             lr = config.learning_rate
+        self._lr = lr
         if config.lr_schedule == "adaptive":   # the step size is optimizer state, changed by _adapt_lr
             self.optimizer = optax.inject_hyperparams(
                 lambda learning_rate: optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
@@ -360,12 +361,9 @@ class PPO:
         cfg = self.cfg
         if cfg.lr_schedule == "adaptive":
             return opt_state.hyperparams["learning_rate"]
-        if cfg.lr_schedule == "linear":
-            count = opt_state[1][0].count   # adam's ScaleByAdamState
-            steps = self.total_updates * cfg.num_epochs * cfg.num_minibatches
-            frac = jnp.clip(count / steps, 0.0, 1.0)
-            return jnp.asarray(cfg.learning_rate * (1.0 - frac * (1.0 - cfg.lr_final_fraction)), F32)
-        return jnp.asarray(cfg.learning_rate, F32)
+        if callable(self._lr):   # the linear schedule, at adam's step count
+            return jnp.asarray(self._lr(opt_state[1][0].count), F32)
+        return jnp.asarray(self._lr, F32)
 
     def _update(self, ts: TrainState, env_params):
         cfg = self.cfg
