@@ -305,10 +305,12 @@ class PPO:
             done = s.done.astype(F32)
             trunc = s.info["truncation"].astype(F32) * done
             ret, length = e.ep_return + reward, e.ep_length + 1.0
-            out = {"obs": obs, "action": raw, "mean": mean, "logp": logp, "reward": reward, "done": done,
+            out = {"obs": obs, "action": raw, "logp": logp, "reward": reward, "done": done,
                    "terminated": done * (1.0 - trunc), "next_obs": s.obs.astype(F32),
                    "ep_return": ret * done, "ep_length": length * done,
                    "metrics": {k: v.astype(F32) for k, v in s.metrics.items()}}
+            if cfg.lr_schedule == "adaptive":   # the collecting policy's mean, for the closed-form KL
+                out["mean"] = mean
             nxt = EpisodeState(_where(done > 0.5, fresh, s), ret * (1.0 - done), length * (1.0 - done))
             return nxt, out
 
