@@ -17,13 +17,18 @@ Reported: the final return (mean of the last 10 % of curve points, at alpha = 1)
 steps to reach 90 % of the from-scratch final return (mean over scratch seeds; a run counts a
 point only at alpha = 1, the trailing mean of 3 points at alpha = 1 must reach
 ``R - 0.1 |R|``; a run that never does counts with its whole budget); the ratio of the means
-homotopy / scratch (target <= 0.5; ``ratio_any_alpha``: the lenient variant that also counts
-points at alpha < 1, i.e. returns measured on the simplified model); velocity-tracking RMSE (m/s) and
+homotopy / scratch (target <= 0.5; read on ``homotopy``, or on ``homotopy-adaptive`` when the fixed
+stages were not asked for: ``homotopy_schedule`` in the JSON; ``ratios_vs_scratch`` gives every
+schedule's; ``ratio_any_alpha``: the lenient variant that also counts points at alpha < 1, i.e.
+returns measured on the simplified model); velocity-tracking RMSE (m/s) and
 yaw-rate RMSE (rad/s) of every final policy on the fixed command set
 (``actuatorlab.policy.train.FIXED_COMMANDS``, deterministic policy, ``--eval-steps`` policy steps)
 with the identified actuators (the training env's) and with MuJoCo's built-in actuators, next to
 the paper's 0.28 m/s and 0.11 rad/s (Kang et al., arXiv 2512.24698); training env steps/s.
 Writes ``OUT/curves.html`` (mean +- std learning curves per schedule) and ends with one JSON line.
+
+A long benchmark can be split over calls: ``--train-only`` trains (or reuses) the runs it names and
+stops; a last call without it, naming every schedule and seed, evaluates and summarizes them all.
 """
 
 from __future__ import annotations
@@ -121,6 +126,9 @@ def main(argv: list[str] | None = None) -> dict:
                     help="the training env's actuator model (docs/locomotion.md): sea (the issue's series-elastic "
                          "ANYdrive, default), nominal (rigid), builtin, or a fitted model's path")
     ap.add_argument("--eval-steps", type=int, default=None, help="policy steps of the evaluation episodes")
+    ap.add_argument("--train-only", action="store_true",
+                    help="train (or reuse) the runs and stop: no evaluation, no summary (split a long benchmark "
+                         "over calls; the last call, without it, evaluates and summarizes every run)")
     ap.add_argument("--no-builtin", action="store_true", help="skip the evaluation with MuJoCo's built-in actuators")
     ap.add_argument("--out", type=Path, default=Path("bench/out/homotopy"))
     ap.add_argument("--json", action="store_true", help="print only the JSON line")
@@ -171,6 +179,10 @@ def main(argv: list[str] | None = None) -> dict:
             runs[sched].append(summ)
             say(f"  {sched:>18} seed {seed}: final return {summ['final_return']}, "
                 f"{summ.get('steps_per_s_this_call', 0):,.0f} env steps/s")
+    if a.train_only:
+        say(f"trained {sum(len(rs) for rs in runs.values())} runs in {time.perf_counter() - t_all:.0f} s (--train-only: "
+            "no evaluation)")
+        return None
     # evaluation: identified (the training env's actuators) and MuJoCo's built-in actuators
     evals: dict[str, dict[str, list[dict]]] = {}
     envs_eval = {"identified": (env, None)}
