@@ -887,13 +887,17 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
                                                              "e.g. --env physics_dt=0.004 --env actuator=\"sea\""),
                      ppo: Optional[List[str]] = typer.Option(None, "--ppo", help="PPO option KEY=VALUE (JSON value) over "
                                                              "the robot's defaults, e.g. --ppo lr_schedule=\"adaptive\""),
+                     schedule_opt: Optional[List[str]] = typer.Option(None, "--schedule-opt", help="schedule option "
+                                                                      "KEY=VALUE (JSON value), e.g. --schedule-opt pretrain=0.1 "
+                                                                      "(docs/policy.md lists each schedule's)"),
                      as_json: bool = typer.Option(False, "--json", help="print the run summary as one JSON line")):
     """Train a policy with PPO under an alpha schedule of the model homotopy; write RUN/policy.npz,
     RUN/curve.json, RUN/stages.json, RUN/metrics.jsonl, RUN/report.html and checkpoints (docs/policy.md)."""
     from .policy.schedule import make_schedule
     from .policy.train import train_policy
 
-    make_schedule(schedule)  # a bad name fails before the progress bar
+    sched_opts = _key_values(schedule_opt, "--schedule-opt")
+    make_schedule(schedule, **sched_opts)  # a bad name or option fails before the progress bar
     with _progress() as p:
         bar = p.add_task(f"{schedule}", total=1.0)
 
@@ -903,7 +907,7 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
 
         d = train_policy(robot, task, schedule, steps=steps, envs=envs, seed=seed, out=out, resume=resume,
                          points=points, progress=progress, env_options=_key_values(env, "--env"),
-                         ppo=_key_values(ppo, "--ppo") or None)
+                         ppo=_key_values(ppo, "--ppo") or None, schedule_options=sched_opts or None)
     if as_json:
         sys.stdout.write(json.dumps(d) + "\n")
         return
