@@ -877,7 +877,8 @@ def _key_values(items: Optional[List[str]], what: str) -> dict:
 def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robot of the policy environment (toy: the toy tasks)"),
                      task: str = typer.Option("trot", "--task", help="task (anymal_c: trot; toy: point_mass | pendulum)"),
                      schedule: str = typer.Option("homotopy", "--schedule", help="homotopy | homotopy-adaptive | scratch | direct"),
-                     steps: int = typer.Option(2_000_000, "--steps", help="environment steps (rounded up to whole chunks)"),
+                     steps: int = typer.Option(4_000_000, "--steps", help="environment steps (rounded up to whole chunks; 4 M: "
+                                              "a trot policy that walks, 15-20 min on 2 cores)"),
                      envs: Optional[int] = typer.Option(None, "--envs", help="parallel environments (default per robot)"),
                      seed: int = typer.Option(0, "--seed"),
                      out: Path = typer.Option(Path("runs/policy"), "--out", "-o", help="run folder"),
