@@ -53,7 +53,7 @@ REDUCED = dict(steps=3_000_000, envs=64, points=60, eval_steps=500,
                         policy_hidden=(64, 64), value_hidden=(64, 64)),
                env=dict(episode_length=500, physics_dt=0.004))
 #: long: the reduced configuration with 4x the environments per update and 4 M env steps; its
-#: policies walk without falling (bench/README.md, "Fifth run"); 11-20 min per run on this 2-core
+#: policies walk and rarely fall (1 of 36 evaluation episodes; bench/README.md, "Fifth run"); 11-20 min per run on this 2-core
 #: CPU, so 3 schedules x 3 seeds take 2-3 hours (split it over calls with --train-only)
 LONG = dict(REDUCED, steps=4_000_000, envs=256, points=30)
 #: full: Playground-like (Go1 joystick: 8192 envs, 200 M steps); for one GPU
@@ -61,6 +61,7 @@ FULL = dict(steps=100_000_000, envs=4096, points=100, eval_steps=1000,
             ppo=dict(unroll_length=20, num_minibatches=32, num_epochs=4, learning_rate=3e-4,
                      policy_hidden=(256, 256, 256), value_hidden=(256, 256, 256)),
             env=dict(episode_length=1000))
+CONFIGURATIONS = {"reduced": REDUCED, "long": LONG, "full": FULL}
 
 
 def _steps_to(curve: dict, level: float, window: int = 3, any_alpha: bool = False) -> int | None:
@@ -147,7 +148,8 @@ def main(argv: list[str] | None = None) -> dict:
     from actuatorlab.policy.train import (default_ppo_config, evaluate_policy, make_env, plan_run, read_curve,
                                           train_policy)
 
-    conf = FULL if a.full else LONG if a.long else REDUCED
+    conf_name = "full" if a.full else "long" if a.long else "reduced"
+    conf = CONFIGURATIONS[conf_name]
     steps, envs = a.steps or conf["steps"], a.envs or conf["envs"]
     points, eval_steps = a.points or conf["points"], a.eval_steps or conf["eval_steps"]
     env_options = {**conf["env"], "actuator": a.actuator} if a.robot != "toy" else {}
@@ -207,7 +209,7 @@ def main(argv: list[str] | None = None) -> dict:
     r_star = _mean(finals.get("scratch", []))
     level = None if r_star is None else r_star - 0.1 * abs(r_star)
     res: dict = {"bench": "homotopy", "robot": a.robot, "task": a.task,
-                 "configuration": "full" if a.full else "long" if a.long else "reduced", "env_steps_per_run": plan.updates * cfg.steps_per_update,
+                 "configuration": conf_name, "env_steps_per_run": plan.updates * cfg.steps_per_update,
                  "envs": cfg.num_envs, "seeds": a.seeds, "ppo": cfg.to_dict(), "env_options": env_options,
                  "eval_steps": eval_steps, "paper": PAPER, "scratch_final_return": r_star, "level_90": level,
                  "schedules": {}}
