@@ -71,6 +71,9 @@ def main(argv=None) -> int:
     ap.add_argument("--balance-tasks", action=argparse.BooleanOptionalAction, default=False,
                     help="draw training windows so that every excitation family (free motion, payloads, pushes) "
                          "fills the same share of a batch (learned.heads.train_heads balance_tasks)")
+    ap.add_argument("--force-frame", default="base", choices=("base", "yaw"),
+                    help="the force head predicts in the base frame, or in the frame turning with joint 1 "
+                         "(learned.heads.train_heads force_frame)")
     ap.add_argument("--eval", default="test", choices=("test", "val"),
                     help="test: DIR/test + DIR/heldout (report once); val: DIR/val only (model selection)")
     a = ap.parse_args(argv)
@@ -99,7 +102,7 @@ def main(argv=None) -> int:
                                 weight_decay=a.weight_decay, contact_weight=a.contact_weight), seed=a.seed, progress=False,
                     resume=(run / "checkpoint.ckpt").exists(), force_prior=a.force_prior,
                     prior_labels=a.force_prior_labels, augment_yaw=a.augment_yaw,
-                    augment_mirror=a.augment_mirror, balance_tasks=a.balance_tasks)
+                    augment_mirror=a.augment_mirror, balance_tasks=a.balance_tasks, force_frame=a.force_frame)
     train_wall = time.perf_counter() - t0
     with physics_precision():
         robot = load_robot(ROBOT)

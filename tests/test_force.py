@@ -239,6 +239,14 @@ def test_train_heads_lowers_the_force_error(smoke, tmp_path):
     same = lambda a, b: all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))  # noqa: E731
     assert same(m0.net.trunk, m1.net.trunk) and same(m0.net.heads.torque, m1.net.heads.torque)
     assert not same(m0.net.heads.force, m1.net.heads.force)
+    from actuatorlab.errors import ModelError, UnknownNameError
+
+    with pytest.raises(ModelError, match="initial model's force frame is base, not 'yaw'"):
+        train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run3", init=m0, steps=1, force_frame="yaw",
+                    progress=False)
+    with pytest.raises(UnknownNameError, match="unknown force frame 'body'; available: base, yaw"):
+        train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run3", init=m0, steps=1, force_frame="body",
+                    progress=False)
 
 
 def test_cli_estimate_force_json(smoke, tmp_path, capsys):
@@ -562,14 +570,85 @@ def test_task_balance_weights_give_every_family_the_same_share():
     assert p[1000] == pytest.approx(20 * p[0])  # a push window is drawn 20x as often as a free-motion one
 
 
+def test_yaw_force_frame_turns_the_head_output_with_joint_1(dyn, tmp_path):
+    """force_yaw: f_raw = R_z(q1) f_net, with q1 the newest frame's measured joint-1 angle; at
+    q1 = 0 the two frames agree, at q1 = pi/2 the network's x becomes y; the causal estimator uses
+    the same rotation; the frame survives save / load, and a malformed entry is a one-line error."""
+    import dataclasses
+
+    from actuatorlab.errors import ModelError
+    from actuatorlab.learned.arm import load_arm_model, save_arm_model
+    from actuatorlab.learned.heads import yaw_joint
+
+    robot = dyn.robot
+    m = _tiny_learned(robot)
+    name, axis, _ = yaw_joint(robot)
+    F = len(m.layout.per_channel)
+    col = m.layout.channels.index(name) * F + m.layout.per_channel.index("q")
+    my = dataclasses.replace(m, force_yaw=(col, *map(float, axis)))
+    rng = np.random.default_rng(4)
+    w = rng.normal(size=(m.layout.history + 1, m.layout.n_features)).astype(np.float32)
+    for q1 in (0.0, np.pi / 2, -2.0):
+        w[-1, col] = q1
+        f0, f1 = np.asarray(m.heads(w).force_raw), np.asarray(my.heads(w).force_raw)
+        c, s = np.cos(q1), np.sin(q1)
+        np.testing.assert_allclose(f1, [c * f0[0] - s * f0[1], s * f0[0] + c * f0[1], f0[2]], rtol=1e-5, atol=1e-6)
+    w[-1, col] = np.pi / 2
+    f0, f1 = np.asarray(m.heads(w).force_raw), np.asarray(my.heads(w).force_raw)
+    assert abs(f0[0]) > 1e-3 and f1[1] == pytest.approx(f0[0], rel=1e-4)
+    # the per-frame estimator rotates by each frame's joint-1 angle
+    T = 25
+    q = Q0 + 0.3 * np.cumsum(rng.normal(size=(T, 4)), 0) * DT * 20
+    lg = _log(dyn, q, rng.normal(size=(T, 4)) * 0.2, rng.normal(size=(T, 4)) * 0.3)
+    a = estimate_log(make_estimator("learned", robot, model=m), lg)
+    b = estimate_log(make_estimator("learned", robot, model=my), lg)
+    q1 = lg.frames.q[:, robot.index(name)]
+    fa, fb = a["force"], b["force"]
+    np.testing.assert_allclose(fb[:, 0], np.cos(q1) * fa[:, 0] - np.sin(q1) * fa[:, 1], rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(fb[:, 2], fa[:, 2], rtol=1e-5, atol=1e-7)
+    save_arm_model(tmp_path / "run", robot.name, my, None)
+    saved = json.loads((tmp_path / "run" / "arm_model.json").read_text())
+    assert saved["force_frame"] == {"kind": "yaw", "joint": name, "feature": "q", "axis": [float(v) for v in axis]}
+    m2 = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
+    assert m2.force_yaw == my.force_yaw
+    np.testing.assert_allclose(estimate_log(make_estimator("learned", robot, model=m2), lg)["force"], fb,
+                               rtol=1e-6, atol=1e-7)
+    saved["force_frame"]["joint"] = "gripper"
+    (tmp_path / "run" / "arm_model.json").write_text(json.dumps(saved))
+    with pytest.raises(ModelError, match=r"arm_model.json: force_frame needs a channel joint"):
+        load_arm_model(tmp_path / "run" / "arm_model.json")
+
+
 def test_train_heads_cli_passes_the_augmentations_and_the_schedule(smoke, tmp_path):
     from actuatorlab.cli import main
 
     run = tmp_path / "run"
     assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
                  "--out", str(run), "--arch", "mlp", "--sizes", '{"width": 16, "depth": 1, "d": 16, "head_width": 16}',
-                 "--steps", "3", "--eval-every", "1", "--augment-yaw", "--augment-mirror", "--balance-tasks"]) == 0
-    t = json.loads((run / "arm_model.json").read_text())["training"]
-    assert t["augment_yaw"] and t["augment_mirror"] and t["balance_tasks"]
+                 "--steps", "3", "--eval-every", "1", "--augment-yaw", "--augment-mirror", "--balance-tasks",
+                 "--force-frame", "yaw"]) == 0
+    saved = json.loads((run / "arm_model.json").read_text())
+    t = saved["training"]
+    assert t["augment_yaw"] and t["augment_mirror"] and t["balance_tasks"] and t["force_frame"] == "yaw"
+    assert saved["force_frame"]["kind"] == "yaw" and saved["force_frame"]["joint"] == "joint1"
     rows = [json.loads(s) for s in (run / "metrics.jsonl").read_text().splitlines()]
     assert {r["step"] for r in rows if "val" in r} == {1, 2, 3}  # validated every step (default: every 250)
+
+
+def test_push_signature_opposes_the_external_torque(smoke):
+    """bench/force_pushes.py on the smoke suite's -y push: J^T f loads joint 1 most; the servo's
+    current change against the no-contact twin opposes that torque (the motor holds the pose),
+    stands far above the twin's spread, and carries part, not all, of the torque (gear losses)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "force_pushes.py"
+    spec = importlib.util.spec_from_file_location("force_pushes", path)
+    fp = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(fp)
+    (row,) = fp.push_rows(smoke, ["heldout"])
+    tau, dI = np.array(row["tau_ext"]), np.array(row["dI"])
+    assert row["log"].endswith("push_-y_000") and row["force_n"] > 1.0
+    assert int(np.argmax(np.abs(tau))) == 0 and tau[0] < -0.2  # -y at the end effector twists joint 1
+    assert dI[0] > 0 and row["snr"] > 5
+    assert 0.2 < row["reach_share"] < 1.0

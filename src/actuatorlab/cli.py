@@ -642,6 +642,10 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     balance_tasks: bool = typer.Option(False, "--balance-tasks", help="draw training windows so that "
                                                        "every excitation family (free motion, payloads, pushes, ...) "
                                                        "fills the same share of a batch"),
+                    force_frame: Optional[str] = typer.Option(None, "--force-frame", help="base | yaw: the force head "
+                                                              "predicts in the base frame, or in the frame that turns "
+                                                              "with the vertical first joint (rotated to the base frame "
+                                                              "by its measured angle); default: --init's, else base"),
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
@@ -659,7 +663,7 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     budget={"contact_weight": contact_weight, **({"eval_every": eval_every} if eval_every else {})},
                     force_prior=force_prior,
                     prior_labels=force_prior_labels, augment_yaw=augment_yaw, augment_mirror=augment_mirror,
-                    balance_tasks=balance_tasks)
+                    balance_tasks=balance_tasks, force_frame=force_frame)
     t = d["training"]
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")

@@ -415,8 +415,34 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
          "base": base_desc, **(extra or {}), "package_version": __version__, "git_revision": git_revision()}
     if model.force_prior is not None:
         d["force_prior"] = model.force_prior.to_dict()
+    if model.force_yaw:
+        d["force_frame"] = force_frame_dict(model)
     atomic_write_text(out / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
     return d
+
+
+def force_frame_dict(model: LearnedArm) -> dict:
+    """arm_model.json's ``force_frame`` entry of a model whose force head predicts in the yaw
+    joint's frame (LearnedArm.force_yaw): the joint, its world axis and the feature read."""
+    F = len(model.layout.per_channel)
+    col = int(model.force_yaw[0])
+    return {"kind": "yaw", "joint": model.layout.channels[col // F], "feature": model.layout.per_channel[col % F],
+            "axis": [float(v) for v in model.force_yaw[1:]]}
+
+
+def force_yaw_of(d: dict | None, layout: FeatureLayout, where) -> tuple:
+    """LearnedArm.force_yaw from an arm_model.json ``force_frame`` entry (``()`` when absent or
+    "base"); errors name the file."""
+    if d is None or d.get("kind", "base") == "base":
+        return ()
+    if d.get("kind") != "yaw":
+        raise ModelError(f"{where}: force_frame kind {d.get('kind')!r} is unknown; known: base, yaw")
+    j, feat, axis = d.get("joint"), d.get("feature", "q"), d.get("axis")
+    if j not in layout.channels or feat not in layout.per_channel or axis is None or len(axis) != 3:
+        raise ModelError(f"{where}: force_frame needs a channel joint, a per-channel feature and a 3-vector axis "
+                         f"(got joint {j!r}, feature {feat!r}, axis {axis!r})")
+    col = layout.channels.index(j) * len(layout.per_channel) + layout.per_channel.index(feat)
+    return (col, *(float(v) for v in axis))
 
 
 def _force_prior_of(d, where):
@@ -457,7 +483,8 @@ def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Rob
                            effort_limit=tuple(float(robot.joints[robot.index(j)].effort_limit)
                                               for j in layout.channels),
                            residual=d["kind"] == "residual", arch=lm.arch, sizes=tuple(sorted(lm.sizes.items())),
-                           force_prior=_force_prior_of(d.get("force_prior"), p))
+                           force_prior=_force_prior_of(d.get("force_prior"), p),
+                           force_yaw=force_yaw_of(d.get("force_frame"), layout, p))
     except KeyError as e:
         raise ModelError(f"{p}: arm model lacks the entry {e}") from None
     return robot, model, d

@@ -29,6 +29,7 @@ force MAE are written as RUN/arm_model.json + RUN/arm_model.eqx.
 
 from __future__ import annotations
 
+import dataclasses
 import time as _time
 from pathlib import Path
 from typing import Any
@@ -39,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..errors import DataError, ModelError
+from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..precision import physics
 from ..sim.arm_learned import TELEMETRY, LearnedArm, frames_of_log
@@ -111,7 +112,7 @@ def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0), contact_
     from .nets import Heads
 
     def one(x):
-        h: Heads = model.net(model.normalizer.apply(x))
+        h: Heads = model.heads(x)
         return h.force_raw, h.gate_logit, h.condition_logit
 
     f_raw, g, c = jax.vmap(one)(d.x)
@@ -306,7 +307,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                 trunk: bool | None = None, steps: int | None = None, budget: dict | None = None, seed: int = 0,
                 resume: bool = False, progress: bool = True, force_prior: str | None = None,
                 prior_labels: bool = False, augment_yaw: bool = False, augment_mirror: bool = False,
-                balance_tasks: bool = False) -> dict[str, Any]:
+                balance_tasks: bool = False, force_frame: str | None = None) -> dict[str, Any]:
     """Train the force / gate / condition heads on teacher-forced windows (module docstring) and
     write RUN/arm_model.json + RUN/arm_model.eqx. ``init``: a model to start from (its layout,
     normalizer, effort scales and torque head are kept); otherwise a fresh ``arch`` network with
@@ -323,8 +324,12 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     when :func:`mirror_symmetry` finds none); applied before the yaw rotation. ``balance_tasks``:
     draw each training window with probability proportional to 1 / (number of training windows of
     its log's ``excitation`` family), so every family (free motion, payloads, pushes, ...) fills
-    the same share of a batch however few logs it has (default: uniform over windows). Returns the
-    arm_model.json dict."""
+    the same share of a batch however few logs it has (default: uniform over windows).
+    ``force_frame``: ``"base"`` (the force head predicts in the robot's base frame) or ``"yaw"``
+    (it predicts in the frame turned by the yaw joint's measured angle, rotated to the base frame
+    by the model: :attr:`~actuatorlab.sim.arm_learned.LearnedArm.force_yaw`; refused when the robot
+    has no yaw joint among the channels); default: the initial model's frame, else ``"base"``.
+    Returns the arm_model.json dict."""
     from ..robots.loader import load_robot
     from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
     from .features import Normalizer, fit_normalizer
@@ -366,13 +371,28 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
             raise ModelError(f"train_heads: the initial model corrects the {have.method!r} force prior, "
                              f"not {force_prior!r}")
         if have is None:
-            import dataclasses
-
             from ..estimate.force import ForcePrior
 
             prior = ForcePrior.fit(robot, force_prior, train_trajs, labelled=prior_labels)
             model = type(model)(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)
                                    if f.name != "force_prior"}, force_prior=prior)
+    if force_frame not in (None, "base", "yaw"):
+        raise UnknownNameError("force frame", str(force_frame), ("base", "yaw"))
+    want = () if force_frame == "base" else None
+    if force_frame == "yaw":
+        found = yaw_joint(robot)
+        lay = model.layout
+        if found is None or found[0] not in lay.channels or "q" not in lay.per_channel:
+            raise ModelError(f"train_heads: force_frame 'yaw' needs a first joint that is a vertical hinge among the "
+                             f"model's channels with a 'q' feature ({robot_name}: "
+                             f"{'none' if found is None else found[0]}; channels {list(lay.channels)})")
+        want = (lay.channels.index(found[0]) * len(lay.per_channel) + lay.per_channel.index("q"),
+                *(float(v) for v in found[1]))
+    if want is not None and want != tuple(model.force_yaw):
+        if init is not None:
+            raise ModelError(f"train_heads: the initial model's force frame is "
+                             f"{'yaw' if model.force_yaw else 'base'}, not {force_frame!r}")
+        model = dataclasses.replace(model, force_yaw=want)
     tr = head_data(robot, model, train_trajs)
     va = head_data(robot, model, val_trajs)
     B = int(bud["batch"])
@@ -451,7 +471,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
             "force_prior": None if model.force_prior is None else model.force_prior.method,
             "force_prior_labelled": None if model.force_prior is None else model.force_prior.calibration.labelled,
             "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
-            "balance_tasks": bool(balance_tasks), "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
+            "balance_tasks": bool(balance_tasks), "force_frame": "yaw" if model.force_yaw else "base", "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
     loss = (lambda m, d: heads_loss(m, d, contact_weight=w_c)) if w_c != 4.0 else heads_loss
     res = train(Path(out), model, loss, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
                 meta=meta, filter_spec=_head_spec(model, bool(trunk)))
@@ -465,7 +485,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s, "batch": B,
                      "lr": bud["lr"], "noise": noise, "weight_decay": float(bud["weight_decay"]), "contact_weight": w_c,
                      "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
-                     "balance_tasks": bool(balance_tasks), "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
+                     "balance_tasks": bool(balance_tasks), "force_frame": "yaw" if model.force_yaw else "base",
+                     "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
 

@@ -40,7 +40,7 @@ from ..errors import ModelError
 from ..learned.features import FeatureLayout, Normalizer, build_window, push_history
 from ..learned.nets import Heads
 
-__all__ = ["TELEMETRY", "STATE_FEATURES", "LearnedArm", "LearnedInputs", "OnlineEstimator", "frame", "net_step", "trainable",
+__all__ = ["TELEMETRY", "STATE_FEATURES", "LearnedArm", "LearnedInputs", "OnlineEstimator", "frame", "net_step", "trainable", "yaw_rotate",
            "step_fn_batched"]
 
 #: per-channel features read from logged telemetry: feature name -> log channel prefix
@@ -77,6 +77,13 @@ class LearnedArm(eqx.Module):
     arch, sizes: the network's registry name and sizes (to save and rebuild it);
     force_prior: None, or the :class:`~actuatorlab.estimate.force.ForcePrior` (a calibrated
         classical estimator) whose estimate the force head corrects: f = sigmoid(gate) (f_raw + f_prior).
+    force_yaw: the frame of the force head (:meth:`heads`). ``()``: the network's f_raw is the force in
+        the robot's base frame. ``(q_col, a_x, a_y, a_z)``: the network predicts the force in the frame
+        that turns with the robot's yaw joint (a vertical hinge whose world axis is a; its measured
+        angle theta is raw feature ``q_col`` of the window's newest frame), and
+        f_raw = R(a, theta) f_net (Rodrigues' rotation formula). A horizontal push at the end effector
+        then maps to the same network output at every yaw angle, so the network never has to learn
+        sin / cos of the yaw angle to point a lateral force (docs/force.md, "Force frame").
     """
 
     net: eqx.Module
@@ -91,6 +98,7 @@ class LearnedArm(eqx.Module):
     arch: str = eqx.field(static=True)
     sizes: tuple = eqx.field(static=True, default=())
     force_prior: Any = eqx.field(static=True, default=None)
+    force_yaw: tuple = eqx.field(static=True, default=())
 
     def __check_init__(self):
         unknown = [f for f in self.layout.per_channel if f not in STATE_FEATURES and f not in TELEMETRY]
@@ -103,6 +111,14 @@ class LearnedArm(eqx.Module):
         if len(self.channel_index) != self.layout.n_channels or len(self.effort_scale) != self.layout.n_channels:
             raise ModelError("learned arm: channel_index / effort_scale do not match the layout's channels")
 
+    def heads(self, window) -> Heads:
+        """The network's outputs for ONE raw window (history + 1, n_features), f_raw in the base
+        frame (rotated from the yaw frame when ``force_yaw`` is set)."""
+        h: Heads = self.net(self.normalizer.apply(window))
+        if not self.force_yaw:
+            return h
+        return h._replace(force_raw=yaw_rotate(self.force_yaw[1:], window[-1, self.force_yaw[0]], h.force_raw))
+
     @property
     def telemetry(self) -> tuple[str, ...]:
         """The layout's telemetry features, in layout order (the K axis of ``LearnedInputs.telemetry``)."""
@@ -114,6 +130,14 @@ class LearnedArm(eqx.Module):
         m = np.zeros(self.n_joints, bool)
         m[list(self.channel_index)] = True
         return m
+
+
+def yaw_rotate(axis, theta, v):
+    """v (..., 3) turned by angle ``theta`` [rad] about the unit ``axis`` (3,) (Rodrigues:
+    v cos(theta) + (a x v) sin(theta) + a (a . v) (1 - cos(theta)))."""
+    a = jnp.asarray(axis, v.dtype)
+    c, s = jnp.cos(theta).astype(v.dtype), jnp.sin(theta).astype(v.dtype)
+    return v * c + jnp.cross(a, v) * s + a * jnp.sum(a * v, axis=-1, keepdims=True) * (1 - c)
 
 
 def frame(model: LearnedArm, q_target, q, dq, v_supply, enable, telemetry):
@@ -135,7 +159,7 @@ def net_step(model: LearnedArm, hist, q_target, q, dq, v_supply, enable, telemet
     """One control step for ONE environment: (effort (n,) [N.m | N] in ``dtype`` (0 off the
     channels), heads, history one step later). ``hist`` (H, n_features) raw past frames."""
     fr = frame(model, q_target, q, dq, v_supply, enable, telemetry)
-    heads: Heads = model.net(model.normalizer.apply(build_window(hist, fr)))
+    heads: Heads = model.heads(build_window(hist, fr))
     s = jnp.asarray(model.effort_scale, dtype)
     E = jnp.asarray(model.effort_limit, dtype)
     tau_c = jnp.clip(s * heads.torque.astype(dtype), -E, E)
