@@ -173,6 +173,17 @@ def yaw_joint(robot) -> tuple[str, np.ndarray, tuple[float, float]] | None:
     return name, a, (lo, hi)
 
 
+def _yaw_channel(robot, layout, what: str):
+    """(yaw_joint(robot), its channel index, features per channel) for a model ``layout`` that has
+    the yaw joint among its channels with a ``q`` feature; else a one-line ModelError for ``what``."""
+    found = yaw_joint(robot)
+    if found is None or found[0] not in layout.channels or "q" not in layout.per_channel:
+        raise ModelError(f"train_heads: {what} needs a first joint that is a vertical hinge among the "
+                         f"model's channels with a 'q' feature ({robot.name}: "
+                         f"{'none' if found is None else found[0]}; channels {list(layout.channels)})")
+    return found, layout.channels.index(found[0]), len(layout.per_channel)
+
+
 def yaw_augment(b: "HeadData", cols: list[int], axis: np.ndarray, limits: tuple[float, float], q_col: int,
                 rng: np.random.Generator) -> "HeadData":
     """The same samples seen from a yaw-rotated arm: every frame's yaw-joint angle features
@@ -380,14 +391,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
         raise UnknownNameError("force frame", str(force_frame), ("base", "yaw"))
     want = () if force_frame == "base" else None
     if force_frame == "yaw":
-        found = yaw_joint(robot)
-        lay = model.layout
-        if found is None or found[0] not in lay.channels or "q" not in lay.per_channel:
-            raise ModelError(f"train_heads: force_frame 'yaw' needs a first joint that is a vertical hinge among the "
-                             f"model's channels with a 'q' feature ({robot_name}: "
-                             f"{'none' if found is None else found[0]}; channels {list(lay.channels)})")
-        want = (lay.channels.index(found[0]) * len(lay.per_channel) + lay.per_channel.index("q"),
-                *(float(v) for v in found[1]))
+        found, c, F = _yaw_channel(robot, model.layout, "force_frame 'yaw'")
+        want = (c * F + model.layout.per_channel.index("q"), *(float(v) for v in found[1]))
     if want is not None and want != tuple(model.force_yaw):
         if init is not None:
             raise ModelError(f"train_heads: the initial model's force frame is "
@@ -402,13 +407,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     std = np.asarray(model.normalizer.std, np.float32)
     yaw = None
     if augment_yaw:
-        found = yaw_joint(robot)
+        found, c, F = _yaw_channel(robot, model.layout, "--augment-yaw")
         lay = model.layout
-        if found is None or found[0] not in lay.channels or "q" not in lay.per_channel:
-            raise ModelError(f"train_heads: --augment-yaw needs a first joint that is a vertical hinge among the "
-                             f"model's channels with a 'q' feature ({robot_name}: "
-                             f"{'none' if found is None else found[0]}; channels {list(lay.channels)})")
-        c, F = lay.channels.index(found[0]), len(lay.per_channel)
         cols = [c * F + lay.per_channel.index(f) for f in ("q_target", "q") if f in lay.per_channel]
         yaw = (cols, found[1], found[2], c * F + lay.per_channel.index("q"))
 
