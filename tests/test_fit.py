@@ -100,6 +100,27 @@ def test_searches_leave_numpys_global_generator_alone(m1_logs):
     assert [r.objective for r in res] == [r.objective for r in again]
 
 
+def test_scorer_threads_give_the_one_call_sums_in_the_callers_precision(m1_logs):
+    """A population cut into slices on worker threads sums to exactly what one call gives, and the
+    workers compute in the calling thread's precision (JAX's x64 mode is per thread: a float32
+    worker would differ from the float64 call at ~1e-7)."""
+    from actuatorlab.identify.fit import _theta_np, full_vectors
+    from actuatorlab.precision import physics_precision
+
+    batches = make_batches(m1_logs)
+    spec = get_model("m1")
+    space = ParamSpace.build(spec, batches, profile_for(batches))
+    P = full_vectors(space, _theta_np(space, np.random.default_rng(0).uniform(0.2, 0.8, (13, space.n))))
+    with physics_precision():
+        one = PopulationScorer(batches, spec, size=16, dtype=np.float64, workers=1)
+        three = PopulationScorer(batches, spec, size=16, dtype=np.float64, workers=3)
+        assert one.has_pairs and three.workers == 3
+        a, b = one(P), three(P)
+    assert a["abs_q"].shape == (13, len(m1_logs)) and np.all(a["abs_q"] > 0)
+    for key in ("abs_q", "sq_q", "sq_u"):
+        np.testing.assert_allclose(b[key], a[key], rtol=1e-13, atol=0.0, err_msg=key)
+
+
 # ------------------------------------------------------------------------------------------------
 # nested models
 # ------------------------------------------------------------------------------------------------

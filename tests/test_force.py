@@ -306,8 +306,7 @@ def test_heads_loss_contact_weight_and_in_contact_mae():
 def _with_prior(model, prior):
     import dataclasses
 
-    return type(model)(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model) if f.name != "force_prior"},
-                       force_prior=prior)
+    return dataclasses.replace(model, force_prior=prior)
 
 
 def test_force_prior_is_what_the_head_corrects_and_travels_with_the_model(dyn, smoke, tmp_path):

@@ -70,7 +70,9 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         jackknife: Optional[str] = typer.Option(None, "--jackknife", help="after writing the result: log | group "
                                                 "(refits leaving out one log / condition group; parameter spread)"),
         timestep_sensitivity: bool = typer.Option(False, "--timestep-sensitivity", help="after writing the result: "
-                                                  "replay and refit at dt/2 and 2 dt")):
+                                                  "replay and refit at dt/2 and 2 dt"),
+        workers: Optional[int] = typer.Option(None, "--workers", min=1, help="threads the selection scores each "
+                                              "CMA-ES population on (default: the CPU cores; same result)")):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
     from .pipeline import run_fit, run_fit_arm
@@ -100,7 +102,7 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
     with _progress() as p:
         d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p),
                     group_by=tuple(group_by) if group_by else None, jackknife=jackknife,
-                    timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds)
+                    timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds, workers=workers)
     unit = d["_summary"]["unit"]
     if d.get("selection"):
         sel = d["selection"]

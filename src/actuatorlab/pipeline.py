@@ -97,7 +97,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
             budget: str = "default", dt: float | None = None, mapping: str | None = None,
             progress: Progress | None = None, group_by: tuple[str, ...] | None = None,
             jackknife: str | None = None, timestep_sensitivity: bool = False,
-            identifiability: bool = True, fold_seeds: int | None = None) -> dict:
+            identifiability: bool = True, fold_seeds: int | None = None, workers: int | None = None) -> dict:
     """Fit (one model, or the nested family with leave-one-group-out selection) and write RUN/.
 
     Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
@@ -107,6 +107,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     ``jackknife="log"`` (leave-one-log-out refits, replaces the group jackknife) or ``"group"``
     (for a single ``model``), and ``timestep_sensitivity`` (replays and refits at dt/2 and 2 dt).
     ``fold_seeds``: CMA-ES replicas of every fold search of the selection (``fit_family``; default 1).
+    ``workers``: threads the selection scores each population on (default: the CPU cores; the
+    result does not depend on it).
     """
     from .evaluate import summarize
     from .evaluate.replay import replay_batches
@@ -130,7 +132,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     selection, uncertainty = None, None
     if model is None:
         sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress, group_by=group_by,
-                         fold_seeds=fold_seeds)
+                         fold_seeds=fold_seeds, workers=workers)
         fit = sel.final
         selection = {"scheme": sel.scheme, "group_by": list(group_by), "table": sel.table,
                      "selected": sel.selected, "groups": sel.groups,

@@ -14,7 +14,9 @@ first, so a child never ends worse than its parent on the training data.
 from __future__ import annotations
 
 import math
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -28,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..precision import physics, physics_fn
+from ..precision import physics, physics_fn, x64_enabled
 from ..errors import DataError
 from ..logs.format import Trajectory
 from ..models.control import get_control_law
@@ -38,7 +40,7 @@ from ..sim.rollout import Batch, make_batches, rollout, rollout_batch
 
 __all__ = ["ParamSpace", "FitResult", "fit_model", "make_loss", "profile_for", "substeps_for",
            "effort_available", "PARAM_ORDER", "full_vectors", "PopulationScorer", "objective_from_sums",
-           "FoldSearch", "search_folds"]
+           "FoldSearch", "search_folds", "default_workers"]
 
 
 def profile_for(trajs_or_batches) -> str:
@@ -304,6 +306,23 @@ def full_vectors(space: ParamSpace, theta: np.ndarray) -> np.ndarray:
     return out
 
 
+#: most threads a :class:`PopulationScorer` splits a population over
+MAX_WORKERS = 8
+
+
+def default_workers() -> int:
+    """Threads a :class:`PopulationScorer` splits each population over: the CPU cores this process
+    may use (at most :data:`MAX_WORKERS`) when JAX computes on the CPU, else 1 (an accelerator
+    wants one large call)."""
+    if jax.default_backend() != "cpu":
+        return 1
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_WORKERS))
+
+
 class PopulationScorer:
     """Per-log error sums of many parameter sets in one compiled call.
 
@@ -319,12 +338,16 @@ class PopulationScorer:
     number of training logs summed over folds: one call per generation).
     ``dtype`` float32 runs the rollouts in single precision (1.6x less CPU on the XL330 logs; the
     per-log MAE agrees with float64 to ~1e-6 relative): for ranking CMA-ES candidates, while
-    reported metrics come from float64 replays.
+    reported metrics come from float64 replays. ``workers`` (default :func:`default_workers`):
+    each call is cut into that many slices of one compiled shape, run side by side on threads.
     """
 
-    def __init__(self, batches: list[Batch], spec: ModelSpec, size: int = 64, dtype=np.float64):
+    def __init__(self, batches: list[Batch], spec: ModelSpec, size: int = 64, dtype=np.float64,
+                 workers: int | None = None):
         self.size = int(size)
         self.dtype = dtype
+        self.workers = max(1, int(default_workers() if workers is None else workers))
+        self._pool: ThreadPoolExecutor | None = None
         self.names = tuple(n for b in batches for n in b.names)
         self.n = np.concatenate([b.mask.sum(axis=1) for b in batches]).astype(float)  # (L,)
         self.batch_of = np.concatenate([np.full(b.size, i) for i, b in enumerate(batches)])
@@ -370,18 +393,41 @@ class PopulationScorer:
 
     def pairs(self, P: np.ndarray, idx: np.ndarray, chunk: int) -> dict[str, np.ndarray]:
         """Sums of candidate P[k] (n, len(PARAM_ORDER)) on log idx[k] only: dict of (n,) arrays.
-        Needs a single batch (``self.has_pairs``); padded to a multiple of ``chunk`` pairs."""
+        Needs a single batch (``self.has_pairs``); run as slices of ceil(chunk / workers) pairs
+        (the last one padded), so a caller that always passes the same ``chunk`` compiles once."""
         P = np.atleast_2d(np.asarray(P, float))
         idx = np.asarray(idx, np.int32)
         n = P.shape[0]
-        pad = (-n) % chunk
+        part = -(-chunk // self.workers)  # each worker's share of a chunk: one compiled shape
+        pad = (-len(P)) % part
         if pad:
             P = np.concatenate([P, np.repeat(P[-1:], pad, 0)])
             idx = np.concatenate([idx, np.repeat(idx[-1:], pad)])
-        parts = [self._pair_fn(jnp.asarray(P[i:i + chunk], self.dtype), jnp.asarray(idx[i:i + chunk]), self._arrays[0])
-                 for i in range(0, len(P), chunk)]
-        aq, sq, su = (np.concatenate([np.asarray(p[k], np.float64) for p in parts])[:n] for k in range(3))
+
+        def run(i):
+            out = self._pair_fn(jnp.asarray(P[i:i + part], self.dtype), jnp.asarray(idx[i:i + part]), self._arrays[0])
+            return [np.asarray(o, np.float64) for o in out]
+
+        parts = self._map(run, range(0, len(P), part))
+        aq, sq, su = (np.concatenate([p[k] for p in parts])[:n] for k in range(3))
         return {"abs_q": aq, "sq_q": sq, "sq_u": su}
+
+    def _map(self, fn, items) -> list:
+        """``[fn(i) for i in items]``, on ``self.workers`` threads when there is more than one item:
+        XLA's CPU runtime runs one call on about one core, and a compiled call releases the GIL, so
+        slices of a population run side by side (measured on 2 cores: 1.7-1.9x per generation)."""
+        items = list(items)
+        if self.workers == 1 or len(items) == 1:
+            return [fn(i) for i in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="actuatorlab-scorer")
+        x64 = x64_enabled()  # JAX's precision is per thread: the workers compute in the caller's
+
+        def call(i):
+            with jax.enable_x64(x64):
+                return fn(i)
+
+        return list(self._pool.map(call, items))
 
     @property
     def has_pairs(self) -> bool:
@@ -394,11 +440,16 @@ class PopulationScorer:
             L = len(self.n)
             flat = self.pairs(np.repeat(P, L, 0), np.tile(np.arange(L), n), self.size)
             return {c: v.reshape(n, L) for c, v in flat.items()}
-        pad = (-n) % self.size
+        part = -(-self.size // self.workers)
+        pad = (-n) % part
         if pad:
             P = np.concatenate([P, np.repeat(P[-1:], pad, 0)])
-        parts = [self._fn(jnp.asarray(P[i:i + self.size], self.dtype), self._arrays) for i in range(0, len(P), self.size)]
-        aq, sq, su = (np.concatenate([np.asarray(p[k], np.float64) for p in parts])[:n] for k in range(3))
+
+        def run(i):
+            return [np.asarray(o, np.float64) for o in self._fn(jnp.asarray(P[i:i + part], self.dtype), self._arrays)]
+
+        parts = self._map(run, range(0, len(P), part))
+        aq, sq, su = (np.concatenate([p[k] for p in parts])[:n] for k in range(3))
         return {"abs_q": aq, "sq_q": sq, "sq_u": su}
 
 

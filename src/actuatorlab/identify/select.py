@@ -301,7 +301,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                fold_evals: int | None = None, final_starts: int | None = None,
                fold_seeds: int | None = None, fold_score: str | None = None,
                fold_init: str | None = None, final_seeds: int | None = None,
-               final_pick: str | None = None) -> SelectionResult:
+               final_pick: str | None = None, workers: int | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
@@ -316,7 +316,9 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     fold_seeds (default ``SELECTION_SEEDS[budget]``), fold_score (``FOLD_SCORES``), fold_init
     (``FOLD_INITS``), final_seeds, final_pick (``FINAL_PICKS``): the optimizer-noise options of the
     module docstring; with fold_seeds > 1 rows gain ``per_group_seeds`` (label -> one held-out MAE
-    per replica) and ``fold_params[m]`` holds R x F optima, replica-major.
+    per replica) and ``fold_params[m]`` holds R x F optima, replica-major. workers: threads each
+    population is scored on (:class:`~actuatorlab.identify.fit.PopulationScorer`; default
+    :func:`~actuatorlab.identify.fit.default_workers`, the CPU cores; results do not depend on it).
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
@@ -372,7 +374,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     def scorer_for(spec):
         key = (spec.compliant, spec.thermal)
         if key not in scorers:
-            scorers[key] = PopulationScorer(batches, spec, size=int(popsize * Wr.sum()), dtype=np.float32)
+            scorers[key] = PopulationScorer(batches, spec, size=int(popsize * Wr.sum()), dtype=np.float32,
+                                            workers=workers)
         return scorers[key]
 
     fold_params: dict[str, list[dict]] = {}  # model -> R * F fold optima (replica-major)
@@ -524,7 +527,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
               "final_fit_cpu_s": _cpu() - cpu_begin - cpu_sel, "models": len(rows), "folds": F,
               "evaluations": int(sum(f.evaluations for f in fits.values())) + final.evaluations,
               "fold_starts": n_starts, "fold_evals": fold_evals, "fold_seeds": R, "fold_score": fold_score,
-              "fold_init": fold_init}
+              "fold_init": fold_init,
+              "workers": next(iter(scorers.values())).workers if scorers else None}
     table = list(rows.values())
     for row in table:
         row["selected"] = row["model"] == selected

@@ -385,8 +385,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
             from ..estimate.force import ForcePrior
 
             prior = ForcePrior.fit(robot, force_prior, train_trajs, labelled=prior_labels)
-            model = type(model)(**{f.name: getattr(model, f.name) for f in dataclasses.fields(model)
-                                   if f.name != "force_prior"}, force_prior=prior)
+            model = dataclasses.replace(model, force_prior=prior)
     if force_frame not in (None, "base", "yaw"):
         raise UnknownNameError("force frame", str(force_frame), ("base", "yaw"))
     want = () if force_frame == "base" else None
