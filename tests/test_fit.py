@@ -3,6 +3,8 @@ fit worse than the models they contain, validation-based selection, determinism.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -119,6 +121,11 @@ def test_scorer_threads_give_the_one_call_sums_in_the_callers_precision(m1_logs)
     assert a["abs_q"].shape == (13, len(m1_logs)) and np.all(a["abs_q"] > 0)
     for key in ("abs_q", "sq_q", "sq_u"):
         np.testing.assert_allclose(b[key], a[key], rtol=1e-13, atol=0.0, err_msg=key)
+    # scorers share one pool: another fit's scorer adds no threads
+    with physics_precision():
+        c = PopulationScorer(batches, spec, size=16, dtype=np.float64, workers=3)(P)
+    np.testing.assert_array_equal(c["abs_q"], b["abs_q"])
+    assert sum(t.name.startswith("actuatorlab-scorer3") for t in threading.enumerate()) <= 3
 
 
 # ------------------------------------------------------------------------------------------------

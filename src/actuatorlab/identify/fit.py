@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -310,6 +311,19 @@ def full_vectors(space: ParamSpace, theta: np.ndarray) -> np.ndarray:
 MAX_WORKERS = 8
 
 
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _scorer_pool(n: int) -> ThreadPoolExecutor:
+    """The process's pool of ``n`` scorer threads, made on first use and shared by every scorer (a
+    pool per scorer would leave idle threads behind each fit of a long-running process)."""
+    with _POOLS_LOCK:
+        if n not in _POOLS:
+            _POOLS[n] = ThreadPoolExecutor(n, thread_name_prefix=f"actuatorlab-scorer{n}")
+        return _POOLS[n]
+
+
 def default_workers() -> int:
     """Threads a :class:`PopulationScorer` splits each population over: the CPU cores this process
     may use (at most :data:`MAX_WORKERS`) when JAX computes on the CPU, else 1 (an accelerator
@@ -347,7 +361,6 @@ class PopulationScorer:
         self.size = int(size)
         self.dtype = dtype
         self.workers = max(1, int(default_workers() if workers is None else workers))
-        self._pool: ThreadPoolExecutor | None = None
         self.names = tuple(n for b in batches for n in b.names)
         self.n = np.concatenate([b.mask.sum(axis=1) for b in batches]).astype(float)  # (L,)
         self.batch_of = np.concatenate([np.full(b.size, i) for i, b in enumerate(batches)])
@@ -419,15 +432,13 @@ class PopulationScorer:
         items = list(items)
         if self.workers == 1 or len(items) == 1:
             return [fn(i) for i in items]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.workers, thread_name_prefix="actuatorlab-scorer")
         x64 = x64_enabled()  # JAX's precision is per thread: the workers compute in the caller's
 
         def call(i):
             with jax.enable_x64(x64):
                 return fn(i)
 
-        return list(self._pool.map(call, items))
+        return list(_scorer_pool(self.workers).map(call, items))
 
     @property
     def has_pairs(self) -> bool:
