@@ -71,8 +71,9 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
                                                 "(refits leaving out one log / condition group; parameter spread)"),
         timestep_sensitivity: bool = typer.Option(False, "--timestep-sensitivity", help="after writing the result: "
                                                   "replay and refit at dt/2 and 2 dt"),
-        workers: Optional[int] = typer.Option(None, "--workers", min=1, help="threads the selection scores each "
-                                              "CMA-ES population on (default: the CPU cores; same result)")):
+        workers: Optional[int] = typer.Option(None, "--workers", min=1, help="threads each CMA-ES population is "
+                                              "scored on (default: the CPU cores; same result up "
+                                              "to rounding)")):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
     from .pipeline import run_fit, run_fit_arm

@@ -107,8 +107,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     ``jackknife="log"`` (leave-one-log-out refits, replaces the group jackknife) or ``"group"``
     (for a single ``model``), and ``timestep_sensitivity`` (replays and refits at dt/2 and 2 dt).
     ``fold_seeds``: CMA-ES replicas of every fold search of the selection (``fit_family``; default 1).
-    ``workers``: threads the selection scores each population on (default: the CPU cores; the
-    result does not depend on it).
+    ``workers``: threads each CMA-ES population is scored on (default: the CPU cores; the result
+    is the same up to floating-point rounding).
     """
     from .evaluate import summarize
     from .evaluate.replay import replay_batches
@@ -148,7 +148,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
         evals, starts, grad = BUDGETS[budget]
         cb = (lambda s, d, t: progress(model, s, d / t)) if progress else None
         fit = fit_model(trajs, model, seed=seed, max_evals=evals, n_starts=starts, grad_steps=grad, dt=dt,
-                        progress=cb)
+                        progress=cb, workers=workers)
     batches = make_batches(trajs, fit.dt)
     ident = None
     if identifiability:

@@ -318,7 +318,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     module docstring; with fold_seeds > 1 rows gain ``per_group_seeds`` (label -> one held-out MAE
     per replica) and ``fold_params[m]`` holds R x F optima, replica-major. workers: threads each
     population is scored on (:class:`~actuatorlab.identify.fit.PopulationScorer`; default
-    :func:`~actuatorlab.identify.fit.default_workers`, the CPU cores; results do not depend on it).
+    :func:`~actuatorlab.identify.fit.default_workers`, the CPU cores; the same result up to
+    floating-point rounding).
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
