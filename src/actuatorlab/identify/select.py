@@ -95,7 +95,7 @@ FINAL_STARTS = 2
 #: selected model, population size, number of best base models that get the extensions)
 SELECTION_BUDGETS: dict[str, tuple[int, int, int, int]] = {
     "quick": (250, 1000, 10, 1),
-    "default": (500, 3000, 10, 2),
+    "default": (500, 3000, 20, 2),
     "thorough": (1500, 8000, 16, 3),
 }
 
@@ -301,7 +301,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                fold_evals: int | None = None, final_starts: int | None = None,
                fold_seeds: int | None = None, fold_score: str | None = None,
                fold_init: str | None = None, final_seeds: int | None = None,
-               final_pick: str | None = None, workers: int | None = None) -> SelectionResult:
+               final_pick: str | None = None, workers: int | None = None,
+               popsize: int | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
@@ -319,7 +320,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     per replica) and ``fold_params[m]`` holds R x F optima, replica-major. workers: threads each
     population is scored on (:class:`~actuatorlab.identify.fit.PopulationScorer`; default
     :func:`~actuatorlab.identify.fit.default_workers`, the CPU cores; the same result up to
-    floating-point rounding).
+    floating-point rounding). popsize: CMA-ES population of the fold searches (default: the
+    budget's; the final refit's population scales with it).
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
@@ -331,7 +333,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     for m in ladder:
         get_model(m)
     extensions = SELECTION_EXTENSIONS if extensions is None else tuple(extensions)
-    budget_evals, final_evals, popsize, top_bases = SELECTION_BUDGETS[budget]
+    budget_evals, final_evals, budget_pop, top_bases = SELECTION_BUDGETS[budget]
+    popsize = int(popsize or budget_pop)
     fold_evals = int(fold_evals or budget_evals)
     n_starts = int(fold_starts or SELECTION_STARTS.get(budget, 1))
     n_seeds = int(SELECTION_SEEDS.get(budget, 1) if fold_seeds is None else fold_seeds)
@@ -528,7 +531,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
               "final_fit_cpu_s": _cpu() - cpu_begin - cpu_sel, "models": len(rows), "folds": F,
               "evaluations": int(sum(f.evaluations for f in fits.values())) + final.evaluations,
               "fold_starts": n_starts, "fold_evals": fold_evals, "fold_seeds": R, "fold_score": fold_score,
-              "fold_init": fold_init,
+              "fold_init": fold_init, "popsize": popsize,
               "workers": next(iter(scorers.values())).workers if scorers else None}
     table = list(rows.values())
     for row in table:
