@@ -102,6 +102,42 @@ def test_searches_leave_numpys_global_generator_alone(m1_logs):
     assert [r.objective for r in res] == [r.objective for r in again]
 
 
+@pytest.mark.parametrize("case", range(4))
+def test_unit_box_cma_follows_pycmas_bounded_search_bit_for_bit(case):
+    """The population-wise box transform must give the very candidates, path and stop of pycma's
+    own BoundTransform (starts on the bounds, optima outside the box, per-coordinate stds)."""
+    import cma
+
+    from actuatorlab.identify.fit import UnitBoxCMA, cma_stream
+
+    rng = np.random.default_rng(case)
+    n = 5 + case
+    c = rng.uniform(-0.3, 1.3, n)                       # optimum partly outside the box
+    z0 = rng.uniform(0.0, 1.0, n)
+    z0[:2] = (0.0, 1.0)                                # starts on both bounds
+    opts = {"popsize": 12 + 4 * case, "maxfevals": 6000, "verbose": -9, "verb_log": 0, "tolfun": 1e-9,
+            "tolx": 1e-7, **({"CMA_stds": list(rng.uniform(0.2, 1.0, n))} if case % 2 else {})}
+    ref = cma.CMAEvolutionStrategy(list(z0), 0.3, {"bounds": [0.0, 1.0], **opts, **cma_stream(case + 1)})
+    box = UnitBoxCMA(z0, 0.3, {**opts, **cma_stream(case + 1)})
+
+    def f(Z):
+        return np.sum((Z - c) ** 2, 1) + 0.2 * np.abs(Z - c).sum(1)
+
+    gens, outside = 0, 0
+    while not ref.stop():
+        Zr = np.array(ref.ask())
+        G, Z = box.ask()
+        np.testing.assert_array_equal(Z, Zr)
+        outside += int(np.any((G < 0) | (G > 1)))
+        ref.tell(list(Zr), list(f(Zr)))
+        box.tell(G, f(Z))
+        gens += 1
+    assert box.stop() == ref.stop() and box.result.fbest == ref.result.fbest
+    assert gens > 20 and outside > 0                   # the transform's outer pieces were used
+    assert np.all((box.transform(rng.normal(0.5, 3.0, (200, n))) >= 0)
+                  & (box.transform(rng.normal(0.5, 3.0, (200, n))) <= 1))
+
+
 def test_scorer_threads_give_the_one_call_sums_in_the_callers_precision(m1_logs):
     """A population cut into slices on worker threads sums to exactly what one call gives, and the
     workers compute in the calling thread's precision (JAX's x64 mode is per thread: a float32

@@ -127,6 +127,31 @@ def test_split_of_full_suite_is_8_1_1_by_group_and_keeps_pairs():
     assert again == split
 
 
+def test_restricted_pairs_are_split_by_family_so_val_and_test_hold_every_family():
+    from actuatorlab.synth.suites import RESTRICTED_PAIR_FAMILIES, restricted_pair_specs
+
+    fams = {(f, v) for _, f, _, v, _ in RESTRICTED_PAIR_FAMILIES}
+    missing_plain = 0
+    for seed in range(8):
+        specs = restricted_pair_specs(60, 0.1, np.random.default_rng(seed), 0)
+        split = split_groups(specs, (), np.random.default_rng(seed), stratify=True)
+        plain = split_groups(specs, (), np.random.default_rng(seed))
+        for s in specs:                                                   # a pair is never split
+            assert split[s.name] == split[s.pair]
+        for where in ("val", "test"):
+            held = {(s.family, s.variant) for s in specs if split[s.name] == where}
+            assert held == fams                                           # every family, every seed
+            assert sum(split[s.name] == where for s in specs) == 2 * 6    # 6 pairs, as unstratified
+            missing_plain += {(s.family, s.variant) for s in specs if plain[s.name] == where} != fams
+        trained = {(s.family, s.variant) for s in specs if split[s.name] == "train"}
+        assert trained == fams and sum(v == "train" for v in split.values()) == 2 * 48
+        assert split == split_groups(specs, (), np.random.default_rng(seed), stratify=True)
+    assert missing_plain > 0          # the random cut does miss families (the reason for stratify)
+    few = restricted_pair_specs(3, 0.1, np.random.default_rng(0), 0)    # strata of 1: plain random cut
+    split = split_groups(few, (), np.random.default_rng(0), stratify=True)
+    assert sorted(split.values()) == ["test", "test", "train", "train", "val", "val"]
+
+
 def test_channel_metadata_units_and_setup(smoke, card):
     for rec in card["trajectories"]:
         traj, _ = _load(smoke, card, rec["name"])

@@ -248,14 +248,14 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
         # later starts: a wide perturbation of the best point so far (a uniform draw in the box
         # often lands where the joint never leaves stiction and the loss is flat)
         z0 = z_init if si == 0 else np.clip(best_z + rng.normal(0.0, 0.2, space.n), 0.0, 1.0)
-        es = cma.CMAEvolutionStrategy(list(z0), sigma0, {
-            "bounds": [0.0, 1.0], "popsize": popsize, **cma_stream(int(rng.integers(1, 2**31 - 1))),
+        es = UnitBoxCMA(z0, sigma0, {
+            "popsize": popsize, **cma_stream(int(rng.integers(1, 2**31 - 1))),
             "maxfevals": max_evals, "verbose": -9, "tolfun": 1e-9, "tolx": 1e-7})
         used = 0
         while not es.stop() and used < max_evals:
-            Z = np.array(es.ask())
+            G, Z = es.ask()
             fs = score(Z)
-            es.tell(list(Z), list(fs))
+            es.tell(G, fs)
             used += len(Z)
             if progress:
                 progress("cma", si * max_evals + used, total_work)
@@ -493,6 +493,71 @@ class FoldSearch:
     history: list = field(default_factory=list)
 
 
+class UnitBoxCMA:
+    """pycma's CMA-ES on the unit box [0, 1]^n, with the box handled exactly as pycma's default
+    ``BoundTransform`` handles it, but for the whole population in one NumPy pass.
+
+    pycma maps each sampled genotype x into the box with its piecewise linear-quadratic
+    transformation (``BoxConstraintsLinQuadTransformation``: identity inside [lb + a_l, ub - a_u],
+    y = lb + (x - lb + a_l)^2 / (4 a_l) below it, y = ub - (x - ub - a_u)^2 / (4 a_u) above it,
+    mirrored and periodic further out; a_l, a_u the margin widths) one candidate at a time, and
+    keeps an archive to find each genotype again in ``tell``: about a millisecond of Python per
+    generation. Here the search runs unbounded on the genotypes, with the initial mean pycma would
+    compute (the inverse transformation of ``z0``) and the ``maxstd`` its bounds would imply
+    (1/3 of the box), and :meth:`transform` maps a population at once with the same floating-point
+    operations, so the candidates, the path and the result are bit-identical to
+    ``cma.CMAEvolutionStrategy(z0, sigma0, {"bounds": [0, 1], ...})`` (tested against it).
+    ``ask()`` returns (genotypes, candidates in the box); ``tell`` takes the genotypes."""
+
+    def __init__(self, z0, sigma0: float, opts: dict):
+        from cma.boundary_handler import BoundTransform
+
+        opts = dict(opts)
+        if "bounds" in opts or "maxstd" in opts:
+            raise ValueError("UnitBoxCMA sets the bounds [0, 1] and maxstd itself")
+        z0 = np.asarray(z0, float)
+        bt = BoundTransform([0.0, 1.0])
+        tf = bt.bounds_tf
+        tf.initialize(z0.size)
+        self._lb, self._ub, self._al, self._au = (np.asarray(getattr(tf, a), float)
+                                                  for a in ("_lb", "_ub", "_al", "_au"))
+        mean0 = np.asarray(bt.inverse(z0.copy()), float)
+        self.es = cma.CMAEvolutionStrategy(list(mean0), sigma0, {**opts, "maxstd": 1.0 / 3.0})
+
+    def transform(self, G: np.ndarray) -> np.ndarray:
+        """Genotypes (P, n) -> candidates in [0, 1]^n (pycma's transformation, row-wise)."""
+        y = np.array(G, float)
+        lb, ub, al, au = (np.broadcast_to(a, y.shape) for a in (self._lb, self._ub, self._al, self._au))
+        lo = lb - 2 * al - (ub - lb) / 2.0
+        idx = (y < lo) | (y > ub + 2 * au + (ub - lb) / 2.0)
+        if idx.any():  # periodic shift into one period
+            r = 2 * (ub[idx] - lb[idx] + al[idx] + au[idx])
+            y[idx] -= r * ((y[idx] - lo[idx]) // r)
+        idx = y > ub + au
+        y[idx] -= 2 * (y[idx] - ub[idx] - au[idx])
+        idx = y < lb - al
+        y[idx] += 2 * (lb[idx] - al[idx] - y[idx])
+        idx = y < lb + al
+        y[idx] = lb[idx] + (y[idx] - (lb[idx] - al[idx]))**2 / 4 / al[idx]
+        idx = y > ub - au
+        y[idx] = ub[idx] - (y[idx] - (ub[idx] + au[idx]))**2 / 4 / au[idx]
+        return y
+
+    def ask(self) -> tuple[np.ndarray, np.ndarray]:
+        G = np.array(self.es.ask())
+        return G, self.transform(G)
+
+    def tell(self, G: np.ndarray, fs) -> None:
+        self.es.tell(list(G), list(fs))
+
+    def stop(self):
+        return self.es.stop()
+
+    @property
+    def result(self):
+        return self.es.result
+
+
 def cma_stream(seed: int) -> dict:
     """pycma options that draw a search's Gaussian samples from a private ``RandomState(seed)``.
 
@@ -576,8 +641,8 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
         # the F lockstep searches share one private stream seeded by the last seed: the stream that
         # pycma's global reseeding gave them before (same draws, same results)
         stream = cma_stream(seeds[-1])
-        es = [cma.CMAEvolutionStrategy(list(z0), sigma0, {
-            "bounds": [0.0, 1.0], "popsize": popsize, **stream,
+        es = [UnitBoxCMA(z0, sigma0, {
+            "popsize": popsize, **stream,
             "maxfevals": max_evals, "verbose": -9, "verb_log": 0, "tolfun": 1e-9, "tolx": 1e-7,
             **({"CMA_stds": list(stds)} if stds is not None and si == 0 else {})}) for z0 in z0s]
         used = np.zeros(F, int)
@@ -585,11 +650,11 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
             live = [f for f in range(F) if not es[f].stop() and used[f] < max_evals]
             if not live:
                 break
-            Zs = [np.array(es[f].ask()) if f in live else None for f in range(F)]
-            fs = score(Zs)
+            asked = [es[f].ask() if f in live else (None, None) for f in range(F)]
+            fs = score([Z for _, Z in asked])
             for f in live:
-                es[f].tell(list(Zs[f]), list(fs[f]))
-                used[f] += len(Zs[f])
+                es[f].tell(asked[f][0], fs[f])
+                used[f] += len(asked[f][0])
             if progress:
                 progress("cma", si * max_evals + int(used.max()), total)
         for f in range(F):

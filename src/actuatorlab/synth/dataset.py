@@ -39,7 +39,7 @@ __all__ = ["GENERATOR", "GENERATOR_VERSION", "RESTRICTION", "FORCE_GAUGE_NOISE",
 
 GENERATOR = "actuatorlab.synth"
 #: Bumped whenever the same seed would give different bytes.
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 #: Restricted joint 3: an elastic band, tau = -1.5 N.m/rad (q - q_start) - 0.05 N.m.s/rad dq.
 RESTRICTION = Restriction(joint="joint3", stiffness=1.5, damping=0.05)
 #: [N] standard deviation of the force gauge noise (push trajectories and their pairs).
@@ -194,13 +194,20 @@ def _groups(specs: list[TrajectorySpec]) -> list[list[TrajectorySpec]]:
 
 
 def split_groups(specs: list[TrajectorySpec], heldout: tuple[tuple[str, str], ...], rng: np.random.Generator,
-                 session_of: dict[str, str] | None = None) -> dict[str, str]:
+                 session_of: dict[str, str] | None = None, *, stratify: bool = False) -> dict[str, str]:
     """Trajectory name -> split folder ("train", "val", "test" or "heldout/<value>").
 
     A group (a trajectory, or a push trajectory with its no-contact pair) goes to
     ``heldout/<value>`` when any member has condition ``key == value`` for a (key, value) of
     ``heldout`` (the first that matches). The other groups are permuted with ``rng`` and cut
     8:1:1 (test and val get round(N/10) groups each, at least one when N >= 3).
+
+    ``stratify``: the strata are the groups' (family, variant) of their first member. Test, then
+    val, first take one group of every stratum that has at least 3 groups (strata in a random
+    order, so a quota smaller than the number of strata takes random ones; train keeps at least
+    one group of each), then fill the rest of their quota from the remaining groups in the
+    permuted order. Used for the restricted/normal pairs: a validation split without a motion
+    family cannot calibrate a detector for it (bench/README.md, "Motor-condition detection").
     """
     split: dict[str, str] = {}
     rest = []
@@ -217,7 +224,24 @@ def split_groups(specs: list[TrajectorySpec], heldout: tuple[tuple[str, str], ..
                 split[s.name] = target
     n = len(rest)
     n_small = max(1, int(round(SPLIT[2] * n))) if n >= 3 else 0
-    order = rng.permutation(n)
+    order = [int(i) for i in rng.permutation(n)]
+    if stratify and n_small:
+        strata: dict[tuple[str, str], list[int]] = {}
+        for gi in order:  # each stratum's groups in the permuted order
+            strata.setdefault((rest[gi][0].family, rest[gi][0].variant), []).append(gi)
+        keys = list(strata)
+        pool = list(order)
+        ranked: list[int] = []
+        for _ in ("test", "val"):
+            taken: list[int] = []
+            for k in (keys[int(i)] for i in rng.permutation(len(keys))):
+                if len(taken) < n_small and len(strata[k]) >= 3:
+                    taken.append(next(gi for gi in strata[k] if gi in pool))
+                    pool.remove(taken[-1])
+            while len(taken) < n_small:
+                taken.append(pool.pop(0))
+            ranked += taken
+        order = ranked + pool
     for rank, gi in enumerate(order):
         where = "test" if rank < n_small else ("val" if rank < 2 * n_small else "train")
         for s in rest[gi]:
@@ -288,8 +312,9 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
         restricted_pairs: append this many restricted-joint-3 / normal pairs with identical
             commands (:func:`~actuatorlab.synth.suites.restricted_pair_specs`; for condition
             detection). They get their own streams, sessions (after the suite's) and 8:1:1 split,
-            so the suite's own trajectories keep their bytes and splits; 0 (default) writes exactly
-            the dataset of earlier versions.
+            stratified by family (:func:`split_groups` ``stratify``; since generator version 2,
+            before which it was not), so the suite's own trajectories keep their splits; 0
+            (default) writes the same trajectories and splits as earlier versions.
 
     Returns:
         {"out", "robot", "suite", "seed", "scale", "n_trajectories", "n_samples", "duration_s",
@@ -321,7 +346,7 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
         for i, (_, members) in enumerate(_sessions(extra, suite_obj.session_size, _rng(seed, 5))):
             sessions.append((f"s{len(sessions) + 1:02d}", members))
             session_of.update({s.name: sessions[-1][0] for s in members})
-        split.update(split_groups(extra, (), _rng(seed, 6)))
+        split.update(split_groups(extra, (), _rng(seed, 6), stratify=True))
         specs = specs + extra
 
     index = {s.name: i for i, s in enumerate(specs)}
@@ -465,7 +490,8 @@ def _card_markdown(card: dict[str, Any]) -> str:
         "The other trajectory groups are split 8:1:1 at random (seeded); a push trajectory and its "
         "no-contact pair are one group.",
         *([f"Extra restricted/normal pairs (`--restricted-pairs {card['restricted_pairs']}`): `cond_restricted_*` "
-           "and their `cond_normal_*` twins (same commands), one group per pair, split 8:1:1 among themselves, "
+           "and their `cond_normal_*` twins (same commands), one group per pair, split 8:1:1 among themselves "
+           "stratified by family (test and val each get a pair of every family with at least 3 pairs first), "
            "in their own sessions."] if card.get("restricted_pairs") else []),
         "",
         "## Trajectory families",
