@@ -38,11 +38,13 @@ from common import emit  # noqa: E402
 ROBOT = "open_manipulator_x"
 #: default fresh model (chosen on D/val, see bench/README.md): ``window_stats``, per-joint statistics
 #: of a 64-frame window (levels, spreads, trends and the cross-slopes such as current on position,
-#: a stiffness) and an MLP, on q, dq, err, current and PWM with the absolute position's mean left
-#: out (absolute positions let a network recognise the restricted training motions)
+#: a stiffness) and an MLP, on q, dq, err, current, PWM and tau_ext (the id_friction inverse-dynamics
+#: residual, the model's residual_input calibrated on D/train's free-motion logs; adopted 2026-12-03,
+#: bench/README.md) with the absolute position's mean left out (absolute positions let a network
+#: recognise the restricted training motions)
 ARCH = "window_stats"
 SIZES = {"window_stats": {}, "transformer": {"d": 64, "n_heads": 4, "n_layers": 2, "ff": 128, "head_width": 64}}
-FEATURES = ("q", "dq", "err", "current", "pwm")
+FEATURES = ("q", "dq", "err", "current", "pwm", "tau_ext")
 #: training recipe: steps, learning rate, twin-pair batches, the step kept by validation
 STEPS = 800
 LR = 1e-3
@@ -103,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                                                 learned_frame_scores_batched, make_condition_model,
                                                 out_of_fold_frame_scores, public,
                                                 run_condition, train_condition_head, write_condition_report)
-    from actuatorlab.learned.arm import load_arm_model, save_arm_model
+    from actuatorlab.estimate.force import ForcePrior
+    from actuatorlab.learned.arm import add_residual_channels, load_arm_model, save_arm_model, with_residual_inputs
     from actuatorlab.learned.nets import param_count
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
@@ -126,8 +129,15 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         if model is None:
             sizes = SIZES.get(a.arch, {}) if a.sizes is None else a.sizes
+            prior = None
+            if "tau_ext" in (a.features or ()):  # calibrated on D/train; each training log's residual computed once
+                prior = ForcePrior.fit(robot, "id_friction", tr_t)
+                tr_t = add_residual_channels(robot, prior, tr_t)
             model = make_condition_model(robot, tr_t, arch=a.arch, seed=a.seed, history=a.history, sizes=sizes,
-                                         per_channel=a.features or None)
+                                         per_channel=a.features or None, residual_input=prior)
+        # the tau_ext input (the model's residual_input, id_friction calibrated on D/train's free-motion
+        # logs) is computed once per log here, causally, one frame at a time
+        tr_t, va_t = with_residual_inputs(robot, model, tr_t), with_residual_inputs(robot, model, va_t)
         train_kw = dict(steps=a.steps, batch=a.batch, lr=a.lr, scope=scope, val_trajs=va_t, eval_every=a.eval_every,
                         pairs=a.pairs, rank_weight=a.rank_weight, gain_jitter=a.gain_jitter, noise=a.noise,
                         select=a.select)
@@ -193,8 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         save_arm_model(a.out / "run", ROBOT, model, None, extra={"condition_head": {
             k: v for k, v in info.items() if k != "loss"}, **({"condition_calibration": cal} if cal else {})})
         # --- test split and held-out conditions: evaluated once, with what D/val chose ---
-        te_t = load_logs([a.data / "test"])
-        ho_t = load_logs(sorted((a.data / "heldout").iterdir())) if (a.data / "heldout").is_dir() else []
+        te_t = with_residual_inputs(robot, model, load_logs([a.data / "test"]))
+        ho_t = with_residual_inputs(robot, model, load_logs(sorted((a.data / "heldout").iterdir()))
+                                    if (a.data / "heldout").is_dir() else [])
         te = [condition_log(robot, t, ch) for t in te_t]
         ho = [condition_log(robot, t, ch) for t in ho_t]
         t0 = time.perf_counter()
@@ -211,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
             for split in ("test", "heldout"):
                 d2 = a.second_unit / split
                 paths = sorted(d2.iterdir()) if split == "heldout" and d2.is_dir() else [d2]
-                logs2 = [condition_log(robot, t, ch) for t in load_logs(paths)]
+                logs2 = [condition_log(robot, t, ch) for t in with_residual_inputs(robot, model, load_logs(paths))]
                 r2 = run_condition(robot, logs2, model=model, train_logs=tr, seed=a.seed, calibration=cal or None)
                 unit2[split] = {m: {"accuracy": r2[m]["accuracy"], "precision": r2[m]["precision"],
                                     "recall": r2[m]["recall"], "auc": r2[m]["auc"],

@@ -802,3 +802,59 @@ def test_metrics_by_excitation_family_split_the_rows_by_the_logs_tag():
     res2 = run_condition(None, [mk("e2", True, "easy"), mk("n0", False, "calm")], train_logs=train)
     assert res2["random_forest"]["by_excitation"]["calm"]["recall"] is None
     assert excitation_of(dataclasses.replace(test[0], traj=None)) == "unknown"
+
+
+def test_residual_input_is_a_causal_external_torque_stored_with_the_model(data, tmp_path):
+    """The ``tau_ext`` input: the model's residual_input (id_friction, calibrated on the free-motion
+    TRAINING logs) run causally over a log. Frame k's value never depends on a later frame (a
+    truncated log gives the same values), the given logs are not modified, the restricted joint's
+    residual is larger than its normal twin's (the elastic restriction is an external torque), the
+    calibration travels with the model file, and a model without one refuses a log without the
+    channel, naming the file."""
+    import dataclasses
+
+    from actuatorlab.evaluate.condition import make_condition_model
+    from actuatorlab.learned.arm import arm_log, load_arm_model, save_arm_model, with_residual_inputs
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+    from actuatorlab.robots import load_robot
+
+    with physics_precision():
+        r = load_robot(ROBOT)
+        trajs = load_logs([data / "pairs" / "train"])
+        m = make_condition_model(r, trajs, arch="window_stats", history=15,
+                                 per_channel=("q", "dq", "err", "current", "tau_ext"),
+                                 sizes=dict(width=8, depth=1, d=8, head_width=8))
+        assert m.residual_input is not None and m.residual_input.method == "id_friction"
+        assert not m.residual_input.calibration.labelled
+        pairs = [t for t in load_logs([data / "pairs"]) if t.name.startswith("cond_")]
+        assert not any(t.has("tau_ext/joint3") for t in pairs)
+        aug = with_residual_inputs(r, m, pairs)
+        assert not any(t.has("tau_ext/joint3") for t in pairs)          # the given logs are untouched
+        assert all(t.has(f"tau_ext/{j}") for t in aug for j in m.layout.channels)
+        assert with_residual_inputs(r, m, aug)[0] is aug[0]              # present channels are kept
+        k = pairs[0].n // 2
+        head = with_residual_inputs(r, m, [pairs[0].slice(0, k)])[0]
+        np.testing.assert_array_equal(head["tau_ext/joint3"], aug[0]["tau_ext/joint3"][:k])   # causal
+        by = {t.name: t for t in aug}
+        gaps = []
+        for n, t in by.items():
+            if n.startswith("cond_restricted_"):
+                twin = by[n.replace("cond_restricted_", "cond_normal_")]
+                gaps.append(np.mean(np.abs(t["tau_ext/joint3"])) - np.mean(np.abs(twin["tau_ext/joint3"])))
+        assert len(gaps) == 3 and min(gaps) > 0, gaps
+        # a model that does not read tau_ext gets the logs back as they are
+        plain = make_condition_model(r, trajs, arch="window_stats", history=15, per_channel=("q", "current"),
+                                     sizes=dict(width=8, depth=1, d=8, head_width=8))
+        assert plain.residual_input is None and with_residual_inputs(r, plain, pairs)[1] is pairs[1]
+        # the calibration travels with the model file
+        save_arm_model(tmp_path, ROBOT, m, None)
+        _, m2, d = load_arm_model(tmp_path / "arm_model.json", ROBOT)
+        assert d["residual_input"]["method"] == "id_friction"
+        np.testing.assert_array_equal(with_residual_inputs(r, m2, pairs[:1])[0]["tau_ext/joint3"],
+                                      aug[0]["tau_ext/joint3"])
+        bare = dataclasses.replace(m, residual_input=None)
+        with pytest.raises(DataError, match=pairs[0].name):
+            with_residual_inputs(r, bare, pairs[:1])
+        with pytest.raises(DataError, match="with_residual_inputs"):
+            arm_log(r, pairs[0], m.layout.channels, m.layout.per_channel)

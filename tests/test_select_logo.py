@@ -93,6 +93,23 @@ def test_fold_seeds_score_each_group_over_independent_replicas(delay_logs, monke
         fit_family(delay_logs, ("m1",), budget="tiny", extensions=(), fold_score="mode")
 
 
+def test_final_evals_sets_the_refits_budget_and_never_the_selection(delay_logs, monkeypatch):
+    """``final_evals``: the final all-logs refit gets that many evaluations per start (recorded in
+    ``timing``), the fold searches and so the selection table are those of the default; an explicit
+    budget below one evaluation is an error."""
+    monkeypatch.setitem(select.SELECTION_BUDGETS, "tiny", (80, 400, 8, 1))
+    full = fit_family(delay_logs, ("m1",), budget="tiny", extensions=())
+    short = fit_family(delay_logs, ("m1",), budget="tiny", extensions=(), final_evals=24)
+    assert full.extras["timing"]["final_evals"] == 400 and short.extras["timing"]["final_evals"] == 24
+    assert short.table[0]["per_group"] == pytest.approx(full.table[0]["per_group"])
+    starts = short.extras["starts"]["final (all data)"]
+    assert starts["evaluations"] <= 24 * len(starts["wins_per_start"]) + 8 * len(starts["wins_per_start"])
+    assert full.final.evaluations > short.final.evaluations
+    assert full.final.objective <= short.final.objective + 1e-9  # same seeded search, run longer: never worse
+    with pytest.raises(Exception, match="final_evals"):
+        fit_family(delay_logs, ("m1",), budget="tiny", extensions=(), final_evals=0)
+
+
 def test_fold_init_all_starts_every_fold_from_the_all_logs_fit(delay_logs, monkeypatch):
     """``fold_init="all"``: each model is first fitted on all logs, every fold refines that optimum;
     the fold optima then stay near it (they differ by data, not by the optimizer's path)."""

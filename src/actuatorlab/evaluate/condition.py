@@ -344,12 +344,13 @@ def classification_metrics(y: np.ndarray, score: np.ndarray, pred: np.ndarray) -
 def learned_frame_scores(robot, model, lg: ConditionLog, estimator=None) -> np.ndarray:
     """Per-frame condition scores (T, C) (1 = normal) of one log through the causal
     :class:`~actuatorlab.sim.arm_learned.OnlineEstimator` (channels in the model's order)."""
-    from ..learned.arm import arm_log
+    from ..learned.arm import arm_log, with_residual_inputs
     from ..sim.arm_learned import OnlineEstimator
 
     est = estimator or OnlineEstimator(model)
     est.reset()
-    a = arm_log(robot, lg.traj, model.layout.channels, model.layout.per_channel)
+    a = arm_log(robot, with_residual_inputs(robot, model, [lg.traj])[0], model.layout.channels,
+                model.layout.per_channel)
     b = a.base
     out = np.zeros((b.q_meas.shape[0], model.layout.n_channels))
     for k in range(b.q_meas.shape[0]):
@@ -581,12 +582,12 @@ def out_of_fold_frame_scores(robot, model, trajs, *, folds: int = 5, seed: int =
 def _teacher_forced(robot, model, trajs, *, spans: bool = False):
     """Windows (N, H + 1, F) of measured frames (the causal window of every frame) and condition
     labels (N, C) (1 = normal) of the logs; with ``spans`` also each log's (start, stop) rows."""
-    from ..learned.arm import arm_log
+    from ..learned.arm import arm_log, with_residual_inputs
     from ..learned.features import sliding_windows
     from ..sim.arm_learned import frames_of_log
 
     xs, ys, sp, n = [], [], [], 0
-    for t in trajs:
+    for t in with_residual_inputs(robot, model, trajs):
         a = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
         b = a.base
         fr = frames_of_log(model, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
@@ -687,7 +688,8 @@ def calibrated_scores(frame_scores: np.ndarray, calibration: dict | None, dt: fl
 
 
 def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int = 0, history: int = 8,
-                         sizes: dict | None = None, per_channel: Sequence[str] | None = None):
+                         sizes: dict | None = None, per_channel: Sequence[str] | None = None,
+                         residual_input=None):
     """A fresh learned whole-robot model (:func:`~actuatorlab.learned.arm.make_learned_arm`, the
     default feature layout of ``train --robot``) whose normalizer is fitted on the measured frames
     of ``trajs`` (training logs only), for :func:`train_condition_head` with ``scope="net"`` when no
@@ -695,11 +697,16 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
     use it as a condition detector, not as an actuator. ``per_channel``: the per-channel features
     (default: ``train --robot``'s, those the logs carry). For ``arch="window_stats"`` the window
     means of the absolute positions (``q``, ``q_target``) are left out unless ``sizes`` sets
-    ``drop_mean``: the net then sees how the joint moves and loads, not where it is."""
-    from ..learned.arm import DEFAULT_FEATURES, arm_log, make_learned_arm
+    ``drop_mean``: the net then sees how the joint moves and loads, not where it is.
+
+    With ``tau_ext`` among ``per_channel`` the model reads the estimated external joint torque of
+    ``residual_input`` (a :class:`~actuatorlab.estimate.force.ForcePrior`; default: ``id_friction``
+    calibrated on the free-motion logs among ``trajs``, which must be training logs), stored with
+    the model (docs/condition.md, "The residual input")."""
+    from ..learned.arm import DEFAULT_FEATURES, arm_log, make_learned_arm, with_residual_inputs
     from ..learned.features import Normalizer, fit_normalizer
     from ..identify.arm_fit import log_arrays
-    from ..sim.arm_learned import TELEMETRY, frames_of_log
+    from ..sim.arm_learned import RESIDUAL_FEATURE, TELEMETRY, frames_of_log
     import jax
 
     trajs = list(trajs)
@@ -710,21 +717,28 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
     feats = tuple(per_channel or [f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
         trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
     F = len(channels) * len(feats)
+    if RESIDUAL_FEATURE in feats and residual_input is None:
+        from ..estimate.force import ForcePrior
+
+        residual_input = ForcePrior.fit(robot, "id_friction", trajs)
     sizes = dict(sizes or {})
     if arch == "window_stats" and "drop_mean" not in sizes:
         sizes["drop_mean"] = sum(1 << k for k, f in enumerate(feats) if f in ("q", "q_target"))
     tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats,
                            normalizer=Normalizer(np.zeros(F), np.ones(F)), effort_scale=1.0, history=history,
                            width=4, depth=1, d=4, head_width=4)
+    tmp = dataclasses.replace(tmp, residual_input=residual_input)
+    trajs = with_residual_inputs(robot, tmp, trajs)  # logs that carry the channels are kept as they are
     frames = []
     for t in trajs:
         a = arm_log(robot, t, channels, feats)
         b = a.base
         frames.append(frames_of_log(tmp, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
                                     a.telemetry))
-    return make_learned_arm(robot, arch, channels=channels, per_channel=feats,
-                            normalizer=fit_normalizer(np.concatenate(frames)), effort_scale=1.0, history=history,
-                            key=jax.random.PRNGKey(int(seed)), **sizes)
+    model = make_learned_arm(robot, arch, channels=channels, per_channel=feats,
+                             normalizer=fit_normalizer(np.concatenate(frames)), effort_scale=1.0, history=history,
+                             key=jax.random.PRNGKey(int(seed)), **sizes)
+    return dataclasses.replace(model, residual_input=residual_input) if residual_input is not None else model
 
 
 def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 256, lr: float = 1e-3,
@@ -783,8 +797,12 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     heads = getattr(model.net, "heads", None)
     if heads is None or not hasattr(heads, "condition"):
         raise ModelError(f"the {model.arch} network has no condition head")
+    from ..learned.arm import with_residual_inputs
+
     t0 = time.perf_counter()
-    trajs = list(trajs)
+    trajs = with_residual_inputs(robot, model, trajs)
+    if val_trajs is not None:
+        val_trajs = with_residual_inputs(robot, model, val_trajs)
     X, Y, spans = _teacher_forced(robot, model, trajs, spans=True)
     n_pos = float((Y < 0.5).sum())
     n_neg = float(Y.size - n_pos)

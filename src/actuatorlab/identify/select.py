@@ -302,7 +302,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                fold_seeds: int | None = None, fold_score: str | None = None,
                fold_init: str | None = None, final_seeds: int | None = None,
                final_pick: str | None = None, workers: int | None = None,
-               popsize: int | None = None) -> SelectionResult:
+               popsize: int | None = None, final_evals: int | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
@@ -321,7 +321,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     population is scored on (:class:`~actuatorlab.identify.fit.PopulationScorer`; default
     :func:`~actuatorlab.identify.fit.default_workers`, the CPU cores; the same result up to
     floating-point rounding). popsize: CMA-ES population of the fold searches (default: the
-    budget's; the final refit's population scales with it).
+    budget's; the final refit's population scales with it). final_evals: CMA-ES evaluations per start
+    of the final all-logs refit (default: the budget's).
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
@@ -333,9 +334,12 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     for m in ladder:
         get_model(m)
     extensions = SELECTION_EXTENSIONS if extensions is None else tuple(extensions)
-    budget_evals, final_evals, budget_pop, top_bases = SELECTION_BUDGETS[budget]
+    budget_evals, final_evals_default, budget_pop, top_bases = SELECTION_BUDGETS[budget]
     popsize = int(popsize or budget_pop)
     fold_evals = int(fold_evals or budget_evals)
+    final_evals = final_evals_default if final_evals is None else int(final_evals)
+    if final_evals < 1:
+        raise ActuatorlabError(f"final_evals must be >= 1 (got {final_evals})")
     n_starts = int(fold_starts or SELECTION_STARTS.get(budget, 1))
     n_seeds = int(SELECTION_SEEDS.get(budget, 1) if fold_seeds is None else fold_seeds)
     if n_seeds < 1 or (final_seeds is not None and int(final_seeds) < 1):  # an explicit 0 is an error
@@ -531,7 +535,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
               "final_fit_cpu_s": _cpu() - cpu_begin - cpu_sel, "models": len(rows), "folds": F,
               "evaluations": int(sum(f.evaluations for f in fits.values())) + final.evaluations,
               "fold_starts": n_starts, "fold_evals": fold_evals, "fold_seeds": R, "fold_score": fold_score,
-              "fold_init": fold_init, "popsize": popsize,
+              "fold_init": fold_init, "popsize": popsize, "final_evals": final_evals,
               "workers": next(iter(scorers.values())).workers if scorers else None}
     table = list(rows.values())
     for row in table:

@@ -46,7 +46,7 @@ from ..logs.format import Trajectory
 from ..precision import physics
 from ..robots.loader import Robot, load_robot
 from ..sim.arm import ArmConfig, ArmInputs, ArmState, make_mjx_rollout
-from ..sim.arm_learned import TELEMETRY, LearnedArm, LearnedInputs, frames_of_log, trainable
+from ..sim.arm_learned import RESIDUAL_FEATURE, TELEMETRY, LearnedArm, LearnedInputs, frames_of_log, trainable
 from ..sim.arm_native import rollout_native
 from ..sim.arm_windows import make_windows
 from .features import FeatureLayout, Normalizer, fit_normalizer
@@ -54,7 +54,8 @@ from .nets import arch_sizes, make_net
 
 __all__ = ["DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
            "learned_windows", "make_learned_arm", "arm_loss", "train_arm", "save_arm_model", "load_arm_model",
-           "ARM_MODEL_FORMAT", "WEIGHTS_NAME", "evaluate_learned_arm"]
+           "ARM_MODEL_FORMAT", "WEIGHTS_NAME", "evaluate_learned_arm", "with_residual_inputs",
+           "add_residual_channels"]
 
 ARM_MODEL_FORMAT = "actuatorlab-arm-model"
 WEIGHTS_NAME = "arm_model.eqx"
@@ -103,6 +104,9 @@ def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_chann
         for k, f in enumerate(tel_f):
             ch = f"{TELEMETRY[f]}/{j}"
             if not traj.has(ch):
+                if f == RESIDUAL_FEATURE:
+                    raise DataError(where, f"no {ch!r} channel: the model reads the estimated external torque "
+                                           f"{f} of every channel; add it with with_residual_inputs(robot, model, logs)")
                 raise DataError(where, f"no {ch!r} channel: the learned model reads {f} of every channel")
             tel[:, c, k] = np.nan_to_num(np.asarray(traj[ch], float))
     known = all(traj.has(f"force_{a}") for a in "xyz")
@@ -117,6 +121,61 @@ def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_chann
     else:
         contact = (np.linalg.norm(force, axis=-1) > FORCE_THRESHOLD).astype(float)
     return ArmLog(base, tel, force, known, cond, contact)
+
+
+def with_residual_inputs(robot: Robot, model: LearnedArm, trajs: Iterable[Trajectory]) -> list[Trajectory]:
+    """The logs with the ``tau_ext/<joint>`` channels a model reading the ``tau_ext`` feature needs:
+    its ``residual_input`` run over each log by :func:`add_residual_channels`. A model that does not
+    read ``tau_ext`` gets the logs back unchanged, and so does a log that already carries every
+    channel (its values are kept: they are the user's). A model without a ``residual_input`` and a
+    log without the channels is a one-line :class:`DataError` naming the log."""
+    trajs = list(trajs)
+    if RESIDUAL_FEATURE not in model.layout.per_channel:
+        return trajs
+    return add_residual_channels(robot, model.residual_input, trajs, model.layout.channels)
+
+
+def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
+                          channels: Iterable[str] | None = None) -> list[Trajectory]:
+    """Copies of the logs with ``tau_ext/<joint>`` [N.m]: the external joint torque estimate of
+    ``prior`` (a :class:`~actuatorlab.estimate.force.ForcePrior`, e.g. ``id_friction`` calibrated on
+    free-motion training logs) run causally over each log, one frame at a time (frame k sees frames
+    0..k only). The given trajectories are never modified; a log that already carries the channels
+    of ``channels`` (default: the prior's joints) is returned as it is. ``prior`` None and a log
+    without them, or a channel the prior does not estimate, is a one-line :class:`DataError`."""
+    trajs = list(trajs)
+    joints = tuple(prior.calibration.joints) if prior is not None else ()
+    channels = tuple(channels) if channels is not None else joints
+    need = [f"{TELEMETRY[RESIDUAL_FEATURE]}/{j}" for j in channels]
+    est, out = None, []
+    for t in trajs:
+        if all(t.has(ch) for ch in need):
+            out.append(t)
+            continue
+        if prior is None:
+            raise DataError(t.source_file or t.name, f"no {need[0]!r} channel and the model has no residual_input "
+                                                     "to compute it from (its file lacks the entry)")
+        from ..estimate.force import read_force_log
+        from ..logs.format import Channel
+
+        missing = [j for j in channels if j not in joints]
+        if missing:
+            raise DataError(t.source_file or t.name, f"the residual_input estimates joints {list(joints)}, "
+                                                     f"not the model's channels {missing}")
+        est = est or prior.estimator(robot)
+        lg = read_force_log(robot, t)
+        est.reset()
+        tau = np.zeros((lg.n, len(joints)))
+        for k in range(lg.n):
+            tau[k] = est.step(lg.frame(k)).tau_ext
+        src = (f"{prior.method} external joint torque estimate (actuatorlab.estimate.force), causal, calibration "
+               f"of the model's residual_input ({prior.calibration.n_samples} training samples)")
+        for i, j in enumerate(joints):
+            t = t.with_channel(f"{TELEMETRY[RESIDUAL_FEATURE]}/{j}", tau[:, i],
+                               Channel("N.m", "estimated", "output", src, 0.0,
+                                       "inverse-dynamics residual M qdd + C qd + g - tau_m + tau_f (model input)"))
+        out.append(t)
+    return out
 
 
 class LearnedWindows(eqx.Module):
@@ -417,6 +476,8 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
         d["force_prior"] = model.force_prior.to_dict()
     if model.force_yaw:
         d["force_frame"] = force_frame_dict(model)
+    if model.residual_input is not None:
+        d["residual_input"] = model.residual_input.to_dict()
     atomic_write_text(out / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
     return d
 
@@ -484,7 +545,8 @@ def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Rob
                                               for j in layout.channels),
                            residual=d["kind"] == "residual", arch=lm.arch, sizes=tuple(sorted(lm.sizes.items())),
                            force_prior=_force_prior_of(d.get("force_prior"), p),
-                           force_yaw=force_yaw_of(d.get("force_frame"), layout, p))
+                           force_yaw=force_yaw_of(d.get("force_frame"), layout, p),
+                           residual_input=_force_prior_of(d.get("residual_input"), p))
     except KeyError as e:
         raise ModelError(f"{p}: arm model lacks the entry {e}") from None
     return robot, model, d

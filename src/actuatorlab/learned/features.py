@@ -46,6 +46,8 @@ PER_CHANNEL_FEATURES: dict[str, str] = {
     "load": "firmware load / effort estimate [-] (as logged)",
     "voltage": "supply voltage [V]",
     "temperature": "motor temperature [degC]",
+    "tau_ext": "estimated external joint torque [N.m]: the causal inverse-dynamics residual of the model's "
+               "residual_input (a classical estimator calibrated on training logs), log channel tau_ext/<joint>",
 }
 
 

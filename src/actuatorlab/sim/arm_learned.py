@@ -45,7 +45,10 @@ __all__ = ["TELEMETRY", "STATE_FEATURES", "LearnedArm", "LearnedInputs", "Online
 
 #: per-channel features read from logged telemetry: feature name -> log channel prefix
 TELEMETRY: dict[str, str] = {"current": "current", "pwm": "pwm_duty", "temperature": "temperature",
-                             "load": "load"}
+                             "load": "load", "tau_ext": "tau_ext"}
+#: the per-channel feature computed from a log by the model's ``residual_input`` (a classical
+#: estimator) rather than logged: the estimated external joint torque [N.m], log channel tau_ext/<joint>
+RESIDUAL_FEATURE = "tau_ext"
 #: per-channel features computed from the (simulated or measured) state and the inputs
 STATE_FEATURES: tuple[str, ...] = ("q_target", "q", "dq", "err", "voltage", "enable")
 
@@ -84,6 +87,10 @@ class LearnedArm(eqx.Module):
         f_raw = R(a, theta) f_net (Rodrigues' rotation formula). A horizontal push at the end effector
         then maps to the same network output at every yaw angle, so the network never has to learn
         sin / cos of the yaw angle to point a lateral force (docs/force.md, "Force frame").
+    residual_input: None, or the :class:`~actuatorlab.estimate.force.ForcePrior` (a calibrated
+        classical estimator, fitted on training logs) whose causal external-joint-torque estimate
+        is the ``tau_ext`` per-channel feature (``RESIDUAL_FEATURE``; added to a log by
+        :func:`~actuatorlab.learned.arm.with_residual_inputs`, docs/condition.md).
     """
 
     net: eqx.Module
@@ -99,6 +106,7 @@ class LearnedArm(eqx.Module):
     sizes: tuple = eqx.field(static=True, default=())
     force_prior: Any = eqx.field(static=True, default=None)
     force_yaw: tuple = eqx.field(static=True, default=())
+    residual_input: Any = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         unknown = [f for f in self.layout.per_channel if f not in STATE_FEATURES and f not in TELEMETRY]
