@@ -550,13 +550,19 @@ def make_estimator(name: str, robot: Robot, **kw) -> ForceEstimator:
 def estimate_log(est: ForceEstimator, log: ForceLog) -> dict[str, np.ndarray]:
     """Run ``est`` over a whole log causally: reset, then one ``step`` per frame in time order
     (frame k is handed over only after the estimate of frame k - 1 is stored). Returns force
-    (T, 3) [N] and contact (T,) (NaN for classical methods)."""
+    (T, 3) [N] and contact (T,) (NaN for classical methods), and tau_ext (T, n) [N.m] the external
+    joint torque estimate when the estimator gives one (the classical methods)."""
     est.reset()
-    F, P = np.zeros((log.n, 3)), np.full(log.n, np.nan)
+    F, P, tau = np.zeros((log.n, 3)), np.full(log.n, np.nan), []
     for k in range(log.n):
         e = est.step(log.frame(k))
         F[k], P[k] = e.force, e.contact
-    return {"force": F, "contact": P}
+        if e.tau_ext is not None:
+            tau.append(e.tau_ext)
+    out = {"force": F, "contact": P}
+    if tau and len(tau) == log.n:
+        out["tau_ext"] = np.asarray(tau, float)
+    return out
 
 
 @dataclass(frozen=True, eq=False)

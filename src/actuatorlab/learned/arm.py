@@ -147,6 +147,9 @@ def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
     joints = tuple(prior.calibration.joints) if prior is not None else ()
     channels = tuple(channels) if channels is not None else joints
     need = [f"{TELEMETRY[RESIDUAL_FEATURE]}/{j}" for j in channels]
+    from ..estimate.force import estimate_log, read_force_log
+    from ..logs.format import Channel
+
     est, out = None, []
     for t in trajs:
         if all(t.has(ch) for ch in need):
@@ -155,19 +158,12 @@ def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
         if prior is None:
             raise DataError(t.source_file or t.name, f"no {need[0]!r} channel and the model has no residual_input "
                                                      "to compute it from (its file lacks the entry)")
-        from ..estimate.force import read_force_log
-        from ..logs.format import Channel
-
         missing = [j for j in channels if j not in joints]
         if missing:
             raise DataError(t.source_file or t.name, f"the residual_input estimates joints {list(joints)}, "
                                                      f"not the model's channels {missing}")
         est = est or prior.estimator(robot)
-        lg = read_force_log(robot, t)
-        est.reset()
-        tau = np.zeros((lg.n, len(joints)))
-        for k in range(lg.n):
-            tau[k] = est.step(lg.frame(k)).tau_ext
+        tau = estimate_log(est, read_force_log(robot, t))["tau_ext"]
         src = (f"{prior.method} external joint torque estimate (actuatorlab.estimate.force), causal, calibration "
                f"of the model's residual_input ({prior.calibration.n_samples} training samples)")
         for i, j in enumerate(joints):
