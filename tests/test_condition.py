@@ -3,7 +3,8 @@ window segmentation, the current threshold on a case with a known answer, baseli
 test windows (standardization or fitting), the condition head's supervised training, the synth
 restricted/normal pairs (the suite's own files unchanged) and the CLI's --json keys; the learned
 detector's calibration (causal smoothing, thresholds chosen from validation scores alone, applied
-by run_condition, refused on evaluated logs) and twin-pair training (frame-aligned twin rows).
+by run_condition, refused on evaluated logs), twin-pair training (frame-aligned twin rows), the
+residual input tau_ext and the online ConditionMonitor (the offline numbers, one frame at a time).
 
 One small synthetic dataset (smoke suite + 3 restricted/normal pairs of 4 s) is generated once
 for the module; the learned model is a tiny MLP."""
@@ -858,3 +859,62 @@ def test_residual_input_is_a_causal_external_torque_stored_with_the_model(data, 
             with_residual_inputs(r, bare, pairs[:1])
         with pytest.raises(DataError, match="with_residual_inputs"):
             arm_log(r, pairs[0], m.layout.channels, m.layout.per_channel)
+
+
+def test_condition_monitor_is_the_offline_detector_one_frame_at_a_time(data):
+    """``ConditionMonitor`` on raw frames (no tau_ext channel in the log: the model's residual_input
+    is stepped inside) gives the offline path's numbers: the per-frame scores of
+    learned_frame_scores on the log with_residual_inputs, the calibration's causal smoothing
+    (plain and motion-weighted) of calibrated_scores, the alarm at the window threshold and, at the
+    last frame, the per-log verdict of log_verdicts. A truncated log gives the same prefix (causal);
+    the force estimator reads the same tau_ext input; a tau_ext model without its residual_input is
+    refused by name."""
+    import dataclasses
+
+    from actuatorlab.errors import ModelError
+    from actuatorlab.estimate.force import LearnedForceEstimator, read_force_log
+    from actuatorlab.estimate.monitor import ConditionMonitor
+    from actuatorlab.evaluate.condition import condition_log, learned_frame_scores, make_condition_model
+    from actuatorlab.learned.arm import with_residual_inputs
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+    from actuatorlab.robots import load_robot
+
+    with physics_precision():
+        r = load_robot(ROBOT)
+        m = make_condition_model(r, load_logs([data / "pairs" / "train"]), arch="window_stats", history=15,
+                                 per_channel=("q", "dq", "err", "current", "tau_ext"), seed=3,
+                                 sizes=dict(width=8, depth=1, d=8, head_width=8))
+        log = [t for t in load_logs([data / "pairs"]) if t.name.startswith("cond_restricted_")][0]
+        assert not log.has("tau_ext/joint3")
+        lg = condition_log(r, with_residual_inputs(r, m, [log])[0], m.layout.channels)
+        fs = learned_frame_scores(r, m, lg)
+        assert fs.std() > 1e-4                     # the scores vary: the comparison below means something
+        dt, C = r.control_dt, len(m.layout.channels)
+        plain = {"smooth_s": 0.5, "window_threshold": float(np.median(fs)), "verdict_threshold": 0.5,
+                 "verdict_s": 1.0}
+        motion = {**plain, "smooth_weight": "motion", "motion_floor": [0.01] * C, "motion_frames": WINDOW}
+        for cal in (None, plain, motion):
+            o = ConditionMonitor(r, m, cal).run(read_force_log(r, log))
+            np.testing.assert_allclose(o["score"], fs, atol=1e-6)
+            sm = calibrated_scores(fs, cal, dt, lg.q)
+            np.testing.assert_allclose(o["smoothed"], sm, atol=1e-6)
+            thr = (cal or {}).get("window_threshold", 0.5)
+            assert np.array_equal(o["alarm"], sm < thr) and (cal is None or 0 < o["alarm"].mean() < 1)
+            v, verdict = log_verdicts(sm, dt, (cal or {}).get("verdict_s", 5.0), (cal or {}).get("verdict_threshold", 0.5))
+            np.testing.assert_allclose(o["verdict_score"][-1], v, atol=1e-6)
+            assert np.array_equal(o["verdict"][-1], verdict)
+        k = log.n // 2
+        mon = ConditionMonitor(r, m, motion)
+        head = mon.run(read_force_log(r, log.slice(0, k)))
+        full = mon.run(read_force_log(r, log))                 # run() resets: the same monitor is reusable
+        for f in head:
+            np.testing.assert_array_equal(head[f], full[f][:k])
+        fe = LearnedForceEstimator(r, m)
+        fe.reset()
+        est = fe.step(read_force_log(r, log).frame(0))
+        assert np.all(np.isfinite(est.force)) and 0.0 <= est.contact <= 1.0
+        bare = dataclasses.replace(m, residual_input=None)
+        for make in (lambda: ConditionMonitor(r, bare), lambda: LearnedForceEstimator(r, bare)):
+            with pytest.raises(ModelError, match="residual_input"):
+                make()

@@ -1,1 +1,2 @@
-"""Model-based and learned estimation from joint logs (end-effector force: :mod:`.force`)."""
+"""Model-based and learned estimation from joint logs, causal, one frame at a time: end-effector
+force (:mod:`.force`), joint condition (:mod:`.monitor`)."""

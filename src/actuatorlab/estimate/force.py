@@ -73,7 +73,7 @@ from ..robots.loader import Robot
 from .dynamics import ArmDynamics, force_from_torque
 
 __all__ = ["ForceFrame", "ForceLog", "ForceEstimate", "ForceEstimator", "Calibration", "read_force_log",
-           "fit_calibration", "free_motion", "LearnedForceEstimator", "InverseDynamicsEstimator",
+           "fit_calibration", "free_motion", "LearnedTelemetry", "LearnedForceEstimator", "InverseDynamicsEstimator",
            "MomentumObserver", "IDState", "MOState", "id_step", "mo_step", "stribeck", "METHODS", "CLASSICAL",
            "make_estimator", "estimate_log", "play", "ForcePrior", "prior_forces", "labelled_motion"]
 
@@ -367,36 +367,80 @@ class ForceEstimator(abc.ABC):
     def step(self, frame: ForceFrame) -> ForceEstimate: ...
 
 
+class LearnedTelemetry:
+    """The telemetry (C, K) a learned whole-robot model reads (``model.telemetry`` order, channels in
+    ``model.layout.channels`` order), assembled from one :class:`ForceFrame` at a time:
+    ``current``, ``pwm`` and ``temperature`` of the model's channels as logged, and ``tau_ext``
+    [N.m], the estimated external joint torque, from the model's ``residual_input`` (a calibrated
+    :class:`ForcePrior`) stepped on the same frame: the same values
+    :func:`~actuatorlab.learned.arm.with_residual_inputs` writes into a log, so a live loop on
+    hardware feeds the network what it was trained on. ``reset()`` at the start of a log (the
+    residual's filters restart); None when the model reads no telemetry. A feature it cannot
+    build from a frame (``load``), or ``tau_ext`` without a ``residual_input``, is a
+    :class:`ModelError` naming ``what``."""
+
+    FRAME: ClassVar[dict[str, str]] = {"current": "current", "pwm": "pwm", "temperature": "temperature"}
+    RESIDUAL: ClassVar[str] = "tau_ext"
+
+    def __init__(self, robot: Robot, model, what: str = "learned estimator"):
+        feats = tuple(model.telemetry)
+        bad = [f for f in feats if f not in self.FRAME and f != self.RESIDUAL]
+        if bad:
+            raise ModelError(f"{what}: telemetry {bad} cannot be read from a frame "
+                             f"(supported: {list(self.FRAME) + [self.RESIDUAL]})")
+        self.features = feats
+        self._idx = np.array(model.channel_index)
+        self._res = None
+        if self.RESIDUAL in feats:
+            prior = model.residual_input
+            if prior is None:
+                raise ModelError(f"{what}: the model reads {self.RESIDUAL!r} but has no residual_input to compute "
+                                 "it from (its file lacks the entry)")
+            joints = tuple(prior.calibration.joints)
+            missing = [j for j in model.layout.channels if j not in joints]
+            if missing:
+                raise ModelError(f"{what}: the residual_input estimates joints {list(joints)}, not the model's "
+                                 f"channels {missing}")
+            self._res = prior.estimator(robot)
+            self._res_idx = np.array([joints.index(j) for j in model.layout.channels])
+
+    def reset(self) -> None:
+        if self._res is not None:
+            self._res.reset()
+
+    def __call__(self, frame: ForceFrame) -> np.ndarray | None:
+        """(C, K) telemetry of ``frame`` (None: the model reads none). Steps the residual once."""
+        if not self.features:
+            return None
+        tau = self._res.step(frame).tau_ext[self._res_idx] if self._res is not None else None
+        return np.stack([tau if f == self.RESIDUAL else np.asarray(getattr(frame, self.FRAME[f]))[self._idx]
+                         for f in self.features], -1)
+
+
 class LearnedForceEstimator(ForceEstimator):
     """``learned``: sigmoid(gate) f_raw of a learned whole-robot model (measured q, qd; logged
-    commands and telemetry), via :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`; for a
-    model with a :class:`ForcePrior`, sigmoid(gate) (f_raw + f_prior) with the prior's estimator
-    stepped on the same frame."""
+    commands and telemetry, :class:`LearnedTelemetry`), via
+    :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`; for a model with a :class:`ForcePrior`,
+    sigmoid(gate) (f_raw + f_prior) with the prior's estimator stepped on the same frame."""
 
     name = "learned"
-    _TEL = {"current": "current", "pwm": "pwm", "temperature": "temperature"}
 
     def __init__(self, robot: Robot, model):
         from ..sim.arm_learned import OnlineEstimator
 
-        missing = [f for f in model.telemetry if f not in self._TEL]
-        if missing:
-            raise ModelError(f"learned force estimator: telemetry {missing} is not read by force estimation "
-                             f"(supported: {list(self._TEL)})")
         self.model = model
+        self._tel = LearnedTelemetry(robot, model, "learned force estimator")
         self._online = OnlineEstimator(model)
-        self._idx = np.array(model.channel_index)
         self._prior = model.force_prior.estimator(robot) if model.force_prior is not None else None
 
     def reset(self) -> None:
         self._online.reset()
+        self._tel.reset()
         if self._prior is not None:
             self._prior.reset()
 
     def step(self, frame: ForceFrame) -> ForceEstimate:
-        tel = np.stack([getattr(frame, self._TEL[f])[self._idx] for f in self.model.telemetry], -1) \
-            if self.model.telemetry else None
-        o = self._online.step(frame.q_target, frame.q, frame.dq, frame.v_supply, frame.enable, tel)
+        o = self._online.step(frame.q_target, frame.q, frame.dq, frame.v_supply, frame.enable, self._tel(frame))
         if self._prior is None:
             return ForceEstimate(np.asarray(o["force"], float), float(o["contact"]), None)
         f_prior = self._prior.step(frame).force
