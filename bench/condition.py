@@ -278,6 +278,14 @@ def main(argv: list[str] | None = None) -> int:
               f"({sum(r for r, d in zip(right, res['logs']) if any(d['label'].values()))} of "
               f"{sum(any(d['label'].values()) for d in res['logs'])} restricted), held-out conditions "
               f"{sum(ho_right)} of {len(ho_right)} called normal")
+        for nm, rr in (("test", res), ("held-out conditions", res_ho)):
+            al = (rr or {}).get("learned", {}).get("alarms")
+            if al:
+                ra, na = al["restricted"], al["normal"]
+                print(f"learned per-frame alarm, {nm}: {ra['detected']} of {ra['n']} restricted channels alarmed "
+                      f"(first after {f3(ra['first_alarm_s']['median'])} s median, {f3(ra['first_alarm_s']['max'])} s "
+                      f"max); normal channels: {na['with_alarm']} of {na['n']} ever alarmed, "
+                      f"{f3(na['alarm_time_fraction'])} of their time, {f3(na['false_alarms_per_hour'])} onsets/h")
     if unit2 is not None and not a.json:
         for split, u in unit2.items():
             print(f"second unit ({a.second_unit}), {split}: " + "; ".join(
@@ -307,6 +315,7 @@ def main(argv: list[str] | None = None) -> int:
                                                             > (res["random_forest"]["by_channel"][c]["auc"] or 0))
                       for c in restricted}},
         "by_excitation": {m: res[m].get("by_excitation") for m in METHODS if m in res},
+        "alarms": {"test": lr.get("alarms"), "heldout": (res_ho or {}).get("learned", {}).get("alarms")},
         "second_unit": None if unit2 is None else {"data": str(a.second_unit), **unit2},
         "logs": public(res)["logs"], "heldout_logs": public(res_ho)["logs"] if res_ho else [],
     }

@@ -439,7 +439,7 @@ def test_run_condition_applies_the_calibration(monkeypatch):
     monkeypatch.setattr(cond, "learned_frame_scores",
                         lambda robot, model, lg, est=None: np.c_[np.ones(T), np.full(T, level[lg.name])])
     monkeypatch.setattr(al, "OnlineEstimator", lambda model: None)
-    m = type("M", (), {"layout": type("L", (), {"channels": ("joint1", "joint2")})()})()
+    m = type("M", (), {"layout": type("L", (), {"channels": ("joint1", "joint2"), "history": 7})()})()
     plain = run_condition(None, logs, model=m)
     assert [d["verdict"]["joint2"] for d in plain["logs"]] == ["restricted", "restricted"]   # threshold 0.5
     assert plain["learned"]["by_channel"]["joint2"]["precision"] == pytest.approx(0.5)
@@ -449,6 +449,9 @@ def test_run_condition_applies_the_calibration(monkeypatch):
     assert res["learned"]["by_channel"]["joint2"]["precision"] == 1.0 and res["learned"]["recall"] == 1.0
     assert res["calibration"]["window_threshold"] == 0.3 and res["calibration"]["verdict_s"] == 1.0
     assert res["learned"]["n_windows"] == 2 * 2 * len(window_starts(T))
+    al = res["learned"]["alarms"]                          # per-frame alarm after the 8-frame warm-up
+    assert al["restricted"]["detected"] == 1 and al["restricted"]["first_alarm_s"]["median"] == pytest.approx(0.08)
+    assert al["normal"]["with_alarm"] == 0 and al["warmup_s"] == pytest.approx(0.08)
 
 
 def test_twin_rows_are_frame_aligned_restricted_normal_pairs(tiny_model):
@@ -900,7 +903,9 @@ def test_condition_monitor_is_the_offline_detector_one_frame_at_a_time(data):
             sm = calibrated_scores(fs, cal, dt, lg.q)
             np.testing.assert_allclose(o["smoothed"], sm, atol=1e-6)
             thr = (cal or {}).get("window_threshold", 0.5)
-            assert np.array_equal(o["alarm"], sm < thr) and (cal is None or 0 < o["alarm"].mean() < 1)
+            w0 = m.layout.history + 1                        # the warm-up: one full window of real frames
+            assert np.array_equal(o["alarm"][w0:], sm[w0:] < thr) and not o["alarm"][:w0].any()
+            assert not o["verdict"][:w0].any() and (cal is None or 0 < o["alarm"].mean() < 1)
             v, verdict = log_verdicts(sm, dt, (cal or {}).get("verdict_s", 5.0), (cal or {}).get("verdict_threshold", 0.5))
             np.testing.assert_allclose(o["verdict_score"][-1], v, atol=1e-6)
             assert np.array_equal(o["verdict"][-1], verdict)
@@ -918,3 +923,33 @@ def test_condition_monitor_is_the_offline_detector_one_frame_at_a_time(data):
         for make in (lambda: ConditionMonitor(r, bare), lambda: LearnedForceEstimator(r, bare)):
             with pytest.raises(ModelError, match="residual_input"):
                 make()
+
+
+def test_alarm_timing_counts_first_alarms_and_false_alarm_onsets_by_hand():
+    """alarm_timing on a hand-made case: log A's restricted channel first alarms at frame 2 (0.02 s
+    at 10 ms), log B's never does (missed); A's normal channel alarms at frames 0-1 and 5 (two
+    onsets, 3 alarmed frames of 20 normal frames = 0.2 s), B's normal one never."""
+    from actuatorlab.evaluate.condition import alarm_timing
+
+    a = np.ones((10, 2))
+    a[[2, 4, 5], 0] = 0.2               # restricted channel 0: alarms at 2, 4, 5
+    a[[0, 1, 5], 1] = 0.3               # normal channel 1: onsets at 0 and 5
+    b = np.ones((10, 2))
+    b[:, 0] = 0.6                       # restricted, never below 0.5
+    out = alarm_timing([a, b], [np.array([True, False]), np.array([True, False])], 0.01, 0.5)
+    r, n = out["restricted"], out["normal"]
+    assert (r["n"], r["detected"], r["missed"]) == (2, 1, 1)
+    assert r["first_alarm_s"]["median"] == pytest.approx(0.02) and r["first_alarm_s"]["max"] == pytest.approx(0.02)
+    assert r["alarm_time_fraction"] == pytest.approx(3 / 20)
+    assert (n["n"], n["with_alarm"]) == (2, 1)
+    assert n["alarm_time_fraction"] == pytest.approx(3 / 20)
+    assert n["false_alarms_per_hour"] == pytest.approx(2 / (20 * 0.01 / 3600))
+    none = alarm_timing([b], [np.array([True, False])], 0.01, 0.5)
+    assert none["restricted"]["first_alarm_s"]["median"] is None and none["normal"]["false_alarms_per_hour"] == 0
+    # a 3-frame warm-up: A's restricted channel first alarms at frame 4, its normal one once (frame 5),
+    # over 7 + 7 live normal frames
+    w = alarm_timing([a, b], [np.array([True, False]), np.array([True, False])], 0.01, 0.5, warmup_frames=3)
+    assert w["restricted"]["first_alarm_s"]["median"] == pytest.approx(0.04) and w["warmup_s"] == pytest.approx(0.03)
+    assert w["restricted"]["alarm_time_fraction"] == pytest.approx(2 / 14)
+    assert w["normal"]["alarm_time_fraction"] == pytest.approx(1 / 14)
+    assert w["normal"]["false_alarms_per_hour"] == pytest.approx(1 / (14 * 0.01 / 3600))

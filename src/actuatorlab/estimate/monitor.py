@@ -21,11 +21,17 @@ and returns, per channel c of the model (C = ``model.layout.channels``):
     joint's position spread over the detector's L-frame window plus the calibration's floor);
     the same numbers as :func:`~actuatorlab.evaluate.condition.calibrated_scores` on the whole log.
 ``alarm``
-    m_k < ``window_threshold`` (restricted now).
+    m_k < ``window_threshold`` (restricted now), and k >= the warm-up.
 ``verdict_score``, ``verdict``
     the mean of m over the last ``verdict_s`` seconds (fewer at start) and whether it is below
-    ``verdict_threshold``: at a log's last frame, the per-log verdict of
-    :func:`~actuatorlab.evaluate.condition.run_condition`.
+    ``verdict_threshold`` (never during the warm-up): at a log's last frame, the per-log verdict
+    of :func:`~actuatorlab.evaluate.condition.run_condition`.
+
+The warm-up (``warmup_frames``, default the network's window, history + 1 frames: 0.64 s for the
+benchmark's detector) keeps both flags down until the network has seen a full window of real
+frames; before that its window holds copies of the first frame and the residual's filters are
+starting (qdd = 0). Measured on the 9 scale-1 benchmark runs (bench/README.md, "The per-frame
+alarm"): most false alarm onsets on normal logs fell in the first 0.64 s.
 
 Without a calibration (``calibration`` None or {}): no smoothing and both thresholds 0.5. Every
 output at frame k depends on frames 0..k only.
@@ -63,9 +69,10 @@ class ConditionMonitor:
 
     ``calibration``: a dict of :func:`~actuatorlab.evaluate.condition.calibrate_condition` (the
     model file's ``condition_calibration``, e.g. ``load_arm_model(path)[2]["condition_calibration"]``);
-    None or {}: the head's raw scores with thresholds 0.5."""
+    None or {}: the head's raw scores with thresholds 0.5. ``warmup_frames``: frames without a flag
+    at the start (None: the network's window, ``model.layout.history + 1``)."""
 
-    def __init__(self, robot: Robot, model, calibration: dict | None = None):
+    def __init__(self, robot: Robot, model, calibration: dict | None = None, warmup_frames: int | None = None):
         from ..evaluate.condition import WINDOW, _smooth_n
         from ..sim.arm_learned import OnlineEstimator
 
@@ -77,6 +84,9 @@ class ConditionMonitor:
         self.window_threshold = float(cal.get("window_threshold", 0.5))
         self.verdict_threshold = float(cal.get("verdict_threshold", 0.5))
         self.n_verdict = max(1, int(round(float(cal.get("verdict_s", 5.0)) / self.dt)))
+        self.warmup_frames = int(model.layout.history + 1 if warmup_frames is None else warmup_frames)
+        if self.warmup_frames < 0:
+            raise ModelError(f"condition monitor: warmup_frames must be >= 0, got {warmup_frames}")
         self.motion = cal.get("smooth_weight") == "motion" and self.n_smooth > 1
         if self.motion:
             if "motion_floor" not in cal:
@@ -99,6 +109,7 @@ class ConditionMonitor:
         self._w: deque = deque(maxlen=self.n_smooth)
         self._q: deque = deque(maxlen=self.n_motion if self.motion else 1)
         self._m: deque = deque(maxlen=self.n_verdict)
+        self._k = 0
 
     def step(self, frame: ForceFrame) -> ConditionEstimate:
         """The estimate after ``frame`` (robot-ordered (n,) fields, :class:`~.force.ForceFrame`)."""
@@ -114,7 +125,9 @@ class ConditionMonitor:
             m = np.asarray(self._s).mean(0)
         self._m.append(m)
         v = np.asarray(self._m).mean(0)
-        return ConditionEstimate(s, m, m < self.window_threshold, v, v < self.verdict_threshold)
+        ready = self._k >= self.warmup_frames
+        self._k += 1
+        return ConditionEstimate(s, m, (m < self.window_threshold) & ready, v, (v < self.verdict_threshold) & ready)
 
     def run(self, log: ForceLog) -> dict[str, np.ndarray]:
         """Reset, then one :meth:`step` per frame of ``log`` in time order: the estimate's fields

@@ -88,7 +88,7 @@ __all__ = ["WINDOW", "STRIDE", "METHODS", "FEATURE_NAMES", "ConditionLog", "cond
            "window_features", "log_windows", "CurrentThreshold", "make_baselines", "ChannelModels",
            "fit_baselines", "classification_metrics", "learned_frame_scores", "learned_frame_scores_batched",
            "learned_window_scores", "log_verdicts", "smooth_scores", "position_spread", "motion_weights",
-           "calibrated_scores", "calibrate_condition", "leave_one_log_out_windows", "twin_pairs",
+           "calibrated_scores", "calibrate_condition", "leave_one_log_out_windows", "twin_pairs", "alarm_timing",
            "make_condition_model", "train_condition_head", "run_condition", "write_condition_report",
            "condition_report_body"]
 
@@ -964,7 +964,9 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
     Returns {method: {"accuracy", "precision", "recall", "auc", "n_windows", "n_restricted",
     "by_channel": {channel: {...}}, "by_excitation": {family: {...}} (the rows of the logs of each
     excitation family, on the channels restricted in some evaluated log: ``restricted_channels``)},
-    "logs": [per-log verdicts], "roc": {method: {"fpr", "tpr"}},
+    "logs": [per-log verdicts], "roc": {method: {"fpr", "tpr"}}; the learned head's entry also holds
+    "alarms" (:func:`alarm_timing`: first alarm on restricted channels, false alarms per hour on
+    normal ones, of the per-frame alarm at ``window_threshold``),
     "window": {...}, "channels"}. A log both in ``train_logs`` and ``logs`` (same source and the
     same current and position samples) is a :class:`DataError`."""
     if not logs:
@@ -1012,6 +1014,8 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
                                 "frame_scores": fs})
         normal = np.concatenate(ws) if ws else np.zeros((0, len(chans)))
         scores["learned"], preds["learned"] = 1.0 - normal, (normal < thr_w).astype(int)
+        alarms = alarm_timing([d["frame_scores"] for d in res["logs"]], [lg.restricted for lg in logs],
+                              logs[0].dt, thr_w, warmup_frames=model.layout.history + 1)
         res["calibration"] = {**cal, "smooth_s": smooth_s, "window_threshold": thr_w, "verdict_threshold": thr_v,
                               "verdict_s": verdict_s, "source": cal.get("source", "none (defaults)" if not cal
                                                                         else "given")}
@@ -1046,11 +1050,64 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
                 if b["n_restricted"] == 0:  # all normal: no recall (sklearn would say 0)
                     b["recall"] = None
                 m["by_excitation"][f] = b
+        if name == "learned":
+            m["alarms"] = alarms
         res[name] = m
         res["roc"][name] = _roc(y, scores[name])
     res["restricted_channels"] = [chans[i] for i in rcols]
     res["n_logs"] = len(logs)
     return res
+
+
+def alarm_timing(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], dt: float,
+                 threshold: float, warmup_frames: int = 0) -> dict[str, Any]:
+    """What the detector's per-frame alarm (:class:`~actuatorlab.estimate.monitor.ConditionMonitor`'s
+    ``alarm``: the calibrated, smoothed normal score (T, C) below ``threshold``, never in a log's
+    first ``warmup_frames`` frames) does over time, per (log, channel):
+
+    * restricted channels: ``detected`` (an alarm at some frame), ``first_alarm_s`` (time of the
+      first alarmed frame from the log's start [s]: median, max and per channel; undetected ones
+      are left out of the median and max and counted in ``missed``), ``alarm_time_fraction``;
+    * normal channels: ``with_alarm`` (how many ever alarm), ``alarm_time_fraction`` (alarmed
+      frames / frames after the warm-up), ``false_alarms_per_hour`` (alarm onsets, i.e. an alarmed
+      frame after a clear one, per hour of normal-channel time after the warm-up).
+
+    Times are from the log's first frame (a first alarm is never earlier than the warm-up).
+
+    ``labels`` (C,) bool per log (True = restricted)."""
+    first, det_frames, det_total = [], 0, 0
+    n_norm = n_norm_alarm = norm_frames = norm_alarmed = onsets = 0
+    missed = 0
+    w0 = max(0, int(warmup_frames))
+    for fs, lab in zip(frame_scores, labels):
+        a = np.asarray(fs, float) < float(threshold)
+        a[:w0] = False
+        for c, r in enumerate(np.asarray(lab, bool)):
+            ac = a[:, c]
+            live = max(0, ac.size - w0)
+            if r:
+                det_total += live
+                det_frames += int(ac.sum())
+                if ac.any():
+                    first.append(float(np.argmax(ac)) * float(dt))
+                else:
+                    missed += 1
+            else:
+                n_norm += 1
+                n_norm_alarm += int(ac.any())
+                norm_frames += live
+                norm_alarmed += int(ac.sum())
+                onsets += int(ac[:1].sum() + np.sum(ac[1:] & ~ac[:-1]))
+    hours = norm_frames * float(dt) / 3600.0
+    return {"threshold": float(threshold), "warmup_s": w0 * float(dt),
+            "restricted": {"n": len(first) + missed, "detected": len(first), "missed": missed,
+                           "first_alarm_s": {"median": float(np.median(first)) if first else None,
+                                             "max": float(np.max(first)) if first else None,
+                                             "values": [round(v, 3) for v in first]},
+                           "alarm_time_fraction": det_frames / det_total if det_total else None},
+            "normal": {"n": n_norm, "with_alarm": n_norm_alarm,
+                       "alarm_time_fraction": norm_alarmed / norm_frames if norm_frames else None,
+                       "false_alarms_per_hour": onsets / hours if hours > 0 else None}}
 
 
 def excitation_of(lg: ConditionLog) -> str:
@@ -1145,6 +1202,17 @@ def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition 
                         f'{_g(cv["window_recall_loo"], ".3f")} (precision {_g(cv.get("window_precision_loo"), ".3f")}) '
                         "on a calibration log left out of the choice; logs with motion the calibration logs lack "
                         "can do worse.</p>")
+        al = (res.get("learned") or {}).get("alarms")
+        if al:
+            ra, na = al["restricted"], al["normal"]
+            body.append(f'<p class="muted">Per-frame alarm (smoothed score below {_g(al["threshold"], ".3f")} after '
+                        f'a {_g(al.get("warmup_s"), ".2f")} s warm-up, as <code>ConditionMonitor</code> raises it '
+                        f'online): {ra["detected"]} of {ra["n"]} restricted '
+                        f'channels alarmed, first alarm {_g(ra["first_alarm_s"]["median"], ".2f")} s after the start (median; '
+                        f'max {_g(ra["first_alarm_s"]["max"], ".2f")} s), alarmed {_g(ra["alarm_time_fraction"], ".2f")}'
+                        f' of their time; {na["with_alarm"]} of {na["n"]} normal channels ever alarmed, '
+                        f'{_g(na["alarm_time_fraction"], ".4f")} of their time, '
+                        f'{_g(na["false_alarms_per_hour"], ".1f")} alarm onsets per hour.</p>')
         body.append("<h2>Per-frame condition scores</h2>")
         for i, d in enumerate(res["logs"][:max_logs]):
             fs = d.get("frame_scores")
