@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
                     "--seed 1; nothing is chosen on it)")
     ap.add_argument("--motion-weighting", action="store_true", help="calibration: also try the motion-weighted "
                     "smoothing (frames where the joint moved count more; docs/condition.md), chosen by D/val AUC")
+    ap.add_argument("--log-odds", action="store_true", help="calibration: also try the smoothing as a mean of "
+                    "clipped log-odds (docs/condition.md), chosen by D/val AUC")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="only the JSON line")
     a = ap.parse_args(argv)
@@ -156,14 +158,15 @@ def main(argv: list[str] | None = None) -> int:
         va_fs = [learned_frame_scores_batched(robot, model, lg) for lg in va]
         cal = {} if a.no_calibration else calibrate_condition(
             va_fs, [lg.restricted for lg in va], robot.control_dt, min_recall=a.min_recall,
-            positions=[lg.q for lg in va], motion_weighting=a.motion_weighting)
+            positions=[lg.q for lg in va], motion_weighting=a.motion_weighting, log_odds=a.log_odds)
         if cal and oof:  # the smoothing stays D/val's; the thresholds are chosen on D/val + the out-of-fold scores
             grid = [cal["smooth_s"]] if a.oof_smoothing == "val" else SMOOTH_GRID_S
             cal = calibrate_condition(va_fs + oof, [lg.restricted for lg in va] + [lg.restricted for lg in tr],
                                       robot.control_dt, min_recall=a.min_recall, smooth_grid_s=grid,
                                       positions=[lg.q for lg in va + tr],
                                       motion_weighting=a.motion_weighting and (a.oof_smoothing == "pooled"
-                                                                               or "smooth_weight" in cal))
+                                                                               or "smooth_weight" in cal),
+                                      log_odds=a.log_odds and (a.oof_smoothing == "pooled" or "smooth_space" in cal))
         if cal:
             cal["source"] = f"D/val ({len(va)} logs)" + (
                 f" + out-of-fold scores of D/train ({len(tr)} logs, {a.calibrate_oof} folds)" if oof else "")
@@ -171,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
         restricted = [c for c in ch if any(lg.restricted[ch.index(c)] for lg in tr)]
         val = validation_figures(va, va_fs, cal, ch, restricted, tr, a.seed)
         cal_txt = ("no calibration (smoothing none, thresholds 0.5)" if not cal else
-                   f"smoothing {cal['smooth_s']:g} s{' motion-weighted' if cal.get('smooth_weight') else ''}, window threshold {cal['window_threshold']:.3f}, verdict "
+                   f"smoothing {cal['smooth_s']:g} s{' motion-weighted' if cal.get('smooth_weight') else ''}{' log-odds' if cal.get('smooth_space') else ''}, window threshold {cal['window_threshold']:.3f}, verdict "
                    f"threshold {cal['verdict_threshold']:.3f} (chosen on D/val)")
         if not a.json:
             print(f"validation (D/val, {len(va)} logs): learned "

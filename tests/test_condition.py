@@ -897,7 +897,8 @@ def test_condition_monitor_is_the_offline_detector_one_frame_at_a_time(data):
         plain = {"smooth_s": 0.5, "window_threshold": float(np.median(fs)), "verdict_threshold": 0.5,
                  "verdict_s": 1.0}
         motion = {**plain, "smooth_weight": "motion", "motion_floor": [0.01] * C, "motion_frames": WINDOW}
-        for cal in (None, plain, motion):
+        odds = {**motion, "smooth_space": "log_odds"}
+        for cal in (None, plain, motion, odds):
             o = ConditionMonitor(r, m, cal).run(read_force_log(r, log))
             np.testing.assert_allclose(o["score"], fs, atol=1e-6)
             sm = calibrated_scores(fs, cal, dt, lg.q)
@@ -953,3 +954,41 @@ def test_alarm_timing_counts_first_alarms_and_false_alarm_onsets_by_hand():
     assert w["restricted"]["alarm_time_fraction"] == pytest.approx(2 / 14)
     assert w["normal"]["alarm_time_fraction"] == pytest.approx(1 / 14)
     assert w["normal"]["false_alarms_per_hour"] == pytest.approx(1 / (14 * 0.01 / 3600))
+
+
+def test_log_odds_smoothing_keeps_short_strong_evidence_and_is_chosen_when_it_ranks_better():
+    """smooth_log_odds = sigmoid(mean of clip(logit(s), -10, 10)) by hand; a log with 2 strong frames
+    (1e-6) among 8 ambiguous ones (0.6) scores below a log of 10 mildly low frames (0.3) in
+    log-odds, above it in the plain mean; on validation logs built that way (restricted: rare
+    strong evidence, normal: frequent mild dips) calibrate_condition(log_odds=True) picks the
+    log-odds mean (higher window AUC) and records it, and without the option nothing changes."""
+    from actuatorlab.evaluate.condition import smooth_log_odds
+
+    s = np.r_[np.full(8, 0.6), 1e-6, 1e-6][:, None]
+    z = (8 * np.log(0.6 / 0.4) + 2 * -10.0) / 10
+    assert smooth_log_odds(s, 10)[-1, 0] == pytest.approx(1 / (1 + np.exp(-z)))
+    mild = np.full((10, 1), 0.3)
+    assert smooth_log_odds(s, 10)[-1, 0] < smooth_log_odds(mild, 10)[-1, 0]     # strong evidence kept
+    assert smooth_scores(s, 10)[-1, 0] > smooth_scores(mild, 10)[-1, 0]         # ... averaged away by the mean
+    np.testing.assert_allclose(smooth_log_odds(s, 1), np.clip(s, 1 / (1 + np.exp(10)), None))   # n = 1: clip only
+
+    rng = np.random.default_rng(0)
+    T, fs, labs = 1200, [], []
+    for k in range(12):
+        restricted = k % 2 == 0
+        x = np.clip(0.6 + 0.05 * rng.standard_normal(T), 0.01, 0.99)
+        if restricted:      # a 0.2 s burst of strong evidence every 4 s
+            for a in range(0, T, 400):
+                x[a + 100:a + 120] = 1e-5
+        else:               # mild dips a third of the time
+            x[rng.random(T) < 0.33] = 0.25
+        fs.append(np.c_[np.full(T, 0.9), x])
+        labs.append(np.array([False, restricted]))
+    cal = calibrate_condition(fs, labs, 0.01, log_odds=True)
+    plain = calibrate_condition(fs, labs, 0.01)
+    assert cal.get("smooth_space") == "log_odds" and "smooth_space" not in plain
+    assert max(cal["val"]["window_auc"].values()) > max(plain["val"]["window_auc"].values()) + 0.01
+    sm = calibrated_scores(fs[0], cal, 0.01)
+    np.testing.assert_allclose(sm, smooth_log_odds(fs[0], round(cal["smooth_s"] / 0.01)))
+    with pytest.raises(DataError, match="smooth_space"):
+        calibrated_scores(fs[0], {**cal, "smooth_space": "median"}, 0.01)

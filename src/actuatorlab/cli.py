@@ -795,6 +795,9 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
               motion_weighting: bool = typer.Option(False, "--motion-weighting", help="with --calibrate: also try "
                                                     "the motion-weighted score smoothing (frames where the joint "
                                                     "moved count more), chosen by validation AUC"),
+              log_odds: bool = typer.Option(False, "--log-odds", help="with --calibrate: also try the score "
+                                            "smoothing as a mean of log-odds (strong evidence is not averaged "
+                                            "away), chosen by validation AUC"),
               seed: int = typer.Option(0, "--seed")):
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
@@ -803,7 +806,7 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
     d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
                             frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
                             use_calibration=not no_calibration, min_recall=min_recall,
-                            motion_weighting=motion_weighting)
+                            motion_weighting=motion_weighting, log_odds=log_odds)
     if as_json:
         print(json.dumps(d, default=float))
         return

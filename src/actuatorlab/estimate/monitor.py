@@ -18,8 +18,10 @@ and returns, per channel c of the model (C = ``model.layout.channels``):
         m_k = sum_{j=k-n+1..k} w_j s_j / sum_{j=k-n+1..k} w_j
 
     with w_j = 1, or for a motion-weighted calibration w_j = sd(q_{j-L+1..j}) + floor (the
-    joint's position spread over the detector's L-frame window plus the calibration's floor);
-    the same numbers as :func:`~actuatorlab.evaluate.condition.calibrated_scores` on the whole log.
+    joint's position spread over the detector's L-frame window plus the calibration's floor); a
+    ``smooth_space`` "log_odds" calibration takes this mean of clip(logit(s_j), -10, 10) and
+    returns its sigmoid (:func:`~actuatorlab.evaluate.condition.smooth_log_odds`); the same numbers
+    as :func:`~actuatorlab.evaluate.condition.calibrated_scores` on the whole log.
 ``alarm``
     m_k < ``window_threshold`` (restricted now), and k >= the warm-up.
 ``verdict_score``, ``verdict``
@@ -73,7 +75,7 @@ class ConditionMonitor:
     at the start (None: the network's window, ``model.layout.history + 1``)."""
 
     def __init__(self, robot: Robot, model, calibration: dict | None = None, warmup_frames: int | None = None):
-        from ..evaluate.condition import WINDOW, _smooth_n
+        from ..evaluate.condition import WINDOW, _smooth_n, clipped_log_odds
         from ..sim.arm_learned import OnlineEstimator
 
         cal = dict(calibration or {})
@@ -88,6 +90,11 @@ class ConditionMonitor:
         if self.warmup_frames < 0:
             raise ModelError(f"condition monitor: warmup_frames must be >= 0, got {warmup_frames}")
         self.motion = cal.get("smooth_weight") == "motion" and self.n_smooth > 1
+        space = cal.get("smooth_space")
+        if space not in (None, "log_odds"):
+            raise ModelError(f"condition monitor: unknown smooth_space {space!r} (known: 'log_odds' or none)")
+        self.log_odds = space == "log_odds" and self.n_smooth > 1
+        self._lo = clipped_log_odds
         if self.motion:
             if "motion_floor" not in cal:
                 raise ModelError("condition monitor: a motion-weighted calibration lacks its motion_floor")
@@ -115,7 +122,7 @@ class ConditionMonitor:
         """The estimate after ``frame`` (robot-ordered (n,) fields, :class:`~.force.ForceFrame`)."""
         o = self._online.step(frame.q_target, frame.q, frame.dq, frame.v_supply, frame.enable, self._tel(frame))
         s = np.asarray(o["condition"], float)
-        self._s.append(s)
+        self._s.append(self._lo(s) if self.log_odds else s)
         if self.motion:
             self._q.append(np.asarray(frame.q, float)[self._idx])
             self._w.append(np.asarray(self._q).std(axis=0) + self.floor)
@@ -123,6 +130,8 @@ class ConditionMonitor:
             m = (w * np.asarray(self._s)).sum(0) / w.sum(0)
         else:
             m = np.asarray(self._s).mean(0)
+        if self.log_odds:
+            m = 1.0 / (1.0 + np.exp(-m))
         self._m.append(m)
         v = np.asarray(self._m).mean(0)
         ready = self._k >= self.warmup_frames

@@ -89,6 +89,7 @@ __all__ = ["WINDOW", "STRIDE", "METHODS", "FEATURE_NAMES", "ConditionLog", "cond
            "fit_baselines", "classification_metrics", "learned_frame_scores", "learned_frame_scores_batched",
            "learned_window_scores", "log_verdicts", "smooth_scores", "position_spread", "motion_weights",
            "calibrated_scores", "calibrate_condition", "leave_one_log_out_windows", "twin_pairs", "alarm_timing",
+           "smooth_log_odds", "clipped_log_odds", "LOGIT_CLIP",
            "make_condition_model", "train_condition_head", "run_condition", "write_condition_report",
            "condition_report_body"]
 
@@ -430,7 +431,7 @@ def _best_threshold(score: np.ndarray, restricted: np.ndarray, balanced: bool,
 def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], dt: float, *,
                         smooth_grid_s: Sequence[float] = SMOOTH_GRID_S, verdict_s: float = 5.0,
                         min_recall: float | None = None, positions: Sequence[np.ndarray] | None = None,
-                        motion_weighting: bool = False) -> dict[str, Any]:
+                        motion_weighting: bool = False, log_odds: bool = False) -> dict[str, Any]:
     """Choose the learned detector's smoothing window and thresholds on VALIDATION logs (never
     test logs): per log the raw per-frame normal scores (T, C) and the labels (C,) (True =
     restricted). Only channels restricted in some validation log count (the others have one class).
@@ -440,7 +441,9 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
        with ``motion_weighting`` (needs ``positions``: per log the joint positions (T, C)) the
        motion-weighted mean of every span is a candidate too (``smooth_weight`` "motion",
        :func:`motion_weights` with ``motion_floor`` = ``MOTION_FLOOR_FRACTION`` x the median
-       position spread of these logs per channel); ties: the plain mean;
+       position spread of these logs per channel); ties: the plain mean; with ``log_odds`` every
+       span (and weighting) is also tried as a mean of clipped log-odds
+       (:func:`smooth_log_odds`, ``smooth_space`` "log_odds"); ties: the mean of the scores;
     2. ``window_threshold``: on those window scores, the threshold of the highest balanced
        accuracy (restricted iff score < threshold); with ``min_recall`` (an operating point the
        user states, e.g. 0.95: missing a degraded joint costs more than a false alarm) the
@@ -474,23 +477,26 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
         modes.append("motion")
     aucs = {}
     best = None
+    spaces = [None, "log_odds"] if log_odds else [None]
     for sm in smooth_grid_s:
         for mode in modes:
-            if mode is not None and _smooth_n(sm, dt) == 1:
-                continue
-            c = {"smooth_s": float(sm), "smooth_weight": mode, **base}
-            ws, ys, scs = [], [], []
-            n = _smooth_n(sm, dt)
-            for i, (fs, lab) in enumerate(zip(frame_scores, labs)):
-                st = window_starts(len(fs))
-                scs.append(smooth_scores(fs, n, weights[i] if mode == "motion" else None))
-                ws.append(learned_window_scores(scs[-1], st)[:, cols])
-                ys.append(np.tile(lab[cols], (len(st), 1)))
-            w, y = np.concatenate(ws), np.concatenate(ys)
-            auc = float(roc_auc_score(y.ravel(), -w.ravel())) if len(np.unique(y)) == 2 else float("nan")
-            aucs[f"{float(sm):g}" + (f" {mode}" if mode else "")] = auc
-            if best is None or auc > best[0] + 1e-12:
-                best = (auc, c, w, y, ws, ys, scs)
+            for space in spaces:
+                if (mode is not None or space is not None) and _smooth_n(sm, dt) == 1:
+                    continue
+                c = {"smooth_s": float(sm), "smooth_weight": mode, "smooth_space": space, **base}
+                ws, ys, scs = [], [], []
+                n = _smooth_n(sm, dt)
+                for i, (fs, lab) in enumerate(zip(frame_scores, labs)):
+                    st = window_starts(len(fs))
+                    wi = weights[i] if mode == "motion" else None
+                    scs.append(smooth_log_odds(fs, n, wi) if space == "log_odds" else smooth_scores(fs, n, wi))
+                    ws.append(learned_window_scores(scs[-1], st)[:, cols])
+                    ys.append(np.tile(lab[cols], (len(st), 1)))
+                w, y = np.concatenate(ws), np.concatenate(ys)
+                auc = float(roc_auc_score(y.ravel(), -w.ravel())) if len(np.unique(y)) == 2 else float("nan")
+                aucs[f"{float(sm):g}" + (f" {mode}" if mode else "") + (f" {space}" if space else "")] = auc
+                if best is None or auc > best[0] + 1e-12:
+                    best = (auc, c, w, y, ws, ys, scs)
     auc, chosen, w, y, ws, ys, scs = best
     sm = chosen["smooth_s"]
     if min_recall is not None and not 0.0 < float(min_recall) <= 1.0:
@@ -501,6 +507,8 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
     last = np.stack([log_verdicts(sc, dt, verdict_s)[0][cols] for sc in scs])
     thr_v, acc = _best_threshold(last, labs[:, cols], balanced=False)
     weighting = ({"smooth_weight": "motion", **base} if chosen["smooth_weight"] == "motion" else {})
+    if chosen["smooth_space"] == "log_odds":
+        weighting["smooth_space"] = "log_odds"
     return {"smooth_s": sm, **weighting, "window_threshold": thr_w, "verdict_threshold": thr_v,
             "verdict_s": float(verdict_s),
             "channels_used": cols, "min_recall": None if min_recall is None else float(min_recall),
@@ -643,6 +651,32 @@ def smooth_scores(frame_scores: np.ndarray, n: int, weights: np.ndarray | None =
     return (cs[k] - cs[lo]) / (cw[k] - cw[lo])
 
 
+#: |log-odds| bound of :func:`smooth_log_odds` (a score of 4.5e-5 or 1 - 4.5e-5)
+LOGIT_CLIP = 10.0
+
+
+def clipped_log_odds(scores: np.ndarray) -> np.ndarray:
+    """``clip(log(s / (1 - s)), -LOGIT_CLIP, LOGIT_CLIP)`` of normal scores s in [0, 1]."""
+    p = np.clip(np.asarray(scores, float), 1e-12, 1.0 - 1e-12)
+    return np.clip(np.log(p) - np.log1p(-p), -LOGIT_CLIP, LOGIT_CLIP)
+
+
+def smooth_log_odds(frame_scores: np.ndarray, n: int, weights: np.ndarray | None = None) -> np.ndarray:
+    """The causal moving mean of :func:`smooth_scores` taken in log-odds and mapped back::
+
+        m_k = sigmoid( mean_{j=k-n+1..k} clip(logit(s_j), -10, 10) )      (weighted with ``weights``)
+
+    A frame's log-odds is the evidence it carries (for a calibrated classifier, the log likelihood
+    ratio plus the prior's log-odds), and a mean of log-odds is a geometric mean of the odds: a
+    short stretch of strong evidence (a score of 1e-4 while the joint moves against the
+    restriction) is not averaged away by many ambiguous frames near 0.5, as it is by the mean of
+    the scores; the clip bounds what one frame can contribute. (Summing log-likelihood ratios over
+    time is the sequential test of Wald, "Sequential tests of statistical hypotheses", Ann. Math.
+    Statist. 1945; the mean over a sliding window is its fixed-length, forgetting form.)"""
+    z = smooth_scores(clipped_log_odds(frame_scores), n, weights)
+    return 1.0 / (1.0 + np.exp(-z))
+
+
 def position_spread(q: np.ndarray, n: int = WINDOW) -> np.ndarray:
     """(T, C) causal standard deviation of each channel's position over its last ``n`` frames
     (fewer at the start) [rad | m]: how far the joint moved within what the detector looked at."""
@@ -679,12 +713,16 @@ def calibrated_scores(frame_scores: np.ndarray, calibration: dict | None, dt: fl
     dict; None or {}: unchanged). A motion-weighted calibration needs the positions ``q`` (T, C)."""
     cal = calibration or {}
     n = _smooth_n(float(cal.get("smooth_s", 0.0)), dt)
+    space = cal.get("smooth_space")
+    if space not in (None, "log_odds"):
+        raise DataError(None, f"condition calibration: unknown smooth_space {space!r} (known: 'log_odds' or none)")
+    smooth = smooth_log_odds if space == "log_odds" and n > 1 else smooth_scores
     if cal.get("smooth_weight") == "motion" and n > 1:
         if q is None:
             raise DataError(None, "a motion-weighted condition calibration needs the joint positions")
-        return smooth_scores(frame_scores, n, motion_weights(q, np.asarray(cal["motion_floor"], float),
-                                                             int(cal.get("motion_frames", WINDOW))))
-    return smooth_scores(frame_scores, n)
+        return smooth(frame_scores, n, motion_weights(q, np.asarray(cal["motion_floor"], float),
+                                                      int(cal.get("motion_frames", WINDOW))))
+    return smooth(frame_scores, n)
 
 
 def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int = 0, history: int = 8,
@@ -1239,7 +1277,7 @@ def _same_samples(a, b) -> bool:
 def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
                         report=None, frames_csv=None, fit_head=None, head_steps: int = 300, calibrate=None,
                         use_calibration: bool = True, min_recall: float | None = None,
-                        motion_weighting: bool = False,
+                        motion_weighting: bool = False, log_odds: bool = False,
                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``actuatorlab condition``: load the learned arm model ``model_path`` (RUN/arm_model.json),
     the evaluated logs ``paths`` and the training logs ``train`` (for the baselines; never the same
@@ -1251,7 +1289,8 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
     Calibration (smoothing window and thresholds, :func:`calibrate_condition`): ``calibrate`` =
     validation logs (never the evaluated or training ones) to choose it on (stored in the
     ``fit_head`` model when given; ``min_recall``: the window threshold's operating point,
-    ``motion_weighting``: also try the motion-weighted smoothing, see :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
+    ``motion_weighting``: also try the motion-weighted smoothing, ``log_odds``: also try the mean of
+    the log-odds, see :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
     ``use_calibration``; otherwise none (no smoothing, thresholds 0.5, ``--verdict-s``)."""
     import io
 
@@ -1286,7 +1325,7 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
             cal = calibrate_condition([learned_frame_scores_batched(robot, model, lg) for lg in vlogs],
                                       [lg.restricted for lg in vlogs], float(robot.control_dt), verdict_s=verdict_s,
                                       min_recall=min_recall, positions=[lg.q for lg in vlogs],
-                                      motion_weighting=motion_weighting)
+                                      motion_weighting=motion_weighting, log_odds=log_odds)
             cal["channels_used"] = [ch[c] for c in cal["channels_used"]]
             cal["source"] = f"{len(vlogs)} calibration logs: " + ", ".join(lg.name for lg in vlogs)
         if fit_head is not None:
