@@ -309,9 +309,15 @@ def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
     logs = {lg["log"]: lg for lg in out["logs"]}
     assert any(lg["label"]["joint3"] for lg in logs.values())
     assert all(set(lg["verdict"]) == {"joint1", "joint2", "joint3", "joint4"} for lg in logs.values())
+    al = out["learned"]["alarms"]
+    assert al["restricted"]["n"] == sum(lg["label"]["joint3"] for lg in logs.values())
+    assert al["warmup_s"] == pytest.approx(0.03)                       # the tiny model's window: 3 frames
     html = rep.read_text()
     assert "ROC curves" in html and html.count("actuatorlab-figure") >= 2 and "<script src=\"plotly-" in html
+    assert "Per-frame alarm" in html
     assert (data / "out" / "f.csv").read_text().startswith("log,time,condition/joint1")
+    rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT])
+    assert rc == 0 and "per-frame alarm (after a 0.03 s warm-up)" in capsys.readouterr().out
     # training and evaluated logs must differ
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "train"), "--robot", ROBOT,
                "--train", str(d / "train"), "--json"])

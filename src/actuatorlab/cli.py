@@ -837,6 +837,14 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
         console.print(f"calibration: window recall {cv['window_recall']:.3f} on its {cv['n_logs']} logs, "
                       f"{cv['window_recall_loo']:.3f} on a log left out (leave-one-log-out, "
                       f"precision {f(cv['window_precision_loo'])}); motion absent from the calibration logs can do worse")
+    al = (d.get("learned") or {}).get("alarms")
+    if al:  # what ConditionMonitor's per-frame alarm does on these logs
+        ra, na = al["restricted"], al["normal"]
+        console.print(f"per-frame alarm (after a {al['warmup_s']:.2f} s warm-up): {ra['detected']} of {ra['n']} restricted "
+                      f"channels alarmed (first {f(ra['first_alarm_s']['median'])} s median, "
+                      f"{f(ra['first_alarm_s']['max'])} s max); {na['with_alarm']} of {na['n']} normal channels ever "
+                      f"alarmed, {f(na['alarm_time_fraction'])} of their time, "
+                      f"{f(na['false_alarms_per_hour'])} onsets per hour")
     for lg in d["logs"]:
         bad = [c for c, v in lg["verdict"].items() if v == "restricted"]
         console.print(f"{lg['log']}: " + (f"[red]restricted: {', '.join(bad)}[/]" if bad else "normal"))
