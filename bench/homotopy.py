@@ -145,6 +145,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     from actuatorlab.cli import _key_values
     from actuatorlab.policy.ppo import PPO
+    from actuatorlab.policy.schedule import make_schedule
     from actuatorlab.policy.train import (default_ppo_config, evaluate_policy, make_env, plan_run, read_curve,
                                           train_policy)
 
@@ -174,6 +175,15 @@ def main(argv: list[str] | None = None) -> dict:
         for sched in a.schedules:
             out = a.out / f"{sched}_s{seed}"
             if (out / "policy.json").exists():
+                # a finished run is reused only when it was trained with what this call would run
+                # (e.g. a schedule default changed since: the run would silently mix two configurations)
+                old = json.loads((out / "config.json").read_text())
+                want = {"schedule_options": make_schedule(sched).options(), "ppo": cfg.to_dict(),
+                        "env_options": env_options, "env_steps": plan.updates * cfg.steps_per_update}
+                diff = sorted(k for k, v in want.items() if json.loads(json.dumps(old.get(k))) != json.loads(json.dumps(v)))
+                if diff:
+                    raise SystemExit(f"{out}: a finished run trained with other {', '.join(diff)} than this call "
+                                     "would use; move it away or pass --out to a new folder")
                 summ = json.loads((out / "summary.json").read_text())
                 summ["reused"] = True
             else:
