@@ -380,21 +380,23 @@ class LearnedTelemetry:
     :class:`ModelError` naming ``what``."""
 
     FRAME: ClassVar[dict[str, str]] = {"current": "current", "pwm": "pwm", "temperature": "temperature"}
-    RESIDUAL: ClassVar[str] = "tau_ext"
 
     def __init__(self, robot: Robot, model, what: str = "learned estimator"):
+        from ..sim.arm_learned import RESIDUAL_FEATURE
+
         feats = tuple(model.telemetry)
-        bad = [f for f in feats if f not in self.FRAME and f != self.RESIDUAL]
+        self.residual = RESIDUAL_FEATURE
+        bad = [f for f in feats if f not in self.FRAME and f != self.residual]
         if bad:
             raise ModelError(f"{what}: telemetry {bad} cannot be read from a frame "
-                             f"(supported: {list(self.FRAME) + [self.RESIDUAL]})")
+                             f"(supported: {list(self.FRAME) + [self.residual]})")
         self.features = feats
         self._idx = np.array(model.channel_index)
         self._res = None
-        if self.RESIDUAL in feats:
+        if self.residual in feats:
             prior = model.residual_input
             if prior is None:
-                raise ModelError(f"{what}: the model reads {self.RESIDUAL!r} but has no residual_input to compute "
+                raise ModelError(f"{what}: the model reads {self.residual!r} but has no residual_input to compute "
                                  "it from (its file lacks the entry)")
             joints = tuple(prior.calibration.joints)
             missing = [j for j in model.layout.channels if j not in joints]
@@ -413,7 +415,7 @@ class LearnedTelemetry:
         if not self.features:
             return None
         tau = self._res.step(frame).tau_ext[self._res_idx] if self._res is not None else None
-        return np.stack([tau if f == self.RESIDUAL else np.asarray(getattr(frame, self.FRAME[f]))[self._idx]
+        return np.stack([tau if f == self.residual else np.asarray(getattr(frame, self.FRAME[f]))[self._idx]
                          for f in self.features], -1)
 
 

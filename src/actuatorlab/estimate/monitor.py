@@ -47,6 +47,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ModelError
+from ..evaluate.condition import WINDOW, _smooth_n, clipped_log_odds
 from ..robots.loader import Robot
 from .force import ForceFrame, ForceLog, LearnedTelemetry
 
@@ -75,7 +76,6 @@ class ConditionMonitor:
     at the start (None: the network's window, ``model.layout.history + 1``)."""
 
     def __init__(self, robot: Robot, model, calibration: dict | None = None, warmup_frames: int | None = None):
-        from ..evaluate.condition import WINDOW, _smooth_n, clipped_log_odds
         from ..sim.arm_learned import OnlineEstimator
 
         cal = dict(calibration or {})
@@ -94,7 +94,6 @@ class ConditionMonitor:
         if space not in (None, "log_odds"):
             raise ModelError(f"condition monitor: unknown smooth_space {space!r} (known: 'log_odds' or none)")
         self.log_odds = space == "log_odds" and self.n_smooth > 1
-        self._lo = clipped_log_odds
         if self.motion:
             if "motion_floor" not in cal:
                 raise ModelError("condition monitor: a motion-weighted calibration lacks its motion_floor")
@@ -122,7 +121,7 @@ class ConditionMonitor:
         """The estimate after ``frame`` (robot-ordered (n,) fields, :class:`~.force.ForceFrame`)."""
         o = self._online.step(frame.q_target, frame.q, frame.dq, frame.v_supply, frame.enable, self._tel(frame))
         s = np.asarray(o["condition"], float)
-        self._s.append(self._lo(s) if self.log_odds else s)
+        self._s.append(clipped_log_odds(s) if self.log_odds else s)
         if self.motion:
             self._q.append(np.asarray(frame.q, float)[self._idx])
             self._w.append(np.asarray(self._q).std(axis=0) + self.floor)
