@@ -97,7 +97,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
             budget: str = "default", dt: float | None = None, mapping: str | None = None,
             progress: Progress | None = None, group_by: tuple[str, ...] | None = None,
             jackknife: str | None = None, timestep_sensitivity: bool = False,
-            identifiability: bool = True, fold_seeds: int | None = None, workers: int | None = None) -> dict:
+            identifiability: bool = True, fold_seeds: int | None = None, workers: int | None = None,
+            train_objective: str | None = None) -> dict:
     """Fit (one model, or the nested family with leave-one-group-out selection) and write RUN/.
 
     Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
@@ -108,7 +109,9 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     (for a single ``model``), and ``timestep_sensitivity`` (replays and refits at dt/2 and 2 dt).
     ``fold_seeds``: CMA-ES replicas of every fold search of the selection (``fit_family``; default 1).
     ``workers``: threads each CMA-ES population is scored on (default: the CPU cores; the result
-    is the same up to floating-point rounding).
+    is the same up to floating-point rounding). ``train_objective``: how each fit of the selection
+    combines the condition groups of its logs (``fit_family``; "pooled" by default, "mean_std",
+    "worst").
     """
     from .evaluate import summarize
     from .evaluate.replay import replay_batches
@@ -126,13 +129,21 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
         raise UnknownNameError("jackknife unit", jackknife, ("log", "group"))
     if model is not None:
         get_model(model)  # fail before loading data
+    if train_objective is not None:
+        from .identify.fit import TRAIN_OBJECTIVES
+        if train_objective not in TRAIN_OBJECTIVES:
+            from .errors import UnknownNameError
+            raise UnknownNameError("training objective", train_objective, TRAIN_OBJECTIVES)
+        if model is not None:
+            from .errors import ActuatorlabError
+            raise ActuatorlabError("--train-objective applies to the family fit (without --model)")
     group_by = tuple(group_by or GROUP_KEYS)
     trajs = load_data(paths, mapping)
     out = Path(out)
     selection, uncertainty = None, None
     if model is None:
         sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress, group_by=group_by,
-                         fold_seeds=fold_seeds, workers=workers)
+                         fold_seeds=fold_seeds, workers=workers, train_objective=train_objective)
         fit = sel.final
         selection = {"scheme": sel.scheme, "group_by": list(group_by), "table": sel.table,
                      "selected": sel.selected, "groups": sel.groups,

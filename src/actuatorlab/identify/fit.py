@@ -32,7 +32,7 @@ import numpy as np
 import optax
 
 from ..precision import physics, physics_fn, x64_enabled
-from ..errors import DataError
+from ..errors import DataError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.control import get_control_law
 from ..models.params import BOUND_PROFILES, PARAMS, bounds_for, neutral_params
@@ -41,6 +41,7 @@ from ..sim.rollout import Batch, make_batches, rollout, rollout_batch
 
 __all__ = ["ParamSpace", "FitResult", "fit_model", "make_loss", "profile_for", "substeps_for",
            "effort_available", "PARAM_ORDER", "full_vectors", "PopulationScorer", "objective_from_sums",
+           "TRAIN_OBJECTIVES", "TRAIN_OBJECTIVE", "SPREAD_WEIGHT",
            "FoldSearch", "search_folds", "default_workers", "run_sliced"]
 
 
@@ -471,16 +472,49 @@ class PopulationScorer:
         return {"abs_q": aq, "sq_q": sq, "sq_u": su}
 
 
+#: how a training objective combines condition groups of logs (:func:`objective_from_sums`)
+TRAIN_OBJECTIVES: tuple[str, ...] = ("pooled", "mean_std", "worst")
+TRAIN_OBJECTIVE = "pooled"
+
+#: weight of the spread across groups in the ``"mean_std"`` objective
+SPREAD_WEIGHT = 1.0
+
+
 def objective_from_sums(sums: dict[str, np.ndarray], n: np.ndarray, weights: np.ndarray,
-                        effort_weight: float = 0.0) -> np.ndarray:
+                        effort_weight: float = 0.0, groups: np.ndarray | None = None,
+                        aggregate: str = "pooled") -> np.ndarray:
     """The objective of :func:`make_loss` over the logs selected by ``weights`` (L,) (0/1), from
     :class:`PopulationScorer` sums: pooled position MAE, or with ``effort_weight`` > 0
-    log(mean sq position error) + w log(mean sq controller-output error). Returns (n_candidates,)."""
-    N = float(np.sum(weights * n))
-    if effort_weight > 0:
-        return (np.log(sums["sq_q"] @ weights / N + 1e-30)
-                + effort_weight * np.log(sums["sq_u"] @ weights / N + 1e-30))
-    return sums["abs_q"] @ weights / N
+    log(mean sq position error) + w log(mean sq controller-output error). Returns (n_candidates,).
+
+    groups (L,) int, aggregate (:data:`TRAIN_OBJECTIVES`): with ``"pooled"`` (default) every
+    selected sample counts the same and ``groups`` is ignored. Otherwise the objective J_g above is
+    computed on each condition group g of the selected logs (e.g. one excitation family) and
+
+    * ``"mean_std"``: J = mean_g J_g + beta std_g J_g (beta = :data:`SPREAD_WEIGHT`; population std):
+      a fit that explains one condition at the cost of another pays for the spread. The idea is
+      risk extrapolation (V-REx, Krueger et al. 2021, "Out-of-distribution generalization via risk
+      extrapolation", ICML), which penalises the variance of per-domain risks; the standard
+      deviation is used here so that beta is unit-free;
+    * ``"worst"``: J = max_g J_g, the worst group (group DRO, Sagawa et al. 2020, ICLR).
+
+    With one selected group both reduce to the pooled objective of that group."""
+    if aggregate == "pooled" or groups is None:
+        if aggregate not in TRAIN_OBJECTIVES:
+            raise UnknownNameError("training objective", aggregate, TRAIN_OBJECTIVES)
+        N = float(np.sum(weights * n))
+        if effort_weight > 0:
+            return (np.log(sums["sq_q"] @ weights / N + 1e-30)
+                    + effort_weight * np.log(sums["sq_u"] @ weights / N + 1e-30))
+        return sums["abs_q"] @ weights / N
+    if aggregate not in TRAIN_OBJECTIVES:
+        raise UnknownNameError("training objective", aggregate, TRAIN_OBJECTIVES)
+    groups = np.asarray(groups)
+    per = np.stack([objective_from_sums(sums, n, weights * (groups == g), effort_weight)
+                    for g in np.unique(groups[np.asarray(weights) > 0])], axis=-1)  # (n_candidates, G)
+    if aggregate == "worst":
+        return per.max(axis=-1)
+    return per.mean(axis=-1) + SPREAD_WEIGHT * per.std(axis=-1)
 
 
 @dataclass
@@ -572,7 +606,8 @@ def cma_stream(seed: int) -> dict:
 def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, weights: np.ndarray, *,
                  inits: list[list[dict]], max_evals: int, popsize: int = 16, n_starts: int = 1,
                  sigma0: float = 0.25, seed: int = 0, effort_weight: float = 0.0,
-                 stds: np.ndarray | None = None, progress: Callable | None = None) -> list[FoldSearch]:
+                 stds: np.ndarray | None = None, progress: Callable | None = None,
+                 groups: np.ndarray | None = None, aggregate: str = "pooled") -> list[FoldSearch]:
     """CMA-ES on several training sets at once: fold f minimises the objective over the logs with
     ``weights[f] == 1`` (weights (F, L)). All folds' candidates are scored in one
     :class:`PopulationScorer` call per generation, so F folds cost about one fit's overhead.
@@ -581,7 +616,11 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     scored first and the best is the fold's first start (as in :func:`fit_model`), so a fold's
     result is never worse than its parents' on its training logs. Starts after the first are a
     wide perturbation of the fold's best point so far. stds (space.n,): per-coordinate multipliers
-    of sigma0 (e.g. small for parameters inherited from a fitted parent, 1 for new mechanisms)."""
+    of sigma0 (e.g. small for parameters inherited from a fitted parent, 1 for new mechanisms).
+    groups (L,), aggregate: how each fold's objective combines condition groups
+    (:func:`objective_from_sums`; default pooled over samples)."""
+    if aggregate not in TRAIN_OBJECTIVES:
+        raise UnknownNameError("training objective", aggregate, TRAIN_OBJECTIVES)
     F = weights.shape[0]
     rng = np.random.default_rng(seed)
     best_z = [None] * F
@@ -611,7 +650,8 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
         out, k = [None] * F, 0
         for f, Z in rows:
             sl = slice(k, k + len(Z))
-            fs = objective_from_sums({c: v[sl] for c, v in sums.items()}, scorer.n, weights[f], effort_weight)
+            fs = objective_from_sums({c: v[sl] for c, v in sums.items()}, scorer.n, weights[f], effort_weight,
+                                     groups, aggregate)
             fs = np.where(np.isfinite(fs), fs, 1e3)
             evals[f] += len(Z)
             i = int(np.argmin(fs))

@@ -58,12 +58,12 @@ from ..errors import ActuatorlabError, DataError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.registry import SELECTION_EXTENSIONS, contains, get_model, tied_equivalents
 from ..sim.rollout import make_batches
-from .fit import (FitResult, ParamSpace, PopulationScorer, effort_available, full_vectors, make_loss,
-                  profile_for, search_folds)
+from .fit import (TRAIN_OBJECTIVE, TRAIN_OBJECTIVES, FitResult, ParamSpace, PopulationScorer, effort_available,
+                  full_vectors, make_loss, profile_for, search_folds)
 
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
            "BUDGETS", "SELECTION_BUDGETS", "SELECTION_STARTS", "Fold", "condition_folds", "group_jackknife",
-           "GROUP_KEYS", "LOG_KEY", "resampled_uncertainty", "SELECTION_SEEDS", "FOLD_SCORES",
+           "GROUP_KEYS", "LOG_KEY", "group_ids", "resampled_uncertainty", "SELECTION_SEEDS", "FOLD_SCORES",
            "FOLD_INITS"]
 
 #: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
@@ -222,6 +222,18 @@ def condition_folds(trajs: list[Trajectory], keys: tuple[str, ...] = GROUP_KEYS)
     return folds
 
 
+def group_ids(trajs: list[Trajectory], keys: tuple[str, ...] = GROUP_KEYS) -> np.ndarray:
+    """(len(trajs),) int: logs with the same values of every tag in ``keys`` (``"log"``: the log's
+    name) share an id, the groups :func:`condition_folds` holds out (for several keys, their
+    combinations). Ids are numbered in the order groups first appear."""
+    seen: dict[tuple, int] = {}
+    out = []
+    for t in trajs:
+        v = tuple(t.name if k == LOG_KEY else str(t.conditions.get(k, "")) for k in keys)
+        out.append(seen.setdefault(v, len(seen)))
+    return np.array(out, int)
+
+
 def group_jackknife(estimates: np.ndarray, names, values: dict, *, flag_fraction: float = 0.5,
                     method: str = "") -> dict:
     """Delete-a-group jackknife standard errors from leave-one-group-out refits.
@@ -302,7 +314,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                fold_seeds: int | None = None, fold_score: str | None = None,
                fold_init: str | None = None, final_seeds: int | None = None,
                final_pick: str | None = None, workers: int | None = None,
-               popsize: int | None = None, final_evals: int | None = None) -> SelectionResult:
+               popsize: int | None = None, final_evals: int | None = None,
+               train_objective: str | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
@@ -322,7 +335,12 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     :func:`~actuatorlab.identify.fit.default_workers`, the CPU cores; the same result up to
     floating-point rounding). popsize: CMA-ES population of the fold searches (default: the
     budget's; the final refit's population scales with it). final_evals: CMA-ES evaluations per start
-    of the final all-logs refit (default: the budget's).
+    of the final all-logs refit (default: the budget's). train_objective: how every fit (fold
+    searches and the final refit) combines the condition groups of its training logs
+    (:data:`~actuatorlab.identify.fit.TRAIN_OBJECTIVES`, see
+    :func:`~actuatorlab.identify.fit.objective_from_sums`; default ``TRAIN_OBJECTIVE``, pooled over
+    samples); the groups are those of ``group_by``. The selection score is unchanged (mean over
+    held-out groups).
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
@@ -346,6 +364,9 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         raise ActuatorlabError(f"fold_seeds and final_seeds must be >= 1 (got {fold_seeds}, {final_seeds})")
     fold_score = fold_score or FOLD_SCORE
     fold_init = fold_init or FOLD_INIT
+    train_objective = train_objective or TRAIN_OBJECTIVE
+    if train_objective not in TRAIN_OBJECTIVES:
+        raise UnknownNameError("training objective", train_objective, TRAIN_OBJECTIVES)
     for kind, value, known in (("fold score", fold_score, FOLD_SCORES), ("fold init", fold_init, FOLD_INITS),
                                ("final pick", final_pick or FINAL_PICK, FINAL_PICKS)):
         if value not in known:
@@ -365,6 +386,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     dt = batches[0].dt
     order = {n: i for i, n in enumerate(t.name for t in work)}
     names = [n for b in batches for n in b.names]  # scorer order
+    by_name = {t.name: t for t in work}
+    log_groups = group_ids([by_name[n] for n in names], group_by)  # (L,) condition group of each log
     col = np.array([order[n] for n in names])
     L, F = len(names), len(folds)
     W = np.zeros((F, L))  # training weights per fold, scorer order
@@ -410,15 +433,18 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         if fold_init == "all":  # the model on all given logs first; every fold then starts from it
             (ra,) = search_folds(spec, space, scorer_for(spec), np.ones((1, L)),
                                  inits=[[all_params[x] for x in inner]], popsize=final_pop, max_evals=evals_m,
-                                 sigma0=0.25, stds=stds, seed=seed + 17 * i + 5, effort_weight=effort_weight)
+                                 sigma0=0.25, stds=stds, seed=seed + 17 * i + 5, effort_weight=effort_weight,
+                                 groups=log_groups, aggregate=train_objective)
             all_params[m] = {**space.base, **dict(zip(space.names, map(float, ra.theta)))}
             res = search_folds(spec, space, scorer_for(spec), Wr, inits=[[all_params[m]]] * (R * F),
                                popsize=popsize, max_evals=fold_evals, n_starts=n_starts, sigma0=WARM_SIGMA,
-                               seed=seed + 17 * i, effort_weight=effort_weight, progress=cb)
+                               seed=seed + 17 * i, effort_weight=effort_weight, progress=cb,
+                               groups=log_groups, aggregate=train_objective)
         else:
             res = search_folds(spec, space, scorer_for(spec), Wr, inits=inits, popsize=popsize, max_evals=evals_m,
                                n_starts=n_starts, sigma0=0.25, stds=stds, seed=seed + 17 * i,
-                               effort_weight=effort_weight, progress=cb)
+                               effort_weight=effort_weight, progress=cb, groups=log_groups,
+                               aggregate=train_objective)
         wins = np.zeros(n_starts, int)  # which start found each fold's best (ties: the earliest)
         for r in res:
             if r.history:
@@ -504,6 +530,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     if scheme == "split":  # the fallback worked on cut logs: the final fit uses the logs as given
         batches = make_batches(list(trajs), dt)
         all_w = np.ones((1, sum(b.size for b in batches)))
+        given = {t.name: t for t in trajs}
+        log_groups = group_ids([given[n] for b in batches for n in b.names], group_by)
         scorers.clear()
     space = ParamSpace.build(spec, batches, profile)
     S = int(final_seeds or 1)
@@ -515,7 +543,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     finals = search_folds(spec, space, scorer_for(spec), np.tile(all_w, (S, 1)), inits=final_inits,
                           max_evals=final_evals, popsize=max(popsize, int(popsize * W.sum()) // all_w.shape[1]),
                           n_starts=int(final_starts or max(FINAL_STARTS, n_starts)), sigma0=0.1, seed=seed + 100,
-                          effort_weight=effort_weight,
+                          effort_weight=effort_weight, groups=log_groups, aggregate=train_objective,
                           progress=(lambda s_, d, t: progress(selected + " (all data)", s_, d / t)) if progress else None)
     pick = FINAL_PICKS[final_pick or FINAL_PICK](space, finals)
     res = finals[pick]
@@ -536,6 +564,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
               "evaluations": int(sum(f.evaluations for f in fits.values())) + final.evaluations,
               "fold_starts": n_starts, "fold_evals": fold_evals, "fold_seeds": R, "fold_score": fold_score,
               "fold_init": fold_init, "popsize": popsize, "final_evals": final_evals,
+              "train_objective": train_objective,
               "workers": next(iter(scorers.values())).workers if scorers else None}
     table = list(rows.values())
     for row in table:
