@@ -51,6 +51,8 @@ LR = 1e-3
 PAIRS = 0.0
 RANK_WEIGHT = 0.0
 SELECT = "auc"
+#: on-delays of the per-frame alarm [s] whose trade-off (false onsets vs first alarm) the bench prints
+ALARM_HOLDS_S = (0.0, 0.5, 1.0, 2.0, 4.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,8 +96,11 @@ def main(argv: list[str] | None = None) -> int:
                     "--seed 1; nothing is chosen on it)")
     ap.add_argument("--motion-weighting", action="store_true", help="calibration: also try the motion-weighted "
                     "smoothing (frames where the joint moved count more; docs/condition.md), chosen by D/val AUC")
-    ap.add_argument("--log-odds", action="store_true", help="calibration: also try the smoothing as a mean of "
-                    "clipped log-odds (docs/condition.md), chosen by D/val AUC")
+    ap.add_argument("--log-odds", dest="log_odds", action="store_true", default=True,
+                    help="calibration: also try the smoothing as a mean of clipped log-odds (docs/condition.md), "
+                    "chosen by D/val AUC (the default since 2026-12-03)")
+    ap.add_argument("--no-log-odds", dest="log_odds", action="store_false",
+                    help="calibration: the plain probability means only (the default before 2026-12-03)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="only the JSON line")
     a = ap.parse_args(argv)
@@ -103,9 +108,9 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from actuatorlab.evaluate.condition import (METHODS, SMOOTH_GRID_S, calibrate_condition, condition_log,
-                                                learned_frame_scores_batched, make_condition_model,
-                                                out_of_fold_frame_scores, public,
+    from actuatorlab.evaluate.condition import (METHODS, SMOOTH_GRID_S, alarm_timing, calibrate_condition,
+                                                condition_log, hold_frames, learned_frame_scores_batched,
+                                                make_condition_model, out_of_fold_frame_scores, public,
                                                 run_condition, train_condition_head, write_condition_report)
     from actuatorlab.estimate.force import ForcePrior
     from actuatorlab.learned.arm import add_residual_channels, load_arm_model, save_arm_model, with_residual_inputs
@@ -295,6 +300,21 @@ def main(argv: list[str] | None = None) -> int:
                 f"{m} " + ", ".join(f"{k} {f3(u[m][k])}" for k in ("auc", *[f"auc_{c}" for c in restricted], "recall",
                                                                    "accuracy")) for m in METHODS)
                   + f"; learned per-log verdicts {u['log_verdicts_right']} of {u['n_logs']} right")
+    # the alarm's on-delay traded against its first alarm (a setting of the monitor, not chosen here)
+    holds = {}
+    for nm, rr, lgs in (("test", res, te), ("heldout", res_ho, ho)):
+        if rr and rr["learned"].get("alarms"):
+            holds[nm] = {f"{h:g}": alarm_timing([d["frame_scores"] for d in rr["logs"]], [lg.restricted for lg in lgs],
+                                                lgs[0].dt, rr["learned"]["alarms"]["threshold"],
+                                                warmup_frames=model.layout.history + 1,
+                                                hold_frames=hold_frames(h, lgs[0].dt))
+                         for h in ALARM_HOLDS_S}
+    if holds and not a.json:
+        print("per-frame alarm vs on-delay (--alarm-hold): " + "; ".join(
+            f"{h} s: onsets/h test {f3(holds['test'][h]['normal']['false_alarms_per_hour'])}"
+            + (f", held-out {f3(holds['heldout'][h]['normal']['false_alarms_per_hour'])}" if "heldout" in holds else "")
+            + f", first alarm max {f3(holds['test'][h]['restricted']['first_alarm_s']['max'])} s, "
+              f"missed {holds['test'][h]['restricted']['missed']}" for h in holds["test"]))
     fams = sorted(res["learned"].get("by_excitation") or {})
     if fams and not a.json:
         print(f"by excitation family ({', '.join(res.get('restricted_channels', []))}; recall / AUC): " + "; ".join(
@@ -319,6 +339,7 @@ def main(argv: list[str] | None = None) -> int:
                       for c in restricted}},
         "by_excitation": {m: res[m].get("by_excitation") for m in METHODS if m in res},
         "alarms": {"test": lr.get("alarms"), "heldout": (res_ho or {}).get("learned", {}).get("alarms")},
+        "alarm_holds": holds,
         "second_unit": None if unit2 is None else {"data": str(a.second_unit), **unit2},
         "logs": public(res)["logs"], "heldout_logs": public(res_ho)["logs"] if res_ho else [],
     }

@@ -318,6 +318,12 @@ def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
     assert (data / "out" / "f.csv").read_text().startswith("log,time,condition/joint1")
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT])
     assert rc == 0 and "per-frame alarm (after a 0.03 s warm-up)" in capsys.readouterr().out
+    rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
+               "--alarm-hold", "0.05"])
+    assert rc == 0 and "raised after 0.05 s below the threshold" in " ".join(capsys.readouterr().out.split())
+    rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
+               "--alarm-hold", "-1"])
+    assert rc == 2 and "alarm hold" in capsys.readouterr().err
     # training and evaluated logs must differ
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "train"), "--robot", ROBOT,
                "--train", str(d / "train"), "--json"])
@@ -379,7 +385,7 @@ def _val_scores(rng, n_logs=8, T=400):
 def test_calibration_is_chosen_on_the_validation_scores_alone():
     rng = np.random.default_rng(1)
     fs, labs = _val_scores(rng)
-    cal = calibrate_condition(fs, labs, 0.01)
+    cal = calibrate_condition(fs, labs, 0.01, log_odds=False)   # the plain means (scores here leave [0, 1])
     # channel 0 has one class: only channel 1 counts; smoothing helps against frame noise, so the
     # longest window wins, and both thresholds fall between the class means 0.30 and 0.62
     assert cal["channels_used"] == [1]
@@ -390,7 +396,7 @@ def test_calibration_is_chosen_on_the_validation_scores_alone():
     assert 0.30 < cal["window_threshold"] < 0.62 and 0.30 < cal["verdict_threshold"] < 0.62
     assert cal["val"]["log_accuracy"] == 1.0 and cal["val"]["n_logs"] == 8
     # the calibration depends on the validation scores only: shifting them moves the thresholds
-    cal2 = calibrate_condition([f - 0.2 for f in fs], labs, 0.01)
+    cal2 = calibrate_condition([f - 0.2 for f in fs], labs, 0.01, log_odds=False)
     assert cal2["verdict_threshold"] == pytest.approx(cal["verdict_threshold"] - 0.2, abs=0.05)
     # a lone class on every channel cannot be calibrated
     with pytest.raises(DataError, match="both conditions"):
@@ -458,6 +464,9 @@ def test_run_condition_applies_the_calibration(monkeypatch):
     al = res["learned"]["alarms"]                          # per-frame alarm after the 8-frame warm-up
     assert al["restricted"]["detected"] == 1 and al["restricted"]["first_alarm_s"]["median"] == pytest.approx(0.08)
     assert al["normal"]["with_alarm"] == 0 and al["warmup_s"] == pytest.approx(0.08)
+    held = run_condition(None, logs, model=m, calibration=cal, alarm_hold_s=0.5)["learned"]["alarms"]
+    assert held["hold_s"] == pytest.approx(0.5)                # 50 frames below after the warm-up
+    assert held["restricted"]["first_alarm_s"]["median"] == pytest.approx(0.08 + 0.49)
 
 
 def test_twin_rows_are_frame_aligned_restricted_normal_pairs(tiny_model):
@@ -883,7 +892,8 @@ def test_condition_monitor_is_the_offline_detector_one_frame_at_a_time(data):
     from actuatorlab.errors import ModelError
     from actuatorlab.estimate.force import LearnedForceEstimator, read_force_log
     from actuatorlab.estimate.monitor import ConditionMonitor
-    from actuatorlab.evaluate.condition import condition_log, learned_frame_scores, make_condition_model
+    from actuatorlab.evaluate.condition import (condition_log, learned_frame_scores, make_condition_model,
+                                                persistent_alarm)
     from actuatorlab.learned.arm import with_residual_inputs
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
@@ -916,6 +926,12 @@ def test_condition_monitor_is_the_offline_detector_one_frame_at_a_time(data):
             v, verdict = log_verdicts(sm, dt, (cal or {}).get("verdict_s", 5.0), (cal or {}).get("verdict_threshold", 0.5))
             np.testing.assert_allclose(o["verdict_score"][-1], v, atol=1e-6)
             assert np.array_equal(o["verdict"][-1], verdict)
+        # an on-delay of 0.05 s (5 frames): the offline rule of alarm_timing, frame by frame
+        held = ConditionMonitor(r, m, plain, alarm_hold_s=0.05).run(read_force_log(r, log))
+        below = calibrated_scores(fs, plain, dt, lg.q) < plain["window_threshold"]
+        below[:m.layout.history + 1] = False
+        want = persistent_alarm(below, 5)
+        assert np.array_equal(held["alarm"], want) and want.sum() < below.sum()
         k = log.n // 2
         mon = ConditionMonitor(r, m, motion)
         head = mon.run(read_force_log(r, log.slice(0, k)))
@@ -960,13 +976,44 @@ def test_alarm_timing_counts_first_alarms_and_false_alarm_onsets_by_hand():
     assert w["restricted"]["alarm_time_fraction"] == pytest.approx(2 / 14)
     assert w["normal"]["alarm_time_fraction"] == pytest.approx(1 / 14)
     assert w["normal"]["false_alarms_per_hour"] == pytest.approx(1 / (14 * 0.01 / 3600))
+    # a 2-frame on-delay: A's restricted channel alarms only at frame 5 (4 and 5 below), its normal
+    # channel at frame 1 (0 and 1 below; frame 5 alone is a dip): one onset, 1 alarmed frame of 20
+    h = alarm_timing([a, b], [np.array([True, False]), np.array([True, False])], 0.01, 0.5, hold_frames=2)
+    assert h["hold_s"] == pytest.approx(0.02) and w["hold_s"] == 0.0
+    assert h["restricted"]["first_alarm_s"]["median"] == pytest.approx(0.05)
+    assert h["restricted"]["alarm_time_fraction"] == pytest.approx(1 / 20)
+    assert h["normal"]["alarm_time_fraction"] == pytest.approx(1 / 20)
+    assert h["normal"]["false_alarms_per_hour"] == pytest.approx(1 / (20 * 0.01 / 3600))
+    # the on-delay counts from the warm-up's end: with 3 warm-up frames A's restricted run 4-5 counts
+    hw = alarm_timing([a, b], [np.array([True, False]), np.array([True, False])], 0.01, 0.5, warmup_frames=3,
+                      hold_frames=2)
+    assert hw["restricted"]["first_alarm_s"]["median"] == pytest.approx(0.05)
+    assert hw["normal"]["with_alarm"] == 0
+
+
+def test_persistent_alarm_is_the_run_length_rule_by_hand():
+    """persistent_alarm raises at frame k when frames k-h+1..k are all flagged (h = 3 by hand);
+    h <= 1 returns the input; a negative hold is refused by name."""
+    from actuatorlab.errors import ActuatorlabError
+    from actuatorlab.evaluate.condition import hold_frames, persistent_alarm
+
+    b = np.array([1, 1, 1, 0, 1, 1, 1, 1, 0, 1], bool)
+    want = np.array([0, 0, 1, 0, 0, 0, 1, 1, 0, 0], bool)
+    np.testing.assert_array_equal(persistent_alarm(b, 3), want)
+    np.testing.assert_array_equal(persistent_alarm(np.stack([b, ~b], 1), 3)[:, 0], want)
+    np.testing.assert_array_equal(persistent_alarm(np.stack([b, ~b], 1), 3)[:, 1], np.zeros(10, bool))
+    for h in (0, 1):
+        np.testing.assert_array_equal(persistent_alarm(b, h), b)
+    assert hold_frames(0.5, 0.01) == 50 and hold_frames(0.0, 0.01) == 0
+    with pytest.raises(ActuatorlabError, match="hold"):
+        hold_frames(-1.0, 0.01)
 
 
 def test_log_odds_smoothing_keeps_short_strong_evidence_and_is_chosen_when_it_ranks_better():
     """smooth_log_odds = sigmoid(mean of clip(logit(s), -10, 10)) by hand; a log with 2 strong frames
     (1e-6) among 8 ambiguous ones (0.6) scores below a log of 10 mildly low frames (0.3) in
     log-odds, above it in the plain mean; on validation logs built that way (restricted: rare
-    strong evidence, normal: frequent mild dips) calibrate_condition(log_odds=True) picks the
+    strong evidence, normal: frequent mild dips) calibrate_condition (log_odds=True, the default) picks the
     log-odds mean (higher window AUC) and records it, and without the option nothing changes."""
     from actuatorlab.evaluate.condition import smooth_log_odds
 
@@ -990,8 +1037,9 @@ def test_log_odds_smoothing_keeps_short_strong_evidence_and_is_chosen_when_it_ra
             x[rng.random(T) < 0.33] = 0.25
         fs.append(np.c_[np.full(T, 0.9), x])
         labs.append(np.array([False, restricted]))
-    cal = calibrate_condition(fs, labs, 0.01, log_odds=True)
-    plain = calibrate_condition(fs, labs, 0.01)
+    cal = calibrate_condition(fs, labs, 0.01)                  # log-odds tried by default
+    assert calibrate_condition(fs, labs, 0.01, log_odds=True) == cal
+    plain = calibrate_condition(fs, labs, 0.01, log_odds=False)
     assert cal.get("smooth_space") == "log_odds" and "smooth_space" not in plain
     assert max(cal["val"]["window_auc"].values()) > max(plain["val"]["window_auc"].values()) + 0.01
     sm = calibrated_scores(fs[0], cal, 0.01)

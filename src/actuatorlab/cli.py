@@ -67,6 +67,10 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         fold_seeds: Optional[int] = typer.Option(None, "--fold-seeds", help="independent CMA-ES replicas of every "
                                                  "leave-one-group-out fold; a model's score on a group is their "
                                                  "mean (default 1; each replica costs about one more selection)"),
+        train_objective: Optional[str] = typer.Option(None, "--train-objective", help="how every fit of the "
+                                                      "selection combines the condition groups of its logs: "
+                                                      "pooled (default, every sample counts the same) | "
+                                                      "mean_std (mean + std over groups) | worst (worst group)"),
         jackknife: Optional[str] = typer.Option(None, "--jackknife", help="after writing the result: log | group "
                                                 "(refits leaving out one log / condition group; parameter spread)"),
         timestep_sensitivity: bool = typer.Option(False, "--timestep-sensitivity", help="after writing the result: "
@@ -103,7 +107,8 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
     with _progress() as p:
         d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p),
                     group_by=tuple(group_by) if group_by else None, jackknife=jackknife,
-                    timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds, workers=workers)
+                    timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds, workers=workers,
+                    train_objective=train_objective)
     unit = d["_summary"]["unit"]
     if d.get("selection"):
         sel = d["selection"]
@@ -795,9 +800,12 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
               motion_weighting: bool = typer.Option(False, "--motion-weighting", help="with --calibrate: also try "
                                                     "the motion-weighted score smoothing (frames where the joint "
                                                     "moved count more), chosen by validation AUC"),
-              log_odds: bool = typer.Option(False, "--log-odds", help="with --calibrate: also try the score "
-                                            "smoothing as a mean of log-odds (strong evidence is not averaged "
+              log_odds: bool = typer.Option(True, "--log-odds/--no-log-odds", help="with --calibrate: also try the "
+                                            "score smoothing as a mean of log-odds (default; strong evidence is not averaged "
                                             "away), chosen by validation AUC"),
+              alarm_hold: float = typer.Option(0.0, "--alarm-hold", help="per-frame alarm's on-delay [s]: raised "
+                                               "only after the smoothed score stays below the threshold this "
+                                               "long (fewer false onsets, later first alarms; default 0)"),
               seed: int = typer.Option(0, "--seed")):
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
@@ -806,7 +814,7 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
     d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
                             frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
                             use_calibration=not no_calibration, min_recall=min_recall,
-                            motion_weighting=motion_weighting, log_odds=log_odds)
+                            motion_weighting=motion_weighting, log_odds=log_odds, alarm_hold_s=alarm_hold)
     if as_json:
         print(json.dumps(d, default=float))
         return
@@ -840,7 +848,8 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
     al = (d.get("learned") or {}).get("alarms")
     if al:  # what ConditionMonitor's per-frame alarm does on these logs
         ra, na = al["restricted"], al["normal"]
-        console.print(f"per-frame alarm (after a {al['warmup_s']:.2f} s warm-up): {ra['detected']} of {ra['n']} restricted "
+        hold = f", raised after {al['hold_s']:.2f} s below the threshold" if al.get("hold_s") else ""
+        console.print(f"per-frame alarm (after a {al['warmup_s']:.2f} s warm-up{hold}): {ra['detected']} of {ra['n']} restricted "
                       f"channels alarmed (first {f(ra['first_alarm_s']['median'])} s median, "
                       f"{f(ra['first_alarm_s']['max'])} s max); {na['with_alarm']} of {na['n']} normal channels ever "
                       f"alarmed, {f(na['alarm_time_fraction'])} of their time, "

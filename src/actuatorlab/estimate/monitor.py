@@ -23,7 +23,11 @@ and returns, per channel c of the model (C = ``model.layout.channels``):
     returns its sigmoid (:func:`~actuatorlab.evaluate.condition.smooth_log_odds`); the same numbers
     as :func:`~actuatorlab.evaluate.condition.calibrated_scores` on the whole log.
 ``alarm``
-    m_k < ``window_threshold`` (restricted now), and k >= the warm-up.
+    m_k < ``window_threshold`` (restricted now), and k >= the warm-up; with an on-delay
+    ``alarm_hold_s`` > 0, only once m has stayed below the threshold for the last
+    h = round(alarm_hold_s / dt) frames after the warm-up
+    (:func:`~actuatorlab.evaluate.condition.persistent_alarm`): fewer onsets from short dips on a
+    normal joint, a first alarm up to ``alarm_hold_s`` later on a restricted one.
 ``verdict_score``, ``verdict``
     the mean of m over the last ``verdict_s`` seconds (fewer at start) and whether it is below
     ``verdict_threshold`` (never during the warm-up): at a log's last frame, the per-log verdict
@@ -47,7 +51,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ModelError
-from ..evaluate.condition import WINDOW, _smooth_n, clipped_log_odds
+from ..evaluate.condition import WINDOW, _smooth_n, clipped_log_odds, hold_frames
 from ..robots.loader import Robot
 from .force import ForceFrame, ForceLog, LearnedTelemetry
 
@@ -73,9 +77,11 @@ class ConditionMonitor:
     ``calibration``: a dict of :func:`~actuatorlab.evaluate.condition.calibrate_condition` (the
     model file's ``condition_calibration``, e.g. ``load_arm_model(path)[2]["condition_calibration"]``);
     None or {}: the head's raw scores with thresholds 0.5. ``warmup_frames``: frames without a flag
-    at the start (None: the network's window, ``model.layout.history + 1``)."""
+    at the start (None: the network's window, ``model.layout.history + 1``). ``alarm_hold_s``: the
+    alarm's on-delay [s] (0: none, the default)."""
 
-    def __init__(self, robot: Robot, model, calibration: dict | None = None, warmup_frames: int | None = None):
+    def __init__(self, robot: Robot, model, calibration: dict | None = None, warmup_frames: int | None = None,
+                 alarm_hold_s: float = 0.0):
         from ..sim.arm_learned import OnlineEstimator
 
         cal = dict(calibration or {})
@@ -87,6 +93,7 @@ class ConditionMonitor:
         self.verdict_threshold = float(cal.get("verdict_threshold", 0.5))
         self.n_verdict = max(1, int(round(float(cal.get("verdict_s", 5.0)) / self.dt)))
         self.warmup_frames = int(model.layout.history + 1 if warmup_frames is None else warmup_frames)
+        self.hold_frames = max(1, hold_frames(alarm_hold_s, self.dt))
         if self.warmup_frames < 0:
             raise ModelError(f"condition monitor: warmup_frames must be >= 0, got {warmup_frames}")
         self.motion = cal.get("smooth_weight") == "motion" and self.n_smooth > 1
@@ -116,6 +123,7 @@ class ConditionMonitor:
         self._q: deque = deque(maxlen=self.n_motion if self.motion else 1)
         self._m: deque = deque(maxlen=self.n_verdict)
         self._k = 0
+        self._run = np.zeros(len(self.channels), int)  # consecutive frames below the threshold after the warm-up
 
     def step(self, frame: ForceFrame) -> ConditionEstimate:
         """The estimate after ``frame`` (robot-ordered (n,) fields, :class:`~.force.ForceFrame`)."""
@@ -135,7 +143,9 @@ class ConditionMonitor:
         v = np.asarray(self._m).mean(0)
         ready = self._k >= self.warmup_frames
         self._k += 1
-        return ConditionEstimate(s, m, (m < self.window_threshold) & ready, v, (v < self.verdict_threshold) & ready)
+        below = (m < self.window_threshold) & ready
+        self._run = np.where(below, self._run + 1, 0)
+        return ConditionEstimate(s, m, self._run >= self.hold_frames, v, (v < self.verdict_threshold) & ready)
 
     def run(self, log: ForceLog) -> dict[str, np.ndarray]:
         """Reset, then one :meth:`step` per frame of ``log`` in time order: the estimate's fields

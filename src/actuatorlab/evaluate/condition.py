@@ -82,13 +82,14 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..errors import DataError, ModelError
+from ..errors import ActuatorlabError, DataError, ModelError
 
 __all__ = ["WINDOW", "STRIDE", "METHODS", "FEATURE_NAMES", "ConditionLog", "condition_log", "window_starts",
            "window_features", "log_windows", "CurrentThreshold", "make_baselines", "ChannelModels",
            "fit_baselines", "classification_metrics", "learned_frame_scores", "learned_frame_scores_batched",
            "learned_window_scores", "log_verdicts", "smooth_scores", "position_spread", "motion_weights",
            "calibrated_scores", "calibrate_condition", "leave_one_log_out_windows", "twin_pairs", "alarm_timing",
+           "persistent_alarm", "hold_frames",
            "smooth_log_odds", "clipped_log_odds", "LOGIT_CLIP",
            "make_condition_model", "train_condition_head", "run_condition", "write_condition_report",
            "condition_report_body"]
@@ -431,7 +432,7 @@ def _best_threshold(score: np.ndarray, restricted: np.ndarray, balanced: bool,
 def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], dt: float, *,
                         smooth_grid_s: Sequence[float] = SMOOTH_GRID_S, verdict_s: float = 5.0,
                         min_recall: float | None = None, positions: Sequence[np.ndarray] | None = None,
-                        motion_weighting: bool = False, log_odds: bool = False) -> dict[str, Any]:
+                        motion_weighting: bool = False, log_odds: bool = True) -> dict[str, Any]:
     """Choose the learned detector's smoothing window and thresholds on VALIDATION logs (never
     test logs): per log the raw per-frame normal scores (T, C) and the labels (C,) (True =
     restricted). Only channels restricted in some validation log count (the others have one class).
@@ -441,9 +442,10 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
        with ``motion_weighting`` (needs ``positions``: per log the joint positions (T, C)) the
        motion-weighted mean of every span is a candidate too (``smooth_weight`` "motion",
        :func:`motion_weights` with ``motion_floor`` = ``MOTION_FLOOR_FRACTION`` x the median
-       position spread of these logs per channel); ties: the plain mean; with ``log_odds`` every
-       span (and weighting) is also tried as a mean of clipped log-odds
-       (:func:`smooth_log_odds`, ``smooth_space`` "log_odds"); ties: the mean of the scores;
+       position spread of these logs per channel); ties: the plain mean; with ``log_odds`` (the
+       default since 2026-12-03, docs/condition.md) every span (and weighting) is also tried as a
+       mean of clipped log-odds (:func:`smooth_log_odds`, ``smooth_space`` "log_odds"); ties: the
+       mean of the scores; ``log_odds=False``: the plain means only;
     2. ``window_threshold``: on those window scores, the threshold of the highest balanced
        accuracy (restricted iff score < threshold); with ``min_recall`` (an operating point the
        user states, e.g. 0.95: missing a degraded joint costs more than a false alarm) the
@@ -989,7 +991,7 @@ def _roc(y, s) -> dict[str, list] | None:
 
 def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs: Sequence[ConditionLog] = (),
                   seed: int = 0, verdict_s: float = 5.0, progress: Callable[[str], None] | None = None,
-                  calibration: dict | None = None) -> dict[str, Any]:
+                  calibration: dict | None = None, alarm_hold_s: float = 0.0) -> dict[str, Any]:
     """Evaluate the learned head (``model``: a :class:`~actuatorlab.sim.arm_learned.LearnedArm`,
     or None) and, when ``train_logs`` are given, the baselines fitted on them, on ``logs``.
 
@@ -1004,7 +1006,8 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
     excitation family, on the channels restricted in some evaluated log: ``restricted_channels``)},
     "logs": [per-log verdicts], "roc": {method: {"fpr", "tpr"}}; the learned head's entry also holds
     "alarms" (:func:`alarm_timing`: first alarm on restricted channels, false alarms per hour on
-    normal ones, of the per-frame alarm at ``window_threshold``),
+    normal ones, of the per-frame alarm at ``window_threshold``, raised after ``alarm_hold_s``
+    seconds below it: :func:`persistent_alarm`),
     "window": {...}, "channels"}. A log both in ``train_logs`` and ``logs`` (same source and the
     same current and position samples) is a :class:`DataError`."""
     if not logs:
@@ -1053,7 +1056,8 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
         normal = np.concatenate(ws) if ws else np.zeros((0, len(chans)))
         scores["learned"], preds["learned"] = 1.0 - normal, (normal < thr_w).astype(int)
         alarms = alarm_timing([d["frame_scores"] for d in res["logs"]], [lg.restricted for lg in logs],
-                              logs[0].dt, thr_w, warmup_frames=model.layout.history + 1)
+                              logs[0].dt, thr_w, warmup_frames=model.layout.history + 1,
+                              hold_frames=hold_frames(alarm_hold_s, logs[0].dt))
         res["calibration"] = {**cal, "smooth_s": smooth_s, "window_threshold": thr_w, "verdict_threshold": thr_v,
                               "verdict_s": verdict_s, "source": cal.get("source", "none (defaults)" if not cal
                                                                         else "given")}
@@ -1097,11 +1101,34 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
     return res
 
 
+def persistent_alarm(below: np.ndarray, hold_frames: int) -> np.ndarray:
+    """An alarm that needs ``hold_frames`` consecutive flagged frames (an on-delay, as alarm
+    systems debounce a noisy condition): a_k = b_{k-h+1} and ... and b_k for h = hold_frames >= 2;
+    h <= 1 returns ``below`` unchanged. Causal; ``below`` (T, ...) bool, time first. Implemented
+    with the run length r_k = r_{k-1} + 1 if b_k else 0, a_k = r_k >= h."""
+    b = np.asarray(below, bool)
+    h = int(hold_frames)
+    if h <= 1 or b.shape[0] == 0:
+        return b.copy()
+    cs = np.cumsum(b, axis=0)
+    run = cs - np.maximum.accumulate(np.where(b, 0, cs), axis=0)
+    return run >= h
+
+
+def hold_frames(hold_s: float, dt: float) -> int:
+    """Frames of an alarm's on-delay of ``hold_s`` seconds (0 for none); a negative hold is an error."""
+    if not np.isfinite(hold_s) or hold_s < 0:
+        raise ActuatorlabError(f"the alarm hold must be a time >= 0 s, got {hold_s!r}")
+    return int(round(float(hold_s) / float(dt)))
+
+
 def alarm_timing(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], dt: float,
-                 threshold: float, warmup_frames: int = 0) -> dict[str, Any]:
+                 threshold: float, warmup_frames: int = 0, hold_frames: int = 0) -> dict[str, Any]:
     """What the detector's per-frame alarm (:class:`~actuatorlab.estimate.monitor.ConditionMonitor`'s
     ``alarm``: the calibrated, smoothed normal score (T, C) below ``threshold``, never in a log's
-    first ``warmup_frames`` frames) does over time, per (log, channel):
+    first ``warmup_frames`` frames, and with ``hold_frames`` >= 2 only once it has been below for
+    that many consecutive frames after the warm-up, :func:`persistent_alarm`) does over time, per
+    (log, channel):
 
     * restricted channels: ``detected`` (an alarm at some frame), ``first_alarm_s`` (time of the
       first alarmed frame from the log's start [s]: median, max and per channel; undetected ones
@@ -1120,6 +1147,7 @@ def alarm_timing(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray
     for fs, lab in zip(frame_scores, labels):
         a = np.asarray(fs, float) < float(threshold)
         a[:w0] = False
+        a = persistent_alarm(a, hold_frames)
         for c, r in enumerate(np.asarray(lab, bool)):
             ac = a[:, c]
             live = max(0, ac.size - w0)
@@ -1138,6 +1166,7 @@ def alarm_timing(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray
                 onsets += int(ac[:1].sum() + np.sum(ac[1:] & ~ac[:-1]))
     hours = norm_frames * float(dt) / 3600.0
     return {"threshold": float(threshold), "warmup_s": w0 * float(dt),
+            "hold_s": int(hold_frames) * float(dt) if int(hold_frames) >= 2 else 0.0,
             "restricted": {"n": len(first) + missed, "detected": len(first), "missed": missed,
                            "first_alarm_s": {"median": float(np.median(first)) if first else None,
                                              "max": float(np.max(first)) if first else None,
@@ -1244,7 +1273,9 @@ def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition 
         if al:
             ra, na = al["restricted"], al["normal"]
             body.append(f'<p class="muted">Per-frame alarm (smoothed score below {_g(al["threshold"], ".3f")} after '
-                        f'a {_g(al.get("warmup_s"), ".2f")} s warm-up, as <code>ConditionMonitor</code> raises it '
+                        f'a {_g(al.get("warmup_s"), ".2f")} s warm-up'
+                        + (f', raised after {_g(al["hold_s"], ".2f")} s below it' if al.get("hold_s") else "")
+                        + f', as <code>ConditionMonitor</code> raises it '
                         f'online): {ra["detected"]} of {ra["n"]} restricted '
                         f'channels alarmed, first alarm {_g(ra["first_alarm_s"]["median"], ".2f")} s after the start (median; '
                         f'max {_g(ra["first_alarm_s"]["max"], ".2f")} s), alarmed {_g(ra["alarm_time_fraction"], ".2f")}'
@@ -1277,7 +1308,7 @@ def _same_samples(a, b) -> bool:
 def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
                         report=None, frames_csv=None, fit_head=None, head_steps: int = 300, calibrate=None,
                         use_calibration: bool = True, min_recall: float | None = None,
-                        motion_weighting: bool = False, log_odds: bool = False,
+                        motion_weighting: bool = False, log_odds: bool = True, alarm_hold_s: float = 0.0,
                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``actuatorlab condition``: load the learned arm model ``model_path`` (RUN/arm_model.json),
     the evaluated logs ``paths`` and the training logs ``train`` (for the baselines; never the same
@@ -1290,11 +1321,14 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
     validation logs (never the evaluated or training ones) to choose it on (stored in the
     ``fit_head`` model when given; ``min_recall``: the window threshold's operating point,
     ``motion_weighting``: also try the motion-weighted smoothing, ``log_odds``: also try the mean of
-    the log-odds, see :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
-    ``use_calibration``; otherwise none (no smoothing, thresholds 0.5, ``--verdict-s``)."""
+    the log-odds (default; False: the plain means only), see :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
+    ``use_calibration``; otherwise none (no smoothing, thresholds 0.5, ``--verdict-s``).
+    ``alarm_hold_s``: the per-frame alarm's on-delay in the ``alarms`` summary (:func:`run_condition`)."""
     import io
 
     from ..identify.modelfile import atomic_write_text
+
+    hold_frames(alarm_hold_s, 1.0)  # a bad hold fails before any loading
     from ..learned.arm import load_arm_model, save_arm_model
     from ..logs import load_logs
     from ..precision import physics_precision
@@ -1337,7 +1371,7 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
         logs = [condition_log(robot, t, ch) for t in trajs]
         tlogs = [condition_log(robot, t, ch) for t in ttrajs]
         res = run_condition(robot, logs, model=model, train_logs=tlogs, seed=seed, verdict_s=verdict_s,
-                            progress=progress, calibration=cal or None)
+                            progress=progress, calibration=cal or None, alarm_hold_s=alarm_hold_s)
     res["model"] = str(model_path)
     res["robot"] = robot_name
     res["verdict_s"] = res.get("calibration", {}).get("verdict_s", verdict_s)
