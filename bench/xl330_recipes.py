@@ -32,7 +32,7 @@ from xl330 import heldout_mae  # noqa: E402
 
 
 def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_starts, extensions, group_by,
-        fold_seeds=None, fold_score=None, fold_init=None, final_seeds=None, final_pick=None, popsize=None, final_evals=None, train_objective=None) -> dict:
+        fold_seeds=None, fold_score=None, fold_init=None, final_seeds=None, final_pick=None, popsize=None, final_evals=None, train_objective=None, select_rule=None) -> dict:
     from actuatorlab.identify.select import fit_family
     from actuatorlab.logs import load_logs
 
@@ -43,7 +43,8 @@ def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_st
                                 fold_starts=fold_starts, fold_evals=fold_evals, final_starts=final_starts,
                                 fold_seeds=fold_seeds, fold_score=fold_score, fold_init=fold_init,
                                 final_seeds=final_seeds, final_pick=final_pick, popsize=popsize,
-                                final_evals=final_evals, train_objective=train_objective).items()
+                                final_evals=final_evals, train_objective=train_objective,
+                                select_rule=select_rule).items()
           if v is not None}
     load0, c0, t0 = os.getloadavg()[0], os.times(), time.perf_counter()
     sel = fit_family(train, seed=seed, budget=budget, **kw)
@@ -74,6 +75,7 @@ def main(argv=None) -> int:
     p.add_argument("--popsize", type=int, default=None, help="CMA-ES population of the fold searches")
     p.add_argument("--final-evals", type=int, default=None, help="CMA-ES evaluations per start of the final refit")
     p.add_argument("--train-objective", default=None, help="pooled | mean_std | worst (over condition groups)")
+    p.add_argument("--select-rule", default=None, help="best | one_se (among the eligible models)")
     p.add_argument("--extensions", nargs="*", default=None)
     p.add_argument("--group-by", nargs="+", default=None)
     p.add_argument("--out", type=Path, default=None)
@@ -81,7 +83,8 @@ def main(argv=None) -> int:
     emit(run(a.split, seed=a.seed, budget=a.budget, fold_starts=a.fold_starts, fold_evals=a.fold_evals,
              final_starts=a.final_starts, extensions=a.extensions, group_by=a.group_by, fold_seeds=a.fold_seeds,
              fold_score=a.fold_score, fold_init=a.fold_init, final_seeds=a.final_seeds, final_pick=a.final_pick,
-             popsize=a.popsize, final_evals=a.final_evals, train_objective=a.train_objective),
+             popsize=a.popsize, final_evals=a.final_evals, train_objective=a.train_objective,
+             select_rule=a.select_rule),
          a.out)
     return 0
 

@@ -245,7 +245,8 @@ def test_unknown_options_name_what_exists(delay_logs):
     from actuatorlab.errors import ActuatorlabError, UnknownNameError
 
     for kw, listed in ((dict(fold_score="mode"), "mean"), (dict(fold_init="best"), "all"),
-                       (dict(final_pick="last"), "medoid"), (dict(train_objective="dro"), "mean_std")):
+                       (dict(final_pick="last"), "medoid"), (dict(train_objective="dro"), "mean_std"),
+                       (dict(select_rule="aic"), "one_se")):
         with pytest.raises(UnknownNameError, match=listed):
             fit_family(delay_logs, ("m1",), budget="quick", **kw)
     for kw in (dict(fold_seeds=0), dict(final_seeds=0), dict(fold_seeds=-2)):  # 0 is not "the default"
@@ -318,3 +319,19 @@ def test_worst_group_objective_lowers_the_worst_training_group(delay_logs, monke
     # measured: worst group 31.9 -> 28.0 mrad, pooled MAE 24.7 -> 26.1 mrad: the trade
     assert w_worst < 0.95 * w_pooled, (per_pooled, per_worst)
     assert runs["pooled"].final.train_mae < runs["worst"].final.train_mae
+
+
+def test_one_se_rule_picks_the_simplest_model_within_a_paired_standard_error():
+    """one_se_choice by hand: with b = m5 (lowest mean), m3's paired differences (1, -1, 1, -1)
+    have mean 0 <= sd / 2, so m3 (fewer free parameters) is chosen; with (1, 0, 1, 0) the mean 0.5
+    exceeds sd / 2 = 0.29 and m5 stays; a model with non-finite scores is never chosen."""
+    from actuatorlab.identify.select import SELECT_RULES, one_se_choice
+
+    nf = {"m1": 3, "m3": 5, "m5": 8}
+    sc = {"m1": np.array([10.0, 10, 10, 10]), "m3": np.array([9.0, 7, 10, 8]), "m5": np.array([8.0, 8, 9, 9])}
+    assert one_se_choice(sc, nf, "m5") == "m3"
+    assert SELECT_RULES["best"](sc, nf, "m5") == "m5"
+    sc["m3"] = np.array([9.0, 8, 10, 9])
+    assert one_se_choice(sc, nf, "m5") == "m5"
+    sc["m1"] = np.array([8.0, np.inf, 9, 9])
+    assert one_se_choice(sc, nf, "m5") == "m5"

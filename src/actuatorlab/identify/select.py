@@ -63,7 +63,7 @@ from .fit import (TRAIN_OBJECTIVE, TRAIN_OBJECTIVES, FitResult, ParamSpace, Popu
 
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
            "BUDGETS", "SELECTION_BUDGETS", "SELECTION_STARTS", "Fold", "condition_folds", "group_jackknife",
-           "GROUP_KEYS", "LOG_KEY", "group_ids", "resampled_uncertainty", "SELECTION_SEEDS", "FOLD_SCORES",
+           "GROUP_KEYS", "LOG_KEY", "group_ids", "SELECT_RULES", "one_se_choice", "resampled_uncertainty", "SELECTION_SEEDS", "FOLD_SCORES",
            "FOLD_INITS"]
 
 #: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
@@ -126,6 +126,37 @@ FOLD_INITS = ("parents", "all")
 FOLD_INIT = "parents"
 WARM_SIGMA = 0.1
 
+
+
+def _lowest_mean(scores: dict[str, np.ndarray], n_free: dict[str, int], best: str) -> str:
+    """The eligible model with the lowest mean held-out MAE over the groups."""
+    return best
+
+
+def one_se_choice(scores: dict[str, np.ndarray], n_free: dict[str, int], best: str) -> str:
+    """The one-standard-error rule (Breiman, Friedman, Olshen & Stone 1984, "Classification and
+    Regression Trees", section 3.4.3; Hastie, Tibshirani & Friedman, "The Elements of Statistical
+    Learning", 7.10), paired over the held-out groups: with b = ``best`` (lowest mean) and, for an
+    eligible model m, d_g = MAE_m,g - MAE_b,g over the G groups, m is within one standard error of
+    b when mean(d) <= sd(d) / sqrt(G) (sd with G - 1 degrees of freedom); among those the model
+    with the fewest free parameters is chosen (ties: the lower mean). ``scores``: eligible model
+    -> (G,) held-out MAE; ``n_free``: model -> free parameters."""
+    vb = np.asarray(scores[best], float)
+    G = vb.size
+    near = []
+    for m, v in scores.items():
+        d = np.asarray(v, float) - vb
+        if not np.all(np.isfinite(d)):
+            continue
+        se = float(np.std(d, ddof=1) / np.sqrt(G)) if G > 1 else 0.0
+        if float(np.mean(d)) <= se:
+            near.append(m)
+    return min(near, key=lambda m: (n_free[m], float(np.mean(scores[m]))))
+
+
+#: how the selected model is picked among the eligible ones (``fit_family(select_rule=)``)
+SELECT_RULES: dict[str, Callable] = {"best": _lowest_mean, "one_se": one_se_choice}
+SELECT_RULE = "best"
 
 
 def _pick_best(space, finals) -> int:
@@ -315,7 +346,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                fold_init: str | None = None, final_seeds: int | None = None,
                final_pick: str | None = None, workers: int | None = None,
                popsize: int | None = None, final_evals: int | None = None,
-               train_objective: str | None = None) -> SelectionResult:
+               train_objective: str | None = None, select_rule: str | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
@@ -340,7 +371,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     (:data:`~actuatorlab.identify.fit.TRAIN_OBJECTIVES`, see
     :func:`~actuatorlab.identify.fit.objective_from_sums`; default ``TRAIN_OBJECTIVE``, pooled over
     samples); the groups are those of ``group_by``. The selection score is unchanged (mean over
-    held-out groups).
+    held-out groups). select_rule (:data:`SELECT_RULES`, default ``SELECT_RULE``): which eligible
+    model is selected, the lowest mean held-out MAE (``"best"``) or :func:`one_se_choice`.
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
@@ -365,6 +397,9 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     fold_score = fold_score or FOLD_SCORE
     fold_init = fold_init or FOLD_INIT
     train_objective = train_objective or TRAIN_OBJECTIVE
+    select_rule = select_rule or SELECT_RULE
+    if select_rule not in SELECT_RULES:
+        raise UnknownNameError("selection rule", select_rule, tuple(SELECT_RULES))
     if train_objective not in TRAIN_OBJECTIVES:
         raise UnknownNameError("training objective", train_objective, TRAIN_OBJECTIVES)
     for kind, value, known in (("fold score", fold_score, FOLD_SCORES), ("fold init", fold_init, FOLD_INITS),
@@ -518,7 +553,9 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
             if not eligible[m]:
                 break
             current.append(e)
-    selected = min((m for m in rows if eligible[m]), key=lambda m: float(np.mean(val[m])))
+    best_m = min((m for m in rows if eligible[m]), key=lambda m: float(np.mean(val[m])))
+    selected = SELECT_RULES[select_rule]({m: val[m] for m in rows if eligible[m]},
+                                         {m: rows[m]["n_free"] for m in rows}, best_m)
 
     # final: the selected model on all given logs, from the best of its fold optima (same compiled
     # scorer, one more lockstep search with a single "fold"); its MAE is then re-scored in float64
@@ -564,7 +601,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
               "evaluations": int(sum(f.evaluations for f in fits.values())) + final.evaluations,
               "fold_starts": n_starts, "fold_evals": fold_evals, "fold_seeds": R, "fold_score": fold_score,
               "fold_init": fold_init, "popsize": popsize, "final_evals": final_evals,
-              "train_objective": train_objective,
+              "train_objective": train_objective, "select_rule": select_rule,
               "workers": next(iter(scorers.values())).workers if scorers else None}
     table = list(rows.values())
     for row in table:
@@ -584,7 +621,10 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     rule += (f"; a model earns its place when its mean held-out MAE over the folds is >= {100 * min_gain:g} % "
              "below its best eligible contained model AND it is better in more folds than it is worse (ties "
              "dropped); the "
-             "eligible model with the lowest mean held-out MAE is selected, then refitted on all given logs")
+             + ("eligible model with the lowest mean held-out MAE is selected" if select_rule == "best" else
+                "eligible model with the fewest free parameters within one paired standard error of the lowest "
+                "mean held-out MAE is selected (one-standard-error rule)")
+             + ", then refitted on all given logs")
     fit_names = [work[j].name for j in folds[0].train] if scheme == "split" else [t.name for t in work]
     val_names = [work[j].name for j in folds[0].heldout] if scheme == "split" else [t.name for t in work]
     return SelectionResult(selected, fits, table, final, fit_names, val_names, extras={"timing": timing,
