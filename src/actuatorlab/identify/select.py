@@ -243,7 +243,7 @@ def condition_folds(trajs: list[Trajectory], keys: tuple[str, ...] = GROUP_KEYS)
     The key ``"log"`` (:data:`LOG_KEY`) makes every log its own group (leave-one-log-out)."""
     folds = []
     for key in keys:
-        values = [t.name if key == LOG_KEY else str(t.conditions.get(key, "")) for t in trajs]
+        values = [_group_value(t, key) for t in trajs]
         distinct = sorted(set(values))
         if len(distinct) < 2:
             continue
@@ -253,6 +253,11 @@ def condition_folds(trajs: list[Trajectory], keys: tuple[str, ...] = GROUP_KEYS)
     return folds
 
 
+def _group_value(t: Trajectory, key: str) -> str:
+    """The log's value of the condition tag ``key`` ("" when missing; its name for ``"log"``)."""
+    return t.name if key == LOG_KEY else str(t.conditions.get(key, ""))
+
+
 def group_ids(trajs: list[Trajectory], keys: tuple[str, ...] = GROUP_KEYS) -> np.ndarray:
     """(len(trajs),) int: logs with the same values of every tag in ``keys`` (``"log"``: the log's
     name) share an id, the groups :func:`condition_folds` holds out (for several keys, their
@@ -260,7 +265,7 @@ def group_ids(trajs: list[Trajectory], keys: tuple[str, ...] = GROUP_KEYS) -> np
     seen: dict[tuple, int] = {}
     out = []
     for t in trajs:
-        v = tuple(t.name if k == LOG_KEY else str(t.conditions.get(k, "")) for k in keys)
+        v = tuple(_group_value(t, k) for k in keys)
         out.append(seen.setdefault(v, len(seen)))
     return np.array(out, int)
 
