@@ -1327,11 +1327,11 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
     import io
 
     from ..identify.modelfile import atomic_write_text
-
-    hold_frames(alarm_hold_s, 1.0)  # a bad hold fails before any loading
     from ..learned.arm import load_arm_model, save_arm_model
     from ..logs import load_logs
     from ..precision import physics_precision
+
+    hold_frames(alarm_hold_s, 1.0)  # a bad hold fails before any loading
 
     with physics_precision():
         robot, model, d = load_arm_model(model_path, robot_name)

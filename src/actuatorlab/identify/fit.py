@@ -499,16 +499,14 @@ def objective_from_sums(sums: dict[str, np.ndarray], n: np.ndarray, weights: np.
     * ``"worst"``: J = max_g J_g, the worst group (group DRO, Sagawa et al. 2020, ICLR).
 
     With one selected group both reduce to the pooled objective of that group."""
+    if aggregate not in TRAIN_OBJECTIVES:
+        raise UnknownNameError("training objective", aggregate, TRAIN_OBJECTIVES)
     if aggregate == "pooled" or groups is None:
-        if aggregate not in TRAIN_OBJECTIVES:
-            raise UnknownNameError("training objective", aggregate, TRAIN_OBJECTIVES)
         N = float(np.sum(weights * n))
         if effort_weight > 0:
             return (np.log(sums["sq_q"] @ weights / N + 1e-30)
                     + effort_weight * np.log(sums["sq_u"] @ weights / N + 1e-30))
         return sums["abs_q"] @ weights / N
-    if aggregate not in TRAIN_OBJECTIVES:
-        raise UnknownNameError("training objective", aggregate, TRAIN_OBJECTIVES)
     groups = np.asarray(groups)
     per = np.stack([objective_from_sums(sums, n, weights * (groups == g), effort_weight)
                     for g in np.unique(groups[np.asarray(weights) > 0])], axis=-1)  # (n_candidates, G)
