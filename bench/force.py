@@ -71,9 +71,9 @@ def main(argv=None) -> int:
     ap.add_argument("--balance-tasks", action=argparse.BooleanOptionalAction, default=False,
                     help="draw training windows so that every excitation family (free motion, payloads, pushes) "
                          "fills the same share of a batch (learned.heads.train_heads balance_tasks)")
-    ap.add_argument("--force-frame", default="base", choices=("base", "yaw"),
-                    help="the force head predicts in the base frame, or in the frame turning with joint 1 "
-                         "(learned.heads.train_heads force_frame)")
+    ap.add_argument("--force-frame", default="base", choices=("base", "yaw", "joint"),
+                    help="the force head predicts in the base frame, in the frame turning with joint 1, or the "
+                         "external joint torques mapped through the Jacobian (learned.heads.train_heads force_frame)")
     ap.add_argument("--eval", default="test", choices=("test", "val"),
                     help="test: DIR/test + DIR/heldout (report once); val: DIR/val only (model selection)")
     a = ap.parse_args(argv)

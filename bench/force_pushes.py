@@ -62,7 +62,7 @@ def push_rows(data: Path, splits, model_path: Path | None = None) -> list[dict]:
         @jax.jit
         def heads(x):
             def one(w):
-                h = model.net(model.normalizer.apply(w))
+                h = model.heads(w)  # the model's force frame applied (yaw rotation, joint-torque map)
                 return h.force_raw, h.gate_logit
             return jax.vmap(one)(x)
     rows = []

@@ -244,7 +244,7 @@ def test_train_heads_lowers_the_force_error(smoke, tmp_path):
     with pytest.raises(ModelError, match="initial model's force frame is base, not 'yaw'"):
         train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run3", init=m0, steps=1, force_frame="yaw",
                     progress=False)
-    with pytest.raises(UnknownNameError, match="unknown force frame 'body'; available: base, yaw"):
+    with pytest.raises(UnknownNameError, match="unknown force frame 'body'; available: base, joint, yaw"):
         train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run3", init=m0, steps=1, force_frame="body",
                     progress=False)
 
@@ -618,6 +618,80 @@ def test_yaw_force_frame_turns_the_head_output_with_joint_1(dyn, tmp_path):
         load_arm_model(tmp_path / "run" / "arm_model.json")
 
 
+def test_joint_force_frame_maps_joint_torques_through_the_jacobian(dyn, tmp_path):
+    """force_frame "joint": the JAX chain's Jacobian equals MuJoCo's mj_jac; the damped least
+    squares recovers a force from J^T f within its stated bias; yawing the arm turns the force and
+    leaves the joint torques alone; the head's output is mapped by the model, in the causal
+    estimator too; the frame survives save / load; and it refuses what it cannot map."""
+    import dataclasses
+
+    import jax.numpy as jnp
+
+    from actuatorlab.errors import ModelError
+    from actuatorlab.learned.arm import load_arm_model, make_learned_arm, save_arm_model
+    from actuatorlab.learned.features import FeatureLayout, Normalizer
+    from actuatorlab.learned.force_frame import DAMPING, joint_force_map
+
+    robot = dyn.robot
+    lay = FeatureLayout(robot.joint_names[:4], ("q_target", "q", "dq", "err", "current"), (), 3)
+    fm = joint_force_map(robot, lay)
+    assert fm.joints == dyn.joints and fm.head_index == (0, 1, 2, 3) and hash(fm) == hash(joint_force_map(robot, lay))
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        q = rng.uniform(-1.0, 1.0, 4)
+        J, p = fm.jacobian(jnp.asarray(q, jnp.float32))
+        np.testing.assert_allclose(np.asarray(J), dyn.jacobian(q), atol=2e-6)
+        np.testing.assert_allclose(np.asarray(p), dyn.ee_position(q), atol=2e-6)
+        f = rng.normal(size=3)
+        frame = np.zeros(lay.n_features, np.float32)
+        frame[list(fm.q_cols)] = q
+        got = np.asarray(fm.force(jnp.asarray(frame), jnp.asarray(dyn.jacobian(q).T @ f, jnp.float32)))
+        smin = np.linalg.svd(dyn.jacobian(q), compute_uv=False)[-1]
+        # damped least squares: the error of each singular direction is lambda^2 / (sigma^2 + lambda^2)
+        assert np.linalg.norm(got - f) <= (DAMPING ** 2 / (smin ** 2 + DAMPING ** 2) + 1e-4) * np.linalg.norm(f)
+        # a yaw of the whole arm turns the force for the same joint torques
+        d1 = 0.7
+        frame2 = frame.copy()
+        frame2[fm.q_cols[0]] += d1
+        tau = jnp.asarray(rng.normal(size=4), jnp.float32)
+        f1, f2 = np.asarray(fm.force(jnp.asarray(frame), tau)), np.asarray(fm.force(jnp.asarray(frame2), tau))
+        c, s_ = np.cos(d1), np.sin(d1)
+        np.testing.assert_allclose(f2, [c * f1[0] - s_ * f1[1], s_ * f1[0] + c * f1[1], f1[2]], rtol=1e-4, atol=1e-5)
+    # a model whose force head has one output per channel, mapped by the model
+    F = lay.n_features
+    m = make_learned_arm(robot, "mlp", channels=lay.channels, per_channel=lay.per_channel,
+                         normalizer=Normalizer(np.zeros(F), np.ones(F)), effort_scale=0.5, history=3,
+                         key=jax.random.PRNGKey(1), width=8, depth=1, d=8, head_width=8, force_out=4)
+    mj = dataclasses.replace(m, force_joint=fm)
+    w = rng.normal(size=(lay.history + 1, F)).astype(np.float32)
+    tau_net = np.asarray(m.heads(w).force_raw)
+    assert tau_net.shape == (4,)
+    np.testing.assert_allclose(np.asarray(mj.heads(w).force_raw), np.asarray(fm.force(w[-1], tau_net)), rtol=1e-5)
+    with pytest.raises(ModelError, match="exclude each other"):
+        dataclasses.replace(mj, force_yaw=(1, 0.0, 0.0, 1.0))
+    T = 25
+    q = Q0 + 0.3 * np.cumsum(rng.normal(size=(T, 4)), 0) * DT * 20
+    lg = _log(dyn, q, rng.normal(size=(T, 4)) * 0.2, rng.normal(size=(T, 4)) * 0.3)
+    est = estimate_log(make_estimator("learned", robot, model=mj), lg)
+    save_arm_model(tmp_path / "run", robot.name, mj, None)
+    saved = json.loads((tmp_path / "run" / "arm_model.json").read_text())
+    assert saved["force_frame"] == {"kind": "joint", "ee_body": dyn.ee_body, "joints": list(dyn.joints),
+                                    "damping": DAMPING}
+    m2 = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
+    assert m2.force_joint == fm and not m2.force_yaw
+    np.testing.assert_allclose(estimate_log(make_estimator("learned", robot, model=m2), lg)["force"], est["force"],
+                               rtol=1e-6, atol=1e-7)
+    saved["force_frame"]["joints"] = ["joint1", "joint2"]
+    (tmp_path / "run" / "arm_model.json").write_text(json.dumps(saved))
+    with pytest.raises(ModelError, match=r"arm_model.json: force_frame chain \['joint1', 'joint2'\] does not match"):
+        load_arm_model(tmp_path / "run" / "arm_model.json")
+    # every chain joint must be a channel with a measured angle
+    with pytest.raises(ModelError, match=r"chain joints \['joint4'\] of open_manipulator_x are not channels"):
+        joint_force_map(robot, FeatureLayout(robot.joint_names[:3], ("q", "dq"), (), 3))
+    with pytest.raises(ModelError, match="needs the per-channel feature 'q'"):
+        joint_force_map(robot, FeatureLayout(robot.joint_names[:4], ("dq", "current"), (), 3))
+
+
 def test_train_heads_cli_passes_the_augmentations_and_the_schedule(smoke, tmp_path):
     from actuatorlab.cli import main
 
@@ -632,6 +706,22 @@ def test_train_heads_cli_passes_the_augmentations_and_the_schedule(smoke, tmp_pa
     assert saved["force_frame"]["kind"] == "yaw" and saved["force_frame"]["joint"] == "joint1"
     rows = [json.loads(s) for s in (run / "metrics.jsonl").read_text().splitlines()]
     assert {r["step"] for r in rows if "val" in r} == {1, 2, 3}  # validated every step (default: every 250)
+    # the joint-space frame: a force head of one output per channel, stored and reloaded
+    from actuatorlab.learned.arm import load_arm_model
+
+    assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
+                 "--out", str(tmp_path / "joint"), "--arch", "mlp", "--sizes",
+                 '{"width": 16, "depth": 1, "d": 16, "head_width": 16}', "--steps", "2", "--eval-every", "1",
+                 "--augment-yaw", "--augment-mirror", "--force-frame", "joint"]) == 0
+    saved = json.loads((tmp_path / "joint" / "arm_model.json").read_text())
+    assert saved["training"]["force_frame"] == "joint" and saved["force_frame"]["kind"] == "joint"
+    assert saved["sizes"]["force_out"] == 4
+    m = load_arm_model(tmp_path / "joint" / "arm_model.json")[1]
+    assert m.force_joint is not None and m.net.heads.force.out_size == 4
+    # a model trained in the base frame cannot be fine-tuned into the joint frame (its head has 3 outputs)
+    assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
+                 "--out", str(tmp_path / "j2"), "--init", str(run / "arm_model.json"), "--steps", "1",
+                 "--force-frame", "joint"]) != 0
 
 
 def test_push_signature_opposes_the_external_torque(smoke):

@@ -48,8 +48,14 @@ def test_registry_lists_archs_on_unknown_name():
     assert set(ARCHS) == {"transformer", "mlp", "gru", "lstm", "actuator_net", "actuator_lstm", "window_stats"}
     with pytest.raises(UnknownNameError, match="available: actuator_lstm, actuator_net, gru, lstm, mlp, transformer"):
         make_net("cnn", n_features=4, n_channels=1, history=2, key=jax.random.PRNGKey(0))
-    with pytest.raises(UnknownNameError, match="available: d, ff, head_width, n_heads, n_layers"):
+    with pytest.raises(UnknownNameError, match="available: d, ff, force_out, head_width, n_heads, n_layers"):
         make_net("transformer", n_features=4, n_channels=1, history=2, key=jax.random.PRNGKey(0), width=3)
+    # the force head's width is an option of the networks with output heads only
+    with pytest.raises(UnknownNameError, match="unknown size option of 'actuator_net' 'force_out'"):
+        make_net("actuator_net", n_features=4, n_channels=1, history=2, key=jax.random.PRNGKey(0), force_out=4)
+    net = make_net("mlp", n_features=8, n_channels=4, history=2, key=jax.random.PRNGKey(0), width=8, depth=1, d=8,
+                   head_width=8, force_out=4)
+    assert net(jnp.zeros((3, 8))).force_raw.shape == (4,)
 
 
 @pytest.mark.parametrize("arch", WINDOW_ARCHS)

@@ -411,3 +411,43 @@ def test_refuses_a_non_empty_folder_unless_overwriting_its_own(tmp_path):
     with pytest.raises(DataError, match="refusing"):
         run_synth("open_manipulator_x", "smoke", tmp_path, seed=0, overwrite=True)
     assert (tmp_path / "mine.txt").read_text() == "keep me"
+
+
+def test_push_pairs_add_twins_at_new_poses_and_leave_the_suite_untouched(smoke, tmp_path):
+    """--push-pairs: N push / no-contact twins with the same commands, directions cycled through
+    the pushes that are not held out, each at its own pose; the suite's files keep their bytes and
+    splits; bad counts are one-line errors."""
+    from actuatorlab.synth.suites import push_pair_specs
+
+    s = run_synth("open_manipulator_x", "smoke", tmp_path / "pp", seed=0, push_pairs=5)
+    assert s["n_trajectories"] == 4 + 10 and s["push_pairs"] == 5
+    plain, pp = _tree_hashes(smoke), _tree_hashes(tmp_path / "pp")
+    assert plain and all(pp.get(k) == v for k, v in plain.items() if k not in ("dataset.json", "DATASET.md"))
+    card = json.loads((tmp_path / "pp" / "dataset.json").read_text())
+    assert card["push_pairs"] == 5 and "push_pairs" not in json.loads((smoke / "dataset.json").read_text())
+    recs = {r["name"]: r for r in card["trajectories"] if "_x0" in r["name"]}
+    pushes = sorted(n for n in recs if n.startswith("push_"))
+    # the smoke suite holds out push -y: the extra pairs cycle through the other five directions
+    assert [n[:-5] for n in pushes] == ["push_+x", "push_+y", "push_+z", "push_-x", "push_-z"]
+    poses = []
+    for n in pushes:
+        r, twin = recs[n], recs[n.replace("push_", "no_contact_", 1)]
+        assert twin["split"] == r["split"] and not r["split"].startswith("heldout")
+        assert twin["pair"] == r["pair"] == n and twin["conditions"]["contact"] == "none"
+        a = load_native(tmp_path / "pp" / r["split"] / f"{n}.parquet")
+        b = load_native(tmp_path / "pp" / twin["split"] / f"{twin['name']}.parquet")
+        qt = np.stack([np.asarray(a[f"position_target/{j}"]) for j in ("joint1", "joint2", "joint3")], -1)
+        np.testing.assert_array_equal(qt, np.stack([np.asarray(b[f"position_target/{j}"])
+                                                    for j in ("joint1", "joint2", "joint3")], -1))
+        f = np.stack([np.asarray(a[f"force_{c}"], float) for c in "xyz"], -1)
+        d = np.asarray([1.0 if c == n[6] else 0.0 for c in "xyz"]) * (1 if n[5] == "+" else -1)
+        contact = np.asarray(a["contact"], float) > 0.5
+        assert contact.any() and float(np.mean(f[contact] @ d)) > 0.5          # pushed along its direction
+        assert float(np.abs(np.stack([np.asarray(b[f"force_{c}"], float) for c in "xyz"], -1)).mean()) < 0.1
+        poses.append(qt.mean(0))
+    assert min(np.linalg.norm(p - q) for i, p in enumerate(poses) for q in poses[i + 1:]) > 0.01  # new poses
+    with pytest.raises(SynthError, match="push_pairs must be an integer >= 0"):
+        run_synth("open_manipulator_x", "smoke", tmp_path / "bad", seed=0, push_pairs=-1)
+    with pytest.raises(SynthError, match="every push direction is excluded"):
+        push_pair_specs(2, 1.0, np.random.default_rng(0), 0,
+                        exclude=("push_+x", "push_-x", "push_+y", "push_-y", "push_+z", "push_-z"))

@@ -517,7 +517,10 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
           scale: float = typer.Option(1.0, "--scale", help="in (0, 1]: shrinks number and length of trajectories"),
           overwrite: bool = typer.Option(False, "--overwrite", help="replace a dataset this command wrote before"),
           restricted_pairs: int = typer.Option(0, "--restricted-pairs", help="append N restricted-joint-3 / normal "
-                                               "pairs with identical commands (condition detection)")):
+                                               "pairs with identical commands (condition detection)"),
+          push_pairs: int = typer.Option(0, "--push-pairs", help="append N push / no-contact pairs at new random "
+                                         "poses, directions cycled through those not held out (force "
+                                         "estimation)")):
     """Write realistic synthetic logs from virtual hardware with known ground truth."""
     from .synth import run_synth
 
@@ -528,7 +531,7 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
             p.update(task, total=total, completed=done, description=f"{suite}: {name}"[:28])
 
         summary = run_synth(robot, suite, out, seed, scale, progress=cb, overwrite=overwrite,
-                            restricted_pairs=restricted_pairs)
+                            restricted_pairs=restricted_pairs, push_pairs=push_pairs)
     console.print({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
     console.print(f"wrote {out} (dataset card: {Path(out) / 'DATASET.md'})")
 
@@ -650,10 +653,12 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     balance_tasks: bool = typer.Option(False, "--balance-tasks", help="draw training windows so that "
                                                        "every excitation family (free motion, payloads, pushes, ...) "
                                                        "fills the same share of a batch"),
-                    force_frame: Optional[str] = typer.Option(None, "--force-frame", help="base | yaw: the force head "
-                                                              "predicts in the base frame, or in the frame that turns "
+                    force_frame: Optional[str] = typer.Option(None, "--force-frame", help="base | yaw | joint: the force "
+                                                              "head predicts in the base frame, in the frame that turns "
                                                               "with the vertical first joint (rotated to the base frame "
-                                                              "by its measured angle); default: --init's, else base"),
+                                                              "by its measured angle), or the external joint torques "
+                                                              "(mapped to a force through the arm's Jacobian); "
+                                                              "default: --init's, else base"),
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""

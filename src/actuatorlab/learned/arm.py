@@ -472,6 +472,8 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
         d["force_prior"] = model.force_prior.to_dict()
     if model.force_yaw:
         d["force_frame"] = force_frame_dict(model)
+    elif model.force_joint is not None:
+        d["force_frame"] = model.force_joint.to_dict()
     if model.residual_input is not None:
         d["residual_input"] = model.residual_input.to_dict()
     atomic_write_text(out / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
@@ -490,16 +492,25 @@ def force_frame_dict(model: LearnedArm) -> dict:
 def force_yaw_of(d: dict | None, layout: FeatureLayout, where) -> tuple:
     """LearnedArm.force_yaw from an arm_model.json ``force_frame`` entry (``()`` when absent or
     "base"); errors name the file."""
-    if d is None or d.get("kind", "base") == "base":
+    if d is None or d.get("kind", "base") in ("base", "joint"):
         return ()
     if d.get("kind") != "yaw":
-        raise ModelError(f"{where}: force_frame kind {d.get('kind')!r} is unknown; known: base, yaw")
+        raise ModelError(f"{where}: force_frame kind {d.get('kind')!r} is unknown; known: base, yaw, joint")
     j, feat, axis = d.get("joint"), d.get("feature", "q"), d.get("axis")
     if j not in layout.channels or feat not in layout.per_channel or axis is None or len(axis) != 3:
         raise ModelError(f"{where}: force_frame needs a channel joint, a per-channel feature and a 3-vector axis "
                          f"(got joint {j!r}, feature {feat!r}, axis {axis!r})")
     col = layout.channels.index(j) * len(layout.per_channel) + layout.per_channel.index(feat)
     return (col, *(float(v) for v in axis))
+
+
+def _force_joint_of(d, robot, layout, where):
+    """The JointForceMap of an arm_model.json ``force_frame`` entry of kind "joint" (else None)."""
+    if d is None or d.get("kind") != "joint":
+        return None
+    from .force_frame import joint_force_map_of
+
+    return joint_force_map_of(d, robot, layout, where)
 
 
 def _force_prior_of(d, where):
@@ -542,7 +553,8 @@ def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Rob
                            residual=d["kind"] == "residual", arch=lm.arch, sizes=tuple(sorted(lm.sizes.items())),
                            force_prior=_force_prior_of(d.get("force_prior"), p),
                            force_yaw=force_yaw_of(d.get("force_frame"), layout, p),
-                           residual_input=_force_prior_of(d.get("residual_input"), p))
+                           residual_input=_force_prior_of(d.get("residual_input"), p),
+                           force_joint=_force_joint_of(d.get("force_frame"), robot, layout, p))
     except KeyError as e:
         raise ModelError(f"{p}: arm model lacks the entry {e}") from None
     return robot, model, d

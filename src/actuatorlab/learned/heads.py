@@ -47,7 +47,7 @@ from ..sim.arm_learned import TELEMETRY, LearnedArm, frames_of_log
 from .features import sliding_windows
 
 __all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads", "yaw_joint", "yaw_augment",
-           "MIRROR_TOL", "ODD_FEATURES", "mirror_symmetry", "mirror_augment", "task_balance_weights"]
+           "MIRROR_TOL", "ODD_FEATURES", "mirror_symmetry", "mirror_augment", "task_balance_weights", "frame_name"]
 
 #: default budget of :func:`train_heads` (a few minutes on 2 CPU cores for a small network)
 HEADS_BUDGET: dict[str, Any] = dict(steps=1500, batch=128, lr=1e-3, eval_every=250, noise=0.0, weight_decay=1e-4,
@@ -339,7 +339,10 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     ``force_frame``: ``"base"`` (the force head predicts in the robot's base frame) or ``"yaw"``
     (it predicts in the frame turned by the yaw joint's measured angle, rotated to the base frame
     by the model: :attr:`~actuatorlab.sim.arm_learned.LearnedArm.force_yaw`; refused when the robot
-    has no yaw joint among the channels); default: the initial model's frame, else ``"base"``.
+    has no yaw joint among the channels) or ``"joint"`` (the force head predicts the external
+    torque of every channel, mapped to a base-frame force through the arm's kinematics:
+    :class:`~actuatorlab.learned.force_frame.JointForceMap`; from scratch only, the head has one
+    output per channel); default: the initial model's frame, else ``"base"``.
     Returns the arm_model.json dict."""
     from ..robots.loader import load_robot
     from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
@@ -354,6 +357,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     if steps is not None:
         bud["steps"] = int(steps)
     robot = load_robot(robot_name)
+    if force_frame not in (None, "base", "yaw", "joint"):
+        raise UnknownNameError("force frame", str(force_frame), ("base", "yaw", "joint"))
     if init is None:
         from ..identify.arm_fit import log_arrays
 
@@ -369,9 +374,12 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                                                lg.base.inputs.v_supply, lg.base.inputs.enable, lg.telemetry)
                                  for lg in logs])
         base = robot.nominal_params()
+        sz = dict(sizes or {})
+        if force_frame == "joint":  # one force output per channel: the external joint torques
+            sz["force_out"] = len(channels)
         model = make_learned_arm(robot, arch, channels=channels, per_channel=feats, normalizer=fit_normalizer(frames),
                                  effort_scale=_effort_scale(robot, base, logs, channels, False), base=base,
-                                 key=jax.random.PRNGKey(seed), **(sizes or {}))
+                                 key=jax.random.PRNGKey(seed), **sz)
         trunk = True if trunk is None else trunk
     else:
         model = init
@@ -386,17 +394,22 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
 
             prior = ForcePrior.fit(robot, force_prior, train_trajs, labelled=prior_labels)
             model = dataclasses.replace(model, force_prior=prior)
-    if force_frame not in (None, "base", "yaw"):
-        raise UnknownNameError("force frame", str(force_frame), ("base", "yaw"))
-    want = () if force_frame == "base" else None
+    want = () if force_frame in ("base", "joint") else None
     if force_frame == "yaw":
         found, c, F = _yaw_channel(robot, model.layout, "force_frame 'yaw'")
         want = (c * F + model.layout.per_channel.index("q"), *(float(v) for v in found[1]))
-    if want is not None and want != tuple(model.force_yaw):
+    fj = model.force_joint
+    if force_frame == "joint":
+        from .force_frame import joint_force_map
+
+        fj = joint_force_map(robot, model.layout)
+    elif force_frame in ("base", "yaw"):
+        fj = None
+    if (want is not None and want != tuple(model.force_yaw)) or fj != model.force_joint:
         if init is not None:
-            raise ModelError(f"train_heads: the initial model's force frame is "
-                             f"{'yaw' if model.force_yaw else 'base'}, not {force_frame!r}")
-        model = dataclasses.replace(model, force_yaw=want)
+            raise ModelError(f"train_heads: the initial model's force frame is {frame_name(model)}, "
+                             f"not {force_frame!r}")
+        model = dataclasses.replace(model, force_yaw=tuple(model.force_yaw) if want is None else want, force_joint=fj)
     tr = head_data(robot, model, train_trajs)
     va = head_data(robot, model, val_trajs)
     B = int(bud["batch"])
@@ -470,7 +483,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
             "force_prior": None if model.force_prior is None else model.force_prior.method,
             "force_prior_labelled": None if model.force_prior is None else model.force_prior.calibration.labelled,
             "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
-            "balance_tasks": bool(balance_tasks), "force_frame": "yaw" if model.force_yaw else "base", "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
+            "balance_tasks": bool(balance_tasks), "force_frame": frame_name(model), "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
     loss = (lambda m, d: heads_loss(m, d, contact_weight=w_c)) if w_c != 4.0 else heads_loss
     res = train(Path(out), model, loss, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
                 meta=meta, filter_spec=_head_spec(model, bool(trunk)))
@@ -484,10 +497,15 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s, "batch": B,
                      "lr": bud["lr"], "noise": noise, "weight_decay": float(bud["weight_decay"]), "contact_weight": w_c,
                      "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
-                     "balance_tasks": bool(balance_tasks), "force_frame": "yaw" if model.force_yaw else "base",
+                     "balance_tasks": bool(balance_tasks), "force_frame": frame_name(model),
                      "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
+
+
+def frame_name(model: LearnedArm) -> str:
+    """The force frame of ``model``'s force head: "joint", "yaw" or "base"."""
+    return "joint" if model.force_joint is not None else ("yaw" if model.force_yaw else "base")
 
 
 def _base_desc(model: LearnedArm) -> dict | None:

@@ -55,7 +55,7 @@ from ..errors import ModelError, UnknownNameError
 
 __all__ = ["Heads", "ArchSpec", "ARCHS", "make_net", "list_archs", "param_count", "contact_force",
            "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads",
-           "ActuatorNet", "ActuatorLSTM", "WindowStats"]
+           "ActuatorNet", "ActuatorLSTM", "WindowStats", "FORCE_OUT_ARCHS"]
 
 F32 = jnp.float32
 
@@ -89,18 +89,21 @@ def _tokens(layer, x):
 
 
 class OutputHeads(eqx.Module):
-    """The four SiLU MLP heads (one hidden layer of ``width``) on a pooled embedding ``z`` (d,)."""
+    """The four SiLU MLP heads (one hidden layer of ``width``) on a pooled embedding ``z`` (d,).
+    ``force_out``: width of the force head: 3 (a force in the base or yaw frame) or the number of
+    channels (external joint torques, mapped to a force by the model:
+    :class:`~actuatorlab.learned.force_frame.JointForceMap`)."""
 
     torque: eqx.nn.MLP
     force: eqx.nn.MLP
     gate: eqx.nn.MLP
     condition: eqx.nn.MLP
 
-    def __init__(self, d: int, n_channels: int, width: int, *, key):
+    def __init__(self, d: int, n_channels: int, width: int, *, key, force_out: int = 3):
         k = jax.random.split(key, 4)
         mk = lambda out, kk: eqx.nn.MLP(d, out, width, depth=1, activation=jax.nn.silu, key=kk, dtype=F32)
         self.torque = mk(n_channels, k[0])
-        self.force = mk(3, k[1])
+        self.force = mk(int(force_out), k[1])
         self.gate = mk("scalar", k[2])
         self.condition = mk(n_channels, k[3])
 
@@ -167,13 +170,13 @@ class GatedTransformer(eqx.Module):
     heads: OutputHeads
 
     def __init__(self, *, n_features: int, n_channels: int, history: int, key, d: int = 192,
-                 n_heads: int = 4, n_layers: int = 4, ff: int = 384, head_width: int = 192):
+                 n_heads: int = 4, n_layers: int = 4, ff: int = 384, head_width: int = 192, force_out: int = 3):
         k = jax.random.split(key, n_layers + 3)
         self.inp = _linear(n_features, d, k[0])
         self.pos = 0.02 * jax.random.normal(k[1], (history + 1, d), F32)
         self.blocks = tuple(EncoderBlock(d, n_heads, ff, key=k[3 + i]) for i in range(n_layers))
         self.ln_f = eqx.nn.LayerNorm(d, dtype=F32)
-        self.heads = OutputHeads(d, n_channels, head_width, key=k[2])
+        self.heads = OutputHeads(d, n_channels, head_width, key=k[2], force_out=force_out)
 
     def __call__(self, x: jax.Array) -> Heads:
         h = _tokens(self.inp, jnp.asarray(x, F32)) + self.pos
@@ -190,11 +193,11 @@ class WindowMLP(eqx.Module):
     heads: OutputHeads
 
     def __init__(self, *, n_features: int, n_channels: int, history: int, key, width: int = 512,
-                 depth: int = 4, d: int = 384, head_width: int = 256):
+                 depth: int = 4, d: int = 384, head_width: int = 256, force_out: int = 3):
         k = jax.random.split(key, 2)
         self.trunk = eqx.nn.MLP((history + 1) * n_features, d, width, depth, activation=jax.nn.silu,
                                 final_activation=jax.nn.silu, key=k[0], dtype=F32)
-        self.heads = OutputHeads(d, n_channels, head_width, key=k[1])
+        self.heads = OutputHeads(d, n_channels, head_width, key=k[1], force_out=force_out)
 
     def __call__(self, x: jax.Array) -> Heads:
         return self.heads(self.trunk(jnp.asarray(x, F32).reshape(-1)))
@@ -210,13 +213,13 @@ class RecurrentNet(eqx.Module):
     cell: str = eqx.field(static=True)
 
     def __init__(self, *, n_features: int, n_channels: int, history: int, key, cell: str = "gru",
-                 hidden: int = 384, n_layers: int = 2, head_width: int = 256):
+                 hidden: int = 384, n_layers: int = 2, head_width: int = 256, force_out: int = 3):
         k = jax.random.split(key, n_layers + 2)
         Cell = {"gru": eqx.nn.GRUCell, "lstm": eqx.nn.LSTMCell}[cell]
         self.cell = cell
         self.inp = _linear(n_features, hidden, k[0])
         self.cells = tuple(Cell(hidden, hidden, key=k[2 + i], dtype=F32) for i in range(n_layers))
-        self.heads = OutputHeads(hidden, n_channels, head_width, key=k[1])
+        self.heads = OutputHeads(hidden, n_channels, head_width, key=k[1], force_out=force_out)
 
     def __call__(self, x: jax.Array) -> Heads:
         u = _tokens(self.inp, jnp.asarray(x, F32))        # (T, hidden)
@@ -358,7 +361,8 @@ class WindowStats(eqx.Module):
     members: int = eqx.field(static=True)
 
     def __init__(self, *, n_features: int, n_channels: int, history: int, key, width: int = 128,
-                 depth: int = 2, d: int = 64, head_width: int = 64, drop_mean: int = 0, members: int = 1):
+                 depth: int = 2, d: int = 64, head_width: int = 64, drop_mean: int = 0, members: int = 1,
+                 force_out: int = 3):
         if n_channels < 1 or n_features % n_channels:
             raise ModelError(f"window_stats needs per-channel inputs only: {n_features} features do not split "
                              f"into {n_channels} channels")
@@ -372,7 +376,7 @@ class WindowStats(eqx.Module):
             k = jax.random.split(kk, 2)
             trunk = eqx.nn.MLP(n_channels * (5 * F + F * (F - 1)), d, width, depth, activation=jax.nn.silu,
                                final_activation=jax.nn.silu, key=k[0], dtype=F32)
-            return trunk, OutputHeads(d, n_channels, head_width, key=k[1])
+            return trunk, OutputHeads(d, n_channels, head_width, key=k[1], force_out=force_out)
 
         if members == 1:  # the single network (the layout of files written before ensembles existed)
             self.trunk, self.heads = build(key)
@@ -450,14 +454,24 @@ def list_archs() -> list[str]:
     return sorted(ARCHS)
 
 
+#: architectures with :class:`OutputHeads`, whose force-head width is the optional size
+#: ``force_out`` (default 3; absent from the size dict unless given, so older files read unchanged)
+FORCE_OUT_ARCHS: tuple[str, ...] = ("transformer", "mlp", "gru", "lstm", "window_stats")
+
+
 def arch_sizes(arch: str, **sizes: int) -> dict[str, int]:
-    """The full size dict of ``arch`` (defaults overridden by ``sizes``); unknown keys raise."""
+    """The full size dict of ``arch`` (defaults overridden by ``sizes``); unknown keys raise.
+    ``force_out`` (the force head's width, :class:`OutputHeads`) is accepted for
+    :data:`FORCE_OUT_ARCHS` and kept only when given."""
     if arch not in ARCHS:
         raise UnknownNameError("architecture", arch, list(ARCHS))
     spec = ARCHS[arch]
-    bad = sorted(set(sizes) - set(spec.sizes))
+    known = set(spec.sizes) | ({"force_out"} if arch in FORCE_OUT_ARCHS else set())
+    bad = sorted(set(sizes) - known)
     if bad:
-        raise UnknownNameError(f"size option of {arch!r}", bad[0], list(spec.sizes))
+        raise UnknownNameError(f"size option of {arch!r}", bad[0], sorted(known))
+    if "force_out" in sizes and int(sizes["force_out"]) < 1:
+        raise ModelError(f"{arch}: force_out must be at least 1, got {sizes['force_out']}")
     return {**spec.sizes, **{k: int(v) for k, v in sizes.items()}}
 
 

@@ -87,6 +87,11 @@ class LearnedArm(eqx.Module):
         f_raw = R(a, theta) f_net (Rodrigues' rotation formula). A horizontal push at the end effector
         then maps to the same network output at every yaw angle, so the network never has to learn
         sin / cos of the yaw angle to point a lateral force (docs/force.md, "Force frame").
+    force_joint: None, or a :class:`~actuatorlab.learned.force_frame.JointForceMap`: the network's
+        force head has one output per channel, the external joint torques [N.m], and
+        f_raw = (J_p J_p^T + lambda^2 I)^-1 J_p tau at the window's newest measured angles (damped
+        least squares through the arm's kinematics; docs/force.md, "Force frame"). Excludes
+        ``force_yaw`` (a joint torque is already unchanged by a yaw of the whole arm).
     residual_input: None, or the :class:`~actuatorlab.estimate.force.ForcePrior` (a calibrated
         classical estimator, fitted on training logs) whose causal external-joint-torque estimate
         is the ``tau_ext`` per-channel feature (``RESIDUAL_FEATURE``; added to a log by
@@ -107,6 +112,7 @@ class LearnedArm(eqx.Module):
     force_prior: Any = eqx.field(static=True, default=None)
     force_yaw: tuple = eqx.field(static=True, default=())
     residual_input: Any = eqx.field(static=True, default=None)
+    force_joint: Any = eqx.field(static=True, default=None)
 
     def __check_init__(self):
         unknown = [f for f in self.layout.per_channel if f not in STATE_FEATURES and f not in TELEMETRY]
@@ -118,11 +124,16 @@ class LearnedArm(eqx.Module):
                              "supported by the whole-robot rollouts (use per-channel features)")
         if len(self.channel_index) != self.layout.n_channels or len(self.effort_scale) != self.layout.n_channels:
             raise ModelError("learned arm: channel_index / effort_scale do not match the layout's channels")
+        if self.force_joint is not None and self.force_yaw:
+            raise ModelError("learned arm: force_joint and force_yaw exclude each other (choose one force frame)")
 
     def heads(self, window) -> Heads:
         """The network's outputs for ONE raw window (history + 1, n_features), f_raw in the base
-        frame (rotated from the yaw frame when ``force_yaw`` is set)."""
+        frame (rotated from the yaw frame when ``force_yaw`` is set, mapped from joint torques when
+        ``force_joint`` is)."""
         h: Heads = self.net(self.normalizer.apply(window))
+        if self.force_joint is not None:
+            return h._replace(force_raw=self.force_joint.force(window[-1], h.force_raw))
         if not self.force_yaw:
             return h
         return h._replace(force_raw=yaw_rotate(self.force_yaw[1:], window[-1, self.force_yaw[0]], h.force_raw))

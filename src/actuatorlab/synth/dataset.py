@@ -30,7 +30,7 @@ from . import commands as cmd
 from .robot import Kinematics, Scene, build_scene, get_robot
 from .simulate import Rates, Restriction, SimResult, simulate
 from .suites import (FAMILIES, PUSH_DIRECTIONS, Suite, SynthError, TrajectorySpec, check_scale, get_suite,
-                     restricted_pair_specs)
+                     restricted_pair_specs, push_pair_specs)
 from .truth import (ALPHA_CU, BEARING_EPS, CURRENT_UNIT, ENCODER_STEP, ERROR_GAIN, PWM_LIMIT, TRUTH_UNITS,
                     VELOCITY_UNIT, VOLTAGE_UNIT, G, JointTruth, SupplyTruth, draw_joint_truths, draw_supply)
 
@@ -297,7 +297,7 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
 
 def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float = 1.0,
               progress: Callable[[int, int, str], None] | None = None, *, overwrite: bool = False,
-              restricted_pairs: int = 0) -> dict[str, Any]:
+              restricted_pairs: int = 0, push_pairs: int = 0) -> dict[str, Any]:
     """Generate the synthetic dataset ``suite`` of ``robot`` into ``out``; returns a summary dict.
 
     Args:
@@ -315,6 +315,12 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
             stratified by family (:func:`split_groups` ``stratify``; since generator version 2,
             before which it was not), so the suite's own trajectories keep their splits; 0
             (default) writes the same trajectories and splits as earlier versions.
+        push_pairs: append this many push / no-contact pairs at new random poses, directions
+            cycled through the suite's push directions that are not held out
+            (:func:`~actuatorlab.synth.suites.push_pair_specs`; for force estimation: more poses
+            per direction). Own streams (7, 8, 9), sessions and 8:1:1 split stratified by
+            direction, so the suite's trajectories, the restricted pairs and the held-out split
+            are unchanged; 0 (default) adds none.
 
     Returns:
         {"out", "robot", "suite", "seed", "scale", "n_trajectories", "n_samples", "duration_s",
@@ -326,6 +332,8 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     seed = int(seed)
     if isinstance(restricted_pairs, bool) or not isinstance(restricted_pairs, (int, np.integer)) or restricted_pairs < 0:
         raise SynthError(f"restricted_pairs must be an integer >= 0, got {restricted_pairs!r}")
+    if isinstance(push_pairs, bool) or not isinstance(push_pairs, (int, np.integer)) or push_pairs < 0:
+        raise SynthError(f"push_pairs must be an integer >= 0, got {push_pairs!r}")
     out = Path(out)
     _prepare_out(out, overwrite)
 
@@ -347,6 +355,14 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
             sessions.append((f"s{len(sessions) + 1:02d}", members))
             session_of.update({s.name: sessions[-1][0] for s in members})
         split.update(split_groups(extra, (), _rng(seed, 6), stratify=True))
+        specs = specs + extra
+    if push_pairs:  # streams 7 (specs), 8 (their sessions), 9 (their split)
+        held = tuple(v for k, v in suite_obj.heldout if k == "contact")
+        extra = push_pair_specs(int(push_pairs), scale, _rng(seed, 7), len(specs), exclude=held)
+        for i, (_, members) in enumerate(_sessions(extra, suite_obj.session_size, _rng(seed, 8))):
+            sessions.append((f"s{len(sessions) + 1:02d}", members))
+            session_of.update({s.name: sessions[-1][0] for s in members})
+        split.update(split_groups(extra, suite_obj.heldout, _rng(seed, 9), stratify=True))
         specs = specs + extra
 
     index = {s.name: i for i, s in enumerate(specs)}
@@ -395,6 +411,8 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     card = _card(robot, suite_obj, seed, scale, rates, truths, supply, scene, session_info, records, split_counts)
     if restricted_pairs:
         card["restricted_pairs"] = int(restricted_pairs)
+    if push_pairs:
+        card["push_pairs"] = int(push_pairs)
     (out / "dataset.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
     (out / "DATASET.md").write_text(_card_markdown(card), encoding="utf-8")
     return {
@@ -403,6 +421,7 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
         "duration_s": round(sum(r["duration_s"] for r in records), 6),
         "splits": dict(sorted(split_counts.items())), "heldout": [v for _, v in suite_obj.heldout],
         "generator_version": GENERATOR_VERSION, "restricted_pairs": int(restricted_pairs),
+        "push_pairs": int(push_pairs),
     }
 
 
@@ -493,6 +512,9 @@ def _card_markdown(card: dict[str, Any]) -> str:
            "and their `cond_normal_*` twins (same commands), one group per pair, split 8:1:1 among themselves "
            "stratified by family (test and val each get a pair of every family with at least 3 pairs first), "
            "in their own sessions."] if card.get("restricted_pairs") else []),
+        *([f"Extra push / no-contact pairs (`--push-pairs {card['push_pairs']}`): `push_<dir>_x<i>` with "
+           "`no_contact_<dir>_x<i>`, new random poses, directions cycled through the pushes that are not held "
+           "out, split 8:1:1 by direction in their own sessions."] if card.get("push_pairs") else []),
         "",
         "## Trajectory families",
         "",

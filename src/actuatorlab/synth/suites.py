@@ -19,7 +19,8 @@ import numpy as np
 from ..errors import ActuatorlabError, UnknownNameError
 
 __all__ = ["TrajectorySpec", "Suite", "SUITES", "get_suite", "FAMILIES", "PUSH_DIRECTIONS", "PAYLOADS",
-           "MIN_DURATION", "check_scale", "SynthError", "RESTRICTED_PAIR_FAMILIES", "restricted_pair_specs"]
+           "MIN_DURATION", "check_scale", "SynthError", "RESTRICTED_PAIR_FAMILIES", "restricted_pair_specs",
+           "push_pair_specs"]
 
 #: [s] shortest trajectory a scaled suite makes.
 MIN_DURATION = 4.0
@@ -241,6 +242,29 @@ def restricted_pair_specs(n: int, scale: float, rng: np.random.Generator, first_
         r = TrajectorySpec(name=name, family=fam, duration=b.duration(dur), kp=_gain(rng), command_key=first_key + i,
                            restricted=True, pair=name, variant=variant, options=tuple(sorted(opts.items())))
         out += [r, dataclasses.replace(r, name=f"cond_normal_{stem}_{i:03d}", restricted=False)]
+    return out
+
+
+def push_pair_specs(n: int, scale: float, rng: np.random.Generator, first_key: int,
+                    exclude: tuple[str, ...] = ()) -> list[TrajectorySpec]:
+    """``n`` extra push trajectories, each with its no-contact twin (same commands: shared command
+    key ``first_key + i``, same gain), directions cycled through :data:`PUSH_DIRECTIONS` without
+    ``exclude`` (the suite's held-out push conditions, so the held-out split stays the suite's own),
+    15 s scaled like the suite's pushes. Each push holds a new random pose
+    (:func:`~actuatorlab.synth.commands.push_hold`): more poses per direction for force estimation.
+    Names ``push_<dir>_x<i>`` / ``no_contact_<dir>_x<i>``; both carry ``pair`` = the push's name."""
+    dirs = [d for d in PUSH_DIRECTIONS if d not in set(exclude)]
+    if not dirs:
+        raise SynthError(f"push pairs: every push direction is excluded ({list(exclude)})")
+    b = _Builder(scale, rng)
+    out: list[TrajectorySpec] = []
+    for i in range(int(n)):
+        d = dirs[i % len(dirs)]
+        name = f"{d}_x{i:03d}"
+        push = TrajectorySpec(name=name, family="push_hold", duration=b.duration(15.0), kp=_gain(rng),
+                              command_key=first_key + i, push=d, pair=name, variant=d[5:],
+                              options=(("direction", d),))
+        out += [push, dataclasses.replace(push, name=f"no_contact_{d[5:]}_x{i:03d}", family="no_contact", push="none")]
     return out
 
 
