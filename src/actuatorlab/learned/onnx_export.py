@@ -7,7 +7,8 @@ needs them.
 :func:`export_onnx` writes the network's exact float32 graph (same equations as
 :mod:`actuatorlab.learned.nets`: the Transformer with its four heads, or the window MLP) with a
 dynamic batch axis: input ``x`` (N, history + 1, n_features) normalized float32, outputs
-``torque`` (N, C), ``force_raw`` (N, 3), ``gate_logit`` (N,), ``condition_logit`` (N, C); with
+``torque`` (N, C), ``force_raw`` (N, 3) (or (N, C) for a joint-frame force head: the external joint
+torques, :mod:`actuatorlab.learned.force_frame`), ``gate_logit`` (N,), ``condition_logit`` (N, C); with
 ``fused=True`` as fewer, larger operators (opset 23 ``Attention``, the heads as two products),
 the form to run fast. :func:`quantize_int8` applies onnxruntime's dynamic quantization (int8
 weights per output channel, uint8 activations quantized per call), which runs the weight
@@ -188,7 +189,7 @@ def export_onnx(net, path: str | Path, *, n_frames: int | None = None, fused: bo
     outs = build(g, net, fused)
     C = net.heads.torque.out_size
     names = ["torque", "force_raw", "gate_logit", "condition_logit"]
-    shapes = [["N", C], ["N", 3], ["N"], ["N", C]]
+    shapes = [["N", C], ["N", net.heads.force.out_size], ["N"], ["N", C]]  # force: 3, or C (joint frame)
     for o, name in zip(outs, names):
         g.nodes.append(helper.make_node("Identity", [o], [name]))
     graph = helper.make_graph(g.nodes, "actuatorlab_learned",
