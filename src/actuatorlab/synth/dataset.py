@@ -349,21 +349,21 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     sessions = _sessions(specs, suite_obj.session_size, session_rng)
     session_of = {s.name: name for name, members in sessions for s in members}
     split = split_groups(specs, suite_obj.heldout, _rng(seed, 3), session_of)
-    if restricted_pairs:  # streams 4 (specs), 5 (their sessions), 6 (their split): the suite's are untouched
-        extra = restricted_pair_specs(int(restricted_pairs), scale, _rng(seed, 4), len(specs))
-        for i, (_, members) in enumerate(_sessions(extra, suite_obj.session_size, _rng(seed, 5))):
+    def append(extra: list[TrajectorySpec], stream: int, heldout) -> list[TrajectorySpec]:
+        """Extra specs in sessions after the suite's (random stream ``stream + 1``) with their own
+        stratified split (``stream + 2``): the suite's streams, sessions and splits are untouched."""
+        for _, members in _sessions(extra, suite_obj.session_size, _rng(seed, stream + 1)):
             sessions.append((f"s{len(sessions) + 1:02d}", members))
             session_of.update({s.name: sessions[-1][0] for s in members})
-        split.update(split_groups(extra, (), _rng(seed, 6), stratify=True))
-        specs = specs + extra
-    if push_pairs:  # streams 7 (specs), 8 (their sessions), 9 (their split)
+        split.update(split_groups(extra, heldout, _rng(seed, stream + 2), stratify=True))
+        return specs + extra
+
+    if restricted_pairs:  # streams 4 (specs), 5 (their sessions), 6 (their split)
+        specs = append(restricted_pair_specs(int(restricted_pairs), scale, _rng(seed, 4), len(specs)), 4, ())
+    if push_pairs:  # streams 7, 8, 9; directions held out by the suite are left out
         held = tuple(v for k, v in suite_obj.heldout if k == "contact")
-        extra = push_pair_specs(int(push_pairs), scale, _rng(seed, 7), len(specs), exclude=held)
-        for i, (_, members) in enumerate(_sessions(extra, suite_obj.session_size, _rng(seed, 8))):
-            sessions.append((f"s{len(sessions) + 1:02d}", members))
-            session_of.update({s.name: sessions[-1][0] for s in members})
-        split.update(split_groups(extra, suite_obj.heldout, _rng(seed, 9), stratify=True))
-        specs = specs + extra
+        specs = append(push_pair_specs(int(push_pairs), scale, _rng(seed, 7), len(specs), exclude=held), 7,
+                       suite_obj.heldout)
 
     index = {s.name: i for i, s in enumerate(specs)}
     total = len(specs)
