@@ -52,13 +52,6 @@ DAMPING = 0.003
 _HINGE, _SLIDE = 3, 2  # mujoco.mjtJoint values
 
 
-def _quat_mat(q) -> np.ndarray:
-    w, x, y, z = (float(v) for v in np.asarray(q, float) / np.linalg.norm(q))
-    return np.array([[1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
-                     [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
-                     [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)]])
-
-
 def _axis_angle(axis, angle):
     """Rotation matrix (3, 3) about the unit ``axis`` by ``angle`` (Rodrigues), JAX."""
     a = jnp.asarray(axis, angle.dtype)
@@ -133,6 +126,8 @@ def joint_force_map(robot, layout, ee_body: str | None = None, damping: float = 
     joints (:class:`~actuatorlab.estimate.dynamics.ArmDynamics`' joints) to ``ee_body`` (default: the
     robot's end-effector body). Every chain joint must be a channel with a ``q`` feature (its
     external torque is a head output); channels off the chain (a gripper) are ignored."""
+    import mujoco
+
     from ..estimate.dynamics import ArmDynamics
 
     dyn = ArmDynamics(robot, ee_body=ee_body)
@@ -163,7 +158,9 @@ def joint_force_map(robot, layout, ee_body: str | None = None, damping: float = 
             axis = tuple(float(v) for v in m.jnt_axis[j] / np.linalg.norm(m.jnt_axis[j]))
             anchor = tuple(float(v) for v in m.jnt_pos[j])
             q0 = float(m.qpos0[m.jnt_qposadr[j]])
-        bodies.append((tuple(float(v) for v in m.body_pos[b]), tuple(float(v) for v in _quat_mat(m.body_quat[b]).ravel()),
+        rot = np.zeros(9)
+        mujoco.mju_quat2Mat(rot, m.body_quat[b])
+        bodies.append((tuple(float(v) for v in m.body_pos[b]), tuple(float(v) for v in rot),
                        k, jtype, axis, anchor, q0))
     if not joints:
         raise ModelError(f"{robot.name}: no joint between the base and {dyn.ee_body!r}")

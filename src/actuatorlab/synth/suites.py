@@ -162,11 +162,14 @@ class _Builder:
     def add_pair(self, direction: str, duration: float) -> None:
         push = self.add(f"{direction}", "push_hold", duration, push=direction, variant=direction[5:],
                         options={"direction": direction})
-        twin = TrajectorySpec(name=f"no_contact_{direction[5:]}_{push.name.rsplit('_', 1)[1]}", family="no_contact",
-                              duration=push.duration, kp=push.kp, command_key=push.command_key, push="none",
-                              pair=push.name, variant=direction[5:], options=push.options)
         self.specs[-1] = dataclasses.replace(push, pair=push.name)
-        self.specs.append(twin)
+        self.specs.append(no_contact_twin(self.specs[-1]))
+
+
+def no_contact_twin(push: TrajectorySpec) -> TrajectorySpec:
+    """The no-contact twin of a push spec ``push_<dir>_<k>`` (its ``pair`` already its own name):
+    ``no_contact_<dir>_<k>``, same commands (command key), gain, duration and options, no force."""
+    return dataclasses.replace(push, name="no_contact_" + push.name[len("push_"):], family="no_contact", push="none")
 
 
 def _neural_actuator(scale: float, rng: np.random.Generator) -> list[TrajectorySpec]:
@@ -264,7 +267,7 @@ def push_pair_specs(n: int, scale: float, rng: np.random.Generator, first_key: i
         push = TrajectorySpec(name=name, family="push_hold", duration=b.duration(15.0), kp=_gain(rng),
                               command_key=first_key + i, push=d, pair=name, variant=d[5:],
                               options=(("direction", d),))
-        out += [push, dataclasses.replace(push, name=f"no_contact_{d[5:]}_x{i:03d}", family="no_contact", push="none")]
+        out += [push, no_contact_twin(push)]
     return out
 
 
