@@ -20,7 +20,7 @@ from ..errors import ActuatorlabError, UnknownNameError
 
 __all__ = ["TrajectorySpec", "Suite", "SUITES", "get_suite", "FAMILIES", "PUSH_DIRECTIONS", "PAYLOADS",
            "MIN_DURATION", "check_scale", "SynthError", "RESTRICTED_PAIR_FAMILIES", "restricted_pair_specs",
-           "push_pair_specs"]
+           "push_pair_specs", "no_contact_twin"]
 
 #: [s] shortest trajectory a scaled suite makes.
 MIN_DURATION = 4.0
