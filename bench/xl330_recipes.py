@@ -31,14 +31,68 @@ from common import emit  # noqa: E402
 from xl330 import heldout_mae  # noqa: E402
 
 
+def nominal_supply(trajs):
+    """The logs without their supply-voltage channel: the replay then uses the setup's nominal
+    supply voltage (``Setup.supply_voltage``), as BAM does."""
+    return [tr.without_channels("supply_voltage") if tr.has("supply_voltage") else tr for tr in trajs]
+
+
+def windows(trajs, window_s: float):
+    """Each log cut into consecutive windows of ``window_s`` [s] (a last piece shorter than half a
+    window joins the one before), each a log of its own with the log's condition tags, so every
+    fit replays it from its measured state at the window start (multiple shooting)."""
+    import numpy as np
+
+    out = []
+    for tr in trajs:
+        t = np.asarray(tr.time, float) - float(tr.time[0])
+        edges = list(np.searchsorted(t, np.arange(0.0, t[-1], window_s)))
+        if len(edges) > 1 and t[-1] - t[edges[-1]] < 0.5 * window_s:
+            edges.pop()
+        edges.append(tr.n)
+        for k, (a, b) in enumerate(zip(edges[:-1], edges[1:])):
+            out.append(tr.slice(a, b).replace(name=f"{tr.name}#w{k}"))
+    return out
+
+
+def lowpass_supply(trajs, tau: float = 0.1):
+    """The logs with their supply-voltage channel through a causal first-order low-pass of time
+    constant ``tau`` [s] (exact discretisation on the log's own timestamps, started at the first
+    sample): y_k = y_(k-1) + (1 - exp(-(t_k - t_(k-1)) / tau)) (v_k - y_(k-1))."""
+    import numpy as np
+
+    out = []
+    for tr in trajs:
+        if "supply_voltage" not in tr.data:
+            out.append(tr)
+            continue
+        v, t = np.asarray(tr["supply_voltage"], float), np.asarray(tr.time, float)
+        y = np.empty_like(v)
+        y[0] = v[0]
+        a = 1.0 - np.exp(-np.diff(t) / tau)
+        for k in range(1, v.size):
+            y[k] = y[k - 1] + a[k - 1] * (v[k] - y[k - 1])
+        out.append(tr.replace(data={**tr.data, "supply_voltage": y}))
+    return out
+
+
 def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_starts, extensions, group_by,
-        fold_seeds=None, fold_score=None, fold_init=None, final_seeds=None, final_pick=None, popsize=None, final_evals=None, train_objective=None, select_rule=None) -> dict:
+        fold_seeds=None, fold_score=None, fold_init=None, final_seeds=None, final_pick=None, popsize=None, final_evals=None, train_objective=None, select_rule=None,
+        supply="logged", window_s=None) -> dict:
     from actuatorlab.identify.select import fit_family
     from actuatorlab.logs import load_logs
 
     s = bench_split.make_split(bench_split.DEFAULT_DATA_DIR, None if split == "balanced" else split)
     raw = bench_split.DEFAULT_DATA_DIR / "raw"
     train, test = load_logs([raw / f for f in s["train"]]), load_logs([raw / f for f in s["heldout"]])
+    if supply == "nominal":  # the setup's nominal supply (vin) instead of the logged input_volts, as BAM
+        train, test = nominal_supply(train), nominal_supply(test)
+    elif supply == "lowpass":  # the logged input_volts through a causal first-order low-pass
+        train, test = lowpass_supply(train), lowpass_supply(test)
+    elif supply != "logged":
+        raise SystemExit(f"--supply must be logged, nominal or lowpass, got {supply!r}")
+    if window_s:  # the training logs only; the held-out logs are replayed whole
+        train = windows(train, float(window_s))
     kw = {k: v for k, v in dict(extensions=extensions and tuple(extensions), group_by=group_by and tuple(group_by),
                                 fold_starts=fold_starts, fold_evals=fold_evals, final_starts=final_starts,
                                 fold_seeds=fold_seeds, fold_score=fold_score, fold_init=fold_init,
@@ -51,7 +105,7 @@ def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_st
     wall, c1 = time.perf_counter() - t0, os.times()
     rows = {r["model"]: 1e3 * r["validation_mae"] for r in sel.table}
     mae, per = heldout_mae(sel.selected, sel.final.params, sel.final.dt, test)  # once, after the choice
-    return {"split": split, "seed": seed, "budget": budget, **kw, "selected": sel.selected,
+    return {"split": split, "seed": seed, "budget": budget, **kw, "supply": supply, "window_s": window_s, "selected": sel.selected,
             "logo_score_mrad": rows[sel.selected], "logo_scores_mrad": rows,
             "train_mae_mrad": 1e3 * sel.final.train_mae, "heldout_mae_mrad": 1e3 * mae,
             "heldout_per_log_mrad": [1e3 * x for x in per], "fit_wall_s": wall,
@@ -78,13 +132,18 @@ def main(argv=None) -> int:
     p.add_argument("--select-rule", default=None, help="best | one_se (among the eligible models)")
     p.add_argument("--extensions", nargs="*", default=None)
     p.add_argument("--group-by", nargs="+", default=None)
+    p.add_argument("--supply", default="logged",
+                   help="logged (the input_volts channel, default) | nominal (the setup's vin, as BAM) | "
+                        "lowpass (the logged channel through a causal 0.1 s low-pass)")
+    p.add_argument("--window-s", type=float, default=None,
+                   help="cut the training logs into windows of this length [s], each replayed from its measured start")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
     emit(run(a.split, seed=a.seed, budget=a.budget, fold_starts=a.fold_starts, fold_evals=a.fold_evals,
              final_starts=a.final_starts, extensions=a.extensions, group_by=a.group_by, fold_seeds=a.fold_seeds,
              fold_score=a.fold_score, fold_init=a.fold_init, final_seeds=a.final_seeds, final_pick=a.final_pick,
              popsize=a.popsize, final_evals=a.final_evals, train_objective=a.train_objective,
-             select_rule=a.select_rule),
+             select_rule=a.select_rule, supply=a.supply, window_s=a.window_s),
          a.out)
     return 0
 

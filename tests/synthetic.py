@@ -102,7 +102,8 @@ def simulate(trajs: list[Trajectory], params: dict[str, float], model: str = "m1
     state: [(q (T_i,), dq (T_i,))] per log on the replay grid."""
     spec = get_model(model)
     (b,) = make_batches(trajs, dt)
-    out = rollout_batch(b.step_config(spec.compliant, substeps_for(spec)), full_params(params), b.arrays())
+    out = rollout_batch(b.step_config(spec.compliant, substeps_for(spec), spec.thermal), full_params(params),
+                        b.arrays())
     q, dq = np.asarray(out.q), np.asarray(out.dq)
     return [(q[i][b.mask[i]], dq[i][b.mask[i]]) for i in range(b.size)]
 

@@ -58,14 +58,14 @@ def chirp(robot, T, seed):
 
 
 # ---------------------------------------------------------------------------------------------
-def test_registry_and_one_joint_error():
+def test_registry_and_drive_error():
     spec = get_model("m3+thermal")
     assert spec.thermal and not spec.compliant and not get_model("m3").thermal
     assert spec.free[-2:] == ("thermal_resistance", "thermal_capacitance")
     assert "thermal_resistance" not in spec.free_for("current")  # no winding R in a current drive
     assert contains("m3+thermal", "m3")
-    with pytest.raises(ModelError, match=r"\+thermal.*whole-robot.*--robot"):
-        make_step(StepConfig(thermal=True))
+    with pytest.raises(ModelError, match=r"\+thermal.*voltage"):
+        make_step(StepConfig(law="pd", thermal=True))
 
 
 def test_thermal_needs_voltage_drive(omx):

@@ -285,6 +285,12 @@ def test_not_representable_lists_active_mechanisms_only(tmp_path):
     assert off.not_representable == []
     text = res.path.read_text()
     assert "load_friction = 0.1" in text  # the reasons travel with the file
+    # the winding temperature's parameters are start values, not off switches: lost only with +thermal
+    heat = dict(thermal_resistance=5.0, thermal_capacitance=30.0, ambient_temperature=25.0, resistance_tempco=0.00393)
+    assert export_mjcf(pwm_model(**heat), tmp_path / "c.xml").not_representable == []
+    hot = dict(pwm_model(**heat), model="m1+thermal")
+    (line,) = export_mjcf(hot, tmp_path / "d.xml").not_representable
+    assert line.startswith("+thermal (thermal_resistance = 5 K/W") and "constant R" in line
 
 
 # ---------------------------------------------------------------------------------------------

@@ -92,6 +92,9 @@ def test_step_friction_never_does_positive_work_and_is_odd():
     neg = lambda tree: jax.tree_util.tree_map(lambda a: -a, tree)  # noqa: E731
     s2, o2 = step(p, k, neg(s), x._replace(q_target=-x.q_target))
     for a, b in zip(list(s1) + list(o1), list(s2) + list(o2)):
+        if a is None:  # the winding temperature, carried by +thermal models only
+            assert b is None
+            continue
         np.testing.assert_allclose(np.asarray(b), -np.asarray(a), rtol=1e-12, atol=1e-14)
     # and the breakaway matters: without it, more resting joints start moving
     s0, _ = step(_p(kt=0.4, R=3.5, armature=0.002, mesh_friction_drive=0.2, mesh_friction_back=0.4), k, s, x)

@@ -329,6 +329,8 @@ _REASONS: dict[str, str] = {
     "stiffness": "series compliance needs a second (motor-side) joint coupled by a spring; the "
                  "export does not add bodies to the kinematic tree",
 }
+#: parameters of the winding temperature (``+thermal``): neutral values that are not zero
+_THERMAL = ("thermal_resistance", "thermal_capacitance", "ambient_temperature", "resistance_tempco")
 #: parameters whose effect the mapping covers, or that carry no mechanism of their own
 _HANDLED = {"kt", "R", "armature", "friction_base", "friction_viscous", "delay", "current_limit",
             "gain_scale", "force_offset", "q_offset", "stribeck_velocity", "stribeck_alpha",
@@ -350,7 +352,15 @@ def _unit(name: str, joint_type: str) -> str:
 def _not_representable(ctx: _Context) -> list[str]:
     out: list[str] = []
     vals = ctx.values
+    thermal = "thermal" in str(ctx.model.get("model", "")).split("+")[1:]
     for name, value in vals.items():
+        if name in _THERMAL:  # start values, not off switches: lost only where the model is +thermal
+            if thermal and name == "thermal_resistance":
+                out.append(f"+thermal (thermal_resistance = {value:.6g} K/W, thermal_capacitance = "
+                           f"{vals.get('thermal_capacitance', float('nan')):.6g} J/K): winding temperature "
+                           f"with R(T) and I^2 R heating; MuJoCo's dcmotor has a constant R (the exported "
+                           f"R is the fitted one at 25 degC)")
+            continue
         if not _is_on(name, value):
             continue
         unit = _unit(name, ctx.joint_type)

@@ -420,7 +420,8 @@ class PopulationScorer:
                 p = {n: pvec[k] for k, n in enumerate(PARAM_ORDER)}
                 c = jax.tree_util.tree_map(lambda x: x[i], arr["consts"])
                 qm, dqm = arr["q_meas"][i], arr["dq_meas"][i]
-                out = rollout(cfg, p, c, arr["q_target"][i], arr["enable"][i], arr["v_supply"][i], qm[0], dqm[0])
+                out = rollout(cfg, p, c, arr["q_target"][i], arr["enable"][i], arr["v_supply"][i], qm[0], dqm[0],
+                              arr["temperature0"][i])
                 e = out.q - qm
                 return (jnp.sum(clean(jnp.abs(e)) * mask[i]), jnp.sum(clean(e**2) * mask[i]),
                         jnp.sum(clean((out.u - u_meas[i]) ** 2) * mask[i] * u_ok[i]))

@@ -111,7 +111,9 @@ def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None
         spec = get_model(base["model"])
         cfg = StepConfig(law, plant, spec.compliant, substeps_for(spec), spec.thermal)
         if spec.thermal:
-            raise ModelError(f"{base['model']}: +thermal is not available on the one-joint path")
+            raise ModelError(f"{base['model']}: a learned residual cannot correct a +thermal model: its "
+                             f"training windows start mid-log, where the winding temperature is not "
+                             f"known; fit the residual over the model without +thermal")
         params = params_from_model(base)
         scale, bound = 0.1 * g, 0.5 * g
     else:

@@ -13,6 +13,12 @@ Rigid transmission (one body, inertia I = I_load + armature)::
     dq'   = dq + h (tau_m + tau_e + tau_f) / I   semi-implicit Euler, h = dt / substeps
     q'    = q + h dq'
 
+Winding temperature (``+thermal``, voltage drives; :func:`~.motor.winding_resistance`,
+:func:`~.motor.winding_temperature_step`): the drive sees R(T) = R (1 + alpha (T - 25 degC)) at the
+winding temperature T of the physics step, and T moves by C_th dT/dt = i^2 R(T) - (T - T_amb) / R_th
+with the motor current i = tau_drive / kt. The rollout starts T at the log's first logged
+temperature (the servo's own sensor, read as the winding's), else at ``ambient_temperature``.
+
 Compliant transmission with backlash (two bodies: motor side q_m with inertia J = armature,
 output q with inertia I_load), the coupling effort through the dead band of width b::
 
@@ -37,7 +43,8 @@ import jax.numpy as jnp
 from ..errors import ModelError
 from .control import LawConstants, get_control_law
 from .friction import friction_budget, stick_slip_torque
-from .motor import dc_motor_torque, sagged_supply_voltage
+from .motor import (dc_motor_torque, sagged_supply_voltage, winding_resistance,
+                    winding_temperature_step)
 from .plant import PlantConstants, carriage, pendulum
 
 __all__ = ["StepConfig", "Constants", "State", "Inputs", "Outputs", "make_step", "drive_effort",
@@ -52,8 +59,8 @@ class StepConfig:
 
     law: control-law name (``Setup.controller``); plant: "pendulum" | "carriage";
     compliant: two-body transmission with backlash and series stiffness; substeps: physics steps
-    per control period; thermal: the model has ``+thermal`` (not available on this one-joint
-    path: :func:`make_step` raises; the whole-robot path, :mod:`actuatorlab.sim.arm`, has it).
+    per control period; thermal: the model has ``+thermal`` (a winding temperature in the state;
+    voltage drives only, :func:`make_step` raises otherwise).
     """
 
     law: str = "dynamixel_pwm"
@@ -73,7 +80,8 @@ class Constants(NamedTuple):
 class State(NamedTuple):
     """q [rad|m] output position, dq [rad/s|m/s] output velocity, qm / dqm motor-side position and
     velocity expressed at the output (equal to q, dq for a rigid transmission), q_prev [rad|m] the
-    position the controller measured one control period ago, q_prev2 two periods ago."""
+    position the controller measured one control period ago, q_prev2 two periods ago;
+    temperature [degC] the winding temperature of ``+thermal`` models (None otherwise)."""
 
     q: jnp.ndarray
     dq: jnp.ndarray
@@ -81,6 +89,7 @@ class State(NamedTuple):
     dqm: jnp.ndarray
     q_prev: jnp.ndarray
     q_prev2: jnp.ndarray
+    temperature: jnp.ndarray | None = None
 
 
 class Inputs(NamedTuple):
@@ -97,7 +106,8 @@ class Inputs(NamedTuple):
 
 class Outputs(NamedTuple):
     """q, dq at the start of the period; u the controller output [V|N.m]; tau_motor, tau_ext,
-    tau_friction [N.m|N] efforts at the start of the period."""
+    tau_friction [N.m|N] efforts at the start of the period; temperature [degC] the winding
+    temperature at the start of the period (``+thermal`` models; None otherwise)."""
 
     q: jnp.ndarray
     dq: jnp.ndarray
@@ -105,6 +115,7 @@ class Outputs(NamedTuple):
     tau_motor: jnp.ndarray
     tau_ext: jnp.ndarray
     tau_friction: jnp.ndarray
+    temperature: jnp.ndarray | None = None
 
 
 def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable, v_supply=None):
@@ -175,11 +186,11 @@ def transmission_coupling(p, qm, dqm, q, dq, j_eff, h):
 
 def make_step(cfg: StepConfig):
     """Build the pure step function for a static configuration."""
-    if cfg.thermal:
-        raise ModelError("the +thermal extension (winding temperature) is available on the whole-robot "
-                         "path only (actuatorlab fit/evaluate --robot, actuatorlab.sim.arm); the one-joint "
-                         "model has no temperature state: drop +thermal from the model name")
     law = get_control_law(cfg.law)
+    if cfg.thermal and law.drive != "voltage":
+        raise ModelError(f"the +thermal extension (winding temperature) needs a voltage (DC motor) drive; "
+                         f"control law {cfg.law!r} drives a {law.drive} (no winding resistance in the model): "
+                         f"drop +thermal from the model name")
     plant_fn = pendulum if cfg.plant == "pendulum" else carriage
     n_sub = int(cfg.substeps)
 
@@ -187,45 +198,61 @@ def make_step(cfg: StepConfig):
         h = k.law.dt / n_sub
         u = law.fn(k.law, p, x.q_target, s.q, s.q_prev, s.q_prev2, s.dq, x.v_supply)
         I_load, tau_e0 = plant_fn(k.plant, p, s.q)
+        if cfg.thermal and s.temperature is None:
+            raise ModelError("a +thermal model needs the winding temperature in its state "
+                             "(State.temperature); the rollout starts it from the log")
 
-        def drive(dq):  # the drive's effort, plus the residual correction when there is one
-            tau = drive_effort(law.drive, p, k.law, u, dq, x.enable, x.v_supply)
+        def hot(T):  # parameters with the winding resistance at temperature T (``+thermal``)
+            return p if not cfg.thermal else dict(p, R=winding_resistance(p, T))
+
+        def motor(dq, T):  # the drive's own effort (its current is motor / kt)
+            return drive_effort(law.drive, hot(T), k.law, u, dq, x.enable, x.v_supply)
+
+        def total(tau):  # plus the residual correction when there is one
             return tau if x.tau_extra is None else tau + x.tau_extra
 
-        tau_m0 = drive(s.dqm)
+        def heat(T, tau_motor):  # one physics step of the winding's first-order thermal node
+            if not cfg.thermal:
+                return T
+            return winding_temperature_step(p, T, tau_motor / p["kt"], winding_resistance(p, T), h)
+
+        tau_m0 = total(motor(s.dqm, s.temperature))
 
         if not cfg.compliant:
             def sub(carry, _):
-                q, dq = carry
+                q, dq, T = carry
                 I_load, tau_e = plant_fn(k.plant, p, q)
                 inertia = I_load + p["armature"]
-                tau_m = drive(dq)
+                tau_d = motor(dq, T)
+                tau_m = total(tau_d)
                 budget = friction_budget(p, tau_m, tau_e, dq, p["armature"] / inertia)
                 tau_f = stick_slip_torque(inertia, dq, tau_m + tau_e, budget, h)
                 dq = dq + h * (tau_m + tau_e + tau_f) / inertia
-                return (q + h * dq, dq), tau_f
+                return (q + h * dq, dq, heat(T, tau_d)), tau_f
 
-            (q, dq), tau_f = jax.lax.scan(sub, (s.q, s.dq), None, length=n_sub)
-            new = State(q, dq, q, dq, s.q, s.q_prev)
+            (q, dq, T), tau_f = jax.lax.scan(sub, (s.q, s.dq, s.temperature), None, length=n_sub)
+            new = State(q, dq, q, dq, s.q, s.q_prev, T)
         else:
             def sub(carry, _):
-                q, dq, qm, dqm = carry
+                q, dq, qm, dqm, T = carry
                 I_load, tau_e = plant_fn(k.plant, p, q)
                 J = p["armature"]
                 # a plant whose whole moving mass is the armature (EMPS carriage) keeps 0.1 % of it
                 # on the output side so that the two-body model stays defined
                 I_load = jnp.maximum(I_load, 1e-3 * J)
                 tau_c = transmission_coupling(p, qm, dqm, q, dq, effective_inertia(J, I_load), h)
-                tau_m = drive(dqm)
+                tau_d = motor(dqm, T)
+                tau_m = total(tau_d)
                 budget = friction_budget(p, tau_m, -tau_c, dqm)
                 tau_f = stick_slip_torque(J, dqm, tau_m - tau_c, budget, h)
                 dqm = dqm + h * (tau_m - tau_c + tau_f) / J
                 dq = dq + h * (tau_c + tau_e) / I_load
-                return (q + h * dq, dq, qm + h * dqm, dqm), tau_f
+                return (q + h * dq, dq, qm + h * dqm, dqm, heat(T, tau_d)), tau_f
 
-            (q, dq, qm, dqm), tau_f = jax.lax.scan(sub, (s.q, s.dq, s.qm, s.dqm), None, length=n_sub)
-            new = State(q, dq, qm, dqm, s.q, s.q_prev)
-        out = Outputs(s.q, s.dq, u, tau_m0, tau_e0, tau_f[0])
+            (q, dq, qm, dqm, T), tau_f = jax.lax.scan(sub, (s.q, s.dq, s.qm, s.dqm, s.temperature), None,
+                                                      length=n_sub)
+            new = State(q, dq, qm, dqm, s.q, s.q_prev, T)
+        out = Outputs(s.q, s.dq, u, tau_m0, tau_e0, tau_f[0], s.temperature)
         return new, out
 
     return step

@@ -77,7 +77,7 @@ PARAMS: dict[str, ParamSpec] = {
         _P("q_offset", "rad", 0.0, "linear", "offset between encoder zero and gravity vertical"),
         _P("force_offset", "N.m", 0.0, "linear", "constant bias effort (asymmetric friction / cable)"),
         _P("gain_scale", "1", 1.0, "log", "multiplier on the firmware error gain (unknown firmware units)"),
-        # --- winding temperature (``+thermal``, whole-robot path only). Used by +thermal models
+        # --- winding temperature (``+thermal``). Used by +thermal models
         # alone (a static per-joint mask), so these are start values, not off switches: the
         # nominal XM430-W350 of the virtual hardware (synth/truth.py, docs/synth.md) ---
         _P("thermal_resistance", "K/W", 5.0, "log", "winding-to-ambient thermal resistance"),

@@ -22,7 +22,8 @@ motor equation; see :func:`~actuatorlab.models.motor.sagged_supply_voltage`), ``
 s, see :func:`~actuatorlab.models.friction.friction_budget`), ``backlash`` (two-body
 transmission with dead band and series stiffness), ``compliance`` (series stiffness without dead
 band), ``gain`` (free firmware gain scale, for undocumented firmwares), ``thermal`` (winding
-temperature state with R(T) and I^2 R heating; whole-robot rollouts only, see :mod:`actuatorlab.sim.arm`).
+temperature state with R(T) and I^2 R heating; one joint: :mod:`actuatorlab.models.actuator`, whole robot:
+:mod:`actuatorlab.sim.arm`).
 
 Each model lists its free parameters; every other parameter keeps its neutral value, so a model
 with more mechanisms contains its parent exactly (``parent`` is the model it extends).
@@ -100,7 +101,7 @@ EXTENSIONS: dict[str, tuple[tuple[str, ...], bool, str]] = {
     # ambient_temperature and resistance_tempco stay fixed: from positions alone the ambient
     # trades off against R, and copper's tempco is known
     "thermal": (("thermal_resistance", "thermal_capacitance"), False,
-                "winding temperature: I^2 R heating, R(T) (whole-robot path)"),
+                "winding temperature: I^2 R heating, R(T)"),
 }
 
 #: The nested ladder fitted by ``actuatorlab fit`` without ``--model``: each entry extends an

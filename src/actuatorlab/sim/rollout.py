@@ -27,7 +27,7 @@ from ..models.control import DEFAULT_ERROR_GAIN, LawConstants, get_control_law
 from ..models.plant import GRAVITY, PlantConstants
 
 __all__ = ["Batch", "make_batches", "rollout", "rollout_batch", "one_step", "default_dt",
-           "log_arrays"]
+           "log_arrays", "initial_temperature"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,7 +37,9 @@ class Batch:
     names: log names (B,); law, plant: static structure; unit: "rad" | "m"; dt [s] grid step.
     t (B, T) [s] grid times from each log's start; q_target, enable, v_supply (B, T) model inputs;
     q_meas, dq_meas (B, T) targets; effort_meas (B, T) measured controller output or NaN;
-    mask (B, T) bool, False on padding; consts: per-log constants with leaves of shape (B,).
+    mask (B, T) bool, False on padding; consts: per-log constants with leaves of shape (B,);
+    temperature0 (B,) [degC] each log's first logged temperature (``temperature`` channel), NaN
+    where the log has none: the initial winding temperature of ``+thermal`` models.
     """
 
     names: tuple[str, ...]
@@ -56,6 +58,7 @@ class Batch:
     consts: Constants
     conditions: tuple[dict, ...] = field(default_factory=tuple)
     sources: tuple[str, ...] = field(default_factory=tuple)
+    temperature0: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -67,8 +70,9 @@ class Batch:
 
     def arrays(self):
         """The array pytree that :func:`rollout_batch` consumes."""
+        t0 = np.full(self.size, np.nan) if self.temperature0 is None else self.temperature0
         return dict(t=self.t, q_target=self.q_target, enable=self.enable, v_supply=self.v_supply,
-                    q_meas=self.q_meas, dq_meas=self.dq_meas, consts=self.consts)
+                    q_meas=self.q_meas, dq_meas=self.dq_meas, consts=self.consts, temperature0=t0)
 
     def step_config(self, compliant: bool = False, substeps: int = 1, thermal: bool = False) -> StepConfig:
         return StepConfig(self.law, self.plant, compliant, substeps, thermal)
@@ -119,11 +123,17 @@ def log_arrays(tr: Trajectory, dt: float) -> dict:
         v = np.zeros(n)
     effort = (np.interp(grid, time, tr["controller_output"]) if "controller_output" in tr.data
               else np.full(n, np.nan))
+    temp0 = np.nan
+    if "temperature" in tr.data:  # the first finite reading at or before the grid's start
+        tc = np.asarray(tr["temperature"], float)
+        ok = np.isfinite(tc) & (time <= grid[0] + tol)
+        temp0 = float(tc[ok][-1]) if ok.any() else np.nan
     for name, arr in (("position", q), ("position_target", tr["position_target"]), ("supply_voltage", v)):
         if not np.all(np.isfinite(arr)):
             raise DataError(src, f"channel {name!r} contains NaN or inf")
     return dict(t=grid - grid[0], q_target=_zoh(time, tr["position_target"], grid, tol),
-                enable=enable.astype(float), v_supply=v, q_meas=q, dq_meas=dq, effort_meas=effort)
+                enable=enable.astype(float), v_supply=v, q_meas=q, dq_meas=dq, effort_meas=effort,
+                temperature0=temp0)
 
 
 def _constants(tr: Trajectory, dt: float) -> tuple[LawConstants, PlantConstants]:
@@ -187,7 +197,8 @@ def make_batches(trajs: list[Trajectory], dt: float | None = None) -> list[Batch
             q_meas=pad("q_meas"), dq_meas=pad("dq_meas"), effort_meas=pad("effort_meas", False),
             mask=mask, consts=Constants(lc, pc),
             conditions=tuple(dict(tr.conditions) for tr in group),
-            sources=tuple(tr.source_file for tr in group)))
+            sources=tuple(tr.source_file for tr in group),
+            temperature0=np.array([a["temperature0"] for a in arrs], float)))
     return batches
 
 
@@ -203,14 +214,19 @@ def _delayed(x, delay, dt):
 
 
 @physics
-def rollout(cfg: StepConfig, params, consts: Constants, q_target, enable, v_supply, q0, dq0) -> Outputs:
-    """Closed-loop rollout of one log (arrays (T,)) from the initial state (q0, dq0)."""
+def rollout(cfg: StepConfig, params, consts: Constants, q_target, enable, v_supply, q0, dq0,
+            temperature0=None) -> Outputs:
+    """Closed-loop rollout of one log (arrays (T,)) from the initial state (q0, dq0).
+
+    temperature0 [degC]: the winding's initial temperature for ``+thermal`` models (the log's first
+    logged temperature); None or NaN: the parameter ``ambient_temperature``. Unused otherwise."""
     step = make_step(cfg)
     dt = consts.law.dt
     x = Inputs(_delayed(q_target, params["delay"], dt), _delayed(enable, params["delay"], dt), v_supply)
     # the controller's memory of past positions is reconstructed from the measured initial
     # velocity, so a log cut while moving does not start with a spurious velocity estimate of 0
-    s0 = State(q0, dq0, q0, dq0, q0 - dq0 * dt, q0 - 2.0 * dq0 * dt)
+    s0 = State(q0, dq0, q0, dq0, q0 - dq0 * dt, q0 - 2.0 * dq0 * dt,
+               initial_temperature(cfg, params, temperature0))
 
     def body(s, xi):
         return step(params, consts, s, xi)
@@ -219,15 +235,32 @@ def rollout(cfg: StepConfig, params, consts: Constants, q_target, enable, v_supp
     return out
 
 
+def initial_temperature(cfg: StepConfig, params, temperature0=None):
+    """The winding's initial temperature [degC] of a ``+thermal`` rollout: ``temperature0`` where
+    finite, else ``params["ambient_temperature"]``; None for models without ``+thermal``."""
+    if not cfg.thermal:
+        return None
+    amb = params["ambient_temperature"]
+    if temperature0 is None:
+        return jnp.asarray(amb)
+    return jnp.where(jnp.isfinite(temperature0), temperature0, amb)
+
+
+def _temperature0(arrays):
+    """(B,) initial temperatures of a batch's arrays (NaN: not logged; older array dicts: NaN)."""
+    t0 = arrays.get("temperature0")
+    return jnp.full(arrays["q_meas"].shape[:1], jnp.nan) if t0 is None else t0
+
+
 @physics
 @partial(jax.jit, static_argnames=("cfg",))
 def rollout_batch(cfg: StepConfig, params, arrays) -> Outputs:
     """Rollouts of every log of a batch (leaves (B, T)); ``arrays`` from :meth:`Batch.arrays`."""
-    def one(consts, qt, en, vs, qm, dqm):
-        return rollout(cfg, params, consts, qt, en, vs, qm[0], dqm[0])
+    def one(consts, qt, en, vs, qm, dqm, t0):
+        return rollout(cfg, params, consts, qt, en, vs, qm[0], dqm[0], t0)
 
     return jax.vmap(one)(arrays["consts"], arrays["q_target"], arrays["enable"], arrays["v_supply"],
-                         arrays["q_meas"], arrays["dq_meas"])
+                         arrays["q_meas"], arrays["dq_meas"], _temperature0(arrays))
 
 
 @physics
@@ -235,11 +268,13 @@ def rollout_batch(cfg: StepConfig, params, arrays) -> Outputs:
 def one_step(cfg: StepConfig, params, arrays):
     """One-step-ahead prediction from every *measured* state: q_pred[k+1] from (q[k], dq[k]).
 
-    Returns (B, T) with q_pred[:, 0] = q_meas[:, 0].
+    Returns (B, T) with q_pred[:, 0] = q_meas[:, 0]. The winding temperature of a ``+thermal``
+    model is not measured: each step starts from the temperature of the closed-loop rollout of
+    the same log at that time (it depends on the inputs up to then only).
     """
     step = make_step(cfg)
 
-    def one(consts, qt, en, vs, qm, dqm):
+    def one(consts, qt, en, vs, qm, dqm, t0):
         dt = consts.law.dt
         x = Inputs(_delayed(qt, params["delay"], dt), _delayed(en, params["delay"], dt), vs)
         # the controller's memory as in :func:`rollout`: measured past positions, reconstructed
@@ -248,9 +283,11 @@ def one_step(cfg: StepConfig, params, arrays):
         back2 = qm[:1] - 2.0 * dqm[:1] * dt
         q_prev = jnp.concatenate([back1, qm[:-1]])
         q_prev2 = jnp.concatenate([back2, back1, qm[:-2]])
-        s = State(qm, dqm, qm, dqm, q_prev, q_prev2)
+        temp = (rollout(cfg, params, consts, qt, en, vs, qm[0], dqm[0], t0).temperature
+                if cfg.thermal else None)
+        s = State(qm, dqm, qm, dqm, q_prev, q_prev2, temp)
         new, _ = jax.vmap(lambda si, xi: step(params, consts, si, xi))(s, x)
         return jnp.concatenate([qm[:1], new.q[:-1]])
 
     return jax.vmap(one)(arrays["consts"], arrays["q_target"], arrays["enable"], arrays["v_supply"],
-                         arrays["q_meas"], arrays["dq_meas"])
+                         arrays["q_meas"], arrays["dq_meas"], _temperature0(arrays))
