@@ -215,6 +215,12 @@ def test_unknown_model_name(work, capsys, tmp_path):
     rc, out, err = run_cli(capsys, "fit", work["logs"], "--model", "m1", "--budget", "huge", "--out", out_dir)
     assert_one_line_error(rc, err, "'huge'", "quick", "default", "thorough")
     assert not out_dir.exists()
+    rc, out, err = run_cli(capsys, "fit", work["logs"], "--extensions", "thermal", "--extensions", "heat",
+                           "--out", out_dir)
+    assert_one_line_error(rc, err, "'heat'", *EXTENSIONS)
+    rc, out, err = run_cli(capsys, "fit", work["logs"], "--model", "m1", "--extensions", "thermal", "--out", out_dir)
+    assert_one_line_error(rc, err, "--extensions", "m5+sag+thermal")
+    assert not out_dir.exists()
 
 
 def test_missing_file(work, capsys, tmp_path):
@@ -303,3 +309,23 @@ def test_usage_errors_exit_2_without_traceback(capsys, argv):
 
 def test_no_temporary_files_anywhere_after_all_commands(work):
     assert leftovers(work["root"]) == []
+
+
+def test_fit_extensions_reach_the_selection(work, capsys, tmp_path, monkeypatch):
+    """`fit --extensions A --extensions B` hands exactly (A, B) to the family selection."""
+    import actuatorlab.identify.select as select
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def fake(trajs, *a, **kw):
+        seen.update(kw)
+        raise Stop
+
+    monkeypatch.setattr(select, "fit_family", fake)
+    with pytest.raises(Stop):
+        main(["fit", str(work["logs"]), "--extensions", "sag", "--extensions", "thermal", "--out",
+              str(tmp_path / "r")])
+    assert seen["extensions"] == ("sag", "thermal")

@@ -71,6 +71,9 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
                                                       "selection combines the condition groups of its logs: "
                                                       "pooled (default, every sample counts the same) | "
                                                       "mean_std (mean + std over groups) | worst (worst group)"),
+        extensions: Optional[List[str]] = typer.Option(None, "--extensions", help="extensions the selection tries "
+                                                       "on the best base models (repeat the option; default: "
+                                                       "offset, delay, climit, sag; e.g. add thermal)"),
         jackknife: Optional[str] = typer.Option(None, "--jackknife", help="after writing the result: log | group "
                                                 "(refits leaving out one log / condition group; parameter spread)"),
         timestep_sensitivity: bool = typer.Option(False, "--timestep-sensitivity", help="after writing the result: "
@@ -108,7 +111,7 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p),
                     group_by=tuple(group_by) if group_by else None, jackknife=jackknife,
                     timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds, workers=workers,
-                    train_objective=train_objective)
+                    train_objective=train_objective, extensions=tuple(extensions) if extensions else None)
     unit = d["_summary"]["unit"]
     if d.get("selection"):
         sel = d["selection"]

@@ -98,7 +98,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
             progress: Progress | None = None, group_by: tuple[str, ...] | None = None,
             jackknife: str | None = None, timestep_sensitivity: bool = False,
             identifiability: bool = True, fold_seeds: int | None = None, workers: int | None = None,
-            train_objective: str | None = None) -> dict:
+            train_objective: str | None = None, extensions: tuple[str, ...] | None = None) -> dict:
     """Fit (one model, or the nested family with leave-one-group-out selection) and write RUN/.
 
     Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
@@ -111,7 +111,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     ``workers``: threads each CMA-ES population is scored on (default: the CPU cores; the result
     is the same up to floating-point rounding). ``train_objective``: how each fit of the selection
     combines the condition groups of its logs (``fit_family``; "pooled" by default, "mean_std",
-    "worst").
+    "worst"). ``extensions``: the extensions the selection tries on top of the best base models
+    (default ``SELECTION_EXTENSIONS``; e.g. add "thermal" or "stiction").
     """
     from .evaluate import summarize
     from .evaluate.replay import replay_batches
@@ -137,13 +138,25 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
         if model is not None:
             from .errors import ActuatorlabError
             raise ActuatorlabError("--train-objective applies to the family fit (without --model)")
+    if extensions is not None:
+        from .models.registry import EXTENSIONS
+        for e in extensions:
+            if e not in EXTENSIONS:
+                from .errors import UnknownNameError
+                raise UnknownNameError("model extension", e, list(EXTENSIONS))
+        if model is not None:
+            from .errors import ActuatorlabError
+            raise ActuatorlabError("--extensions applies to the family fit (without --model); with --model, "
+                                   "name the extensions in the model (e.g. m5+sag+thermal)")
+        extensions = tuple(extensions)
     group_by = tuple(group_by or GROUP_KEYS)
     trajs = load_data(paths, mapping)
     out = Path(out)
     selection, uncertainty = None, None
     if model is None:
         sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress, group_by=group_by,
-                         fold_seeds=fold_seeds, workers=workers, train_objective=train_objective)
+                         fold_seeds=fold_seeds, workers=workers, train_objective=train_objective,
+                         extensions=extensions)
         fit = sel.final
         selection = {"scheme": sel.scheme, "group_by": list(group_by), "table": sel.table,
                      "selected": sel.selected, "groups": sel.groups,
