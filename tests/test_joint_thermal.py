@@ -160,3 +160,23 @@ def test_fit_predicts_stall_of_a_hotter_log():
         miss[model] = float(np.mean(np.abs(q_sim[hold] - q_true)))
     assert miss["m1+thermal"] < 0.02, miss
     assert miss["m1"] > 1.5 * miss["m1+thermal"], miss
+
+
+def test_replay_json_and_report_show_the_winding(tmp_path):
+    """Replaying a +thermal model keeps the rollout's winding temperature: per-log start / peak in
+    the summary JSON, and a trace on its own axis in the report; a model without +thermal has none."""
+    from actuatorlab.evaluate import summarize
+    from actuatorlab.evaluate.replay import replay_batches
+    from actuatorlab.evaluate.report import write_report
+
+    trs = [with_temperature(held("stall"), 30.0), chirp("c")]
+    p = dict(TRUTH_M1, friction_base=50.0, thermal_resistance=8.0, thermal_capacitance=0.25)
+    hot = replay_batches("m1+thermal", full_params(p), make_batches(trs, DT))
+    s = summarize(hot)
+    w = s["per_log"][0]["winding_temperature_sim"]
+    assert w["start_degC"] == 30.0 and w["max_degC"] > 45.0
+    assert s["per_log"][1]["winding_temperature_sim"]["start_degC"] == 25.0  # no logged temperature
+    html = write_report(tmp_path / "r.html", hot, model_name="m1+thermal").read_text()
+    assert "winding temperature (model)" in html and "winding [degC]" in html
+    cold = replay_batches("m1", full_params(p), make_batches(trs, DT))
+    assert cold[0].winding_temperature_sim is None and "winding_temperature_sim" not in summarize(cold)["per_log"][0]

@@ -64,7 +64,7 @@ _ARRAY_FIELDS = (
     "motor_torque_sim",
     "external_torque_sim",
 )
-_OPTIONAL_ARRAY_FIELDS = ("q_onestep", "effort_meas", "effort_sim")
+_OPTIONAL_ARRAY_FIELDS = ("q_onestep", "effort_meas", "effort_sim", "winding_temperature_sim")
 
 # Default speed thresholds, as fractions of the log's 95th-percentile |dq_meas| (masked samples).
 LOW_SPEED_FRACTION = 0.10
@@ -100,6 +100,8 @@ class LogResult:
         effort_meas: (T,) or None: measured controller output (EMPS: voltage reference [V]).
         effort_sim: (T,) or None: the same quantity computed by the model in the rollout.
         conditions: condition tags of the log ("load", "gain", "excitation", "session").
+        winding_temperature_sim: (T,) [degC] or None: the rollout's winding temperature
+            (``+thermal`` models only).
     """
 
     name: str
@@ -118,6 +120,7 @@ class LogResult:
     effort_meas: np.ndarray | None = None
     effort_sim: np.ndarray | None = None
     conditions: dict[str, str] = field(default_factory=dict)
+    winding_temperature_sim: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in ("rad", "m"):
@@ -429,6 +432,10 @@ def _log_dict(r: LogResult, s: _Sums) -> dict[str, Any]:
     out.update(_metrics_from([s]))
     out["thresholds"] = {k: _num(v) for k, v in s.thresholds.items()}
     out["conditions"] = {str(k): str(v) for k, v in r.conditions.items()}
+    if r.winding_temperature_sim is not None:  # +thermal models: where the winding started and peaked
+        w = np.asarray(r.winding_temperature_sim, float)[r.mask]
+        out["winding_temperature_sim"] = {"start_degC": _num(float(w[0])) if w.size else None,
+                                          "max_degC": _num(float(w.max())) if w.size else None}
     return out
 
 

@@ -35,7 +35,9 @@ def log_results(b: Batch, out, q_onestep, with_effort: bool = True) -> list[LogR
             q_onestep=q1[i][:n],
             effort_meas=eff_meas if has_eff else None,
             effort_sim=np.asarray(out.u[i])[:n] if has_eff else None,
-            conditions=dict(b.conditions[i]) if b.conditions else {}))
+            conditions=dict(b.conditions[i]) if b.conditions else {},
+            winding_temperature_sim=(None if getattr(out, "temperature", None) is None
+                                     else np.asarray(out.temperature[i])[:n])))
     return results
 
 

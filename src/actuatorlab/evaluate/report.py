@@ -172,6 +172,13 @@ def _log_figure(r: LogResult, metrics: Mapping[str, Any], max_points: int,
             go.Scatter(name="one-step error", y=y(r.q_onestep - r.q_meas), mode="lines",
                        line=dict(color=_ONESTEP, width=1), **xa), row=2, col=1
         )
+    if r.winding_temperature_sim is not None:  # +thermal: the model's winding on a right-hand axis
+        fig.add_trace(
+            go.Scatter(name="winding temperature (model)", y=y(r.winding_temperature_sim), mode="lines",
+                       line=dict(color=_COMMAND, width=1, dash="dot"), xaxis="x2", yaxis="y3", **xa)
+        )
+        fig.update_layout(yaxis3=dict(title=dict(text="winding [degC]"), overlaying="y2", anchor="x2",
+                                      side="right", showgrid=False))
     off = _spans((r.torque_enable <= 0.5) & r.mask, r.t)
     for a, b in off[:_MAX_SHADED_SPANS]:
         fig.add_vrect(x0=a, x1=b, fillcolor="#d62728", opacity=0.08, line_width=0,
