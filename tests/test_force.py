@@ -249,6 +249,30 @@ def test_train_heads_lowers_the_force_error(smoke, tmp_path):
                     progress=False)
 
 
+def test_lazy_training_windows_equal_the_stored_ones(smoke, tmp_path):
+    """train_heads gathers its training windows per batch (head_data(lazy=True)): every window, at
+    log starts too, equals the stored one, labels included, at about 1 / (H + 1) of the memory."""
+    from actuatorlab.learned.arm import load_arm_model
+    from actuatorlab.learned.heads import LazyWindows, head_data, train_heads
+    from actuatorlab.logs import load_logs
+    from actuatorlab.robots import load_robot
+
+    trajs = load_logs([smoke / "heldout"])
+    train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run", arch="mlp",
+                sizes=dict(width=8, depth=1, d=8, head_width=8), steps=1, budget=dict(batch=8, eval_every=1),
+                progress=False)
+    model = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
+    robot = load_robot("open_manipulator_x")
+    eager, lazy = head_data(robot, model, trajs), head_data(robot, model, trajs, lazy=True)
+    assert isinstance(lazy.x, LazyWindows) and lazy.n == eager.n and lazy.x.shape == eager.x.shape
+    np.testing.assert_array_equal(np.asarray(lazy.x), eager.x)
+    idx = np.random.default_rng(0).integers(0, eager.n, 64)
+    for a, b in zip(jax.tree.leaves(eager.take(idx)), jax.tree.leaves(lazy.take(idx))):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    n, H1, F = eager.x.shape  # stored: n (H + 1) F numbers; gathered: n F frames + n (H + 1) indices
+    assert lazy.x.frames.nbytes + lazy.x.src.nbytes == 4 * n * (F + H1) < eager.x.nbytes / 5
+
+
 def test_cli_estimate_force_json(smoke, tmp_path, capsys):
     from actuatorlab.cli import main
     from actuatorlab.learned.arm import save_arm_model

@@ -75,8 +75,38 @@ class HeadData(eqx.Module):
         return jax.tree.map(lambda a: a[idx], self)
 
 
-def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
-    """Windows of measured frames of every log for ``model``'s layout (raw, not normalized)."""
+class LazyWindows:
+    """The causal windows of :func:`~actuatorlab.learned.features.sliding_windows` over many logs,
+    gathered on indexing instead of stored: ``frames`` (N, F) float32, the logs' frames end to end,
+    and ``src`` (N, H+1) int32, the frame each window position reads (frames before a log's start
+    replaced by its frame 0, as ``sliding_windows`` does). ``w[idx]`` equals the stored windows'
+    ``x[idx]`` exactly; memory is N (F + H + 1) numbers instead of N (H + 1) F."""
+
+    def __init__(self, frames: np.ndarray, src: np.ndarray):
+        self.frames = np.asarray(frames, np.float32)
+        self.src = np.asarray(src, np.int32)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return (self.src.shape[0], self.src.shape[1], self.frames.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.src.shape[0])
+
+    def __getitem__(self, idx) -> np.ndarray:
+        return self.frames[self.src[idx]]
+
+    def __array__(self, dtype=None, copy=None):  # materialise (validation, small sets)
+        x = self.frames[self.src]
+        return x if dtype is None else x.astype(dtype)
+
+
+def head_data(robot, model: LearnedArm, trajs: list[Trajectory], lazy: bool = False) -> HeadData:
+    """Windows of measured frames of every log for ``model``'s layout (raw, not normalized).
+
+    ``lazy``: ``x`` is a :class:`LazyWindows` that gathers each batch's windows on indexing (for
+    training sets: the stored windows of a scale-1 synth dataset with 161 push logs take about
+    (H + 1) = 33 times the frames' memory)."""
     from ..estimate.force import prior_forces
     from .arm import arm_log
 
@@ -88,8 +118,14 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
         b = lg.base
         fr = frames_of_log(model, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
                            lg.telemetry)
-        x = np.asarray(sliding_windows(fr, model.layout.history))
-        T = x.shape[0]
+        if lazy:  # the frames and, per window, which frame each position reads (offset added below)
+            fr = np.asarray(fr, np.float32)
+            T = fr.shape[0]
+            H = int(model.layout.history)
+            x = (fr, np.clip(np.arange(T)[:, None] + np.arange(-H, 1)[None, :], 0, T - 1).astype(np.int32))
+        else:
+            x = np.asarray(sliding_windows(fr, model.layout.history))
+            T = x.shape[0]
         if t.has("contact"):
             c = (np.nan_to_num(np.asarray(t["contact"], float)) > 0.5).astype(np.float32)
         else:
@@ -103,6 +139,13 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory]) -> HeadData:
                               np.tile(lg.condition.astype(np.float32), (T, 1)), fp))
     if not parts:
         raise DataError(None, "train_heads: no logs")
+    if lazy:
+        xs = [p.x for p in parts]
+        offsets = np.cumsum([0] + [f.shape[0] for f, _ in xs[:-1]])
+        win = LazyWindows(np.concatenate([f for f, _ in xs]), np.concatenate([s + o for (_, s), o in zip(xs, offsets)]))
+        rest = jax.tree.map(lambda *a: np.concatenate(a),
+                            *[HeadData(None, p.force, p.force_w, p.contact, p.condition, p.prior) for p in parts])
+        return HeadData(win, rest.force, rest.force_w, rest.contact, rest.condition, rest.prior)
     return jax.tree.map(lambda *a: np.concatenate(a), *parts)
 
 
@@ -410,7 +453,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
             raise ModelError(f"train_heads: the initial model's force frame is {frame_name(model)}, "
                              f"not {force_frame!r}")
         model = dataclasses.replace(model, force_yaw=tuple(model.force_yaw) if want is None else want, force_joint=fj)
-    tr = head_data(robot, model, train_trajs)
+    tr = head_data(robot, model, train_trajs, lazy=True)  # windows gathered per batch
     va = head_data(robot, model, val_trajs)
     B = int(bud["batch"])
     va_j = jax.tree.map(jnp.asarray, va)
