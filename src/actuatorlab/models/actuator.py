@@ -202,33 +202,34 @@ def make_step(cfg: StepConfig):
             raise ModelError("a +thermal model needs the winding temperature in its state "
                              "(State.temperature); the rollout starts it from the log")
 
-        def hot(T):  # parameters with the winding resistance at temperature T (``+thermal``)
+        def hot(T):  # parameters with the winding resistance R(T) (``+thermal``), else p itself
             return p if not cfg.thermal else dict(p, R=winding_resistance(p, T))
 
-        def motor(dq, T):  # the drive's own effort (its current is motor / kt)
-            return drive_effort(law.drive, hot(T), k.law, u, dq, x.enable, x.v_supply)
+        def motor(dq, pT):  # the drive's own effort (its current is motor / kt)
+            return drive_effort(law.drive, pT, k.law, u, dq, x.enable, x.v_supply)
 
         def total(tau):  # plus the residual correction when there is one
             return tau if x.tau_extra is None else tau + x.tau_extra
 
-        def heat(T, tau_motor):  # one physics step of the winding's first-order thermal node
+        def heat(T, tau_motor, pT):  # one physics step of the winding's first-order thermal node
             if not cfg.thermal:
                 return T
-            return winding_temperature_step(p, T, tau_motor / p["kt"], winding_resistance(p, T), h)
+            return winding_temperature_step(p, T, tau_motor / p["kt"], pT["R"], h)
 
-        tau_m0 = total(motor(s.dqm, s.temperature))
+        tau_m0 = total(motor(s.dqm, hot(s.temperature)))
 
         if not cfg.compliant:
             def sub(carry, _):
                 q, dq, T = carry
                 I_load, tau_e = plant_fn(k.plant, p, q)
                 inertia = I_load + p["armature"]
-                tau_d = motor(dq, T)
+                pT = hot(T)
+                tau_d = motor(dq, pT)
                 tau_m = total(tau_d)
                 budget = friction_budget(p, tau_m, tau_e, dq, p["armature"] / inertia)
                 tau_f = stick_slip_torque(inertia, dq, tau_m + tau_e, budget, h)
                 dq = dq + h * (tau_m + tau_e + tau_f) / inertia
-                return (q + h * dq, dq, heat(T, tau_d)), tau_f
+                return (q + h * dq, dq, heat(T, tau_d, pT)), tau_f
 
             (q, dq, T), tau_f = jax.lax.scan(sub, (s.q, s.dq, s.temperature), None, length=n_sub)
             new = State(q, dq, q, dq, s.q, s.q_prev, T)
@@ -241,13 +242,14 @@ def make_step(cfg: StepConfig):
                 # on the output side so that the two-body model stays defined
                 I_load = jnp.maximum(I_load, 1e-3 * J)
                 tau_c = transmission_coupling(p, qm, dqm, q, dq, effective_inertia(J, I_load), h)
-                tau_d = motor(dqm, T)
+                pT = hot(T)
+                tau_d = motor(dqm, pT)
                 tau_m = total(tau_d)
                 budget = friction_budget(p, tau_m, -tau_c, dqm)
                 tau_f = stick_slip_torque(J, dqm, tau_m - tau_c, budget, h)
                 dqm = dqm + h * (tau_m - tau_c + tau_f) / J
                 dq = dq + h * (tau_c + tau_e) / I_load
-                return (q + h * dq, dq, qm + h * dqm, dqm, heat(T, tau_d)), tau_f
+                return (q + h * dq, dq, qm + h * dqm, dqm, heat(T, tau_d, pT)), tau_f
 
             (q, dq, qm, dqm, T), tau_f = jax.lax.scan(sub, (s.q, s.dq, s.qm, s.dqm, s.temperature), None,
                                                       length=n_sub)
