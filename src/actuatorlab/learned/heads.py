@@ -112,17 +112,17 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory], lazy: bool = Fa
 
     prior = model.force_prior
     prior_est = prior.estimator(robot) if prior is not None else None  # one dynamics model for every log
-    parts = []
+    parts, frames, src = [], [], []
+    H = int(model.layout.history)
     for t in trajs:
         lg = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
         b = lg.base
         fr = frames_of_log(model, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply, b.inputs.enable,
                            lg.telemetry)
-        if lazy:  # the frames and, per window, which frame each position reads (offset added below)
-            fr = np.asarray(fr, np.float32)
-            T = fr.shape[0]
-            H = int(model.layout.history)
-            x = (fr, np.clip(np.arange(T)[:, None] + np.arange(-H, 1)[None, :], 0, T - 1).astype(np.int32))
+        if lazy:  # the frames and, per window, which frame (counted over all logs) each position reads
+            x, T, n0 = None, fr.shape[0], sum(f.shape[0] for f in frames)
+            frames.append(np.asarray(fr, np.float32))
+            src.append((n0 + np.clip(np.arange(T)[:, None] + np.arange(-H, 1)[None, :], 0, T - 1)).astype(np.int32))
         else:
             x = np.asarray(sliding_windows(fr, model.layout.history))
             T = x.shape[0]
@@ -139,14 +139,8 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory], lazy: bool = Fa
                               np.tile(lg.condition.astype(np.float32), (T, 1)), fp))
     if not parts:
         raise DataError(None, "train_heads: no logs")
-    if lazy:
-        xs = [p.x for p in parts]
-        offsets = np.cumsum([0] + [f.shape[0] for f, _ in xs[:-1]])
-        win = LazyWindows(np.concatenate([f for f, _ in xs]), np.concatenate([s + o for (_, s), o in zip(xs, offsets)]))
-        rest = jax.tree.map(lambda *a: np.concatenate(a),
-                            *[HeadData(None, p.force, p.force_w, p.contact, p.condition, p.prior) for p in parts])
-        return HeadData(win, rest.force, rest.force_w, rest.contact, rest.condition, rest.prior)
-    return jax.tree.map(lambda *a: np.concatenate(a), *parts)
+    out = jax.tree.map(lambda *a: np.concatenate(a), *parts)  # x = None (lazy) is no leaf
+    return dataclasses.replace(out, x=LazyWindows(np.concatenate(frames), np.concatenate(src))) if lazy else out
 
 
 def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0), contact_weight: float = 4.0):
