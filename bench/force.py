@@ -3,6 +3,7 @@
     python bench/force.py [--data DIR] [--scale 0.1] [--seed 0] [--out bench/out/force]
                           [--arch transformer] [--sizes JSON] [--steps 400] [--eval-every 25] [--batch B]
                           [--contact-weight 4] [--no-augment-yaw] [--no-augment-mirror] [--eval test|val]
+                          [--soft-gate]
 
 DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neural_actuator`` (written
 there with ``--seed`` / ``--scale`` when it does not exist). The learned model's force, gate and
@@ -14,7 +15,9 @@ half of them first reflected in the arm's vertical mirror plane (:func:`actuator
 ``--no-augment-mirror``: off). The
 classical baselines (``id_linear``, ``id_friction``, ``momentum_observer``) are calibrated on the
 free-motion logs of DIR/train. Every method runs causally, one frame at a time, on DIR/test and
-DIR/heldout/* (payload 400 g and pushes along -y, conditions never seen in training); with
+DIR/heldout/* (payload 400 g and pushes along -y, conditions never seen in training); the learned
+force is 0 on frames its gate calls free (``--soft-gate``: the force times the contact probability
+everywhere, the figures before 2026-12-03); with
 ``--eval val`` on DIR/val only (for choosing training options; the test split stays unseen). Prints one
 table, then one JSON line (:func:`actuatorlab.estimate.force_eval.evaluate_force`'s keys plus
 ``training`` and ``targets``); OUT/results.json and OUT/force.html (the report) are written too.
@@ -76,6 +79,9 @@ def main(argv=None) -> int:
                          "external joint torques mapped through the Jacobian (learned.heads.train_heads force_frame)")
     ap.add_argument("--eval", default="test", choices=("test", "val"),
                     help="test: DIR/test + DIR/heldout (report once); val: DIR/val only (model selection)")
+    ap.add_argument("--soft-gate", action="store_true",
+                    help="learned force x contact probability on every frame, as before 2026-12-03 (default: 0 "
+                         "where the gate says no contact)")
     a = ap.parse_args(argv)
 
     from actuatorlab.estimate.force_eval import ALL_METHODS, evaluate_force, load_tagged, write_force_report
@@ -107,7 +113,8 @@ def main(argv=None) -> int:
     with physics_precision():
         robot = load_robot(ROBOT)
         _, model, d = load_arm_model(run / "arm_model.json", ROBOT)
-        res = evaluate_force(robot, ev, tr, model=model, methods=ALL_METHODS, splits=splits, keep_outputs=True)
+        res = evaluate_force(robot, ev, tr, model=model, methods=ALL_METHODS, splits=splits, keep_outputs=True,
+                             soft_gate=a.soft_gate)
     write_force_report(out / "force.html", res, title=f"End-effector force, synth seed {card['seed']} "
                                                        f"scale {card['scale']}")
     res = {k: v for k, v in res.items() if not k.startswith("_")}

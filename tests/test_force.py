@@ -191,7 +191,8 @@ def test_every_estimator_is_causal(dyn):
     ests = [make_estimator("id_linear", dyn.robot, dyn=dyn, calibration=cal),
             make_estimator("id_friction", dyn.robot, dyn=dyn, calibration=calf),
             make_estimator("momentum_observer", dyn.robot, dyn=dyn, calibration=calf),
-            make_estimator("learned", dyn.robot, model=_tiny_learned(dyn.robot))]
+            # soft gate: the tiny untrained gate stays below 0.5, where the default force is exactly 0
+            make_estimator("learned", dyn.robot, model=_tiny_learned(dyn.robot), soft_gate=True)]
     for est in ests:
         a, b = estimate_log(est, lg), estimate_log(est, lg2)
         assert np.array_equal(a["force"][:k0], b["force"][:k0]), est.name
@@ -334,9 +335,10 @@ def _with_prior(model, prior):
 
 
 def test_force_prior_is_what_the_head_corrects_and_travels_with_the_model(dyn, smoke, tmp_path):
-    """f = sigmoid(gate) (f_raw + f_prior): with the force head zeroed and the gate logit 0 the
-    learned estimate is exactly half the classical one, frame by frame and causally; the prior
-    survives save / load, enters the head loss, and a malformed entry is a one-line error."""
+    """f = sigmoid(gate) (f_raw + f_prior) with the soft gate: with the force head zeroed and the gate
+    logit 0 the learned estimate is exactly half the classical one, frame by frame and causally (and
+    exactly 0 with the default gate, which calls a probability of 0.5 free); the prior survives
+    save / load, enters the head loss, and a malformed entry is a one-line error."""
     import equinox as eqx
 
     from actuatorlab.errors import ModelError
@@ -356,15 +358,16 @@ def test_force_prior_is_what_the_head_corrects_and_travels_with_the_model(dyn, s
     lg = _log(dyn, Q0 + 0.01 * np.cumsum(rng.normal(size=(T, 4)), 0), rng.normal(size=(T, 4)) * 0.2,
               rng.normal(size=(T, 4)) * 0.3)
     classical = estimate_log(make_estimator("id_linear", robot, dyn=dyn, calibration=prior.calibration), lg)["force"]
-    learned = estimate_log(make_estimator("learned", robot, model=m), lg)
+    learned = estimate_log(make_estimator("learned", robot, model=m, soft_gate=True), lg)
     assert np.abs(classical).max() > 0.1
     np.testing.assert_allclose(learned["force"], 0.5 * classical, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(learned["contact"], 0.5)
+    assert not np.any(estimate_log(make_estimator("learned", robot, model=m), lg)["force"])
     # causal: a perturbed future changes nothing before it
     fr2 = ForceFrame(*[a.copy() for a in lg.frames])
     fr2.current[20:] += 1.0
     lg2 = ForceLog(lg.name, fr2, lg.time, lg.force, True, lg.contact, "train", "sim", lg.conditions)
-    l2 = estimate_log(make_estimator("learned", robot, model=m), lg2)["force"]
+    l2 = estimate_log(make_estimator("learned", robot, model=m, soft_gate=True), lg2)["force"]
     assert np.array_equal(l2[:20], learned["force"][:20]) and not np.allclose(l2[20:], learned["force"][20:])
     # the head loss sees the prior: f_hat = 0.5 prior
     x = np.zeros((T, m.layout.history + 1, m.layout.n_features), np.float32)
@@ -379,14 +382,56 @@ def test_force_prior_is_what_the_head_corrects_and_travels_with_the_model(dyn, s
     m2 = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
     assert m2.force_prior.method == "id_linear"
     np.testing.assert_array_equal(m2.force_prior.calibration.gain, prior.calibration.gain)
-    np.testing.assert_allclose(estimate_log(make_estimator("learned", robot, model=m2), lg)["force"], learned["force"],
-                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(estimate_log(make_estimator("learned", robot, model=m2, soft_gate=True), lg)["force"],
+                               learned["force"], rtol=1e-6, atol=1e-7)
     del saved["force_prior"]["calibration"]["gain"]
     (tmp_path / "run" / "arm_model.json").write_text(json.dumps(saved))
     with pytest.raises(ModelError, match=r"arm_model.json: force calibration: malformed entry .*gain"):
         load_arm_model(tmp_path / "run" / "arm_model.json")
     with pytest.raises(ModelError, match="needs a calibration with friction"):
         ForcePrior("momentum_observer", prior.calibration)
+
+
+def test_learned_force_is_zero_on_frames_the_gate_calls_free(dyn):
+    """The reported learned force is sigmoid(gate) f_raw where the contact probability is above 0.5
+    and exactly 0 at or below it (the contact rule), online and through the estimator; the soft
+    gate (``soft_gate=True``) gives sigmoid(gate) f_raw everywhere; f_raw is the same either way."""
+    import equinox as eqx
+
+    from actuatorlab.estimate.force import LearnedTelemetry
+    from actuatorlab.sim.arm_learned import CONTACT_GATE, OnlineEstimator, gate_weight
+
+    assert CONTACT_GATE == 0.5 and gate_weight(0.5) == 0.0 and gate_weight(0.51) == 0.51
+    assert gate_weight(0.2, soft_gate=True) == 0.2 and gate_weight(0.2) == 0.0
+    robot = dyn.robot
+    rng = np.random.default_rng(5)
+    T = 12
+    lg = _log(dyn, Q0 + 0.01 * np.cumsum(rng.normal(size=(T, 4)), 0), rng.normal(size=(T, 4)) * 0.2,
+              rng.normal(size=(T, 4)) * 0.3)
+    base = _tiny_learned(robot)
+    zero = lambda t: jax.tree.map(lambda a: a * 0 if eqx.is_inexact_array(a) else a, t)  # noqa: E731
+    for logit in (-1.0, 1.0):
+        gate = zero(base.net.heads.gate)
+        gate = eqx.tree_at(lambda g: g.layers[-1].bias, gate, gate.layers[-1].bias + logit)
+        m = eqx.tree_at(lambda x: x.net.heads.gate, base, gate)
+        s = 1.0 / (1.0 + np.exp(-logit))
+        cut = estimate_log(make_estimator("learned", robot, model=m), lg)
+        soft = estimate_log(make_estimator("learned", robot, model=m, soft_gate=True), lg)
+        np.testing.assert_allclose(cut["contact"], s, rtol=1e-6)
+        assert np.abs(soft["force"]).max() > 1e-3
+        if logit < 0:
+            assert not np.any(cut["force"])
+        else:
+            np.testing.assert_array_equal(cut["force"], soft["force"])
+        est, est_soft = OnlineEstimator(m), OnlineEstimator(m, soft_gate=True)
+        tel = LearnedTelemetry(robot, m)
+        for k in range(3):
+            fr = lg.frame(k)
+            args = (fr.q_target, fr.q, fr.dq, fr.v_supply, fr.enable, tel(fr))
+            o, o2 = est.step(*args), est_soft.step(*args)
+            np.testing.assert_array_equal(o["force_raw"], o2["force_raw"])
+            np.testing.assert_allclose(o2["force"], s * o2["force_raw"], rtol=1e-5, atol=1e-7)
+            np.testing.assert_array_equal(o["force"], o2["force"] if logit > 0 else 0 * o2["force"])
 
 
 def test_train_heads_with_a_force_prior_calibrates_it_on_free_motion(smoke, tmp_path):
@@ -457,16 +502,24 @@ def test_infer_adds_the_force_prior_like_estimate_force(dyn, smoke, tmp_path):
     from actuatorlab.logs import load_logs
     from actuatorlab.pipeline import run_infer
 
+    import equinox as eqx
+
     robot = dyn.robot
-    save_arm_model(tmp_path / "run", robot.name, _with_prior(_tiny_learned(robot), ForcePrior("id_linear",
-                                                                                                  _cal(dyn, 2.0, 0.01))), None)
     trajs = load_logs([smoke / "heldout"])
+    m0 = _with_prior(_tiny_learned(robot), ForcePrior("id_linear", _cal(dyn, 2.0, 0.01)))
+    # shift the gate so that about half the frames are called in contact: both sides of the cut
+    s0 = estimate_log(make_estimator("learned", robot, model=m0), read_force_log(robot, trajs[0]))["contact"]
+    shift = -float(np.median(np.log(s0 / (1 - s0))))
+    m0 = eqx.tree_at(lambda x: x.net.heads.gate.layers[-1].bias, m0, m0.net.heads.gate.layers[-1].bias + shift)
+    save_arm_model(tmp_path / "run", robot.name, m0, None)
     run_infer(tmp_path / "run" / "arm_model.json", [smoke / "heldout"], tmp_path / "infer.csv")
     rows = [r for r in csv.DictReader((tmp_path / "infer.csv").open()) if r["log"] == trajs[0].name]
     got = np.array([[float(r[f"force_{a}"]) for a in "xyz"] for r in rows])
     m = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
-    want = estimate_log(make_estimator("learned", robot, model=m), read_force_log(robot, trajs[0]))["force"]
-    assert got.shape == want.shape and np.abs(want).max() > 0.05
+    est = estimate_log(make_estimator("learned", robot, model=m), read_force_log(robot, trajs[0]))
+    want, free = est["force"], est["contact"] <= 0.5
+    assert got.shape == want.shape and np.abs(want).max() > 0.05 and 0.2 < free.mean() < 0.8
+    assert not np.any(want[free]) and np.all(np.abs(want[~free]).max(axis=1) > 0)
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 

@@ -598,13 +598,16 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
                    ee_body: Optional[str] = typer.Option(None, "--ee-body", help="end-effector body (default: the robot's)"),
                    as_json: bool = typer.Option(False, "--json"),
                    report: Optional[Path] = typer.Option(None, "--report", help="self-contained HTML report to write"),
-                   out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV of the per-frame estimates")):
+                   out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV of the per-frame estimates"),
+                   soft_gate: bool = typer.Option(False, "--soft-gate", help="learned force x contact probability on "
+                                                  "every frame (default: 0 where the gate says no contact)")):
     """Sensorless end-effector force: the learned force head x gate and three classical baselines
     (inverse-dynamics residual, + friction/backlash, momentum observer), run causally per frame."""
     from .estimate.force_eval import run_estimate_force
 
     r = run_estimate_force(model_json, data, robot=robot, calibrate=calibrate or [],
-                           methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out)
+                           methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out,
+                           soft_gate=soft_gate)
     if as_json:
         sys.stdout.write(json.dumps(r, default=float) + "\n")
         return

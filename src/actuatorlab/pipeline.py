@@ -712,7 +712,7 @@ def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -
     from .identify.modelfile import atomic_write_text
     from .learned.arm import arm_log, load_arm_model
     from .precision import physics_precision
-    from .sim.arm_learned import OnlineEstimator
+    from .sim.arm_learned import OnlineEstimator, gate_weight
 
     with physics_precision():
         r, m, d = load_arm_model(model_path, robot)
@@ -737,7 +737,8 @@ def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -
                 t0 = time.perf_counter()
                 o = est.step(b.inputs.q_target[k], b.q_meas[k], b.dq_meas[k], b.inputs.v_supply[k], b.inputs.enable[k],
                              lg.telemetry[k])
-                force = o["force"] if prior is None else o["contact"] * (o["force_raw"] + prior.step(flog.frame(k)).force)
+                force = o["force"] if prior is None else gate_weight(o["contact"]) * (o["force_raw"]
+                                                                                      + prior.step(flog.frame(k)).force)
                 t_steps += time.perf_counter() - t0
                 n += 1
                 vals = [*o["effort"], *force, o["contact"], *o["condition"]]

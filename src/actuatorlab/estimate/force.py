@@ -8,11 +8,12 @@ Methods (:data:`METHODS`, built by :func:`make_estimator`):
 
 ``learned``
     the learned whole-robot actuator's force head times its contact gate,
-    ``f = sigmoid(gate) f_raw``, through :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`
+    ``f = w f_raw`` with ``w = s = sigmoid(gate)`` where s > 0.5 (the contact rule) and ``w = 0``
+    elsewhere (``soft_gate=True``: ``w = s`` everywhere; :func:`~actuatorlab.sim.arm_learned.gate_weight`), through :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`
     (Dou et al., "NeuralActuator", RSS 2026). A model trained with a :class:`ForcePrior` (a
     calibrated classical method below) corrects that method's estimate instead of replacing it::
 
-        f = sigmoid(gate) (f_raw + f_prior)        f_prior: the classical method on the same frames
+        f = w (f_raw + f_prior)        f_prior: the classical method on the same frames
 
     so beyond the loads it was trained on the estimate keeps the classical method's linear
     current-to-force growth, and the network supplies what the classical model lacks (gear
@@ -420,19 +421,21 @@ class LearnedTelemetry:
 
 
 class LearnedForceEstimator(ForceEstimator):
-    """``learned``: sigmoid(gate) f_raw of a learned whole-robot model (measured q, qd; logged
-    commands and telemetry, :class:`LearnedTelemetry`), via
-    :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`; for a model with a :class:`ForcePrior`,
-    sigmoid(gate) (f_raw + f_prior) with the prior's estimator stepped on the same frame."""
+    """``learned``: w f_raw of a learned whole-robot model (measured q, qd; logged commands and
+    telemetry, :class:`LearnedTelemetry`), via :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`,
+    w the gate weight (:func:`~actuatorlab.sim.arm_learned.gate_weight`: the contact probability
+    above 0.5, else 0; ``soft_gate``: the probability everywhere); for a model with a
+    :class:`ForcePrior`, w (f_raw + f_prior) with the prior's estimator stepped on the same frame."""
 
     name = "learned"
 
-    def __init__(self, robot: Robot, model):
+    def __init__(self, robot: Robot, model, soft_gate: bool = False):
         from ..sim.arm_learned import OnlineEstimator
 
         self.model = model
+        self.soft_gate = bool(soft_gate)
         self._tel = LearnedTelemetry(robot, model, "learned force estimator")
-        self._online = OnlineEstimator(model)
+        self._online = OnlineEstimator(model, soft_gate=soft_gate)
         self._prior = model.force_prior.estimator(robot) if model.force_prior is not None else None
 
     def reset(self) -> None:
@@ -445,8 +448,10 @@ class LearnedForceEstimator(ForceEstimator):
         o = self._online.step(frame.q_target, frame.q, frame.dq, frame.v_supply, frame.enable, self._tel(frame))
         if self._prior is None:
             return ForceEstimate(np.asarray(o["force"], float), float(o["contact"]), None)
+        from ..sim.arm_learned import gate_weight
+
         f_prior = self._prior.step(frame).force
-        return ForceEstimate(float(o["contact"]) * (np.asarray(o["force_raw"], float) + f_prior),
+        return ForceEstimate(gate_weight(o["contact"], self.soft_gate) * (np.asarray(o["force_raw"], float) + f_prior),
                              float(o["contact"]), None)
 
 
@@ -564,7 +569,7 @@ class _Method:
 
 
 METHODS: dict[str, _Method] = {
-    "learned": _Method(lambda robot, model=None, **_: LearnedForceEstimator(robot, model),
+    "learned": _Method(lambda robot, model=None, soft_gate=False, **_: LearnedForceEstimator(robot, model, soft_gate),
                        "learned force head x contact gate (OnlineEstimator)", ("model",)),
     "id_linear": _Method(lambda robot, dyn=None, calibration=None, **_:
                          InverseDynamicsEstimator(dyn, calibration, "id_linear"),
@@ -580,7 +585,8 @@ METHODS: dict[str, _Method] = {
 
 
 def make_estimator(name: str, robot: Robot, **kw) -> ForceEstimator:
-    """Build the estimator ``name`` of :data:`METHODS`; ``model`` (LearnedArm) for ``learned``,
+    """Build the estimator ``name`` of :data:`METHODS`; ``model`` (LearnedArm) for ``learned`` (and
+    optionally ``soft_gate``, :class:`LearnedForceEstimator`),
     ``dyn`` (ArmDynamics) and ``calibration`` for the classical ones (``k_o`` for the observer)."""
     if name not in METHODS:
         raise UnknownNameError("force estimation method", name, list(METHODS))

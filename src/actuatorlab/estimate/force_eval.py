@@ -110,9 +110,11 @@ def _fingerprint(t) -> tuple:
 
 def evaluate_force(robot: Robot, eval_trajs: list, calib_trajs: list, *, model=None, methods: Sequence[str] = ALL_METHODS,
                    ee_body: str | None = None, k_o: float = DEFAULT_K_O, splits: Sequence[str] | None = None,
-                   keep_outputs: bool = False) -> dict[str, Any]:
+                   keep_outputs: bool = False, soft_gate: bool = False) -> dict[str, Any]:
     """Calibrate on the free-motion logs among ``calib_trajs``, run ``methods`` on ``eval_trajs``
-    and score them (module docstring). ``model``: a LearnedArm (needed for ``learned``);
+    and score them (module docstring). ``model``: a LearnedArm (needed for ``learned``;
+    ``soft_gate``: its force times the contact probability everywhere instead of 0 on frames
+    called free, :class:`~actuatorlab.estimate.force.LearnedForceEstimator`);
     ``splits``: a label per evaluated log (e.g. its folder) for ``force_mae_by_split``. A
     calibration log whose content equals an evaluated one is refused. Returns the JSON-able
     result; with ``keep_outputs`` also ``_logs`` / ``_outputs`` (arrays) for the report."""
@@ -129,7 +131,8 @@ def evaluate_force(robot: Robot, eval_trajs: list, calib_trajs: list, *, model=N
     res: dict[str, Any] = {"robot": robot.name, "methods": methods, "n_logs": len(logs),
                            "n_frames": int(sum(lg.n for lg in logs)),
                            "logs": [{"name": lg.name, "split": lg.split, "task": lg.task, "frames": lg.n} for lg in logs],
-                           "contact_rule": {m: ("sigmoid(gate) > 0.5" if m == "learned" else f"|f_hat| > {CONTACT_FORCE:g} N")
+                           "contact_rule": {m: (("sigmoid(gate) > 0.5" + ("" if soft_gate else "; force 0 elsewhere"))
+                                                if m == "learned" else f"|f_hat| > {CONTACT_FORCE:g} N")
                                             for m in methods},
                            "mae_definition": "mean over labelled frames and x/y/z of |f_hat - f| [N], base frame"}
     dyn = cals = None
@@ -150,7 +153,8 @@ def evaluate_force(robot: Robot, eval_trajs: list, calib_trajs: list, *, model=N
     outputs: dict[str, list[dict]] = {}
     timing = {}
     for m in methods:
-        kw = {"model": model} if m == "learned" else {"dyn": dyn, "calibration": cals[CLASSICAL[m]], "k_o": k_o}
+        kw = ({"model": model, "soft_gate": soft_gate} if m == "learned"
+              else {"dyn": dyn, "calibration": cals[CLASSICAL[m]], "k_o": k_o})
         est = make_estimator(m, robot, **kw)
         t0 = time.perf_counter()
         outputs[m] = [estimate_log(est, lg) for lg in logs]
@@ -290,13 +294,16 @@ def load_tagged(paths: Sequence) -> tuple[list, list[str]]:
 
 def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Sequence = (),
                        methods: Sequence[str] | None = None, ee_body: str | None = None, k_o: float = DEFAULT_K_O,
-                       report: str | Path | None = None, out: str | Path | None = None) -> dict[str, Any]:
+                       report: str | Path | None = None, out: str | Path | None = None,
+                       soft_gate: bool = False) -> dict[str, Any]:
     """``actuatorlab estimate-force``: load MODEL (a learned RUN/arm_model.json; ``None`` or
     ``"-"``: no learned method) and the logs DATA, calibrate the classical methods on the
     free-motion logs of ``calibrate`` (training logs: a folder or files; never the evaluated logs),
     evaluate (:func:`evaluate_force`), optionally write the HTML report and ``out``: a CSV of the
     per-frame estimates (log, time, then ``<method>/force_x|y|z`` [N] and ``<method>/contact``
-    per method), written atomically. Logs without force labels are estimated, not scored."""
+    per method), written atomically. Logs without force labels are estimated, not scored.
+    ``soft_gate``: the learned force times its contact probability on every frame (the default
+    reports 0 on frames the gate calls free; :func:`evaluate_force`)."""
     from ..errors import ActuatorlabError, UnknownNameError
     from ..learned.arm import load_arm_model
     from ..logs import load_logs
@@ -319,7 +326,7 @@ def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Seq
         trajs, splits = load_tagged(data)
         cal = load_logs(list(calibrate)) if calibrate else []
         res = evaluate_force(r, trajs, cal, model=model, methods=methods, ee_body=ee_body, k_o=k_o, splits=splits,
-                             keep_outputs=report is not None or out is not None)
+                             keep_outputs=report is not None or out is not None, soft_gate=soft_gate)
     res["model"] = str(model_path) if learned else None
     if report is not None:
         res["report"] = str(write_force_report(report, res))
