@@ -6,6 +6,7 @@ One command (from the repo root)::
     python bench/locomotion.py                        # table, then one JSON line
     python bench/locomotion.py --batches 1 64 256 --actuators nominal sea builtin --physics-dt 0.002 0.004
     python bench/locomotion.py --only bias            # the derived-constant bias table alone
+    python bench/locomotion.py --only stand           # what alpha does to standing and swinging legs
 
 Throughput rows: actuator (``nominal``: the config's rigid m1 ANYdrive; ``sea``: the series-elastic
 m1+compliance option; ``builtin``: MuJoCo's position servos) x physics step (0.002 s: the robot
@@ -24,6 +25,15 @@ the homotopy's fields and the MJX path's constants (invweights recomputed, the r
 same after ``mj_setConst``; (b) the same with every constant stale (why the invweights are
 recomputed); (c) the MJX rollout at alpha vs native MuJoCo after ``mj_setConst`` (float32 vs
 float64, 0.2 s). All from the standing pose under the MJCF's servos with a 0.5 m/s push.
+
+Stand rows (``--only stand`` or by default at the end): per alpha, the trot env itself
+(``--stand-actuator``, default ``sea``, ``--stand-physics-dt`` 4 ms, the homotopy floor
+``--stand-eps`` / ``--stand-floor``) driven open-loop for 3 s from its reset (seed 0, command 0.5 m/s
+forward): (a) zero action, i.e. the drives hold the standing posture: lowest trunk height, the
+step it falls (termination; -1 = stands), the largest abduction (HAA) and knee (KFE) deviation
+from the posture at the end; (b) a trot-like pattern (HFE 0.25 sin(2 pi 2 t + phi), KFE 0.35
+max(0, sin(...)), diagonal pairs in phase): the fall step and the joint-velocity jitter (RMS of
+dq minus its 3-sample moving mean [rad/s]), which shows an unresolved fast leg mode.
 """
 
 from __future__ import annotations
@@ -149,6 +159,57 @@ def _bias(alphas) -> list[dict]:
     return rows
 
 
+def _stand(alphas, actuator: str, physics_dt: float, eps: float, floor: float, seconds: float = 3.0) -> list[dict]:
+    import jax
+    import jax.numpy as jnp
+    import mujoco
+    import numpy as np
+
+    from actuatorlab.envs.locomotion import LocomotionEnv
+
+    env = LocomotionEnv("anymal_c", actuator, physics_dt=physics_dt, episode_length=500,
+                        homotopy_eps=eps, armature_floor=floor)
+    m = env.core.mj_model
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.dof_jntid[a])) or "" for a in env.core.dadr]
+    T = int(round(seconds / env.dt))
+    t = np.arange(T) * env.dt
+    phase = {"LF": 0.0, "RH": 0.0, "RF": np.pi, "LH": np.pi}
+    trot = np.zeros((T, env.n), np.float32)
+    for j, n in enumerate(names):
+        if n.endswith("HFE"):
+            trot[:, j] = 0.25 * np.sin(2 * np.pi * 2.0 * t + phase[n[:2]])
+        elif n.endswith("KFE"):
+            trot[:, j] = 0.35 * np.maximum(0.0, np.sin(2 * np.pi * 2.0 * t + phase[n[:2]]))
+    haa = np.array([n.endswith("HAA") for n in names])
+    kfe = np.array([n.endswith("KFE") for n in names])
+    qa, da, home = np.asarray(env.core.qadr), np.asarray(env.core.dadr), np.asarray(env.home_q)
+
+    @jax.jit
+    def run(alpha, actions):
+        ep = {"alpha": alpha}
+        s0 = env.reset(jax.random.PRNGKey(0), ep, command=jnp.array([0.5, 0.0, 0.0], jnp.float32))
+
+        def body(s, a):
+            s = env.step(s, a, ep)
+            return s, (s.core.arm.qpos, s.core.arm.qvel, s.done)
+        return jax.lax.scan(body, s0, actions)[1]
+
+    def first(done):
+        return int(np.argmax(done > 0)) if np.any(done > 0) else -1
+
+    rows = []
+    for al in alphas:
+        qpos, _, done = jax.device_get(run(jnp.float32(al), jnp.zeros((T, env.n), jnp.float32)))
+        dev = qpos[-1, qa] - home
+        _, qvel, done_t = jax.device_get(run(jnp.float32(al), jnp.asarray(trot)))
+        dq = qvel[:, da]
+        jitter = float(np.sqrt(np.mean((dq[1:-1] - (dq[:-2] + dq[1:-1] + dq[2:]) / 3.0) ** 2)))
+        rows.append({"alpha": float(al), "actuator": actuator, "physics_dt": physics_dt, "eps": eps, "floor": floor, "stand_min_height_m": float(qpos[:, 2].min()), "stand_fall_step": first(done),
+                     "stand_haa_dev_rad": float(np.abs(dev[haa]).max()), "stand_kfe_dev_rad": float(np.abs(dev[kfe]).max()),
+                     "trot_fall_step": first(done_t), "trot_dq_jitter": jitter, "policy_dt": env.dt, "steps": T})
+    return rows
+
+
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 64, 256])
@@ -158,7 +219,11 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--loop", choices=["scan", "python"], default="scan")
     ap.add_argument("--alphas", type=float, nargs="+", default=[0.0, 0.25, 0.5, 0.75, 1.0])
-    ap.add_argument("--only", choices=["throughput", "bias"], default=None)
+    ap.add_argument("--only", choices=["throughput", "bias", "stand"], default=None)
+    ap.add_argument("--stand-actuator", default="sea")
+    ap.add_argument("--stand-physics-dt", type=float, default=0.004)
+    ap.add_argument("--stand-eps", type=float, default=0.01, help="homotopy leg mass floor share")
+    ap.add_argument("--stand-floor", type=float, default=0.01, help="homotopy leg armature floor [kg.m^2]")
     ap.add_argument("--row-timeout", type=float, default=300.0, help="seconds per throughput row (subprocess)")
     ap.add_argument("--_row", nargs=3, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
@@ -187,8 +252,11 @@ def main(argv: list[str] | None = None) -> dict:
                             f"{r['env_steps_per_s']:10,.0f} env steps/s (compile {r['compile_s']:.1f} s)"), flush=True)
     if a.only in (None, "bias"):
         bias = _bias(a.alphas)
+    stand = []
+    if a.only in (None, "stand"):
+        stand = _stand(a.alphas, a.stand_actuator, a.stand_physics_dt, a.stand_eps, a.stand_floor)
     load1 = os.getloadavg()
-    summary = {"bench": "locomotion", "robot": "anymal_c", "task": "trot", "rows": rows, "bias": bias,
+    summary = {"bench": "locomotion", "robot": "anymal_c", "task": "trot", "rows": rows, "bias": bias, "stand": stand,
                "loop": a.loop, "device": jax.devices()[0].platform, "precision": "float32",
                "cpu_count": os.cpu_count(), "machine": platform.processor() or platform.machine(),
                "load_before": load0, "load_after": load1, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -217,6 +285,18 @@ def main(argv: list[str] | None = None) -> dict:
                 t.add_row(f"{r['alpha']:.2f}", f"{r['mjx_constants_trunk_m']:.1e} / {r['mjx_constants_joint_rad']:.1e}",
                           f"{r['stale_constants_trunk_m']:.3f} / {r['stale_constants_joint_rad']:.3f}",
                           f"{r['mjx_vs_native_trunk_m']:.1e} / {r['mjx_vs_native_joint_rad']:.1e}")
+            Console().print(t)
+        if stand:
+            r0 = stand[0]
+            t = Table(title=f"open-loop 3 s from reset ({r0['actuator']}, {r0['physics_dt'] * 1e3:.0f} ms, "
+                            f"eps {r0['eps']}, floor {r0['floor']} kg.m^2; fall step -1 = none)")
+            for c in ("alpha", "zero action: lowest trunk m", "falls at step", "HAA / KFE deviation rad",
+                      "trot pattern: falls at step", "dq jitter rad/s"):
+                t.add_column(c, justify="right")
+            for r in stand:
+                t.add_row(f"{r['alpha']:.2f}", f"{r['stand_min_height_m']:.3f}", str(r["stand_fall_step"]),
+                          f"{r['stand_haa_dev_rad']:.2f} / {r['stand_kfe_dev_rad']:.2f}", str(r["trot_fall_step"]),
+                          f"{r['trot_dq_jitter']:.3f}")
             Console().print(t)
     emit(summary, a.out)
     return summary
