@@ -39,6 +39,7 @@ dq minus its 3-sample moving mean [rad/s]), which shows an unresolved fast leg m
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -159,7 +160,8 @@ def _bias(alphas) -> list[dict]:
     return rows
 
 
-def _stand(alphas, actuator: str, physics_dt: float, eps: float, floor: float, seconds: float = 3.0) -> list[dict]:
+def _stand(alphas, actuator: str, physics_dt: float, eps: float, floor: float, keep: dict | None = None,
+           seconds: float = 3.0) -> list[dict]:
     import jax
     import jax.numpy as jnp
     import mujoco
@@ -168,7 +170,7 @@ def _stand(alphas, actuator: str, physics_dt: float, eps: float, floor: float, s
     from actuatorlab.envs.locomotion import LocomotionEnv
 
     env = LocomotionEnv("anymal_c", actuator, physics_dt=physics_dt, episode_length=500,
-                        homotopy_eps=eps, armature_floor=floor)
+                        homotopy_eps=eps, armature_floor=floor, homotopy_keep=keep)
     m = env.core.mj_model
     names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.dof_jntid[a])) or "" for a in env.core.dadr]
     T = int(round(seconds / env.dt))
@@ -204,7 +206,7 @@ def _stand(alphas, actuator: str, physics_dt: float, eps: float, floor: float, s
         _, qvel, done_t = jax.device_get(run(jnp.float32(al), jnp.asarray(trot)))
         dq = qvel[:, da]
         jitter = float(np.sqrt(np.mean((dq[1:-1] - (dq[:-2] + dq[1:-1] + dq[2:]) / 3.0) ** 2)))
-        rows.append({"alpha": float(al), "actuator": actuator, "physics_dt": physics_dt, "eps": eps, "floor": floor, "stand_min_height_m": float(qpos[:, 2].min()), "stand_fall_step": first(done),
+        rows.append({"alpha": float(al), "actuator": actuator, "physics_dt": physics_dt, "eps": eps, "floor": floor, "keep": keep, "stand_min_height_m": float(qpos[:, 2].min()), "stand_fall_step": first(done),
                      "stand_haa_dev_rad": float(np.abs(dev[haa]).max()), "stand_kfe_dev_rad": float(np.abs(dev[kfe]).max()),
                      "trot_fall_step": first(done_t), "trot_dq_jitter": jitter, "policy_dt": env.dt, "steps": T})
     return rows
@@ -224,6 +226,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--stand-physics-dt", type=float, default=0.004)
     ap.add_argument("--stand-eps", type=float, default=0.01, help="homotopy leg mass floor share")
     ap.add_argument("--stand-floor", type=float, default=0.01, help="homotopy leg armature floor [kg.m^2]")
+    ap.add_argument("--stand-keep", type=json.loads, default=None,
+                    help='homotopy: leg body -> own floor share, JSON, e.g. \'{"LF_SHANK": 1}\'')
     ap.add_argument("--row-timeout", type=float, default=300.0, help="seconds per throughput row (subprocess)")
     ap.add_argument("--_row", nargs=3, default=None, help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
@@ -233,8 +237,6 @@ def main(argv: list[str] | None = None) -> dict:
 
     jax.config.update("jax_enable_x64", False)  # a float32 training program (this script's own process)
     if a._row:
-        import json
-
         r = _throughput(a._row[0], float(a._row[1]), int(a._row[2]), a.steps, a.repeats, a.loop)
         print(json.dumps(r, default=float), flush=True)
         return r
@@ -254,7 +256,7 @@ def main(argv: list[str] | None = None) -> dict:
         bias = _bias(a.alphas)
     stand = []
     if a.only in (None, "stand"):
-        stand = _stand(a.alphas, a.stand_actuator, a.stand_physics_dt, a.stand_eps, a.stand_floor)
+        stand = _stand(a.alphas, a.stand_actuator, a.stand_physics_dt, a.stand_eps, a.stand_floor, a.stand_keep)
     load1 = os.getloadavg()
     summary = {"bench": "locomotion", "robot": "anymal_c", "task": "trot", "rows": rows, "bias": bias, "stand": stand,
                "loop": a.loop, "device": jax.devices()[0].platform, "precision": "float32",
@@ -289,7 +291,7 @@ def main(argv: list[str] | None = None) -> dict:
         if stand:
             r0 = stand[0]
             t = Table(title=f"open-loop 3 s from reset ({r0['actuator']}, {r0['physics_dt'] * 1e3:.0f} ms, "
-                            f"eps {r0['eps']}, floor {r0['floor']} kg.m^2; fall step -1 = none)")
+                            f"eps {r0['eps']}, floor {r0['floor']} kg.m^2{', keep ' + str(r0['keep']) if r0['keep'] else ''}; fall step -1 = none)")
             for c in ("alpha", "zero action: lowest trunk m", "falls at step", "HAA / KFE deviation rad",
                       "trot pattern: falls at step", "dq jitter rad/s"):
                 t.add_column(c, justify="right")

@@ -88,6 +88,34 @@ def test_total_mass_com_and_centroidal_inertia_conserved_along_the_path(native):
     assert m0.body_mass[h.trunk] / M1 > 0.99 and bm.body_mass[h.legs].sum() / M1 > 0.55
 
 
+def test_bodies_that_keep_their_own_share_conserve_the_same_invariants(native):
+    """``keep``: the feet (shanks) keep all their mass at alpha = 0 while the rest moves into the
+    trunk; total mass, CoM and centroidal inertia stay those of the original at every alpha, each
+    body's share follows its own floor, the traced path equals the numpy one, and a name that is
+    not a leg body or a share outside (0, 1] is a clear error."""
+    bm, _ = native
+    feet = {n: 1.0 for n in ("LF_SHANK", "RF_SHANK", "LH_SHANK", "RH_SHANK")}
+    h = make_homotopy(bm, keep=feet)
+    names = [mujoco.mj_id2name(bm, mujoco.mjtObj.mjOBJ_BODY, int(b)) for b in h.legs]
+    shank = np.array([n in feet for n in names])
+    M1, c1, J1 = composite_inertia(bm, h.nominal_qpos)
+    for a in ALPHAS:
+        m = h.native_model(bm, a, constants="stale")
+        M, c, J = composite_inertia(m, h.nominal_qpos)
+        assert abs(M - M1) < 1e-9 and np.abs(c - c1).max() < 1e-12 and np.abs(J - J1).max() < 1e-9 * np.abs(J1).max()
+        np.testing.assert_allclose(m.body_mass[h.legs][shank], bm.body_mass[h.legs][shank], rtol=1e-12)
+        np.testing.assert_allclose(m.body_mass[h.legs][~shank], (0.01 + 0.99 * a) * bm.body_mass[h.legs][~shank],
+                                   rtol=1e-12)
+        f32 = jax.tree_util.tree_map(np.asarray, jax.jit(h.fields)(jnp.float32(a)))
+        np.testing.assert_allclose(f32["body_mass"], m.body_mass, rtol=1e-6)
+    m0 = h.native_model(bm, 0.0, constants="stale")
+    assert 0.94 < m0.body_mass[h.trunk] / M1 < 0.95  # the four shanks hold ~5 % of ANYmal C
+    with pytest.raises(ActuatorlabError, match="LF_FOOT.*available:.*LF_SHANK"):
+        make_homotopy(bm, keep={"LF_FOOT": 1.0})
+    with pytest.raises(ModelError, match=r"LF_SHANK.*\(0, 1\]"):
+        make_homotopy(bm, keep={"LF_SHANK": 1.5})
+
+
 def test_inertias_physical_and_traced_fields_match_float64_for_a_grid_of_alphas(native, fields_fn):
     bm, h = native
     grid = np.linspace(0.0, 1.0, 21)

@@ -193,13 +193,15 @@ class LocomotionEnv:
     Randomizer`, a spec (dict or path) or None; config: :class:`TrotConfig`; episode_length [policy
     steps]; physics_dt [s]: override the robot's physics step (and firmware tick) for a cheaper
     configuration (must divide the command period); reset_noise [rad] on the joints' start;
-    homotopy_eps, armature_floor: the homotopy's floor (:func:`~actuatorlab.sim.homotopy.make_homotopy`).
+    homotopy_eps, armature_floor, homotopy_keep: the homotopy's floor (``eps``, ``a_floor`` and ``keep``
+    of :func:`~actuatorlab.sim.homotopy.make_homotopy`: leg body name -> its own floor share).
     """
 
     def __init__(self, robot: Any = "anymal_c", actuator: Any = "nominal", *, contract: TimingContract | None = None,
                  randomization: Any = None, config: TrotConfig | None = None, episode_length: int = 1000,
                  physics_dt: float | None = None, reset_noise: float = 0.05, homotopy_eps: float = 0.01,
-                 armature_floor: float = 0.01, action_scale: float | None = None):
+                 armature_floor: float = 0.01, action_scale: float | None = None,
+                 homotopy_keep: dict | None = None):
         from ..robots.loader import Robot, load_robot
         from ..sim.homotopy import make_homotopy
         from ..sim.randomization import Randomizer
@@ -228,7 +230,7 @@ class LocomotionEnv:
         self.dt = float(self.core.policy_dt)
         m = self.core.mj_model
         self.nq, self.nv, self.n = m.nq, m.nv, self.core.n_joints
-        self.hom = make_homotopy(m, self.core.home, eps=homotopy_eps, a_floor=armature_floor)
+        self.hom = make_homotopy(m, self.core.home, eps=homotopy_eps, a_floor=armature_floor, keep=homotopy_keep)
         # feet: the collision geom of each leg's last body, ordered LF, RF, LH, RH
         feet = {}
         for g in range(m.ngeom):

@@ -31,6 +31,10 @@ body, frozen where that body sits in the nominal pose. Consequences, exact for e
   trunk's J is a sum of physical inertias taken about one point, each leg body's a positive
   multiple of its own. No clipping or projection is needed anywhere on the path.
 
+Per-body floors: ``make_homotopy(..., keep={name: e_i})`` gives a named leg body its own floor e_i
+(s_i = e_i + (1 - e_i) alpha, w_i = 1 - s_i, and sum_i w_i ... in the trunk's formulas above); every
+invariant below holds for any shares.
+
 The floor: leg bodies keep the share ``eps`` (default 1 %) of their mass and inertia, and every leg
 dof gets ``(1 - alpha) a_floor`` of armature (default 0.01 kg.m^2, about a third of an ANYmal
 knee's own joint-space inertia), so the mass matrix stays regular and swinging legs have an
@@ -68,12 +72,12 @@ the original model, up to 1.6 cm over 0.2 s after a push, dominates).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import mujoco
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, UnknownNameError
 
 __all__ = ["Homotopy", "make_homotopy", "invweights", "composite_inertia", "constant_bias", "BIAS_TOLERANCE",
            "quat_from_mat", "quat_mul"]
@@ -129,7 +133,7 @@ class Homotopy:
 
     trunk: body id of the free joint's body; legs (L,) body ids below it; leg_dofs (k,) their dof
     addresses; eps [1] floor share of leg mass/inertia; a_floor [kg.m^2 | kg] armature added to leg
-    dofs at alpha = 0; the original fields (alpha = 1, float64): mass (nbody,) [kg], inertia (nbody,
+    dofs at alpha = 0; body_eps (L,) [1] each leg body's floor share (eps unless ``keep`` names it); the original fields (alpha = 1, float64): mass (nbody,) [kg], inertia (nbody,
     3) [kg.m^2], ipos (nbody, 3) [m], iquat (nbody, 4); in the trunk frame at the nominal pose:
     leg_m (L,) [kg], leg_rel (L, 3) [m] leg CoM minus trunk CoM, leg_J (L, 3, 3) [kg.m^2]
     Ibar_i + m_i S(c_i - c_0), all rotated into the trunk's principal frame R0 (3, 3); subtree
@@ -141,6 +145,7 @@ class Homotopy:
     leg_dofs: np.ndarray
     eps: float
     a_floor: float
+    body_eps: np.ndarray
     mass: np.ndarray
     inertia: np.ndarray
     ipos: np.ndarray
@@ -165,13 +170,14 @@ class Homotopy:
             dt = xp.float32
         c = lambda a: xp.asarray(a, dt)  # noqa: E731
         alpha = xp.clip(c(alpha), 0.0, 1.0)
-        s = self.eps + (1.0 - self.eps) * alpha
+        e = c(self.body_eps)                                                   # (L,) floor share per leg body
+        s = e + (1.0 - e) * alpha
         w = 1.0 - s
         L, t = self.legs, self.trunk
         m0 = c(self.mass[t])
-        mt = m0 + w * c(self.leg_m.sum())
-        shift = w * c((self.leg_m[:, None] * self.leg_rel).sum(0)) / mt      # c_t - c_0, principal frame
-        J = c(np.diag(self.inertia[t])) + w * c(self.leg_J.sum(0)) - mt * _skew_s(shift, xp)
+        mt = m0 + xp.sum(w * c(self.leg_m))
+        shift = (w[:, None] * c(self.leg_m[:, None] * self.leg_rel)).sum(0) / mt    # c_t - c_0, principal frame
+        J = c(np.diag(self.inertia[t])) + (w[:, None, None] * c(self.leg_J)).sum(0) - mt * _skew_s(shift, xp)
         lam, V = xp.linalg.eigh(J)
         sgn = xp.where(xp.linalg.det(V) < 0, -1.0, 1.0)      # a proper rotation: flip the last axis
         V = V * xp.stack([c(1.0), c(1.0), c(sgn)])
@@ -183,11 +189,11 @@ class Homotopy:
             mass[L] = s * self.mass[L]
             mass[t] = mt
             inertia, ipos, iquat = self.inertia.copy(), self.ipos.copy(), self.iquat.copy()
-            inertia[L] = s * self.inertia[L]
+            inertia[L] = s[:, None] * self.inertia[L]
             inertia[t], ipos[t], iquat[t] = lam, ipos_t, q_t
         else:
             mass = c(self.mass).at[L].multiply(s).at[t].set(mt)
-            inertia = c(self.inertia).at[L].multiply(s).at[t].set(lam)
+            inertia = c(self.inertia).at[L].multiply(s[:, None]).at[t].set(lam)
             ipos = c(self.ipos).at[t].set(ipos_t)
             iquat = c(self.iquat).at[t].set(q_t)
         extra = np.zeros(self.nv)
@@ -276,12 +282,15 @@ def invweights(mx) -> dict:
     return {"body_invweight0": biw, "dof_invweight0": div}
 
 
-def make_homotopy(model: Any, nominal_qpos=None, *, eps: float = 0.01, a_floor: float = 0.01) -> Homotopy:
+def make_homotopy(model: Any, nominal_qpos=None, *, eps: float = 0.01, a_floor: float = 0.01,
+                  keep: Mapping[str, float] | None = None) -> Homotopy:
     """The homotopy of a floating-base model: ``model`` an ``MjModel`` or a robot (name or
     :class:`~actuatorlab.robots.Robot`: its MJX model); ``nominal_qpos`` (nq,) the pose at which the
     composite inertia is conserved (default: the home / standing keyframe, else qpos0); ``eps`` the
     floor share of leg mass and inertia (0 < eps <= 1); ``a_floor`` [kg.m^2 | kg] the leg-dof armature
-    at alpha = 0 (>= 0)."""
+    at alpha = 0 (>= 0); ``keep``: leg body name -> its own floor share in (0, 1] instead of ``eps``
+    (e.g. the feet keeping their mass: 1.0). Every invariant of the module docstring holds for any
+    shares (each leg body moves its own share w_i = 1 - s_i into the trunk)."""
     if not isinstance(model, mujoco.MjModel):
         from ..robots.loader import Robot, load_robot
 
@@ -327,7 +336,15 @@ def make_homotopy(model: Any, nominal_qpos=None, *, eps: float = 0.01, a_floor: 
         rel.append(r)
         J.append(R0.T @ Ibar @ R0 + m.body_mass[b] * (np.dot(r, r) * np.eye(3) - np.outer(r, r)))
     leg_dofs = np.array([v for v in range(m.nv) if int(m.dof_bodyid[v]) in set(legs.tolist())], dtype=np.int64)
-    h = Homotopy(trunk=trunk, legs=legs, leg_dofs=leg_dofs, eps=float(eps), a_floor=float(a_floor),
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, int(b)) or "" for b in legs]
+    body_eps = np.full(len(legs), float(eps))
+    for name, share in (keep or {}).items():
+        if name not in names:
+            raise UnknownNameError("leg body (homotopy keep)", name, names)
+        if not 0.0 < float(share) <= 1.0:
+            raise ModelError(f"homotopy: the floor share kept by {name!r} must be in (0, 1], got {share}")
+        body_eps[names.index(name)] = float(share)
+    h = Homotopy(trunk=trunk, legs=legs, leg_dofs=leg_dofs, eps=float(eps), a_floor=float(a_floor), body_eps=body_eps,
                  mass=m.body_mass.copy(), inertia=m.body_inertia.copy(), ipos=m.body_ipos.copy(),
                  iquat=m.body_iquat.copy(), R0=R0, leg_m=m.body_mass[legs].copy(), leg_rel=np.array(rel),
                  leg_J=np.array(J), subtree=anc, nominal_qpos=np.asarray(nominal_qpos, float).copy(), nv=int(m.nv))
