@@ -294,6 +294,14 @@ def test_cli_estimate_force_json(smoke, tmp_path, capsys):
     assert set(r["force_mae_by_task"]["id_linear"]) == {"lift_hold", "push_hold", "no_contact"}
     assert 0 <= r["false_positive_contact_rate"]["momentum_observer"] <= 1
     assert "gain_warnings" in r and (tmp_path / "force.html").stat().st_size > 100_000
+    assert r["contact_rule"]["learned"] == "sigmoid(gate) > 0.5; force 0 elsewhere"
+    # --soft-gate: the old product, learned alone; the tiny model's gate stays shut, so only it leaks
+    assert main(["estimate-force", str(tmp_path / "run" / "arm_model.json"), str(smoke / "heldout"),
+                 "--robot", robot.name, "--methods", "learned", "--json", "--soft-gate"]) == 0
+    soft = json.loads(capsys.readouterr().out)
+    assert soft["contact_rule"]["learned"] == "sigmoid(gate) > 0.5"
+    assert soft["gate_accuracy"]["learned"] == r["gate_accuracy"]["learned"]
+    assert soft["force_mae"]["learned"] != r["force_mae"]["learned"]
     # the classical methods are never calibrated on evaluated logs
     assert main(["estimate-force", "-", str(smoke / "train"), "--robot", robot.name,
                  "--calibrate", str(smoke / "train")]) == 2
