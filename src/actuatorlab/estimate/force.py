@@ -9,7 +9,8 @@ Methods (:data:`METHODS`, built by :func:`make_estimator`):
 ``learned``
     the learned whole-robot actuator's force head times its contact gate,
     ``f = w f_raw`` with ``w = s = sigmoid(gate)`` where s > 0.5 (the contact rule) and ``w = 0``
-    elsewhere (``soft_gate=True``: ``w = s`` everywhere; :func:`~actuatorlab.sim.arm_learned.gate_weight`), through :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`
+    elsewhere (``soft_gate=True``: ``w = s`` everywhere; :func:`~actuatorlab.sim.arm_learned.gate_weight`),
+    through :class:`~actuatorlab.sim.arm_learned.OnlineEstimator`
     (Dou et al., "NeuralActuator", RSS 2026). A model trained with a :class:`ForcePrior` (a
     calibrated classical method below) corrects that method's estimate instead of replacing it::
 
@@ -430,8 +431,9 @@ class LearnedForceEstimator(ForceEstimator):
     name = "learned"
 
     def __init__(self, robot: Robot, model, soft_gate: bool = False):
-        from ..sim.arm_learned import OnlineEstimator
+        from ..sim.arm_learned import OnlineEstimator, gate_weight
 
+        self._gate_weight = gate_weight
         self.model = model
         self.soft_gate = bool(soft_gate)
         self._tel = LearnedTelemetry(robot, model, "learned force estimator")
@@ -448,11 +450,9 @@ class LearnedForceEstimator(ForceEstimator):
         o = self._online.step(frame.q_target, frame.q, frame.dq, frame.v_supply, frame.enable, self._tel(frame))
         if self._prior is None:
             return ForceEstimate(np.asarray(o["force"], float), float(o["contact"]), None)
-        from ..sim.arm_learned import gate_weight
-
         f_prior = self._prior.step(frame).force
-        return ForceEstimate(gate_weight(o["contact"], self.soft_gate) * (np.asarray(o["force_raw"], float) + f_prior),
-                             float(o["contact"]), None)
+        w = self._gate_weight(o["contact"], self.soft_gate)
+        return ForceEstimate(w * (np.asarray(o["force_raw"], float) + f_prior), float(o["contact"]), None)
 
 
 class IDState(NamedTuple):

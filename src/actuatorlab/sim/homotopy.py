@@ -133,8 +133,9 @@ class Homotopy:
 
     trunk: body id of the free joint's body; legs (L,) body ids below it; leg_dofs (k,) their dof
     addresses; eps [1] floor share of leg mass/inertia; a_floor [kg.m^2 | kg] armature added to leg
-    dofs at alpha = 0; body_eps (L,) [1] each leg body's floor share (eps unless ``keep`` names it); the original fields (alpha = 1, float64): mass (nbody,) [kg], inertia (nbody,
-    3) [kg.m^2], ipos (nbody, 3) [m], iquat (nbody, 4); in the trunk frame at the nominal pose:
+    dofs at alpha = 0; body_eps (L,) [1] each leg body's floor share (eps unless ``keep`` names it);
+    the original fields (alpha = 1, float64): mass (nbody,) [kg], inertia (nbody, 3) [kg.m^2], ipos
+    (nbody, 3) [m], iquat (nbody, 4); in the trunk frame at the nominal pose:
     leg_m (L,) [kg], leg_rel (L, 3) [m] leg CoM minus trunk CoM, leg_J (L, 3, 3) [kg.m^2]
     Ibar_i + m_i S(c_i - c_0), all rotated into the trunk's principal frame R0 (3, 3); subtree
     (nbody, nbody) 0/1, subtree[b, c] = 1 when c is in b's subtree; nominal_qpos (nq,); nv.
