@@ -96,7 +96,6 @@ def _throughput(actuator: str, physics_dt: float, batch: int, steps: int, repeat
 
 def _row_subprocess(actuator: str, physics_dt: float, batch: int, steps: int, repeats: int, loop: str,
                     timeout: float) -> dict:
-    import json
     import subprocess
 
     cmd = [sys.executable, __file__, "--_row", actuator, str(physics_dt), str(batch), "--steps", str(steps),
@@ -206,7 +205,8 @@ def _stand(alphas, actuator: str, physics_dt: float, eps: float, floor: float, k
         _, qvel, done_t = jax.device_get(run(jnp.float32(al), jnp.asarray(trot)))
         dq = qvel[:, da]
         jitter = float(np.sqrt(np.mean((dq[1:-1] - (dq[:-2] + dq[1:-1] + dq[2:]) / 3.0) ** 2)))
-        rows.append({"alpha": float(al), "actuator": actuator, "physics_dt": physics_dt, "eps": eps, "floor": floor, "keep": keep, "stand_min_height_m": float(qpos[:, 2].min()), "stand_fall_step": first(done),
+        rows.append({"alpha": float(al), "actuator": actuator, "physics_dt": physics_dt, "eps": eps, "floor": floor,
+                     "keep": keep, "stand_min_height_m": float(qpos[:, 2].min()), "stand_fall_step": first(done),
                      "stand_haa_dev_rad": float(np.abs(dev[haa]).max()), "stand_kfe_dev_rad": float(np.abs(dev[kfe]).max()),
                      "trot_fall_step": first(done_t), "trot_dq_jitter": jitter, "policy_dt": env.dt, "steps": T})
     return rows
