@@ -77,6 +77,12 @@ def main(argv=None) -> int:
     ap.add_argument("--force-frame", default="base", choices=("base", "yaw", "joint"),
                     help="the force head predicts in the base frame, in the frame turning with joint 1, or the "
                          "external joint torques mapped through the Jacobian (learned.heads.train_heads force_frame)")
+    ap.add_argument("--residual-input", default="id_friction",
+                    choices=("id_friction", "id_linear", "momentum_observer", "none"),
+                    help="one more per-channel network input: this classical method's estimated external joint "
+                         "torque tau_ext, calibrated on train/ free motion (learned.heads.train_heads "
+                         "residual_input; default id_friction since 2026-12-03, rule R26 on D/val of two units: "
+                         "bench/README.md); none: the network reads the logged signals only")
     ap.add_argument("--eval", default="test", choices=("test", "val"),
                     help="test: DIR/test + DIR/heldout (report once); val: DIR/val only (model selection)")
     ap.add_argument("--soft-gate", action="store_true",
@@ -108,7 +114,8 @@ def main(argv=None) -> int:
                                 weight_decay=a.weight_decay, contact_weight=a.contact_weight), seed=a.seed, progress=False,
                     resume=(run / "checkpoint.ckpt").exists(), force_prior=a.force_prior,
                     prior_labels=a.force_prior_labels, augment_yaw=a.augment_yaw,
-                    augment_mirror=a.augment_mirror, balance_tasks=a.balance_tasks, force_frame=a.force_frame)
+                    augment_mirror=a.augment_mirror, balance_tasks=a.balance_tasks, force_frame=a.force_frame,
+                    residual_input=None if a.residual_input == "none" else a.residual_input)
     train_wall = time.perf_counter() - t0
     with physics_precision():
         robot = load_robot(ROBOT)
@@ -130,6 +137,7 @@ def main(argv=None) -> int:
                        "augment_yaw": bool(d["training"].get("augment_yaw")),
                        "augment_mirror": bool(d["training"].get("augment_mirror")),
                        "balance_tasks": bool(d["training"].get("balance_tasks")),
+                       "residual_input": d["training"].get("residual_input"),
                        "wall_s_this_run": train_wall}
     res["data"] = {"seed": card["seed"], "scale": card["scale"], "train_logs": len(tr), "val_logs": len(va),
                    "evaluated": sorted({lg["split"] for lg in res["logs"]})}

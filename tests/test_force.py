@@ -797,9 +797,10 @@ def test_train_heads_cli_passes_the_augmentations_and_the_schedule(smoke, tmp_pa
     assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
                  "--out", str(tmp_path / "joint"), "--arch", "mlp", "--sizes",
                  '{"width": 16, "depth": 1, "d": 16, "head_width": 16}', "--steps", "2", "--eval-every", "1",
-                 "--augment-yaw", "--augment-mirror", "--force-frame", "joint"]) == 0
+                 "--augment-yaw", "--augment-mirror", "--force-frame", "joint", "--residual-input", "id_friction"]) == 0
     saved = json.loads((tmp_path / "joint" / "arm_model.json").read_text())
     assert saved["training"]["force_frame"] == "joint" and saved["force_frame"]["kind"] == "joint"
+    assert saved["residual_input"]["method"] == "id_friction" and saved["layout"]["per_channel"][-1] == "tau_ext"
     assert saved["sizes"]["force_out"] == 4
     m = load_arm_model(tmp_path / "joint" / "arm_model.json")[1]
     assert m.force_joint is not None and m.net.heads.force.out_size == 4
@@ -826,3 +827,63 @@ def test_push_signature_opposes_the_external_torque(smoke):
     assert int(np.argmax(np.abs(tau))) == 0 and tau[0] < -0.2  # -y at the end effector twists joint 1
     assert dI[0] > 0 and row["snr"] > 5
     assert 0.2 < row["reach_share"] < 1.0
+
+
+def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_joint_1(smoke, tmp_path):
+    """train_heads(residual_input=...): the id_friction residual tau_ext, calibrated on the free-motion
+    training logs, becomes one more per-channel input and travels with the model; the causal
+    estimator computes it frame by frame and feeds the network exactly the teacher-forced windows
+    it was trained on (the user's logs are never given the channel); under the arm's mirror
+    (joint 1 negated) joint 1's tau_ext changes sign and the others do not, as ODD_FEATURES says;
+    a model trained without it cannot be fine-tuned with it."""
+    from actuatorlab.errors import ModelError
+    from actuatorlab.estimate.force import ForceLog, read_force_log
+    from actuatorlab.learned.arm import load_arm_model, with_residual_inputs
+    from actuatorlab.learned.heads import ODD_FEATURES, head_data, train_heads
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+
+    tr = load_logs([smoke / "train"]) + load_logs([smoke / "heldout"])
+    va = load_logs([smoke / "heldout"])
+    d = train_heads("open_manipulator_x", tr, va, out=tmp_path / "run", arch="mlp",
+                    sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2, budget=dict(batch=32, eval_every=2),
+                    progress=False, force_frame="yaw", augment_yaw=True, augment_mirror=True,
+                    residual_input="id_friction")
+    assert d["residual_input"]["method"] == "id_friction" and d["training"]["residual_input"] == "id_friction"
+    assert d["layout"]["per_channel"][-1] == "tau_ext" and "tau_ext" in ODD_FEATURES
+    assert not d["residual_input"]["calibration"]["labelled"]
+    assert not any(t.has("tau_ext/joint1") for t in tr + va)  # copies were given the channel, not these
+    with physics_precision():
+        robot = load_robot("open_manipulator_x")
+        m = load_arm_model(tmp_path / "run" / "arm_model.json", "open_manipulator_x")[1]
+        push = next(t for t in va if t.name.startswith("push"))
+        hd = head_data(robot, m, with_residual_inputs(robot, m, [push]))
+        h = jax.vmap(m.heads)(hd.x)
+        teacher = np.asarray(jax.nn.sigmoid(h.gate_logit)[:, None] * h.force_raw)
+        lg = read_force_log(robot, push)
+        online = estimate_log(make_estimator("learned", robot, model=m, soft_gate=True), lg)["force"]
+        assert np.abs(teacher).max() > 1e-3
+        np.testing.assert_allclose(online, teacher, rtol=1e-4, atol=1e-6)
+        # the mirror: joint 1's angles, rates, current and PWM negated, the force reflected in y
+        tau = estimate_log(m.residual_input.estimator(robot), lg)["tau_ext"]
+        fr = lg.frames
+        s = np.ones(fr.q.shape[1])
+        s[0] = -1.0  # joint 1 (robot joint order; the gripper's column stays)
+        fr2 = type(fr)(*(getattr(fr, k) * s if k in ("q_target", "q", "dq", "current", "pwm") else getattr(fr, k)
+                         for k in fr._fields))
+        lg2 = ForceLog(lg.name, fr2, lg.time, lg.force * np.array([1.0, -1.0, 1.0]), lg.force_known, lg.contact,
+                       lg.split, lg.task, lg.conditions)
+        tau2 = estimate_log(m.residual_input.estimator(robot), lg2)["tau_ext"]
+        assert np.abs(tau[:, 0]).max() > 0.02
+        # exact but for joint 1's calibration offset b_1 [N.m], which does not change sign (2 |b_1|)
+        assert np.abs(tau2[:, 0] + tau[:, 0]).max() < 2 * abs(m.residual_input.calibration.offset[0]) + 1e-4
+        np.testing.assert_allclose(tau2[:, 1:4], tau[:, 1:4], atol=1e-3)
+        # a residual input is chosen with the network's inputs: not added when fine-tuning
+        bare = train_heads("open_manipulator_x", tr, va, out=tmp_path / "bare", arch="mlp",
+                           sizes=dict(width=8, depth=1, d=8, head_width=8), steps=1, budget=dict(batch=8, eval_every=1),
+                           progress=False)
+        m0 = load_arm_model(tmp_path / "bare" / "arm_model.json", "open_manipulator_x")[1]
+        assert bare.get("residual_input") is None
+        with pytest.raises(ModelError, match="reads no residual, not 'id_friction'"):
+            train_heads("open_manipulator_x", tr, va, out=tmp_path / "ft", init=m0, steps=1, progress=False,
+                        residual_input="id_friction")

@@ -665,6 +665,11 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                                                               "by its measured angle), or the external joint torques "
                                                               "(mapped to a force through the arm's Jacobian); "
                                                               "default: --init's, else base"),
+                    residual_input: Optional[str] = typer.Option(None, "--residual-input", help="id_linear | "
+                                                                 "id_friction | momentum_observer: one more input per "
+                                                                 "joint, this classical method's estimated external "
+                                                                 "joint torque (calibrated on the free-motion training "
+                                                                 "logs; from scratch only)"),
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
@@ -682,7 +687,7 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     budget={"contact_weight": contact_weight, **({"eval_every": eval_every} if eval_every else {})},
                     force_prior=force_prior,
                     prior_labels=force_prior_labels, augment_yaw=augment_yaw, augment_mirror=augment_mirror,
-                    balance_tasks=balance_tasks, force_frame=force_frame)
+                    balance_tasks=balance_tasks, force_frame=force_frame, residual_input=residual_input)
     t = d["training"]
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")

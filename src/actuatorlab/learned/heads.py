@@ -43,7 +43,7 @@ import optax
 from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..precision import physics
-from ..sim.arm_learned import TELEMETRY, LearnedArm, frames_of_log
+from ..sim.arm_learned import RESIDUAL_FEATURE, TELEMETRY, LearnedArm, frames_of_log
 from .features import sliding_windows
 
 __all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads", "yaw_joint", "yaw_augment",
@@ -244,8 +244,10 @@ def yaw_augment(b: "HeadData", cols: list[int], axis: np.ndarray, limits: tuple[
 #: relative tolerance of :func:`mirror_symmetry`'s check (of the largest entry of g, M, J_p)
 MIRROR_TOL = 1e-2
 #: per-channel features that change sign with the joint's motion under a reflection (angles,
-#: rates, torque-like telemetry); the others (voltage, enable, temperature) are unchanged
-ODD_FEATURES = ("q_target", "q", "dq", "err", "current", "pwm", "load")
+#: rates, torque-like telemetry, the estimated external torque ``tau_ext``: exact up to the
+#: calibration's current offset b_j, as for ``current``); the others (voltage, enable, temperature)
+#: are unchanged
+ODD_FEATURES = ("q_target", "q", "dq", "err", "current", "pwm", "load", "tau_ext")
 
 
 def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20, dyn=None
@@ -355,7 +357,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                 trunk: bool | None = None, steps: int | None = None, budget: dict | None = None, seed: int = 0,
                 resume: bool = False, progress: bool = True, force_prior: str | None = None,
                 prior_labels: bool = False, augment_yaw: bool = False, augment_mirror: bool = False,
-                balance_tasks: bool = False, force_frame: str | None = None) -> dict[str, Any]:
+                balance_tasks: bool = False, force_frame: str | None = None,
+                residual_input: str | None = None) -> dict[str, Any]:
     """Train the force / gate / condition heads on teacher-forced windows (module docstring) and
     write RUN/arm_model.json + RUN/arm_model.eqx. ``init``: a model to start from (its layout,
     normalizer, effort scales and torque head are kept); otherwise a fresh ``arch`` network with
@@ -380,6 +383,12 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     torque of every channel, mapped to a base-frame force through the arm's kinematics:
     :class:`~actuatorlab.learned.force_frame.JointForceMap`; from scratch only, the head has one
     output per channel); default: the initial model's frame, else ``"base"``.
+    ``residual_input``: a classical method name (``id_linear``, ``id_friction``,
+    ``momentum_observer``) calibrated on the free-motion logs of ``train_trajs``, whose estimated
+    external joint torque ``tau_ext`` [N.m] becomes one more per-channel input of the network (from
+    scratch only; stored in arm_model.json and stepped online by
+    :class:`~actuatorlab.estimate.force.LearnedTelemetry`; docs/force.md, "The residual input").
+    Unlike ``force_prior`` it adds nothing to the output: the network decides how much to trust it.
     Returns the arm_model.json dict."""
     from ..robots.loader import load_robot
     from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
@@ -396,6 +405,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     robot = load_robot(robot_name)
     if force_frame not in (None, "base", "yaw", "joint"):
         raise UnknownNameError("force frame", str(force_frame), ("base", "yaw", "joint"))
+    res_prior = None
     if init is None:
         from ..identify.arm_fit import log_arrays
 
@@ -403,6 +413,15 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
         channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
         feats = tuple(f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
             train_trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels))
+        if residual_input is not None:
+            from ..estimate.force import ForcePrior
+            from .arm import add_residual_channels
+
+            # calibrated on the training logs' free motion only; the same prior writes every log's channel
+            res_prior = ForcePrior.fit(robot, residual_input, train_trajs)
+            train_trajs = add_residual_channels(robot, res_prior, train_trajs, channels)
+            val_trajs = add_residual_channels(robot, res_prior, val_trajs, channels)
+            feats = feats + (RESIDUAL_FEATURE,)
         tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats, normalizer=Normalizer(
             np.zeros(len(channels) * len(feats)), np.ones(len(channels) * len(feats))), effort_scale=1.0,
             width=4, depth=1, d=4, head_width=4)
@@ -417,10 +436,21 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
         model = make_learned_arm(robot, arch, channels=channels, per_channel=feats, normalizer=fit_normalizer(frames),
                                  effort_scale=_effort_scale(robot, base, logs, channels, False), base=base,
                                  key=jax.random.PRNGKey(seed), **sz)
+        if res_prior is not None:
+            model = dataclasses.replace(model, residual_input=res_prior)
         trunk = True if trunk is None else trunk
     else:
         model = init
         trunk = False if trunk is None else trunk
+        have_res = model.residual_input
+        if residual_input is not None and (have_res is None or have_res.method != residual_input):
+            raise ModelError(f"train_heads: a residual input is chosen with the network's inputs, from scratch only; "
+                             f"the initial model reads {'no residual' if have_res is None else repr(have_res.method)}, "
+                             f"not {residual_input!r}")
+        from .arm import with_residual_inputs
+
+        train_trajs = with_residual_inputs(robot, model, train_trajs)
+        val_trajs = with_residual_inputs(robot, model, val_trajs)
     have = model.force_prior
     if force_prior is not None:
         if have is not None and have.method != force_prior:
@@ -519,6 +549,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     meta = {"robot": robot_name, "arch": model.arch, "heads_only": True, "trunk": bool(trunk),
             "force_prior": None if model.force_prior is None else model.force_prior.method,
             "force_prior_labelled": None if model.force_prior is None else model.force_prior.calibration.labelled,
+            "residual_input": None if model.residual_input is None else model.residual_input.method,
             "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
             "balance_tasks": bool(balance_tasks), "force_frame": frame_name(model), "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
     loss = (lambda m, d: heads_loss(m, d, contact_weight=w_c)) if w_c != 4.0 else heads_loss
@@ -535,6 +566,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                      "lr": bud["lr"], "noise": noise, "weight_decay": float(bud["weight_decay"]), "contact_weight": w_c,
                      "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
                      "balance_tasks": bool(balance_tasks), "force_frame": frame_name(model),
+                     "residual_input": None if model.residual_input is None else model.residual_input.method,
                      "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
