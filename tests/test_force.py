@@ -864,6 +864,17 @@ def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_join
         online = estimate_log(make_estimator("learned", robot, model=m, soft_gate=True), lg)["force"]
         assert np.abs(teacher).max() > 1e-3
         np.testing.assert_allclose(online, teacher, rtol=1e-4, atol=1e-6)
+        # `infer` computes tau_ext online too (the logs carry no such channel) and agrees
+        import csv
+
+        from actuatorlab.pipeline import run_infer
+
+        run_infer(tmp_path / "run" / "arm_model.json", [smoke / "heldout"], tmp_path / "infer.csv")
+        rows = [r for r in csv.DictReader((tmp_path / "infer.csv").open()) if r["log"] == push.name]
+        est = estimate_log(make_estimator("learned", robot, model=m), lg)
+        np.testing.assert_allclose([[float(r[f"force_{a}"]) for a in "xyz"] for r in rows], est["force"],
+                                   rtol=1e-4, atol=1e-5)
+        np.testing.assert_allclose([float(r["contact"]) for r in rows], est["contact"], rtol=1e-4, atol=1e-6)
         # the mirror: joint 1's angles, rates, current and PWM negated, the force reflected in y
         tau = estimate_log(m.residual_input.estimator(robot), lg)["tau_ext"]
         fr = lg.frames

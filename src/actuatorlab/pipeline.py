@@ -705,18 +705,25 @@ def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -
     telemetry up to the present frame only). Writes OUT (CSV: log, time, effort/<channel> [N.m | N],
     force_x/y/z [N], contact, condition/<channel>) atomically; returns {"frames", "logs", "out",
     "mean_step_ms"}. For a model with a force prior the force is sigmoid(gate) (f_raw + f_prior),
-    the prior's classical estimator stepped on the same frame (as ``estimate-force``)."""
+    the prior's classical estimator stepped on the same frame (as ``estimate-force``). A model
+    reading the estimated external torque ``tau_ext`` gets it from its ``residual_input`` stepped
+    on the same frame (:class:`~actuatorlab.estimate.force.LearnedTelemetry`); the logs need not
+    carry it."""
     import io
     import time
 
+    from .estimate.force import LearnedTelemetry, read_force_log
     from .identify.modelfile import atomic_write_text
     from .learned.arm import arm_log, load_arm_model
     from .precision import physics_precision
-    from .sim.arm_learned import OnlineEstimator, gate_weight
+    from .sim.arm_learned import RESIDUAL_FEATURE, OnlineEstimator, gate_weight
 
     with physics_precision():
         r, m, d = load_arm_model(model_path, robot)
         est = OnlineEstimator(m)
+        # tau_ext is computed online from each frame, never read from the log (as estimate-force does)
+        tel = LearnedTelemetry(r, m, f"infer {model_path}") if RESIDUAL_FEATURE in m.layout.per_channel else None
+        feats = tuple(f for f in m.layout.per_channel if f != RESIDUAL_FEATURE)
         ch = m.layout.channels
         buf = io.StringIO()
         buf.write(",".join(["log", "time"] + [f"effort/{c}" for c in ch] + ["force_x", "force_y", "force_z", "contact"]
@@ -725,18 +732,19 @@ def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -
         trajs = load_logs(list(paths))
         prior = m.force_prior.estimator(r) if m.force_prior is not None else None
         for traj in trajs:
-            lg = arm_log(r, traj, ch, m.layout.per_channel)
+            lg = arm_log(r, traj, ch, feats)
             b = lg.base
             est.reset()
-            if prior is not None:
-                from .estimate.force import read_force_log
-
+            if prior is not None or tel is not None:
                 flog = read_force_log(r, traj)
+            if prior is not None:
                 prior.reset()
+            if tel is not None:
+                tel.reset()
             for k in range(b.q_meas.shape[0]):
                 t0 = time.perf_counter()
                 o = est.step(b.inputs.q_target[k], b.q_meas[k], b.dq_meas[k], b.inputs.v_supply[k], b.inputs.enable[k],
-                             lg.telemetry[k])
+                             lg.telemetry[k] if tel is None else tel(flog.frame(k)))
                 force = o["force"] if prior is None else gate_weight(o["contact"]) * (o["force_raw"]
                                                                                       + prior.step(flog.frame(k)).force)
                 t_steps += time.perf_counter() - t0
