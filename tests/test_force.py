@@ -875,6 +875,10 @@ def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_join
         np.testing.assert_allclose([[float(r[f"force_{a}"]) for a in "xyz"] for r in rows], est["force"],
                                    rtol=1e-4, atol=1e-5)
         np.testing.assert_allclose([float(r["contact"]) for r in rows], est["contact"], rtol=1e-4, atol=1e-6)
+        # and the rollout evaluation of such a model computes it too (the log has no channel)
+        from actuatorlab.learned.arm import evaluate_learned_arm
+
+        assert np.isfinite(evaluate_learned_arm(robot, m, [push], horizons=(20,))["position_mae"])
         # the mirror: joint 1's angles, rates, current and PWM negated, the force reflected in y
         tau = estimate_log(m.residual_input.estimator(robot), lg)["tau_ext"]
         fr = lg.frames

@@ -564,8 +564,10 @@ def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Rob
 def evaluate_learned_arm(robot: Robot, model: LearnedArm, trajs: Iterable[Trajectory],
                          horizons: Iterable[int] = (100, 300, 600)) -> dict[str, Any]:
     """:func:`~actuatorlab.identify.arm_fit.evaluate_arm`'s result for a learned model: per-joint
-    window-rollout MAE at each horizon (native path, windows restarted from measured states)."""
-    logs = [arm_log(robot, t, model.layout.channels, model.layout.per_channel) for t in trajs]
+    window-rollout MAE at each horizon (native path, windows restarted from measured states). A
+    model reading ``tau_ext`` gets it from its ``residual_input`` (:func:`with_residual_inputs`)."""
+    logs = [arm_log(robot, t, model.layout.channels, model.layout.per_channel)
+            for t in with_residual_inputs(robot, model, list(trajs))]
     if not logs:
         raise DataError(None, "no logs to evaluate")
     units: dict = {}
