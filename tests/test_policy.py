@@ -205,6 +205,43 @@ def test_adaptive_learning_rate(toy, tmp_path):
         PPOConfig(lr_bounds=(1e-3, 1e-4))
 
 
+def test_restat_at_a_stage_change(toy, tmp_path):
+    """``restat``: at each change of alpha the observation statistics keep at most that many
+    observations' weight (same mean and variance, so the inputs do not jump); after the switch the
+    new observations dominate. Final count = restat + the updates after the last change x their
+    observations (without it: every observation of the run); the stage-end checkpoint holds the
+    statistics before the cut, and an interrupted run resumes onto the same curve."""
+    from actuatorlab.policy.train import restat_stats
+
+    env, cfg, algo = toy
+    n_obs = cfg.steps_per_update
+    kw = dict(steps=STEPS, seed=5, points=POINTS, ppo=cfg, env=env, ppo_obj=algo, report=False, checkpoint_every=3)
+    opts = {"pretrain": 0.5, "restat": n_obs}
+    plain = train_policy("toy", "point_mass", "direct", out=tmp_path / "plain", schedule_options={"pretrain": 0.5}, **kw)
+    cut = train_policy("toy", "point_mass", "direct", out=tmp_path / "cut", schedule_options=opts, **kw)
+    plan = plan_run(STEPS, cfg, POINTS)
+    after = plan.updates - round(0.5 * plan.chunks) * plan.chunk        # updates at alpha = 1
+    assert float(load_policy(tmp_path / "plain").stats.count) == plan.updates * n_obs
+    assert float(load_policy(tmp_path / "cut").stats.count) == n_obs + after * n_obs
+    a, b = read_curve(tmp_path / "plain"), read_curve(tmp_path / "cut")
+    k = round(0.5 * plan.chunks)                  # identical up to the switch, different after it
+    assert a["return"][:k] == b["return"][:k] and a["return"][k + 1:] != b["return"][k + 1:]
+    assert plain["stages"] == cut["stages"] == 2
+    st = jax.tree.map(jnp.asarray, load_policy(tmp_path / "plain").stats)
+    r = restat_stats(st, 100)
+    assert float(r.count) == 100 and np.array_equal(r.mean, st.mean) and np.array_equal(r.var, st.var)
+    assert float(restat_stats(r, 10 ** 9).count) == 100                  # never raises the count
+    # resume across the cut gives the same run
+    train_policy("toy", "point_mass", "direct", out=tmp_path / "res", schedule_options=opts, stop_after=12, **kw)
+    train_policy("toy", "point_mass", "direct", out=tmp_path / "res", schedule_options=opts, resume=True, **kw)
+    assert read_curve(tmp_path / "res")["return"] == b["return"]
+    for bad in (-1, 0.5, True):
+        with pytest.raises(ModelError, match="restat"):
+            make_schedule("homotopy-adaptive", restat=bad)
+    with pytest.raises(ModelError, match="unknown option"):
+        make_schedule("scratch", restat=10)                            # no stage to cut at
+
+
 def test_adaptive_homotopy_rule():
     s = make_schedule("homotopy-adaptive", pretrain=0.2, deadline=0.8, tol=0.1, settle=2, window=2)
     n = 50

@@ -21,6 +21,16 @@ Schedules (``make_schedule(name, **options)``; every run has the same budget of 
   check (after exactly ``settle`` chunks) -> ``delta = min(2 delta, delta_max)``; accepted later ->
   ``delta = max(delta / 2, delta_min)``. A run reaches alpha = 1 at the latest at the ``deadline``
   fraction of the chunks, so that every schedule ends with training on the full model.
+
+Every schedule with stages (``direct``, ``homotopy``, ``homotopy-adaptive``) takes ``restat``: at a
+change of alpha the running observation statistics of PPO's input normalization keep at most that
+many observations' weight (0, the default: all of them). The statistics are a cumulative mean over
+every observation of the run, so after a long pretraining they describe the single rigid body's
+observations (e.g. leg joint velocities with about 3x the full robot's spread) and follow the new
+model's only at a rate of 1 / (observations seen); with ``restat`` set to one update's observations
+the next updates re-estimate them from the new model within a few updates
+(:func:`~actuatorlab.policy.train.restat_stats`). Measured on the ANYmal C trot it did not speed up
+the transfer (bench/README.md, "Ninth run"), so it is off by default.
 """
 
 from __future__ import annotations
@@ -31,7 +41,18 @@ from typing import Any
 
 from ..errors import ModelError, UnknownNameError
 
-__all__ = ["Scratch", "Direct", "FixedHomotopy", "AdaptiveHomotopy", "SCHEDULES", "make_schedule"]
+__all__ = ["Scratch", "Direct", "FixedHomotopy", "AdaptiveHomotopy", "SCHEDULES", "make_schedule", "restat_of"]
+
+
+def _restat(v) -> int:
+    if isinstance(v, bool) or int(v) != v or int(v) < 0:
+        raise ModelError(f"schedule option restat must be an integer >= 0 (observations kept at a stage change), got {v!r}")
+    return int(v)
+
+
+def restat_of(schedule) -> int:
+    """Observations the normalization statistics keep at a change of alpha (0: all; module docstring)."""
+    return int(getattr(schedule, "restat", 0))
 
 
 def _frac(name: str, v: float) -> float:
@@ -62,10 +83,11 @@ class Direct:
     """alpha = 0 for the first ``pretrain`` fraction of the chunks, then 1."""
 
     pretrain: float = 0.3
+    restat: int = 0
     name = "direct"
 
     def __post_init__(self):
-        _frac("pretrain", self.pretrain)
+        _frac("pretrain", self.pretrain), _restat(self.restat)
 
     def initial(self, n: int) -> dict[str, Any]:
         return {"alpha": 0.0 if round(self.pretrain * n) > 0 else 1.0}
@@ -85,10 +107,11 @@ class FixedHomotopy:
     pretrain: float = 0.3
     transition: float = 0.4
     stages: int = 4
+    restat: int = 0
     name = "homotopy"
 
     def __post_init__(self):
-        _frac("pretrain", self.pretrain), _frac("transition", self.transition)
+        _frac("pretrain", self.pretrain), _frac("transition", self.transition), _restat(self.restat)
         if self.pretrain + self.transition > 1.0 + 1e-9:
             raise ModelError(f"schedule homotopy: pretrain + transition = {self.pretrain + self.transition} > 1")
         if int(self.stages) < 1:
@@ -128,9 +151,11 @@ class AdaptiveHomotopy:
     delta_max: float = 0.5
     settle: int = 2
     window: int = 3
+    restat: int = 0
     name = "homotopy-adaptive"
 
     def __post_init__(self):
+        _restat(self.restat)
         for k in ("pretrain", "deadline", "delta0", "delta_min", "delta_max"):
             _frac(k, getattr(self, k))
         if self.deadline < self.pretrain:

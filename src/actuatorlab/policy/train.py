@@ -34,7 +34,7 @@ from ..errors import ModelError, UnknownNameError
 from ..files import atomic_write, atomic_write_with, read_json
 from ..identify.modelfile import git_revision
 from .ppo import PPO, ActorCritic, PPOConfig, RunningStats, TrainState, policy_action
-from .schedule import make_schedule
+from .schedule import make_schedule, restat_of
 
 __all__ = ["make_env", "train_policy", "load_policy", "LoadedPolicy", "evaluate_policy", "read_curve",
            "default_ppo_config", "plan_run", "RunPlan",
@@ -259,6 +259,8 @@ def _train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int 
                 if done_chunks < plan.chunks:
                     stages.append({"stage": st["stage"] + 1, "alpha": float(sstate["alpha"]),
                                    "start_chunk": done_chunks, "start_env_steps": pt["env_steps"]})
+                    if restat_of(sched) > 0:
+                        ts = ts._replace(stats=restat_stats(ts.stats, restat_of(sched)))
                 save(ckpt)
             elif done_chunks % max(int(checkpoint_every), 1) == 0:
                 save(ckpt)
@@ -281,6 +283,14 @@ def _train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int 
             write_policy_report(out / "report.html", curve, stages, config)
     atomic_write(out / "summary.json", json.dumps(summary, indent=1))
     return summary
+
+
+def restat_stats(stats: RunningStats, keep: int) -> RunningStats:
+    """The observation statistics with their weight cut to at most ``keep`` observations: the same
+    mean and variance, so the networks' inputs do not jump, but the next updates' observations (at
+    the new alpha) count ``n / (keep + n)`` instead of ``n / (count + n)`` (the schedule option
+    ``restat``, :mod:`actuatorlab.policy.schedule`)."""
+    return stats._replace(count=jnp.minimum(stats.count, jnp.asarray(float(keep), stats.count.dtype)))
 
 
 def _rate(points: list[dict[str, Any]]) -> float | None:
