@@ -310,7 +310,7 @@ def test_cli_train_and_eval_policy(scratch_run, tmp_path, capsys):
     assert main(args[:-3] + ["--out", str(tmp_path / "so"), "--schedule-opt", "pretrain=0", "--json"]) == 0
     d = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert d["stages"] == 1 and d["final_alpha"] == 1.0
-    assert json.loads((tmp_path / "so" / "config.json").read_text())["schedule_options"] == {"pretrain": 0.0}
+    assert json.loads((tmp_path / "so" / "config.json").read_text())["schedule_options"] == {"pretrain": 0.0, "restat": 0}
     assert main(args[:-3] + ["--out", str(tmp_path / "bad2"), "--schedule-opt", "stages=3"]) == 2
     err = capsys.readouterr().err.replace("\n", "")
     assert "schedule direct: unknown option(s) stages" in err and "available: pretrain" in err
