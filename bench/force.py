@@ -83,6 +83,9 @@ def main(argv=None) -> int:
                          "torque tau_ext, calibrated on train/ free motion (learned.heads.train_heads "
                          "residual_input; default id_friction since 2026-12-03, rule R26 on D/val of two units: "
                          "bench/README.md); none: the network reads the logged signals only")
+    ap.add_argument("--residual-features", default="tau_ext",
+                    help="comma-separated inputs from --residual-input: tau_ext, f_lever (tau_ext over each joint's "
+                         "lever arm to the end effector [N]; learned.heads.train_heads residual_features)")
     ap.add_argument("--eval", default="test", choices=("test", "val"),
                     help="test: DIR/test + DIR/heldout (report once); val: DIR/val only (model selection)")
     ap.add_argument("--soft-gate", action="store_true",
@@ -115,7 +118,9 @@ def main(argv=None) -> int:
                     resume=(run / "checkpoint.ckpt").exists(), force_prior=a.force_prior,
                     prior_labels=a.force_prior_labels, augment_yaw=a.augment_yaw,
                     augment_mirror=a.augment_mirror, balance_tasks=a.balance_tasks, force_frame=a.force_frame,
-                    residual_input=None if a.residual_input == "none" else a.residual_input)
+                    residual_input=None if a.residual_input == "none" else a.residual_input,
+                    residual_features=None if a.residual_input == "none" else
+                    tuple(f.strip() for f in a.residual_features.split(",") if f.strip()))
     train_wall = time.perf_counter() - t0
     with physics_precision():
         robot = load_robot(ROBOT)
@@ -138,6 +143,7 @@ def main(argv=None) -> int:
                        "augment_mirror": bool(d["training"].get("augment_mirror")),
                        "balance_tasks": bool(d["training"].get("balance_tasks")),
                        "residual_input": d["training"].get("residual_input"),
+                       "residual_features": d["training"].get("residual_features"),
                        "wall_s_this_run": train_wall}
     res["data"] = {"seed": card["seed"], "scale": card["scale"], "train_logs": len(tr), "val_logs": len(va),
                    "evaluated": sorted({lg["split"] for lg in res["logs"]})}

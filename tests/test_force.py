@@ -902,3 +902,78 @@ def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_join
         with pytest.raises(ModelError, match="reads no residual, not 'id_friction'"):
             train_heads("open_manipulator_x", tr, va, out=tmp_path / "ft", init=m0, steps=1, progress=False,
                         residual_input="id_friction")
+
+
+def test_lever_arm_input_by_finite_differences_and_online(smoke, tmp_path):
+    """f_lever = tau_ext / |J_p[:, j]|: each lever arm equals the end-effector point's speed per unit
+    joint rate by central differences (for the vertical yaw joint, the point's horizontal distance
+    from the axis); a lateral force f (along joint 1's end-effector motion) gives joint 1 exactly
+    f_lever = |f| and the pitch joints of the planar arm no torque; a model trained with
+    ``residual_features=("tau_ext", "f_lever")`` gets the same inputs online (estimate-force,
+    infer) as in its teacher-forced training windows; unknown features are refused."""
+    from actuatorlab.errors import ModelError, UnknownNameError
+    from actuatorlab.estimate.force import LEVER_MIN, lever_arms, read_force_log
+    from actuatorlab.learned.arm import load_arm_model, with_residual_inputs
+    from actuatorlab.learned.heads import ODD_FEATURES, head_data, train_heads
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+
+    with physics_precision():
+        robot = load_robot("open_manipulator_x")
+        dyn = ArmDynamics(robot)
+        rng = np.random.default_rng(3)
+        for _ in range(5):
+            q = rng.uniform(-0.8, 0.8, dyn.n)
+            r = lever_arms(dyn, q)
+            h = 1e-6
+            fd = np.array([np.linalg.norm(dyn.ee_position(q + h * e) - dyn.ee_position(q - h * e)) / (2 * h)
+                           for e in np.eye(dyn.n)])
+            np.testing.assert_allclose(r, np.maximum(fd, LEVER_MIN), rtol=1e-5)
+            p = dyn.ee_position(q)                                    # sets the kinematics at q
+            jid = dyn.model.joint(dyn.joints[0]).id
+            a, u = dyn.data.xanchor[jid], dyn.data.xaxis[jid] / np.linalg.norm(dyn.data.xaxis[jid])
+            assert abs(abs(u[2]) - 1) < 1e-9                          # the yaw axis is vertical
+            assert r[0] == pytest.approx(np.linalg.norm((p - a) - ((p - a) @ u) * u), rel=1e-6)
+            J = dyn.jacobian(q)
+            f = 1.7 * J[:, 0] / np.linalg.norm(J[:, 0])            # 1.7 N sideways
+            tau = J.T @ f
+            assert tau[0] / r[0] == pytest.approx(1.7, rel=1e-9)
+            np.testing.assert_allclose(tau[1:], 0.0, atol=1e-9)
+
+        tr = load_logs([smoke / "train"]) + load_logs([smoke / "heldout"])
+        va = load_logs([smoke / "heldout"])
+        kw = dict(arch="mlp", sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2,
+                  budget=dict(batch=32, eval_every=2), progress=False, force_frame="yaw", augment_yaw=True,
+                  augment_mirror=True, residual_input="id_friction")
+        d = train_heads("open_manipulator_x", tr, va, out=tmp_path / "run", residual_features=("tau_ext", "f_lever"), **kw)
+        assert d["layout"]["per_channel"][-2:] == ["tau_ext", "f_lever"] and "f_lever" in ODD_FEATURES
+        assert d["training"]["residual_features"] == ["tau_ext", "f_lever"]
+        m = load_arm_model(tmp_path / "run" / "arm_model.json", "open_manipulator_x")[1]
+        push = next(t for t in va if t.name.startswith("push"))
+        (withres,) = with_residual_inputs(robot, m, [push])
+        tau_log = np.asarray(withres["tau_ext/joint1"], float)
+        lg = read_force_log(robot, push)
+        pdyn = m.residual_input.estimator(robot).dyn
+        qi = [robot.index(j) for j in pdyn.joints]
+        lev = np.array([lever_arms(pdyn, q[qi])[0] for q in lg.frames.q[:50]])
+        np.testing.assert_allclose(np.asarray(withres["f_lever/joint1"], float)[:50], tau_log[:50] / lev, rtol=1e-6)
+        hd = head_data(robot, m, [withres])
+        h = jax.vmap(m.heads)(hd.x)
+        teacher = np.asarray(jax.nn.sigmoid(h.gate_logit)[:, None] * h.force_raw)
+        online = estimate_log(make_estimator("learned", robot, model=m, soft_gate=True), lg)["force"]
+        assert np.abs(teacher).max() > 1e-3
+        np.testing.assert_allclose(online, teacher, rtol=1e-4, atol=1e-6)
+        import csv
+
+        from actuatorlab.pipeline import run_infer
+
+        run_infer(tmp_path / "run" / "arm_model.json", [smoke / "heldout"], tmp_path / "infer.csv")
+        rows = [r for r in csv.DictReader((tmp_path / "infer.csv").open()) if r["log"] == push.name]
+        est = estimate_log(make_estimator("learned", robot, model=m), lg)
+        np.testing.assert_allclose([[float(r[f"force_{a}"]) for a in "xyz"] for r in rows], est["force"],
+                                   rtol=1e-4, atol=1e-5)
+        with pytest.raises(UnknownNameError, match="f_lever"):
+            train_heads("open_manipulator_x", tr, va, out=tmp_path / "bad", residual_features=("lever",), **kw)
+        with pytest.raises(ModelError, match="need a residual_input"):
+            train_heads("open_manipulator_x", tr, va, out=tmp_path / "bad2", residual_features=("f_lever",),
+                        **{**kw, "residual_input": None})

@@ -670,6 +670,10 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                                                                  "joint, this classical method's estimated external "
                                                                  "joint torque (calibrated on the free-motion training "
                                                                  "logs; from scratch only)"),
+                    residual_features: Optional[str] = typer.Option(None, "--residual-features", help="comma-separated "
+                                                                    "inputs from --residual-input: tau_ext (the "
+                                                                    "default), f_lever (tau_ext over each joint's lever "
+                                                                    "arm to the end effector [N])"),
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
@@ -687,7 +691,9 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     budget={"contact_weight": contact_weight, **({"eval_every": eval_every} if eval_every else {})},
                     force_prior=force_prior,
                     prior_labels=force_prior_labels, augment_yaw=augment_yaw, augment_mirror=augment_mirror,
-                    balance_tasks=balance_tasks, force_frame=force_frame, residual_input=residual_input)
+                    balance_tasks=balance_tasks, force_frame=force_frame, residual_input=residual_input,
+                    residual_features=None if residual_features is None else
+                    tuple(f.strip() for f in residual_features.split(",") if f.strip()))
     t = d["training"]
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")

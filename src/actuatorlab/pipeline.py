@@ -716,14 +716,15 @@ def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -
     from .identify.modelfile import atomic_write_text
     from .learned.arm import arm_log, load_arm_model
     from .precision import physics_precision
-    from .sim.arm_learned import RESIDUAL_FEATURE, OnlineEstimator, gate_weight
+    from .sim.arm_learned import RESIDUAL_FEATURES, OnlineEstimator, gate_weight
 
     with physics_precision():
         r, m, d = load_arm_model(model_path, robot)
         est = OnlineEstimator(m)
-        # tau_ext is computed online from each frame, never read from the log (as estimate-force does)
-        tel = LearnedTelemetry(r, m, f"infer {model_path}") if RESIDUAL_FEATURE in m.layout.per_channel else None
-        feats = tuple(f for f in m.layout.per_channel if f != RESIDUAL_FEATURE)
+        # tau_ext / f_lever are computed online from each frame, never read from the log (as estimate-force does)
+        res = any(f in RESIDUAL_FEATURES for f in m.layout.per_channel)
+        tel = LearnedTelemetry(r, m, f"infer {model_path}") if res else None
+        feats = tuple(f for f in m.layout.per_channel if f not in RESIDUAL_FEATURES)
         ch = m.layout.channels
         buf = io.StringIO()
         buf.write(",".join(["log", "time"] + [f"effort/{c}" for c in ch] + ["force_x", "force_y", "force_z", "contact"]

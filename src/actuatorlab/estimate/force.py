@@ -77,7 +77,8 @@ from .dynamics import ArmDynamics, force_from_torque
 __all__ = ["ForceFrame", "ForceLog", "ForceEstimate", "ForceEstimator", "Calibration", "read_force_log",
            "fit_calibration", "free_motion", "LearnedTelemetry", "LearnedForceEstimator", "InverseDynamicsEstimator",
            "MomentumObserver", "IDState", "MOState", "id_step", "mo_step", "stribeck", "METHODS", "CLASSICAL",
-           "make_estimator", "estimate_log", "play", "ForcePrior", "prior_forces", "labelled_motion"]
+           "make_estimator", "estimate_log", "play", "ForcePrior", "prior_forces", "labelled_motion", "lever_arms",
+           "LEVER_MIN"]
 
 #: contact label when a log has no ``contact`` channel: |f| above this [N]
 FORCE_THRESHOLD = 0.01
@@ -91,6 +92,19 @@ DEFAULT_MIN_GAIN = 0.1
 STRIBECK_VELOCITIES = (0.02, 0.05, 0.1, 0.2)  # grid for v_s [rad/s]
 PLAY_WIDTHS = (0.0, 0.01, 0.02, 0.05, 0.1)     # grid for the backlash play width w [A]
 SIGN_EPS = 0.01                                # [rad/s] tanh(qd / eps) smooth sign
+#: smallest lever arm of :func:`lever_arms` [m] (a joint whose axis passes near the end-effector point)
+LEVER_MIN = 0.02
+
+
+def lever_arms(dyn: ArmDynamics, q) -> np.ndarray:
+    """Lever arm of every joint of ``dyn`` to the end-effector point at angles ``q`` (dyn order):
+    r_j = max(|J_p[:, j]|, LEVER_MIN) [m] (the end-effector speed per unit joint rate; for a hinge
+    the distance of the point from its axis). tau_j / r_j [N] is the force along joint j's own
+    end-effector motion that explains its external torque tau_j, i.e. the classical estimate's
+    pose-dependent step (J_p^T f = tau) done per joint: for a vertical yaw joint the lateral force
+    of a planar arm exactly, since no other joint moves the point sideways. Unchanged by the yaw
+    angle and by the arm's mirror (a column's norm), so tau / r is odd where tau is."""
+    return np.maximum(np.linalg.norm(dyn.jacobian(np.asarray(q, float)), axis=0), LEVER_MIN)
 
 
 class ForceFrame(NamedTuple):
@@ -374,7 +388,8 @@ class LearnedTelemetry:
     ``model.layout.channels`` order), assembled from one :class:`ForceFrame` at a time:
     ``current``, ``pwm`` and ``temperature`` of the model's channels as logged, and ``tau_ext``
     [N.m], the estimated external joint torque, from the model's ``residual_input`` (a calibrated
-    :class:`ForcePrior`) stepped on the same frame: the same values
+    :class:`ForcePrior`) stepped on the same frame (and ``f_lever`` [N], the same over each joint's
+    lever arm at the frame's measured angles, :func:`lever_arms`): the same values
     :func:`~actuatorlab.learned.arm.with_residual_inputs` writes into a log, so a live loop on
     hardware feeds the network what it was trained on. ``reset()`` at the start of a log (the
     residual's filters restart); None when the model reads no telemetry. A feature it cannot
@@ -384,21 +399,21 @@ class LearnedTelemetry:
     FRAME: ClassVar[dict[str, str]] = {"current": "current", "pwm": "pwm", "temperature": "temperature"}
 
     def __init__(self, robot: Robot, model, what: str = "learned estimator"):
-        from ..sim.arm_learned import RESIDUAL_FEATURE
+        from ..sim.arm_learned import RESIDUAL_FEATURES
 
         feats = tuple(model.telemetry)
-        self.residual = RESIDUAL_FEATURE
-        bad = [f for f in feats if f not in self.FRAME and f != self.residual]
+        bad = [f for f in feats if f not in self.FRAME and f not in RESIDUAL_FEATURES]
         if bad:
             raise ModelError(f"{what}: telemetry {bad} cannot be read from a frame "
-                             f"(supported: {list(self.FRAME) + [self.residual]})")
+                             f"(supported: {list(self.FRAME) + list(RESIDUAL_FEATURES)})")
         self.features = feats
         self._idx = np.array(model.channel_index)
-        self._res = None
-        if self.residual in feats:
+        self._res = self._dyn = None
+        used = [f for f in feats if f in RESIDUAL_FEATURES]
+        if used:
             prior = model.residual_input
             if prior is None:
-                raise ModelError(f"{what}: the model reads {self.residual!r} but has no residual_input to compute "
+                raise ModelError(f"{what}: the model reads {used[0]!r} but has no residual_input to compute "
                                  "it from (its file lacks the entry)")
             joints = tuple(prior.calibration.joints)
             missing = [j for j in model.layout.channels if j not in joints]
@@ -407,6 +422,9 @@ class LearnedTelemetry:
                                  f"channels {missing}")
             self._res = prior.estimator(robot)
             self._res_idx = np.array([joints.index(j) for j in model.layout.channels])
+            if "f_lever" in feats:
+                self._dyn = ArmDynamics(robot, joints=joints, ee_body=prior.ee_body)
+                self._q_idx = np.array([robot.index(j) for j in joints])
 
     def reset(self) -> None:
         if self._res is not None:
@@ -416,8 +434,13 @@ class LearnedTelemetry:
         """(C, K) telemetry of ``frame`` (None: the model reads none). Steps the residual once."""
         if not self.features:
             return None
-        tau = self._res.step(frame).tau_ext[self._res_idx] if self._res is not None else None
-        return np.stack([tau if f == self.residual else np.asarray(getattr(frame, self.FRAME[f]))[self._idx]
+        tau_all = self._res.step(frame).tau_ext if self._res is not None else None
+        res = {}
+        if tau_all is not None:
+            res["tau_ext"] = tau_all[self._res_idx]
+            if self._dyn is not None:
+                res["f_lever"] = (tau_all / lever_arms(self._dyn, np.asarray(frame.q)[self._q_idx]))[self._res_idx]
+        return np.stack([res[f] if f in res else np.asarray(getattr(frame, self.FRAME[f]))[self._idx]
                          for f in self.features], -1)
 
 

@@ -46,7 +46,7 @@ from ..logs.format import Trajectory
 from ..precision import physics
 from ..robots.loader import Robot, load_robot
 from ..sim.arm import ArmConfig, ArmInputs, ArmState, make_mjx_rollout
-from ..sim.arm_learned import RESIDUAL_FEATURE, TELEMETRY, LearnedArm, LearnedInputs, frames_of_log, trainable
+from ..sim.arm_learned import RESIDUAL_FEATURES, TELEMETRY, LearnedArm, LearnedInputs, frames_of_log, trainable
 from ..sim.arm_native import rollout_native
 from ..sim.arm_windows import make_windows
 from .features import FeatureLayout, Normalizer, fit_normalizer
@@ -104,9 +104,10 @@ def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_chann
         for k, f in enumerate(tel_f):
             ch = f"{TELEMETRY[f]}/{j}"
             if not traj.has(ch):
-                if f == RESIDUAL_FEATURE:
+                if f in RESIDUAL_FEATURES:
                     raise DataError(where, f"no {ch!r} channel: the model reads the estimated external torque "
-                                           f"{f} of every channel; add it with with_residual_inputs(robot, model, logs)")
+                                           f"feature {f} of every channel; add it with with_residual_inputs(robot, "
+                                           "model, logs)")
                 raise DataError(where, f"no {ch!r} channel: the learned model reads {f} of every channel")
             tel[:, c, k] = np.nan_to_num(np.asarray(traj[ch], float))
     known = all(traj.has(f"force_{a}") for a in "xyz")
@@ -124,33 +125,39 @@ def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_chann
 
 
 def with_residual_inputs(robot: Robot, model: LearnedArm, trajs: Iterable[Trajectory]) -> list[Trajectory]:
-    """The logs with the ``tau_ext/<joint>`` channels a model reading the ``tau_ext`` feature needs:
-    its ``residual_input`` run over each log by :func:`add_residual_channels`. A model that does not
-    read ``tau_ext`` gets the logs back unchanged, and so does a log that already carries every
-    channel (its values are kept: they are the user's). A model without a ``residual_input`` and a
-    log without the channels is a one-line :class:`DataError` naming the log."""
+    """The logs with the ``tau_ext/<joint>`` (and ``f_lever/<joint>``) channels a model reading those
+    features (``RESIDUAL_FEATURES``) needs: its ``residual_input`` run over each log by
+    :func:`add_residual_channels`. A model that reads neither gets the logs back unchanged, and so
+    does a log that already carries every channel it reads (its values are kept: they are the
+    user's). A model without a ``residual_input`` and a log without the channels is a one-line
+    :class:`DataError` naming the log."""
     trajs = list(trajs)
-    if RESIDUAL_FEATURE not in model.layout.per_channel:
+    used = tuple(f for f in RESIDUAL_FEATURES if f in model.layout.per_channel)
+    if not used:
         return trajs
-    return add_residual_channels(robot, model.residual_input, trajs, model.layout.channels)
+    return add_residual_channels(robot, model.residual_input, trajs, model.layout.channels, used)
 
 
 def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
-                          channels: Iterable[str] | None = None) -> list[Trajectory]:
+                          channels: Iterable[str] | None = None,
+                          features: Iterable[str] = RESIDUAL_FEATURES) -> list[Trajectory]:
     """Copies of the logs with ``tau_ext/<joint>`` [N.m]: the external joint torque estimate of
     ``prior`` (a :class:`~actuatorlab.estimate.force.ForcePrior`, e.g. ``id_friction`` calibrated on
     free-motion training logs) run causally over each log, one frame at a time (frame k sees frames
-    0..k only). The given trajectories are never modified; a log that already carries the channels
-    of ``channels`` (default: the prior's joints) is returned as it is. ``prior`` None and a log
-    without them, or a channel the prior does not estimate, is a one-line :class:`DataError`."""
+    0..k only), and ``f_lever/<joint>`` [N], the same over the joint's lever arm at the frame's
+    measured angles (:func:`~actuatorlab.estimate.force.lever_arms`). The given trajectories are
+    never modified; a log that already carries the channels of ``features`` for ``channels``
+    (default: the prior's joints) is returned as it is. ``prior`` None and a log without them, or a
+    channel the prior does not estimate, is a one-line :class:`DataError`."""
     trajs = list(trajs)
     joints = tuple(prior.calibration.joints) if prior is not None else ()
     channels = tuple(channels) if channels is not None else joints
-    need = [f"{TELEMETRY[RESIDUAL_FEATURE]}/{j}" for j in channels]
-    from ..estimate.force import estimate_log, read_force_log
+    need = [f"{TELEMETRY[f]}/{j}" for f in features for j in channels]
+    from ..estimate.dynamics import ArmDynamics
+    from ..estimate.force import estimate_log, lever_arms, read_force_log
     from ..logs.format import Channel
 
-    est, out = None, []
+    est, dyn, out = None, None, []
     for t in trajs:
         if all(t.has(ch) for ch in need):
             out.append(t)
@@ -162,14 +169,29 @@ def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
         if missing:
             raise DataError(t.source_file or t.name, f"the residual_input estimates joints {list(joints)}, "
                                                      f"not the model's channels {missing}")
-        est = est or prior.estimator(robot)
-        tau = estimate_log(est, read_force_log(robot, t))["tau_ext"]
+        flog = read_force_log(robot, t)
+        if all(t.has(f"{TELEMETRY['tau_ext']}/{j}") for j in joints):  # the log's own estimate is kept and used
+            tau = np.stack([np.asarray(t[f"{TELEMETRY['tau_ext']}/{j}"], float) for j in joints], -1)
+        else:
+            est = est or prior.estimator(robot)
+            tau = estimate_log(est, flog)["tau_ext"]
         src = (f"{prior.method} external joint torque estimate (actuatorlab.estimate.force), causal, calibration "
                f"of the model's residual_input ({prior.calibration.n_samples} training samples)")
+        dyn = dyn or ArmDynamics(robot, joints=joints, ee_body=prior.ee_body)
+        qi = [robot.index(j) for j in joints]
+        lever = np.stack([lever_arms(dyn, q[qi]) for q in np.asarray(flog.frames.q, float)])
         for i, j in enumerate(joints):
-            t = t.with_channel(f"{TELEMETRY[RESIDUAL_FEATURE]}/{j}", tau[:, i],
+            if t.has(f"{TELEMETRY['tau_ext']}/{j}"):
+                continue
+            t = t.with_channel(f"{TELEMETRY['tau_ext']}/{j}", tau[:, i],
                                Channel("N.m", "estimated", "output", src, 0.0,
                                        "inverse-dynamics residual M qdd + C qd + g - tau_m + tau_f (model input)"))
+        for i, j in enumerate(joints):
+            if t.has(f"{TELEMETRY['f_lever']}/{j}"):
+                continue
+            t = t.with_channel(f"{TELEMETRY['f_lever']}/{j}", tau[:, i] / lever[:, i],
+                               Channel("N", "estimated", "output", src, 0.0,
+                                       "tau_ext / max(|J_p[:, j]|, LEVER_MIN) at the measured angles (model input)"))
         out.append(t)
     return out
 

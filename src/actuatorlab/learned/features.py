@@ -48,6 +48,9 @@ PER_CHANNEL_FEATURES: dict[str, str] = {
     "temperature": "motor temperature [degC]",
     "tau_ext": "estimated external joint torque [N.m]: the causal inverse-dynamics residual of the model's "
                "residual_input (a classical estimator calibrated on training logs), log channel tau_ext/<joint>",
+    "f_lever": "tau_ext over the joint's lever arm to the end-effector point, tau_ext / max(|J_p[:, j]|, 0.02 m) "
+               "[N]: the force along the joint's own end-effector motion that would explain it, log channel "
+               "f_lever/<joint>",
 }
 
 

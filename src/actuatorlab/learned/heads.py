@@ -43,7 +43,7 @@ import optax
 from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..precision import physics
-from ..sim.arm_learned import RESIDUAL_FEATURE, TELEMETRY, LearnedArm, frames_of_log
+from ..sim.arm_learned import RESIDUAL_FEATURE, RESIDUAL_FEATURES, TELEMETRY, LearnedArm, frames_of_log
 from .features import sliding_windows
 
 __all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads", "yaw_joint", "yaw_augment",
@@ -244,10 +244,11 @@ def yaw_augment(b: "HeadData", cols: list[int], axis: np.ndarray, limits: tuple[
 #: relative tolerance of :func:`mirror_symmetry`'s check (of the largest entry of g, M, J_p)
 MIRROR_TOL = 1e-2
 #: per-channel features that change sign with the joint's motion under a reflection (angles,
-#: rates, torque-like telemetry, the estimated external torque ``tau_ext``: exact up to the
-#: calibration's current offset b_j, as for ``current``); the others (voltage, enable, temperature)
+#: rates, torque-like telemetry, the estimated external torque ``tau_ext`` and ``f_lever`` = tau_ext /
+#: lever arm, a mirror-invariant length: exact up to the calibration's current offset b_j, as for
+#: ``current``); the others (voltage, enable, temperature)
 #: are unchanged
-ODD_FEATURES = ("q_target", "q", "dq", "err", "current", "pwm", "load", "tau_ext")
+ODD_FEATURES = ("q_target", "q", "dq", "err", "current", "pwm", "load", "tau_ext", "f_lever")
 
 
 def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20, dyn=None
@@ -358,7 +359,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                 resume: bool = False, progress: bool = True, force_prior: str | None = None,
                 prior_labels: bool = False, augment_yaw: bool = False, augment_mirror: bool = False,
                 balance_tasks: bool = False, force_frame: str | None = None,
-                residual_input: str | None = None) -> dict[str, Any]:
+                residual_input: str | None = None, residual_features: tuple[str, ...] | None = None) -> dict[str, Any]:
     """Train the force / gate / condition heads on teacher-forced windows (module docstring) and
     write RUN/arm_model.json + RUN/arm_model.eqx. ``init``: a model to start from (its layout,
     normalizer, effort scales and torque head are kept); otherwise a fresh ``arch`` network with
@@ -389,6 +390,9 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     scratch only; stored in arm_model.json and stepped online by
     :class:`~actuatorlab.estimate.force.LearnedTelemetry`; docs/force.md, "The residual input").
     Unlike ``force_prior`` it adds nothing to the output: the network decides how much to trust it.
+    ``residual_features``: which of ``RESIDUAL_FEATURES`` it feeds (default ``("tau_ext",)``;
+    ``"f_lever"`` is tau_ext over each joint's lever arm to the end-effector point [N],
+    :func:`~actuatorlab.estimate.force.lever_arms`); only with ``residual_input``.
     Returns the arm_model.json dict."""
     from ..robots.loader import load_robot
     from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
@@ -406,6 +410,12 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     if force_frame not in (None, "base", "yaw", "joint"):
         raise UnknownNameError("force frame", str(force_frame), ("base", "yaw", "joint"))
     res_prior = None
+    res_feats = tuple(residual_features) if residual_features is not None else (RESIDUAL_FEATURE,)
+    bad = [f for f in res_feats if f not in RESIDUAL_FEATURES]
+    if bad or not res_feats or len(set(res_feats)) != len(res_feats):
+        raise UnknownNameError("residual feature", ",".join(bad) or str(res_feats), list(RESIDUAL_FEATURES))
+    if residual_features is not None and residual_input is None:
+        raise ModelError("train_heads: residual_features need a residual_input (the classical method they come from)")
     if init is None:
         from ..identify.arm_fit import log_arrays
 
@@ -419,9 +429,9 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
 
             # calibrated on the training logs' free motion only; the same prior writes every log's channel
             res_prior = ForcePrior.fit(robot, residual_input, train_trajs)
-            train_trajs = add_residual_channels(robot, res_prior, train_trajs, channels)
-            val_trajs = add_residual_channels(robot, res_prior, val_trajs, channels)
-            feats = feats + (RESIDUAL_FEATURE,)
+            train_trajs = add_residual_channels(robot, res_prior, train_trajs, channels, res_feats)
+            val_trajs = add_residual_channels(robot, res_prior, val_trajs, channels, res_feats)
+            feats = feats + res_feats
         tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats, normalizer=Normalizer(
             np.zeros(len(channels) * len(feats)), np.ones(len(channels) * len(feats))), effort_scale=1.0,
             width=4, depth=1, d=4, head_width=4)
@@ -447,6 +457,10 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
             raise ModelError(f"train_heads: a residual input is chosen with the network's inputs, from scratch only; "
                              f"the initial model reads {'no residual' if have_res is None else repr(have_res.method)}, "
                              f"not {residual_input!r}")
+        have_feats = tuple(f for f in model.layout.per_channel if f in RESIDUAL_FEATURES)
+        if residual_features is not None and tuple(residual_features) != have_feats:
+            raise ModelError(f"train_heads: residual features are chosen with the network's inputs, from scratch only; "
+                             f"the initial model reads {list(have_feats)}, not {list(residual_features)}")
         from .arm import with_residual_inputs
 
         train_trajs = with_residual_inputs(robot, model, train_trajs)
@@ -550,6 +564,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
             "force_prior": None if model.force_prior is None else model.force_prior.method,
             "force_prior_labelled": None if model.force_prior is None else model.force_prior.calibration.labelled,
             "residual_input": None if model.residual_input is None else model.residual_input.method,
+            "residual_features": [f for f in model.layout.per_channel if f in RESIDUAL_FEATURES],
             "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
             "balance_tasks": bool(balance_tasks), "force_frame": frame_name(model), "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
     loss = (lambda m, d: heads_loss(m, d, contact_weight=w_c)) if w_c != 4.0 else heads_loss
@@ -567,6 +582,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                      "augment_yaw": bool(augment_yaw), "augment_mirror": bool(augment_mirror),
                      "balance_tasks": bool(balance_tasks), "force_frame": frame_name(model),
                      "residual_input": None if model.residual_input is None else model.residual_input.method,
+                     "residual_features": [f for f in model.layout.per_channel if f in RESIDUAL_FEATURES],
                      "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})

@@ -45,10 +45,14 @@ __all__ = ["TELEMETRY", "STATE_FEATURES", "LearnedArm", "LearnedInputs", "Online
 
 #: per-channel features read from logged telemetry: feature name -> log channel prefix
 TELEMETRY: dict[str, str] = {"current": "current", "pwm": "pwm_duty", "temperature": "temperature",
-                             "load": "load", "tau_ext": "tau_ext"}
+                             "load": "load", "tau_ext": "tau_ext", "f_lever": "f_lever"}
 #: the per-channel feature computed from a log by the model's ``residual_input`` (a classical
 #: estimator) rather than logged: the estimated external joint torque [N.m], log channel tau_ext/<joint>
 RESIDUAL_FEATURE = "tau_ext"
+#: every per-channel feature computed from the ``residual_input``: ``tau_ext`` and ``f_lever``, the
+#: same torque over the joint's lever arm to the end-effector point, tau_ext_j / max(|J_p[:, j]|,
+#: LEVER_MIN) [N] (:func:`~actuatorlab.estimate.force.lever_arms`), log channel f_lever/<joint>
+RESIDUAL_FEATURES: tuple[str, ...] = ("tau_ext", "f_lever")
 #: per-channel features computed from the (simulated or measured) state and the inputs
 STATE_FEATURES: tuple[str, ...] = ("q_target", "q", "dq", "err", "voltage", "enable")
 
@@ -94,7 +98,8 @@ class LearnedArm(eqx.Module):
         ``force_yaw`` (a joint torque is already unchanged by a yaw of the whole arm).
     residual_input: None, or the :class:`~actuatorlab.estimate.force.ForcePrior` (a calibrated
         classical estimator, fitted on training logs) whose causal external-joint-torque estimate
-        is the ``tau_ext`` per-channel feature (``RESIDUAL_FEATURE``; added to a log by
+        is the ``tau_ext`` per-channel feature (and ``f_lever``, the same over each joint's lever
+        arm: ``RESIDUAL_FEATURES``; added to a log by
         :func:`~actuatorlab.learned.arm.with_residual_inputs`, docs/condition.md).
     """
 
