@@ -829,6 +829,34 @@ def test_push_signature_opposes_the_external_torque(smoke):
     assert 0.2 < row["reach_share"] < 1.0
 
 
+def _online_matches_teacher_and_infer(robot, m, push, folder, tmp_path):
+    """For a model reading residual inputs (its RUN under tmp_path / "run"): the causal estimator
+    feeds the network exactly its teacher-forced training windows on ``push`` (the log carries no
+    such channel: it is computed online), and `infer` over ``folder`` agrees with estimate-force.
+    Returns the push's ForceLog."""
+    import csv
+
+    from actuatorlab.estimate.force import read_force_log
+    from actuatorlab.learned.arm import with_residual_inputs
+    from actuatorlab.learned.heads import head_data
+    from actuatorlab.pipeline import run_infer
+
+    hd = head_data(robot, m, with_residual_inputs(robot, m, [push]))
+    h = jax.vmap(m.heads)(hd.x)
+    teacher = np.asarray(jax.nn.sigmoid(h.gate_logit)[:, None] * h.force_raw)
+    lg = read_force_log(robot, push)
+    online = estimate_log(make_estimator("learned", robot, model=m, soft_gate=True), lg)["force"]
+    assert np.abs(teacher).max() > 1e-3
+    np.testing.assert_allclose(online, teacher, rtol=1e-4, atol=1e-6)
+    run_infer(tmp_path / "run" / "arm_model.json", [folder], tmp_path / "infer.csv")
+    rows = [r for r in csv.DictReader((tmp_path / "infer.csv").open()) if r["log"] == push.name]
+    est = estimate_log(make_estimator("learned", robot, model=m), lg)
+    np.testing.assert_allclose([[float(r[f"force_{a}"]) for a in "xyz"] for r in rows], est["force"],
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose([float(r["contact"]) for r in rows], est["contact"], rtol=1e-4, atol=1e-6)
+    return lg
+
+
 def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_joint_1(smoke, tmp_path):
     """train_heads(residual_input=...): the id_friction residual tau_ext, calibrated on the free-motion
     training logs, becomes one more per-channel input and travels with the model; the causal
@@ -837,9 +865,9 @@ def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_join
     (joint 1 negated) joint 1's tau_ext changes sign and the others do not, as ODD_FEATURES says;
     a model trained without it cannot be fine-tuned with it."""
     from actuatorlab.errors import ModelError
-    from actuatorlab.estimate.force import ForceLog, read_force_log
-    from actuatorlab.learned.arm import load_arm_model, with_residual_inputs
-    from actuatorlab.learned.heads import ODD_FEATURES, head_data, train_heads
+    from actuatorlab.estimate.force import ForceLog
+    from actuatorlab.learned.arm import load_arm_model
+    from actuatorlab.learned.heads import ODD_FEATURES, train_heads
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
@@ -857,24 +885,7 @@ def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_join
         robot = load_robot("open_manipulator_x")
         m = load_arm_model(tmp_path / "run" / "arm_model.json", "open_manipulator_x")[1]
         push = next(t for t in va if t.name.startswith("push"))
-        hd = head_data(robot, m, with_residual_inputs(robot, m, [push]))
-        h = jax.vmap(m.heads)(hd.x)
-        teacher = np.asarray(jax.nn.sigmoid(h.gate_logit)[:, None] * h.force_raw)
-        lg = read_force_log(robot, push)
-        online = estimate_log(make_estimator("learned", robot, model=m, soft_gate=True), lg)["force"]
-        assert np.abs(teacher).max() > 1e-3
-        np.testing.assert_allclose(online, teacher, rtol=1e-4, atol=1e-6)
-        # `infer` computes tau_ext online too (the logs carry no such channel) and agrees
-        import csv
-
-        from actuatorlab.pipeline import run_infer
-
-        run_infer(tmp_path / "run" / "arm_model.json", [smoke / "heldout"], tmp_path / "infer.csv")
-        rows = [r for r in csv.DictReader((tmp_path / "infer.csv").open()) if r["log"] == push.name]
-        est = estimate_log(make_estimator("learned", robot, model=m), lg)
-        np.testing.assert_allclose([[float(r[f"force_{a}"]) for a in "xyz"] for r in rows], est["force"],
-                                   rtol=1e-4, atol=1e-5)
-        np.testing.assert_allclose([float(r["contact"]) for r in rows], est["contact"], rtol=1e-4, atol=1e-6)
+        lg = _online_matches_teacher_and_infer(robot, m, push, smoke / "heldout", tmp_path)
         # and the rollout evaluation of such a model computes it too (the log has no channel)
         from actuatorlab.learned.arm import evaluate_learned_arm
 
@@ -914,7 +925,7 @@ def test_lever_arm_input_by_finite_differences_and_online(smoke, tmp_path):
     from actuatorlab.errors import ModelError, UnknownNameError
     from actuatorlab.estimate.force import LEVER_MIN, lever_arms, read_force_log
     from actuatorlab.learned.arm import load_arm_model, with_residual_inputs
-    from actuatorlab.learned.heads import ODD_FEATURES, head_data, train_heads
+    from actuatorlab.learned.heads import ODD_FEATURES, train_heads
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
@@ -957,21 +968,7 @@ def test_lever_arm_input_by_finite_differences_and_online(smoke, tmp_path):
         qi = [robot.index(j) for j in pdyn.joints]
         lev = np.array([lever_arms(pdyn, q[qi])[0] for q in lg.frames.q[:50]])
         np.testing.assert_allclose(np.asarray(withres["f_lever/joint1"], float)[:50], tau_log[:50] / lev, rtol=1e-6)
-        hd = head_data(robot, m, [withres])
-        h = jax.vmap(m.heads)(hd.x)
-        teacher = np.asarray(jax.nn.sigmoid(h.gate_logit)[:, None] * h.force_raw)
-        online = estimate_log(make_estimator("learned", robot, model=m, soft_gate=True), lg)["force"]
-        assert np.abs(teacher).max() > 1e-3
-        np.testing.assert_allclose(online, teacher, rtol=1e-4, atol=1e-6)
-        import csv
-
-        from actuatorlab.pipeline import run_infer
-
-        run_infer(tmp_path / "run" / "arm_model.json", [smoke / "heldout"], tmp_path / "infer.csv")
-        rows = [r for r in csv.DictReader((tmp_path / "infer.csv").open()) if r["log"] == push.name]
-        est = estimate_log(make_estimator("learned", robot, model=m), lg)
-        np.testing.assert_allclose([[float(r[f"force_{a}"]) for a in "xyz"] for r in rows], est["force"],
-                                   rtol=1e-4, atol=1e-5)
+        _online_matches_teacher_and_infer(robot, m, push, smoke / "heldout", tmp_path)
         with pytest.raises(UnknownNameError, match="f_lever"):
             train_heads("open_manipulator_x", tr, va, out=tmp_path / "bad", residual_features=("lever",), **kw)
         with pytest.raises(ModelError, match="need a residual_input"):
