@@ -141,7 +141,8 @@ class AdaptiveHomotopy:
     """Advance alpha while the return stays within ``tol`` of its value before the step.
     ``pretrain`` 0.2 (the fixed schedules keep 0.3): chosen by a rule written before its runs on the
     ANYmal C trot at 256 environments, 3 seeds (bench/README.md, "Seventh run"): 2.40 M env steps
-    to 90 % of scratch's final return against 2.44 M with 0.3; 0.1 stalls (one seed, 3.33 M)."""
+    to 90 % of scratch's final return against 2.44 M with 0.3; 0.1 stalls (one seed, 3.33 M). A tie:
+    today's code gives 2.62 M for the same runs (float32 sums regrouped since; bench/README.md, M31)."""
 
     pretrain: float = 0.2
     deadline: float = 0.7
