@@ -268,3 +268,40 @@ def test_report_planes_show_the_evaluated_samples_outside_in_orange(evaluated):
     assert scat["stall"]["marker"]["colorscale"][1] == [1, "#ff9900"]
     assert color["stall"].max() == 1.0 and color["inside"].max() == 0.0  # orange = 1: outside
     assert color["stall"].size <= 300
+
+
+def test_controller_level_from_the_logged_duty_or_from_the_firmware_law():
+    """The controller level is the logged duty where there is one; without it, the firmware law
+    on the logged command and the measured position, duty = clip(kp g_e (q_target - q), +-1)."""
+    from actuatorlab.models.control import DEFAULT_ERROR_GAIN
+    from actuatorlab.sim.rollout import controller_level, log_arrays
+
+    tr = stall("s")
+    a = log_arrays(tr, DT)
+    level, source = controller_level(tr, a, DT)
+    assert source.startswith("measured pwm_duty")
+    np.testing.assert_allclose(level, np.interp(tr.time[0] + a["t"], tr.time, tr["pwm_duty"]), atol=1e-12)
+    bare = tr.without_channels("pwm_duty")
+    level2, source2 = controller_level(bare, log_arrays(bare, DT), DT)
+    assert "law" in source2
+    hand = np.clip(400.0 * DEFAULT_ERROR_GAIN["dynamixel_pwm"] * (a["q_target"] - a["q_meas"]), -1.0, 1.0)
+    np.testing.assert_allclose(level2, hand, atol=1e-9)
+    assert np.all(level2[-150:] == 1.0)  # 0.9 rad short of the target at kp 400: saturated
+
+
+def test_stall_regime_of_a_replayed_log():
+    """Replayed by a model, the hand-made stall (1 s at rest, full duty, the target 0.9 rad ahead)
+    is the log's ``stall`` regime, found from the log's duty, and nothing before it is."""
+    from actuatorlab.evaluate.metrics import log_metrics, regime_masks
+    from actuatorlab.evaluate.replay import replay_batches
+    from actuatorlab.models.params import neutral_params
+    from actuatorlab.sim.rollout import make_batches
+
+    tr = stall("s")
+    (r,) = replay_batches("m1", {**neutral_params(), **TRUTH_M1}, make_batches([tr], DT))
+    m = regime_masks(r)["stall"]
+    assert 190 <= m.sum() <= 200  # the 200 stalled samples (the static threshold is relative)
+    assert np.all(r.t[m] >= 2.0 - 1e-9)
+    st = log_metrics(r)["regimes"]["stall"]
+    assert st["n_samples"] == m.sum()
+    assert st["position_mae"] == pytest.approx(np.mean(np.abs(r.q_sim - r.q_meas)[m]))

@@ -153,6 +153,48 @@ def test_driving_backdriving_follow_power_sign_and_torque_enable():
     assert not m["static"][6]
 
 
+def test_stall_is_rest_with_the_controller_at_its_limit():
+    """stall = torque on, at rest (static) and |effort_level| >= 0.95; a moving joint at full duty,
+    a resting joint at 0.9 duty, a resting joint with the torque off and a log without a
+    controller level are not stalls; the error there is reported on its own."""
+    n = 10
+    dq = np.array([2.0, 2.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 2.0, 2.0])
+    level = np.array([1.0, -1.0, -1.0, 0.97, 0.9, 1.0, np.nan, -0.95, 0.2, 0.2])
+    te = np.array([1, 1, 1, 1, 1, 0, 1, 1, 1, 1.0])
+    q_meas = np.zeros(n)
+    q_sim = np.where(np.arange(n) < 8, 0.1, 0.0)
+    r = make(q_meas, q_sim, dq_meas=dq, torque_enable=te, effort_level=level)
+    m = regime_masks(r)
+    assert m["stall"].tolist() == [False, False, True, True, False, False, False, True, False, False]
+    assert not (m["stall"] & ~m["static"]).any()
+    st = log_metrics(r)["regimes"]["stall"]
+    assert st["n_samples"] == 3 and st["position_mae"] == pytest.approx(0.1)
+    # no controller level: no stall, whatever the motion
+    assert not regime_masks(make(q_meas, dq_meas=dq, torque_enable=te))["stall"].any()
+
+
+def test_stall_warning_only_for_a_long_stall_with_a_large_error():
+    """A log with 0.3 s of stall whose error is 5x the rest is flagged by ``summarize``; the same
+    error on a 0.05 s stall, or a stall error only 1.5x the log's, is not."""
+    from actuatorlab.evaluate.metrics import stall_warnings
+
+    def stalled(n_stall, err_stall, name):
+        n = 200
+        dq = np.full(n, 2.0)
+        dq[-n_stall:] = 0.0
+        level = np.full(n, 0.3)
+        level[-n_stall:] = 1.0
+        q_sim = np.full(n, 0.01)
+        q_sim[-n_stall:] = err_stall
+        return make(np.zeros(n), q_sim, dq_meas=dq, effort_level=level, name=name)
+
+    logs = [stalled(30, 0.05, "long_bad"), stalled(5, 0.5, "short"), stalled(30, 0.012, "mild")]
+    s = summarize(logs)
+    assert len(s["regime_warnings"]) == 1 and s["regime_warnings"][0].startswith("long_bad: at stall")
+    assert stall_warnings(logs, s["per_log"], ratio=1.1) and len(stall_warnings(logs, s["per_log"], ratio=1.1)) == 2
+    json.dumps(s)
+
+
 def test_masks_exclude_padding_everywhere():
     r0 = sine_log(duration=1.0)
     n, pad = r0.n, 200

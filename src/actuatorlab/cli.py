@@ -154,6 +154,8 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
     s = d["_summary"]
     console.print(f"training replay: MAE {_mrad(s['position_mae'], unit)}, RMSE {_mrad(s['position_rmse'], unit)}, "
                   f"relative {100 * s['position_relative_error']:.2f}%")
+    for w in s.get("regime_warnings") or []:
+        console.print(f"[yellow]warning (training replay):[/] {w}", soft_wrap=True)
     ts = d.get("timestep_sensitivity") or {}
     parts = []
     for k, v in ts.items():
@@ -211,7 +213,7 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
     else:
         console.print(format_table(s))
         _print_envelope(s)
-    for w in s.get("envelope_warnings") or []:
+    for w in (s.get("envelope_warnings") or []) + (s.get("regime_warnings") or []):
         err_console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     if report is not None and not as_json:
         console.print(f"wrote {report}")

@@ -65,6 +65,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import ModelError
+from .metrics import STALL_LEVEL
 
 __all__ = [
     "ENVELOPE_VERSION",
@@ -112,7 +113,7 @@ DEFAULTS: dict[str, Any] = {
     "min_count": 2,
     "rest_speed_fraction": 0.03,
     "rest_window_s": 0.1,
-    "saturation_level": 0.95,
+    "saturation_level": STALL_LEVEL,
 }
 
 
@@ -146,42 +147,21 @@ def log_features(tr, dt: float) -> dict[str, Any]:
         log has), "raw": {name: logged values behind the signal}, "enabled": (T,) bool, "speed": (T,) [unit/s], "effort_source": str,
         "conditions": {tag: value}}.
     """
-    import jax.numpy as jnp
-
-    from ..models.control import get_control_law
-    from ..sim.rollout import _constants, log_arrays
+    from ..sim.rollout import _constants, controller_level, log_arrays
 
     a = log_arrays(tr, dt)
     n = a["t"].size
     grid = tr.time[0] + a["t"]
     time = np.asarray(tr.time, float)
-    law = get_control_law(tr.setup.controller)
-    lc, pc = _constants(tr, dt)
-    q, dq, qt = a["q_meas"], a["dq_meas"], a["q_target"]
+    _, pc = _constants(tr, dt)
+    q, dq = a["q_meas"], a["dq_meas"]
     enabled = a["enable"] > 0.5
     sig: dict[str, np.ndarray] = {"position": q, "velocity": dq}
 
     def interp(name: str) -> np.ndarray:
         return np.interp(grid, time, np.asarray(tr[name], float))
 
-    v = a["v_supply"]
-    if "pwm_duty" in tr.data and law.drive == "voltage":
-        effort, source = interp("pwm_duty") / float(lc.max_duty), "measured pwm_duty / max_duty"
-    elif "controller_output" in tr.data:
-        u = interp("controller_output")
-        limit = v * float(lc.max_duty) if law.drive == "voltage" else np.full(n, float(lc.u_max))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            effort = u / limit
-        source = "logged controller_output / its limit"
-    else:
-        q_prev = np.concatenate([q[:1], q[:-1]])
-        q_prev2 = np.concatenate([q[:1], q[:1], q[:-2]])[:n]
-        u = np.asarray(law.fn(lc, {"gain_scale": jnp.float64(1.0)}, qt, q, q_prev, q_prev2, dq, v), float)
-        limit = v * float(lc.max_duty) if law.drive == "voltage" else np.full(n, float(lc.u_max))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            effort = u / limit
-        source = f"{law.name} law on the logged command and measured position"
-    effort = np.where(enabled & np.isfinite(effort), effort, np.nan)
+    effort, source = controller_level(tr, a, dt)
     sig["effort"] = effort
     k = float(pc.mass * pc.length + 0.5 * pc.arm_mass * pc.length) * float(pc.gravity)
     if tr.setup.joint_type == "revolute" and k > 0:

@@ -38,6 +38,7 @@ __all__ = [
     "regime_masks",
     "log_metrics",
     "summarize",
+    "stall_warnings",
     "format_table",
 ]
 
@@ -47,6 +48,7 @@ REGIMES: tuple[str, ...] = (
     "low_speed",
     "high_speed",
     "static",
+    "stall",
     "driving",
     "backdriving",
     "torque_disabled",
@@ -64,12 +66,18 @@ _ARRAY_FIELDS = (
     "motor_torque_sim",
     "external_torque_sim",
 )
-_OPTIONAL_ARRAY_FIELDS = ("q_onestep", "effort_meas", "effort_sim", "winding_temperature_sim")
+_OPTIONAL_ARRAY_FIELDS = ("q_onestep", "effort_meas", "effort_sim", "winding_temperature_sim", "effort_level")
 
 # Default speed thresholds, as fractions of the log's 95th-percentile |dq_meas| (masked samples).
 LOW_SPEED_FRACTION = 0.10
 HIGH_SPEED_FRACTION = 0.50
 STATIC_SPEED_FRACTION = 0.02
+#: ``stall`` regime: |controller output| at or above this fraction of its limit (the operating
+#: envelope's ``saturation_level``)
+STALL_LEVEL = 0.95
+#: :func:`stall_warnings`: a stall of at least this many seconds whose MAE is this many times the log's
+STALL_WARN_SECONDS = 0.1
+STALL_WARN_RATIO = 2.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -102,6 +110,9 @@ class LogResult:
         conditions: condition tags of the log ("load", "gain", "excitation", "session").
         winding_temperature_sim: (T,) [degC] or None: the rollout's winding temperature
             (``+thermal`` models only).
+        effort_level: (T,) [1] or None: the controller output as a fraction of its limit, from
+            the log (:func:`~actuatorlab.sim.rollout.controller_level`; NaN with the torque off):
+            1 = saturated. Defines the ``stall`` regime.
     """
 
     name: str
@@ -121,6 +132,7 @@ class LogResult:
     effort_sim: np.ndarray | None = None
     conditions: dict[str, str] = field(default_factory=dict)
     winding_temperature_sim: np.ndarray | None = None
+    effort_level: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         if self.unit not in ("rad", "m"):
@@ -218,6 +230,7 @@ def regime_masks(
     high_speed: float | None = None,
     reversal_window_s: float = 0.05,
     static_speed: float | None = None,
+    stall_level: float = STALL_LEVEL,
 ) -> dict[str, np.ndarray]:
     """Boolean (T,) masks of the operating regimes of one log, each intersected with ``r.mask``.
 
@@ -236,6 +249,11 @@ def regime_masks(
     * ``low_speed``: ``|dq_meas| <= low_speed`` (default 0.10 * v95).
     * ``high_speed``: ``|dq_meas| > high_speed`` (default 0.50 * v95).
     * ``static``: torque enabled and ``|dq_meas| <= static_speed`` (default 0.02 * v95).
+    * ``stall``: static, with the controller at its limit, ``|effort_level| >= stall_level``
+      (default :data:`STALL_LEVEL`): the joint pushes as hard as the firmware lets it and does
+      not move (against gravity, a stop, a jam). Empty when the log gives no controller level.
+      A model's error here is its torque envelope at rest (supply, winding resistance, current
+      limit) and its static friction.
     * ``driving``: torque enabled and ``motor_torque_sim * dq_sim > 0`` (the motor delivers
       mechanical power in the rollout).
     * ``backdriving``: torque enabled and ``motor_torque_sim * dq_sim < 0`` (the load drives
@@ -267,6 +285,9 @@ def regime_masks(
             "low_speed": finite & (speed <= th["low_speed"]),
             "high_speed": finite & (speed > th["high_speed"]),
             "static": enabled & finite & (speed <= th["static_speed"]),
+            "stall": (enabled & finite & (speed <= th["static_speed"])
+                      & (np.abs(r.effort_level) >= stall_level if r.effort_level is not None
+                         else np.zeros(r.n, dtype=bool))),
             "driving": enabled & (power > 0),
             "backdriving": enabled & (power < 0),
             "torque_disabled": ~enabled & np.isfinite(r.torque_enable),
@@ -459,7 +480,8 @@ def summarize(
     ``position_max_abs_error``, ``rollout_mae``, ``onestep_mae``, ``onestep_n_samples``,
     ``velocity_mae``, ``effort_relative_error``, ``effort_n_samples``, ``regimes``) and
     ``per_log``: one :func:`log_metrics` dict per log (each has ``log``, ``position_mae``,
-    ``position_rmse``, ``position_relative_error``, ``onestep_mae``, ``n`` and more).
+    ``position_rmse``, ``position_relative_error``, ``onestep_mae``, ``n`` and more);
+    ``regime_warnings``: :func:`stall_warnings`.
 
     Raises:
         DataError: no logs, or logs with different units (rad and m cannot be pooled).
@@ -487,7 +509,28 @@ def summarize(
         "pooling": "samples",
         **pooled,
         "per_log": per_log,
+        "regime_warnings": stall_warnings(results, per_log),
     }
+
+
+def stall_warnings(results: list[LogResult], per_log: list[dict[str, Any]], *,
+                   min_seconds: float = STALL_WARN_SECONDS, ratio: float = STALL_WARN_RATIO) -> list[str]:
+    """One warning per log whose ``stall`` regime lasts at least ``min_seconds`` [s] and carries a
+    position MAE at least ``ratio`` times the log's: a model that misses where a servo stalls
+    (its torque at rest, or its static friction, is off) can still score well on the whole log,
+    because stalls are a small share of most logs."""
+    out = []
+    for r, d in zip(results, per_log):
+        st = d["regimes"].get("stall") or {}
+        n, mae_s, mae = st.get("n_samples", 0), st.get("position_mae"), d.get("position_mae")
+        dt = float(np.median(np.diff(r.t))) if r.n > 1 else 0.0
+        if not n or mae_s is None or not mae or n * dt < min_seconds or mae_s < ratio * mae:
+            continue
+        out.append(f"{r.name}: at stall (at rest with the controller at >= {STALL_LEVEL:.0%} of its limit; "
+                   f"{n} samples, {n * dt:.2f} s) the position error is {mae_s:.3g} {r.unit}, {mae_s / mae:.1f}x "
+                   "the log's: the model's torque at rest (supply, winding resistance, current limit) or its "
+                   "static friction is off: the simulated joint does not stop where the servo does")
+    return out
 
 
 # --------------------------------------------------------------------------------------------

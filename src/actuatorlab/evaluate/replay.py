@@ -36,6 +36,7 @@ def log_results(b: Batch, out, q_onestep, with_effort: bool = True) -> list[LogR
             effort_meas=eff_meas if has_eff else None,
             effort_sim=np.asarray(out.u[i])[:n] if has_eff else None,
             conditions=dict(b.conditions[i]) if b.conditions else {},
+            effort_level=None if b.effort_level is None else b.effort_level[i][:n],
             winding_temperature_sim=(None if getattr(out, "temperature", None) is None
                                      else np.asarray(out.temperature[i])[:n])))
     return results

@@ -628,11 +628,16 @@ def write_report(
         "<h2>Error by regime</h2>",
         '<p class="muted">near_reversal: within the reversal window of a sign change of the '
         "measured velocity; low/high speed: below 10 % / above 50 % of the log's 95th-percentile "
-        "speed (by default); static: torque on and nearly still; driving/backdriving: the "
-        "simulated motor delivers/absorbs power; torque_disabled: joint free.</p>",
+        "speed (by default); static: torque on and nearly still; stall: static with the controller "
+        "at &ge; 95 % of its limit (logged duty or controller output, else the firmware law on the "
+        "measured position); driving/backdriving: the simulated motor delivers/absorbs power; "
+        "torque_disabled: joint free.</p>",
     ]
     figs.append(_figure_script(_regime_figure(summary), "fig-regimes"))
-    body += [figs[-1], _regime_table(summary), "<h2>Parameters</h2>"]
+    body += [figs[-1], _regime_table(summary)]
+    if summary.get("regime_warnings"):
+        body.append("<ul>" + "".join(f'<li class="warn">{_e(w)}</li>' for w in summary["regime_warnings"]) + "</ul>")
+    body.append("<h2>Parameters</h2>")
     body.append(_parameter_table(parameters) if parameters
                 else '<p class="muted">No parameters were provided.</p>')
     body.append("<h2>Identifiability</h2>")

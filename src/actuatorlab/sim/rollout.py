@@ -27,7 +27,7 @@ from ..models.control import DEFAULT_ERROR_GAIN, LawConstants, get_control_law
 from ..models.plant import GRAVITY, PlantConstants
 
 __all__ = ["Batch", "make_batches", "rollout", "rollout_batch", "one_step", "default_dt",
-           "log_arrays", "initial_temperature"]
+           "log_arrays", "initial_temperature", "controller_level", "controller_limit"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,6 +40,10 @@ class Batch:
     mask (B, T) bool, False on padding; consts: per-log constants with leaves of shape (B,);
     temperature0 (B,) [degC] each log's first logged temperature (``temperature`` channel), NaN
     where the log has none: the initial winding temperature of ``+thermal`` models.
+    effort_level (B, T) [1] or None: the controller output as a fraction of its limit
+    (:func:`controller_level`: measured where logged, else the control law on the measured
+    position), NaN where the torque is off; read by the evaluation (the ``stall`` regime), never
+    by a model or a fit.
     """
 
     names: tuple[str, ...]
@@ -59,6 +63,7 @@ class Batch:
     conditions: tuple[dict, ...] = field(default_factory=tuple)
     sources: tuple[str, ...] = field(default_factory=tuple)
     temperature0: np.ndarray | None = None
+    effort_level: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -136,6 +141,51 @@ def log_arrays(tr: Trajectory, dt: float) -> dict:
                 temperature0=temp0)
 
 
+def controller_limit(tr: Trajectory) -> float:
+    """The controller output's limit ``u_max`` of a log's setup (EMPS: 10 V by default; else the
+    gains' ``u_max`` or ``effort_limit``; 1e9 = none)."""
+    g = tr.setup.gains
+    return float(g.get("u_max", 10.0 if tr.setup.controller == "emps_cascade" else g.get("effort_limit", 1e9)))
+
+
+def controller_level(tr: Trajectory, a: dict, dt: float) -> tuple[np.ndarray, str]:
+    """The controller output as a fraction of its limit [1] on the grid of ``a = log_arrays(tr, dt)``
+    (NaN where the torque is off), and where it comes from:
+
+    * ``pwm_duty / max_duty`` for a voltage (PWM) drive that logs its duty (measured);
+    * the logged ``controller_output`` over its limit (``v_supply * max_duty`` for a voltage drive,
+      ``u_max`` otherwise);
+    * else the control law itself, evaluated on the logged command and the *measured* position
+      and velocity (what the firmware computes from them: causal, no model parameter).
+
+    1 means the controller is at its limit (saturated). Used by the operating envelope and the
+    evaluation's ``stall`` regime; never by a model or a fit.
+    """
+    law = get_control_law(tr.setup.controller)
+    lc, _ = _constants(tr, dt)
+    time = np.asarray(tr.time, float)
+    grid = time[0] + a["t"]
+    q, dq, qt, v = a["q_meas"], a["dq_meas"], a["q_target"], a["v_supply"]
+    n = q.size
+    limit = v * float(lc.max_duty) if law.drive == "voltage" else np.full(n, float(lc.u_max))
+    if "pwm_duty" in tr.data and law.drive == "voltage":
+        effort = np.interp(grid, time, np.asarray(tr["pwm_duty"], float)) / float(lc.max_duty)
+        source = "measured pwm_duty / max_duty"
+    elif "controller_output" in tr.data:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            effort = np.interp(grid, time, np.asarray(tr["controller_output"], float)) / limit
+        source = "logged controller_output / its limit"
+    else:
+        q_prev = np.concatenate([q[:1], q[:-1]])
+        q_prev2 = np.concatenate([q[:1], q[:1], q[:-2]])[:n]
+        u = np.asarray(law.fn(lc, {"gain_scale": jnp.float64(1.0)}, qt, q, q_prev, q_prev2, dq, v), float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            effort = u / limit
+        source = f"{law.name} law on the logged command and measured position"
+    enabled = a["enable"] > 0.5
+    return np.where(enabled & np.isfinite(effort), effort, np.nan), source
+
+
 def _constants(tr: Trajectory, dt: float) -> tuple[LawConstants, PlantConstants]:
     s, g = tr.setup, tr.setup.gains
     src = tr.source_file or tr.name
@@ -145,7 +195,7 @@ def _constants(tr: Trajectory, dt: float) -> tuple[LawConstants, PlantConstants]
     if law == "emps_cascade" and ("kv" not in g or "gtau" not in s.bench):
         raise DataError(src, "controller 'emps_cascade' needs gains kp, kv and bench gtau")
     kd = g.get("kv", g.get("kd", 0.0))
-    u_max = g.get("u_max", 10.0 if law == "emps_cascade" else g.get("effort_limit", 1e9))
+    u_max = controller_limit(tr)
     lc = LawConstants(kp=float(g.get("kp", 0.0)), kd=float(kd),
                       error_gain=float(g.get("error_gain", DEFAULT_ERROR_GAIN.get(law, 1.0))),
                       max_duty=float(g.get("max_duty", 1.0)), u_max=float(u_max),
@@ -173,6 +223,8 @@ def make_batches(trajs: list[Trajectory], dt: float | None = None) -> list[Batch
     batches = []
     for (law, plant), group in groups.items():
         arrs = [log_arrays(tr, dt) for tr in group]
+        for tr, a in zip(group, arrs):
+            a["effort_level"] = controller_level(tr, a, dt)[0]
         T = max(a["t"].size for a in arrs)
 
         def pad(key, fill_edge=True):
@@ -198,7 +250,8 @@ def make_batches(trajs: list[Trajectory], dt: float | None = None) -> list[Batch
             mask=mask, consts=Constants(lc, pc),
             conditions=tuple(dict(tr.conditions) for tr in group),
             sources=tuple(tr.source_file for tr in group),
-            temperature0=np.array([a["temperature0"] for a in arrs], float)))
+            temperature0=np.array([a["temperature0"] for a in arrs], float),
+            effort_level=pad("effort_level", False)))
     return batches
 
 
