@@ -336,6 +336,33 @@ def test_heads_loss_contact_weight_and_in_contact_mae():
     assert float(heads_loss(m, d)[1]["force_mae_contact"]) == pytest.approx(want, rel=1e-5)
 
 
+def test_validation_in_chunks_equals_one_call():
+    """val_metrics scores a set chunk by chunk (the last chunk padded with rows that count nowhere)
+    and gives heads_loss's terms on the whole set in one call, also on gathered (lazy) windows."""
+    from actuatorlab.learned.arm import DEFAULT_FEATURES, make_learned_arm
+    from actuatorlab.learned.features import Normalizer
+    from actuatorlab.learned.heads import HeadData, LazyWindows, heads_loss, val_metrics
+
+    robot = load_robot("open_manipulator_x")
+    ch = robot.joint_names[:4]
+    nf = len(ch) * len(DEFAULT_FEATURES)
+    m = make_learned_arm(robot, "mlp", channels=ch, per_channel=DEFAULT_FEATURES, normalizer=Normalizer(
+        np.zeros(nf), np.ones(nf)), effort_scale=1.0, key=jax.random.PRNGKey(0), width=8, depth=1, d=4, head_width=4)
+    rng = np.random.default_rng(1)
+    N, H = 23, m.layout.history
+    frames = rng.normal(size=(N, nf)).astype(np.float32)
+    src = np.clip(np.arange(N)[:, None] + np.arange(-H, 1)[None, :], 0, N - 1).astype(np.int32)
+    lazy = LazyWindows(frames, src)
+    args = (rng.normal(size=(N, 3)).astype(np.float32) * 3, (rng.random(N) > 0.2).astype(np.float32),
+            (rng.random(N) > 0.5).astype(np.float32), (rng.random((N, 4)) > 0.5).astype(np.float32))
+    whole = {k: float(v) for k, v in heads_loss(m, HeadData(np.asarray(lazy), *args))[1].items()}
+    for chunk in (5, 23, 64):
+        got = val_metrics(m, HeadData(lazy, *args), chunk=chunk)
+        assert got.keys() == whole.keys()
+        for k in whole:
+            assert got[k] == pytest.approx(whole[k], rel=1e-5), (chunk, k)
+
+
 def _with_prior(model, prior):
     import dataclasses
 

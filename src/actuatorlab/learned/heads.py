@@ -46,7 +46,7 @@ from ..precision import physics
 from ..sim.arm_learned import RESIDUAL_FEATURE, RESIDUAL_FEATURES, TELEMETRY, LearnedArm, frames_of_log
 from .features import sliding_windows
 
-__all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "train_heads", "yaw_joint", "yaw_augment",
+__all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "head_sums", "head_terms", "val_metrics", "train_heads", "yaw_joint", "yaw_augment",
            "MIRROR_TOL", "ODD_FEATURES", "mirror_symmetry", "mirror_augment", "task_balance_weights", "frame_name"]
 
 #: default budget of :func:`train_heads` (a few minutes on 2 CPU cores for a small network)
@@ -143,9 +143,12 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory], lazy: bool = Fa
     return dataclasses.replace(out, x=LazyWindows(np.concatenate(frames), np.concatenate(src))) if lazy else out
 
 
-def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0), contact_weight: float = 4.0):
-    """The head loss J of the module docstring on a batch (``contact_weight`` = w_c); returns (J,
-    terms); ``force_mae_contact``: the force MAE over the labelled frames in contact [N]."""
+def head_sums(model: LearnedArm, d: HeadData, valid=None, contact_weight: float = 4.0) -> dict:
+    """The sums behind :func:`heads_loss` on ``d`` (rows with ``valid`` = 0 count nowhere; they
+    must also have ``force_w`` = 0): ``force`` sum fw (1 + w_c c) huber, ``gate`` sum fw BCE,
+    ``den`` sum fw, ``abs`` sum fw |f_hat - f|, ``abs_c``/``den_c`` the same over contact
+    frames, ``cond``/``cond_n`` the condition BCE summed and its count. Sums over row chunks add up,
+    so a large validation set is scored chunk by chunk (:func:`val_metrics`)."""
     from .nets import Heads
 
     def one(x):
@@ -155,16 +158,64 @@ def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0), contact_
     f_raw, g, c = jax.vmap(one)(d.x)
     f_hat = jax.nn.sigmoid(g)[:, None] * (f_raw if d.prior is None else f_raw + d.prior)
     fw = d.force_w
-    den = jnp.maximum(jnp.sum(fw), 1.0)
-    force = jnp.sum(fw * (1.0 + contact_weight * d.contact) * optax.huber_loss(f_hat, d.force, delta=1.0).sum(-1)) / den
-    gate = jnp.sum(fw * optax.sigmoid_binary_cross_entropy(g, d.contact)) / den
-    cond = jnp.mean(optax.sigmoid_binary_cross_entropy(c, d.condition))
-    mae = jnp.sum(fw[:, None] * jnp.abs(f_hat - d.force)) / (3.0 * den)
+    v = jnp.ones(fw.shape, fw.dtype) if valid is None else valid
+    err = jnp.abs(f_hat - d.force)
     wc = fw * d.contact
-    mae_c = jnp.sum(wc[:, None] * jnp.abs(f_hat - d.force)) / (3.0 * jnp.maximum(jnp.sum(wc), 1.0))
+    return {"force": jnp.sum(fw * (1.0 + contact_weight * d.contact) * optax.huber_loss(f_hat, d.force, delta=1.0).sum(-1)),
+            "gate": jnp.sum(fw * optax.sigmoid_binary_cross_entropy(g, d.contact)), "den": jnp.sum(fw),
+            "abs": jnp.sum(fw[:, None] * err), "abs_c": jnp.sum(wc[:, None] * err), "den_c": jnp.sum(wc),
+            "cond": jnp.sum(v[:, None] * optax.sigmoid_binary_cross_entropy(c, d.condition)),
+            "cond_n": jnp.sum(v) * c.shape[-1]}
+
+
+def head_terms(sums: dict) -> dict:
+    """The terms of :func:`heads_loss` from :func:`head_sums` (added over chunks or not)."""
+    den = jnp.maximum(sums["den"], 1.0)
+    return {"force": sums["force"] / den, "gate": sums["gate"] / den,
+            "condition": sums["cond"] / jnp.maximum(sums["cond_n"], 1.0), "force_mae": sums["abs"] / (3.0 * den),
+            "force_mae_contact": sums["abs_c"] / (3.0 * jnp.maximum(sums["den_c"], 1.0))}
+
+
+def heads_loss(model: LearnedArm, d: HeadData, weights=(1.0, 1.0, 1.0), contact_weight: float = 4.0):
+    """The head loss J of the module docstring on a batch (``contact_weight`` = w_c); returns (J,
+    terms); ``force_mae_contact``: the force MAE over the labelled frames in contact [N]."""
+    t = head_terms(head_sums(model, d, contact_weight=contact_weight))
     a_f, a_g, a_c = weights
-    return a_f * force + a_g * gate + a_c * cond, {"force": force, "gate": gate, "condition": cond, "force_mae": mae,
-                                                   "force_mae_contact": mae_c}
+    return a_f * t["force"] + a_g * t["gate"] + a_c * t["condition"], t
+
+
+#: validation rows per compiled call of :func:`val_metrics` (a whole scale-1 validation set in one
+#: call needed about 11 GB of activations for the small Transformer)
+VAL_CHUNK = 2048
+
+
+def val_metrics(model: LearnedArm, d: HeadData, contact_weight: float = 4.0, chunk: int = VAL_CHUNK,
+                _fn: dict | None = None) -> dict:
+    """:func:`heads_loss`'s terms on a whole (validation) set, ``chunk`` rows per call: every call
+    has one shape (the last chunk is padded with rows that count nowhere), the sums are added in
+    float64 and divided at the end, so the result is that of one call on the whole set up to
+    float32 rounding. ``_fn``: a dict the compiled chunk function is cached in between calls."""
+    n = d.n
+    fn = None if _fn is None else _fn.get("fn")
+    if fn is None:
+        fn = eqx.filter_jit(lambda m, b, v: head_sums(m, b, v, contact_weight))
+        if _fn is not None:
+            _fn["fn"] = fn
+    total: dict = {}
+    for i in range(0, n, chunk):
+        idx = np.arange(i, min(i + chunk, n))
+        b = d.take(idx)
+        valid = np.ones(idx.size, np.float32)
+        pad = chunk - idx.size
+        if pad:
+            b = jax.tree.map(lambda a: np.concatenate([np.asarray(a), np.repeat(np.asarray(a)[-1:], pad, 0)]), b)
+            b = dataclasses.replace(b, force_w=np.concatenate([np.asarray(b.force_w)[:idx.size],
+                                                                np.zeros(pad, np.float32)]))
+            valid = np.concatenate([valid, np.zeros(pad, np.float32)])
+        s = fn(model, jax.tree.map(jnp.asarray, b), jnp.asarray(valid))
+        for k, x in s.items():
+            total[k] = total.get(k, 0.0) + float(x)
+    return {k: float(v) for k, v in head_terms(total).items()}
 
 
 def _head_spec(model: LearnedArm, trunk: bool):
@@ -492,9 +543,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                              f"not {force_frame!r}")
         model = dataclasses.replace(model, force_yaw=tuple(model.force_yaw) if want is None else want, force_joint=fj)
     tr = head_data(robot, model, train_trajs, lazy=True)  # windows gathered per batch
-    va = head_data(robot, model, val_trajs)
+    va = head_data(robot, model, val_trajs, lazy=True)
     B = int(bud["batch"])
-    va_j = jax.tree.map(jnp.asarray, va)
 
     noise = float(bud["noise"])
     std = np.asarray(model.normalizer.std, np.float32)
@@ -549,12 +599,10 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
 
     w_c = float(bud["contact_weight"])
 
-    @eqx.filter_jit
-    def _val(m):
-        return heads_loss(m, va_j, contact_weight=w_c)[1]
+    val_cache: dict = {}
 
-    def val_fn(m):
-        aux = {k: float(v) for k, v in _val(m).items()}
+    def val_fn(m):  # chunk by chunk: a scale-1 validation set in one call needs ~11 GB of activations
+        aux = val_metrics(m, va, contact_weight=w_c, _fn=val_cache)
         return {"val": aux["force_mae"], **{f"val_{k}": v for k, v in aux.items()}}
 
     tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 20),
