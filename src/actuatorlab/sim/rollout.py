@@ -27,7 +27,7 @@ from ..models.control import DEFAULT_ERROR_GAIN, LawConstants, get_control_law
 from ..models.plant import GRAVITY, PlantConstants
 
 __all__ = ["Batch", "make_batches", "rollout", "rollout_batch", "one_step", "default_dt",
-           "log_arrays", "initial_temperature", "controller_level", "controller_limit"]
+           "log_arrays", "initial_temperature", "controller_level"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,13 +141,6 @@ def log_arrays(tr: Trajectory, dt: float) -> dict:
                 temperature0=temp0)
 
 
-def controller_limit(tr: Trajectory) -> float:
-    """The controller output's limit ``u_max`` of a log's setup (EMPS: 10 V by default; else the
-    gains' ``u_max`` or ``effort_limit``; 1e9 = none)."""
-    g = tr.setup.gains
-    return float(g.get("u_max", 10.0 if tr.setup.controller == "emps_cascade" else g.get("effort_limit", 1e9)))
-
-
 def controller_level(tr: Trajectory, a: dict, dt: float) -> tuple[np.ndarray, str]:
     """The controller output as a fraction of its limit [1] on the grid of ``a = log_arrays(tr, dt)``
     (NaN where the torque is off), and where it comes from:
@@ -195,7 +188,7 @@ def _constants(tr: Trajectory, dt: float) -> tuple[LawConstants, PlantConstants]
     if law == "emps_cascade" and ("kv" not in g or "gtau" not in s.bench):
         raise DataError(src, "controller 'emps_cascade' needs gains kp, kv and bench gtau")
     kd = g.get("kv", g.get("kd", 0.0))
-    u_max = controller_limit(tr)
+    u_max = g.get("u_max", 10.0 if law == "emps_cascade" else g.get("effort_limit", 1e9))
     lc = LawConstants(kp=float(g.get("kp", 0.0)), kd=float(kd),
                       error_gain=float(g.get("error_gain", DEFAULT_ERROR_GAIN.get(law, 1.0))),
                       max_duty=float(g.get("max_duty", 1.0)), u_max=float(u_max),
