@@ -308,18 +308,26 @@ def test_cli_estimate_force_json(smoke, tmp_path, capsys):
     assert "overlap" in capsys.readouterr().err
 
 
-def test_heads_loss_contact_weight_and_in_contact_mae():
-    """J's force term is linear in the contact weight w_c: (1 + w_c contact) huber; the in-contact
-    MAE averages |f_hat - f| over labelled frames in contact only."""
+def _tiny_heads_model():
+    """A small untrained MLP arm model over the OpenManipulator-X's 4 arm joints, and its number of
+    input features per frame."""
     from actuatorlab.learned.arm import DEFAULT_FEATURES, make_learned_arm
     from actuatorlab.learned.features import Normalizer
-    from actuatorlab.learned.heads import HeadData, heads_loss
 
     robot = load_robot("open_manipulator_x")
     ch = robot.joint_names[:4]
     nf = len(ch) * len(DEFAULT_FEATURES)
     m = make_learned_arm(robot, "mlp", channels=ch, per_channel=DEFAULT_FEATURES, normalizer=Normalizer(
         np.zeros(nf), np.ones(nf)), effort_scale=1.0, key=jax.random.PRNGKey(0), width=8, depth=1, d=4, head_width=4)
+    return m, nf
+
+
+def test_heads_loss_contact_weight_and_in_contact_mae():
+    """J's force term is linear in the contact weight w_c: (1 + w_c contact) huber; the in-contact
+    MAE averages |f_hat - f| over labelled frames in contact only."""
+    from actuatorlab.learned.heads import HeadData, heads_loss
+
+    m, nf = _tiny_heads_model()
     rng = np.random.default_rng(0)
     N = 6
     d = HeadData(rng.normal(size=(N, m.layout.history + 1, nf)).astype(np.float32),
@@ -339,15 +347,9 @@ def test_heads_loss_contact_weight_and_in_contact_mae():
 def test_validation_in_chunks_equals_one_call():
     """val_metrics scores a set chunk by chunk (the last chunk padded with rows that count nowhere)
     and gives heads_loss's terms on the whole set in one call, also on gathered (lazy) windows."""
-    from actuatorlab.learned.arm import DEFAULT_FEATURES, make_learned_arm
-    from actuatorlab.learned.features import Normalizer
     from actuatorlab.learned.heads import HeadData, LazyWindows, heads_loss, val_metrics
 
-    robot = load_robot("open_manipulator_x")
-    ch = robot.joint_names[:4]
-    nf = len(ch) * len(DEFAULT_FEATURES)
-    m = make_learned_arm(robot, "mlp", channels=ch, per_channel=DEFAULT_FEATURES, normalizer=Normalizer(
-        np.zeros(nf), np.ones(nf)), effort_scale=1.0, key=jax.random.PRNGKey(0), width=8, depth=1, d=4, head_width=4)
+    m, nf = _tiny_heads_model()
     rng = np.random.default_rng(1)
     N, H = 23, m.layout.history
     frames = rng.normal(size=(N, nf)).astype(np.float32)
