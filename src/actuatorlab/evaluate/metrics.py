@@ -285,13 +285,14 @@ def regime_masks(
             "low_speed": finite & (speed <= th["low_speed"]),
             "high_speed": finite & (speed > th["high_speed"]),
             "static": enabled & finite & (speed <= th["static_speed"]),
-            "stall": (enabled & finite & (speed <= th["static_speed"])
-                      & (np.abs(r.effort_level) >= stall_level if r.effort_level is not None
-                         else np.zeros(r.n, dtype=bool))),
             "driving": enabled & (power > 0),
             "backdriving": enabled & (power < 0),
             "torque_disabled": ~enabled & np.isfinite(r.torque_enable),
         }
+        level = (np.abs(r.effort_level) >= stall_level if r.effort_level is not None
+                 else np.zeros(r.n, dtype=bool))
+    masks["stall"] = masks["static"] & level
+    masks = {k: masks[k] for k in REGIMES}  # display order
     return {k: v & m for k, v in masks.items()}
 
 
