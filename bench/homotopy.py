@@ -56,7 +56,8 @@ REDUCED = dict(steps=3_000_000, envs=64, points=60, eval_steps=500,
 #: policies walk and rarely fall (1 of 36 evaluation episodes; bench/README.md, "Fifth run"); 11-20 min per run on this 2-core
 #: CPU, so 3 schedules x 3 seeds take 2-3 hours (split it over calls with --train-only)
 LONG = dict(REDUCED, steps=4_000_000, envs=256, points=30)
-#: full: Playground-like (Go1 joystick: 8192 envs, 200 M steps); for one GPU
+#: full: Playground-like (Go1 joystick: 8192 envs, 200 M steps); for one GPU (an H200: 314 k env steps/s,
+#: about 5.3 min of training per 100 M-step run; bench/README.md, "The full configuration on a GPU")
 FULL = dict(steps=100_000_000, envs=4096, points=100, eval_steps=1000,
             ppo=dict(unroll_length=20, num_minibatches=32, num_epochs=4, learning_rate=3e-4,
                      policy_hidden=(256, 256, 256), value_hidden=(256, 256, 256)),
