@@ -21,7 +21,8 @@ point only at alpha = 1, the trailing mean of 3 points at alpha = 1 must reach
 homotopy / scratch (target <= 0.5; read on ``homotopy``, or on ``homotopy-adaptive`` when the fixed
 stages were not asked for: ``homotopy_schedule`` in the JSON; ``ratios_vs_scratch`` gives every
 schedule's; ``ratio_any_alpha``: the lenient variant that also counts points at alpha < 1, i.e.
-returns measured on the simplified model); velocity-tracking RMSE (m/s) and
+returns measured on the simplified model; ``ratio_floor``: the lowest ratio the schedule allows,
+its third point at alpha = 1 over scratch's steps); velocity-tracking RMSE (m/s) and
 yaw-rate RMSE (rad/s) of every final policy on the fixed command set
 (``actuatorlab.policy.train.FIXED_COMMANDS``, deterministic policy, ``--eval-steps`` policy steps)
 with the identified actuators (the training env's) and with MuJoCo's built-in actuators, next to
@@ -76,6 +77,14 @@ def _steps_to(curve: dict, level: float, window: int = 3, any_alpha: bool = Fals
         if len(seen) >= window and sum(seen[-window:]) / window >= level:
             return int(s)
     return None
+
+
+def _earliest_count(curve: dict, window: int = 3) -> int | None:
+    """The first env step at which :func:`_steps_to` could count at all: the ``window``-th curve
+    point at alpha = 1. A schedule that holds alpha < 1 for a fixed share of the budget cannot
+    reach the level before it, whatever the policy learns (its floor)."""
+    at_one = [int(s) for a, s in zip(curve["alpha"], curve["env_steps"]) if a >= 1.0]
+    return at_one[window - 1] if len(at_one) >= window else None
 
 
 def _mean(xs):
@@ -236,7 +245,9 @@ def main(argv: list[str] | None = None) -> dict:
              "reached_90": sum(x is not None for x in to90), "runs": len(rs),
              "steps_to_90_any_alpha": to90_any,
              "steps_to_90_any_alpha_censored_mean": None if level is None else _mean([budget if x is None else x for x in to90_any]),
-             "train_steps_per_s": _mean(sps)}
+             "train_steps_per_s": _mean(sps),
+             # the earliest step the schedule lets count (its alpha = 1 window), whatever is learned
+             "steps_to_90_floor_mean": _mean([_earliest_count(r["curve"]) for r in rs])}
         for kind, evs in evals.get(s, {}).items():
             d[kind] = {k: _mean([e.get(k) for e in evs]) for k in
                        ("lin_vel_rmse", "yaw_rate_rmse", "return", "fell", "distance", "upright") if evs[0].get(k) is not None}
@@ -251,6 +262,9 @@ def main(argv: list[str] | None = None) -> dict:
         res["target_met"] = res["ratio_homotopy_vs_scratch"] <= 0.5 and ho["reached_90"] == ho["runs"]
     else:
         res["ratio_homotopy_vs_scratch"], res["target_met"] = None, False
+    if sc.get("steps_to_90_censored_mean") and ho.get("steps_to_90_floor_mean") is not None:
+        # the lowest ratio the homotopy's schedule allows at this budget (bench/README.md, GPU run)
+        res["ratio_floor"] = ho["steps_to_90_floor_mean"] / sc["steps_to_90_censored_mean"]
     if sc.get("steps_to_90_any_alpha_censored_mean") and ho.get("steps_to_90_any_alpha_censored_mean") is not None:
         res["ratio_any_alpha"] = ho["steps_to_90_any_alpha_censored_mean"] / sc["steps_to_90_any_alpha_censored_mean"]
     # every schedule against scratch (same seeds, same budget; censored means as above), beside the
@@ -281,7 +295,8 @@ def main(argv: list[str] | None = None) -> dict:
             print("  ".join(str(c).ljust(w[k]) for k, c in enumerate(r)))
         print(f"{res['homotopy_schedule'] or 'homotopy'} / scratch steps to 90 %: {f(res['ratio_homotopy_vs_scratch'])} (target <= 0.5: "
               f"{'met' if res['target_met'] else 'not met'}); counting points at any alpha (lenient): "
-              f"{f(res.get('ratio_any_alpha'))}")
+              f"{f(res.get('ratio_any_alpha'))}; the lowest its schedule allows at this budget: "
+              f"{f(res.get('ratio_floor'))}")
         others = {s: r for s, r in res["ratios_vs_scratch"].items() if s != res["homotopy_schedule"]}
         if others:
             print("other schedules / scratch steps to 90 %: " + ", ".join(f"{s} {f(r)}" for s, r in others.items()))
