@@ -29,6 +29,10 @@ with the identified actuators (the training env's) and with MuJoCo's built-in ac
 the paper's 0.28 m/s and 0.11 rad/s (Kang et al., arXiv 2512.24698); training env steps/s.
 Writes ``OUT/curves.html`` (mean +- std learning curves per schedule) and ends with one JSON line.
 
+``--schedule-opt KEY=VALUE`` gives an option to every asked schedule that has it (e.g.
+``pretrain=0.15 transition=0.1``): the fixed shares were tuned on the CPU's 3-8 M budgets and bound
+the ratio at larger ones (``ratio_floor``).
+
 A long benchmark can be split over calls: ``--train-only`` trains (or reuses) the runs it names and
 stops; a last call without it, naming every schedule and seed, evaluates and summarizes them all.
 """
@@ -139,6 +143,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--points", type=int, default=None, help="curve points per run")
     ap.add_argument("--ppo", nargs="*", default=[], metavar="KEY=VALUE",
                     help="PPO options over the configuration's (JSON values), e.g. lr_schedule='\"adaptive\"'")
+    ap.add_argument("--schedule-opt", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="schedule options (JSON values), each given to every schedule that has it, e.g. "
+                         "pretrain=0.15 (direct, homotopy, homotopy-adaptive); an option no asked schedule has "
+                         "is an error")
     ap.add_argument("--actuator", default="sea",
                     help="the training env's actuator model (docs/locomotion.md): sea (the issue's series-elastic "
                          "ANYdrive, default), nominal (rigid), builtin, or a fitted model's path")
@@ -166,6 +174,15 @@ def main(argv: list[str] | None = None) -> dict:
     env_options = {**conf["env"], "actuator": a.actuator} if a.robot != "toy" else {}
     ppo_over = dict(conf["ppo"]) if a.robot != "toy" else {}
     ppo_over.update(_key_values(a.ppo, "--ppo"))
+    from actuatorlab.policy.schedule import SCHEDULES
+    sched_over = _key_values(a.schedule_opt, "--schedule-opt")
+    for s in a.schedules:
+        make_schedule(s)    # an unknown schedule name: the one-line error listing the schedules
+    unused = sorted(k for k in sched_over if not any(k in SCHEDULES[s].__dataclass_fields__ for s in a.schedules))
+    if unused:
+        raise SystemExit(f"--schedule-opt: no asked schedule ({', '.join(a.schedules)}) has {', '.join(unused)}")
+    sched_opts = {s: {k: v for k, v in sched_over.items() if k in SCHEDULES[s].__dataclass_fields__}
+                  for s in a.schedules}
     cfg = default_ppo_config(a.robot, envs)
     cfg = type(cfg).from_dict({**cfg.to_dict(), **ppo_over})
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr, flush=True))
@@ -188,7 +205,7 @@ def main(argv: list[str] | None = None) -> dict:
                 # a finished run is reused only when it was trained with what this call would run
                 # (e.g. a schedule default changed since: the run would silently mix two configurations)
                 old = json.loads((out / "config.json").read_text())
-                want = {"schedule_options": make_schedule(sched).options(), "ppo": cfg.to_dict(),
+                want = {"schedule_options": make_schedule(sched, **sched_opts[sched]).options(), "ppo": cfg.to_dict(),
                         "env_options": env_options, "env_steps": plan.updates * cfg.steps_per_update}
                 diff = sorted(k for k, v in want.items() if json.loads(json.dumps(old.get(k))) != json.loads(json.dumps(v)))
                 if diff:
@@ -200,6 +217,7 @@ def main(argv: list[str] | None = None) -> dict:
                 t0 = time.perf_counter()
                 summ = train_policy(a.robot, a.task, sched, steps=steps, seed=seed, out=out,
                                     resume=(out / "config.json").exists(), ppo=cfg, env_options=env_options,
+                                    schedule_options=sched_opts[sched] or None,
                                     points=points, env=env, ppo_obj=algo)
                 summ["wall_s"] = time.perf_counter() - t0
             curve = read_curve(out)
@@ -231,6 +249,7 @@ def main(argv: list[str] | None = None) -> dict:
     res: dict = {"bench": "homotopy", "robot": a.robot, "task": a.task,
                  "configuration": conf_name, "env_steps_per_run": plan.updates * cfg.steps_per_update,
                  "envs": cfg.num_envs, "seeds": a.seeds, "ppo": cfg.to_dict(), "env_options": env_options,
+                 "schedule_options": {s: make_schedule(s, **o).options() for s, o in sched_opts.items()},
                  "eval_steps": eval_steps, "paper": PAPER, "scratch_final_return": r_star, "level_90": level,
                  "schedules": {}}
     for s, rs in runs.items():
