@@ -183,6 +183,7 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"--schedule-opt: no asked schedule ({', '.join(a.schedules)}) has {', '.join(unused)}")
     sched_opts = {s: {k: v for k, v in sched_over.items() if k in SCHEDULES[s].__dataclass_fields__}
                   for s in a.schedules}
+    sched_options = {s: make_schedule(s, **o).options() for s, o in sched_opts.items()}   # with the defaults
     cfg = default_ppo_config(a.robot, envs)
     cfg = type(cfg).from_dict({**cfg.to_dict(), **ppo_over})
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr, flush=True))
@@ -205,7 +206,7 @@ def main(argv: list[str] | None = None) -> dict:
                 # a finished run is reused only when it was trained with what this call would run
                 # (e.g. a schedule default changed since: the run would silently mix two configurations)
                 old = json.loads((out / "config.json").read_text())
-                want = {"schedule_options": make_schedule(sched, **sched_opts[sched]).options(), "ppo": cfg.to_dict(),
+                want = {"schedule_options": sched_options[sched], "ppo": cfg.to_dict(),
                         "env_options": env_options, "env_steps": plan.updates * cfg.steps_per_update}
                 diff = sorted(k for k, v in want.items() if json.loads(json.dumps(old.get(k))) != json.loads(json.dumps(v)))
                 if diff:
@@ -249,7 +250,7 @@ def main(argv: list[str] | None = None) -> dict:
     res: dict = {"bench": "homotopy", "robot": a.robot, "task": a.task,
                  "configuration": conf_name, "env_steps_per_run": plan.updates * cfg.steps_per_update,
                  "envs": cfg.num_envs, "seeds": a.seeds, "ppo": cfg.to_dict(), "env_options": env_options,
-                 "schedule_options": {s: make_schedule(s, **o).options() for s, o in sched_opts.items()},
+                 "schedule_options": sched_options,
                  "eval_steps": eval_steps, "paper": PAPER, "scratch_final_return": r_star, "level_90": level,
                  "schedules": {}}
     for s, rs in runs.items():
