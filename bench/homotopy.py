@@ -291,18 +291,14 @@ def main(argv: list[str] | None = None) -> dict:
     if sc.get("steps_to_90_any_alpha_censored_mean") and ho.get("steps_to_90_any_alpha_censored_mean") is not None:
         res["ratio_any_alpha"] = ho["steps_to_90_any_alpha_censored_mean"] / sc["steps_to_90_any_alpha_censored_mean"]
     # every schedule against scratch (same seeds, same budget; censored means as above), beside the
-    # target line's
-    res["ratios_vs_scratch"] = {
-        s: (d["steps_to_90_censored_mean"] / sc["steps_to_90_censored_mean"]
-            if sc.get("steps_to_90_censored_mean") and d.get("steps_to_90_censored_mean") is not None else None)
-        for s, d in res["schedules"].items() if s != "scratch"}
-    # the same counting points at alpha < 1: for a schedule that never reaches alpha = 1 (direct with
-    # pretrain=1.0, the simplified model alone) the only figure, and a bound on what a schedule gains
-    res["ratios_any_alpha_vs_scratch"] = {
-        s: (d["steps_to_90_any_alpha_censored_mean"] / sc["steps_to_90_any_alpha_censored_mean"]
-            if sc.get("steps_to_90_any_alpha_censored_mean") and d.get("steps_to_90_any_alpha_censored_mean") is not None
-            else None)
-        for s, d in res["schedules"].items() if s != "scratch"}
+    # target line's; the same counting points at alpha < 1: for a schedule that never reaches alpha = 1
+    # (direct with pretrain=1.0, the simplified model alone) the only figure, and a bound on what a
+    # schedule gains
+    def ratios(key):
+        return {s: d[key] / sc[key] if sc.get(key) and d.get(key) is not None else None
+                for s, d in res["schedules"].items() if s != "scratch"}
+    res["ratios_vs_scratch"] = ratios("steps_to_90_censored_mean")
+    res["ratios_any_alpha_vs_scratch"] = ratios("steps_to_90_any_alpha_censored_mean")
     res["wall_s"] = time.perf_counter() - t_all
     res["load_before"], res["load_after"] = list(load0), list(os.getloadavg())
     _curves_html(a.out / "curves.html", {s: [r["curve"] for r in rs] for s, rs in runs.items()},
