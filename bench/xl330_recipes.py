@@ -76,10 +76,24 @@ def lowpass_supply(trajs, tau: float = 0.1):
     return out
 
 
+#: BAM 1.0's XL330 search boxes (bam/dynamixel/actuator.py XL330Actuator, bam/model.py), in
+#: actuatorlab's parameter names; the parameters BAM does not have keep actuatorlab's servo boxes
+BAM_XL330_BOUNDS = {
+    "kt": (0.1, 3.0), "R": (2.0, 5.0), "armature": (1e-4, 0.05),
+    "friction_base": (0.0, 0.2), "friction_stribeck": (0.0, 0.2),
+    "load_friction": (0.0, 0.5), "load_friction_motor": (0.0, 0.5), "load_friction_external": (0.0, 0.5),
+    "load_friction_stribeck": (0.0, 1.0), "load_friction_motor_stribeck": (0.0, 1.0),
+    "load_friction_external_stribeck": (0.0, 1.0),
+    "load_friction_motor_quad": (0.0, 0.01), "load_friction_external_quad": (0.0, 0.01),
+    "stribeck_velocity": (0.1, 3.0), "stribeck_alpha": (1.0, 10.0), "friction_viscous": (0.0, 1.0),
+    "q_offset": (-0.1, 0.1),
+}
+
+
 def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_starts, extensions, group_by,
         fold_seeds=None, fold_score=None, fold_init=None, final_seeds=None, final_pick=None, popsize=None, final_evals=None, train_objective=None, select_rule=None,
-        supply="logged", window_s=None) -> dict:
-    from actuatorlab.identify.select import fit_family
+        supply="logged", window_s=None, base_extension=None, bounds=None) -> dict:
+    from actuatorlab.identify.select import fit_family, ladder_for
     from actuatorlab.logs import load_logs
 
     s = bench_split.make_split(bench_split.DEFAULT_DATA_DIR, None if split == "balanced" else split)
@@ -100,6 +114,13 @@ def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_st
                                 final_evals=final_evals, train_objective=train_objective,
                                 select_rule=select_rule).items()
           if v is not None}
+    if bounds == "bam":  # BAM 1.0's XL330 boxes for the parameters BAM has (this process only)
+        from actuatorlab.models.params import BOUND_PROFILES
+        BOUND_PROFILES["servo"].update(BAM_XL330_BOUNDS)
+    elif bounds is not None:
+        raise SystemExit(f"--bounds must be bam, got {bounds!r}")
+    if base_extension:  # every base of the ladder carries it (e.g. qoffset, as BAM fits q_offset)
+        kw["ladder"] = tuple(f"{m}+{base_extension}" for m in ladder_for(train))
     load0, c0, t0 = os.getloadavg()[0], os.times(), time.perf_counter()
     sel = fit_family(train, seed=seed, budget=budget, **kw)
     wall, c1 = time.perf_counter() - t0, os.times()
@@ -110,7 +131,9 @@ def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_st
             "train_mae_mrad": 1e3 * sel.final.train_mae, "heldout_mae_mrad": 1e3 * mae,
             "heldout_per_log_mrad": [1e3 * x for x in per], "fit_wall_s": wall,
             "fit_cpu_s": (c1.user - c0.user) + (c1.system - c0.system), "timing": sel.extras["timing"],
-            "load_average": [load0, os.getloadavg()[0]], "starts": sel.extras["starts"]}
+            "load_average": [load0, os.getloadavg()[0]], "starts": sel.extras["starts"],
+            "params": {k: float(v) for k, v in sel.final.params.items()}, "bounds": bounds or "default",
+            "base_extension": base_extension}
 
 
 def main(argv=None) -> int:
@@ -137,13 +160,17 @@ def main(argv=None) -> int:
                         "lowpass (the logged channel through a causal 0.1 s low-pass)")
     p.add_argument("--window-s", type=float, default=None,
                    help="cut the training logs into windows of this length [s], each replayed from its measured start")
+    p.add_argument("--base-extension", default=None,
+                   help="an extension carried by every base of the ladder (e.g. qoffset: m1+qoffset ... g2+qoffset)")
+    p.add_argument("--bounds", default=None, help="bam: BAM 1.0's XL330 parameter boxes where BAM has the parameter")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
     emit(run(a.split, seed=a.seed, budget=a.budget, fold_starts=a.fold_starts, fold_evals=a.fold_evals,
              final_starts=a.final_starts, extensions=a.extensions, group_by=a.group_by, fold_seeds=a.fold_seeds,
              fold_score=a.fold_score, fold_init=a.fold_init, final_seeds=a.final_seeds, final_pick=a.final_pick,
              popsize=a.popsize, final_evals=a.final_evals, train_objective=a.train_objective,
-             select_rule=a.select_rule, supply=a.supply, window_s=a.window_s),
+             select_rule=a.select_rule, supply=a.supply, window_s=a.window_s, base_extension=a.base_extension,
+             bounds=a.bounds),
          a.out)
     return 0
 
