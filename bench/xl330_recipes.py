@@ -92,7 +92,7 @@ BAM_XL330_BOUNDS = {
 
 def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_starts, extensions, group_by,
         fold_seeds=None, fold_score=None, fold_init=None, final_seeds=None, final_pick=None, popsize=None, final_evals=None, train_objective=None, select_rule=None,
-        supply="logged", window_s=None, base_extension=None, bounds=None) -> dict:
+        supply="logged", window_s=None, base_extension=None, bounds=None, calibration=None) -> dict:
     from actuatorlab.identify.select import fit_family, ladder_for
     from actuatorlab.logs import load_logs
 
@@ -112,16 +112,16 @@ def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_st
                                 fold_seeds=fold_seeds, fold_score=fold_score, fold_init=fold_init,
                                 final_seeds=final_seeds, final_pick=final_pick, popsize=popsize,
                                 final_evals=final_evals, train_objective=train_objective,
-                                select_rule=select_rule).items()
+                                select_rule=select_rule, calibration=calibration).items()
           if v is not None}
     if bounds == "bam":  # BAM 1.0's XL330 boxes for the parameters BAM has (this process only)
         from actuatorlab.models.params import BOUND_PROFILES
         BOUND_PROFILES["servo"].update(BAM_XL330_BOUNDS)
     elif bounds is not None:
         raise SystemExit(f"--bounds must be bam, got {bounds!r}")
+    load0, c0, t0 = os.getloadavg()[0], os.times(), time.perf_counter()
     if base_extension:  # every base of the ladder carries it (e.g. qoffset, as BAM fits q_offset)
         kw["ladder"] = tuple(f"{m}+{base_extension}" for m in ladder_for(train))
-    load0, c0, t0 = os.getloadavg()[0], os.times(), time.perf_counter()
     sel = fit_family(train, seed=seed, budget=budget, **kw)
     wall, c1 = time.perf_counter() - t0, os.times()
     rows = {r["model"]: 1e3 * r["validation_mae"] for r in sel.table}
@@ -133,7 +133,7 @@ def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_st
             "fit_cpu_s": (c1.user - c0.user) + (c1.system - c0.system), "timing": sel.extras["timing"],
             "load_average": [load0, os.getloadavg()[0]], "starts": sel.extras["starts"],
             "params": {k: float(v) for k, v in sel.final.params.items()}, "bounds": bounds or "default",
-            "base_extension": base_extension}
+            "base_extension": base_extension, "calibration_result": sel.extras.get("calibration")}
 
 
 def main(argv=None) -> int:
@@ -163,6 +163,8 @@ def main(argv=None) -> int:
     p.add_argument("--base-extension", default=None,
                    help="an extension carried by every base of the ladder (e.g. qoffset: m1+qoffset ... g2+qoffset)")
     p.add_argument("--bounds", default=None, help="bam: BAM 1.0's XL330 parameter boxes where BAM has the parameter")
+    p.add_argument("--calibration", default=None,
+                   help="free_swing (the default: armature and q_offset from the torque-off runs) | none (before 2026-12-04)")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
     emit(run(a.split, seed=a.seed, budget=a.budget, fold_starts=a.fold_starts, fold_evals=a.fold_evals,
@@ -170,7 +172,7 @@ def main(argv=None) -> int:
              fold_score=a.fold_score, fold_init=a.fold_init, final_seeds=a.final_seeds, final_pick=a.final_pick,
              popsize=a.popsize, final_evals=a.final_evals, train_objective=a.train_objective,
              select_rule=a.select_rule, supply=a.supply, window_s=a.window_s, base_extension=a.base_extension,
-             bounds=a.bounds),
+             bounds=a.bounds, calibration=a.calibration),
          a.out)
     return 0
 

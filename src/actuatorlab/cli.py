@@ -80,7 +80,10 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
                                                   "replay and refit at dt/2 and 2 dt"),
         workers: Optional[int] = typer.Option(None, "--workers", min=1, help="threads each CMA-ES population is "
                                               "scored on (default: the CPU cores; same result up "
-                                              "to rounding)")):
+                                              "to rounding)"),
+        calibration: Optional[str] = typer.Option(None, "--calibration", help="what the family fit calibrates "
+                                                  "first: free_swing (default: armature and encoder offset "
+                                                  "from the torque-off runs, when the logs have any) | none")):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
     from .pipeline import run_fit, run_fit_arm
@@ -111,12 +114,19 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p),
                     group_by=tuple(group_by) if group_by else None, jackknife=jackknife,
                     timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds, workers=workers,
-                    train_objective=train_objective, extensions=tuple(extensions) if extensions else None)
+                    train_objective=train_objective, extensions=tuple(extensions) if extensions else None,
+                    calibration=calibration)
     unit = d["_summary"]["unit"]
     if d.get("selection"):
         sel = d["selection"]
         if sel.get("note"):
             console.print(f"[yellow]{sel['note']}[/]")
+        cal = sel.get("calibration")
+        if cal:
+            console.print(f"free-swing calibration on {len(cal['runs'])} torque-off run(s) ({cal['seconds']:.1f} s, "
+                          f"replay MAE {1e3 * cal['mae']:.1f} mrad): armature {cal['armature']:.4g} kg.m^2, "
+                          f"q_offset {cal['q_offset']:+.4f} rad; every model fitted with both in "
+                          f"+-{100 * cal['armature_band']:.0f} % / +-{cal['offset_band']:g} rad of these")
         groups = sel.get("groups") or []
         t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
         keys = {g["group"].split("=", 1)[0] for g in groups}

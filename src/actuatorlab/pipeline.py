@@ -98,7 +98,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
             progress: Progress | None = None, group_by: tuple[str, ...] | None = None,
             jackknife: str | None = None, timestep_sensitivity: bool = False,
             identifiability: bool = True, fold_seeds: int | None = None, workers: int | None = None,
-            train_objective: str | None = None, extensions: tuple[str, ...] | None = None) -> dict:
+            train_objective: str | None = None, extensions: tuple[str, ...] | None = None,
+            calibration: str | None = None) -> dict:
     """Fit (one model, or the nested family with leave-one-group-out selection) and write RUN/.
 
     Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
@@ -112,7 +113,9 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     is the same up to floating-point rounding). ``train_objective``: how each fit of the selection
     combines the condition groups of its logs (``fit_family``; "pooled" by default, "mean_std",
     "worst"). ``extensions``: the extensions the selection tries on top of the best base models
-    (default ``SELECTION_EXTENSIONS``; e.g. add "thermal" or "stiction").
+    (default ``SELECTION_EXTENSIONS``; e.g. add "thermal" or "stiction"). ``calibration``: what the
+    family fit calibrates first (``fit_family``; default "free_swing": armature and encoder offset
+    from the torque-off runs, when the logs have any; "none").
     """
     from .evaluate import summarize
     from .evaluate.replay import replay_batches
@@ -149,6 +152,14 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
             raise ActuatorlabError("--extensions applies to the family fit (without --model); with --model, "
                                    "name the extensions in the model (e.g. m5+sag+thermal)")
         extensions = tuple(extensions)
+    if calibration is not None:
+        from .identify.select import CALIBRATIONS
+        if calibration not in CALIBRATIONS:
+            from .errors import UnknownNameError
+            raise UnknownNameError("calibration", calibration, CALIBRATIONS)
+        if model is not None and calibration != "none":
+            from .errors import ActuatorlabError
+            raise ActuatorlabError("--calibration applies to the family fit (without --model)")
     group_by = tuple(group_by or GROUP_KEYS)
     trajs = load_data(paths, mapping)
     out = Path(out)
@@ -156,19 +167,22 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     if model is None:
         sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress, group_by=group_by,
                          fold_seeds=fold_seeds, workers=workers, train_objective=train_objective,
-                         extensions=extensions)
+                         extensions=extensions, calibration=calibration)
         fit = sel.final
+        calib = sel.extras.get("calibration")
         selection = {"scheme": sel.scheme, "group_by": list(group_by), "table": sel.table,
                      "selected": sel.selected, "groups": sel.groups,
                      "folds": [{"label": f.label, "heldout_logs": [r for r in g["heldout_logs"]]}
                                for f, g in zip(sel.folds, sel.groups)],
                      "fit_logs": sel.fit_names, "validation_logs": sel.val_names, "rule": sel.rule,
-                     "timing": sel.extras.get("timing"), "starts": sel.extras.get("starts")}
+                     "timing": sel.extras.get("timing"), "starts": sel.extras.get("starts"),
+                     "calibration": calib}
         if sel.scheme != "logo":
             selection["note"] = (f"fewer than 2 condition groups for {', '.join(group_by)}: selected on a single "
                                  "validation split instead of leave-one-group-out")
         uncertainty = sel.uncertainty
     else:
+        calib = None
         evals, starts, grad = BUDGETS[budget]
         cb = (lambda s, d, t: progress(model, s, d / t)) if progress else None
         fit = fit_model(trajs, model, seed=seed, max_evals=evals, n_starts=starts, grad_steps=grad, dt=dt,
@@ -210,7 +224,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
         if progress:
             progress("jackknife", "refits", 0.0)
         unc = resampled_uncertainty(trajs, fit.model, fit.params, by=jackknife, group_by=group_by, seed=seed,
-                                    dt=fit.dt, progress=progress)
+                                    dt=fit.dt, progress=progress,
+                                    bounds={k: tuple(v) for k, v in calib["bounds"].items()} if calib else None)
         if unc is not None:
             d = build(unc)
     if timestep_sensitivity:
@@ -239,6 +254,18 @@ def _write_fit_report(out: Path, d: dict, fit, results, summary, ident, selectio
         if groups:
             models = [r["model"] for r in selection["table"]]
             extra["Held-out MAE per condition group"] = _html_table(groups, ["group"] + models)
+        cal = selection.get("calibration")
+        if cal:
+            extra["Free-swing calibration (armature and encoder offset)"] = (
+                f"<p>Fitted first on the {len(cal['runs'])} torque-off run(s) alone ({cal['seconds']:.1f} s, "
+                f"{cal['model']}: a free pendulum, the drive's bridge open), replay MAE "
+                f"{1e3 * cal['mae']:.1f} mrad: armature {cal['armature']:.4g} kg.m^2, q_offset "
+                f"{cal['q_offset']:+.4f} rad. Every model of the selection was then fitted with q_offset free and "
+                f"both parameters in these boxes (armature +-{100 * cal['armature_band']:.0f} %, q_offset "
+                f"+-{cal['offset_band']:g} rad).</p>"
+                + _html_table([{"parameter": k, "lower": v[0], "upper": v[1]} for k, v in cal["bounds"].items()],
+                              ["parameter", "lower", "upper"])
+                + "<p>Runs: " + ", ".join(cal["runs"]) + "</p>")
     if d.get("uncertainty"):
         u = d["uncertainty"]
         extra["Parameter uncertainty: resampled vs Jacobian"] = (

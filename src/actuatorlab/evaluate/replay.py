@@ -86,13 +86,16 @@ def timestep_sensitivity(model_dict: dict, trajs: list[Trajectory], *, refit: bo
     dt = float(model_dict.get("fit", {}).get("dt") or 0.005)
     params = params_from_model(model_dict)
     free = [n for n, e in model_dict["parameters"].items() if e.get("free")]
+    # the refits search the boxes the model was fitted in (model.json records them, e.g. a calibration's)
+    boxes = {n: (float(model_dict["parameters"][n]["lower"]), float(model_dict["parameters"][n]["upper"]))
+             for n in free if "lower" in model_dict["parameters"][n] and "upper" in model_dict["parameters"][n]}
     rows = {}
     for label, f in (("dt/2", 0.5), ("dt", 1.0), ("2dt", 2.0)):
         s = summarize(replay(model_dict, trajs, dt * f))
         row = {"dt": dt * f, "position_mae": s["position_mae"]}
         if refit and f != 1.0 and free:
             r = fit_model(trajs, model_dict["model"], seed=seed, max_evals=refit_evals, n_starts=1,
-                          grad_steps=0, init=params, dt=dt * f, sigma0=0.03)
+                          grad_steps=0, init=params, dt=dt * f, sigma0=0.03, bounds=boxes or None)
             row["refit_position_mae"] = r.train_mae
             # relative to the value, or to 1 % of the search range for values near zero
             scale = {n: max(abs(params[n]), 0.01 * (model_dict["parameters"][n].get("upper", 1.0)

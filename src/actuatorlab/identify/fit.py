@@ -32,7 +32,7 @@ import numpy as np
 import optax
 
 from ..precision import physics, physics_fn, x64_enabled
-from ..errors import DataError, UnknownNameError
+from ..errors import ActuatorlabError, DataError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.control import get_control_law
 from ..models.params import BOUND_PROFILES, PARAMS, bounds_for, neutral_params
@@ -69,13 +69,23 @@ class ParamSpace:
     base: dict = field(default_factory=dict)  # values of the non-free parameters
 
     @staticmethod
-    def build(spec: ModelSpec, batches: list[Batch], profile: str, fixed: dict | None = None) -> "ParamSpace":
+    def build(spec: ModelSpec, batches: list[Batch], profile: str, fixed: dict | None = None,
+              bounds: dict | None = None) -> "ParamSpace":
+        """The search space of ``spec`` on ``batches``: the profile's boxes, except the parameters
+        named in ``bounds`` (name -> (lower, upper), e.g. a calibration's narrowed boxes)."""
         drives = {get_control_law(b.law).drive for b in batches}
         plants = {b.plant for b in batches}
         names = [n for n in spec.free if any(n in spec.free_for(d) for d in drives)
                  and (n != "q_offset" or "pendulum" in plants)]  # a carriage has no gravity angle
-        lo = np.array([bounds_for(n, profile)[0] for n in names])
-        hi = np.array([bounds_for(n, profile)[1] for n in names])
+        box = {n: tuple(map(float, (bounds or {}).get(n, bounds_for(n, profile)))) for n in names}
+        for n in (bounds or {}):
+            if n not in PARAMS:
+                raise UnknownNameError("parameter", n, list(PARAMS))
+        for n, (a, b) in box.items():
+            if not a < b:
+                raise ActuatorlabError(f"bounds of {n!r}: lower {a} must be below upper {b}")
+        lo = np.array([box[n][0] for n in names])
+        hi = np.array([box[n][1] for n in names])
         base = neutral_params()
         base.update(fixed or {})
         return ParamSpace(tuple(names), lo, hi, np.array([PARAMS[n].scale == "log" for n in names]), base)
@@ -191,8 +201,12 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
               max_evals: int = 3000, popsize: int = 16, n_starts: int = 2, grad_steps: int = 150,
               init: dict | list[dict] | None = None, dt: float | None = None,
               progress: Callable | None = None, profile: str | None = None,
-              sigma0: float = 0.25, effort_weight: float | None = None, workers: int | None = None) -> FitResult:
+              sigma0: float = 0.25, effort_weight: float | None = None, workers: int | None = None,
+              bounds: dict | None = None) -> FitResult:
     """Fit ``model`` to the logs.
+
+    bounds: name -> (lower, upper) replacing the profile's box of those parameters (e.g.
+    :func:`actuatorlab.identify.calibrate.free_swing_calibration`'s narrowed boxes).
 
     init: parameters of models this one contains (one dict or several). Each is scored first and
     the best is the first CMA-ES start, so the result is never worse on these logs than any of them.
@@ -208,7 +222,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     spec = get_model(model)
     batches = trajs if trajs and isinstance(trajs[0], Batch) else make_batches(list(trajs), dt)
     profile = profile or profile_for(batches)
-    space = ParamSpace.build(spec, batches, profile)
+    space = ParamSpace.build(spec, batches, profile, bounds=bounds)
     if effort_weight is None:
         effort_weight = 1.0 if effort_available(batches) else 0.0
     loss = make_loss(spec, space, batches, "mae", effort_weight)

@@ -64,7 +64,7 @@ from .fit import (TRAIN_OBJECTIVE, TRAIN_OBJECTIVES, FitResult, ParamSpace, Popu
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
            "BUDGETS", "SELECTION_BUDGETS", "SELECTION_STARTS", "Fold", "condition_folds", "group_jackknife",
            "GROUP_KEYS", "LOG_KEY", "group_ids", "SELECT_RULES", "one_se_choice", "resampled_uncertainty", "SELECTION_SEEDS", "FOLD_SCORES",
-           "FOLD_INITS"]
+           "FOLD_INITS", "CALIBRATIONS", "CALIBRATION"]
 
 #: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
 LADDERS: dict[str, tuple[str, ...]] = {
@@ -125,6 +125,13 @@ FOLD_SCORE = "mean"
 FOLD_INITS = ("parents", "all")
 FOLD_INIT = "parents"
 WARM_SIGMA = 0.1
+
+#: what the selection calibrates before it fits the family: "free_swing" (the armature and the
+#: encoder offset from the torque-off runs of pendulum logs, :mod:`actuatorlab.identify.calibrate`;
+#: every base then carries q_offset and both parameters are fitted in narrow boxes around the
+#: free-swing values; nothing changes for logs without such runs) or "none"
+CALIBRATIONS = ("free_swing", "none")
+CALIBRATION = "free_swing"
 
 
 
@@ -351,7 +358,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
                fold_init: str | None = None, final_seeds: int | None = None,
                final_pick: str | None = None, workers: int | None = None,
                popsize: int | None = None, final_evals: int | None = None,
-               train_objective: str | None = None, select_rule: str | None = None) -> SelectionResult:
+               train_objective: str | None = None, select_rule: str | None = None,
+               calibration: str | None = None) -> SelectionResult:
     """Fit every model of ``ladder`` (and extensions of the best ones) on every condition fold and
     select by the rule of the module docstring; refit the selected model on all logs.
 
@@ -378,6 +386,11 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     samples); the groups are those of ``group_by``. The selection score is unchanged (mean over
     held-out groups). select_rule (:data:`SELECT_RULES`, default ``SELECT_RULE``): which eligible
     model is selected, the lowest mean held-out MAE (``"best"``) or :func:`one_se_choice`.
+    calibration (:data:`CALIBRATIONS`, default ``CALIBRATION``): ``"free_swing"`` first fits the
+    torque-off runs of the logs alone (:func:`~actuatorlab.identify.calibrate.free_swing_calibration`,
+    seeded with ``seed``); when there are such runs, every base of the ladder gains ``+qoffset`` and
+    every fit (fold searches, final refit) confines the armature and q_offset to the calibration's
+    boxes; ``extras["calibration"]`` records it (None when nothing was calibrated).
 
     Table rows: ``model``, ``parent`` (the reference), ``n_free``, ``train_mae`` (mean over folds
     of the pooled training position MAE), ``validation_mae`` (mean over groups of the held-out MAE),
@@ -388,6 +401,19 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     ladder = tuple(ladder or ladder_for(trajs))
     for m in ladder:
         get_model(m)
+    calibration = calibration or CALIBRATION
+    if calibration not in CALIBRATIONS:
+        raise UnknownNameError("calibration", calibration, CALIBRATIONS)
+    cal = None
+    if calibration == "free_swing":
+        from .calibrate import free_swing_calibration
+
+        if progress:
+            progress("calibration", "free swing", 0.0)
+        cal = free_swing_calibration(trajs, seed=seed, dt=dt, workers=workers)
+    bounds = cal.bounds if cal is not None else None
+    if cal is not None:  # q_offset is free in every base (calibrated box); canonical names
+        ladder = tuple(m if "q_offset" in get_model(m).free else get_model(f"{m}+qoffset").name for m in ladder)
     extensions = SELECTION_EXTENSIONS if extensions is None else tuple(extensions)
     budget_evals, final_evals_default, budget_pop, top_bases = SELECTION_BUDGETS[budget]
     popsize = int(popsize or budget_pop)
@@ -460,7 +486,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
 
     def run(m: str, i: int):
         spec = get_model(m)
-        space = ParamSpace.build(spec, batches, profile)
+        space = ParamSpace.build(spec, batches, profile, bounds=bounds)
         inner = [x for x in fold_params if contains(m, x)]
         inits = [[fold_params[x][k] for x in inner] for k in range(R * F)]
         cb = (lambda stage, d, total, _m=m: progress(_m, stage, d / total)) if progress else None
@@ -539,8 +565,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
             if e in spec_b.extensions:
                 continue
             m = _extended(b, [e])
-            space_m = ParamSpace.build(get_model(m), batches, profile)
-            if space_m.n == ParamSpace.build(spec_b, batches, profile).n or m in rows:
+            space_m = ParamSpace.build(get_model(m), batches, profile, bounds=bounds)
+            if space_m.n == ParamSpace.build(spec_b, batches, profile, bounds=bounds).n or m in rows:
                 continue  # the extension adds nothing free for this drive, or was already tried
             run(m, i)
             i += 1
@@ -575,7 +601,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         given = {t.name: t for t in trajs}
         log_groups = group_ids([given[n] for b in batches for n in b.names], group_by)
         scorers.clear()
-    space = ParamSpace.build(spec, batches, profile)
+    space = ParamSpace.build(spec, batches, profile, bounds=bounds)
     S = int(final_seeds or 1)
     warm = [all_params[selected]] if selected in all_params else []
     # replica s of the final search starts from the best of replica s's fold optima (all of them when
@@ -607,7 +633,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
               "fold_starts": n_starts, "fold_evals": fold_evals, "fold_seeds": R, "fold_score": fold_score,
               "fold_init": fold_init, "popsize": popsize, "final_evals": final_evals,
               "train_objective": train_objective, "select_rule": select_rule,
-              "workers": next(iter(scorers.values())).workers if scorers else None}
+              "workers": next(iter(scorers.values())).workers if scorers else None,
+              "calibration": calibration, "calibration_s": cal.wall_s if cal is not None else 0.0}
     table = list(rows.values())
     for row in table:
         row["selected"] = row["model"] == selected
@@ -633,7 +660,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
     fit_names = [work[j].name for j in folds[0].train] if scheme == "split" else [t.name for t in work]
     val_names = [work[j].name for j in folds[0].heldout] if scheme == "split" else [t.name for t in work]
     return SelectionResult(selected, fits, table, final, fit_names, val_names, extras={"timing": timing,
-                                                                                          "starts": start_wins},
+                                                                                          "starts": start_wins,
+                                                                                          "calibration": cal.to_dict() if cal is not None else None},
                            scheme=scheme, folds=folds,
                            groups=groups, fold_params=fold_params, rule=rule, uncertainty=unc)
 
@@ -641,12 +669,14 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
 def resampled_uncertainty(trajs: list[Trajectory], model: str, params: dict, *, by: str = "log",
                           group_by: tuple[str, ...] = GROUP_KEYS, max_evals: int = 300, popsize: int = 10,
                           seed: int = 0, dt: float | None = None, flag_fraction: float = 0.5,
-                          progress: Callable | None = None) -> dict | None:
+                          progress: Callable | None = None, bounds: dict | None = None) -> dict | None:
     """Jackknife of ``model`` over whole logs (``by="log"``: leave one log out, L refits) or over
     condition groups (``by="group"``: leave one group of ``group_by`` out). Every refit is a short
     CMA-ES (``max_evals``) started from ``params`` (the all-data optimum) on the logs that remain;
     all refits run in lockstep (:func:`~actuatorlab.identify.fit.search_folds`). Returns
-    :func:`group_jackknife`'s dict, or None with fewer than 2 logs / groups."""
+    :func:`group_jackknife`'s dict, or None with fewer than 2 logs / groups. bounds: the boxes of
+    the fit being resampled where they differ from the profile's (a calibration's; see
+    :func:`fit_family`), so the refits search where the fit did."""
     spec = get_model(model)
     if by == "log":
         folds = [Fold(f"log={t.name}", "log", tuple(j for j in range(len(trajs)) if j != i), (i,))
@@ -662,7 +692,7 @@ def resampled_uncertainty(trajs: list[Trajectory], model: str, params: dict, *, 
     order = {t.name: i for i, t in enumerate(trajs)}
     col = np.array([order[n] for n in names])
     W = np.array([np.isin(col, f.train).astype(float) for f in folds])
-    space = ParamSpace.build(spec, batches, profile_for(batches))
+    space = ParamSpace.build(spec, batches, profile_for(batches), bounds=bounds)
     scorer = PopulationScorer(batches, spec, size=int(popsize * W.sum()), dtype=np.float32)
     ew = 1.0 if effort_available(batches) else 0.0
     res = search_folds(spec, space, scorer, W, inits=[[params]] * len(folds), max_evals=max_evals,

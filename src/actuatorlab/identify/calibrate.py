@@ -1,0 +1,126 @@
+"""Free-swing calibration: the armature and the encoder offset from the torque-off runs of pendulum logs.
+
+With the torque disabled the servo's bridge is open (:func:`actuatorlab.models.motor.dc_motor_torque`):
+no motor torque and no back-EMF braking, so a pendulum bench swings freely and only the inertia,
+gravity and friction act::
+
+    (J + I_load) q'' = -(m l + m_arm l / 2) g sin(q + q_offset) - F
+    |F| <= F_c + F_v |q'| + mu |tau_ext|          (the m3 friction budget with tau_motor = 0)
+
+with stick/slip as in :func:`actuatorlab.models.friction.stick_slip_torque`. The swing's period
+gives the total inertia, hence the armature J (I_load = m l^2 + m_arm l^2 / 3 is the bench's, known);
+the centre it swings about and comes to rest at gives the offset between the encoder zero and the
+gravity vertical, q_offset (BAM's "q_offset", Duclusaud et al., ICRA 2025); kt and R do not act.
+This is the classical free-decay (free-oscillation) test of a pendulum, here replayed with the
+project's own closed-loop simulator from each torque-off run's measured start.
+
+Why it matters (issue 7, bench/README.md "Free-swing calibration"): in a closed-loop fit of the
+whole logs the armature trades against the damping (kt^2 / R + F_v) when a model is extrapolated to
+an excitation it was not fitted on, and q_offset has no torque-off data in the leave-one-group-out
+folds that hold the lift-and-drop logs out, so it never earns its place there although it halves
+the torque-off error. :func:`actuatorlab.identify.select.fit_family` therefore calibrates first
+(``calibration="free_swing"``, the default) and then fits every model with q_offset free and both
+parameters confined to narrow boxes around the free-swing values (``bounds``): the armature within
++-``ARMATURE_BAND`` of J, q_offset within +-``OFFSET_BAND`` rad. Logs without such runs (no
+torque-off segment of at least ``MIN_RUN_S`` that swings by ``MIN_SWING`` rad or more, a prismatic
+carriage, a log without a ``torque_enable`` channel) leave the selection as it was: the calibration
+returns None.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..logs.format import Trajectory
+
+__all__ = ["FreeSwing", "torque_off_runs", "free_swing_calibration", "CALIBRATION_MODEL", "MIN_RUN_S",
+           "MIN_SWING", "ARMATURE_BAND", "OFFSET_BAND"]
+
+#: the free pendulum: Coulomb, viscous and load-dependent friction, the armature and q_offset
+CALIBRATION_MODEL = "m3+qoffset"
+#: [s] shortest torque-off run used
+MIN_RUN_S = 1.0
+#: [rad] smallest peak-to-peak position range of a run (a joint resting with the torque off says
+#: nothing about its inertia)
+MIN_SWING = 0.1
+#: [1] the armature's box in the selection: J_free_swing * (1 -+ ARMATURE_BAND)
+ARMATURE_BAND = 0.1
+#: [rad] q_offset's box in the selection: q_offset_free_swing -+ OFFSET_BAND
+OFFSET_BAND = 0.01
+
+
+@dataclass(frozen=True)
+class FreeSwing:
+    """Result of :func:`free_swing_calibration`.
+
+    armature [kg.m^2] and q_offset [rad]: the free-swing estimates; bounds: name -> (lower, upper),
+    the boxes the selection fits them in; runs: the torque-off runs used (``log#offK``, K = first
+    sample); seconds [s]: their total length; mae [rad]: the free-swing replay's position MAE over
+    the runs; wall_s [s]: the calibration's wall time; model: the model fitted to the runs."""
+
+    armature: float
+    q_offset: float
+    bounds: dict
+    runs: tuple[str, ...]
+    seconds: float
+    mae: float
+    wall_s: float
+    model: str = CALIBRATION_MODEL
+    params: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {"method": "free_swing", "model": self.model, "armature": self.armature, "q_offset": self.q_offset,
+                "bounds": {k: list(v) for k, v in self.bounds.items()}, "runs": list(self.runs),
+                "seconds": self.seconds, "mae": self.mae, "wall_s": self.wall_s,
+                "armature_band": ARMATURE_BAND, "offset_band": OFFSET_BAND,
+                "friction": {k: self.params[k] for k in ("friction_base", "friction_viscous", "load_friction")
+                             if k in self.params}}
+
+
+def torque_off_runs(trajs: list[Trajectory], min_s: float = MIN_RUN_S, min_swing: float = MIN_SWING
+                    ) -> list[Trajectory]:
+    """Every torque-off run (``torque_enable`` == 0 throughout, at least ``min_s`` long, swinging
+    over at least ``min_swing`` rad peak to peak) of the pendulum logs among ``trajs``, each as a
+    trajectory of its own named ``LOG#offK`` (K: index of its first sample in LOG). Replayed, a run
+    starts from its own measured state. Logs of a prismatic joint or without a ``torque_enable``
+    channel contribute nothing."""
+    out = []
+    for tr in trajs:
+        if tr.setup.joint_type != "revolute" or not tr.has("torque_enable"):
+            continue
+        off = np.asarray(tr["torque_enable"], float) < 0.5
+        edges = np.flatnonzero(np.diff(np.r_[0, off.astype(np.int8), 0]))
+        for a, b in zip(edges[::2], edges[1::2]):
+            a, b = int(a), int(b)
+            if b - a < 3 or tr.time[b - 1] - tr.time[a] < min_s:
+                continue
+            if np.ptp(np.asarray(tr["position"][a:b], float)) < min_swing:
+                continue
+            out.append(tr.slice(a, b).replace(name=f"{tr.name}#off{a}"))
+    return out
+
+
+def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float | None = None,
+                           workers: int | None = None, min_s: float = MIN_RUN_S) -> FreeSwing | None:
+    """Fit :data:`CALIBRATION_MODEL` to the torque-off runs of ``trajs`` (:func:`torque_off_runs`)
+    with :func:`~actuatorlab.identify.fit.fit_model`'s default budget and return the armature, the
+    encoder offset and the boxes the selection confines them to; None when there is no such run or
+    the logs are not on a servo pendulum bench (EMPS-like drives have their own profile)."""
+    from .fit import fit_model, profile_for
+
+    if not trajs or profile_for(trajs) != "servo":
+        return None
+    runs = torque_off_runs(trajs, min_s=min_s)
+    if not runs:
+        return None
+    t0 = time.perf_counter()
+    fit = fit_model(runs, CALIBRATION_MODEL, seed=seed, dt=dt, workers=workers)
+    J, q0 = float(fit.params["armature"]), float(fit.params["q_offset"])
+    bounds = {"armature": ((1.0 - ARMATURE_BAND) * J, (1.0 + ARMATURE_BAND) * J),
+              "q_offset": (q0 - OFFSET_BAND, q0 + OFFSET_BAND)}
+    return FreeSwing(armature=J, q_offset=q0, bounds=bounds, runs=tuple(r.name for r in runs),
+                     seconds=float(sum(r.duration for r in runs)), mae=float(fit.train_mae),
+                     wall_s=time.perf_counter() - t0, params=dict(fit.params))
