@@ -399,3 +399,14 @@ def test_patch_inlines_includes_keeps_keyframes_and_other_actuators(tmp_path):
     np.testing.assert_allclose(m.actuator_ctrlrange[1], [-2.0, 2.0])
     assert m.nmesh == 1 and m.mesh_vertnum[0] == 4
     assert res.written["removed_actuators"] == "shoulder_motor (motor)"
+
+
+def test_every_parameter_is_exported_or_has_a_stated_reason():
+    """A parameter the exporter neither maps nor explains would be reported as 'unknown parameter'
+    (the gear-mesh efficiencies of g1/g2 were, until 2026-12-04)."""
+    from actuatorlab.export import mjcf
+    from actuatorlab.models.params import PARAMS
+
+    missing = [n for n in PARAMS if n not in mjcf._REASONS and n not in mjcf._HANDLED and n not in mjcf._THERMAL]
+    assert missing == []
+    assert "power-flow" in mjcf._REASONS["mesh_friction_back"]

@@ -321,6 +321,12 @@ _REASONS: dict[str, str] = {
     "load_friction_motor_quad": "quadratic load friction at rest: frictionloss is load-independent",
     "mesh_friction_static": "gear-mesh breakaway at rest growing with the transmitted torque: "
                             "frictionloss is load-independent",
+    "mesh_friction_drive": "gear-mesh efficiency loss when the motor drives the load (a fraction of "
+                           "the transmitted torque): frictionloss is load-independent and the same "
+                           "in both power-flow directions",
+    "mesh_friction_back": "gear-mesh efficiency loss when the load backdrives the motor (a fraction "
+                          "of the transmitted torque): frictionloss is load-independent and the same "
+                          "in both power-flow directions",
     "load_friction_external_quad": "quadratic load friction at rest: frictionloss is load-independent",
     "source_resistance": "supply sag through a source resistance (duty-dependent effective "
                          "resistance R + d^2 R_s): the exported motor sees the stiff supply",
