@@ -5,6 +5,7 @@ One command (from the repo root)::
     python bench/xl330.py --peers-json bench/out/peers_balanced_5000.json bench/out/peers_family_5000.json
     python bench/xl330.py --run-peers        # also runs bench/run_peers.py (BAM m5 m6 at 5000 trials + sysid)
     python bench/xl330.py --skip-peers       # actuatorlab only
+    python bench/xl330.py --seeds 0 1 2 3 4 --peers-json bench/out/peers_*.json   # seed means too
 
 Splits (``bench/split.py``; held-out logs are never used for fitting or model selection):
 
@@ -24,6 +25,12 @@ Peers are read from the final JSON line of ``bench/run_peers.py`` runs (``--peer
 model per split is the reference of the ratio columns. ``--sts3250`` adds the 3 STS3250 logs,
 leave-one-log-out (BAM 1.0.2 has no STS3250 actuator and the sysid peer's MJCF is the XL330's, so
 there are no peers there). The last line is one JSON object.
+
+Both fits depend on their optimizer's seed (ours: 29-40 mrad on the balanced split over seeds 0-4;
+BAM m5: 28.0-40.2 over seeds 0-2), so ``--seeds`` runs the default fit once per seed and, like peer
+files of several ``run_peers.py --seed`` runs, adds a "mean over seeds" row per model; the JSON's
+``per_split`` then also holds ``ours_seed_mean``, ``bam_seed_means`` and ``ratio_seed_means`` (ours
+over the best BAM model's seed mean).
 """
 
 from __future__ import annotations
@@ -78,11 +85,22 @@ def ours(train_files, test_files, budget: str, seed: int, label: str) -> dict:
     wall, c1 = time.perf_counter() - t0, os.times()
     mae, per = heldout_mae(sel.selected, sel.final.params, sel.final.dt, test)
     return {"split": label, "peer": "actuatorlab", "model": f"default fit -> {sel.selected}", "budget": budget,
+            "seed": seed, "family": "default fit",
             "fit_wall_s": wall, "fit_cpu_s": (c1.user - c0.user) + (c1.system - c0.system),
             "train_mae": sel.final.train_mae, "heldout_mae": mae, "per_log": per,
             "selection_scheme": sel.scheme, "groups": [g["group"] for g in sel.groups],
             "timing": sel.extras.get("timing"), "params": sel.final.params,
             "train_logs": [t.name for t in train], "heldout_logs": [t.name for t in test]}
+
+
+def seed_means(rows: list[dict]) -> dict[tuple[str, str], tuple[float, list]]:
+    """(peer, family) -> (mean held-out MAE over its runs, their seeds), one run per seed (the
+    first row of a repeated seed counts)."""
+    out: dict[tuple[str, str], dict] = {}
+    for r in rows:
+        by_seed = out.setdefault((r["peer"], r.get("family") or r["model"]), {})
+        by_seed.setdefault(r.get("seed"), r["heldout_mae"])
+    return {k: (float(sum(v.values()) / len(v)), sorted(v, key=lambda x: (x is None, x))) for k, v in out.items()}
 
 
 def load_peers(files) -> list[dict]:
@@ -94,7 +112,8 @@ def load_peers(files) -> list[dict]:
             if str(r.get("model", "")).endswith("bundled"):
                 continue
             rows.append({**{k: r.get(k) for k in ("peer", "model", "trials", "fit_wall_s", "fit_cpu_s", "train_mae",
-                                                 "heldout_mae", "per_log")},
+                                                 "heldout_mae", "per_log", "seed")},
+                         "family": f"{r.get('model')} x {r.get('trials')}",
                          "heldout_files": held, "produced": d.get("date"), "source": str(f)})
     return rows
 
@@ -105,6 +124,8 @@ def main(argv=None) -> int:
                    help="balanced and/or trajectory=FAMILY / kp=GAIN (bench/split.py)")
     p.add_argument("--budget", default="default")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, nargs="+", default=None,
+                   help="run the default fit once per seed (overrides --seed) and add seed means")
     p.add_argument("--skip-peers", action="store_true")
     p.add_argument("--peers-json", type=Path, nargs="+", default=None,
                    help="final JSON lines of earlier bench/run_peers.py runs (any splits)")
@@ -134,10 +155,11 @@ def main(argv=None) -> int:
                             *([] if name == "balanced" else ["--holdout", name])], check=True)
             peers += load_peers([out])
 
+    seeds = list(a.seeds) if a.seeds else [a.seed]
     rows = []
     for name, s in splits.items():
-        r = ours([raw / f for f in s["train"]], [raw / f for f in s["heldout"]], a.budget, a.seed, name)
-        rows.append(r)
+        for seed in seeds:
+            rows.append(ours([raw / f for f in s["train"]], [raw / f for f in s["heldout"]], a.budget, seed, name))
         matched = [pr for pr in peers if pr["heldout_files"] == sorted(s["heldout"])]
         rows += [{"split": name, **pr} for pr in matched]
         if a.reported_peers:
@@ -147,14 +169,15 @@ def main(argv=None) -> int:
     if a.sts3250 and STS3250_DIR.is_dir():
         files = sorted(STS3250_DIR.glob("*.json"))
         for f in files:
-            rows.append(ours([g for g in files if g != f], [f], a.budget, a.seed, f"sts3250 hold out {f.stem}"))
+            for seed in seeds:
+                rows.append(ours([g for g in files if g != f], [f], a.budget, seed, f"sts3250 hold out {f.stem}"))
 
     from rich.console import Console
     from rich.table import Table
 
     t = Table(title="Held-out MAE [mrad] on splits by condition (logs never fitted on or selected on)")
-    for c in ("split", "peer", "model", "budget/trials", "fit wall s", "fit CPU s", "train MAE", "held-out MAE",
-              "/ BAM best", "produced"):
+    for c in ("split", "peer", "model", "seed", "budget/trials", "fit wall s", "fit CPU s", "train MAE",
+              "held-out MAE", "/ BAM best", "produced"):
         t.add_column(c)
     per_split = {}
     for name in dict.fromkeys(r["split"] for r in rows):
@@ -162,8 +185,18 @@ def main(argv=None) -> int:
         bam = [r for r in rs if r["peer"] == "bam"]
         best = min(bam, key=lambda r: r["heldout_mae"]) if bam else None
         mine = next(r for r in rs if r["peer"] == "actuatorlab")
+        means = seed_means(rs)  # (peer, family) -> (mean held-out MAE, seeds)
+        ours_mean = means.get(("actuatorlab", "default fit"))
+        bam_means = {fam: m for (peer, fam), m in means.items() if peer == "bam"}
+        best_mean = min(bam_means.values(), key=lambda m: m[0]) if bam_means else None
         per_split[name] = {"ours": {k: mine[k] for k in ("model", "heldout_mae", "fit_wall_s", "fit_cpu_s",
-                                                         "per_log")},
+                                                         "per_log", "seed")},
+                           "ours_per_seed": [{k: r[k] for k in ("seed", "model", "heldout_mae", "fit_wall_s")}
+                                             for r in rs if r["peer"] == "actuatorlab"],
+                           "ours_seed_mean": None if ours_mean is None else {"heldout_mae": ours_mean[0],
+                                                                               "seeds": ours_mean[1]},
+                           "bam_seed_means": {fam: {"heldout_mae": m, "seeds": sd} for fam, (m, sd) in bam_means.items()},
+                           "ratio_seed_means": (ours_mean[0] / best_mean[0]) if ours_mean and best_mean else None,
                            "bam_best": None if not best else {k: best.get(k) for k in ("model", "trials",
                                                                                        "heldout_mae", "fit_wall_s",
                                                                                        "produced")},
@@ -173,11 +206,17 @@ def main(argv=None) -> int:
         for r in rs:
             ratio = r["heldout_mae"] / best["heldout_mae"] if best else None
             cpu = r.get("fit_cpu_s")
-            t.add_row(name, r["peer"], r["model"], str(r.get("budget") or r.get("trials")), f"{r['fit_wall_s']:.1f}",
+            t.add_row(name, r["peer"], r["model"], "-" if r.get("seed") is None else str(r["seed"]),
+                      str(r.get("budget") or r.get("trials")), f"{r['fit_wall_s']:.1f}",
                       "-" if cpu is None else f"{cpu:.1f}",
                       "-" if r.get("train_mae") is None else f"{1e3 * r['train_mae']:.1f}",
                       f"{1e3 * r['heldout_mae']:.1f}", "-" if ratio is None else f"{ratio:.2f}",
                       str(r.get("produced") or "this run")[:16])
+        for (peer, fam), (m, sd) in means.items():
+            if len(sd) > 1:
+                ratio = m / best_mean[0] if best_mean else None
+                t.add_row(name, peer, f"{fam}: mean over seeds", " ".join(map(str, sd)), "", "", "", "",
+                          f"{1e3 * m:.1f}", "-" if ratio is None else f"{ratio:.2f} (of seed means)", "")
     Console(width=200).print(t)
     summary = {
         "bench": "xl330", "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
