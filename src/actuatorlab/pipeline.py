@@ -169,20 +169,18 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
                          fold_seeds=fold_seeds, workers=workers, train_objective=train_objective,
                          extensions=extensions, calibration=calibration)
         fit = sel.final
-        calib = sel.extras.get("calibration")
         selection = {"scheme": sel.scheme, "group_by": list(group_by), "table": sel.table,
                      "selected": sel.selected, "groups": sel.groups,
                      "folds": [{"label": f.label, "heldout_logs": [r for r in g["heldout_logs"]]}
                                for f, g in zip(sel.folds, sel.groups)],
                      "fit_logs": sel.fit_names, "validation_logs": sel.val_names, "rule": sel.rule,
                      "timing": sel.extras.get("timing"), "starts": sel.extras.get("starts"),
-                     "calibration": calib}
+                     "calibration": sel.extras.get("calibration")}
         if sel.scheme != "logo":
             selection["note"] = (f"fewer than 2 condition groups for {', '.join(group_by)}: selected on a single "
                                  "validation split instead of leave-one-group-out")
         uncertainty = sel.uncertainty
     else:
-        calib = None
         evals, starts, grad = BUDGETS[budget]
         cb = (lambda s, d, t: progress(model, s, d / t)) if progress else None
         fit = fit_model(trajs, model, seed=seed, max_evals=evals, n_starts=starts, grad_steps=grad, dt=dt,
@@ -224,8 +222,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
         if progress:
             progress("jackknife", "refits", 0.0)
         unc = resampled_uncertainty(trajs, fit.model, fit.params, by=jackknife, group_by=group_by, seed=seed,
-                                    dt=fit.dt, progress=progress,
-                                    bounds={k: tuple(v) for k, v in calib["bounds"].items()} if calib else None)
+                                    dt=fit.dt, progress=progress,  # the refits search the fit's own boxes
+                                    bounds=dict(zip(fit.space.names, zip(fit.space.lower, fit.space.upper))))
         if unc is not None:
             d = build(unc)
     if timestep_sensitivity:
