@@ -123,10 +123,9 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
             console.print(f"[yellow]{sel['note']}[/]")
         cal = sel.get("calibration")
         if cal:
-            console.print(f"free-swing calibration on {len(cal['runs'])} torque-off run(s) ({cal['seconds']:.1f} s, "
-                          f"replay MAE {1e3 * cal['mae']:.1f} mrad): armature {cal['armature']:.4g} kg.m^2, "
-                          f"q_offset {cal['q_offset']:+.4f} rad; every model fitted with both in "
-                          f"+-{100 * cal['armature_band']:.0f} % / +-{cal['offset_band']:g} rad of these")
+            from .identify.calibrate import describe
+
+            console.print(describe(cal))
         groups = sel.get("groups") or []
         t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
         keys = {g["group"].split("=", 1)[0] for g in groups}

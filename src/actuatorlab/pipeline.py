@@ -254,13 +254,11 @@ def _write_fit_report(out: Path, d: dict, fit, results, summary, ident, selectio
             extra["Held-out MAE per condition group"] = _html_table(groups, ["group"] + models)
         cal = selection.get("calibration")
         if cal:
+            from .identify.calibrate import describe
+
+            text = describe(cal)
             extra["Free-swing calibration (armature and encoder offset)"] = (
-                f"<p>Fitted first on the {len(cal['runs'])} torque-off run(s) alone ({cal['seconds']:.1f} s, "
-                f"{cal['model']}: a free pendulum, the drive's bridge open), replay MAE "
-                f"{1e3 * cal['mae']:.1f} mrad: armature {cal['armature']:.4g} kg.m^2, q_offset "
-                f"{cal['q_offset']:+.4f} rad. Every model of the selection was then fitted with q_offset free and "
-                f"both parameters in these boxes (armature +-{100 * cal['armature_band']:.0f} %, q_offset "
-                f"+-{cal['offset_band']:g} rad).</p>"
+                f"<p>{text[0].upper() + text[1:]}.</p>"
                 + _html_table([{"parameter": k, "lower": v[0], "upper": v[1]} for k, v in cal["bounds"].items()],
                               ["parameter", "lower", "upper"])
                 + "<p>Runs: " + ", ".join(cal["runs"]) + "</p>")

@@ -36,7 +36,7 @@ import numpy as np
 
 from ..logs.format import Trajectory
 
-__all__ = ["FreeSwing", "torque_off_runs", "free_swing_calibration", "CALIBRATION_MODEL", "MIN_RUN_S",
+__all__ = ["FreeSwing", "torque_off_runs", "free_swing_calibration", "describe", "CALIBRATION_MODEL", "MIN_RUN_S",
            "MIN_SWING", "ARMATURE_BAND", "OFFSET_BAND"]
 
 #: the free pendulum: Coulomb, viscous and load-dependent friction, the armature and q_offset
@@ -124,3 +124,13 @@ def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float 
     return FreeSwing(armature=J, q_offset=q0, bounds=bounds, runs=tuple(r.name for r in runs),
                      seconds=float(sum(r.duration for r in runs)), mae=float(fit.train_mae),
                      wall_s=time.perf_counter() - t0, params=dict(fit.params))
+
+
+def describe(cal: dict) -> str:
+    """One sentence on a calibration record (:meth:`FreeSwing.to_dict`, model.json's
+    ``selection.calibration``), shared by the CLI and the report."""
+    return (f"free-swing calibration on {len(cal['runs'])} torque-off run(s) ({cal['seconds']:.1f} s, "
+            f"{cal['model']}: a free pendulum, the drive's bridge open; replay MAE {1e3 * cal['mae']:.1f} mrad): "
+            f"armature {cal['armature']:.4g} kg.m^2, q_offset {cal['q_offset']:+.4f} rad; every model of the "
+            f"selection fitted with q_offset free and both within +-{100 * cal['armature_band']:.0f} % / "
+            f"+-{cal['offset_band']:g} rad of these")
