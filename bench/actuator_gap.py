@@ -64,7 +64,7 @@ def play(robot, model, q_cmd: np.ndarray, home=None) -> np.ndarray:
 
 
 def omx(a) -> dict:
-    from actuatorlab.pipeline import run_fit_arm
+    from actuatorlab.app.jobs import run_fit_arm
     from actuatorlab.synth import Rates, draw_joint_truths, run_synth, simulate
     from actuatorlab.synth import commands as cmd
     from actuatorlab.synth.dataset import _rng
@@ -106,7 +106,7 @@ def omx(a) -> dict:
 
 
 def anymal(a) -> dict:
-    from actuatorlab.identify.arm_fit import robot_with_model
+    from actuatorlab.sim.arm_data import robot_with_model
     from actuatorlab.robots import load_robot
     from actuatorlab.synth.model_truth import draw_param_sets
 
@@ -118,7 +118,7 @@ def anymal(a) -> dict:
     dt = robot.control_dt
     T = int(round(a.seconds / dt))
     t = np.arange(T) * dt
-    from actuatorlab.envs.actuators import home_qpos
+    from actuatorlab.robots.loader import home_qpos
 
     home = home_qpos(robot.model())[robot.qpos_adr]
     rng = np.random.default_rng([a.seed, 778])

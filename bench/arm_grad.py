@@ -60,7 +60,7 @@ def make_data(cfg: dict, seed: int):
     """(robot, truth as name -> value, train logs, held-out logs)."""
     import numpy as np
 
-    from actuatorlab.identify.arm_fit import per_joint_robot
+    from actuatorlab.sim.arm_data import per_joint_robot
     from actuatorlab.robots import load_robot
     from actuatorlab.synth.model_truth import model_logs
 
@@ -76,7 +76,7 @@ def make_data(cfg: dict, seed: int):
 
 
 def score(fit: dict, truth: dict, held, horizon: int) -> dict:
-    from actuatorlab.identify.arm_fit import evaluate_arm
+    from actuatorlab.sim.arm_data import evaluate_arm
 
     got = {k: next(iter(fit["params"][k].values())) for k in NAMES}
     ev = evaluate_arm(ROBOT, fit["params"], held, horizons=(horizon,))
@@ -88,7 +88,8 @@ def score(fit: dict, truth: dict, held, horizon: int) -> dict:
 def run(args) -> dict:
     import jax
 
-    from actuatorlab.identify.arm_fit import evaluate_arm, fit_arm
+    from actuatorlab.identify.arm_fit import fit_arm
+    from actuatorlab.sim.arm_data import evaluate_arm
     from actuatorlab.identify.arm_grad import fit_arm_grad
 
     cfg = dict(SETTINGS["quick" if args.quick else "full"])

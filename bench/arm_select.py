@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import emit  # noqa: E402
 
-from actuatorlab.identify.arm_fit import ARM_LADDER, evaluate_arm, select_arm  # noqa: E402
+from actuatorlab.identify.arm_fit import ARM_LADDER, select_arm
+from actuatorlab.sim.arm_data import evaluate_arm
 from actuatorlab.logs.io import load_native  # noqa: E402
 from actuatorlab.synth import run_synth  # noqa: E402
 

@@ -108,13 +108,13 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from actuatorlab.evaluate.condition import (METHODS, SMOOTH_GRID_S, alarm_timing, calibrate_condition,
+    from actuatorlab.estimate.condition import (METHODS, SMOOTH_GRID_S, alarm_timing, calibrate_condition,
                                                 condition_log, hold_frames, learned_frame_scores_batched,
                                                 make_condition_model, out_of_fold_frame_scores, public,
                                                 run_condition, train_condition_head, write_condition_report)
-    from actuatorlab.estimate.force import ForcePrior
+    from actuatorlab.sim.force import ForcePrior
     from actuatorlab.learned.arm import add_residual_channels, load_arm_model, save_arm_model, with_residual_inputs
-    from actuatorlab.learned.nets import param_count
+    from actuatorlab.models.nets import param_count
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
     from actuatorlab.robots import load_robot
@@ -355,7 +355,7 @@ def same_horizon_forest(tr, te, cal, history, restricted, ch, seed) -> dict | No
     import numpy as np
     from sklearn.metrics import roc_auc_score
 
-    from actuatorlab.evaluate.condition import fit_baselines, log_windows, stack_windows
+    from actuatorlab.estimate.condition import fit_baselines, log_windows, stack_windows
 
     if not cal or not cal.get("smooth_s"):
         return None
@@ -384,7 +384,7 @@ def validation_figures(va, va_fs, cal, ch, restricted, tr, seed) -> dict:
     import numpy as np
     from sklearn.metrics import roc_auc_score
 
-    from actuatorlab.evaluate.condition import (calibrated_scores, fit_baselines, learned_window_scores,
+    from actuatorlab.estimate.condition import (calibrated_scores, fit_baselines, learned_window_scores,
                                                 stack_windows, window_starts)
 
     out = {}

@@ -31,7 +31,7 @@ STALL_LOG = "2026-01-15_10h29m47.json"  # sin_sin, kp 800
 
 
 def experiment(name: str, train: list[Path], test: list[Path], out: Path, budget: str) -> list[dict]:
-    from actuatorlab.pipeline import run_evaluate, run_fit
+    from actuatorlab.app.jobs import run_evaluate, run_fit
 
     t0 = time.perf_counter()
     d = run_fit(train, out / "run", budget=budget, seed=0)

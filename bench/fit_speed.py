@@ -4,7 +4,7 @@ then one JSON line.
 
     python bench/fit_speed.py [--data ../shared/data/bam/xl330/raw] [--repeats 1] [--workers N]
 
-Each run is ``actuatorlab.pipeline.run_fit`` on all logs of DATA with the default budget (what
+Each run is ``actuatorlab.app.jobs.run_fit`` on all logs of DATA with the default budget (what
 ``actuatorlab fit DATA`` does: leave-one-group-out selection, final refit, identifiability, report),
 into a temporary folder. Runs alternate baseline / threaded ``--repeats`` times; the table gives
 the median wall and CPU seconds (CPU: user + system of this process, all threads) and the
@@ -32,7 +32,7 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bam" / "xl330"
 
 
 def one_run(data: Path, workers: int | None) -> dict:
-    from actuatorlab.pipeline import run_fit
+    from actuatorlab.app.jobs import run_fit
 
     with tempfile.TemporaryDirectory() as tmp:
         t0, c0 = time.perf_counter(), os.times()

@@ -7,7 +7,7 @@ DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neura
 (docs/synth.md). Over the push's contact frames, per joint:
 
 * ``tau_ext`` = J_p(q)^T f, the external joint torque the labelled force makes [N.m] (the arm's
-  rigid-body model, :class:`actuatorlab.estimate.dynamics.ArmDynamics`);
+  rigid-body model, :class:`actuatorlab.sim.dynamics.ArmDynamics`);
 * ``dI`` = mean(current - twin's current) [A] and ``derr`` = mean(tracking error - twin's) [mrad]:
   what the push changes in the logged signals; ``snr`` = max over joints of |dI| / std(twin's
   current over the same frames), i.e. how far the push moves the current beyond what the same
@@ -39,7 +39,7 @@ ROBOT = "open_manipulator_x"
 def push_rows(data: Path, splits, model_path: Path | None = None) -> list[dict]:
     import numpy as np
 
-    from actuatorlab.estimate.dynamics import ArmDynamics
+    from actuatorlab.sim.dynamics import ArmDynamics
     from actuatorlab.logs.io import load_native
     from actuatorlab.robots import load_robot
 

@@ -164,7 +164,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     import jax
 
-    from actuatorlab.cli import _key_values
+    from actuatorlab.app.cli import _key_values
     from actuatorlab.policy.ppo import PPO
     from actuatorlab.policy.schedule import make_schedule
     from actuatorlab.policy.train import (default_ppo_config, evaluate_policy, make_env, plan_run, read_curve,

@@ -12,11 +12,11 @@ Rows (a table, then one JSON line):
   friction_viscous x2 of the nominal STS3215), written as a LeRobot v3.0 dataset in degrees at
   50 fps -> native -> ``fit_arm`` of kt and friction_viscous (recovered vs true);
 * native Parquet: every converted folder above is re-read (round trip);
-* excitation design (:mod:`actuatorlab.identify.excite`): a 6 s D-optimal set designed from a rough
+* excitation design (:mod:`actuatorlab.excite.joint`): a 6 s D-optimal set designed from a rough
   guess of an XL330 pendulum's m1 parameters vs three naive 6 s sets (one sine or chirp repeated),
   each fitted (m1, quick budget) on synthetic logs of the truth: parameter error and held-out MAE.
 
-* whole-robot excitation design (:mod:`actuatorlab.identify.excite_robot`, ``--only excite-robot``):
+* whole-robot excitation design (:mod:`actuatorlab.excite.robot`, ``--only excite-robot``):
   SO-101 shoulder_lift + elbow_flex, m1 per joint (kt, friction_base, friction_viscous),
   a 6 s D-optimal set designed at the config's nominal values vs three naive 6 s sets (each joint's
   sine in turn, one multi-sine repeated, a random draw of candidates), each fitted per joint
@@ -47,7 +47,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 
 from actuatorlab.logs import load_log, load_logs  # noqa: E402
-from actuatorlab.pipeline import run_fit, run_import  # noqa: E402
+from actuatorlab.app.jobs import run_fit, run_import  # noqa: E402
 
 EXAMPLE = ROOT / "src" / "actuatorlab" / "examples" / "bam_xl330"
 SHARED = ROOT.parent / "shared"
@@ -156,7 +156,7 @@ def lerobot_row(work: Path) -> dict:
 
 
 def excite_rows() -> list[dict]:
-    from actuatorlab.identify.excite import Limits, candidates, compare_to_naive, design
+    from actuatorlab.excite.joint import Limits, candidates, compare_to_naive, design
     from actuatorlab.logs.format import Setup
 
     truth = dict(kt=0.4, R=3.5, armature=0.002, friction_base=0.03, friction_viscous=0.01)
@@ -186,7 +186,7 @@ def excite_rows() -> list[dict]:
 
 
 def excite_robot_rows(seeds=(0, 1, 2), noise: float = 0.003, max_evals: int = 400) -> dict:
-    from actuatorlab.identify.excite_robot import (RobotLimits, compare_robot_to_naive, design_robot,
+    from actuatorlab.excite.robot import (RobotLimits, compare_robot_to_naive, design_robot,
                                                    design_robot_setup, robot_candidates)
     from actuatorlab.robots import load_robot
     from actuatorlab.synth.model_truth import draw_param_sets
@@ -215,8 +215,8 @@ def excite_robot_rows(seeds=(0, 1, 2), noise: float = 0.003, max_evals: int = 40
         per_seed.append(compare_robot_to_naive(base, "m1", [by[x] for x in rep["selected"]], naive,
                                                [by[h] for h in held], truth, names, joints, max_evals=max_evals,
                                                horizon=50, seed=seed, noise=noise))
-    from actuatorlab.identify.excite import logdet
-    from actuatorlab.identify.excite_robot import robot_information
+    from actuatorlab.excite.joint import logdet
+    from actuatorlab.excite.robot import robot_information
 
     def set_logdet(segs_l: list[str]) -> float:  # log det of the set's summed information (at nominal)
         uniq = list(dict.fromkeys(segs_l))
@@ -244,8 +244,8 @@ def jacobian_cost(r, p, segs, names, joints) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from actuatorlab.identify.excite import ENCODER_NOISE
-    from actuatorlab.identify.excite_robot import _stack_inputs, robot_information
+    from actuatorlab.excite.joint import ENCODER_NOISE
+    from actuatorlab.excite.robot import _stack_inputs, robot_information
     from actuatorlab.sim.arm import ArmInputs, make_mjx_rollout
 
     t0 = time.perf_counter()

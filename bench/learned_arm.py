@@ -43,7 +43,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="+", default=["analytic", "transformer", "residual", "adapt", "adapt_residual", "mlp", "gru", "lstm"])
     a = ap.parse_args(argv)
 
-    from actuatorlab.identify.arm_fit import evaluate_arm, select_arm
+    from actuatorlab.identify.arm_fit import select_arm
+    from actuatorlab.sim.arm_data import evaluate_arm
     from actuatorlab.learned.arm import evaluate_learned_arm, load_arm_model, train_arm
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision

@@ -39,7 +39,7 @@ from common import emit  # noqa: E402
 def heldout_mae(model_json, files) -> dict:
     import numpy as np
 
-    from actuatorlab.pipeline import run_evaluate
+    from actuatorlab.app.jobs import run_evaluate
 
     s = run_evaluate(model_json, files)
     per_log = {r["log"]: r["position_mae"] for r in s["per_log"]}
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from actuatorlab.pipeline import run_fit, run_train
+    from actuatorlab.app.jobs import run_fit, run_train
 
     console = Console(stderr=True)
     train_files, test_files = bench_split.split_paths(args.data_dir, kind="raw")

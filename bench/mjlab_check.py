@@ -40,7 +40,7 @@ def prepare(out: Path) -> None:
     from test_export_targets import TRUTH, analytic_model
 
     from actuatorlab.export.targets import export_targets
-    from actuatorlab.identify.modelfile import save_model
+    from actuatorlab.models.modelfile import save_model
     from actuatorlab.precision import physics_precision
 
     with physics_precision():
@@ -67,7 +67,7 @@ def _prepare_learned(d: Path) -> None:
     from actuatorlab.export.targets import export_targets
     from actuatorlab.learned.joint import log_set, rollout_logs
     from actuatorlab.learned.joint_train import build_joint_model, save_joint_model
-    from actuatorlab.learned.nets import arch_sizes
+    from actuatorlab.models.nets import arch_sizes
     from actuatorlab.precision import physics_precision
     from actuatorlab.sim.rollout import make_batches
 

@@ -90,7 +90,7 @@ def test_mixed_rigid_and_compliant_joints(omx):
     """One parameter set per joint, only joint1 with ``+backlash``: its rotor is a body of its own
     (MuJoCo armature 0) and lags inside the dead band; every other joint keeps q_m = q exactly and
     its armature in MuJoCo."""
-    from actuatorlab.identify.arm_fit import per_joint_robot
+    from actuatorlab.sim.arm_data import per_joint_robot
 
     r = per_joint_robot(omx)
     first = compliant(dataclasses.replace(r, groups=r.groups[:1]), backlash=0.03, stiffness=1e9).groups[0]

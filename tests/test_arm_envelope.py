@@ -34,7 +34,7 @@ def _log(robot, name, scale=1.0, T=200, f=1.0):
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
-    from actuatorlab.pipeline import run_fit_arm
+    from actuatorlab.app.jobs import run_fit_arm
 
     robot = load_robot(ROBOT)
     d = tmp_path_factory.mktemp("armenv")
@@ -93,7 +93,7 @@ def test_environment_reads_the_envelope_from_the_model_file_and_counts_time_outs
 
 
 def test_evaluate_reports_each_logs_share_outside(fitted, tmp_path):
-    from actuatorlab.pipeline import run_evaluate_arm
+    from actuatorlab.app.jobs import run_evaluate_arm
 
     robot, logs, d, m = fitted
     inside = save_trajectory(logs[0], tmp_path / "in.parquet")

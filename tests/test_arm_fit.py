@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 from actuatorlab.errors import DataError, UnknownNameError
-from actuatorlab.identify.arm_fit import evaluate_arm, fit_arm
+from actuatorlab.identify.arm_fit import fit_arm
+from actuatorlab.sim.arm_data import evaluate_arm
 from actuatorlab.logs.format import Channel, Setup, Trajectory
 from actuatorlab.logs.io import load_native
 from actuatorlab.robots import load_robot

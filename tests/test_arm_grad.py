@@ -20,7 +20,8 @@ from test_arm_fit import chirp_logs
 
 from actuatorlab.errors import DataError, ModelError, UnknownNameError
 from actuatorlab.identify import arm_grad
-from actuatorlab.identify.arm_fit import ArmSpace, evaluate_arm, log_arrays
+from actuatorlab.identify.arm_fit import ArmSpace
+from actuatorlab.sim.arm_data import evaluate_arm, log_arrays
 from actuatorlab.identify.arm_grad import fit_arm_grad, minibatches, stage_windows, window_objective
 from actuatorlab.robots import load_robot
 from actuatorlab.sim.arm import ArmConfig

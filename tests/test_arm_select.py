@@ -7,8 +7,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from actuatorlab.errors import DataError, ModelError, UnknownNameError
-from actuatorlab.identify.arm_fit import evaluate_arm, fit_arm, robot_with_model, select_arm
+from actuatorlab.errors import DataError, UnknownNameError
+from actuatorlab.identify.arm_fit import fit_arm, select_arm
+from actuatorlab.sim.arm_data import evaluate_arm, robot_with_model
 from actuatorlab.robots import load_robot
 from actuatorlab.synth.model_truth import draw_param_sets, model_logs
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from actuatorlab.errors import ModelError
-from actuatorlab.identify.arm_fit import LogArrays, fit_windows, log_arrays
+from actuatorlab.sim.arm_data import LogArrays, fit_windows, log_arrays
 from actuatorlab.logs.format import Channel, Setup, Trajectory
 from actuatorlab.models.actuator import StepConfig, make_step
 from actuatorlab.models.motor import R_REFERENCE_TEMPERATURE

@@ -208,7 +208,7 @@ def test_audit_of_strict_false_file(tmp_path: Path) -> None:
 def test_audit_cli_exit_code_says_whether_a_log_is_unusable(tmp_path: Path) -> None:
     """`actuatorlab audit` exits 1 when a log has an error-severity issue (here a duplicated stamp),
     0 when it has none: the code a script or CI job reads (click returns it under standalone_mode=False)."""
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
 
     entries = [{"timestamp": 0.01 * k, "position": 0.1 * np.sin(k / 5), "goal_position": 0.1 * np.sin((k + 2) / 5),
                 "torque_enable": True} for k in range(40)]

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from actuatorlab.evaluate.replay import replay_batches
-from actuatorlab.identify.modelfile import model_from_bam, params_from_model
+from actuatorlab.models.modelfile import model_from_bam, params_from_model
 from actuatorlab.logs import load_logs
 from actuatorlab.sim.rollout import make_batches
 
@@ -79,9 +79,9 @@ def test_import_bam_writes_a_model_file_that_replays_bams_errors(tmp_path):
 
     from typer.testing import CliRunner
 
-    from actuatorlab.cli import app
+    from actuatorlab.app.cli import app
     from actuatorlab.evaluate.replay import replay
-    from actuatorlab.identify.modelfile import load_model
+    from actuatorlab.models.modelfile import load_model
 
     src = tmp_path / "m5.json"
     src.write_text(json.dumps({**BAM_M5, "model": "m5", "actuator": "xl330"}))

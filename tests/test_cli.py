@@ -14,8 +14,8 @@ import pytest
 
 from synthetic import TRUTH_M1, make_trajectory, synthetic_set
 
-from actuatorlab.cli import main
-from actuatorlab.identify.modelfile import load_model
+from actuatorlab.app.cli import main
+from actuatorlab.models.modelfile import load_model
 from actuatorlab.logs import load_log, save_trajectory
 from actuatorlab.logs.format import Setup
 from actuatorlab.models.registry import BASE_MODELS, EXTENSIONS

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from actuatorlab.cli import main
+from actuatorlab.app.cli import main
 
 
 def test_synth_fit_evaluate_robot(tmp_path, capsys):

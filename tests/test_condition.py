@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from actuatorlab.errors import DataError
-from actuatorlab.evaluate.condition import (FEATURE_NAMES, STRIDE, WINDOW, ConditionLog, CurrentThreshold,
+from actuatorlab.estimate.condition import (FEATURE_NAMES, STRIDE, WINDOW, ConditionLog, CurrentThreshold,
                                             _best_threshold, calibrate_condition, calibrated_scores,
                                             fit_baselines, leave_one_log_out_windows, log_verdicts, log_windows,
                                             position_spread, run_condition, smooth_scores, window_features,
@@ -161,7 +161,7 @@ def test_baselines_never_see_test_windows(monkeypatch):
     # end to end: every array handed to any fit() holds training windows only
     from sklearn.pipeline import Pipeline
 
-    import actuatorlab.evaluate.condition as cond
+    import actuatorlab.estimate.condition as cond
 
     seen = []
     orig_p, orig_t = Pipeline.fit, cond.CurrentThreshold.fit
@@ -248,7 +248,7 @@ def tiny_model(data):
     from actuatorlab.precision import physics_precision
     from actuatorlab.robots import load_robot
 
-    from actuatorlab.evaluate.condition import make_condition_model
+    from actuatorlab.estimate.condition import make_condition_model
 
     with physics_precision():
         r = load_robot(ROBOT)
@@ -262,7 +262,7 @@ def tiny_model(data):
 def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model, data):
     import jax
 
-    from actuatorlab.evaluate.condition import _teacher_forced, train_condition_head
+    from actuatorlab.estimate.condition import _teacher_forced, train_condition_head
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
@@ -279,7 +279,7 @@ def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model, da
     assert not np.array_equal(np.asarray(h0.condition_logit), np.asarray(h1.condition_logit))
     assert info["n_restricted"] > 0 and np.mean(info["loss"][-10:]) < 0.8 * np.mean(info["loss"][:5])
     # the teacher-forced training windows are exactly what the causal online estimator sees
-    from actuatorlab.evaluate.condition import condition_log, learned_frame_scores
+    from actuatorlab.estimate.condition import condition_log, learned_frame_scores
 
     with physics_precision():
         lg = condition_log(r, trajs[0], new.layout.channels)
@@ -293,7 +293,7 @@ def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model, da
 
 
 def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
 
     d = data / "pairs"
     rep = data / "out" / "condition.html"
@@ -331,7 +331,7 @@ def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
 
 
 def test_report_heads_holds_force_and_condition_parts(data, tiny_model, capsys):
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
 
     d = data / "pairs"
     rep = data / "out" / "heads.html"
@@ -440,7 +440,7 @@ def test_min_recall_operating_point_trades_false_alarms_for_recall():
 
 
 def test_run_condition_applies_the_calibration(monkeypatch):
-    import actuatorlab.evaluate.condition as cond
+    import actuatorlab.estimate.condition as cond
     import actuatorlab.sim.arm_learned as al
 
     T = 256
@@ -470,7 +470,7 @@ def test_run_condition_applies_the_calibration(monkeypatch):
 
 
 def test_twin_rows_are_frame_aligned_restricted_normal_pairs(tiny_model):
-    from actuatorlab.evaluate.condition import _teacher_forced, twin_pairs
+    from actuatorlab.estimate.condition import _teacher_forced, twin_pairs
     from actuatorlab.precision import physics_precision
 
     r, m, trajs = tiny_model
@@ -491,7 +491,7 @@ def test_twin_rows_are_frame_aligned_restricted_normal_pairs(tiny_model):
         assert a - spans[log_of[a]][0] == b - spans[log_of[b]][0]
     assert len(set(log_of[rows[:, 0]])) == n_twins and set(names[i] for i in log_of[rows[:, 1]]) <= set(names)
     with pytest.raises(DataError, match="twins"):
-        from actuatorlab.evaluate.condition import train_condition_head
+        from actuatorlab.estimate.condition import train_condition_head
 
         plain = [t for t in trajs if not t.name.startswith("cond_")]
         with physics_precision():
@@ -500,7 +500,7 @@ def test_twin_rows_are_frame_aligned_restricted_normal_pairs(tiny_model):
 
 
 def test_twin_pair_training_learns_and_batched_scores_match_online(tiny_model, data):
-    from actuatorlab.evaluate.condition import (condition_log, learned_frame_scores, learned_frame_scores_batched,
+    from actuatorlab.estimate.condition import (condition_log, learned_frame_scores, learned_frame_scores_batched,
                                                 train_condition_head)
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
@@ -522,7 +522,7 @@ def test_twin_pair_training_learns_and_batched_scores_match_online(tiny_model, d
 
 
 def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
 
     d = data / "pairs"
     capsys.readouterr()
@@ -546,7 +546,7 @@ def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
 def test_same_log_means_same_samples_not_just_the_same_name():
     from types import SimpleNamespace
 
-    from actuatorlab.evaluate.condition import _same_samples
+    from actuatorlab.app.estimate_jobs import _same_samples
 
     t = np.arange(5) * 0.01
     a = SimpleNamespace(time=t, data={"q": np.sin(t), "i": np.cos(t)})
@@ -560,7 +560,7 @@ def test_same_log_means_same_samples_not_just_the_same_name():
 def test_window_stats_net_measures_stiffness_and_ignores_absolute_position():
     import jax
 
-    from actuatorlab.learned.nets import WindowStats, make_net
+    from actuatorlab.models.nets import WindowStats, make_net
 
     T, C, F = 64, 2, 3                                    # per channel: q, dq, current
     t = np.arange(T) * 0.01
@@ -599,7 +599,7 @@ def test_window_stats_net_measures_stiffness_and_ignores_absolute_position():
 
 
 def test_window_stats_condition_model_round_trips(data, tmp_path):
-    from actuatorlab.evaluate.condition import make_condition_model
+    from actuatorlab.estimate.condition import make_condition_model
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
@@ -623,9 +623,9 @@ def test_window_stats_condition_model_round_trips(data, tmp_path):
 def test_window_stats_ensemble_averages_member_probabilities_and_trains_each_member(data, tmp_path):
     import jax
 
-    from actuatorlab.evaluate.condition import make_condition_model, train_condition_head
+    from actuatorlab.estimate.condition import make_condition_model, train_condition_head
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
-    from actuatorlab.learned.nets import make_net, param_count
+    from actuatorlab.models.nets import make_net, param_count
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
     from actuatorlab.robots import load_robot
@@ -654,7 +654,7 @@ def test_window_stats_ensemble_averages_member_probabilities_and_trains_each_mem
                                  sizes=dict(width=8, depth=1, d=8, head_width=8, members=3))
         new, info = train_condition_head(r, m, trajs, steps=40, batch=64, lr=3e-3, scope="net")
         # every member learned on its own loss: each one alone is better than at initialisation
-        from actuatorlab.evaluate.condition import _teacher_forced
+        from actuatorlab.estimate.condition import _teacher_forced
 
         X, Y = _teacher_forced(r, m, trajs)
         idx = np.random.default_rng(0).choice(len(X), 512, replace=False)
@@ -680,7 +680,7 @@ def test_window_stats_ensemble_averages_member_probabilities_and_trains_each_mem
 def test_out_of_fold_scores_never_score_a_log_with_a_detector_that_saw_it_or_its_twin(monkeypatch):
     import types
 
-    import actuatorlab.evaluate.condition as cond
+    import actuatorlab.estimate.condition as cond
 
     def log(name, pair="none", restricted="none"):
         return types.SimpleNamespace(name=name, conditions={"pair": pair, "restricted": restricted})
@@ -796,7 +796,7 @@ def test_metrics_by_excitation_family_split_the_rows_by_the_logs_tag():
     import dataclasses
     from types import SimpleNamespace
 
-    from actuatorlab.evaluate.condition import excitation_of
+    from actuatorlab.estimate.condition import excitation_of
 
     rng = np.random.default_rng(4)
     T = 640
@@ -832,7 +832,7 @@ def test_residual_input_is_a_causal_external_torque_stored_with_the_model(data, 
     channel, naming the file."""
     import dataclasses
 
-    from actuatorlab.evaluate.condition import make_condition_model
+    from actuatorlab.estimate.condition import make_condition_model
     from actuatorlab.learned.arm import arm_log, load_arm_model, save_arm_model, with_residual_inputs
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
@@ -890,9 +890,9 @@ def test_condition_monitor_is_the_offline_detector_one_frame_at_a_time(data):
     import dataclasses
 
     from actuatorlab.errors import ModelError
-    from actuatorlab.estimate.force import LearnedForceEstimator, read_force_log
+    from actuatorlab.sim.force import LearnedForceEstimator, read_force_log
     from actuatorlab.estimate.monitor import ConditionMonitor
-    from actuatorlab.evaluate.condition import (condition_log, learned_frame_scores, make_condition_model,
+    from actuatorlab.estimate.condition import (condition_log, learned_frame_scores, make_condition_model,
                                                 persistent_alarm)
     from actuatorlab.learned.arm import with_residual_inputs
     from actuatorlab.logs import load_logs
@@ -952,7 +952,7 @@ def test_alarm_timing_counts_first_alarms_and_false_alarm_onsets_by_hand():
     """alarm_timing on a hand-made case: log A's restricted channel first alarms at frame 2 (0.02 s
     at 10 ms), log B's never does (missed); A's normal channel alarms at frames 0-1 and 5 (two
     onsets, 3 alarmed frames of 20 normal frames = 0.2 s), B's normal one never."""
-    from actuatorlab.evaluate.condition import alarm_timing
+    from actuatorlab.estimate.condition import alarm_timing
 
     a = np.ones((10, 2))
     a[[2, 4, 5], 0] = 0.2               # restricted channel 0: alarms at 2, 4, 5
@@ -995,7 +995,7 @@ def test_persistent_alarm_is_the_run_length_rule_by_hand():
     """persistent_alarm raises at frame k when frames k-h+1..k are all flagged (h = 3 by hand);
     h <= 1 returns the input; a negative hold is refused by name."""
     from actuatorlab.errors import ActuatorlabError
-    from actuatorlab.evaluate.condition import hold_frames, persistent_alarm
+    from actuatorlab.estimate.condition import hold_frames, persistent_alarm
 
     b = np.array([1, 1, 1, 0, 1, 1, 1, 1, 0, 1], bool)
     want = np.array([0, 0, 1, 0, 0, 0, 1, 1, 0, 0], bool)
@@ -1015,7 +1015,7 @@ def test_log_odds_smoothing_keeps_short_strong_evidence_and_is_chosen_when_it_ra
     log-odds, above it in the plain mean; on validation logs built that way (restricted: rare
     strong evidence, normal: frequent mild dips) calibrate_condition (log_odds=True, the default) picks the
     log-odds mean (higher window AUC) and records it, and without the option nothing changes."""
-    from actuatorlab.evaluate.condition import smooth_log_odds
+    from actuatorlab.estimate.condition import smooth_log_odds
 
     s = np.r_[np.full(8, 0.6), 1e-6, 1e-6][:, None]
     z = (8 * np.log(0.6 / 0.4) + 2 * -10.0) / 10

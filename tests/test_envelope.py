@@ -158,7 +158,7 @@ def test_bad_envelope_is_reported_with_the_file(env):
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory, env):
     from actuatorlab.models.params import PARAMS
-    from actuatorlab.pipeline import run_evaluate
+    from actuatorlab.app.jobs import run_evaluate
 
     root = tmp_path_factory.mktemp("envelope")
     logs = root / "logs"
@@ -194,7 +194,7 @@ def test_evaluate_reports_the_outside_fraction_per_log_and_pooled(evaluated):
 
 
 def test_old_model_files_still_evaluate_without_an_envelope(evaluated):
-    from actuatorlab.pipeline import run_evaluate
+    from actuatorlab.app.jobs import run_evaluate
 
     s = run_evaluate(evaluated["root"] / "old.json", [evaluated["logs"]], report=evaluated["root"] / "old.html")
     assert s["envelope_available"] is False and s["envelope_outside_fraction"] is None
@@ -205,7 +205,7 @@ def test_old_model_files_still_evaluate_without_an_envelope(evaluated):
 
 
 def test_cli_json_has_the_envelope_keys(evaluated, capsys):
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
 
     capsys.readouterr()
     assert main(["evaluate", str(evaluated["root"] / "model.json"), str(evaluated["logs"]), "--json"]) == 0
@@ -244,7 +244,7 @@ def test_effort_from_the_firmware_law_when_no_duty_is_logged():
 
 
 def test_cli_report_standalone_inlines_plotly_and_needs_report(evaluated, capsys):
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
 
     out = evaluated["root"] / "single" / "eval.html"
     capsys.readouterr()

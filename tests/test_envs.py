@@ -217,7 +217,7 @@ def test_builtin_actuators_move_differently_from_the_identified_ones():
 
 
 def test_anymal_c_steps_with_its_compliant_model_in_the_loop():
-    from actuatorlab.identify.arm_fit import robot_with_model
+    from actuatorlab.sim.arm_data import robot_with_model
     from actuatorlab.robots import load_robot
 
     r = robot_with_model(load_robot("anymal_c"), "m1+compliance")
@@ -236,7 +236,7 @@ def test_learned_model_in_the_native_env_carries_its_history():
     import jax.numpy as jnp
 
     from actuatorlab.learned.arm import make_learned_arm
-    from actuatorlab.learned.features import Normalizer
+    from actuatorlab.models.features import Normalizer
     from actuatorlab.robots import load_robot
 
     r = load_robot(ROBOT)

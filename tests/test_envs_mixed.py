@@ -97,7 +97,7 @@ def test_mixed_robot_errors():
     with pytest.raises(ModelError, match="twice"):
         load_actuator(ROBOT, ARM, builtin_joints=["joint2", "joint2"])
     from actuatorlab.learned.arm import make_learned_arm
-    from actuatorlab.learned.features import Normalizer
+    from actuatorlab.models.features import Normalizer
 
     r = load_robot(ROBOT)
     lm = make_learned_arm(r, "mlp", channels=r.joint_names[:2], per_channel=("q", "dq"),

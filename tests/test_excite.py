@@ -8,8 +8,8 @@ import json
 import numpy as np
 import pytest
 
-from actuatorlab.cli import main
-from actuatorlab.identify.excite import Limits, candidates, compare_to_naive, design
+from actuatorlab.app.cli import main
+from actuatorlab.excite.joint import Limits, candidates, compare_to_naive, design
 from actuatorlab.logs.format import Setup
 
 TRUTH = dict(kt=0.4, R=3.5, armature=0.002, friction_base=0.03, friction_viscous=0.01)

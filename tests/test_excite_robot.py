@@ -9,9 +9,8 @@ import json
 import numpy as np
 import pytest
 
-from actuatorlab.cli import main
-from actuatorlab.identify.excite import logdet
-from actuatorlab.identify.excite_robot import (FAMILIES, RobotLimits, compare_robot_to_naive, design_robot,
+from actuatorlab.app.cli import main
+from actuatorlab.excite.robot import (FAMILIES, RobotLimits, compare_robot_to_naive, design_robot,
                                                design_robot_setup, robot_candidates)
 from actuatorlab.robots import load_robot
 from actuatorlab.synth.model_truth import draw_param_sets

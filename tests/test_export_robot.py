@@ -11,7 +11,7 @@ import mujoco
 import numpy as np
 import pytest
 
-from actuatorlab.cli import main
+from actuatorlab.app.cli import main
 from actuatorlab.errors import ModelError
 from actuatorlab.export.robot import export_robot_mjcf, joint_model_dicts, load_arm_actuator
 from actuatorlab.export.sim_cfg import export_analytic_cfg

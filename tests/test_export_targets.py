@@ -23,10 +23,10 @@ import pytest
 
 from synthetic import DT, TRUTH_M1, simulate, synthetic_set
 
-from actuatorlab.cli import main
+from actuatorlab.app.cli import main
 from actuatorlab.errors import ModelError
 from actuatorlab.export.targets import export_targets
-from actuatorlab.identify.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
+from actuatorlab.models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
 from actuatorlab.learned.joint import effort, log_set, rollout_logs
 from actuatorlab.learned.joint_train import build_joint_model, save_joint_model
 from actuatorlab.sim.rollout import make_batches
@@ -201,7 +201,7 @@ def learned_run(root, arch, logs, history=4, stride=1):
     (b,) = make_batches(logs, DT)
     sizes = {**TINY[arch], **({"stride": stride} if arch == "actuator_net" else {})}
     m = build_joint_model("learned", arch, [b], history=history, sizes=sizes, seed=3)
-    from actuatorlab.learned.nets import arch_sizes
+    from actuatorlab.models.nets import arch_sizes
     save_joint_model(root, m, arch=arch, sizes=arch_sizes(arch, **sizes), base=None,
                      setup={"joint_type": "revolute", "controller": "dynamixel_pwm"}, data={"dt": DT}, training={})
     return m, b

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
-from actuatorlab.cli import main
+from actuatorlab.app.cli import main
 from actuatorlab.errors import UnknownNameError
-from actuatorlab.identify.fleet import fit_fleet, units_from_folders
+from actuatorlab.app.fleet import fit_fleet, units_from_folders
 from actuatorlab.logs import save_trajectory
 from actuatorlab.sim.randomization import load_spec
 from synthetic import TRUTH_M1, synthetic_set
@@ -50,7 +50,7 @@ def test_local_fleet_fits_each_unit(fleet):
 RAY_CHILD = """
 import json, sys
 import ray
-from actuatorlab.identify.fleet import fit_fleet
+from actuatorlab.app.fleet import fit_fleet
 units, out = json.loads(sys.argv[1]), sys.argv[2]
 ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
 try:

@@ -13,8 +13,8 @@ import mujoco
 import numpy as np
 import pytest
 
-from actuatorlab.estimate.dynamics import ArmDynamics, force_from_torque
-from actuatorlab.estimate.force import (DEFAULT_TAU_S, Calibration, ForceFrame, ForceLog, estimate_log, fit_calibration,
+from actuatorlab.sim.dynamics import ArmDynamics, force_from_torque
+from actuatorlab.sim.force import (DEFAULT_TAU_S, Calibration, ForceFrame, ForceLog, estimate_log, fit_calibration,
                                         make_estimator)
 from actuatorlab.robots import load_robot
 
@@ -131,7 +131,7 @@ def test_linear_map_recovers_known_gain_and_offset(dyn):
     q, dq = _free_motion(dyn)
     # current of a motor with known gain/offset that produces the inverse-dynamics torque of the
     # estimator's own (filtered) signals: the least squares must return them
-    from actuatorlab.estimate.force import _filtered
+    from actuatorlab.sim.force import _filtered
 
     gain, offset = np.array([2.4, 1.9, 2.1, 0.8]), np.array([0.02, -0.05, 0.1, 0.0])
     lg = _log(dyn, q, dq, np.zeros_like(q))
@@ -166,7 +166,7 @@ def test_negative_gain_is_clamped_and_reported(dyn):
 
 def _tiny_learned(robot):
     from actuatorlab.learned.arm import make_learned_arm
-    from actuatorlab.learned.features import Normalizer
+    from actuatorlab.models.features import Normalizer
 
     feats = ("q_target", "q", "dq", "err", "current")
     F = 4 * len(feats)
@@ -275,7 +275,7 @@ def test_lazy_training_windows_equal_the_stored_ones(smoke, tmp_path):
 
 
 def test_cli_estimate_force_json(smoke, tmp_path, capsys):
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
     from actuatorlab.learned.arm import save_arm_model
 
     robot = load_robot("open_manipulator_x")
@@ -312,7 +312,7 @@ def _tiny_heads_model():
     """A small untrained MLP arm model over the OpenManipulator-X's 4 arm joints, and its number of
     input features per frame."""
     from actuatorlab.learned.arm import DEFAULT_FEATURES, make_learned_arm
-    from actuatorlab.learned.features import Normalizer
+    from actuatorlab.models.features import Normalizer
 
     robot = load_robot("open_manipulator_x")
     ch = robot.joint_names[:4]
@@ -379,7 +379,7 @@ def test_force_prior_is_what_the_head_corrects_and_travels_with_the_model(dyn, s
     import equinox as eqx
 
     from actuatorlab.errors import ModelError
-    from actuatorlab.estimate.force import ForcePrior
+    from actuatorlab.sim.force import ForcePrior
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
     from actuatorlab.learned.heads import HeadData, heads_loss
 
@@ -435,7 +435,7 @@ def test_learned_force_is_zero_on_frames_the_gate_calls_free(dyn):
     gate (``soft_gate=True``) gives sigmoid(gate) f_raw everywhere; f_raw is the same either way."""
     import equinox as eqx
 
-    from actuatorlab.estimate.force import LearnedTelemetry
+    from actuatorlab.sim.force import LearnedTelemetry
     from actuatorlab.sim.arm_learned import CONTACT_GATE, OnlineEstimator, gate_weight
 
     assert CONTACT_GATE == 0.5 and gate_weight(0.5) == 0.0 and gate_weight(0.51) == 0.51
@@ -496,7 +496,7 @@ def test_labelled_calibration_recovers_the_gain_with_external_forces(dyn):
     external force gives back the motor's gain and offset; such a log is refused by the
     free-motion calibration, and a restricted joint (torque no label carries) by both."""
     from actuatorlab.errors import DataError
-    from actuatorlab.estimate.force import _filtered
+    from actuatorlab.sim.force import _filtered
 
     q, dq = _free_motion(dyn)
     T = len(q)
@@ -534,10 +534,10 @@ def test_infer_adds_the_force_prior_like_estimate_force(dyn, smoke, tmp_path):
     """`infer` writes for a model with a force prior the same force as the learned estimator."""
     import csv
 
-    from actuatorlab.estimate.force import ForcePrior, read_force_log
+    from actuatorlab.sim.force import ForcePrior, read_force_log
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
     from actuatorlab.logs import load_logs
-    from actuatorlab.pipeline import run_infer
+    from actuatorlab.app.jobs import run_infer
 
     import equinox as eqx
 
@@ -743,7 +743,7 @@ def test_joint_force_frame_maps_joint_torques_through_the_jacobian(dyn, tmp_path
 
     from actuatorlab.errors import ModelError
     from actuatorlab.learned.arm import load_arm_model, make_learned_arm, save_arm_model
-    from actuatorlab.learned.features import FeatureLayout, Normalizer
+    from actuatorlab.models.features import FeatureLayout, Normalizer
     from actuatorlab.learned.force_frame import DAMPING, joint_force_map
 
     robot = dyn.robot
@@ -807,7 +807,7 @@ def test_joint_force_frame_maps_joint_torques_through_the_jacobian(dyn, tmp_path
 
 
 def test_train_heads_cli_passes_the_augmentations_and_the_schedule(smoke, tmp_path):
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
 
     run = tmp_path / "run"
     assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
@@ -865,10 +865,10 @@ def _online_matches_teacher_and_infer(robot, m, push, folder, tmp_path):
     Returns the push's ForceLog."""
     import csv
 
-    from actuatorlab.estimate.force import read_force_log
+    from actuatorlab.sim.force import read_force_log
     from actuatorlab.learned.arm import with_residual_inputs
     from actuatorlab.learned.heads import head_data
-    from actuatorlab.pipeline import run_infer
+    from actuatorlab.app.jobs import run_infer
 
     hd = head_data(robot, m, with_residual_inputs(robot, m, [push]))
     h = jax.vmap(m.heads)(hd.x)
@@ -894,7 +894,7 @@ def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_join
     (joint 1 negated) joint 1's tau_ext changes sign and the others do not, as ODD_FEATURES says;
     a model trained without it cannot be fine-tuned with it."""
     from actuatorlab.errors import ModelError
-    from actuatorlab.estimate.force import ForceLog
+    from actuatorlab.sim.force import ForceLog
     from actuatorlab.learned.arm import load_arm_model
     from actuatorlab.learned.heads import ODD_FEATURES, train_heads
     from actuatorlab.logs import load_logs
@@ -952,7 +952,7 @@ def test_lever_arm_input_by_finite_differences_and_online(smoke, tmp_path):
     ``residual_features=("tau_ext", "f_lever")`` gets the same inputs online (estimate-force,
     infer) as in its teacher-forced training windows; unknown features are refused."""
     from actuatorlab.errors import ModelError, UnknownNameError
-    from actuatorlab.estimate.force import LEVER_MIN, lever_arms, read_force_log
+    from actuatorlab.sim.force import LEVER_MIN, lever_arms, read_force_log
     from actuatorlab.learned.arm import load_arm_model, with_residual_inputs
     from actuatorlab.learned.heads import ODD_FEATURES, train_heads
     from actuatorlab.logs import load_logs

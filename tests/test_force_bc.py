@@ -111,7 +111,7 @@ def test_the_payload_adds_its_weight_at_the_end_effector_point_and_nothing_at_ze
     the arm's mass, inertia and static torque are unchanged."""
     import copy
 
-    from actuatorlab.estimate.dynamics import ArmDynamics
+    from actuatorlab.sim.dynamics import ArmDynamics
 
     def native_model(upd=None):  # the robot's model with the updates written in (as native_model does)
         m = copy.copy(m0)
@@ -146,7 +146,7 @@ def test_combine_inertial_equals_a_welded_child_body():
     attachment), at random states."""
     import mujoco
 
-    from actuatorlab.estimate.dynamics import _full_m
+    from actuatorlab.sim.dynamics import _full_m
 
     robot = load_robot(fb.ROBOT)
     spec = mujoco.MjSpec.from_file(robot.mjcf_path)
@@ -185,7 +185,7 @@ def _tiny_learned_model(seed=0):
     import jax
 
     from actuatorlab.learned.arm import DEFAULT_FEATURES, make_learned_arm
-    from actuatorlab.learned.features import Normalizer
+    from actuatorlab.models.features import Normalizer
 
     robot = load_robot(fb.ROBOT)
     ch = robot.joint_names[:4]

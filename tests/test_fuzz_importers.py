@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from actuatorlab.errors import DataError
 from actuatorlab.logs import Channel, Setup, Trajectory, load_logs, save_trajectory
 from actuatorlab.logs.importers.lerobot import write_lerobot_dataset
-from actuatorlab.pipeline import run_import
+from actuatorlab.app.jobs import run_import
 
 DATA = Path(__file__).resolve().parent / "data"
 EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "actuatorlab" / "examples" / "bam_xl330"

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from actuatorlab.cli import main
+from actuatorlab.app.cli import main
 from actuatorlab.errors import DataError
 from actuatorlab.logs import audit_log, detect_format, load_log, load_logs
 from actuatorlab.logs.importers.lerobot import normalize_positions, write_lerobot_dataset

@@ -167,7 +167,7 @@ def test_replay_json_and_report_show_the_winding(tmp_path):
     the summary JSON, and a trace on its own axis in the report; a model without +thermal has none."""
     from actuatorlab.evaluate import summarize
     from actuatorlab.evaluate.replay import replay_batches
-    from actuatorlab.evaluate.report import write_report
+    from actuatorlab.report.fit import write_report
 
     trs = [with_temperature(held("stall"), 30.0), chirp("c")]
     p = dict(TRUTH_M1, friction_base=50.0, thermal_resistance=8.0, thermal_capacitance=0.25)

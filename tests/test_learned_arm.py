@@ -19,7 +19,7 @@ import pytest
 from actuatorlab.errors import ModelError
 from actuatorlab.learned.arm import (LearnedWindows, _units, arm_loss, load_arm_model, make_learned_arm,
                                      save_arm_model)
-from actuatorlab.learned.features import Normalizer
+from actuatorlab.models.features import Normalizer
 from actuatorlab.precision import physics_precision
 from actuatorlab.robots import load_robot
 from actuatorlab.sim.arm import ArmInputs, ArmOutputs, ArmState, initial_state, make_inputs, make_mjx_rollout

@@ -14,9 +14,9 @@ import pytest
 from synthetic import DT, TRUTH_M1, synthetic_set
 
 from actuatorlab.errors import ModelError
-from actuatorlab.identify.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
+from actuatorlab.models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
 from actuatorlab.learned.joint import log_set, rollout_logs, trainable, window_loss, windows
-from actuatorlab.learned.joint_train import build_joint_model, replay_joint, train_joint
+from actuatorlab.learned.joint_train import build_joint_model, train_joint
 from actuatorlab.learned.trainer import TrainConfig
 from actuatorlab.logs import save_trajectory
 from actuatorlab.sim.rollout import make_batches
@@ -96,7 +96,7 @@ def test_rollout_is_causal(batch, kind):
 
 
 def test_evaluate_learned_like_analytic_and_corrupt_weights(tmp_path, logs):
-    from actuatorlab.pipeline import run_evaluate, run_train
+    from actuatorlab.app.jobs import run_evaluate, run_train
 
     paths = [save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet") for t in logs]
     base = save_model(_analytic(WRONG), tmp_path / "base" / "model.json")
@@ -121,7 +121,7 @@ def test_evaluate_learned_like_analytic_and_corrupt_weights(tmp_path, logs):
 
 
 def test_cli_train_then_evaluate_and_resume(tmp_path, logs, capsys):
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
 
     paths = [str(save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet")) for t in logs]
     run = str(tmp_path / "run")

@@ -97,7 +97,7 @@ def test_forward_is_float32_with_and_without_x64(arch):
 
 def test_import_does_not_touch_x64():
     code = ("import jax; before = jax.config.jax_enable_x64; "
-            "import actuatorlab, actuatorlab.cli, actuatorlab.pipeline, actuatorlab.learned, actuatorlab.sim.arm; "
+            "import actuatorlab, actuatorlab.app.cli, actuatorlab.app.jobs, actuatorlab.learned, actuatorlab.sim.arm; "
             "import jax.numpy as jnp; "
             "assert jax.config.jax_enable_x64 == before == False, jax.config.jax_enable_x64; "
             "assert jnp.zeros(1).dtype == jnp.float32; print('ok')")

@@ -276,7 +276,7 @@ def test_bad_names_are_clear():
 
 
 def test_cli_train_and_eval_policy(scratch_run, tmp_path, capsys):
-    from actuatorlab.cli import main
+    from actuatorlab.app.cli import main
 
     out, _ = scratch_run
     capsys.readouterr()

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from actuatorlab.cli import main
+from actuatorlab.app.cli import main
 from actuatorlab.sim.randomization import (SPEC_FORMAT, Randomizer, RandomizationError, load_spec, parse_spec,
                                            propose_spec, sample_drift, drifted, sample_episode,
                                            sample_episode_np, step_noise, step_noise_np)
@@ -280,7 +280,7 @@ def test_environment_applies_the_spec_per_episode():
     re-drawn at the next reset; observation noise enters every step."""
     from actuatorlab.envs import TimingContract
     from actuatorlab.envs.gym_env import NativeBatch
-    from actuatorlab.identify.arm_fit import per_joint_robot
+    from actuatorlab.sim.arm_data import per_joint_robot
     from actuatorlab.robots import load_robot
     from actuatorlab.sim.randomization import posture_layout
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from actuatorlab.cli import main
+from actuatorlab.app.cli import main
 from actuatorlab.evaluate.suite import SuiteError, create_suite, load_suite, run_suite
 from actuatorlab.logs import save_trajectory
 from synthetic import TRUTH_M1, synthetic_set

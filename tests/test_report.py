@@ -13,7 +13,7 @@ import pytest
 
 from actuatorlab.errors import ModelError
 from actuatorlab.evaluate.metrics import LogResult, summarize
-from actuatorlab.evaluate.report import write_report
+from actuatorlab.report.fit import write_report
 
 PARAMETERS = [
     {"name": "kt", "value": 0.61, "unit": "N.m/A", "stderr": 0.012, "lower": 0.1, "upper": 2.0,

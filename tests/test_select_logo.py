@@ -203,7 +203,7 @@ def test_run_fit_writes_selection_and_both_uncertainties(delay_logs, tmp_path, m
     import json
 
     from actuatorlab.logs import save_trajectory
-    from actuatorlab.pipeline import run_fit
+    from actuatorlab.app.jobs import run_fit
 
     for t in delay_logs:
         save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet")

@@ -5,11 +5,12 @@ previous version in place (never a user's raw data: outputs only)."""
 from __future__ import annotations
 
 import os
+import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["atomic_write", "atomic_write_with", "read_json"]
+__all__ = ["atomic_write", "atomic_write_with", "read_json", "git_revision"]
 
 
 def atomic_write_with(path: str | Path, write: Callable[[Path], Any]) -> Path:
@@ -51,3 +52,19 @@ def read_json(path: str | Path, error: type[Exception], missing: str) -> Any:
         return json.loads(path.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise error(f"{path}: not valid JSON ({e.__class__.__name__}: {e})") from None
+
+
+def git_revision() -> str:
+    """Git revision of the package source if it lives in a checkout, else "unknown"."""
+    try:
+        root = Path(__file__).resolve().parents[2]
+        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                             capture_output=True, text=True, timeout=5)
+        rev = out.stdout.strip()
+        if out.returncode == 0 and rev:
+            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=5).stdout.strip()
+            return rev + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return "unknown"

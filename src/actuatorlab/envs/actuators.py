@@ -22,11 +22,11 @@ import mujoco
 import numpy as np
 
 from ..errors import ModelError
-from ..robots.loader import Robot, load_robot
+from ..robots.loader import Robot, home_qpos, load_robot
+from ..models.modelfile import ARM_MODEL_FORMAT
 
 __all__ = ["Actuator", "load_actuator", "mixed_robot", "builtin_model", "builtin_ctrl_index", "home_qpos"]
 
-ARM_MODEL_FORMAT = "actuatorlab-arm-model"
 
 
 @dataclass(frozen=True, eq=False)
@@ -95,7 +95,7 @@ def load_actuator(robot: str | Robot, model: Any = None, builtin_joints: Any = N
     """
     if builtin_joints:
         return _mixed(robot, model, tuple(builtin_joints))
-    from ..identify.arm_fit import _param_sets, robot_with_model
+    from ..sim.arm_data import _param_sets, robot_with_model
     from ..sim.arm_learned import LearnedArm
 
     r = robot if isinstance(robot, Robot) else load_robot(robot)
@@ -156,14 +156,6 @@ def _mixed(robot: str | Robot, model: Any, builtin: tuple[str, ...]) -> Actuator
     order = tuple(j for j in r.joint_names if j in builtin)
     return Actuator(base.kind, r, params, envelope=env, source=f"{base.source} + builtin {', '.join(order)}",
                     builtin=order, model_robot=sub)
-
-
-def home_qpos(m: mujoco.MjModel) -> np.ndarray:
-    """The home posture (nq,): the keyframe named home / standing / the first keyframe, else qpos0."""
-    for i in range(m.nkey):
-        if mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_KEY, i) in ("home", "standing"):
-            return m.key_qpos[i].copy()
-    return (m.key_qpos[0] if m.nkey else m.qpos0).copy()
 
 
 def builtin_model(robot: Robot, for_mjx: bool = False) -> mujoco.MjModel:

@@ -2,7 +2,7 @@
 
 :func:`evaluate_force` calibrates the classical methods on free-motion TRAINING logs (never on the
 evaluated ones), runs every method causally over every evaluated log
-(:func:`~actuatorlab.estimate.force.estimate_log`) and scores it:
+(:func:`~actuatorlab.sim.force.estimate_log`) and scores it:
 
 * ``force_mae`` [N]: method -> mean over the labelled frames and the three axes of
   ``|f_hat - f|`` (base frame); ``force_mae_in_contact``: the same over the frames in contact
@@ -24,15 +24,14 @@ evaluated ones), runs every method causally over every evaluated log
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
 from ..errors import DataError
 from ..robots.loader import Robot
-from .dynamics import ArmDynamics
-from .force import (CLASSICAL, DEFAULT_K_O, ForceLog, estimate_log, fit_calibration, free_motion, make_estimator,
+from ..sim.dynamics import ArmDynamics
+from ..sim.force import (CLASSICAL, DEFAULT_K_O, ForceLog, estimate_log, fit_calibration, free_motion, make_estimator,
                     read_force_log)
 
 __all__ = ["CONTACT_FORCE", "ALL_METHODS", "evaluate_force", "score_force", "zero_estimate_mae", "write_force_report",
@@ -114,7 +113,7 @@ def evaluate_force(robot: Robot, eval_trajs: list, calib_trajs: list, *, model=N
     """Calibrate on the free-motion logs among ``calib_trajs``, run ``methods`` on ``eval_trajs``
     and score them (module docstring). ``model``: a LearnedArm (needed for ``learned``;
     ``soft_gate``: its force times the contact probability everywhere instead of 0 on frames
-    called free, :class:`~actuatorlab.estimate.force.LearnedForceEstimator`);
+    called free, :class:`~actuatorlab.sim.force.LearnedForceEstimator`);
     ``splits``: a label per evaluated log (e.g. its folder) for ``force_mae_by_split``. A
     calibration log whose content equals an evaluated one is refused. Returns the JSON-able
     result; with ``keep_outputs`` also ``_logs`` / ``_outputs`` (arrays) for the report."""
@@ -166,107 +165,10 @@ def evaluate_force(robot: Robot, eval_trajs: list, calib_trajs: list, *, model=N
     return res
 
 
-def write_force_report(path: str | Path, res: dict[str, Any], *, title: str = "End-effector force estimation",
-                       max_points: int = 600, max_logs: int = 12) -> Path:
-    """Self-contained HTML (plotly.js inlined once): the baseline table, MAE by task and split,
-    gate accuracy and false-positive rates, calibration warnings, and per log the force traces
-    (estimate of every method vs label, per axis) with the learned gate. Written atomically."""
-    from ..evaluate.report import _CSS, _LOADER, _e, _plotly_script, _write_atomic
-
-    path = Path(path)
-    body = force_report_body(res, title=title, max_points=max_points, max_logs=max_logs)
-    page = "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-                      f"<title>{_e(title)}</title>", f"<style>{_CSS}</style>",
-                      "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
-                      _plotly_script(path, "inline"), "</head><body>", *body, f"<script>{_LOADER}</script>",
-                      "</body></html>", ""])
-    _write_atomic(path, page)
-    return path
 
 
-def force_report_body(res: dict[str, Any], *, title: str = "End-effector force estimation", max_points: int = 600,
-                      max_logs: int = 12) -> list[str]:
-    """The HTML body parts of :func:`write_force_report` (heading, tables, force-trace figures with
-    ids ``fig-force-<i>``), for pages that combine several reports (``report-heads``)."""
-    import plotly.graph_objects as go
-    from plotly.subplots import make_subplots
-
-    from ..evaluate.report import _decimation, _e, _figure_script, _g, _pct, _table
-
-    methods = res["methods"]
-    body = [f"<h1>{_e(title)}</h1>",
-            f"<p><b>Robot:</b> {_e(res['robot'])} &middot; {res['n_logs']} logs, {res['n_frames']} frames"
-            f" &middot; MAE: {_e(res['mae_definition'])}</p>", "<h2>Baselines</h2>"]
-    rows = [[_e(m), _g(res["force_mae"][m], ".3f"), _g(res["force_mae_in_contact"][m], ".3f"), _pct(res["gate_accuracy"][m]),
-             _pct(res["false_positive_contact_rate"][m]), _e(res["contact_rule"][m]), _g(res["step_ms"][m], ".3f")]
-            for m in methods]
-    z = res.get("zero_estimate") or {}
-    if z:
-        rows.append(["<i>zero force (reference)</i>", _g(z.get("force_mae"), ".3f"), _g(z.get("force_mae_in_contact"), ".3f"),
-                     "-", "-", "never", "-"])
-    body.append(_table(["method", "force MAE [N]", "MAE in contact [N]", "contact accuracy", "false-positive contact rate",
-                        "contact rule", "ms / frame"], rows))
-    for key, what in (("force_mae_by_task", "task"), ("force_mae_by_split", "split")):
-        keys = sorted({k for m in methods for k in res[key][m]})
-        body += [f"<h2>Force MAE by {what} [N]</h2>",
-                 _table([what] + [_e(m) for m in methods] + (["zero force (reference)"] if z else []),
-                        [[_e(k)] + [_g(res[key][m].get(k), ".3f") for m in methods]
-                         + ([_g((z.get(key) or {}).get(k), ".3f")] if z else []) for k in keys])]
-    if res.get("gain_warnings"):
-        body += ["<h2>Calibration warnings</h2>", "<ul>" + "".join(f"<li>{_e(w)}</li>" for w in res["gain_warnings"])
-                 + "</ul>"]
-    if res.get("calibration"):
-        body.append("<h2>Calibration (free-motion training logs)</h2>")
-        for name, c in res["calibration"].items():
-            body.append(f"<p><b>{_e(name)}</b> ({c['n_samples']} samples)</p>")
-            keys = ["gain", "raw_gain", "offset", "coulomb", "static", "viscous", "stribeck_velocity", "play_width", "rms"]
-            body.append(_table(["joint"] + keys, [[_e(j)] + [_g(c[k][i], ".4g") for k in keys]
-                                                  for i, j in enumerate(c["joints"])]))
-    logs, outs = res.get("_logs") or [], res.get("_outputs") or {}
-    figs = []
-    body.append("<h2>Force traces</h2>")
-    colors = {"learned": "#d62728", "id_linear": "#1f77b4", "id_friction": "#2ca02c", "momentum_observer": "#9467bd"}
-    order = sorted(range(len(logs)), key=lambda i: (logs[i].task not in ("push_hold", "lift_hold", "no_contact",
-                                                                         "pick_place"), i))[:max_logs]
-    for i in order:
-        lg = logs[i]
-        sel = _decimation(lg.n, max_points)
-        t = lg.time[sel]
-        fig = make_subplots(rows=4, cols=1, shared_xaxes=True, vertical_spacing=0.03,
-                            subplot_titles=("force x [N]", "force y [N]", "force z [N]", "contact"))
-        for a in range(3):
-            fig.add_trace(go.Scatter(x=t, y=lg.force[sel, a], name="label", line=dict(color="black"),
-                                     showlegend=a == 0, legendgroup="label"), row=a + 1, col=1)
-            for m in methods:
-                fig.add_trace(go.Scatter(x=t, y=outs[m][i]["force"][sel, a], name=m, showlegend=a == 0,
-                                         legendgroup=m, line=dict(color=colors.get(m), width=1)), row=a + 1, col=1)
-        fig.add_trace(go.Scatter(x=t, y=lg.contact[sel].astype(float), name="contact label",
-                                 line=dict(color="black", dash="dot")), row=4, col=1)
-        if "learned" in outs:
-            fig.add_trace(go.Scatter(x=t, y=outs["learned"][i]["contact"][sel], name="learned gate",
-                                     line=dict(color=colors["learned"])), row=4, col=1)
-        fig.update_layout(height=720, title=f"{lg.name} ({lg.split}, {lg.task})", margin=dict(l=50, r=20, t=60, b=30))
-        figs.append(_figure_script(fig, f"fig-force-{i}"))
-        body.append(figs[-1])
-    return body
 
 
-def _write_csv(path: str | Path, res: dict[str, Any]) -> Path:
-    import io
-
-    from ..identify.modelfile import atomic_write_text
-
-    methods = res["methods"]
-    buf = io.StringIO()
-    buf.write(",".join(["log", "time"] + [f"{m}/{c}" for m in methods for c in ("force_x", "force_y", "force_z",
-                                                                             "contact")]) + "\n")
-    for i, lg in enumerate(res["_logs"]):
-        cols = [np.column_stack([res["_outputs"][m][i]["force"], res["_outputs"][m][i]["contact"]]) for m in methods]
-        block = np.concatenate(cols, axis=1)
-        for k in range(lg.n):
-            buf.write(f"{lg.name},{lg.time[k]:.6g}," + ",".join(f"{v:.6g}" for v in block[k]) + "\n")
-    atomic_write_text(Path(path), buf.getvalue())
-    return Path(path)
 
 
 def load_tagged(paths: Sequence) -> tuple[list, list[str]]:
@@ -292,44 +194,3 @@ def load_tagged(paths: Sequence) -> tuple[list, list[str]]:
     return trajs, tags
 
 
-def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Sequence = (),
-                       methods: Sequence[str] | None = None, ee_body: str | None = None, k_o: float = DEFAULT_K_O,
-                       report: str | Path | None = None, out: str | Path | None = None,
-                       soft_gate: bool = False) -> dict[str, Any]:
-    """``actuatorlab estimate-force``: load MODEL (a learned RUN/arm_model.json; ``None`` or
-    ``"-"``: no learned method) and the logs DATA, calibrate the classical methods on the
-    free-motion logs of ``calibrate`` (training logs: a folder or files; never the evaluated logs),
-    evaluate (:func:`evaluate_force`), optionally write the HTML report and ``out``: a CSV of the
-    per-frame estimates (log, time, then ``<method>/force_x|y|z`` [N] and ``<method>/contact``
-    per method), written atomically. Logs without force labels are estimated, not scored.
-    ``soft_gate``: the learned force times its contact probability on every frame (the default
-    reports 0 on frames the gate calls free; :func:`evaluate_force`)."""
-    from ..errors import ActuatorlabError, UnknownNameError
-    from ..learned.arm import load_arm_model
-    from ..logs import load_logs
-    from ..precision import physics_precision
-    from ..robots.loader import load_robot
-
-    learned = model_path is not None and str(model_path) != "-"
-    methods = list(methods or [m for m in ALL_METHODS if learned or m != "learned"])
-    for m in methods:
-        if m not in ALL_METHODS:
-            raise UnknownNameError("force estimation method", m, list(ALL_METHODS))
-    if "learned" in methods and not learned:
-        raise ActuatorlabError("estimate-force: method 'learned' needs MODEL (a RUN/arm_model.json)")
-    if any(m in CLASSICAL for m in methods) and not calibrate:
-        raise ActuatorlabError("estimate-force: the classical methods need --calibrate TRAIN (free-motion training "
-                               "logs, e.g. DIR/train of a synth dataset); or choose --methods learned")
-    with physics_precision():
-        r = load_robot(robot)
-        model = load_arm_model(model_path, robot)[1] if learned else None
-        trajs, splits = load_tagged(data)
-        cal = load_logs(list(calibrate)) if calibrate else []
-        res = evaluate_force(r, trajs, cal, model=model, methods=methods, ee_body=ee_body, k_o=k_o, splits=splits,
-                             keep_outputs=report is not None or out is not None, soft_gate=soft_gate)
-    res["model"] = str(model_path) if learned else None
-    if report is not None:
-        res["report"] = str(write_force_report(report, res))
-    if out is not None:
-        res["out"] = str(_write_csv(out, res))
-    return {k: v for k, v in res.items() if not k.startswith("_")}

@@ -1,7 +1,7 @@
-"""Evaluation of replayed logs: metrics by operating regime and the offline HTML report.
+"""Evaluation of replayed logs: metrics by operating regime and the operating envelope.
 
 The simulator fills one :class:`LogResult` per log; :func:`summarize` pools metrics over logs
-(weighting samples) and :func:`write_report` writes an offline HTML report. The operating envelope
+(weighting samples); :func:`actuatorlab.report.fit.write_report` writes the offline HTML report. The operating envelope
 of a model's training data is recorded and checked by :mod:`actuatorlab.evaluate.envelope`.
 """
 
@@ -13,7 +13,6 @@ from actuatorlab.evaluate.metrics import format_table as format_table
 from actuatorlab.evaluate.metrics import log_metrics as log_metrics
 from actuatorlab.evaluate.metrics import regime_masks as regime_masks
 from actuatorlab.evaluate.metrics import summarize as summarize
-from actuatorlab.evaluate.report import write_report as write_report
 
 __all__ = [
     "REGIMES",
@@ -24,5 +23,4 @@ __all__ = [
     "log_metrics",
     "regime_masks",
     "summarize",
-    "write_report",
 ]

@@ -65,6 +65,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import ModelError
+from ..models.modelfile import CONTINUOUS, ENVELOPE_VERSION, _unrows, validate_envelope
 from .metrics import STALL_LEVEL
 
 __all__ = [
@@ -85,20 +86,8 @@ __all__ = [
     "summarize_envelope",
 ]
 
-ENVELOPE_VERSION = "1"
-
 #: Condition tags that define a different operating condition when their value is unseen.
 CHECKED_CONDITIONS: tuple[str, ...] = ("load", "gain", "excitation")
-
-#: Continuous signals with a 1-D range: name -> unit (revolute, prismatic).
-CONTINUOUS: dict[str, tuple[str, str]] = {
-    "position": ("rad", "m"),
-    "velocity": ("rad/s", "m/s"),
-    "effort": ("1", "1"),
-    "gravity_torque": ("N.m", "N"),
-    "temperature": ("degC", "degC"),
-    "supply_voltage": ("V", "V"),
-}
 
 #: 2-D planes: name -> (x signal, y signal, sample filter).
 PLANES: dict[str, tuple[str, str, str]] = {
@@ -199,13 +188,6 @@ def _resolution(x: np.ndarray) -> float:
 
 def _rows(a: np.ndarray) -> list[str]:
     return ["".join("1" if v else "0" for v in row) for row in np.asarray(a, bool)]
-
-
-def _unrows(rows: Sequence[str], shape: tuple[int, int], what: str) -> np.ndarray:
-    a = np.array([[c == "1" for c in r] for r in rows], dtype=bool)
-    if a.shape != shape:
-        raise ModelError(f"envelope: {what} occupancy has shape {a.shape}, expected {shape}")
-    return a
 
 
 def _dilate(occ: np.ndarray, dx: int, dy: int) -> np.ndarray:
@@ -355,30 +337,6 @@ def compute_envelope(trajs: Sequence, dt: float, **options: Any) -> dict[str, An
         "conditions": {k: sorted(v) for k, v in sorted(conditions.items())},
         "checked_conditions": list(CHECKED_CONDITIONS),
     }
-
-
-def validate_envelope(env: Any, where: str = "model.json") -> dict[str, Any]:
-    """Check the structure of a stored envelope; errors name ``where`` and the problem."""
-    if not isinstance(env, dict):
-        raise ModelError(f"{where}: envelope must be an object, got {type(env).__name__}")
-    if env.get("version") != ENVELOPE_VERSION:
-        raise ModelError(f"{where}: envelope version {env.get('version')!r} is not supported "
-                         f"(this version reads {ENVELOPE_VERSION!r})")
-    for key in ("dt", "settings", "dimensions", "planes", "conditions"):
-        if key not in env:
-            raise ModelError(f"{where}: envelope lacks key {key!r}")
-    for name, d in env["dimensions"].items():
-        if name not in CONTINUOUS:
-            raise ModelError(f"{where}: envelope has unknown dimension {name!r} (known: {', '.join(CONTINUOUS)})")
-        if not all(isinstance(d.get(k), (int, float)) for k in ("lower", "upper")):
-            raise ModelError(f"{where}: envelope dimension {name!r} needs numeric 'lower' and 'upper'")
-    for name, p in env["planes"].items():
-        try:
-            nx, ny = len(p["x_edges"]) - 1, len(p["y_edges"]) - 1
-            _unrows(p["occupied"], (nx, ny), f"{where}: plane {name!r}")
-        except (KeyError, TypeError) as e:
-            raise ModelError(f"{where}: envelope plane {name!r} is malformed ({e})") from None
-    return env
 
 
 # --------------------------------------------------------------------------------------------

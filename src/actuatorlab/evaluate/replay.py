@@ -6,8 +6,10 @@ import numpy as np
 import jax.numpy as jnp
 
 from ..precision import physics
-from ..identify.fit import substeps_for
-from ..identify.modelfile import params_from_model
+from ..identify.fit import fit_model, substeps_for
+from ..learned.joint import JointModel, log_set, onestep_logs, rollout_logs
+from ..learned.joint_train import load_joint_model
+from ..models.modelfile import params_from_model
 from ..logs.format import Trajectory
 from ..models.registry import get_model
 from ..sim.rollout import Batch, make_batches, one_step, rollout_batch
@@ -56,12 +58,22 @@ def replay_batches(model: str, params: dict, batches: list[Batch]) -> list[LogRe
 
 
 @physics
+def replay_joint(model: JointModel, batches) -> list:
+    """Full closed-loop replays and one-step predictions, as :class:`LogResult` objects (the same
+    as the analytic replay, :func:`replay_batches`)."""
+    results = []
+    for b in batches:
+        ls = log_set(model, b)
+        results.extend(log_results(b, rollout_logs(model, ls), onestep_logs(model, ls),
+                                   with_effort=model.kind == "residual"))
+    return results
+
+
+@physics
 def replay(model_dict: dict, trajs: list[Trajectory], dt: float | None = None) -> list[LogResult]:
     """Replay ``trajs`` with the model of a loaded model.json (at its fitted dt unless given)."""
     dt = float(dt if dt is not None else model_dict.get("fit", {}).get("dt") or 0) or None
     if model_dict.get("kind"):  # learned / residual (load_model checked the kind)
-        from ..learned.joint_train import load_joint_model, replay_joint
-
         return replay_joint(load_joint_model(model_dict, model_dict["_path"]), make_batches(trajs, dt))
     return replay_batches(model_dict["model"], params_from_model(model_dict), make_batches(trajs, dt))
 
@@ -81,8 +93,6 @@ def timestep_sensitivity(model_dict: dict, trajs: list[Trajectory], *, refit: bo
     A model whose error or parameters change a lot with dt has parameters that compensate the
     integrator rather than describe the actuator.
     """
-    from ..identify.fit import fit_model
-
     dt = float(model_dict.get("fit", {}).get("dt") or 0.005)
     params = params_from_model(model_dict)
     free = [n for n, e in model_dict["parameters"].items() if e.get("free")]

@@ -32,6 +32,7 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import ActuatorlabError, ModelError
+from ..models.modelfile import ARM_MODEL_FORMAT as ARM_FORMAT
 
 __all__ = ["SUITE_FORMAT", "SUITE_VERSION", "MANIFEST", "SuiteError", "create_suite", "load_suite", "run_suite",
            "environment", "MIN_REGIME_SAMPLES"]
@@ -41,7 +42,6 @@ SUITE_VERSION = "1"
 MANIFEST = "suite.json"
 #: regimes with fewer samples in a log get no tolerance of their own (their MAE is too noisy to gate on)
 MIN_REGIME_SAMPLES = 20
-ARM_FORMAT = "actuatorlab-arm-model"
 
 
 class SuiteError(ActuatorlabError):
@@ -83,7 +83,7 @@ def _read_model(path: Path) -> tuple[dict, str]:
         if head.get("kind"):
             raise ModelError(f"{path}: learned whole-robot models are not supported by replay suites yet")
         return head, "arm"
-    from ..identify.modelfile import load_model
+    from ..models.modelfile import load_model
 
     return load_model(path), "joint"
 
@@ -128,7 +128,7 @@ def _measure(model: dict, kind: str, trajs, *, dt: float | None, robot: str | No
             out[row["log"]] = {k: float(v) for k, v in m.items() if v is not None}
         return out, {"dt": rdt, "unit": s["unit"]}
     # whole robot: native MuJoCo windows of ``horizon`` control steps (identify.arm_fit.evaluate_arm)
-    from ..identify.arm_fit import evaluate_arm
+    from ..sim.arm_data import evaluate_arm
     from ..robots import load_robot
 
     if robot is None:
@@ -152,7 +152,7 @@ def create_suite(suite: str | Path, model_path: str | Path, log_paths, *, margin
                  mapping: str | None = None, overwrite: bool = False) -> dict:
     """Copy ``log_paths`` into ``SUITE/logs``, replay them with the model and write ``SUITE/suite.json``
     with per-log tolerances ``margin x measured``. Returns the manifest."""
-    from ..identify.modelfile import atomic_write_text
+    from ..files import atomic_write
     from ..logs import load_logs, save_trajectory
 
     if not margin >= 1.0:
@@ -186,7 +186,7 @@ def create_suite(suite: str | Path, model_path: str | Path, log_paths, *, margin
                 "model": {"file": str(Path(model_path).resolve()), "model": model.get("model"),
                           "sha256": _sha256(Path(model_path))},
                 "replay": settings, "environment": environment(), "logs": entries}
-    atomic_write_text(suite / MANIFEST, json.dumps(manifest, indent=2) + "\n")
+    atomic_write(suite / MANIFEST, json.dumps(manifest, indent=2) + "\n")
     return manifest
 
 

@@ -21,7 +21,7 @@ chosen on the TRAINING payloads only (:func:`fit_expert_gain`).
 
 Policy observation (never the true mass): ``[q - goal, 0.1 dq, goal - START]`` on the 4 arm
 joints (12), plus, for the force-aware policy, ``0.1 f_hat`` (3, f_hat [N] in the base frame) from
-a causal estimator of :mod:`actuatorlab.estimate.force` built by ``make_estimator`` (default the
+a causal estimator of :mod:`actuatorlab.sim.force` built by ``make_estimator`` (default the
 momentum observer, calibrated on free-motion runs of the same environment: payload 0, random
 posture steps; ``learned``: the learned model's force head x contact gate through its
 ``OnlineEstimator``, trained by :func:`train_bc_heads` on force-labelled runs of this environment
@@ -41,9 +41,9 @@ import jax
 import mujoco
 import numpy as np
 
-from ..estimate.dynamics import ArmDynamics
+from ..sim.dynamics import ArmDynamics
 from ..errors import ModelError
-from ..estimate.force import ForceFrame, ForceLog, fit_calibration, make_estimator
+from ..sim.force import ForceFrame, ForceLog, fit_calibration, make_estimator
 from ..models.control import DYNAMIXEL_ERROR_GAIN
 from ..robots import load_robot
 
@@ -69,7 +69,7 @@ N_ARM = 4
 class BCConfig:
     """episode_steps / hold_steps [policy steps of 10 ms]; tol [m] end-effector success radius;
     reset_noise [rad] start perturbation; estimator: a method of
-    :data:`~actuatorlab.estimate.force.METHODS` (``learned`` needs a model); force_scale [1/N] input scaling; delta_scale [rad]
+    :data:`~actuatorlab.sim.force.METHODS` (``learned`` needs a model); force_scale [1/N] input scaling; delta_scale [rad]
     action scaling; hidden: MLP widths; steps / batch / lr: Adam budget."""
 
     episode_steps: int = 200

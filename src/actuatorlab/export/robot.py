@@ -41,11 +41,11 @@ import numpy as np
 
 from ..errors import ModelError
 from ..models.params import PARAMS
+from ..models.modelfile import ARM_MODEL_FORMAT
 
 __all__ = ["ARM_MODEL_FORMAT", "RobotExport", "load_arm_actuator", "joint_model_dicts", "robot_losses",
            "export_robot_mjcf", "export_robot_cfg", "export_robot_targets"]
 
-ARM_MODEL_FORMAT = "actuatorlab-arm-model"
 #: parameters of the winding-temperature extension (``+thermal``): listed as lost when the joint is
 #: thermal, otherwise not passed to the one-joint exporters (their neutral values are not zero)
 _THERMAL = ("thermal_resistance", "thermal_capacitance", "ambient_temperature", "resistance_tempco")
@@ -150,7 +150,7 @@ def joint_model_dicts(arm_model: Any, robot: Any = None) -> tuple[Any, dict[str,
     actuator acts at every physics step) and ``controller_constants.effort_limit`` = the joint's
     bound on the motor effort."""
     from .. import __version__
-    from ..identify.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
+    from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
 
     act, d, _ = load_arm_actuator(arm_model, robot)
     r = act.robot

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
+from ..models.modelfile import ARM_MODEL_FORMAT
 
 __all__ = ["TARGETS", "TargetResult", "export_targets"]
 
@@ -119,7 +120,7 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
     per target, in :data:`TARGETS` order. ``robot`` (arm models only): the robot config to use
     instead of the one the file names (:mod:`actuatorlab.export.robot`)."""
     from ..errors import UnknownNameError
-    from ..identify.modelfile import load_model
+    from ..models.modelfile import load_model
 
     model_path = Path(model_path)
     targets = {k: Path(v) for k, v in targets.items() if v is not None}
@@ -132,7 +133,7 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
         fmt = json.loads(model_path.read_text()).get("format")
     except (OSError, ValueError, AttributeError):
         fmt = None  # load_model reports it
-    if fmt == "actuatorlab-arm-model":
+    if fmt == ARM_MODEL_FORMAT:
         if base is not None or joint is not None:
             raise ModelError(f"{model_path}: --base / --joint patch one joint; a whole-robot model patches its "
                              "robot's own MJCF, every modelled joint (use --robot to choose the robot config)")

@@ -221,7 +221,7 @@ def actuator_lstm_module(model):
     """The Isaac Lab ``ActuatorNetLSTM`` module of an ``actuator_lstm`` JointModel: the normalizer is
     folded into the first layer's input weights (``W (x - m) / s = (W / s) x - W m / s``), the
     output is ``clip(effort_scale * head(h), +-effort_bound)`` [N.m]."""
-    from ..learned.nets import ActuatorLSTM
+    from ..models.nets import ActuatorLSTM
 
     if not isinstance(model.net, ActuatorLSTM):
         raise ModelError(f"Isaac Lab's ActuatorNetLSTM needs an actuator_lstm model, not {type(model.net).__name__}")
@@ -250,7 +250,7 @@ def actuator_lstm_module(model):
 
 def window_module(model):
     """The raw-window torch module of a :class:`~actuatorlab.learned.joint.JointModel` (see above)."""
-    from ..learned.nets import ActuatorNet, GatedTransformer, WindowMLP
+    from ..models.nets import ActuatorNet, GatedTransformer, WindowMLP
 
     M = _modules()
     net = model.net
@@ -270,7 +270,7 @@ def window_module(model):
 def actuator_net_module(model):
     """(module, pos_scale, vel_scale, torque_scale, input_idx) in the Isaac Lab / mjlab layout for an
     ``actuator_net`` JointModel (see the module docstring for the folding of the normalizer)."""
-    from ..learned.nets import ActuatorNet
+    from ..models.nets import ActuatorNet
 
     if not isinstance(model.net, ActuatorNet) or tuple(model.layout.per_channel) != ("err", "dq"):
         raise ModelError("Isaac Lab / mjlab actuator nets read only the position error q* - q and the velocity "
@@ -327,7 +327,7 @@ def load_metadata(path: str | Path) -> dict[str, Any]:
 
 def learned_metadata(model, d: dict[str, Any], target: str, dt: float) -> dict[str, Any]:
     """Metadata of a learned one-joint model's export: layout, lags, normalizer, scales."""
-    from ..learned.features import PER_CHANNEL_FEATURES
+    from ..models.features import PER_CHANNEL_FEATURES
     from .sim_cfg import common_metadata
 
     meta = common_metadata(d, target, dt)

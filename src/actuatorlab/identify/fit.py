@@ -32,10 +32,10 @@ import numpy as np
 import optax
 
 from ..precision import physics, physics_fn, x64_enabled
-from ..errors import ActuatorlabError, DataError, UnknownNameError
+from ..errors import ActuatorlabError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.control import get_control_law
-from ..models.params import BOUND_PROFILES, PARAMS, bounds_for, neutral_params
+from ..models.params import PARAMS, bounds_for, neutral_params
 from ..models.registry import ModelSpec, embed_params, get_model
 from ..sim.rollout import Batch, make_batches, rollout, rollout_batch
 

@@ -8,9 +8,9 @@ Learned networks compute in float32 regardless of JAX's x64 mode; see :mod:`actu
 """
 
 from .checkpoint import LearnedModel, apply_learned, load_learned, read_header, save_learned
-from .features import (FeatureLayout, Normalizer, assemble_frame, build_window, fit_normalizer,
+from ..models.features import (FeatureLayout, Normalizer, assemble_frame, build_window, fit_normalizer,
                        init_history, push_history, sliding_windows)
-from .nets import ARCHS, Heads, condition_score, contact_force, list_archs, make_net, param_count
+from ..models.nets import ARCHS, Heads, condition_score, contact_force, list_archs, make_net, param_count
 
 __all__ = ["FeatureLayout", "Normalizer", "fit_normalizer", "assemble_frame", "init_history", "push_history",
            "build_window", "sliding_windows", "Heads", "ARCHS", "make_net", "list_archs", "param_count",

@@ -49,15 +49,15 @@ from ..sim.arm import ArmConfig, ArmInputs, ArmState, make_mjx_rollout
 from ..sim.arm_learned import RESIDUAL_FEATURES, TELEMETRY, LearnedArm, LearnedInputs, frames_of_log, trainable
 from ..sim.arm_native import rollout_native
 from ..sim.arm_windows import make_windows
-from .features import FeatureLayout, Normalizer, fit_normalizer
-from .nets import arch_sizes, make_net
+from ..models.features import FeatureLayout, Normalizer, fit_normalizer
+from ..models.nets import arch_sizes, make_net
+from ..models.modelfile import ARM_MODEL_FORMAT
 
 __all__ = ["DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
            "learned_windows", "make_learned_arm", "arm_loss", "train_arm", "save_arm_model", "load_arm_model",
            "ARM_MODEL_FORMAT", "WEIGHTS_NAME", "evaluate_learned_arm", "with_residual_inputs",
            "add_residual_channels"]
 
-ARM_MODEL_FORMAT = "actuatorlab-arm-model"
 WEIGHTS_NAME = "arm_model.eqx"
 #: per-channel features used when the logs carry them (commands, state, tracking error, telemetry)
 DEFAULT_FEATURES: tuple[str, ...] = ("q_target", "q", "dq", "err", "current", "pwm", "temperature", "voltage")
@@ -93,7 +93,7 @@ def _telemetry_features(per_channel: Iterable[str]) -> tuple[str, ...]:
 
 def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_channel: tuple[str, ...]) -> ArmLog:
     """Read one log for a learned model; a missing telemetry channel is a one-line DataError."""
-    from ..identify.arm_fit import log_arrays
+    from ..sim.arm_data import log_arrays
 
     base = log_arrays(robot, traj)
     where = traj.source_file or traj.name
@@ -142,10 +142,10 @@ def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
                           channels: Iterable[str] | None = None,
                           features: Iterable[str] = RESIDUAL_FEATURES) -> list[Trajectory]:
     """Copies of the logs with ``tau_ext/<joint>`` [N.m]: the external joint torque estimate of
-    ``prior`` (a :class:`~actuatorlab.estimate.force.ForcePrior`, e.g. ``id_friction`` calibrated on
+    ``prior`` (a :class:`~actuatorlab.sim.force.ForcePrior`, e.g. ``id_friction`` calibrated on
     free-motion training logs) run causally over each log, one frame at a time (frame k sees frames
     0..k only), and ``f_lever/<joint>`` [N], the same over the joint's lever arm at the frame's
-    measured angles (:func:`~actuatorlab.estimate.force.lever_arms`). The given trajectories are
+    measured angles (:func:`~actuatorlab.sim.force.lever_arms`). The given trajectories are
     never modified; a log that already carries the channels of ``features`` for ``channels``
     (default: the prior's joints) is returned as it is. ``prior`` None and a log without them, or a
     channel the prior does not estimate, is a one-line :class:`DataError`."""
@@ -153,8 +153,8 @@ def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
     joints = tuple(prior.calibration.joints) if prior is not None else ()
     channels = tuple(channels) if channels is not None else joints
     need = [f"{TELEMETRY[f]}/{j}" for f in features for j in channels]
-    from ..estimate.dynamics import ArmDynamics
-    from ..estimate.force import estimate_log, lever_arms, read_force_log
+    from ..sim.dynamics import ArmDynamics
+    from ..sim.force import estimate_log, lever_arms, read_force_log
     from ..logs.format import Channel
 
     est, dyn, out = None, None, []
@@ -175,7 +175,7 @@ def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
         else:
             est = est or prior.estimator(robot)
             tau = estimate_log(est, flog)["tau_ext"]
-        src = (f"{prior.method} external joint torque estimate (actuatorlab.estimate.force), causal, calibration "
+        src = (f"{prior.method} external joint torque estimate (actuatorlab.sim.force), causal, calibration "
                f"of the model's residual_input ({prior.calibration.n_samples} training samples)")
         dyn = dyn or ArmDynamics(robot, joints=joints, ee_body=prior.ee_body)
         qi = [robot.index(j) for j in joints]
@@ -333,7 +333,7 @@ def native_mae(robot: Robot, model, w: LearnedWindows, cfg: ArmConfig | None = N
 def _effort_scale(robot: Robot, base: dict, logs: list[ArmLog], channels, residual: bool) -> np.ndarray:
     """s_c: the std of the analytic model's joint effort on the training logs' windows (native
     rollout, 128 steps), x 0.25 for a residual; floored at 1 % of the effort limit."""
-    from ..identify.arm_fit import fit_windows
+    from ..sim.arm_data import fit_windows
 
     cfg = ArmConfig.from_robot(robot)
     ws, _ = fit_windows(robot, [lg.base for lg in logs], 128, cfg)
@@ -351,7 +351,7 @@ def _effort_scale(robot: Robot, base: dict, logs: list[ArmLog], channels, residu
 def _base_of(robot_name: str, residual) -> tuple[Robot, dict, dict | None]:
     """(robot with the base model, base parameter sets, description) from None (the robot's
     nominal model), an arm_model.json path or a dict ({"model", "params"} as fit --robot writes)."""
-    from ..identify.arm_fit import _param_sets, robot_with_model
+    from ..sim.arm_data import _param_sets, robot_with_model
 
     robot = load_robot(robot_name)
     if residual is None:
@@ -397,7 +397,7 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
                               f"{len(val_trajs)})")
     robot, base, base_desc = _base_of(robot_name, residual)
     cfg = ArmConfig.from_robot(robot)
-    from ..identify.arm_fit import log_arrays
+    from ..sim.arm_data import log_arrays
 
     scored = np.any([log_arrays(robot, t).scored for t in train_trajs[:1]], axis=0)
     if init is not None and init.force_prior is not None:
@@ -478,9 +478,9 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
                    extra: dict | None = None) -> dict:
     """Write RUN/arm_model.json (kind "learned" | "residual") and its weights RUN/arm_model.eqx."""
     from .. import __version__
-    from ..identify.modelfile import atomic_write_text, git_revision
+    from ..files import atomic_write, git_revision
     from .checkpoint import save_learned
-    from .nets import param_count
+    from ..models.nets import param_count
 
     out = Path(out)
     save_learned(out / WEIGHTS_NAME, model.net, layout=model.layout, normalizer=model.normalizer, arch=model.arch,
@@ -498,7 +498,7 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
         d["force_frame"] = model.force_joint.to_dict()
     if model.residual_input is not None:
         d["residual_input"] = model.residual_input.to_dict()
-    atomic_write_text(out / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
+    atomic_write(out / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
     return d
 
 
@@ -539,7 +539,7 @@ def _force_prior_of(d, where):
     """The ForcePrior of an arm_model.json entry (None when absent); errors name the file."""
     if d is None:
         return None
-    from ..estimate.force import ForcePrior
+    from ..sim.force import ForcePrior
 
     try:
         return ForcePrior.from_dict(d)

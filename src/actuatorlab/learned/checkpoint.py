@@ -8,7 +8,7 @@ Layout of a ``.eqx`` learned-actuator file (format version 1)::
                                            layout, normalizer, meta, weights_nbytes, weights_sha256
     weights_nbytes bytes                   equinox.tree_serialise_leaves of the network
 
-The header alone rebuilds the network's structure (:func:`actuatorlab.learned.nets.make_net`), the
+The header alone rebuilds the network's structure (:func:`actuatorlab.models.nets.make_net`), the
 leaves are then read into it. A truncated or corrupted file (bad magic, short header, checksum
 mismatch, wrong shapes) or a model whose feature layout does not match the data raises a one-line
 :class:`~actuatorlab.errors.ModelError` that names the file. Files are written atomically
@@ -31,8 +31,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ActuatorlabError, ModelError
-from .features import FeatureLayout, Normalizer
-from .nets import Heads, arch_sizes, make_net, param_count
+from ..models.features import FeatureLayout, Normalizer
+from ..models.nets import Heads, arch_sizes, make_net, param_count
 
 __all__ = ["LearnedModel", "save_learned", "load_learned", "read_header", "apply_learned", "MAGIC",
            "FORMAT_VERSION"]
@@ -45,7 +45,7 @@ STRUCTURE = 2
 
 
 class _AttentionV1(eqx.Module):
-    """Parameter layout of :class:`~actuatorlab.learned.nets.GatedAttention` in structure 1."""
+    """Parameter layout of :class:`~actuatorlab.models.nets.GatedAttention` in structure 1."""
 
     qkv: eqx.nn.Linear
     gate: eqx.nn.Linear

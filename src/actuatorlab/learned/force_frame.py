@@ -26,7 +26,7 @@ is yawed (J_p^T f is invariant under a common rotation of the arm and the force)
 kinematics the mapping needs are known exactly from the MJCF.
 
 The chain (body offsets, joint axes and anchors, qpos0) is read from the robot's MJCF with
-MuJoCo (the reduced model of :class:`~actuatorlab.estimate.dynamics.ArmDynamics`) and stored as
+MuJoCo (the reduced model of :class:`~actuatorlab.sim.dynamics.ArmDynamics`) and stored as
 plain tuples, so a :class:`JointForceMap` is hashable (a static field of
 :class:`~actuatorlab.sim.arm_learned.LearnedArm`); the forward kinematics follow MuJoCo's
 ``mj_kinematics`` (xpos = parent xpos + parent xmat body_pos, xquat = parent xquat body_quat, a
@@ -123,12 +123,12 @@ class JointForceMap:
 
 def joint_force_map(robot, layout, ee_body: str | None = None, damping: float = DAMPING) -> JointForceMap:
     """The :class:`JointForceMap` of ``robot`` for a model ``layout``: the chain of the robot's arm
-    joints (:class:`~actuatorlab.estimate.dynamics.ArmDynamics`' joints) to ``ee_body`` (default: the
+    joints (:class:`~actuatorlab.sim.dynamics.ArmDynamics`' joints) to ``ee_body`` (default: the
     robot's end-effector body). Every chain joint must be a channel with a ``q`` feature (its
     external torque is a head output); channels off the chain (a gripper) are ignored."""
     import mujoco
 
-    from ..estimate.dynamics import ArmDynamics
+    from ..sim.dynamics import ArmDynamics
 
     dyn = ArmDynamics(robot, ee_body=ee_body)
     m = dyn.model

@@ -2,7 +2,7 @@
 
 The force, gate and condition heads of a whole-robot learned actuator are supervised by labels,
 not through the rollout, so they can be trained on windows of MEASURED frames (the log's own
-positions, velocities, commands and telemetry; :func:`~actuatorlab.learned.features.sliding_windows`,
+positions, velocities, commands and telemetry; :func:`~actuatorlab.models.features.sliding_windows`,
 causal: window k holds frames k - H .. k) without MJX: seconds per hundred steps on a CPU instead
 of ~10 s per step through the simulator (docs/learned_arm.md). Loss (the head terms of
 :func:`~actuatorlab.learned.arm.arm_loss`, same weights)::
@@ -11,7 +11,7 @@ of ~10 s per step through the simulator (docs/learned_arm.md). Loss (the head te
       + mean c_f BCE(gate, contact)
       + mean BCE(condition_c, [channel c restricted])
 
-f_prior = 0, or with ``force_prior`` (a classical method of :mod:`actuatorlab.estimate.force`,
+f_prior = 0, or with ``force_prior`` (a classical method of :mod:`actuatorlab.sim.force`,
 calibrated on the free-motion TRAINING logs and stored with the model) that method's causal
 estimate on the same frames: the head then learns a correction of the classical estimate, which
 keeps its linear growth with the load beyond the training loads (docs/force.md, "Force prior").
@@ -44,7 +44,7 @@ from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..precision import physics
 from ..sim.arm_learned import RESIDUAL_FEATURE, RESIDUAL_FEATURES, TELEMETRY, LearnedArm, frames_of_log
-from .features import sliding_windows
+from ..models.features import sliding_windows
 
 __all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "head_sums", "head_terms", "val_metrics", "train_heads", "yaw_joint", "yaw_augment",
            "MIRROR_TOL", "ODD_FEATURES", "mirror_symmetry", "mirror_augment", "task_balance_weights", "frame_name"]
@@ -76,7 +76,7 @@ class HeadData(eqx.Module):
 
 
 class LazyWindows:
-    """The causal windows of :func:`~actuatorlab.learned.features.sliding_windows` over many logs,
+    """The causal windows of :func:`~actuatorlab.models.features.sliding_windows` over many logs,
     gathered on indexing instead of stored: ``frames`` (N, F) float32, the logs' frames end to end,
     and ``src`` (N, H+1) int32, the frame each window position reads (frames before a log's start
     replaced by its frame 0, as ``sliding_windows`` does). ``w[idx]`` equals the stored windows'
@@ -107,7 +107,7 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory], lazy: bool = Fa
     ``lazy``: ``x`` is a :class:`LazyWindows` that gathers each batch's windows on indexing (for
     training sets: the stored windows of a scale-1 synth dataset with 161 push logs take about
     (H + 1) = 33 times the frames' memory)."""
-    from ..estimate.force import prior_forces
+    from ..sim.force import prior_forces
     from .arm import arm_log
 
     prior = model.force_prior
@@ -149,7 +149,7 @@ def head_sums(model: LearnedArm, d: HeadData, valid=None, contact_weight: float 
     ``den`` sum fw, ``abs`` sum fw |f_hat - f|, ``abs_c``/``den_c`` the same over contact
     frames, ``cond``/``cond_n`` the condition BCE summed and its count. Sums over row chunks add up,
     so a large validation set is scored chunk by chunk (:func:`val_metrics`)."""
-    from .nets import Heads
+    from ..models.nets import Heads
 
     def one(x):
         h: Heads = model.heads(x)
@@ -305,7 +305,7 @@ ODD_FEATURES = ("q_target", "q", "dq", "err", "current", "pwm", "load", "tau_ext
 def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20, dyn=None
                     ) -> tuple[np.ndarray, np.ndarray, dict[str, float]] | None:
     """The arm's mirror symmetry, or None: (signs (n_est,) +-1 over the estimated joints of
-    :class:`~actuatorlab.estimate.dynamics.ArmDynamics` (joint order of ``dyn.joints``), P (3, 3)
+    :class:`~actuatorlab.sim.dynamics.ArmDynamics` (joint order of ``dyn.joints``), P (3, 3)
     the reflection of the base frame, worst relative deviations found {"g", "M", "J"}).
 
     The mirror plane is vertical, contains the yaw axis (:func:`yaw_joint`) and the arm at zero yaw:
@@ -323,7 +323,7 @@ def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20, dyn=None
     """
     import mujoco
 
-    from ..estimate.dynamics import ArmDynamics
+    from ..sim.dynamics import ArmDynamics
 
     found = yaw_joint(robot)
     if found is None:
@@ -420,7 +420,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     ``train_trajs``, whose estimate the force head corrects (module docstring; stored in
     arm_model.json); with ``init`` the model's own prior is kept and this must be None or the same
     method. ``prior_labels``: calibrate the prior on every force-labelled training log (payloads,
-    pushes; :func:`~actuatorlab.estimate.force.fit_calibration`'s ``labelled``) instead of free
+    pushes; :func:`~actuatorlab.sim.force.fit_calibration`'s ``labelled``) instead of free
     motion only. ``augment_yaw``: rotate every training sample about the robot's yaw joint by a
     random angle (:func:`yaw_augment`; refused when the robot has none). ``augment_mirror``: reflect
     half of the training samples in the arm's vertical mirror plane (:func:`mirror_augment`; refused
@@ -439,15 +439,15 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     ``momentum_observer``) calibrated on the free-motion logs of ``train_trajs``, whose estimated
     external joint torque ``tau_ext`` [N.m] becomes one more per-channel input of the network (from
     scratch only; stored in arm_model.json and stepped online by
-    :class:`~actuatorlab.estimate.force.LearnedTelemetry`; docs/force.md, "The residual input").
+    :class:`~actuatorlab.sim.force.LearnedTelemetry`; docs/force.md, "The residual input").
     Unlike ``force_prior`` it adds nothing to the output: the network decides how much to trust it.
     ``residual_features``: which of ``RESIDUAL_FEATURES`` it feeds (default ``("tau_ext",)``;
     ``"f_lever"`` is tau_ext over each joint's lever arm to the end-effector point [N],
-    :func:`~actuatorlab.estimate.force.lever_arms`); only with ``residual_input``.
+    :func:`~actuatorlab.sim.force.lever_arms`); only with ``residual_input``.
     Returns the arm_model.json dict."""
     from ..robots.loader import load_robot
     from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
-    from .features import Normalizer, fit_normalizer
+    from ..models.features import Normalizer, fit_normalizer
     from .trainer import TrainConfig, train
 
     t_all = _time.perf_counter()
@@ -468,14 +468,14 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     if residual_features is not None and residual_input is None:
         raise ModelError("train_heads: residual_features need a residual_input (the classical method they come from)")
     if init is None:
-        from ..identify.arm_fit import log_arrays
+        from ..sim.arm_data import log_arrays
 
         scored = log_arrays(robot, train_trajs[0]).scored
         channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
         feats = tuple(f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
             train_trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels))
         if residual_input is not None:
-            from ..estimate.force import ForcePrior
+            from ..sim.force import ForcePrior
             from .arm import add_residual_channels
 
             # calibrated on the training logs' free motion only; the same prior writes every log's channel
@@ -522,7 +522,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
             raise ModelError(f"train_heads: the initial model corrects the {have.method!r} force prior, "
                              f"not {force_prior!r}")
         if have is None:
-            from ..estimate.force import ForcePrior
+            from ..sim.force import ForcePrior
 
             prior = ForcePrior.fit(robot, force_prior, train_trajs, labelled=prior_labels)
             model = dataclasses.replace(model, force_prior=prior)
@@ -557,7 +557,7 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
 
     mirror = None
     if augment_mirror:
-        from ..estimate.dynamics import ArmDynamics
+        from ..sim.dynamics import ArmDynamics
 
         try:
             dyn = ArmDynamics(robot)

@@ -40,7 +40,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelError
-from .features import FeatureLayout, Normalizer, assemble_frame
+from ..models.features import FeatureLayout, Normalizer, assemble_frame
 from ..models.actuator import Constants, Inputs, Outputs, State, StepConfig, make_step
 from ..models.plant import carriage, pendulum
 from ..sim.rollout import _delayed
@@ -61,14 +61,14 @@ class JointModel(eqx.Module):
     Fields:
         net: equinox network, ``net(x (history+1, n_features) float32) -> Heads`` (``.torque``
             (1,) normalized effort); trained (its torque head and trunk, :func:`trainable`).
-        norm: :class:`~actuatorlab.learned.features.Normalizer` of the frames (fitted on
+        norm: :class:`~actuatorlab.models.features.Normalizer` of the frames (fitted on
             training frames only).
         params: physics parameters {name: scalar} (float64): the fitted analytic model's for
             ``residual``; for ``learned`` the bench's ``armature`` [kg.m^2|kg], ``q_offset``,
             ``force_offset`` (plant terms). Never trained.
         kind: "learned" | "residual" (static).
         cfg: StepConfig of the analytic model (residual) or of the bench (law, plant) (static).
-        layout: :class:`~actuatorlab.learned.features.FeatureLayout`, one channel, per-channel
+        layout: :class:`~actuatorlab.models.features.FeatureLayout`, one channel, per-channel
             features from :data:`JOINT_FEATURES` (static).
         effort_scale: [N.m|N] effort of a unit network output (static).
         effort_bound: [N.m|N] the effort (learned) or correction (residual) is clipped to

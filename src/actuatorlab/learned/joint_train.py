@@ -2,7 +2,7 @@
 model file (RUN/model.json with ``"kind": "learned" | "residual"``, weights beside it).
 
 Precision: the entry points here run under :func:`~actuatorlab.precision.physics` (float64
-physics); the networks stay float32 (:mod:`actuatorlab.learned.nets`).
+physics); the networks stay float32 (:mod:`actuatorlab.models.nets`).
 
 Training (:func:`train_joint`): windows of ``horizon`` control steps cut at random places of the
 training logs, each restarted from the measured state (and measured history) at its start, are
@@ -27,16 +27,16 @@ from ..errors import DataError, ModelError
 from ..models.actuator import StepConfig
 from ..models.params import neutral_params
 from ..precision import physics
-from .features import FeatureLayout, Normalizer, fit_normalizer
-from .joint import JOINT_FEATURES, KINDS, JointModel, frame, log_set, onestep_logs, rollout_logs, \
+from ..models.features import FeatureLayout, Normalizer, fit_normalizer
+from .joint import JOINT_FEATURES, KINDS, JointModel, frame, log_set, rollout_logs, \
     trainable, window_loss, windows
 from .trainer import TrainConfig, TrainResult, train
 
 __all__ = ["JOINT_SIZES", "ARCH_FEATURES", "DEFAULT_CURRICULUM", "build_joint_model", "train_joint", "save_joint_model",
-           "load_joint_model", "replay_joint", "WEIGHTS_NAME"]
+           "load_joint_model", "WEIGHTS_NAME"]
 
 #: one-joint default network sizes (a single channel of 7 features needs far less than the
-#: whole-robot defaults of :data:`~actuatorlab.learned.nets.ARCHS`; these train at a few steps
+#: whole-robot defaults of :data:`~actuatorlab.models.nets.ARCHS`; these train at a few steps
 #: per second on two CPU cores). Override with ``sizes``.
 JOINT_SIZES = {
     "transformer": dict(d=64, n_heads=4, n_layers=2, ff=128, head_width=64),
@@ -88,9 +88,9 @@ def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None
     benches: learned: scale g*, bound 2 g*; residual: scale 0.1 g*, bound 0.5 g* (1 N.m / N when
     the bench has no gravity)."""
     from ..identify.fit import substeps_for
-    from ..identify.modelfile import params_from_model
+    from ..models.modelfile import params_from_model
     from ..models.registry import get_model
-    from .nets import make_net
+    from ..models.nets import make_net
 
     if kind not in KINDS:
         raise ModelError(f"unknown learned-model kind {kind!r}; available: {', '.join(KINDS)}")
@@ -183,7 +183,8 @@ def save_joint_model(run_dir, model: JointModel, *, arch: str, sizes: dict, base
                      setup: dict, data: dict, training: dict, metrics: dict | None = None) -> Path:
     """Write RUN/weights.eqx (network) and RUN/model.json (kind, layout, normalizer, physics)."""
     from .. import __version__
-    from ..identify.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, git_revision, save_model
+    from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
+    from ..files import git_revision
     from .checkpoint import save_learned
 
     run_dir = Path(run_dir)
@@ -229,17 +230,3 @@ def load_joint_model(d: dict, path: Path) -> JointModel:
                           layout=layout, effort_scale=float(d["effort_scale"]), effort_bound=float(d["effort_bound"]))
     except (KeyError, TypeError, ValueError) as e:
         raise ModelError(f"{path}: malformed learned model ({e.__class__.__name__}: {e})") from None
-
-
-@physics
-def replay_joint(model: JointModel, batches) -> list:
-    """Full closed-loop replays and one-step predictions, as :class:`LogResult` objects (the same
-    as the analytic replay, :func:`actuatorlab.evaluate.replay.replay_batches`)."""
-    from ..evaluate.replay import log_results
-
-    results = []
-    for b in batches:
-        ls = log_set(model, b)
-        results.extend(log_results(b, rollout_logs(model, ls), onestep_logs(model, ls),
-                                   with_effort=model.kind == "residual"))
-    return results

@@ -5,7 +5,7 @@ raises a one-line :class:`~actuatorlab.errors.ModelError` saying so; nothing els
 needs them.
 
 :func:`export_onnx` writes the network's exact float32 graph (same equations as
-:mod:`actuatorlab.learned.nets`: the Transformer with its four heads, or the window MLP) with a
+:mod:`actuatorlab.models.nets`: the Transformer with its four heads, or the window MLP) with a
 dynamic batch axis: input ``x`` (N, history + 1, n_features) normalized float32, outputs
 ``torque`` (N, C), ``force_raw`` (N, 3) (or (N, C) for a joint-frame force head: the external joint
 torques, :mod:`actuatorlab.learned.force_frame`), ``gate_logit`` (N,), ``condition_logit`` (N, C); with
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ModelError
-from .nets import GatedTransformer, Heads, WindowMLP
+from ..models.nets import GatedTransformer, Heads, WindowMLP
 
 __all__ = ["onnx_available", "export_onnx", "quantize_int8", "OnnxActuator"]
 
@@ -248,7 +248,7 @@ class _DropPreprocessHint(logging.Filter):
 
 class OnnxActuator:
     """An exported learned actuator run by onnxruntime on the CPU: ``(N, T, F)`` normalized float32
-    windows in, :class:`~actuatorlab.learned.nets.Heads` of numpy arrays out (leading axis N)."""
+    windows in, :class:`~actuatorlab.models.nets.Heads` of numpy arrays out (leading axis N)."""
 
     def __init__(self, path: str | Path, *, threads: int = 1):
         _require()

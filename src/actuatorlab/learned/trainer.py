@@ -242,7 +242,7 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
     A non-finite loss stops the run with a ModelError naming the step and the last checkpoint.
     """
     from .. import __version__
-    from ..identify.modelfile import atomic_write_text, git_revision
+    from ..files import atomic_write, git_revision
 
     run_dir = Path(run_dir)
     ckpt_path = run_dir / CHECKPOINT_NAME
@@ -280,11 +280,11 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
                     continue  # a line cut by the interruption
                 if rec.get("step", 0) <= start:
                     history.append(rec)
-        atomic_write_text(metrics_path, "".join(json.dumps(r) + "\n" for r in history))
+        atomic_write(metrics_path, "".join(json.dumps(r) + "\n" for r in history))
     else:
         run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(metrics_path, "")
-    atomic_write_text(config_path, json.dumps(
+        atomic_write(metrics_path, "")
+    atomic_write(config_path, json.dumps(
         {"train": cfg.to_dict(), "meta": meta or {}, "package_version": __version__,
          "git_revision": git_revision(), "trained_leaves": int(sum(x.size for x in jax.tree.leaves(diff)))},
         indent=2, default=str) + "\n")

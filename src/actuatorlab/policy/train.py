@@ -32,7 +32,7 @@ import numpy as np
 
 from ..errors import ModelError, UnknownNameError
 from ..files import atomic_write, atomic_write_with, read_json
-from ..identify.modelfile import git_revision
+from ..files import git_revision
 from .ppo import PPO, ActorCritic, PPOConfig, RunningStats, TrainState, policy_action
 from .schedule import make_schedule, restat_of
 

@@ -56,7 +56,7 @@ _UNIT_POWER = {"N.m/A": -1, "N.m": -1, "kg.m^2": -2, "N.m.s/rad": -2, "N.m/rad":
 
 _TOP_KEYS = {"format", "format_version", "name", "description", "mjcf", "physics_dt", "control_dt",
              "firmware_dt", "integrator", "contacts", "target", "target_tau", "max_delay",
-             "joint_overrides", "actuators", "joints", "sources"}
+             "joint_overrides", "actuators", "joints", "sources", "ee_body"}
 _TOP_REQUIRED = ("format", "format_version", "name", "mjcf", "physics_dt", "control_dt",
                  "actuators", "joints")
 _ACT_KEYS = {"model", "law", "shared", "gear_ratio", "supply_voltage", "effort_limit",
@@ -136,7 +136,8 @@ class Robot:
     contacts are simulated; target: how the target evolves between control steps ("hold",
     "linear", "filter"); target_tau [s] time constant of "filter"; max_delay [s] longest command
     delay the delay line holds; joint_overrides: (joint, ((attribute, value), ...)) edits of
-    joints that carry no actuator model; nq, nv: MuJoCo sizes.
+    joints that carry no actuator model; nq, nv: MuJoCo sizes; ee_body: the body whose origin is the
+    end-effector point (force labels and estimates act there), or None.
     """
 
     name: str
@@ -156,6 +157,7 @@ class Robot:
     joint_overrides: tuple[tuple[str, tuple[tuple[str, float], ...]], ...]
     nq: int
     nv: int
+    ee_body: str | None = None
 
     # ---- structure -------------------------------------------------------------------------
     @property
@@ -430,7 +432,8 @@ def _parse(cfg: Any, path: Path) -> Robot:
                   joints=tuple(JointSpec(**s, qpos_adr=-1, dof_adr=-1) for s in specs),
                   groups=tuple(groups), physics_dt=physics_dt, control_dt=control_dt,
                   firmware_dt=firmware_dt, integrator=integrator, contacts=contacts, target=target,
-                  target_tau=target_tau, max_delay=max_delay, joint_overrides=tuple(ov), nq=0, nv=0)
+                  target_tau=target_tau, max_delay=max_delay, joint_overrides=tuple(ov), nq=0, nv=0,
+                  ee_body=None if cfg.get("ee_body") is None else str(cfg["ee_body"]))
     m = _compile(proto, for_mjx=False)
     joints = []
     for s in specs:
@@ -566,3 +569,11 @@ def _compile(robot: Robot, for_mjx: bool) -> mujoco.MjModel:
         return spec.compile()
     except Exception as e:  # noqa: BLE001
         raise _err(path, f"the edited model does not compile: {e}") from None
+
+
+def home_qpos(m: mujoco.MjModel) -> np.ndarray:
+    """The home posture (nq,): the keyframe named home / standing / the first keyframe, else qpos0."""
+    for i in range(m.nkey):
+        if mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_KEY, i) in ("home", "standing"):
+            return m.key_qpos[i].copy()
+    return (m.key_qpos[0] if m.nkey else m.qpos0).copy()

@@ -37,8 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelError
-from ..learned.features import FeatureLayout, Normalizer, build_window, push_history
-from ..learned.nets import Heads
+from ..models.features import FeatureLayout, Normalizer, build_window, push_history
+from ..models.nets import Heads
 
 __all__ = ["TELEMETRY", "STATE_FEATURES", "LearnedArm", "LearnedInputs", "OnlineEstimator", "frame", "net_step", "trainable", "yaw_rotate",
            "step_fn_batched"]
@@ -51,7 +51,7 @@ TELEMETRY: dict[str, str] = {"current": "current", "pwm": "pwm_duty", "temperatu
 RESIDUAL_FEATURE = "tau_ext"
 #: every per-channel feature computed from the ``residual_input``: ``tau_ext`` and ``f_lever``, the
 #: same torque over the joint's lever arm to the end-effector point, tau_ext_j / max(|J_p[:, j]|,
-#: LEVER_MIN) [N] (:func:`~actuatorlab.estimate.force.lever_arms`), log channel f_lever/<joint>
+#: LEVER_MIN) [N] (:func:`~actuatorlab.sim.force.lever_arms`), log channel f_lever/<joint>
 RESIDUAL_FEATURES: tuple[str, ...] = ("tau_ext", "f_lever")
 #: per-channel features computed from the (simulated or measured) state and the inputs
 STATE_FEATURES: tuple[str, ...] = ("q_target", "q", "dq", "err", "voltage", "enable")
@@ -74,7 +74,7 @@ class LearnedArm(eqx.Module):
     """A learned (or residual) actuator model of a whole robot; a pytree whose trained leaves are
     the network's (:func:`trainable`).
 
-    net: network (:mod:`actuatorlab.learned.nets`) on windows (history + 1, n_features);
+    net: network (:mod:`actuatorlab.models.nets`) on windows (history + 1, n_features);
     normalizer: feature normalization (fitted on training frames);
     base: analytic parameter sets name -> (n_groups,) (servo side): the corrected model of a
         residual, and the model of the joints that are not channels;
@@ -82,7 +82,7 @@ class LearnedArm(eqx.Module):
     effort_scale, effort_limit: (C,) [N.m | N] s_c and E_c of the module docstring;
     residual: correct the analytic effort (True) or replace it (False);
     arch, sizes: the network's registry name and sizes (to save and rebuild it);
-    force_prior: None, or the :class:`~actuatorlab.estimate.force.ForcePrior` (a calibrated
+    force_prior: None, or the :class:`~actuatorlab.sim.force.ForcePrior` (a calibrated
         classical estimator) whose estimate the force head corrects: f = sigmoid(gate) (f_raw + f_prior).
     force_yaw: the frame of the force head (:meth:`heads`). ``()``: the network's f_raw is the force in
         the robot's base frame. ``(q_col, a_x, a_y, a_z)``: the network predicts the force in the frame
@@ -96,7 +96,7 @@ class LearnedArm(eqx.Module):
         f_raw = (J_p J_p^T + lambda^2 I)^-1 J_p tau at the window's newest measured angles (damped
         least squares through the arm's kinematics; docs/force.md, "Force frame"). Excludes
         ``force_yaw`` (a joint torque is already unchanged by a yaw of the whole arm).
-    residual_input: None, or the :class:`~actuatorlab.estimate.force.ForcePrior` (a calibrated
+    residual_input: None, or the :class:`~actuatorlab.sim.force.ForcePrior` (a calibrated
         classical estimator, fitted on training logs) whose causal external-joint-torque estimate
         is the ``tau_ext`` per-channel feature (and ``f_lever``, the same over each joint's lever
         arm: ``RESIDUAL_FEATURES``; added to a log by
@@ -274,7 +274,7 @@ class OnlineEstimator:
     effort (a residual's correction), "force": (3,) [N] w f_raw with w = :func:`gate_weight` (the
     contact probability s = sigmoid(gate) where s > :data:`CONTACT_GATE`, else 0; ``soft_gate=True``:
     s everywhere, the soft product), without the model's ``force_prior``
-    (:class:`~actuatorlab.estimate.force.LearnedForceEstimator` adds it), "force_raw": (3,) [N] f_raw,
+    (:class:`~actuatorlab.sim.force.LearnedForceEstimator` adds it), "force_raw": (3,) [N] f_raw,
     "contact": s, "condition": (C,) condition scores in [0, 1] (1 = normal, 0 = restricted)}.
     ``reset()`` forgets the history.
     """

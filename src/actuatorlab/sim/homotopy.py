@@ -319,7 +319,7 @@ def make_homotopy(model: Any, nominal_qpos=None, *, eps: float = 0.01, a_floor: 
     if legs.size == 0:
         raise ModelError("homotopy: the floating base has no bodies below it (nothing to move)")
     if nominal_qpos is None:
-        from ..envs.actuators import home_qpos
+        from ..robots.loader import home_qpos
 
         nominal_qpos = home_qpos(m)
     d = mujoco.MjData(m)

@@ -329,10 +329,10 @@ def load_spec(path: str | Path) -> RandomizationSpec:
 
 def save_spec(doc: Mapping, path: str | Path) -> Path:
     """Validate ``doc`` and write it atomically."""
-    from ..identify.modelfile import atomic_write_text
+    from ..files import atomic_write
 
     parse_spec(doc, str(path))
-    return atomic_write_text(path, json.dumps(doc, indent=2) + "\n")
+    return atomic_write(path, json.dumps(doc, indent=2) + "\n")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ def draw_param_sets(robot: Robot | str, model: str, seed: int = 0, *, spread: fl
     others keep the config's nominal value. ``set_values`` (name -> value) replaces the nominal
     before the variation (needed for parameters whose nominal is 0).
     """
-    from ..identify.arm_fit import per_joint_robot, robot_with_model
+    from ..sim.arm_data import per_joint_robot, robot_with_model
 
     robot = load_robot(robot) if isinstance(robot, str) else robot
     r = per_joint_robot(robot_with_model(robot, model))
@@ -79,7 +79,7 @@ def model_logs(robot: Robot | str, model: str, param_sets: dict[str, np.ndarray]
     (quantised to 2 pi / 4096 rad if ``quantize``), velocity (the simulator's, rad/s) and
     torque_enable; plus supply_voltage. Same arguments, same arrays.
     """
-    from ..identify.arm_fit import per_joint_robot, robot_with_model
+    from ..sim.arm_data import per_joint_robot, robot_with_model
     from ..sim.arm import initial_state, make_inputs
     from ..sim.arm_native import rollout_native
 

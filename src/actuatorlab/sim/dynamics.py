@@ -39,16 +39,13 @@ __all__ = ["ArmDynamics", "force_from_torque", "default_ee_body"]
 
 
 def default_ee_body(robot: Robot) -> str:
-    """The end-effector body of ``robot`` where force labels act: the one the virtual hardware
-    (:mod:`actuatorlab.synth`) uses for this robot; a robot it does not know needs an explicit
-    ``ee_body``."""
-    from ..synth.robot import ROBOTS
-
-    spec = ROBOTS.get(robot.name)
-    if spec is None:
+    """The end-effector body of ``robot`` where force labels act: the config's ``ee_body`` (the one
+    the virtual hardware, :mod:`actuatorlab.synth`, uses for this robot); a robot whose config
+    names none needs an explicit ``ee_body``."""
+    if robot.ee_body is None:
         raise ModelError(f"robot {robot.name!r}: no default end-effector body; pass ee_body= (a body of "
                          f"{robot.mjcf_path})")
-    return spec.ee_body
+    return robot.ee_body
 
 
 def force_from_torque(J: np.ndarray, tau: np.ndarray, rcond: float = 1e-3) -> np.ndarray:

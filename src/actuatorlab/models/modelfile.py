@@ -5,44 +5,25 @@ operating envelope of the training data, metrics, package version and git revisi
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
+
+import numpy as np
 
 from ..errors import ModelError
-from ..models.control import DEFAULT_ERROR_GAIN
-from ..models.params import PARAMS, neutral_params, unit_for
-from ..models.registry import get_model
+from ..files import atomic_write, git_revision
+from .control import DEFAULT_ERROR_GAIN
+from .params import PARAMS, neutral_params, unit_for
+from .registry import get_model
 
-__all__ = ["MODEL_FORMAT", "MODEL_FORMAT_VERSION", "model_to_dict", "save_model", "load_model",
-           "params_from_model", "git_revision", "atomic_write_text", "model_from_bam", "BAM_PARAMETER_NAMES",
+__all__ = ["MODEL_FORMAT", "MODEL_FORMAT_VERSION", "ARM_MODEL_FORMAT", "ENVELOPE_VERSION", "CONTINUOUS", "validate_envelope", "model_to_dict", "save_model", "load_model",
+           "params_from_model", "model_from_bam", "BAM_PARAMETER_NAMES",
            "BAM_ACTUATORS"]
 
 MODEL_FORMAT = "actuatorlab-model"
 MODEL_FORMAT_VERSION = "1"
-
-
-def git_revision() -> str:
-    """Git revision of the package source if it lives in a checkout, else "unknown"."""
-    try:
-        root = Path(__file__).resolve().parents[3]
-        out = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, timeout=5)
-        rev = out.stdout.strip()
-        if out.returncode == 0 and rev:
-            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, timeout=5).stdout.strip()
-            return rev + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return "unknown"
-
-
-def atomic_write_text(path: str | Path, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (:func:`actuatorlab.files.atomic_write`)."""
-    from ..files import atomic_write
-
-    return atomic_write(path, text)
+#: whole-robot model files (RUN/arm_model.json: analytic, learned or residual; docs/model_file.md)
+ARM_MODEL_FORMAT = "actuatorlab-arm-model"
 
 
 def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiability: dict | None = None,
@@ -99,7 +80,7 @@ def _parameter_entries(values: dict, free, joint: str = "revolute") -> dict[str,
 
 
 def save_model(d: dict, path: str | Path) -> Path:
-    return atomic_write_text(path, json.dumps(d, indent=2, default=_json_default) + "\n")
+    return atomic_write(path, json.dumps(d, indent=2, default=_json_default) + "\n")
 
 
 def _json_default(o):
@@ -135,8 +116,6 @@ def load_model(path: str | Path) -> dict[str, Any]:
         if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
             raise ModelError(f"{path}: parameter {name!r} has no numeric value")
     if d.get("envelope") is not None:  # optional: files written before envelopes were recorded lack it
-        from ..evaluate.envelope import validate_envelope
-
         validate_envelope(d["envelope"], str(path))
     return d
 
@@ -237,3 +216,52 @@ def model_from_bam(bam: dict, source: str = "BAM parameter file") -> dict[str, A
         "imported_from": {"tool": "bam", "file": str(source), "parameters": dict(bam)},
         "package_version": __version__, "git_revision": git_revision(),
     }
+
+
+# --------------------------------------------------------------------------------------------
+# The operating envelope's stored form (computed and checked by actuatorlab.evaluate.envelope)
+# --------------------------------------------------------------------------------------------
+
+#: version of the stored envelope dict
+ENVELOPE_VERSION = "1"
+
+
+#: Continuous signals with a 1-D range: name -> unit (revolute, prismatic).
+CONTINUOUS: dict[str, tuple[str, str]] = {
+    "position": ("rad", "m"),
+    "velocity": ("rad/s", "m/s"),
+    "effort": ("1", "1"),
+    "gravity_torque": ("N.m", "N"),
+    "temperature": ("degC", "degC"),
+    "supply_voltage": ("V", "V"),
+}
+
+def _unrows(rows: Sequence[str], shape: tuple[int, int], what: str) -> np.ndarray:
+    a = np.array([[c == "1" for c in r] for r in rows], dtype=bool)
+    if a.shape != shape:
+        raise ModelError(f"envelope: {what} occupancy has shape {a.shape}, expected {shape}")
+    return a
+
+
+def validate_envelope(env: Any, where: str = "model.json") -> dict[str, Any]:
+    """Check the structure of a stored envelope; errors name ``where`` and the problem."""
+    if not isinstance(env, dict):
+        raise ModelError(f"{where}: envelope must be an object, got {type(env).__name__}")
+    if env.get("version") != ENVELOPE_VERSION:
+        raise ModelError(f"{where}: envelope version {env.get('version')!r} is not supported "
+                         f"(this version reads {ENVELOPE_VERSION!r})")
+    for key in ("dt", "settings", "dimensions", "planes", "conditions"):
+        if key not in env:
+            raise ModelError(f"{where}: envelope lacks key {key!r}")
+    for name, d in env["dimensions"].items():
+        if name not in CONTINUOUS:
+            raise ModelError(f"{where}: envelope has unknown dimension {name!r} (known: {', '.join(CONTINUOUS)})")
+        if not all(isinstance(d.get(k), (int, float)) for k in ("lower", "upper")):
+            raise ModelError(f"{where}: envelope dimension {name!r} needs numeric 'lower' and 'upper'")
+    for name, p in env["planes"].items():
+        try:
+            nx, ny = len(p["x_edges"]) - 1, len(p["y_edges"]) - 1
+            _unrows(p["occupied"], (nx, ny), f"{where}: plane {name!r}")
+        except (KeyError, TypeError) as e:
+            raise ModelError(f"{where}: envelope plane {name!r} is malformed ({e})") from None
+    return env

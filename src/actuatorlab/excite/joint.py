@@ -54,8 +54,8 @@ from ..logs.format import Channel, Setup, Trajectory
 from ..models.params import neutral_params
 from ..models.registry import get_model
 from ..sim.rollout import make_batches, rollout_batch
-from .fit import ParamSpace, profile_for, substeps_for
-from .identifiability import _jacobian
+from ..identify.fit import ParamSpace, profile_for, substeps_for
+from ..identify.identifiability import _jacobian
 
 __all__ = ["Limits", "Segment", "EXCITATION_FORMAT", "ENCODER_NOISE", "candidates", "primitives", "information",
            "design", "crlb", "logdet", "greedy_design",
@@ -365,7 +365,7 @@ def design(segments: list[Segment], model: str, params: dict[str, float], budget
 def write_excitation(out: str | Path, segments: list[Segment], lim: Limits, report: dict[str, Any] | None = None) -> list[Path]:
     """Write each segment as ``NAME.csv`` (time_s, target_rad, target_deg, torque_enable) and
     ``excitation.json`` (limits, the setup of each file, the design report); atomic writes."""
-    from .modelfile import atomic_write_text
+    from ..files import atomic_write
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -374,12 +374,12 @@ def write_excitation(out: str | Path, segments: list[Segment], lim: Limits, repo
         t = np.arange(s.q.size) * s.dt
         lines = ["time_s,target_rad,target_deg,torque_enable"] + [
             f"{ti:.6f},{qi:.9f},{math.degrees(qi):.6f},1" for ti, qi in zip(t, s.q)]
-        paths.append(atomic_write_text(out / f"{s.name}.csv", "\n".join(lines) + "\n"))
+        paths.append(atomic_write(out / f"{s.name}.csv", "\n".join(lines) + "\n"))
     manifest = {"format": EXCITATION_FORMAT, "format_version": "1", "limits": dataclasses.asdict(lim),
                 "files": [{"file": f"{s.name}.csv", "duration_s": s.duration, "dt": s.dt, "tags": s.tags,
                            "setup": s.setup.to_dict()} for s in segments],
                 "design": report}
-    paths.append(atomic_write_text(out / "excitation.json", json.dumps(manifest, indent=2, default=float) + "\n"))
+    paths.append(atomic_write(out / "excitation.json", json.dumps(manifest, indent=2, default=float) + "\n"))
     return paths
 
 
@@ -403,8 +403,8 @@ def compare_to_naive(designed: list[Segment], naive: list[Segment] | dict[str, l
     "naive") or label -> set. Returns label -> row."""
     from ..evaluate import summarize
     from ..evaluate.replay import replay_batches
-    from .fit import fit_model
-    from .select import BUDGETS
+    from ..identify.fit import fit_model
+    from ..identify.select import BUDGETS
 
     evals, starts, grad = BUDGETS[budget]
     held = make_batches(synthetic_logs(heldout, model, truth), heldout[0].dt)

@@ -77,7 +77,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -137,7 +136,7 @@ class ConditionLog:
 def condition_log(robot, traj, channels: Sequence[str] | None = None) -> ConditionLog:
     """Read one log (robot ordered, ``channels`` default: the joints the log records); a missing
     ``current/<joint>`` channel or a NaN in it is a one-line :class:`DataError` naming the log."""
-    from ..identify.arm_fit import log_arrays
+    from ..sim.arm_data import log_arrays
 
     b = log_arrays(robot, traj)
     where = traj.source_file or traj.name
@@ -593,7 +592,7 @@ def _teacher_forced(robot, model, trajs, *, spans: bool = False):
     """Windows (N, H + 1, F) of measured frames (the causal window of every frame) and condition
     labels (N, C) (1 = normal) of the logs; with ``spans`` also each log's (start, stop) rows."""
     from ..learned.arm import arm_log, with_residual_inputs
-    from ..learned.features import sliding_windows
+    from ..models.features import sliding_windows
     from ..sim.arm_learned import frames_of_log
 
     xs, ys, sp, n = [], [], [], 0
@@ -740,12 +739,12 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
     ``drop_mean``: the net then sees how the joint moves and loads, not where it is.
 
     With ``tau_ext`` among ``per_channel`` the model reads the estimated external joint torque of
-    ``residual_input`` (a :class:`~actuatorlab.estimate.force.ForcePrior`; default: ``id_friction``
+    ``residual_input`` (a :class:`~actuatorlab.sim.force.ForcePrior`; default: ``id_friction``
     calibrated on the free-motion logs among ``trajs``, which must be training logs), stored with
     the model (docs/condition.md, "The residual input")."""
     from ..learned.arm import DEFAULT_FEATURES, arm_log, make_learned_arm, with_residual_inputs
-    from ..learned.features import Normalizer, fit_normalizer
-    from ..identify.arm_fit import log_arrays
+    from ..models.features import Normalizer, fit_normalizer
+    from ..sim.arm_data import log_arrays
     from ..sim.arm_learned import RESIDUAL_FEATURE, TELEMETRY, frames_of_log
     import jax
 
@@ -758,7 +757,7 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
         trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
     F = len(channels) * len(feats)
     if RESIDUAL_FEATURE in feats and residual_input is None:
-        from ..estimate.force import ForcePrior
+        from ..sim.force import ForcePrior
 
         residual_input = ForcePrior.fit(robot, "id_friction", trajs)
     sizes = dict(sizes or {})
@@ -1190,200 +1189,9 @@ def public(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def write_condition_report(path: str | Path, res: dict[str, Any], *, title: str = "Motor-condition detection",
-                           model_name: str = "", max_logs: int = 12, plotly_js: str = "sibling") -> Path:
-    """Self-contained HTML report: metrics table, ROC curves per method, per-log verdicts and the
-    learned per-frame scores (first ``max_logs`` logs). Reuses :mod:`actuatorlab.evaluate.report`'s
-    page pieces (plotly.js loaded once: a shared sibling file or inlined)."""
-    from .report import _CSS, _LOADER, _e, _plotly_script, _write_atomic
-
-    path = Path(path)
-    body = condition_report_body(res, title=title, model_name=model_name, max_logs=max_logs)
-    page = "\n".join(["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">', f"<title>{_e(title)}</title>",
-                      f"<style>{_CSS}</style>", _plotly_script(path, plotly_js), "</head><body>", *body,
-                      f"<script>{_LOADER}</script>", "</body></html>", ""])
-    _write_atomic(path, page)
-    return path
 
 
-def condition_report_body(res: dict[str, Any], *, title: str = "Motor-condition detection", model_name: str = "",
-                          max_logs: int = 12) -> list[str]:
-    """The HTML body parts of :func:`write_condition_report` (heading, metrics table, ROC figure
-    ``fig-roc``, verdicts, per-frame score figures ``fig-log-<i>``), for pages that combine several
-    reports (``report-heads``)."""
-    import plotly.graph_objects as go
-
-    from .report import _e, _figure_script, _g, _table
-
-    rows = []
-    for name in METHODS:
-        if name in res:
-            m = res[name]
-            rows.append([_e(name), *[_g(m.get(k), ".3f") for k in ("accuracy", "precision", "recall", "auc")],
-                         str(m["n_windows"]), str(m["n_restricted"])])
-    body = [f"<h1>{_e(title)}</h1>", f"<p><b>Model:</b> {_e(model_name or '-')}; {res['n_logs']} evaluated logs; "
-            f"windows of {WINDOW} control steps, stride {STRIDE}; restricted = positive.</p>",
-            "<h2>Window-level metrics</h2>",
-            _table(["method", "accuracy", "precision", "recall", "AUC", "window x channel", "restricted"], rows),
-            '<p class="muted">learned: window score = 1 - mean per-frame condition score (causal, one frame at a '
-            "time); baselines fitted per channel on the training logs' windows only.</p>"]
-    fams = sorted({f for name in METHODS if name in res for f in (res[name].get("by_excitation") or {})})
-    if fams:
-        meths = [n for n in METHODS if n in res]
-        frow = []
-        for f in fams:
-            b = [res[n]["by_excitation"].get(f, {}) for n in meths]
-            frow.append([_e(f), f"{b[0].get('n_windows', 0)} ({b[0].get('n_restricted', 0)})",
-                         *[f"{_g(x.get('recall'), '.2f')} / {_g(x.get('auc'), '.3f')}" for x in b]])
-        body += [f"<h2>By excitation family ({_e(', '.join(res.get('restricted_channels', [])))})</h2>",
-                 _table(["family", "windows (restricted)", *[f"{_e(n)}: recall / AUC" for n in meths]], frow),
-                 '<p class="muted">Window rows of the logs of each excitation family, on the channels restricted '
-                 "in some evaluated log; a family whose logs are all normal has no recall or AUC.</p>"]
-    figs = []
-    fig = go.Figure()
-    for name, r in res.get("roc", {}).items():
-        if r is not None:
-            auc = res[name].get("auc")
-            fig.add_trace(go.Scatter(x=np.asarray(r["fpr"]), y=np.asarray(r["tpr"]), mode="lines",
-                                     name=f"{name} (AUC {_g(auc, '.3f')})"))
-    fig.add_trace(go.Scatter(x=[0, 1], y=[0, 1], mode="lines", line=dict(dash="dot", color="#999"), name="chance"))
-    fig.update_layout(xaxis_title="false positive rate", yaxis_title="true positive rate", height=460,
-                      margin=dict(l=50, r=20, t=30, b=40))
-    figs.append(_figure_script(fig, "fig-roc"))
-    body += ["<h2>ROC curves</h2>", figs[-1]]
-    if res.get("logs"):
-        chans = res["channels"]
-        calib = res.get("calibration") or {}
-        smooth_txt = (f" of the scores smoothed over {_g(calib['smooth_s'])} s (calibration: "
-                      f"{_e(str(calib.get('source', '')))})" if calib.get("smooth_s") else "")
-        vr = [[_e(d["log"]), *[("<b>R</b> " if d["label"][c] else "") + _e(d["verdict"][c])
-                               + f" ({d['score_last'][c]:.2f})" for c in chans]] for d in res["logs"]]
-        body += ["<h2>Per-log verdicts (learned head)</h2>",
-                 f'<p class="muted">Mean condition score (1 = normal) of the last {_g(calib.get("verdict_s", 5.0))} s'
-                 f'{smooth_txt}; below {_g(calib.get("verdict_threshold", 0.5), ".3f")}: restricted. '
-                 "<b>R</b>: labelled restricted.</p>", _table(["log", *map(_e, chans)], vr)]
-        cv = calib.get("val") or {}
-        if cv.get("window_recall_loo") is not None:
-            body.append(f'<p class="muted">Window threshold {_g(calib.get("window_threshold"), ".3f")}: recall '
-                        f'{_g(cv.get("window_recall"), ".3f")} on its {cv.get("n_logs")} calibration logs, '
-                        f'{_g(cv["window_recall_loo"], ".3f")} (precision {_g(cv.get("window_precision_loo"), ".3f")}) '
-                        "on a calibration log left out of the choice; logs with motion the calibration logs lack "
-                        "can do worse.</p>")
-        al = (res.get("learned") or {}).get("alarms")
-        if al:
-            ra, na = al["restricted"], al["normal"]
-            body.append(f'<p class="muted">Per-frame alarm (smoothed score below {_g(al["threshold"], ".3f")} after '
-                        f'a {_g(al.get("warmup_s"), ".2f")} s warm-up'
-                        + (f', raised after {_g(al["hold_s"], ".2f")} s below it' if al.get("hold_s") else "")
-                        + f', as <code>ConditionMonitor</code> raises it '
-                        f'online): {ra["detected"]} of {ra["n"]} restricted '
-                        f'channels alarmed, first alarm {_g(ra["first_alarm_s"]["median"], ".2f")} s after the start (median; '
-                        f'max {_g(ra["first_alarm_s"]["max"], ".2f")} s), alarmed {_g(ra["alarm_time_fraction"], ".2f")}'
-                        f' of their time; {na["with_alarm"]} of {na["n"]} normal channels ever alarmed, '
-                        f'{_g(na["alarm_time_fraction"], ".4f")} of their time, '
-                        f'{_g(na["false_alarms_per_hour"], ".1f")} alarm onsets per hour.</p>')
-        body.append("<h2>Per-frame condition scores</h2>")
-        for i, d in enumerate(res["logs"][:max_logs]):
-            fs = d.get("frame_scores")
-            if fs is None:
-                continue
-            f = go.Figure()
-            for c, ch in enumerate(chans):
-                f.add_trace(go.Scatter(y=np.asarray(fs[:, c], np.float32), x0=0.0, dx=d["dt"], mode="lines",
-                                       name=ch))
-            f.update_layout(title=d["log"], yaxis_title="score (1 = normal)", xaxis_title="time [s]", height=260,
-                            yaxis_range=[-0.05, 1.05], margin=dict(l=50, r=20, t=40, b=40))
-            figs.append(_figure_script(f, f"fig-log-{i}"))
-            body.append(figs[-1])
-    return body
 
 
-def _same_samples(a, b) -> bool:
-    """Two loaded logs hold the same samples (time stamps and every data column)."""
-    if a.time.shape != b.time.shape or not np.array_equal(a.time, b.time) or set(a.data) != set(b.data):
-        return False
-    return all(np.array_equal(np.asarray(a.data[k]), np.asarray(b.data[k]), equal_nan=True) for k in a.data)
 
 
-def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
-                        report=None, frames_csv=None, fit_head=None, head_steps: int = 300, calibrate=None,
-                        use_calibration: bool = True, min_recall: float | None = None,
-                        motion_weighting: bool = False, log_odds: bool = True, alarm_hold_s: float = 0.0,
-                        progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """``actuatorlab condition``: load the learned arm model ``model_path`` (RUN/arm_model.json),
-    the evaluated logs ``paths`` and the training logs ``train`` (for the baselines; never the same
-    files), evaluate (:func:`run_condition`), optionally first train the condition head on the
-    training logs (``fit_head`` = a run folder: :func:`train_condition_head` with scope "head",
-    ``head_steps`` steps, written there as arm_model.json), write the report and the per-frame
-    scores (CSV: log, time, condition/<channel>; 1 = normal). Returns :func:`public`'s dict.
-
-    Calibration (smoothing window and thresholds, :func:`calibrate_condition`): ``calibrate`` =
-    validation logs (never the evaluated or training ones) to choose it on (stored in the
-    ``fit_head`` model when given; ``min_recall``: the window threshold's operating point,
-    ``motion_weighting``: also try the motion-weighted smoothing, ``log_odds``: also try the mean of
-    the log-odds (default; False: the plain means only), see :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
-    ``use_calibration``; otherwise none (no smoothing, thresholds 0.5, ``--verdict-s``).
-    ``alarm_hold_s``: the per-frame alarm's on-delay in the ``alarms`` summary (:func:`run_condition`)."""
-    import io
-
-    from ..identify.modelfile import atomic_write_text
-    from ..learned.arm import load_arm_model, save_arm_model
-    from ..logs import load_logs
-    from ..precision import physics_precision
-
-    hold_frames(alarm_hold_s, 1.0)  # a bad hold fails before any loading
-
-    with physics_precision():
-        robot, model, d = load_arm_model(model_path, robot_name)
-        trajs = load_logs(list(paths))
-        ttrajs = load_logs(list(train)) if train else []
-        vtrajs = load_logs(list(calibrate)) if calibrate else []
-        # the same log: same source AND the same samples (synthetic logs of two units share their names)
-        used: dict[str, list] = {}
-        for t in list(trajs) + list(ttrajs):
-            used.setdefault(str(t.source_file or t.name), []).append(t)
-        clash = sorted(str(v.source_file or v.name) for v in vtrajs if any(
-            _same_samples(u, v) for u in used.get(str(v.source_file or v.name), ())))
-        if clash:
-            raise DataError(clash[0], "is both a calibration log and an evaluated or training log; calibrate on "
-                                      "validation logs only")
-        cal = dict(d.get("condition_calibration") or {}) if use_calibration else {}
-        if fit_head is not None:
-            if not ttrajs:
-                raise DataError(None, "--fit-head needs training logs (--train)")
-            model, info = train_condition_head(robot, model, ttrajs, steps=head_steps, seed=seed, scope="head")
-            cal = {}
-        ch = model.layout.channels
-        if vtrajs:
-            vlogs = [condition_log(robot, t, ch) for t in vtrajs]
-            cal = calibrate_condition([learned_frame_scores_batched(robot, model, lg) for lg in vlogs],
-                                      [lg.restricted for lg in vlogs], float(robot.control_dt), verdict_s=verdict_s,
-                                      min_recall=min_recall, positions=[lg.q for lg in vlogs],
-                                      motion_weighting=motion_weighting, log_odds=log_odds)
-            cal["channels_used"] = [ch[c] for c in cal["channels_used"]]
-            cal["source"] = f"{len(vlogs)} calibration logs: " + ", ".join(lg.name for lg in vlogs)
-        if fit_head is not None:
-            save_arm_model(fit_head, robot_name, model, d.get("base"), extra={
-                k: v for k, v in d.items() if k in ("training", "data")} | {"condition_head": {
-                    k: v for k, v in info.items() if k != "loss"} | {"final_loss": info["loss"][-1]}}
-                | ({"condition_calibration": cal} if cal else {}))
-            model_path = Path(fit_head) / "arm_model.json"
-        logs = [condition_log(robot, t, ch) for t in trajs]
-        tlogs = [condition_log(robot, t, ch) for t in ttrajs]
-        res = run_condition(robot, logs, model=model, train_logs=tlogs, seed=seed, verdict_s=verdict_s,
-                            progress=progress, calibration=cal or None, alarm_hold_s=alarm_hold_s)
-    res["model"] = str(model_path)
-    res["robot"] = robot_name
-    res["verdict_s"] = res.get("calibration", {}).get("verdict_s", verdict_s)
-    if report is not None:
-        write_condition_report(report, res, model_name=str(model_path))
-    if frames_csv is not None:
-        buf = io.StringIO()
-        buf.write(",".join(["log", "time"] + [f"condition/{c}" for c in res["channels"]]) + "\n")
-        for dd in res["logs"]:
-            for k, row in enumerate(dd["frame_scores"]):
-                buf.write(f"{dd['log']},{k * dd['dt']:.6g}," + ",".join(f"{v:.6g}" for v in row) + "\n")
-        atomic_write_text(frames_csv, buf.getvalue())
-    out = public(res)
-    out.pop("roc", None)
-    return out

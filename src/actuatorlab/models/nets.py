@@ -1,7 +1,7 @@
 """Learned actuator networks (equinox): a gated Transformer and its MLP / GRU / LSTM ablations.
 
 Every network maps ONE normalized window ``x`` float32 ``(history + 1, n_features)`` (oldest frame
-first, last row = current frame; see :mod:`actuatorlab.learned.features`) to :class:`Heads`:
+first, last row = current frame; see :mod:`actuatorlab.models.features`) to :class:`Heads`:
 
 * ``torque`` ``(C,)``: a normalized effort surrogate per actuator channel; the rollout maps it to
   [N.m] (or [N]) with the channel's effort scale and clips it to the channel's effort bounds;

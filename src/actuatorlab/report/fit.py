@@ -16,17 +16,16 @@ uniform stride to at most ``max_points`` samples per trace; metrics always use e
 
 from __future__ import annotations
 
-import base64
 import html
-import json
 import math
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from actuatorlab.errors import ModelError
 from actuatorlab.evaluate.metrics import REGIMES, LogResult, summarize
+from .kit import CSS, LOADER, decimation, escape, figure_script, as_float, fmt, pct, plotly_script, table, write_page
 
 __all__ = ["write_report"]
 
@@ -37,27 +36,7 @@ _ONESTEP = "#ff7f0e"
 _OUTSIDE = "#ff9900"
 _MAX_SHADED_SPANS = 200
 
-_CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0 auto;max-width:1200px;
-padding:1.5rem;color:#222;line-height:1.4}
-h1{margin-bottom:.2rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2rem}
-table{border-collapse:collapse;margin:.5rem 0;font-size:.9rem}
-th,td{border:1px solid #ddd;padding:.25rem .6rem;text-align:right}
-th{background:#f4f4f4}td.l,th.l{text-align:left}
-.cards{display:flex;flex-wrap:wrap;gap:.75rem}
-.card{border:1px solid #ddd;border-radius:6px;padding:.5rem .9rem;min-width:9rem}
-.card .v{font-size:1.25rem;font-weight:600}.card .k{font-size:.8rem;color:#666}
-.muted{color:#666;font-size:.85rem}.warn{color:#b00}
-.fig{width:100%;min-height:360px}
-"""
 
-_LOADER = """
-document.querySelectorAll('script.actuatorlab-figure').forEach(function (s) {
-  var f = JSON.parse(s.textContent);
-  Plotly.newPlot(s.dataset.target, f.data, f.layout,
-                 {responsive: true, displaylogo: false});
-});
-"""
 
 
 # --------------------------------------------------------------------------------------------
@@ -65,43 +44,10 @@ document.querySelectorAll('script.actuatorlab-figure').forEach(function (s) {
 # --------------------------------------------------------------------------------------------
 
 
-def _typed(a: np.ndarray) -> dict[str, str] | list:
-    """plotly.js typed-array spec ({"dtype", "bdata"}) for numeric arrays, list otherwise."""
-    if a.dtype.kind not in "fiub":
-        return [_jsonable(x) for x in a.tolist()]
-    dtype = "f4" if a.dtype.kind == "f" else "i4"
-    spec = {"dtype": dtype, "bdata": base64.b64encode(a.astype("<" + dtype).tobytes()).decode()}
-    if a.ndim > 1:
-        spec["shape"] = ", ".join(str(d) for d in a.shape)
-    return spec
 
 
-def _jsonable(x: Any) -> Any:
-    if isinstance(x, np.ndarray):
-        return _typed(x)
-    if isinstance(x, Mapping):
-        return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_jsonable(v) for v in x]
-    if isinstance(x, (np.floating, float)):
-        x = float(x)
-        return x if math.isfinite(x) else None
-    if isinstance(x, np.integer):
-        return int(x)
-    if isinstance(x, np.bool_):
-        return bool(x)
-    return x
 
 
-def _figure_script(fig: Any, target: str) -> str:
-    """Figure -> ``<div>`` + ``<script type="application/json">`` drawn by the loader."""
-    payload = json.dumps(_jsonable(fig.to_plotly_json()), separators=(",", ":"), allow_nan=False)
-    payload = payload.replace("</", "<\\/")  # never close the script element early
-    return (
-        f'<div id="{target}" class="fig"></div>\n'
-        f'<script type="application/json" class="actuatorlab-figure" data-target="{target}">'
-        f"{payload}</script>\n"
-    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -109,10 +55,6 @@ def _figure_script(fig: Any, target: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _decimation(n: int, max_points: int) -> np.ndarray:
-    """Indices of a uniform-stride decimation of n samples to at most max_points."""
-    stride = max(1, math.ceil(n / max(1, max_points)))
-    return np.arange(0, n, stride)
 
 
 def _xaxis_args(t: np.ndarray) -> dict[str, Any]:
@@ -139,7 +81,7 @@ def _log_figure(r: LogResult, metrics: Mapping[str, Any], max_points: int,
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    idx = _decimation(r.n, max_points)
+    idx = decimation(r.n, max_points)
     t = r.t[idx]
     m = r.mask[idx]
     xa = _xaxis_args(t)
@@ -261,43 +203,14 @@ def _correlation_figure(names: Sequence[str], corr: np.ndarray) -> Any:
 # --------------------------------------------------------------------------------------------
 
 
-def _e(x: Any) -> str:
-    return html.escape(str(x))
 
 
-def _g(x: Any, spec: str = ".4g") -> str:
-    if x is None:
-        return "-"
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return _e(x)
-    return format(v, spec) if math.isfinite(v) else _e(v)
 
 
-def _float(x: Any) -> float | None:
-    """float(x), or None when x is None or not a finite number."""
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return None
-    return v if math.isfinite(v) else None
 
 
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100.0 * x:.2f} %"
 
 
-def _table(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> str:
-    """HTML table; cells are already-escaped strings; the first ``left`` columns left-aligned."""
-    cls = lambda i: ' class="l"' if i < left else ""  # noqa: E731
-    out = ["<table><thead><tr>"]
-    out += [f"<th{cls(i)}>{h}</th>" for i, h in enumerate(header)]
-    out.append("</tr></thead><tbody>")
-    for row in rows:
-        out.append("<tr>" + "".join(f"<td{cls(i)}>{c}</td>" for i, c in enumerate(row)) + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
 
 
 def _cards(summary: Mapping[str, Any]) -> str:
@@ -313,46 +226,46 @@ def _cards(summary: Mapping[str, Any]) -> str:
         ("rollout MAE", length(summary.get("rollout_mae"))),
         ("one-step MAE", length(summary.get("onestep_mae"))),
         ("RMSE", length(summary.get("position_rmse"))),
-        ("relative error", _pct(summary.get("position_relative_error"))),
+        ("relative error", pct(summary.get("position_relative_error"))),
         ("max |error|", length(summary.get("position_max_abs_error"))),
-        ("velocity MAE", _g(summary.get("velocity_mae")) + f" {u}/s"),
+        ("velocity MAE", fmt(summary.get("velocity_mae")) + f" {u}/s"),
     ]
     if summary.get("effort_relative_error") is not None:
-        items.append(("effort relative error", _pct(summary.get("effort_relative_error"))))
+        items.append(("effort relative error", pct(summary.get("effort_relative_error"))))
     return '<div class="cards">' + "".join(
-        f'<div class="card"><div class="v">{v}</div><div class="k">{_e(k)}</div></div>'
+        f'<div class="card"><div class="v">{v}</div><div class="k">{escape(k)}</div></div>'
         for k, v in items
     ) + "</div>"
 
 
 def _per_log_table(summary: Mapping[str, Any]) -> str:
-    u = _e(summary.get("unit", ""))
+    u = escape(summary.get("unit", ""))
     rows = []
     for d in summary.get("per_log", []):
         cond = ", ".join(f"{k}={v}" for k, v in sorted(d.get("conditions", {}).items()))
         rows.append([
-            _e(d["log"]), _e(cond), str(d["n"]), _g(d["position_mae"]), _g(d.get("onestep_mae")),
-            _g(d["position_rmse"]), _pct(d["position_relative_error"]),
-            _pct(d.get("effort_relative_error")),
+            escape(d["log"]), escape(cond), str(d["n"]), fmt(d["position_mae"]), fmt(d.get("onestep_mae")),
+            fmt(d["position_rmse"]), pct(d["position_relative_error"]),
+            pct(d.get("effort_relative_error")),
         ])
     rows.append([
         "<b>all (pooled)</b>", "", str(summary.get("n_samples", "")),
-        _g(summary.get("position_mae")), _g(summary.get("onestep_mae")),
-        _g(summary.get("position_rmse")), _pct(summary.get("position_relative_error")),
-        _pct(summary.get("effort_relative_error")),
+        fmt(summary.get("position_mae")), fmt(summary.get("onestep_mae")),
+        fmt(summary.get("position_rmse")), pct(summary.get("position_relative_error")),
+        pct(summary.get("effort_relative_error")),
     ])
     header = ["log", "conditions", "samples", f"rollout MAE [{u}]", f"one-step MAE [{u}]",
               f"RMSE [{u}]", "rel. error", "effort rel. error"]
-    return _table(header, rows, left=2)
+    return table(header, rows, left=2)
 
 
 def _regime_table(summary: Mapping[str, Any]) -> str:
-    u = _e(summary.get("unit", ""))
+    u = escape(summary.get("unit", ""))
     rows = [
-        [_e(k), _g(d["position_mae"]), str(d["n_samples"]), _pct(d["fraction"])]
+        [escape(k), fmt(d["position_mae"]), str(d["n_samples"]), pct(d["fraction"])]
         for k, d in summary.get("regimes", {}).items()
     ]
-    return _table(["regime", f"rollout MAE [{u}]", "samples", "share"], rows)
+    return table(["regime", f"rollout MAE [{u}]", "samples", "share"], rows)
 
 
 def _parameter_table(parameters: Sequence[Mapping[str, Any]]) -> str:
@@ -362,7 +275,7 @@ def _parameter_table(parameters: Sequence[Mapping[str, Any]]) -> str:
             raise ModelError(f"parameter entry {i} needs 'name' and 'value', got keys {sorted(p)}")
         value, se = p["value"], p.get("stderr")
         lo, hi, free = p.get("lower"), p.get("upper"), bool(p.get("free", True))
-        v, s, fl, fh = (_float(x) for x in (value, se, lo, hi))
+        v, s, fl, fh = (as_float(x) for x in (value, se, lo, hi))
         rel = abs(s / v) if s is not None and v else None
         note = ""
         if free and v is not None and fl is not None and fh is not None:
@@ -373,17 +286,17 @@ def _parameter_table(parameters: Sequence[Mapping[str, Any]]) -> str:
         if rel is not None and rel > 0.5:
             note += (" " if note else "") + '<span class="warn">poorly determined</span>'
         rows.append([
-            _e(p["name"]),
-            _g(value) + ("" if se is None else f" &plusmn; {_g(se, '.2g')}"),
+            escape(p["name"]),
+            fmt(value) + ("" if se is None else f" &plusmn; {fmt(se, '.2g')}"),
             "-" if rel is None else f"{100 * rel:.1f} %",
-            _e(p.get("unit", "")),
-            _g(lo), _g(hi),
+            escape(p.get("unit", "")),
+            fmt(lo), fmt(hi),
             "free" if free else "fixed",
             note,
         ])
     header = ["parameter", "value &plusmn; std. error", "rel. std. error", "unit", "lower",
               "upper", "free / fixed", "note"]
-    return _table(header, rows)
+    return table(header, rows)
 
 
 def _identifiability_section(ident: Mapping[str, Any] | None, figs: list[str]) -> str:
@@ -399,14 +312,14 @@ def _identifiability_section(ident: Mapping[str, Any] | None, figs: list[str]) -
     parts = []
     if names:
         target = f"fig-corr-{len(figs)}"
-        figs.append(_figure_script(_correlation_figure(names, corr), target))
+        figs.append(figure_script(_correlation_figure(names, corr), target))
         parts.append(figs[-1])
     flagged = ident.get("flagged_pairs", []) or []
     if flagged:
-        rows = [[_e(a), _e(b), f"{float(c):+.3f}"] for a, b, c in flagged]
+        rows = [[escape(a), escape(b), f"{float(c):+.3f}"] for a, b, c in flagged]
         parts.append("<p>Strongly correlated parameter pairs (only their combination is "
                      "determined by the data):</p>")
-        parts.append(_table(["parameter", "parameter", "correlation"], rows, left=2))
+        parts.append(table(["parameter", "parameter", "correlation"], rows, left=2))
     else:
         parts.append('<p class="muted">No strongly correlated parameter pairs were flagged.</p>')
     return "\n".join(parts)
@@ -419,8 +332,8 @@ def _data_description(results: Sequence[LogResult]) -> str:
     for r in results:
         for k, v in r.conditions.items():
             conds.setdefault(str(k), set()).add(str(v))
-    cond = "; ".join(f"{_e(k)}: {_e(', '.join(sorted(v)))}" for k, v in sorted(conds.items()))
-    names = ", ".join(_e(r.name) for r in results)
+    cond = "; ".join(f"{escape(k)}: {escape(', '.join(sorted(v)))}" for k, v in sorted(conds.items()))
+    names = ", ".join(escape(r.name) for r in results)
     return (
         f"<p><b>Data:</b> {len(results)} logs, {n} samples, {duration:.1f} s"
         + (f"; {cond}" if cond else "")
@@ -449,19 +362,19 @@ def _plane_figure(plane: Mapping[str, Any], envelope: Mapping[str, Any], checks:
         x, y = c.signals.get(plane["x"]), c.signals.get(plane["y"])
         if x is None or y is None:
             continue
-        idx = _decimation(c.n, max_points)
+        idx = decimation(c.n, max_points)
         out = np.zeros(c.n, bool)
         for k in (plane["x"], plane["y"], _plane_name(plane, envelope)):
             if k in c.outside:
                 out |= c.outside[k]
         out = out[idx]
         fig.add_trace(go.Scatter(
-            x=x[idx].astype(np.float32), y=y[idx].astype(np.float32), mode="markers", name=_e(c.log),
+            x=x[idx].astype(np.float32), y=y[idx].astype(np.float32), mode="markers", name=escape(c.log),
             marker=dict(size=3, color=out.astype(np.float32), cmin=0, cmax=1, opacity=0.5,
                         colorscale=[[0, _MEASURED], [1, _OUTSIDE]]),
-            hovertemplate=f"{_e(c.log)}<br>%{{x:.3g}}, %{{y:.3g}}<extra></extra>", showlegend=False))
+            hovertemplate=f"{escape(c.log)}<br>%{{x:.3g}}, %{{y:.3g}}<extra></extra>", showlegend=False))
     fig.update_layout(template="none", height=360, width=520, margin=dict(l=70, r=20, t=40, b=50),
-                      title=dict(text=f"{_e(plane['x'])} x {_e(plane['y'])} (shaded: seen in training)",
+                      title=dict(text=f"{escape(plane['x'])} x {escape(plane['y'])} (shaded: seen in training)",
                                  font=dict(size=13)),
                       xaxis_title=f"{plane['x']} [{ux}]", yaxis_title=f"{plane['y']} [{uy}]")
     return fig
@@ -484,24 +397,24 @@ def _envelope_section(envelope: Mapping[str, Any] | None, summary: Mapping[str, 
              "positions where the joint was held still with a saturated controller (stall).</p>"]
     rows = []
     for name, d in envelope.get("dimensions", {}).items():
-        rows.append([_e(name), _e(d.get("unit", "")), _g(d.get("lower")), _g(d.get("upper")),
-                     _g(d.get("min")), _g(d.get("max"))])
-    parts.append(_table(["dimension", "unit", "lower", "upper", "training min", "training max"], rows))
+        rows.append([escape(name), escape(d.get("unit", "")), fmt(d.get("lower")), fmt(d.get("upper")),
+                     fmt(d.get("min")), fmt(d.get("max"))])
+    parts.append(table(["dimension", "unit", "lower", "upper", "training min", "training max"], rows))
     reg = envelope.get("regimes", {})
     if reg:
-        parts.append("<p>Training samples: " + ", ".join(f"{_e(k)} {_pct(v)}" for k, v in reg.items())
-                     + f" (rest: |velocity| &le; {_g(envelope.get('settings', {}).get('rest_speed'), '.3g')}"
+        parts.append("<p>Training samples: " + ", ".join(f"{escape(k)} {pct(v)}" for k, v in reg.items())
+                     + f" (rest: |velocity| &le; {fmt(envelope.get('settings', {}).get('rest_speed'), '.3g')}"
                      " for the whole rest window).</p>")
     conds = envelope.get("conditions", {})
     if conds:
         checked = set(envelope.get("checked_conditions", []))
         parts.append("<p>Conditions seen in training: " + "; ".join(
-            f"{_e(k)}{'' if k in checked else ' (not checked)'}: {_e(', '.join(v))}" for k, v in conds.items())
+            f"{escape(k)}{'' if k in checked else ' (not checked)'}: {escape(', '.join(v))}" for k, v in conds.items())
             + ".</p>")
     planes = [p for p in envelope.get("planes", {}).values() if p.get("filter") != "rest_saturated"]
     for i, plane in enumerate(planes):
         target = f"fig-envelope-{i}"
-        figs.append(_figure_script(_plane_figure(plane, envelope, checks), target))
+        figs.append(figure_script(_plane_figure(plane, envelope, checks), target))
         parts.append(f'<div style="display:inline-block;width:49%">{figs[-1]}</div>')
     per_log = summary.get("per_log", [])
     if any(d.get("envelope") for d in per_log):
@@ -516,38 +429,24 @@ def _envelope_section(envelope: Mapping[str, Any] | None, summary: Mapping[str, 
             fr = d.get("envelope_outside_dimensions") or {}
             err = ev.get("error") or {}
             conc = [(k, v) for k, v in (err.get("by_dimension") or {}).items() if v["concentrated"]]
-            rows.append([_e(d["log"]), _pct(d.get("envelope_outside_fraction"))]
-                        + [_pct(fr.get(k)) if fr.get(k) else "" for k in dims]
-                        + ["<br>".join(f'<span class="warn">{_e(k)}: {_pct(v["error_share"])} of the error on '
-                                       f'{_pct(v["sample_share"])} of the samples</span>' for k, v in conc) or "no"])
-        rows.append(["<b>all (pooled)</b>", _pct(summary.get("envelope_outside_fraction"))]
-                    + [_pct((summary.get("envelope_outside_dimensions") or {}).get(k)) for k in dims] + [""])
+            rows.append([escape(d["log"]), pct(d.get("envelope_outside_fraction"))]
+                        + [pct(fr.get(k)) if fr.get(k) else "" for k in dims]
+                        + ["<br>".join(f'<span class="warn">{escape(k)}: {pct(v["error_share"])} of the error on '
+                                       f'{pct(v["sample_share"])} of the samples</span>' for k, v in conc) or "no"])
+        rows.append(["<b>all (pooled)</b>", pct(summary.get("envelope_outside_fraction"))]
+                    + [pct((summary.get("envelope_outside_dimensions") or {}).get(k)) for k in dims] + [""])
         parts.append("<p>Share of each log's samples outside the envelope, by dimension (a sample can be "
                      "outside in several), and the dimensions its position error comes from (outside samples "
                      "carry &ge; 20 % of the error with &ge; 2x the MAE of the others):</p>")
-        parts.append(_table(["log", "outside (any)"] + [_e(k) for k in dims] + ["error from outside"], rows))
+        parts.append(table(["log", "outside (any)"] + [escape(k) for k in dims] + ["error from outside"], rows))
         warnings = summary.get("envelope_warnings") or []
         if warnings:
-            parts.append("<ul>" + "".join(f'<li class="warn">{_e(w)}</li>' for w in warnings) + "</ul>")
+            parts.append("<ul>" + "".join(f'<li class="warn">{escape(w)}</li>' for w in warnings) + "</ul>")
         else:
             parts.append('<p class="muted">No log has its error concentrated outside the envelope.</p>')
     return "\n".join(parts)
 
 
-def _plotly_script(path: Path, mode: str) -> str:
-    """The ``<script>`` that loads plotly.js: inlined, or a sibling file written once per folder."""
-    import plotly.offline
-
-    js = plotly.offline.get_plotlyjs()
-    if mode == "inline":
-        return f"<script>{js}</script>"
-    if mode != "sibling":
-        raise ModelError(f"plotly_js must be 'sibling' or 'inline', got {mode!r}")
-    name = f"plotly-{plotly.offline.get_plotlyjs_version()}.min.js"
-    target = path.parent / name
-    if not (target.is_file() and target.stat().st_size == len(js.encode("utf-8"))):
-        _write_atomic(target, js)
-    return f'<script src="{name}"></script>'
 
 
 # --------------------------------------------------------------------------------------------
@@ -555,10 +454,6 @@ def _plotly_script(path: Path, mode: str) -> str:
 # --------------------------------------------------------------------------------------------
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    from ..files import atomic_write
-
-    atomic_write(path, text)
 
 
 def write_report(
@@ -596,7 +491,7 @@ def write_report(
         envelope: the model's operating envelope (the ``envelope`` of model.json, see
             :mod:`actuatorlab.evaluate.envelope`); None: the coverage section says it is
             unavailable. Per-log coverage is read from ``summary`` (``envelope_*`` keys of
-            :func:`actuatorlab.pipeline.run_evaluate`) when present.
+            :func:`actuatorlab.app.jobs.run_evaluate`) when present.
         envelope_checks: :class:`~actuatorlab.evaluate.envelope.EnvelopeCheck` per log; their
             outside samples are shaded in the log figures.
         plotly_js: "sibling" (default): plotly.js is written once as ``plotly-VERSION.min.js``
@@ -616,8 +511,8 @@ def write_report(
 
     figs: list[str] = []
     body: list[str] = [
-        f"<h1>{_e(title)}</h1>",
-        f"<p><b>Model:</b> {_e(model_name)}</p>",
+        f"<h1>{escape(title)}</h1>",
+        f"<p><b>Model:</b> {escape(model_name)}</p>",
         _data_description(results),
         "<h2>Summary</h2>",
         '<p class="muted">Rollout: closed-loop simulation of the whole log from its initial '
@@ -633,39 +528,39 @@ def write_report(
         "measured position); driving/backdriving: the simulated motor delivers/absorbs power; "
         "torque_disabled: joint free.</p>",
     ]
-    figs.append(_figure_script(_regime_figure(summary), "fig-regimes"))
+    figs.append(figure_script(_regime_figure(summary), "fig-regimes"))
     body += [figs[-1], _regime_table(summary)]
     if summary.get("regime_warnings"):
-        body.append("<ul>" + "".join(f'<li class="warn">{_e(w)}</li>' for w in summary["regime_warnings"]) + "</ul>")
+        body.append("<ul>" + "".join(f'<li class="warn">{escape(w)}</li>' for w in summary["regime_warnings"]) + "</ul>")
     body.append("<h2>Parameters</h2>")
     body.append(_parameter_table(parameters) if parameters
                 else '<p class="muted">No parameters were provided.</p>')
     body.append("<h2>Identifiability</h2>")
     body.append(_identifiability_section(identifiability, figs))
     for sec_title, fragment in (extra_sections or {}).items():
-        body += [f"<h2>{_e(sec_title)}</h2>", str(fragment)]
+        body += [f"<h2>{escape(sec_title)}</h2>", str(fragment)]
     body.append("<h2>Operating envelope coverage</h2>")
     body.append(_envelope_section(envelope, summary, figs, envelope_checks or ()))
     outside = {c.log: c.signal_outside for c in (envelope_checks or [])}
     body.append("<h2>Logs</h2>")
     for i, r in enumerate(results):
         fig = _log_figure(r, per_log.get(r.name, {}), max_points, outside.get(r.name))
-        figs.append(_figure_script(fig, f"fig-log-{i}"))
+        figs.append(figure_script(fig, f"fig-log-{i}"))
         body.append(figs[-1])
 
     page = "\n".join([
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
-        f"<title>{_e(title)}</title>",
-        f"<style>{_CSS}</style>",
+        f"<title>{escape(title)}</title>",
+        f"<style>{CSS}</style>",
         "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
-        _plotly_script(path, plotly_js),
+        plotly_script(path, plotly_js),
         "</head><body>",
         *body,
-        f"<script>{_LOADER}</script>",
+        f"<script>{LOADER}</script>",
         "</body></html>",
         "",
     ])
-    _write_atomic(path, page)
+    write_page(path, page)
     return path

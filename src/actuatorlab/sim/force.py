@@ -55,7 +55,7 @@ Methods (:data:`METHODS`, built by :func:`make_estimator`):
 
 Every classical method maps tau_ext (n,) to the end-effector force with the pseudo-inverse of the
 translational Jacobian transpose, ``f = pinv(J_p(q)^T) tau_ext``
-(:func:`~actuatorlab.estimate.dynamics.force_from_torque`). A fitted gain a_j below ``min_gain``
+(:func:`~actuatorlab.sim.dynamics.force_from_torque`). A fitted gain a_j below ``min_gain``
 (negative, or too small to be a motor) is clamped to it and reported
 (:attr:`Calibration.warnings`).
 """
@@ -151,7 +151,7 @@ class ForceLog:
 def read_force_log(robot: Robot, traj: Trajectory, split: str = "") -> ForceLog:
     """Read one multi-joint log (``split``: a label for the scores, e.g. the folder it came from);
     problems are one-line :class:`DataError` naming the file."""
-    from ..identify.arm_fit import log_arrays
+    from .arm_data import log_arrays
 
     b = log_arrays(robot, traj)
     where = traj.source_file or traj.name
@@ -399,7 +399,7 @@ class LearnedTelemetry:
     FRAME: ClassVar[dict[str, str]] = {"current": "current", "pwm": "pwm", "temperature": "temperature"}
 
     def __init__(self, robot: Robot, model, what: str = "learned estimator"):
-        from ..sim.arm_learned import RESIDUAL_FEATURES
+        from .arm_learned import RESIDUAL_FEATURES
 
         feats = tuple(model.telemetry)
         bad = [f for f in feats if f not in self.FRAME and f not in RESIDUAL_FEATURES]
@@ -454,7 +454,7 @@ class LearnedForceEstimator(ForceEstimator):
     name = "learned"
 
     def __init__(self, robot: Robot, model, soft_gate: bool = False):
-        from ..sim.arm_learned import OnlineEstimator, gate_weight
+        from .arm_learned import OnlineEstimator, gate_weight
 
         self._gate_weight = gate_weight
         self.model = model
@@ -645,7 +645,7 @@ class ForcePrior:
     """The classical estimate a learned force head corrects (module docstring, ``learned``):
     ``method`` one of :data:`CLASSICAL`, its ``calibration`` (fitted on TRAINING logs, free motion
     or all labelled ones: :meth:`fit`; stored with the model), ``k_o`` [1/s] for the momentum observer, ``ee_body`` the end-effector
-    body (None: :func:`~actuatorlab.estimate.dynamics.default_ee_body`). Compared by identity
+    body (None: :func:`~actuatorlab.sim.dynamics.default_ee_body`). Compared by identity
     (a static field of :class:`~actuatorlab.sim.arm_learned.LearnedArm`)."""
 
     method: str

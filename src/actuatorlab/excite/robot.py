@@ -1,9 +1,9 @@
 """Excitation design for a whole robot: safe multi-joint candidate commands, ranked by the Fisher
 information they carry for the per-joint actuator parameters, and a greedy D-optimal set under a
-time budget. The whole-robot counterpart of :mod:`actuatorlab.identify.excite` (same criterion,
-same helpers: :func:`~actuatorlab.identify.excite.primitives`, ``_finish``,
-:func:`~actuatorlab.identify.excite.logdet`, :func:`~actuatorlab.identify.excite.crlb`,
-:func:`~actuatorlab.identify.excite.greedy_design`).
+time budget. The whole-robot counterpart of :mod:`actuatorlab.excite.joint` (same criterion,
+same helpers: :func:`~actuatorlab.excite.joint.primitives`, ``_finish``,
+:func:`~actuatorlab.excite.joint.logdet`, :func:`~actuatorlab.excite.joint.crlb`,
+:func:`~actuatorlab.excite.joint.greedy_design`).
 
 Candidates (each ``segment_s`` long on the robot's control grid; every one starts and ends at the
 home pose, the model's ``qpos0`` clipped into the safe range; joints not moving hold home):
@@ -65,7 +65,7 @@ from ..logs.format import Trajectory
 from ..models.registry import get_model
 from ..precision import physics
 from ..robots.loader import Robot, load_robot
-from .excite import ENCODER_NOISE, EXCITATION_FORMAT, Limits, _finish, crlb, greedy_design, logdet, primitives
+from .joint import ENCODER_NOISE, EXCITATION_FORMAT, Limits, _finish, crlb, greedy_design, logdet, primitives
 
 __all__ = ["RobotLimits", "RobotSegment", "FAMILIES", "SINGLE_PRIMITIVES", "design_robot_setup", "robot_candidates",
            "simulate_robot", "robot_information", "design_robot", "segment_logs", "compare_robot_to_naive",
@@ -73,7 +73,7 @@ __all__ = ["RobotLimits", "RobotSegment", "FAMILIES", "SINGLE_PRIMITIVES", "desi
 
 #: candidate families (module doc)
 FAMILIES: tuple[str, ...] = ("single", "loaded", "poses", "together")
-#: the single-joint motions of :func:`~actuatorlab.identify.excite.primitives` used per joint
+#: the single-joint motions of :func:`~actuatorlab.excite.joint.primitives` used per joint
 SINGLE_PRIMITIVES: tuple[str, ...] = ("sine_a0.6_f0.5", "sine_a0.25_f1.5", "chirp_a0.8", "steps_a0.5",
                                       "reversals_v0.2", "reversals_v1", "creep")
 #: [rad] largest half-range used around a joint's range centre (multi-turn joints: one turn)
@@ -111,7 +111,7 @@ class RobotLimits:
         return float(m.jnt_range[jid][0]), float(m.jnt_range[jid][1])
 
     def joint_limits(self, robot: Robot, joint: str) -> Limits:
-        """The single-joint :class:`~actuatorlab.identify.excite.Limits` of ``joint`` (joint units)."""
+        """The single-joint :class:`~actuatorlab.excite.joint.Limits` of ``joint`` (joint units)."""
         if not (self.effort_share > 0 and math.isfinite(self.effort_share)):
             raise ModelError("excitation limits: effort_share must be > 0")
         j = robot.joint(joint)
@@ -141,7 +141,7 @@ def design_robot_setup(robot: Robot | str, model: str | None = None, params: dic
     """(robot with ``model`` and one parameter set per joint, parameter sets name -> (n_joints,))
     from the robot config's nominal values, updated by ``params`` (name -> value for every joint,
     name -> (n_joints,) or name -> {joint: value}, as ``fit --robot`` writes)."""
-    from .arm_fit import _param_sets, per_joint_robot, robot_with_model
+    from ..sim.arm_data import _param_sets, per_joint_robot, robot_with_model
 
     robot = load_robot(robot) if isinstance(robot, str) else robot
     if model is not None:
@@ -411,7 +411,8 @@ def compare_robot_to_naive(robot: Robot, model: str, designed: list[RobotSegment
     name -> (n_joints,) for :func:`design_robot_setup`'s robot; ``noise`` [rad]: white position
     noise of the fitted logs (seed ``seed``; the held-out logs are only quantised, so that their
     MAE measures the model's error). Returns label -> row."""
-    from .arm_fit import evaluate_arm, fit_arm
+    from ..identify.arm_fit import fit_arm
+    from ..sim.arm_data import evaluate_arm
 
     names, joints = list(names), list(joints)
     r_pj, _ = design_robot_setup(robot, model)
@@ -436,7 +437,7 @@ def write_robot_excitation(out: str | Path, robot: Robot, segments: list[RobotSe
     """Write each segment as ``NAME.csv`` (time_s, target_<joint> [rad | m] per robot joint,
     torque_enable), with ``lerobot`` also ``NAME.lerobot.csv`` (timestamp, frame_index,
     <joint>.pos [deg; m for a slide joint]), and ``excitation.json``; atomic writes."""
-    from .modelfile import atomic_write_text
+    from ..files import atomic_write
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -448,13 +449,13 @@ def write_robot_excitation(out: str | Path, robot: Robot, segments: list[RobotSe
         t = np.arange(s.q.shape[0]) * s.dt
         head = ["time_s"] + [f"target_{j}" for j in robot.joint_names] + ["torque_enable"]
         lines = [",".join(head)] + [f"{ti:.6f}," + ",".join(f"{v:.9f}" for v in row) + ",1" for ti, row in zip(t, s.q)]
-        paths.append(atomic_write_text(out / f"{s.name}.csv", "\n".join(lines) + "\n"))
+        paths.append(atomic_write(out / f"{s.name}.csv", "\n".join(lines) + "\n"))
         if lerobot:
             deg = np.where(slide, s.q, np.degrees(s.q))
             head = ["timestamp", "frame_index"] + [f"{j}.pos" for j in robot.joint_names]
             lines = [",".join(head)] + [f"{ti:.6f},{k}," + ",".join(f"{v:.6f}" for v in row)
                                         for k, (ti, row) in enumerate(zip(t, deg))]
-            paths.append(atomic_write_text(out / f"{s.name}.lerobot.csv", "\n".join(lines) + "\n"))
+            paths.append(atomic_write(out / f"{s.name}.lerobot.csv", "\n".join(lines) + "\n"))
     lims = {}
     for j in joints:
         lim = limits.joint_limits(robot, j)
@@ -467,13 +468,13 @@ def write_robot_excitation(out: str | Path, robot: Robot, segments: list[RobotSe
                 "files": [{"file": f"{s.name}.csv", **({"lerobot": f"{s.name}.lerobot.csv"} if lerobot else {}),
                            "duration_s": s.duration, "dt": s.dt, "tags": s.tags} for s in segments],
                 "design": report}
-    paths.append(atomic_write_text(out / "excitation.json", json.dumps(manifest, indent=2, default=float) + "\n"))
+    paths.append(atomic_write(out / "excitation.json", json.dumps(manifest, indent=2, default=float) + "\n"))
     return paths
 
 
 def _load_arm_model(path: str | Path, robot: str) -> tuple[str | None, dict]:
     """(model, params) of an analytic RUN/arm_model.json fitted for ``robot``."""
-    from ..pipeline import ARM_MODEL_FORMAT
+    from ..models.modelfile import ARM_MODEL_FORMAT
 
     p = Path(path)
     try:
@@ -502,7 +503,7 @@ def excite_robot(out: str | Path, robot: str, *, model_file: str | Path | None =
     Returns the design report (plus ``wall_s``)."""
     import time
 
-    from .arm_fit import model_params
+    from ..sim.arm_data import model_params
 
     t0 = time.perf_counter()
     base = load_robot(robot)

@@ -2,7 +2,7 @@
 serially in this process (``backend="local"``, the default) or as Ray tasks (``backend="ray"``,
 ``pip install actuatorlab[ray]``).
 
-Every task is :func:`actuatorlab.pipeline.run_fit` on one unit's logs, writing
+Every task is :func:`actuatorlab.app.jobs.run_fit` on one unit's logs, writing
 ``OUT/UNIT/model.json`` (``OUT/UNIT/MODEL/model.json`` in a sweep over several models) with the same
 seed for every task, so a task's result depends only on its logs, model and seed, never on the
 scheduling: the Ray path gives the same parameters as the serial one. Each Ray task runs in a
@@ -64,7 +64,7 @@ def fleet_tasks(units: Mapping[str, Sequence[str | Path]], out: str | Path,
 
 def _fit_task(task: FleetTask, options: Mapping[str, Any]) -> dict:
     """Run one task (in this process or a Ray worker) and return its summary."""
-    from ..pipeline import run_fit
+    from .jobs import run_fit
 
     d = run_fit(list(task.paths), task.out, model=task.model, **options)
     return {"unit": task.unit, "requested_model": task.model, "model": d["model"], "out": task.out,
@@ -86,7 +86,7 @@ def fit_fleet(units: Mapping[str, Sequence[str | Path]], out: str | Path, *,
         models: registry names (None = nested selection); several = a sweep.
         backend: "local" (serial, this process) | "ray" (one Ray task per fit; connects to a running
             Ray instance, ``ray_address``, or starts a local one with ``num_cpus`` and shuts it down).
-        seed, budget, dt, mapping: passed to every :func:`~actuatorlab.pipeline.run_fit`.
+        seed, budget, dt, mapping: passed to every :func:`~actuatorlab.app.jobs.run_fit`.
         progress: optional callback ``progress(done, total, summary)``.
 
     Returns: [{"unit", "requested_model", "model", "out", "model_file", "train_mae", "position_mae",

@@ -1,4 +1,4 @@
-"""``actuatorlab`` command line: a thin layer over :mod:`actuatorlab.pipeline`.
+"""``actuatorlab`` command line: a thin layer over :mod:`actuatorlab.app.jobs`.
 
 Every error the library raises for bad input (:class:`~actuatorlab.errors.ActuatorlabError`) is
 printed as one line naming the file and the problem, with exit code 2 and no traceback.
@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from . import __version__
-from .errors import ActuatorlabError, ModelError
+from .. import __version__
+from ..errors import ActuatorlabError, ModelError
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Identify, trust and use actuator models from real joint logs.")
@@ -86,7 +86,7 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
                                                   "from the torque-off runs, when the logs have any) | none")):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
-    from .pipeline import run_fit, run_fit_arm
+    from .jobs import run_fit, run_fit_arm
 
     if robot is not None:
         if not data:
@@ -123,7 +123,7 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
             console.print(f"[yellow]{sel['note']}[/]")
         cal = sel.get("calibration")
         if cal:
-            from .identify.calibrate import describe
+            from ..identify.calibrate import describe
 
             console.print(describe(cal))
         groups = sel.get("groups") or []
@@ -201,8 +201,8 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
     """Replay logs with a fitted model (never refitting) and report errors by log and regime, and
     how much of each log lies outside the model's operating envelope (the region its training
     data covered)."""
-    from .evaluate import format_table
-    from .pipeline import run_evaluate, run_evaluate_arm
+    from ..evaluate import format_table
+    from .jobs import run_evaluate, run_evaluate_arm
 
     if robot is not None:
         if report is not None:
@@ -265,13 +265,10 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
                                               "training through MJX (writes RUN/arm_model.json)")):
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
     write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`."""
-    from . import pipeline
+    from . import jobs as pipeline
 
     if robot is not None:
-        run_train_arm = getattr(pipeline, "run_train_arm", None)
-        if run_train_arm is None:
-            raise ActuatorlabError("whole-robot training (--robot) is not available in this build")
-        d = run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+        d = pipeline.run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
         tr = d["training"]
         console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation MAE "
                       f"{tr['best_val_mae']:.4g} rad at step {tr['best_step']} of {tr['steps']} "
@@ -298,7 +295,7 @@ def infer(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a l
     """Causal online inference, one telemetry frame at a time (never a future sample): the
     network's effort per channel, the end-effector force, the contact probability and the
     condition scores, written as CSV."""
-    from .pipeline import run_infer
+    from .jobs import run_infer
 
     d = run_infer(model_json, data, out, robot=robot)
     console.print(f"{d['frames']} frames of {d['logs']} logs, {d['mean_step_ms']:.3f} ms per frame; wrote {d['out']}")
@@ -311,7 +308,7 @@ def compare(data: List[Path] = typer.Argument(..., help="training logs"),
             seed: int = typer.Option(0, "--seed"), budget: str = typer.Option("default", "--budget"),
             as_json: bool = typer.Option(False, "--json")):
     """Fit nested models on DATA and compare them on held-out logs."""
-    from .pipeline import run_compare
+    from .jobs import run_compare
 
     with _progress() as p:
         r = run_compare(data, holdout, models=models.split(",") if models else None, seed=seed, budget=budget,
@@ -338,7 +335,7 @@ def import_(data: List[Path] = typer.Argument(...), out: Path = typer.Option(...
                                                     "mapping or LeRobot units mapping (docs/format.md)")):
     """Convert logs (BAM JSON, EMPS .mat, CSV + mapping, ROS 2 MCAP bags, LeRobot dataset folders) to
     the native Parquet + JSON format (one pair per log or LeRobot episode)."""
-    from .pipeline import run_import
+    from .jobs import run_import
 
     for p in run_import(data, out, mapping=mapping):
         console.print(f"wrote {p}")
@@ -349,8 +346,8 @@ def import_bam(params: Path = typer.Argument(..., help="BAM parameter file (bam.
                out: Path = typer.Option(..., "--out", "-o", help="model.json to write")):
     """Convert a BAM (Better Actuator Models) parameter file to an actuatorlab model.json, so that
     `evaluate`, `export` and the simulators use the BAM-identified actuator (docs/models.md)."""
-    from .files import read_json
-    from .identify.modelfile import model_from_bam, save_model
+    from ..files import read_json
+    from ..models.modelfile import model_from_bam, save_model
 
     d = model_from_bam(read_json(params, ModelError, "no such BAM parameter file"), source=str(params))
     save_model(d, out)
@@ -412,7 +409,7 @@ def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the com
         _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_range, margin, v_max, duty,
                       effort_share, effort_max, budget_s, segment_s or 3.0, write_all, lerobot)
         return
-    from .pipeline import run_excite
+    from .jobs import run_excite
 
     rng = _floats(q_range or "-1.5,1.5", "--range")
     if rng is None or len(rng) != 2:
@@ -439,8 +436,8 @@ def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the com
 
 def _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_range, margin, v_max, duty,
                   effort_share, effort_max, budget_s, segment_s, write_all, lerobot) -> None:
-    """``excite --robot``: :func:`actuatorlab.identify.excite_robot.excite_robot` and its table."""
-    from .identify.excite_robot import RobotLimits, excite_robot
+    """``excite --robot``: :func:`actuatorlab.excite.robot.excite_robot` and its table."""
+    from ..excite.robot import RobotLimits, excite_robot
 
     if q_range is not None or effort_max is not None:
         raise ActuatorlabError("with --robot, give ranges per joint (--joint-range JOINT=MIN,MAX) and the effort "
@@ -480,8 +477,8 @@ def _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_
 def audit(data: List[Path] = typer.Argument(...), as_json: bool = typer.Option(False, "--json"),
           mapping: Optional[Path] = typer.Option(None, "--mapping")):
     """Audit logs: rate, jitter, gaps, timestamps, NaN, saturation, derived channels, causality."""
-    from .logs import render_audit
-    from .pipeline import run_audit
+    from ..logs import render_audit
+    from .jobs import run_audit
 
     reports = run_audit(data, mapping=mapping)
     if as_json:
@@ -508,7 +505,7 @@ def export(model_json: Path = typer.Argument(..., help="RUN/model.json (analytic
                                                "(default: the robot the file names)")):
     """Export a fitted model to MuJoCo, mjlab, Isaac Lab, ONNX or TorchScript (one or several), each
     with its rate, lags, sign convention and units, a README.md beside it, and what is lost."""
-    from .export.targets import export_targets
+    from ..export.targets import export_targets
 
     results = export_targets(model_json, {"mjcf": mjcf, "mjlab": mjlab, "isaaclab": isaaclab, "onnx": onnx,
                                           "torchscript": torchscript}, base=base, joint=joint, robot=robot)
@@ -536,7 +533,7 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
                                          "poses, directions cycled through those not held out (force "
                                          "estimation)")):
     """Write realistic synthetic logs from virtual hardware with known ground truth."""
-    from .synth import run_synth
+    from ..synth import run_synth
 
     with _progress() as p:
         task = p.add_task(f"{robot}/{suite}", total=None)
@@ -556,7 +553,7 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="sim | actuat
     are passed on (e.g. `actuatorlab bench sim --json`)."""
     import runpy
 
-    from .errors import UnknownNameError
+    from ..errors import UnknownNameError
 
     scripts = {"sim": "sim.py", "actuator": "actuator.py", "xl330": "xl330.py", "emps": "emps.py",
                "peers": "run_peers.py"}
@@ -577,8 +574,8 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="sim | actuat
 @app.command()
 def models():
     """List the registered models, extensions and control laws."""
-    from .models.control import CONTROL_LAWS
-    from .models.registry import BASE_MODELS, EXTENSIONS
+    from ..models.control import CONTROL_LAWS
+    from ..models.registry import BASE_MODELS, EXTENSIONS
 
     t = Table(title="Nested models (combine extensions with '+', e.g. m4+delay)")
     t.add_column("name")
@@ -614,7 +611,7 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
                                                   "every frame (default: 0 where the gate says no contact)")):
     """Sensorless end-effector force: the learned force head x gate and three classical baselines
     (inverse-dynamics residual, + friction/backlash, momentum observer), run causally per frame."""
-    from .estimate.force_eval import run_estimate_force
+    from ..estimate.force_eval import run_estimate_force
 
     r = run_estimate_force(model_json, data, robot=robot, calibrate=calibrate or [],
                            methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out,
@@ -688,9 +685,9 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
-    from .learned.arm import load_arm_model
-    from .learned.heads import train_heads
-    from .pipeline import split_arm_data
+    from ..learned.arm import load_arm_model
+    from ..learned.heads import train_heads
+    from .jobs import split_arm_data
 
     try:
         sz = json.loads(sizes) if sizes else None
@@ -715,8 +712,8 @@ def randomize(model_json: List[Path] = typer.Argument(..., help="RUN/model.json;
               out: Optional[Path] = typer.Option(None, "--out", "-o", help="randomization spec (JSON) to write"),
               check: bool = typer.Option(False, "--check", help="only validate the spec given as MODEL_JSON")):
     """Propose a randomization spec from the identification (docs/randomization.md)."""
-    from .identify.modelfile import load_model
-    from .sim.randomization import load_spec, propose_spec, save_spec
+    from ..models.modelfile import load_model
+    from ..sim.randomization import load_spec, propose_spec, save_spec
 
     if check:
         s = load_spec(model_json[0])
@@ -749,7 +746,7 @@ def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --cre
            as_json: bool = typer.Option(False, "--json")):
     """Calibration replay as a regression suite: exit 1 when a stored log's error exceeds its
     tolerance (docs/replay.md)."""
-    from .evaluate.suite import create_suite, run_suite
+    from ..evaluate.suite import create_suite, run_suite
 
     if create:
         if len(args) < 3:
@@ -800,7 +797,7 @@ def fit_fleet_(units: List[Path] = typer.Argument(..., help="one folder (or log 
                seed: int = typer.Option(0, "--seed"),
                ray_address: Optional[str] = typer.Option(None, "--ray-address", help="running Ray cluster")):
     """Fit one model per unit (a fleet of servos), serially or on Ray; then `randomize OUT/*/model.json`."""
-    from .identify.fleet import fit_fleet, units_from_folders
+    from .fleet import fit_fleet, units_from_folders
 
     rows = fit_fleet(units_from_folders(units), out, models=list(model or [None]), backend=backend, budget=budget,
                      seed=seed, ray_address=ray_address,
@@ -842,7 +839,7 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
               seed: int = typer.Option(0, "--seed")):
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
-    from .evaluate.condition import METHODS, run_condition_files
+    from ..estimate.condition import METHODS, run_condition_files
 
     d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
                             frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
@@ -905,7 +902,7 @@ def report_heads(model_json: Path = typer.Argument(..., help="RUN/arm_model.json
                  seed: int = typer.Option(0, "--seed")):
     """One self-contained HTML run report: force traces (estimate vs label, gate), the force
     baseline table, condition metrics and ROC curves (estimate-force and condition together)."""
-    from .evaluate.heads_report import run_heads_report
+    from ..report.heads import run_heads_report
 
     d = run_heads_report(model_json, data, robot=robot, train=train, out=out, verdict_s=verdict_s, seed=seed)
     if as_json:
@@ -954,8 +951,8 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
                      as_json: bool = typer.Option(False, "--json", help="print the run summary as one JSON line")):
     """Train a policy with PPO under an alpha schedule of the model homotopy; write RUN/policy.npz,
     RUN/curve.json, RUN/stages.json, RUN/metrics.jsonl, RUN/report.html and checkpoints (docs/policy.md)."""
-    from .policy.schedule import make_schedule
-    from .policy.train import train_policy
+    from ..policy.schedule import make_schedule
+    from ..policy.train import train_policy
 
     sched_opts = _key_values(schedule_opt, "--schedule-opt")
     make_schedule(schedule, **sched_opts)  # a bad name or option fails before the progress bar
@@ -989,7 +986,7 @@ def eval_policy_cmd(run: Path = typer.Argument(..., help="train-policy run folde
                     seed: int = typer.Option(0, "--seed"),
                     as_json: bool = typer.Option(False, "--json", help="print one JSON object")):
     """Evaluate a trained policy deterministically: return and tracking RMSEs (docs/policy.md)."""
-    from .policy.train import evaluate_policy
+    from ..policy.train import evaluate_policy
 
     d = evaluate_policy(run, env_options=None if actuator is None else {"actuator": actuator}, alpha=alpha, n_envs=envs,
                         steps=steps, seed=seed)
@@ -1013,7 +1010,7 @@ def eval_policy_cmd(run: Path = typer.Argument(..., help="train-policy run folde
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
-    from .precision import physics_precision
+    from ..precision import physics_precision
 
     try:
         with physics_precision():
