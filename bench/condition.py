@@ -108,10 +108,8 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from actuatorlab.estimate.condition import (METHODS, SMOOTH_GRID_S, alarm_timing, calibrate_condition,
-                                                condition_log, hold_frames, learned_frame_scores_batched,
-                                                make_condition_model, out_of_fold_frame_scores, public,
-                                                run_condition, train_condition_head, write_condition_report)
+    from actuatorlab.estimate.condition import METHODS, SMOOTH_GRID_S, alarm_timing, calibrate_condition, condition_log, hold_frames, learned_frame_scores_batched, make_condition_model, out_of_fold_frame_scores, public, run_condition, train_condition_head
+    from actuatorlab.report.condition import write_condition_report
     from actuatorlab.sim.force import ForcePrior
     from actuatorlab.learned.arm import add_residual_channels, load_arm_model, save_arm_model, with_residual_inputs
     from actuatorlab.models.nets import param_count

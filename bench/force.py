@@ -93,7 +93,8 @@ def main(argv=None) -> int:
                          "where the gate says no contact)")
     a = ap.parse_args(argv)
 
-    from actuatorlab.estimate.force_eval import ALL_METHODS, evaluate_force, load_tagged, write_force_report
+    from actuatorlab.estimate.force_eval import ALL_METHODS, evaluate_force, load_tagged
+    from actuatorlab.report.force import write_force_report
     from actuatorlab.learned.arm import load_arm_model
     from actuatorlab.learned.heads import train_heads
     from actuatorlab.logs import load_logs

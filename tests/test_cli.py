@@ -313,7 +313,7 @@ def test_no_temporary_files_anywhere_after_all_commands(work):
 
 def test_fit_extensions_reach_the_selection(work, capsys, tmp_path, monkeypatch):
     """`fit --extensions A --extensions B` hands exactly (A, B) to the family selection."""
-    import actuatorlab.identify.select as select
+    import actuatorlab.app.jobs as jobs
 
     seen = {}
 
@@ -324,7 +324,7 @@ def test_fit_extensions_reach_the_selection(work, capsys, tmp_path, monkeypatch)
         seen.update(kw)
         raise Stop
 
-    monkeypatch.setattr(select, "fit_family", fake)
+    monkeypatch.setattr(jobs, "fit_family", fake)
     with pytest.raises(Stop):
         main(["fit", str(work["logs"]), "--extensions", "sag", "--extensions", "thermal", "--out",
               str(tmp_path / "r")])

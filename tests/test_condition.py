@@ -441,7 +441,6 @@ def test_min_recall_operating_point_trades_false_alarms_for_recall():
 
 def test_run_condition_applies_the_calibration(monkeypatch):
     import actuatorlab.estimate.condition as cond
-    import actuatorlab.sim.arm_learned as al
 
     T = 256
     z = np.zeros((T, 2))
@@ -450,7 +449,7 @@ def test_run_condition_applies_the_calibration(monkeypatch):
     level = {"a": 0.45, "b": 0.2}                          # normal log a sits just under 0.5
     monkeypatch.setattr(cond, "learned_frame_scores",
                         lambda robot, model, lg, est=None: np.c_[np.ones(T), np.full(T, level[lg.name])])
-    monkeypatch.setattr(al, "OnlineEstimator", lambda model: None)
+    monkeypatch.setattr(cond, "OnlineEstimator", lambda model: None)
     m = type("M", (), {"layout": type("L", (), {"channels": ("joint1", "joint2"), "history": 7})()})()
     plain = run_condition(None, logs, model=m)
     assert [d["verdict"]["joint2"] for d in plain["logs"]] == ["restricted", "restricted"]   # threshold 0.5

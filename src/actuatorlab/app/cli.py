@@ -18,6 +18,29 @@ from rich.table import Table
 
 from .. import __version__
 from ..errors import ActuatorlabError, ModelError
+from .jobs import run_audit, run_compare, run_evaluate, run_evaluate_arm, run_excite, run_fit, run_fit_arm, run_import, run_infer, split_arm_data
+from ..evaluate import format_table
+from . import jobs as pipeline
+from ..files import read_json
+from ..models.modelfile import load_model, model_from_bam, save_model
+from ..excite.robot import excite_robot, RobotLimits
+from ..logs import render_audit
+from ..export.targets import export_targets
+from ..synth import run_synth
+from ..errors import UnknownNameError
+from ..models.control import CONTROL_LAWS
+from ..models.registry import BASE_MODELS, EXTENSIONS
+from .estimate_jobs import run_condition_files, run_estimate_force, run_heads_report
+from ..learned.arm import load_arm_model
+from ..learned.heads import train_heads
+from ..sim.randomization import load_spec, propose_spec, save_spec
+from ..evaluate.suite import create_suite, run_suite
+from .fleet import fit_fleet, units_from_folders
+from ..estimate.condition import METHODS
+from ..policy.schedule import make_schedule
+from ..policy.train import evaluate_policy, train_policy
+from ..precision import physics_precision
+from ..identify.calibrate import describe
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Identify, trust and use actuator models from real joint logs.")
@@ -86,7 +109,6 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
                                                   "from the torque-off runs, when the logs have any) | none")):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
-    from .jobs import run_fit, run_fit_arm
 
     if robot is not None:
         if not data:
@@ -123,8 +145,6 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
             console.print(f"[yellow]{sel['note']}[/]")
         cal = sel.get("calibration")
         if cal:
-            from ..identify.calibrate import describe
-
             console.print(describe(cal))
         groups = sel.get("groups") or []
         t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
@@ -201,8 +221,6 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
     """Replay logs with a fitted model (never refitting) and report errors by log and regime, and
     how much of each log lies outside the model's operating envelope (the region its training
     data covered)."""
-    from ..evaluate import format_table
-    from .jobs import run_evaluate, run_evaluate_arm
 
     if robot is not None:
         if report is not None:
@@ -265,7 +283,6 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
                                               "training through MJX (writes RUN/arm_model.json)")):
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
     write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`."""
-    from . import jobs as pipeline
 
     if robot is not None:
         d = pipeline.run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
@@ -295,7 +312,6 @@ def infer(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a l
     """Causal online inference, one telemetry frame at a time (never a future sample): the
     network's effort per channel, the end-effector force, the contact probability and the
     condition scores, written as CSV."""
-    from .jobs import run_infer
 
     d = run_infer(model_json, data, out, robot=robot)
     console.print(f"{d['frames']} frames of {d['logs']} logs, {d['mean_step_ms']:.3f} ms per frame; wrote {d['out']}")
@@ -308,7 +324,6 @@ def compare(data: List[Path] = typer.Argument(..., help="training logs"),
             seed: int = typer.Option(0, "--seed"), budget: str = typer.Option("default", "--budget"),
             as_json: bool = typer.Option(False, "--json")):
     """Fit nested models on DATA and compare them on held-out logs."""
-    from .jobs import run_compare
 
     with _progress() as p:
         r = run_compare(data, holdout, models=models.split(",") if models else None, seed=seed, budget=budget,
@@ -335,7 +350,6 @@ def import_(data: List[Path] = typer.Argument(...), out: Path = typer.Option(...
                                                     "mapping or LeRobot units mapping (docs/format.md)")):
     """Convert logs (BAM JSON, EMPS .mat, CSV + mapping, ROS 2 MCAP bags, LeRobot dataset folders) to
     the native Parquet + JSON format (one pair per log or LeRobot episode)."""
-    from .jobs import run_import
 
     for p in run_import(data, out, mapping=mapping):
         console.print(f"wrote {p}")
@@ -346,8 +360,6 @@ def import_bam(params: Path = typer.Argument(..., help="BAM parameter file (bam.
                out: Path = typer.Option(..., "--out", "-o", help="model.json to write")):
     """Convert a BAM (Better Actuator Models) parameter file to an actuatorlab model.json, so that
     `evaluate`, `export` and the simulators use the BAM-identified actuator (docs/models.md)."""
-    from ..files import read_json
-    from ..models.modelfile import model_from_bam, save_model
 
     d = model_from_bam(read_json(params, ModelError, "no such BAM parameter file"), source=str(params))
     save_model(d, out)
@@ -409,7 +421,6 @@ def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the com
         _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_range, margin, v_max, duty,
                       effort_share, effort_max, budget_s, segment_s or 3.0, write_all, lerobot)
         return
-    from .jobs import run_excite
 
     rng = _floats(q_range or "-1.5,1.5", "--range")
     if rng is None or len(rng) != 2:
@@ -437,7 +448,6 @@ def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the com
 def _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_range, margin, v_max, duty,
                   effort_share, effort_max, budget_s, segment_s, write_all, lerobot) -> None:
     """``excite --robot``: :func:`actuatorlab.excite.robot.excite_robot` and its table."""
-    from ..excite.robot import RobotLimits, excite_robot
 
     if q_range is not None or effort_max is not None:
         raise ActuatorlabError("with --robot, give ranges per joint (--joint-range JOINT=MIN,MAX) and the effort "
@@ -477,8 +487,6 @@ def _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_
 def audit(data: List[Path] = typer.Argument(...), as_json: bool = typer.Option(False, "--json"),
           mapping: Optional[Path] = typer.Option(None, "--mapping")):
     """Audit logs: rate, jitter, gaps, timestamps, NaN, saturation, derived channels, causality."""
-    from ..logs import render_audit
-    from .jobs import run_audit
 
     reports = run_audit(data, mapping=mapping)
     if as_json:
@@ -505,7 +513,6 @@ def export(model_json: Path = typer.Argument(..., help="RUN/model.json (analytic
                                                "(default: the robot the file names)")):
     """Export a fitted model to MuJoCo, mjlab, Isaac Lab, ONNX or TorchScript (one or several), each
     with its rate, lags, sign convention and units, a README.md beside it, and what is lost."""
-    from ..export.targets import export_targets
 
     results = export_targets(model_json, {"mjcf": mjcf, "mjlab": mjlab, "isaaclab": isaaclab, "onnx": onnx,
                                           "torchscript": torchscript}, base=base, joint=joint, robot=robot)
@@ -533,7 +540,6 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
                                          "poses, directions cycled through those not held out (force "
                                          "estimation)")):
     """Write realistic synthetic logs from virtual hardware with known ground truth."""
-    from ..synth import run_synth
 
     with _progress() as p:
         task = p.add_task(f"{robot}/{suite}", total=None)
@@ -553,7 +559,6 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="sim | actuat
     are passed on (e.g. `actuatorlab bench sim --json`)."""
     import runpy
 
-    from ..errors import UnknownNameError
 
     scripts = {"sim": "sim.py", "actuator": "actuator.py", "xl330": "xl330.py", "emps": "emps.py",
                "peers": "run_peers.py"}
@@ -574,8 +579,6 @@ def bench(ctx: typer.Context, name: str = typer.Argument(..., help="sim | actuat
 @app.command()
 def models():
     """List the registered models, extensions and control laws."""
-    from ..models.control import CONTROL_LAWS
-    from ..models.registry import BASE_MODELS, EXTENSIONS
 
     t = Table(title="Nested models (combine extensions with '+', e.g. m4+delay)")
     t.add_column("name")
@@ -611,7 +614,6 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
                                                   "every frame (default: 0 where the gate says no contact)")):
     """Sensorless end-effector force: the learned force head x gate and three classical baselines
     (inverse-dynamics residual, + friction/backlash, momentum observer), run causally per frame."""
-    from ..estimate.force_eval import run_estimate_force
 
     r = run_estimate_force(model_json, data, robot=robot, calibrate=calibrate or [],
                            methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out,
@@ -685,9 +687,6 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
-    from ..learned.arm import load_arm_model
-    from ..learned.heads import train_heads
-    from .jobs import split_arm_data
 
     try:
         sz = json.loads(sizes) if sizes else None
@@ -712,8 +711,6 @@ def randomize(model_json: List[Path] = typer.Argument(..., help="RUN/model.json;
               out: Optional[Path] = typer.Option(None, "--out", "-o", help="randomization spec (JSON) to write"),
               check: bool = typer.Option(False, "--check", help="only validate the spec given as MODEL_JSON")):
     """Propose a randomization spec from the identification (docs/randomization.md)."""
-    from ..models.modelfile import load_model
-    from ..sim.randomization import load_spec, propose_spec, save_spec
 
     if check:
         s = load_spec(model_json[0])
@@ -746,7 +743,6 @@ def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --cre
            as_json: bool = typer.Option(False, "--json")):
     """Calibration replay as a regression suite: exit 1 when a stored log's error exceeds its
     tolerance (docs/replay.md)."""
-    from ..evaluate.suite import create_suite, run_suite
 
     if create:
         if len(args) < 3:
@@ -797,7 +793,6 @@ def fit_fleet_(units: List[Path] = typer.Argument(..., help="one folder (or log 
                seed: int = typer.Option(0, "--seed"),
                ray_address: Optional[str] = typer.Option(None, "--ray-address", help="running Ray cluster")):
     """Fit one model per unit (a fleet of servos), serially or on Ray; then `randomize OUT/*/model.json`."""
-    from .fleet import fit_fleet, units_from_folders
 
     rows = fit_fleet(units_from_folders(units), out, models=list(model or [None]), backend=backend, budget=budget,
                      seed=seed, ray_address=ray_address,
@@ -839,7 +834,6 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
               seed: int = typer.Option(0, "--seed")):
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
-    from ..estimate.condition import METHODS, run_condition_files
 
     d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
                             frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
@@ -902,7 +896,6 @@ def report_heads(model_json: Path = typer.Argument(..., help="RUN/arm_model.json
                  seed: int = typer.Option(0, "--seed")):
     """One self-contained HTML run report: force traces (estimate vs label, gate), the force
     baseline table, condition metrics and ROC curves (estimate-force and condition together)."""
-    from ..report.heads import run_heads_report
 
     d = run_heads_report(model_json, data, robot=robot, train=train, out=out, verdict_s=verdict_s, seed=seed)
     if as_json:
@@ -951,8 +944,6 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
                      as_json: bool = typer.Option(False, "--json", help="print the run summary as one JSON line")):
     """Train a policy with PPO under an alpha schedule of the model homotopy; write RUN/policy.npz,
     RUN/curve.json, RUN/stages.json, RUN/metrics.jsonl, RUN/report.html and checkpoints (docs/policy.md)."""
-    from ..policy.schedule import make_schedule
-    from ..policy.train import train_policy
 
     sched_opts = _key_values(schedule_opt, "--schedule-opt")
     make_schedule(schedule, **sched_opts)  # a bad name or option fails before the progress bar
@@ -986,7 +977,6 @@ def eval_policy_cmd(run: Path = typer.Argument(..., help="train-policy run folde
                     seed: int = typer.Option(0, "--seed"),
                     as_json: bool = typer.Option(False, "--json", help="print one JSON object")):
     """Evaluate a trained policy deterministically: return and tracking RMSEs (docs/policy.md)."""
-    from ..policy.train import evaluate_policy
 
     d = evaluate_policy(run, env_options=None if actuator is None else {"actuator": actuator}, alpha=alpha, n_envs=envs,
                         steps=steps, seed=seed)
@@ -1010,7 +1000,6 @@ def eval_policy_cmd(run: Path = typer.Argument(..., help="train-policy run folde
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
-    from ..precision import physics_precision
 
     try:
         with physics_precision():

@@ -14,12 +14,17 @@ from ..estimate.condition import calibrate_condition, condition_log, hold_frames
 from ..report.condition import write_condition_report
 from ..report.force import write_force_report
 from ..report.heads import write_heads_report
+from ..files import atomic_write
+from ..errors import ActuatorlabError, UnknownNameError
+from ..learned.arm import load_arm_model, save_arm_model
+from ..logs import load_logs
+from ..precision import physics_precision
+from ..robots.loader import load_robot
 
 
 def _write_csv(path: str | Path, res: dict[str, Any]) -> Path:
     import io
 
-    from ..files import atomic_write
 
     methods = res["methods"]
     buf = io.StringIO()
@@ -46,11 +51,6 @@ def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Seq
     per method), written atomically. Logs without force labels are estimated, not scored.
     ``soft_gate``: the learned force times its contact probability on every frame (the default
     reports 0 on frames the gate calls free; :func:`evaluate_force`)."""
-    from ..errors import ActuatorlabError, UnknownNameError
-    from ..learned.arm import load_arm_model
-    from ..logs import load_logs
-    from ..precision import physics_precision
-    from ..robots.loader import load_robot
 
     learned = model_path is not None and str(model_path) != "-"
     methods = list(methods or [m for m in ALL_METHODS if learned or m != "learned"])
@@ -105,10 +105,6 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
     ``alarm_hold_s``: the per-frame alarm's on-delay in the ``alarms`` summary (:func:`run_condition`)."""
     import io
 
-    from ..files import atomic_write
-    from ..learned.arm import load_arm_model, save_arm_model
-    from ..logs import load_logs
-    from ..precision import physics_precision
 
     hold_frames(alarm_hold_s, 1.0)  # a bad hold fails before any loading
 
@@ -175,13 +171,6 @@ def run_heads_report(model_path, data: Sequence, *, robot: str, train: Sequence,
     with ``data`` is refused by both evaluations), evaluate force and condition, write the page
     ``out``. Returns {"report", "force": force JSON (``estimate-force --json``'s keys),
     "condition": condition JSON (``condition --json``'s keys, without ROC points)}."""
-    from ..errors import DataError
-    from ..estimate.force_eval import evaluate_force, load_tagged
-    from ..learned.arm import load_arm_model
-    from ..logs import load_logs
-    from ..precision import physics_precision
-    from ..estimate.condition import condition_log, public, run_condition
-
     if not train:
         raise DataError(None, "report-heads needs training logs (--train) for the baselines")
     with physics_precision():

@@ -19,6 +19,9 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import ActuatorlabError, UnknownNameError
+from .jobs import run_fit
+from ..identify.select import BUDGETS
+from ..models.registry import get_model
 
 __all__ = ["BACKENDS", "FleetTask", "fleet_tasks", "fit_fleet", "units_from_folders"]
 
@@ -64,7 +67,6 @@ def fleet_tasks(units: Mapping[str, Sequence[str | Path]], out: str | Path,
 
 def _fit_task(task: FleetTask, options: Mapping[str, Any]) -> dict:
     """Run one task (in this process or a Ray worker) and return its summary."""
-    from .jobs import run_fit
 
     d = run_fit(list(task.paths), task.out, model=task.model, **options)
     return {"unit": task.unit, "requested_model": task.model, "model": d["model"], "out": task.out,
@@ -100,8 +102,6 @@ def fit_fleet(units: Mapping[str, Sequence[str | Path]], out: str | Path, *,
     """
     if backend not in BACKENDS:
         raise UnknownNameError("backend", backend, BACKENDS)
-    from ..identify.select import BUDGETS
-    from ..models.registry import get_model
 
     if budget not in BUDGETS:
         raise UnknownNameError("budget", budget, list(BUDGETS))

@@ -18,6 +18,33 @@ from ..errors import DataError
 from ..logs import load_logs, save_trajectory, audit_log
 from ..logs.format import Trajectory
 from ..models.modelfile import ARM_MODEL_FORMAT
+from ..identify.fit import fit_model, substeps_for, TRAIN_OBJECTIVES
+from ..identify.identifiability import identifiability
+from ..sim.rollout import default_dt, make_batches, rollout_batch
+from ..evaluate import summarize
+from ..evaluate.replay import replay, replay_batches, replay_joint, timestep_sensitivity as ts
+from ..evaluate.envelope import check_trajectories, compute_envelope, summarize_envelope
+from ..identify.select import BUDGETS, CALIBRATIONS, fit_family, GROUP_KEYS, ladder_for, resampled_uncertainty, split_validation, time_split
+from ..models.registry import contains, EXTENSIONS, get_model
+from ..report.fit import write_report
+from ..models.modelfile import load_model, model_to_dict, save_model
+from ..identify.arm_fit import fit_arm, select_arm
+from ..sim.arm_data import evaluate_arm
+from ..files import atomic_write, git_revision
+from ..evaluate.arm_envelope import arm_envelope, outside_fraction
+from ..errors import ActuatorlabError, ModelError, UnknownNameError
+from ..excite.joint import candidates, design, Limits, write_excitation
+from ..logs.format import Setup
+from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint
+from ..models.nets import arch_sizes, ARCHS
+from ..learned.trainer import TrainConfig
+from ..learned.arm import arm_log, DEFAULT_BUDGET, evaluate_learned_arm, FULL_BUDGET, load_arm_model, train_arm
+from ..sim.force import LearnedTelemetry, read_force_log
+from ..precision import physics_precision
+from ..sim.arm_learned import gate_weight, OnlineEstimator, RESIDUAL_FEATURES
+from ..identify.arm_grad import fit_arm_grad
+from ..identify.calibrate import describe
+from .. import __version__
 
 __all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
            "run_audit", "run_excite", "identifiability_for", "run_train", "TRAIN_BUDGET"]
@@ -45,9 +72,6 @@ def _setup_summary(trajs: list[Trajectory]) -> dict:
 @physics
 def identifiability_for(fit, batches) -> dict | None:
     """Standard errors and correlations of the free parameters at the optimum (rollout residuals)."""
-    from ..identify.fit import substeps_for
-    from ..identify.identifiability import identifiability
-    from ..sim.rollout import rollout_batch
 
     space = fit.space
     if space.n == 0:
@@ -118,48 +142,30 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     family fit calibrates first (``fit_family``; default "free_swing": armature and encoder offset
     from the torque-off runs, when the logs have any; "none").
     """
-    from ..evaluate import summarize
-    from ..evaluate.replay import replay_batches
-    from ..evaluate.envelope import compute_envelope
-    from ..identify.fit import fit_model
-    from ..identify.select import BUDGETS, GROUP_KEYS, fit_family
-    from ..models.registry import get_model
-    from ..sim.rollout import make_batches
 
     if budget not in BUDGETS:
-        from ..errors import UnknownNameError
         raise UnknownNameError("budget", budget, list(BUDGETS))
     if jackknife not in (None, "log", "group"):
-        from ..errors import UnknownNameError
         raise UnknownNameError("jackknife unit", jackknife, ("log", "group"))
     if model is not None:
         get_model(model)  # fail before loading data
     if train_objective is not None:
-        from ..identify.fit import TRAIN_OBJECTIVES
         if train_objective not in TRAIN_OBJECTIVES:
-            from ..errors import UnknownNameError
             raise UnknownNameError("training objective", train_objective, TRAIN_OBJECTIVES)
         if model is not None:
-            from ..errors import ActuatorlabError
             raise ActuatorlabError("--train-objective applies to the family fit (without --model)")
     if extensions is not None:
-        from ..models.registry import EXTENSIONS
         for e in extensions:
             if e not in EXTENSIONS:
-                from ..errors import UnknownNameError
                 raise UnknownNameError("model extension", e, list(EXTENSIONS))
         if model is not None:
-            from ..errors import ActuatorlabError
             raise ActuatorlabError("--extensions applies to the family fit (without --model); with --model, "
                                    "name the extensions in the model (e.g. m5+sag+thermal)")
         extensions = tuple(extensions)
     if calibration is not None:
-        from ..identify.select import CALIBRATIONS
         if calibration not in CALIBRATIONS:
-            from ..errors import UnknownNameError
             raise UnknownNameError("calibration", calibration, CALIBRATIONS)
         if model is not None and calibration != "none":
-            from ..errors import ActuatorlabError
             raise ActuatorlabError("--calibration applies to the family fit (without --model)")
     group_by = tuple(group_by or GROUP_KEYS)
     trajs = load_data(paths, mapping)
@@ -199,8 +205,6 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     envelope = compute_envelope(trajs, fit.dt)
 
     def write(d):
-        from ..models.modelfile import save_model
-        from ..files import atomic_write
         import json
 
         save_model(d, out / "model.json")
@@ -208,8 +212,6 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
         _write_fit_report(out, d, fit, results, summary, ident, selection)
 
     def build(unc):
-        from ..models.modelfile import model_to_dict
-
         return model_to_dict(fit, setup=_setup_summary(trajs), data=data,
                              metrics={"train": {k: summary[k] for k in ("position_mae", "position_rmse",
                                                                          "position_relative_error")}},
@@ -219,8 +221,6 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     d = build(uncertainty)
     write(d)  # the result is on disk before any optional pass starts
     if jackknife is not None and fit.space.n:
-        from ..identify.select import resampled_uncertainty
-
         if progress:
             progress("jackknife", "refits", 0.0)
         unc = resampled_uncertainty(trajs, fit.model, fit.params, by=jackknife, group_by=group_by, seed=seed,
@@ -229,8 +229,6 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
         if unc is not None:
             d = build(unc)
     if timestep_sensitivity:
-        from ..evaluate.replay import timestep_sensitivity as ts
-
         if progress:
             progress("timestep sensitivity", "replay", 0.0)
         d["timestep_sensitivity"] = ts(d, trajs)
@@ -241,8 +239,6 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
 
 
 def _write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection) -> None:
-    from ..report.fit import write_report
-
     extra = {}
     if selection:
         groups = selection.get("groups") or []
@@ -256,8 +252,6 @@ def _write_fit_report(out: Path, d: dict, fit, results, summary, ident, selectio
             extra["Held-out MAE per condition group"] = _html_table(groups, ["group"] + models)
         cal = selection.get("calibration")
         if cal:
-            from ..identify.calibrate import describe
-
             text = describe(cal)
             extra["Free-swing calibration (armature and encoder offset)"] = (
                 f"<p>{text[0].upper() + text[1:]}.</p>"
@@ -299,12 +293,6 @@ def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | N
     model file, an envelope coverage section); plotly.js goes once into a sibling file of the
     folder unless ``standalone`` (inlined: one larger self-contained page).
     """
-    from ..evaluate import summarize
-    from ..report.fit import write_report
-    from ..evaluate.envelope import check_trajectories, summarize_envelope
-    from ..evaluate.replay import replay
-    from ..models.modelfile import load_model
-    from ..sim.rollout import default_dt
 
     d = load_model(model_path)
     trajs = load_data(paths, mapping)
@@ -363,12 +351,6 @@ def run_compare(paths, holdout, *, models: list[str] | None = None, seed: int = 
     Each model starts from its parent's optimum; the table marks which extensions lower held-out
     error relative to their parent.
     """
-    from ..evaluate import summarize
-    from ..evaluate.replay import replay_batches
-    from ..identify.fit import fit_model
-    from ..identify.select import BUDGETS, ladder_for
-    from ..models.registry import contains, get_model
-    from ..sim.rollout import make_batches
 
     train = load_data(paths)
     test = load_logs(list(holdout))
@@ -445,21 +427,11 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
     compiles a gradient per model, minutes on a CPU)."""
     import json
 
-    from ..identify.arm_fit import fit_arm, select_arm
-    from ..sim.arm_data import evaluate_arm
-    from ..files import atomic_write, git_revision
-    from ..identify.select import split_validation
-    from .. import __version__
-
     trajs = load_logs(list(paths))
     selection = None
     if method not in ("cma", "grad"):
-        from ..errors import UnknownNameError
-
         raise UnknownNameError("fit method", method, ("cma", "grad"))
     if model is not None and method == "grad":
-        from ..identify.arm_grad import fit_arm_grad
-
         r = fit_arm_grad(robot, trajs, model=model, seed=seed, per_joint=per_joint)
     elif model is not None:
         r = fit_arm(robot, trajs, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
@@ -472,7 +444,6 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
         selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
                      "val_horizon": res["val_horizon"]}
     ev = evaluate_arm(robot, r["params"], trajs, model=r["model"])
-    from ..evaluate.arm_envelope import arm_envelope
 
     d = {"format": ARM_MODEL_FORMAT, "format_version": "1", "robot": robot, "model": r["model"],
          "per_joint": per_joint, "params": r["params"], "nominal": r["nominal"],
@@ -494,8 +465,6 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     dimension)} and ``envelope_outside_per_joint`` {log: {joint: share}} are added."""
     import json
 
-    from ..errors import ModelError
-    from ..sim.arm_data import evaluate_arm
 
     params, model = None, None
     if str(model_path) != "nominal":
@@ -505,8 +474,6 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         except (OSError, json.JSONDecodeError) as e:
             raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
         if d.get("format") == ARM_MODEL_FORMAT and d.get("kind") in ("learned", "residual"):
-            from ..learned.arm import evaluate_learned_arm, load_arm_model
-
             r, m, _ = load_arm_model(p, robot)
             return evaluate_learned_arm(r, m, load_logs(list(paths)))
         if d.get("format") != ARM_MODEL_FORMAT:
@@ -519,7 +486,6 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     res = evaluate_arm(robot, params, trajs, model=model)
     env = d.get("envelope") if params is not None else None
     if env:  # each log's share of samples outside the fit's per-joint envelope
-        from ..evaluate.arm_envelope import outside_fraction
 
         per = {t.name: outside_fraction(robot, env, t) for t in trajs}
         res["envelope_outside_fraction"] = {k: v["outside_fraction"] for k, v in per.items()}
@@ -541,10 +507,6 @@ def run_excite(out: str | Path, *, model_file: str | Path | None = None, model: 
     design (one setup per combination). Writes the selected segments (``write_all``: every
     candidate) as CSV command files plus ``excitation.json``; returns the design report.
     """
-    from ..errors import ModelError
-    from ..excite.joint import Limits, candidates, design, write_excitation
-    from ..models.modelfile import load_model
-    from ..logs.format import Setup
 
     base: dict = {"actuator": actuator, "joint_type": "revolute", "controller": controller,
                   "gains": {"kp": 400.0}, "supply_voltage": supply_voltage,
@@ -601,20 +563,8 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     ``_train`` (wall times)."""
     import time
 
-    from ..errors import ModelError
-    from ..evaluate import summarize
-    from ..models.modelfile import load_model
-    from ..identify.select import split_validation, time_split
-    from ..evaluate.replay import replay_joint
-    from ..learned.joint_train import DEFAULT_CURRICULUM, build_joint_model, save_joint_model, \
-        train_joint
-    from ..models.nets import ARCHS
-    from ..learned.trainer import TrainConfig
-    from ..sim.rollout import make_batches
 
     if arch not in ARCHS:
-        from ..errors import UnknownNameError
-
         raise UnknownNameError("architecture", arch, list(ARCHS))
     base = None
     if residual is not None:
@@ -637,8 +587,6 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     elif validation == "logs":
         fit_part, val_part = split_validation(trajs)
     else:
-        from ..errors import UnknownNameError
-
         raise UnknownNameError("validation split", validation, ("time", "logs"))
     fb = make_batches(fit_part, dt)
     dt = fb[0].dt
@@ -665,8 +613,6 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
                 "fit_logs": meta["fit_logs"], "validation_logs": meta["validation_logs"]}
     data = {"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in trajs],
             "n_samples": int(sum(b.n_samples for b in batches)), "dt": dt}
-    from ..models.nets import arch_sizes
-    from ..learned.joint_train import JOINT_SIZES
 
     full = arch_sizes(arch, **{**JOINT_SIZES.get(arch, {}), **(sizes or {})})
     if base is not None:  # what the replay needs, plus provenance
@@ -687,7 +633,6 @@ def split_arm_data(paths) -> tuple[list[Trajectory], list[Trajectory]]:
     """(training, validation) logs for whole-robot training: a dataset folder written by
     ``actuatorlab synth`` (with train/ and val/) gives its own split; other logs are split by
     :func:`~actuatorlab.identify.select.split_validation` (every 4th log by excitation)."""
-    from ..identify.select import split_validation
 
     tr, va, rest = [], [], []
     for p in map(Path, paths):
@@ -713,12 +658,9 @@ def run_train_arm(robot: str, paths, out: str | Path = "run", *, arch: str = "tr
     2 CPU cores for the neural_actuator suite at --scale 0.1), "full" (documented full run) or a
     dict of :data:`~actuatorlab.learned.arm.DEFAULT_BUDGET` keys. The run folder also holds the
     trainer's config.json, metrics.jsonl and checkpoints (``resume`` continues exactly)."""
-    from ..learned.arm import DEFAULT_BUDGET, FULL_BUDGET, train_arm
 
     if isinstance(budget, str):
         if budget not in ("default", "full"):
-            from ..errors import UnknownNameError
-
             raise UnknownNameError("training budget", budget, ("default", "full"))
         budget = DEFAULT_BUDGET if budget == "default" else FULL_BUDGET
     tr, va = split_arm_data(paths)
@@ -739,11 +681,6 @@ def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -
     import io
     import time
 
-    from ..sim.force import LearnedTelemetry, read_force_log
-    from ..files import atomic_write
-    from ..learned.arm import arm_log, load_arm_model
-    from ..precision import physics_precision
-    from ..sim.arm_learned import RESIDUAL_FEATURES, OnlineEstimator, gate_weight
 
     with physics_precision():
         r, m, d = load_arm_model(model_path, robot)

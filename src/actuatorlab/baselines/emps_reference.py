@@ -52,6 +52,7 @@ from actuatorlab.baselines.idim_ls import (
     zero_phase_filter,
 )
 from actuatorlab.errors import DataError, ModelError
+from ..logs.importers.emps import read_mat
 
 __all__ = [
     "EmpsRecord",
@@ -113,7 +114,6 @@ def load_emps_mat(path: str | Path) -> EmpsRecord:
     Raises:
         DataError: the file is missing or unreadable, or a variable is missing or malformed.
     """
-    from ..logs.importers.emps import read_mat
 
     path = Path(path)
     raw = read_mat(path, numeric=("t", "qm", "qg", "vir", "gtau", "kp", "kv"))  # structure checked first

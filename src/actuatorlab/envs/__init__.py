@@ -7,6 +7,7 @@ from .envelope import DIMS, EnvelopeBounds, envelope_bounds
 from .mjx_env import ControlState, EnvState, MjxEnv
 from .tasks import PostureTask
 from .timing import TimingContract
+from ..errors import ModelError
 
 __all__ = ["Actuator", "load_actuator", "DIMS", "EnvelopeBounds", "envelope_bounds", "ControlState", "EnvState",
            "MjxEnv", "PostureTask", "TimingContract", "POLICY_ENVS", "make_policy_env", "vmap_chunked"]
@@ -22,7 +23,6 @@ def make_policy_env(robot: str, task: str, **kw):
     Unknown names raise :class:`~actuatorlab.errors.ModelError` listing what exists."""
     import importlib
 
-    from ..errors import ModelError
 
     if robot not in POLICY_ENVS:
         raise ModelError(f"unknown policy-env robot {robot!r}; available: {', '.join(sorted(POLICY_ENVS))}")

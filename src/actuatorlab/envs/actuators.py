@@ -24,6 +24,11 @@ import numpy as np
 from ..errors import ModelError
 from ..robots.loader import Robot, home_qpos, load_robot
 from ..models.modelfile import ARM_MODEL_FORMAT
+from ..sim.arm_data import _param_sets, robot_with_model
+from ..sim.arm_learned import LearnedArm
+from ..errors import UnknownNameError
+from ..robots.loader import model_spec
+from ..learned.arm import load_arm_model
 
 __all__ = ["Actuator", "load_actuator", "mixed_robot", "builtin_model", "builtin_ctrl_index", "home_qpos"]
 
@@ -95,8 +100,6 @@ def load_actuator(robot: str | Robot, model: Any = None, builtin_joints: Any = N
     """
     if builtin_joints:
         return _mixed(robot, model, tuple(builtin_joints))
-    from ..sim.arm_data import _param_sets, robot_with_model
-    from ..sim.arm_learned import LearnedArm
 
     r = robot if isinstance(robot, Robot) else load_robot(robot)
     if isinstance(model, Actuator):
@@ -121,8 +124,6 @@ def load_actuator(robot: str | Robot, model: Any = None, builtin_joints: Any = N
         if d.get("robot") != r.name:
             raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {r.name!r}")
         if d.get("kind") in ("learned", "residual"):
-            from ..learned.arm import load_arm_model
-
             rl, lm, _ = load_arm_model(p, r.name)
             return Actuator("learned", rl, {k: np.asarray(v) for k, v in lm.base.items()}, learned=lm,
                             envelope=d.get("envelope"), source=src)
@@ -132,8 +133,6 @@ def load_actuator(robot: str | Robot, model: Any = None, builtin_joints: Any = N
 
 
 def _mixed(robot: str | Robot, model: Any, builtin: tuple[str, ...]) -> Actuator:
-    from ..errors import UnknownNameError
-
     base = load_actuator(robot, model)
     r = base.robot
     for j in builtin:
@@ -162,7 +161,6 @@ def builtin_model(robot: Robot, for_mjx: bool = False) -> mujoco.MjModel:
     """The robot's MJCF as it ships (its own actuators, joint damping, armature and friction), with
     the MJCF's integrator, the config's physics timestep and contact setting (and MJX's solver settings with ``for_mjx``,
     as :func:`~actuatorlab.robots.loader.build_model`)."""
-    from ..robots.loader import model_spec
 
     return model_spec(robot, for_mjx, config_integrator=False).compile()
 

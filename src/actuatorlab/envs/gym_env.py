@@ -37,6 +37,8 @@ from ..sim.arm import ArmInputs, ArmState
 from .envelope import DIMS, outside
 from .mjx_env import _Static
 from .timing import TimingContract, apply_latency, command_grid, push_samples, scale_action
+from ..sim.arm_native import native_model, rollout_native
+from ..sim.arm_learned import frame, LearnedInputs
 
 __all__ = ["NativeBatch", "ActuatorEnv", "ActuatorVectorEnv"]
 
@@ -64,7 +66,6 @@ class NativeBatch(_Static):
                     episode_length, reset_noise, home, builtin_joints)
         self.B = int(num_envs)
         self.model_updates = model_updates
-        from ..sim.arm_native import native_model
 
         act = self.actuator
         if act.kind == "builtin":
@@ -123,8 +124,6 @@ class NativeBatch(_Static):
         self.rng[b] = np.asarray(k_next)
         self.rand_keys[b] = np.asarray(k_rand)
         if self.actuator.learned is not None:
-            from ..sim.arm_learned import frame
-
             f0 = np.asarray(frame(self.actuator.learned, held, q0, qvel[self.dadr], self.v_supply, np.ones(n),
                                   np.zeros((0,))))
             self.net_hist[b] = 0.0 if c.history_init == "zeros" else f0
@@ -165,7 +164,6 @@ class NativeBatch(_Static):
             raise ModelError("body_force (an external push) is applied by the native analytic actuator's rollout only")
         if self.actuator.kind == "builtin":
             return self._physics_builtin(sent)
-        from ..sim.arm_native import rollout_native
 
         en = np.ones((B, D, n))
         vs = np.broadcast_to(self.v_supply[self.mod_idx], (B, D, n)).copy()
@@ -185,7 +183,6 @@ class NativeBatch(_Static):
         if self.actuator.learned is not None:
             import equinox as eqx
 
-            from ..sim.arm_learned import LearnedInputs, frame
 
             lm = self.actuator.learned
             if not shared:

@@ -61,6 +61,11 @@ import numpy as np
 from ..errors import ModelError
 from .mjx_env import EnvState, MjxEnv
 from .timing import TimingContract
+from ..robots.loader import load_robot, Robot
+from ..sim.homotopy import make_homotopy
+from ..sim.randomization import Randomizer
+from ..sim.arm import mujoco_armature
+from ..errors import UnknownNameError
 
 #: default action scale [rad per unit action] around the standing posture (docs/locomotion.md)
 DEFAULT_ACTION_SCALE = 1.0
@@ -81,8 +86,6 @@ def actuator_option(robot_name: str, actuator: Any) -> Any:
     itself: a path, dict, Actuator or LearnedArm)."""
     if isinstance(actuator, str) and not actuator.endswith(".json"):
         if actuator not in ACTUATOR_OPTIONS:
-            from ..errors import UnknownNameError
-
             raise UnknownNameError("actuator option", actuator, tuple(ACTUATOR_OPTIONS))
         if actuator == "sea":
             p = _ACT_DIR / f"{robot_name}_sea.json"
@@ -202,10 +205,6 @@ class LocomotionEnv:
                  physics_dt: float | None = None, reset_noise: float = 0.05, homotopy_eps: float = 0.01,
                  armature_floor: float = 0.01, action_scale: float | None = None,
                  homotopy_keep: dict | None = None):
-        from ..robots.loader import Robot, load_robot
-        from ..sim.homotopy import make_homotopy
-        from ..sim.randomization import Randomizer
-
         r = robot if isinstance(robot, Robot) else load_robot(robot)
         if physics_dt is not None:
             k = r.control_dt / float(physics_dt)
@@ -269,7 +268,6 @@ class LocomotionEnv:
         mx = self.core.mx
         if self.core.actuator.kind == "builtin":
             return mx.dof_armature
-        from ..sim.arm import mujoco_armature
 
         p = self.robot.joint_params(params, xp=jnp)
         arm = mujoco_armature(self.core.robot.compliant, p["armature"], jnp)

@@ -44,6 +44,9 @@ from .actuators import Actuator, builtin_ctrl_index, builtin_model, home_qpos, l
 from .envelope import DIMS, effort_limit, envelope_bounds, outside
 from .tasks import PostureTask
 from .timing import TimingContract, apply_latency, command_grid, push_samples, scale_action
+from ..precision import physics_precision
+from ..sim.arm import make_mjx_rollout
+from ..sim.arm_learned import frame, LearnedInputs
 
 __all__ = ["EnvState", "ControlState", "MjxEnv"]
 
@@ -204,7 +207,6 @@ class MjxEnv(_Static):
         """Context to trace ``reset``/``step`` in (float64: x64 on; float32: a no-op)."""
         import contextlib
 
-        from ..precision import physics_precision
 
         return physics_precision() if self.precision == "float64" else contextlib.nullcontext()
 
@@ -212,7 +214,6 @@ class MjxEnv(_Static):
     def _build(self):
         from mujoco import mjx
 
-        from ..sim.arm import make_mjx_rollout
 
         r, act = self.model_robot, self.actuator
         self.dtype = jnp.float64 if self.precision == "float64" else jnp.float32
@@ -256,8 +257,6 @@ class MjxEnv(_Static):
         seen_p = qpos if c.history_init == "state" else jnp.zeros_like(qpos)
         seen_v = qvel if c.history_init == "state" else jnp.zeros_like(qvel)
         if self.actuator.learned is not None:
-            from ..sim.arm_learned import frame
-
             f0 = frame(self._learned, held, q0, qvel[self.dadr], self.v_supply, jnp.ones(n), jnp.zeros((0,)))
             if c.history_init == "zeros":
                 f0 = jnp.zeros_like(f0)
@@ -296,7 +295,6 @@ class MjxEnv(_Static):
         if self.actuator.learned is not None:
             import equinox as eqx
 
-            from ..sim.arm_learned import LearnedInputs, frame
 
             lm = eqx.tree_at(lambda m: m.base, self._learned, params)
             final, out = self._rollout(lm, LearnedInputs(sent, en, vs, None, net_hist), arm, model_updates)

@@ -82,6 +82,12 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from ..errors import ActuatorlabError, DataError, ModelError
+from ..sim.arm_data import log_arrays
+from ..learned.arm import arm_log, DEFAULT_FEATURES, make_learned_arm, with_residual_inputs
+from ..sim.arm_learned import frames_of_log, OnlineEstimator, RESIDUAL_FEATURE, TELEMETRY
+from ..models.features import fit_normalizer, Normalizer, sliding_windows
+from ..errors import UnknownNameError
+from ..sim.force import ForcePrior
 
 __all__ = ["WINDOW", "STRIDE", "METHODS", "FEATURE_NAMES", "ConditionLog", "condition_log", "window_starts",
            "window_features", "log_windows", "CurrentThreshold", "make_baselines", "ChannelModels",
@@ -90,8 +96,7 @@ __all__ = ["WINDOW", "STRIDE", "METHODS", "FEATURE_NAMES", "ConditionLog", "cond
            "calibrated_scores", "calibrate_condition", "leave_one_log_out_windows", "twin_pairs", "alarm_timing",
            "persistent_alarm", "hold_frames",
            "smooth_log_odds", "clipped_log_odds", "LOGIT_CLIP",
-           "make_condition_model", "train_condition_head", "run_condition", "write_condition_report",
-           "condition_report_body"]
+           "make_condition_model", "train_condition_head", "run_condition"]
 
 WINDOW = 64       # [control steps] window length
 STRIDE = 32       # [control steps] 50 % overlap
@@ -136,7 +141,6 @@ class ConditionLog:
 def condition_log(robot, traj, channels: Sequence[str] | None = None) -> ConditionLog:
     """Read one log (robot ordered, ``channels`` default: the joints the log records); a missing
     ``current/<joint>`` channel or a NaN in it is a one-line :class:`DataError` naming the log."""
-    from ..sim.arm_data import log_arrays
 
     b = log_arrays(robot, traj)
     where = traj.source_file or traj.name
@@ -345,8 +349,6 @@ def classification_metrics(y: np.ndarray, score: np.ndarray, pred: np.ndarray) -
 def learned_frame_scores(robot, model, lg: ConditionLog, estimator=None) -> np.ndarray:
     """Per-frame condition scores (T, C) (1 = normal) of one log through the causal
     :class:`~actuatorlab.sim.arm_learned.OnlineEstimator` (channels in the model's order)."""
-    from ..learned.arm import arm_log, with_residual_inputs
-    from ..sim.arm_learned import OnlineEstimator
 
     est = estimator or OnlineEstimator(model)
     est.reset()
@@ -591,9 +593,6 @@ def out_of_fold_frame_scores(robot, model, trajs, *, folds: int = 5, seed: int =
 def _teacher_forced(robot, model, trajs, *, spans: bool = False):
     """Windows (N, H + 1, F) of measured frames (the causal window of every frame) and condition
     labels (N, C) (1 = normal) of the logs; with ``spans`` also each log's (start, stop) rows."""
-    from ..learned.arm import arm_log, with_residual_inputs
-    from ..models.features import sliding_windows
-    from ..sim.arm_learned import frames_of_log
 
     xs, ys, sp, n = [], [], [], 0
     for t in with_residual_inputs(robot, model, trajs):
@@ -742,10 +741,6 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
     ``residual_input`` (a :class:`~actuatorlab.sim.force.ForcePrior`; default: ``id_friction``
     calibrated on the free-motion logs among ``trajs``, which must be training logs), stored with
     the model (docs/condition.md, "The residual input")."""
-    from ..learned.arm import DEFAULT_FEATURES, arm_log, make_learned_arm, with_residual_inputs
-    from ..models.features import Normalizer, fit_normalizer
-    from ..sim.arm_data import log_arrays
-    from ..sim.arm_learned import RESIDUAL_FEATURE, TELEMETRY, frames_of_log
     import jax
 
     trajs = list(trajs)
@@ -757,8 +752,6 @@ def make_condition_model(robot, trajs, *, arch: str = "transformer", seed: int =
         trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
     F = len(channels) * len(feats)
     if RESIDUAL_FEATURE in feats and residual_input is None:
-        from ..sim.force import ForcePrior
-
         residual_input = ForcePrior.fit(robot, "id_friction", trajs)
     sizes = dict(sizes or {})
     if arch == "window_stats" and "drop_mean" not in sizes:
@@ -825,7 +818,6 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     import jax.numpy as jnp
     import optax
 
-    from ..errors import UnknownNameError
 
     if scope not in ("head", "net"):
         raise UnknownNameError("condition training scope", scope, ("head", "net"))
@@ -836,7 +828,6 @@ def train_condition_head(robot, model, trajs, *, steps: int = 300, batch: int = 
     heads = getattr(model.net, "heads", None)
     if heads is None or not hasattr(heads, "condition"):
         raise ModelError(f"the {model.arch} network has no condition head")
-    from ..learned.arm import with_residual_inputs
 
     t0 = time.perf_counter()
     trajs = with_residual_inputs(robot, model, trajs)
@@ -1033,7 +1024,6 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
     if model is not None:
         if tuple(model.layout.channels) != tuple(chans):
             raise ModelError(f"the model's channels {list(model.layout.channels)} differ from the logs' {list(chans)}")
-        from ..sim.arm_learned import OnlineEstimator
 
         cal = dict(calibration or {})
         smooth_s = float(cal.get("smooth_s", 0.0))

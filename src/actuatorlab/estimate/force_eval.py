@@ -33,9 +33,9 @@ from ..robots.loader import Robot
 from ..sim.dynamics import ArmDynamics
 from ..sim.force import (CLASSICAL, DEFAULT_K_O, ForceLog, estimate_log, fit_calibration, free_motion, make_estimator,
                     read_force_log)
+from ..logs import load_logs
 
-__all__ = ["CONTACT_FORCE", "ALL_METHODS", "evaluate_force", "score_force", "zero_estimate_mae", "write_force_report",
-           "force_report_body"]
+__all__ = ["CONTACT_FORCE", "ALL_METHODS", "evaluate_force", "score_force", "zero_estimate_mae"]
 
 #: classical contact decision: |f_hat| above this [N]
 CONTACT_FORCE = 1.0
@@ -177,7 +177,6 @@ def load_tagged(paths: Sequence) -> tuple[list, list[str]]:
     its folder's name."""
     from pathlib import Path as _P
 
-    from ..logs import load_logs
 
     trajs, tags = [], []
     for p in map(_P, paths):

@@ -54,6 +54,7 @@ from ..errors import ModelError
 from .condition import WINDOW, _smooth_n, clipped_log_odds, hold_frames
 from ..robots.loader import Robot
 from ..sim.force import ForceFrame, ForceLog, LearnedTelemetry
+from ..sim.arm_learned import OnlineEstimator
 
 __all__ = ["ConditionEstimate", "ConditionMonitor"]
 
@@ -82,8 +83,6 @@ class ConditionMonitor:
 
     def __init__(self, robot: Robot, model, calibration: dict | None = None, warmup_frames: int | None = None,
                  alarm_hold_s: float = 0.0):
-        from ..sim.arm_learned import OnlineEstimator
-
         cal = dict(calibration or {})
         self.model, self.calibration = model, cal
         self.channels = tuple(model.layout.channels)

@@ -31,6 +31,7 @@ import numpy as np
 
 from ..errors import DataError
 from .envelope import DEFAULTS, ENVELOPE_VERSION, _resolution
+from ..sim.arm_data import _robot, log_arrays
 
 __all__ = ["arm_envelope", "joint_range", "outside_fraction"]
 
@@ -54,7 +55,6 @@ def arm_envelope(robot, trajs: Iterable, *, quantiles: Sequence[float] = DEFAULT
                  saturation_level: float = DEFAULTS["saturation_level"]) -> dict[str, dict[str, Any]]:
     """{joint name: envelope dict} of the joints the multi-joint logs ``trajs`` record (module
     docstring); ``robot`` a name or :class:`~actuatorlab.robots.Robot`."""
-    from ..sim.arm_data import _robot, log_arrays
 
     r = _robot(robot)
     trajs = list(trajs)
@@ -100,7 +100,6 @@ def outside_fraction(robot, envelope: dict[str, dict], traj) -> dict[str, Any]:
     recorded dimension; effort only when the log has ``pwm_duty/<joint>``) and pooled over the
     joints the envelope and the log share. {"outside_fraction": float | None, "per_joint":
     {joint: float}}."""
-    from ..sim.arm_data import _robot, log_arrays
 
     r = _robot(robot)
     a = log_arrays(r, traj)

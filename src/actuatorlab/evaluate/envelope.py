@@ -67,6 +67,7 @@ import numpy as np
 from ..errors import ModelError
 from ..models.modelfile import CONTINUOUS, ENVELOPE_VERSION, _unrows, validate_envelope
 from .metrics import STALL_LEVEL
+from ..sim.rollout import _constants, controller_level, log_arrays
 
 __all__ = [
     "ENVELOPE_VERSION",
@@ -136,7 +137,6 @@ def log_features(tr, dt: float) -> dict[str, Any]:
         log has), "raw": {name: logged values behind the signal}, "enabled": (T,) bool, "speed": (T,) [unit/s], "effort_source": str,
         "conditions": {tag: value}}.
     """
-    from ..sim.rollout import _constants, controller_level, log_arrays
 
     a = log_arrays(tr, dt)
     n = a["t"].size

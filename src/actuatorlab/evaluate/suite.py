@@ -33,6 +33,15 @@ import numpy as np
 
 from ..errors import ActuatorlabError, ModelError
 from ..models.modelfile import ARM_MODEL_FORMAT as ARM_FORMAT
+from ..models.modelfile import load_model
+from ..sim.arm_data import evaluate_arm
+from ..robots import load_robot
+from ..files import atomic_write, read_json
+from ..logs import load_logs, save_trajectory
+from ..sim.rollout import default_dt
+from .metrics import summarize
+from .replay import replay
+from .. import __version__
 
 __all__ = ["SUITE_FORMAT", "SUITE_VERSION", "MANIFEST", "SuiteError", "create_suite", "load_suite", "run_suite",
            "environment", "MIN_REGIME_SAMPLES"]
@@ -56,8 +65,6 @@ def environment() -> dict[str, str]:
     """Versions of what a replay depends on."""
     import jax
     import mujoco
-
-    from .. import __version__
 
     return {"actuatorlab": __version__, "mujoco": mujoco.__version__, "jax": jax.__version__,
             "numpy": np.__version__}
@@ -83,7 +90,6 @@ def _read_model(path: Path) -> tuple[dict, str]:
         if head.get("kind"):
             raise ModelError(f"{path}: learned whole-robot models are not supported by replay suites yet")
         return head, "arm"
-    from ..models.modelfile import load_model
 
     return load_model(path), "joint"
 
@@ -113,9 +119,6 @@ def _measure(model: dict, kind: str, trajs, *, dt: float | None, robot: str | No
     robot: ``dt`` is the MuJoCo timestep and ``gains`` replace the robot config's."""
     if kind == "joint":
         trajs = _with_gains(trajs, gains)
-        from ..sim.rollout import default_dt
-        from .metrics import summarize
-        from .replay import replay
 
         rdt = float(dt if dt is not None else model.get("fit", {}).get("dt") or 0) or default_dt(trajs)
         s = summarize(replay(model, trajs, rdt))
@@ -128,8 +131,6 @@ def _measure(model: dict, kind: str, trajs, *, dt: float | None, robot: str | No
             out[row["log"]] = {k: float(v) for k, v in m.items() if v is not None}
         return out, {"dt": rdt, "unit": s["unit"]}
     # whole robot: native MuJoCo windows of ``horizon`` control steps (identify.arm_fit.evaluate_arm)
-    from ..sim.arm_data import evaluate_arm
-    from ..robots import load_robot
 
     if robot is None:
         robot = model.get("robot")
@@ -152,8 +153,6 @@ def create_suite(suite: str | Path, model_path: str | Path, log_paths, *, margin
                  mapping: str | None = None, overwrite: bool = False) -> dict:
     """Copy ``log_paths`` into ``SUITE/logs``, replay them with the model and write ``SUITE/suite.json``
     with per-log tolerances ``margin x measured``. Returns the manifest."""
-    from ..files import atomic_write
-    from ..logs import load_logs, save_trajectory
 
     if not margin >= 1.0:
         raise SuiteError(f"replay --create: margin must be >= 1 (got {margin})")
@@ -194,7 +193,6 @@ def load_suite(suite: str | Path) -> tuple[dict, Path]:
     """Read and validate ``SUITE/suite.json`` (or the manifest path itself)."""
     p = Path(suite)
     path = p / MANIFEST if p.is_dir() or not p.suffix else p
-    from ..files import read_json
 
     m = read_json(path, SuiteError, "no replay suite here (create one with `actuatorlab replay --create`)")
     if not isinstance(m, dict) or m.get("format") != SUITE_FORMAT:
@@ -226,7 +224,6 @@ def run_suite(suite: str | Path, model_path: str | Path | None = None, *, dt: fl
 
     Returns {"passed", "n_failed", "logs": [{"name", "passed", "checks": [{"metric", "value",
     "tolerance", "measured_at_creation", "ratio", "passed"}]}], "warnings", "replay", "model"}."""
-    from ..logs import load_logs
 
     m, root = load_suite(suite)
     model_path = Path(model_path) if model_path is not None else Path(m["model"]["file"])

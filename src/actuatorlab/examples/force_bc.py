@@ -46,6 +46,10 @@ from ..errors import ModelError
 from ..sim.force import ForceFrame, ForceLog, fit_calibration, make_estimator
 from ..models.control import DYNAMIXEL_ERROR_GAIN
 from ..robots import load_robot
+from ..envs import TimingContract
+from ..envs.gym_env import ActuatorVectorEnv
+from ..logs.format import Channel, Setup, Trajectory
+from ..learned.heads import train_heads
 
 __all__ = ["ROBOT", "START", "GOAL_CENTER", "GOAL_SPAN", "TRAIN_MASSES", "HELDOUT_MASSES", "BCConfig", "LiftTask",
            "combine_inertial", "payload_updates", "servo_stiffness", "expert_delta", "policy_obs", "make_env", "calibrate_estimator",
@@ -196,8 +200,6 @@ def policy_obs(task_obs: np.ndarray, f_hat: np.ndarray | None, cfg: BCConfig) ->
 def make_env(mass: float, num_envs: int, cfg: BCConfig, task: Any = None):
     """The native Gymnasium vector environment with ``mass`` [kg] at the end effector; actions are
     absolute joint targets (offset zero, scale 1, no clip; clipped to the joint ranges)."""
-    from ..envs import TimingContract
-    from ..envs.gym_env import ActuatorVectorEnv
 
     robot = load_robot(ROBOT)
     home = np.zeros(robot.n_joints)
@@ -326,7 +328,6 @@ def runs_to_logs(runs: dict, mass: float, name: str, pushed: bool) -> list:
     position_target/<joint>, current/<joint>, pwm_duty/<joint>, temperature/<joint>, force_x|y|z,
     contact) of :func:`record_runs`' runs, arm joints only. contact: a payload carried or a push
     above 0.05 N (the synth suite's rule)."""
-    from ..logs.format import Channel, Setup, Trajectory
 
     robot = load_robot(ROBOT)
     fr, force = runs["frames"], runs["force"]
@@ -392,7 +393,6 @@ def train_bc_heads(out, cfg: BCConfig = BCConfig(), *, n_envs: int = 8, steps: i
     the heads correct (calibrated on the payload-0 runs without pushes; docs/force.md, "Force
     prior"; ``prior_labels``: calibrated on every labelled run, pushes and training payloads
     included). Writes OUT/arm_model.json; returns its dict."""
-    from ..learned.heads import train_heads
 
     tr = head_training_logs(cfg, n_envs, steps, HEAD_DATA_SEED, pushes)
     va = head_training_logs(cfg, val_envs, steps, HEAD_DATA_SEED + 5000, pushes)

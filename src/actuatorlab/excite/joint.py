@@ -56,6 +56,11 @@ from ..models.registry import get_model
 from ..sim.rollout import make_batches, rollout_batch
 from ..identify.fit import ParamSpace, profile_for, substeps_for
 from ..identify.identifiability import _jacobian
+from ..files import atomic_write
+from ..evaluate import summarize
+from ..evaluate.replay import replay_batches
+from ..identify.fit import fit_model
+from ..identify.select import BUDGETS
 
 __all__ = ["Limits", "Segment", "EXCITATION_FORMAT", "ENCODER_NOISE", "candidates", "primitives", "information",
            "design", "crlb", "logdet", "greedy_design",
@@ -365,7 +370,6 @@ def design(segments: list[Segment], model: str, params: dict[str, float], budget
 def write_excitation(out: str | Path, segments: list[Segment], lim: Limits, report: dict[str, Any] | None = None) -> list[Path]:
     """Write each segment as ``NAME.csv`` (time_s, target_rad, target_deg, torque_enable) and
     ``excitation.json`` (limits, the setup of each file, the design report); atomic writes."""
-    from ..files import atomic_write
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -401,10 +405,6 @@ def compare_to_naive(designed: list[Segment], naive: list[Segment] | dict[str, l
     fit budget and seed) and score them: relative parameter error against the truth, and the
     closed-loop MAE [rad] on held-out segments that no set contains. ``naive``: one set (row
     "naive") or label -> set. Returns label -> row."""
-    from ..evaluate import summarize
-    from ..evaluate.replay import replay_batches
-    from ..identify.fit import fit_model
-    from ..identify.select import BUDGETS
 
     evals, starts, grad = BUDGETS[budget]
     held = make_batches(synthetic_logs(heldout, model, truth), heldout[0].dt)

@@ -66,6 +66,14 @@ from ..models.registry import get_model
 from ..precision import physics
 from ..robots.loader import Robot, load_robot
 from .joint import ENCODER_NOISE, EXCITATION_FORMAT, Limits, _finish, crlb, greedy_design, logdet, primitives
+from ..sim.arm_data import _param_sets, evaluate_arm, model_params, per_joint_robot, robot_with_model
+from ..sim.arm import ArmInputs, initial_state, make_inputs
+from ..sim.arm_native import native_model, rollout_native
+from ..synth.model_truth import rollout_trajectory
+from ..identify.arm_fit import fit_arm
+from ..files import atomic_write
+from ..models.modelfile import ARM_MODEL_FORMAT
+from ..errors import UnknownNameError
 
 __all__ = ["RobotLimits", "RobotSegment", "FAMILIES", "SINGLE_PRIMITIVES", "design_robot_setup", "robot_candidates",
            "simulate_robot", "robot_information", "design_robot", "segment_logs", "compare_robot_to_naive",
@@ -141,7 +149,6 @@ def design_robot_setup(robot: Robot | str, model: str | None = None, params: dic
     """(robot with ``model`` and one parameter set per joint, parameter sets name -> (n_joints,))
     from the robot config's nominal values, updated by ``params`` (name -> value for every joint,
     name -> (n_joints,) or name -> {joint: value}, as ``fit --robot`` writes)."""
-    from ..sim.arm_data import _param_sets, per_joint_robot, robot_with_model
 
     robot = load_robot(robot) if isinstance(robot, str) else robot
     if model is not None:
@@ -163,7 +170,6 @@ def _home(robot: Robot, lims: dict[str, Limits]) -> np.ndarray:
 
 def _gravity(robot: Robot, q: np.ndarray) -> np.ndarray:
     """[N.m | N] (n,) static gravity (and equality) load of every joint at pose q (bias force)."""
-    from ..sim.arm import initial_state
 
     m = robot.model()
     d = mujoco.MjData(m)
@@ -183,8 +189,6 @@ def robot_candidates(robot: Robot, joints: Iterable[str] | None = None, limits: 
     families = tuple(families)
     bad = [f for f in families if f not in FAMILIES]
     if bad:
-        from ..errors import UnknownNameError
-
         raise UnknownNameError("excitation family", bad[0], FAMILIES)
     dt = robot.control_dt
     T = int(round(segment_s / dt))
@@ -267,8 +271,6 @@ def robot_candidates(robot: Robot, joints: Iterable[str] | None = None, limits: 
 
 
 def _stack_inputs(robot: Robot, segments: list[RobotSegment]):
-    from ..sim.arm import ArmInputs, initial_state, make_inputs
-
     T = {s.q.shape[0] for s in segments}
     if len(T) != 1:
         raise ModelError("excitation: every segment must have the same length")
@@ -281,7 +283,6 @@ def _stack_inputs(robot: Robot, segments: list[RobotSegment]):
 def simulate_robot(robot: Robot, segments: list[RobotSegment], params: dict) -> dict[str, np.ndarray]:
     """Closed-loop native rollouts of the segments from rest at their first target: q, dq,
     tau_motor (B, T, n_joints) [rad | m, rad/s | m/s, N.m | N]."""
-    from ..sim.arm_native import rollout_native
 
     x, s0 = _stack_inputs(robot, segments)
     _, o = rollout_native(robot, params, x, s0)
@@ -294,8 +295,6 @@ def robot_information(robot: Robot, segments: list[RobotSegment], params: dict, 
     """(labels "name@joint" (P,), F (n_segments, P, P)): Fisher information of each segment for the
     log of each named parameter of each design joint (module doc). ``robot`` has one parameter set
     per joint (:func:`design_robot_setup`); ``params`` name -> (n_joints,) positive where designed."""
-    from ..sim.arm import ArmInputs
-    from ..sim.arm_native import native_model, rollout_native
 
     names, joints = list(names), list(joints)
     labels, cols = [], []
@@ -386,7 +385,6 @@ def segment_logs(robot: Robot, segments: list[RobotSegment], truth: dict, joints
     with one set per joint): multi-joint logs (docs/synth.md convention) recording ``joints``,
     positions with white Gaussian noise of ``noise`` [rad] (seeded; times |output_to_joint|
     behind a linkage), then quantised to the 4096 counts/rev encoder."""
-    from ..synth.model_truth import rollout_trajectory
 
     sims = simulate_robot(robot, segments, truth)
     rng = np.random.default_rng(seed)
@@ -411,8 +409,6 @@ def compare_robot_to_naive(robot: Robot, model: str, designed: list[RobotSegment
     name -> (n_joints,) for :func:`design_robot_setup`'s robot; ``noise`` [rad]: white position
     noise of the fitted logs (seed ``seed``; the held-out logs are only quantised, so that their
     MAE measures the model's error). Returns label -> row."""
-    from ..identify.arm_fit import fit_arm
-    from ..sim.arm_data import evaluate_arm
 
     names, joints = list(names), list(joints)
     r_pj, _ = design_robot_setup(robot, model)
@@ -437,7 +433,6 @@ def write_robot_excitation(out: str | Path, robot: Robot, segments: list[RobotSe
     """Write each segment as ``NAME.csv`` (time_s, target_<joint> [rad | m] per robot joint,
     torque_enable), with ``lerobot`` also ``NAME.lerobot.csv`` (timestamp, frame_index,
     <joint>.pos [deg; m for a slide joint]), and ``excitation.json``; atomic writes."""
-    from ..files import atomic_write
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -474,7 +469,6 @@ def write_robot_excitation(out: str | Path, robot: Robot, segments: list[RobotSe
 
 def _load_arm_model(path: str | Path, robot: str) -> tuple[str | None, dict]:
     """(model, params) of an analytic RUN/arm_model.json fitted for ``robot``."""
-    from ..models.modelfile import ARM_MODEL_FORMAT
 
     p = Path(path)
     try:
@@ -503,7 +497,6 @@ def excite_robot(out: str | Path, robot: str, *, model_file: str | Path | None =
     Returns the design report (plus ``wall_s``)."""
     import time
 
-    from ..sim.arm_data import model_params
 
     t0 = time.perf_counter()
     base = load_robot(robot)
@@ -514,8 +507,6 @@ def excite_robot(out: str | Path, robot: str, *, model_file: str | Path | None =
     r, p = design_robot_setup(base, model, fitted)
     for k, v in (params or {}).items():
         if k not in p:
-            from ..errors import UnknownNameError
-
             raise UnknownNameError("parameter", k, tuple(p))
         p[k][:] = float(v)
     joints = list(joints or base.joint_names)

@@ -42,6 +42,14 @@ import numpy as np
 from ..errors import ModelError
 from ..models.params import PARAMS
 from ..models.modelfile import ARM_MODEL_FORMAT
+from ..envs.actuators import load_actuator
+from ..robots.loader import load_robot, Robot
+from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
+from .mjcf import _comment_text, _parse, _write_validated, export_mjcf
+from ..errors import UnknownNameError
+from .sim_cfg import _unit, analytic_law, common_metadata, isaaclab_configs, isaaclab_lost, mjlab_configs, write_cfg
+from .targets import TargetResult, TARGETS
+from .. import __version__
 
 __all__ = ["ARM_MODEL_FORMAT", "RobotExport", "load_arm_actuator", "joint_model_dicts", "robot_losses",
            "export_robot_mjcf", "export_robot_cfg", "export_robot_targets"]
@@ -86,8 +94,6 @@ def load_arm_actuator(arm_model: Any, robot: Any = None):
     """(:class:`~actuatorlab.envs.actuators.Actuator`, model dict, label) of an arm_model.json (path
     or dict); ``robot`` (name, config path or :class:`~actuatorlab.robots.Robot`) defaults to the
     file's ``robot``. Learned / residual models are refused, naming their network's joints."""
-    from ..envs.actuators import load_actuator
-    from ..robots.loader import Robot, load_robot
 
     d, label = _read(arm_model)
     if d.get("kind") in ("learned", "residual"):
@@ -149,9 +155,6 @@ def joint_model_dicts(arm_model: Any, robot: Any = None) -> tuple[Any, dict[str,
     controller constants of the whole-robot rollout, ``fit.dt`` = the robot's physics step (the
     actuator acts at every physics step) and ``controller_constants.effort_limit`` = the joint's
     bound on the motor effort."""
-    from .. import __version__
-    from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
-
     act, d, _ = load_arm_actuator(arm_model, robot)
     r = act.robot
     jp = r.joint_params(act.params)
@@ -204,7 +207,6 @@ def export_robot_mjcf(arm_model: Any, out_path: str | Path, *, robot: Any = None
     """The robot's MJCF with every modelled joint's actuator replaced by its fitted model (module
     docstring), written atomically to ``out_path`` (loaded by MuJoCo before it replaces anything).
     ``robot`` defaults to the model file's; ``servo`` as :func:`~actuatorlab.export.mjcf.export_mjcf`."""
-    from .mjcf import _comment_text, _parse, _write_validated, export_mjcf
 
     r, models, losses = joint_model_dicts(arm_model, robot)
     out = Path(out_path)
@@ -248,8 +250,6 @@ def export_robot_cfg(arm_model: Any, out: str | Path, target: str, *, robot: Any
     ``"<group>/<ClassName>"`` per group of joints with equal fields, ``target_names_expr`` /
     ``joint_names_expr`` listing the group's joints. Returns a :class:`~actuatorlab.export.sim_cfg.CfgExport`
     whose ``metadata["per_joint"]`` maps each joint to its group and losses."""
-    from ..errors import UnknownNameError
-    from .sim_cfg import analytic_law, common_metadata, isaaclab_configs, isaaclab_lost, mjlab_configs, write_cfg
 
     if target not in ("mjlab", "isaaclab"):
         raise UnknownNameError("export target", target, ["mjlab", "isaaclab"])
@@ -300,7 +300,6 @@ def export_robot_cfg(arm_model: Any, out: str | Path, target: str, *, robot: Any
 def export_robot_targets(model_path: str | Path, targets: dict[str, Path], *, robot: Any = None) -> list:
     """:func:`~actuatorlab.export.targets.export_targets` for an arm_model.json: mjcf, mjlab and
     isaaclab; onnx / torchscript need a learned per-joint network (refused naming the joints)."""
-    from .targets import TARGETS, TargetResult
 
     model_path = Path(model_path)
     act, d, label = load_arm_actuator(model_path, robot)  # refuses learned models, naming joints
@@ -308,7 +307,6 @@ def export_robot_targets(model_path: str | Path, targets: dict[str, Path], *, ro
         if t in ("onnx", "torchscript"):
             raise ModelError(f"{model_path}: --{t}: an analytic whole-robot model has no network to export "
                              f"(joints {', '.join(act.robot.joint_names)}); use --mjcf, --mjlab or --isaaclab")
-    from .sim_cfg import _unit
 
     results = []
     for t in TARGETS:

@@ -48,6 +48,8 @@ from typing import Any
 
 from ..errors import ModelError, UnknownNameError
 from . import mjcf as _mjcf
+from ..files import atomic_write as _write
+from .. import __version__
 
 __all__ = ["CfgExport", "analytic_law", "mjlab_configs", "isaaclab_configs", "write_cfg", "common_metadata",
            "POSITION_ERROR", "EXPORT_FORMAT"]
@@ -94,8 +96,6 @@ def model_dt(model: dict[str, Any]) -> float:
 
 def common_metadata(model: dict[str, Any], target: str, dt: float) -> dict[str, Any]:
     """Rate, sign convention and units every export carries."""
-    from .. import __version__
-
     jt = model.get("joint_type") or (model.get("setup") or {}).get("joint_type") or "revolute"
     return {"format": EXPORT_FORMAT, "format_version": 1, "target": target, "actuatorlab_version": __version__,
             "model": model.get("model"), "kind": model.get("kind") or "analytic", "joint_type": jt,
@@ -283,7 +283,6 @@ def _snippet(target: str, configs: dict[str, dict[str, Any]], metadata: dict[str
 
 def atomic_write(path: Path, data: bytes | str) -> Path:
     """Write ``data`` to ``path`` atomically (:func:`actuatorlab.files.atomic_write`)."""
-    from ..files import atomic_write as _write
 
     return _write(path, data)
 

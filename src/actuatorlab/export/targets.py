@@ -34,6 +34,13 @@ import numpy as np
 
 from ..errors import ModelError
 from ..models.modelfile import ARM_MODEL_FORMAT
+from ..errors import UnknownNameError
+from ..models.modelfile import load_model
+from .sim_cfg import _unit, atomic_write, cfg_paths, export_analytic_cfg, model_dt, write_cfg
+from .torch_export import actuator_lstm_module, actuator_net_module, learned_metadata, save_torchscript, window_module
+from ..learned.onnx_export import _require, export_onnx
+from ..learned.joint_train import load_joint_model
+from .mjcf import export_mjcf
 
 __all__ = ["TARGETS", "TargetResult", "export_targets"]
 
@@ -119,8 +126,6 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
     ``targets`` ({name: output path}); names from :data:`TARGETS`. Returns one :class:`TargetResult`
     per target, in :data:`TARGETS` order. ``robot`` (arm models only): the robot config to use
     instead of the one the file names (:mod:`actuatorlab.export.robot`)."""
-    from ..errors import UnknownNameError
-    from ..models.modelfile import load_model
 
     model_path = Path(model_path)
     targets = {k: Path(v) for k, v in targets.items() if v is not None}
@@ -150,7 +155,6 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
         raise ModelError("--base / --joint patch a MuJoCo model: only with --mjcf")
     jm = None
     if d.get("kind"):
-        from ..learned.joint_train import load_joint_model
         jm = load_joint_model(d, model_path)
     results = []
     for t in TARGETS:
@@ -165,7 +169,6 @@ def _write_readmes(results: list[TargetResult], model_path: Path) -> None:
     by_dir: dict[Path, list[TargetResult]] = {}
     for r in results:
         by_dir.setdefault(r.files[0].resolve().parent, []).append(r)
-    from .sim_cfg import atomic_write
     for folder, rs in by_dir.items():
         readme = atomic_write(folder / "README.md", _readme(rs, model_path))
         for r in rs:
@@ -173,12 +176,8 @@ def _write_readmes(results: list[TargetResult], model_path: Path) -> None:
 
 
 def _export_one(t: str, d: dict, jm, out: Path, model_path: Path, base, joint) -> TargetResult:
-    from .sim_cfg import model_dt
-
     if t == "mjcf":
-        from .mjcf import export_mjcf
         r = export_mjcf(d, out, base_xml=base, joint=joint)
-        from .sim_cfg import _unit
         jt = d.get("joint_type") or (d.get("setup") or {}).get("joint_type") or "revolute"
         meta = {"units": _unit(jt), "position_error": "ctrl is the position target q*; the servo acts on "
                 "e = q* - q (e > 0 drives q up)", "effort_sign": "positive effort accelerates q positively"}
@@ -192,7 +191,6 @@ def _export_one(t: str, d: dict, jm, out: Path, model_path: Path, base, joint) -
     dt = model_dt(d)
     joint_name = joint or "joint"
     if jm is None:  # analytic -> mjlab / isaaclab
-        from .sim_cfg import export_analytic_cfg
         r = export_analytic_cfg(d, out, t, joint=joint_name)
         first = next(iter(r.configs))
         return TargetResult(t, r.files, {"config": first, **{k: v for k, v in r.configs[first].items()
@@ -210,8 +208,6 @@ def _export_one(t: str, d: dict, jm, out: Path, model_path: Path, base, joint) -
 def _actuator_net_cfg(t: str, d: dict, jm, out: Path, dt: float, joint: str) -> TargetResult:
     import torch
 
-    from .sim_cfg import cfg_paths, write_cfg
-    from .torch_export import actuator_net_module, learned_metadata, save_torchscript
 
     mod, ps, vs, ts, idx = actuator_net_module(jm)
     py, _ = cfg_paths(out)
@@ -251,8 +247,6 @@ def _actuator_net_cfg(t: str, d: dict, jm, out: Path, dt: float, joint: str) -> 
 def _actuator_lstm_cfg(d: dict, jm, out: Path, dt: float, joint: str) -> TargetResult:
     import torch
 
-    from .sim_cfg import cfg_paths, write_cfg
-    from .torch_export import actuator_lstm_module, learned_metadata, save_torchscript
 
     mod, n_layers, hidden = actuator_lstm_module(jm)
     py, _ = cfg_paths(out)
@@ -282,7 +276,6 @@ def _actuator_lstm_cfg(d: dict, jm, out: Path, dt: float, joint: str) -> TargetR
 def _torchscript(d: dict, jm, out: Path, dt: float) -> TargetResult:
     import torch
 
-    from .torch_export import learned_metadata, save_torchscript, window_module
 
     mod = window_module(jm)
     meta = learned_metadata(jm, d, "torchscript", dt)
@@ -298,9 +291,6 @@ def _torchscript(d: dict, jm, out: Path, dt: float) -> TargetResult:
 
 
 def _onnx(d: dict, jm, out: Path, dt: float) -> TargetResult:
-    from ..learned.onnx_export import _require, export_onnx
-    from .torch_export import learned_metadata
-
     _require()
     import onnx
 
@@ -325,7 +315,6 @@ def _onnx(d: dict, jm, out: Path, dt: float) -> TargetResult:
                  ("normalizer_std", json.dumps(np.asarray(jm.norm.std, np.float64).tolist()))):
         p = m.metadata_props.add()
         p.key, p.value = k, v
-    from .sim_cfg import atomic_write
     atomic_write(out, m.SerializeToString())
     return TargetResult("onnx", [out], {"input": f"x (N, {L.n_frames}, {L.n_features}) normalized",
                                         "outputs": "torque, force_raw, gate_logit, condition_logit"}, meta, [])

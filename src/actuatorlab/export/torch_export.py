@@ -40,6 +40,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
+from ..models.nets import ActuatorLSTM, ActuatorNet, GatedTransformer, WindowMLP
+from .sim_cfg import atomic_write, common_metadata
+from ..models.features import PER_CHANNEL_FEATURES
 
 __all__ = ["torch_available", "window_module", "actuator_net_module", "actuator_lstm_module", "save_torchscript", "load_metadata",
            "EXTRA_FILE", "learned_metadata"]
@@ -221,7 +224,6 @@ def actuator_lstm_module(model):
     """The Isaac Lab ``ActuatorNetLSTM`` module of an ``actuator_lstm`` JointModel: the normalizer is
     folded into the first layer's input weights (``W (x - m) / s = (W / s) x - W m / s``), the
     output is ``clip(effort_scale * head(h), +-effort_bound)`` [N.m]."""
-    from ..models.nets import ActuatorLSTM
 
     if not isinstance(model.net, ActuatorLSTM):
         raise ModelError(f"Isaac Lab's ActuatorNetLSTM needs an actuator_lstm model, not {type(model.net).__name__}")
@@ -250,7 +252,6 @@ def actuator_lstm_module(model):
 
 def window_module(model):
     """The raw-window torch module of a :class:`~actuatorlab.learned.joint.JointModel` (see above)."""
-    from ..models.nets import ActuatorNet, GatedTransformer, WindowMLP
 
     M = _modules()
     net = model.net
@@ -270,7 +271,6 @@ def window_module(model):
 def actuator_net_module(model):
     """(module, pos_scale, vel_scale, torque_scale, input_idx) in the Isaac Lab / mjlab layout for an
     ``actuator_net`` JointModel (see the module docstring for the folding of the normalizer)."""
-    from ..models.nets import ActuatorNet
 
     if not isinstance(model.net, ActuatorNet) or tuple(model.layout.per_channel) != ("err", "dq"):
         raise ModelError("Isaac Lab / mjlab actuator nets read only the position error q* - q and the velocity "
@@ -297,7 +297,6 @@ def actuator_net_module(model):
 def save_torchscript(module, path: str | Path, example, metadata: dict[str, Any]) -> Path:
     """Trace ``module`` on ``example`` and save it atomically with ``metadata`` in
     ``_extra_files["actuatorlab.json"]``."""
-    from .sim_cfg import atomic_write
 
     torch = _torch()
     import io
@@ -327,8 +326,6 @@ def load_metadata(path: str | Path) -> dict[str, Any]:
 
 def learned_metadata(model, d: dict[str, Any], target: str, dt: float) -> dict[str, Any]:
     """Metadata of a learned one-joint model's export: layout, lags, normalizer, scales."""
-    from ..models.features import PER_CHANNEL_FEATURES
-    from .sim_cfg import common_metadata
 
     meta = common_metadata(d, target, dt)
     H = model.layout.history

@@ -70,6 +70,7 @@ from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import CURRICULUM, Windows
 from .arm_fit import ArmSpace, fit_result, fit_setup
 from ..sim.arm_data import LogArrays, _check_name, log_arrays, per_joint_robot
+from ..sim.arm_data import fit_windows
 
 __all__ = ["DEFAULT_ITERS", "fit_arm_grad", "stage_windows", "window_objective", "minibatches"]
 
@@ -83,7 +84,6 @@ def stage_windows(robot: Robot, logs: list[LogArrays], length: int,
                   cfg: ArmConfig | None = None) -> tuple[Windows, np.ndarray]:
     """Windows of ``length`` control steps of every log (a shorter log gives one padded window),
     stacked, and ``fit_arm``'s weight wgt (W, L, n) = mask (W, L) x scored joints (W, n)."""
-    from ..sim.arm_data import fit_windows
 
     w, sc = fit_windows(robot, logs, int(length), cfg or ArmConfig.from_robot(robot))
     return w, w.mask[..., None] * sc[:, None, :].astype(float)

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..logs.format import Trajectory
+from .fit import fit_model, profile_for
 
 __all__ = ["FreeSwing", "torque_off_runs", "free_swing_calibration", "describe", "CALIBRATION_MODEL", "MIN_RUN_S",
            "MIN_SWING", "ARMATURE_BAND", "OFFSET_BAND"]
@@ -109,7 +110,6 @@ def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float 
     with :func:`~actuatorlab.identify.fit.fit_model`'s default budget and return the armature, the
     encoder offset and the boxes the selection confines them to; None when there is no such run or
     the logs are not on a servo pendulum bench (EMPS-like drives have their own profile)."""
-    from .fit import fit_model, profile_for
 
     if not trajs or profile_for(trajs) != "servo":
         return None

@@ -60,6 +60,7 @@ from ..models.registry import SELECTION_EXTENSIONS, contains, get_model, tied_eq
 from ..sim.rollout import make_batches
 from .fit import (TRAIN_OBJECTIVE, TRAIN_OBJECTIVES, FitResult, ParamSpace, PopulationScorer, effort_available,
                   full_vectors, make_loss, profile_for, search_folds)
+from .calibrate import free_swing_calibration
 
 __all__ = ["split_validation", "time_split", "LADDERS", "ladder_for", "SelectionResult", "fit_family",
            "BUDGETS", "SELECTION_BUDGETS", "SELECTION_STARTS", "Fold", "condition_folds", "group_jackknife",
@@ -406,8 +407,6 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None, *
         raise UnknownNameError("calibration", calibration, CALIBRATIONS)
     cal = None
     if calibration == "free_swing":
-        from .calibrate import free_swing_calibration
-
         if progress:
             progress("calibration", "free swing", 0.0)
         cal = free_swing_calibration(trajs, seed=seed, dt=dt, workers=workers)

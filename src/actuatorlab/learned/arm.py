@@ -52,6 +52,16 @@ from ..sim.arm_windows import make_windows
 from ..models.features import FeatureLayout, Normalizer, fit_normalizer
 from ..models.nets import arch_sizes, make_net
 from ..models.modelfile import ARM_MODEL_FORMAT
+from ..sim.arm_data import _param_sets, fit_windows, log_arrays, robot_with_model
+from ..sim.dynamics import ArmDynamics
+from ..sim.force import estimate_log, ForcePrior, lever_arms, read_force_log
+from ..logs.format import Channel
+from .trainer import train, TrainConfig
+from ..files import atomic_write, git_revision
+from .checkpoint import load_learned, save_learned
+from ..models.nets import param_count
+from .force_frame import joint_force_map_of
+from .. import __version__
 
 __all__ = ["DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
            "learned_windows", "make_learned_arm", "arm_loss", "train_arm", "save_arm_model", "load_arm_model",
@@ -93,7 +103,6 @@ def _telemetry_features(per_channel: Iterable[str]) -> tuple[str, ...]:
 
 def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_channel: tuple[str, ...]) -> ArmLog:
     """Read one log for a learned model; a missing telemetry channel is a one-line DataError."""
-    from ..sim.arm_data import log_arrays
 
     base = log_arrays(robot, traj)
     where = traj.source_file or traj.name
@@ -153,9 +162,6 @@ def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
     joints = tuple(prior.calibration.joints) if prior is not None else ()
     channels = tuple(channels) if channels is not None else joints
     need = [f"{TELEMETRY[f]}/{j}" for f in features for j in channels]
-    from ..sim.dynamics import ArmDynamics
-    from ..sim.force import estimate_log, lever_arms, read_force_log
-    from ..logs.format import Channel
 
     est, dyn, out = None, None, []
     for t in trajs:
@@ -333,7 +339,6 @@ def native_mae(robot: Robot, model, w: LearnedWindows, cfg: ArmConfig | None = N
 def _effort_scale(robot: Robot, base: dict, logs: list[ArmLog], channels, residual: bool) -> np.ndarray:
     """s_c: the std of the analytic model's joint effort on the training logs' windows (native
     rollout, 128 steps), x 0.25 for a residual; floored at 1 % of the effort limit."""
-    from ..sim.arm_data import fit_windows
 
     cfg = ArmConfig.from_robot(robot)
     ws, _ = fit_windows(robot, [lg.base for lg in logs], 128, cfg)
@@ -351,7 +356,6 @@ def _effort_scale(robot: Robot, base: dict, logs: list[ArmLog], channels, residu
 def _base_of(robot_name: str, residual) -> tuple[Robot, dict, dict | None]:
     """(robot with the base model, base parameter sets, description) from None (the robot's
     nominal model), an arm_model.json path or a dict ({"model", "params"} as fit --robot writes)."""
-    from ..sim.arm_data import _param_sets, robot_with_model
 
     robot = load_robot(robot_name)
     if residual is None:
@@ -386,7 +390,6 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     eval_every, max_val_windows); ``steps`` overrides its steps. ``init``: start from this
     model's network (fine-tuning / online adaptation; its layout and normalizer are kept).
     Returns the arm_model.json dict."""
-    from .trainer import TrainConfig, train
 
     t_all = _time.perf_counter()
     bud = {**DEFAULT_BUDGET, **(budget or {})}
@@ -397,7 +400,6 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
                               f"{len(val_trajs)})")
     robot, base, base_desc = _base_of(robot_name, residual)
     cfg = ArmConfig.from_robot(robot)
-    from ..sim.arm_data import log_arrays
 
     scored = np.any([log_arrays(robot, t).scored for t in train_trajs[:1]], axis=0)
     if init is not None and init.force_prior is not None:
@@ -477,11 +479,6 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
 def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_desc: dict | None,
                    extra: dict | None = None) -> dict:
     """Write RUN/arm_model.json (kind "learned" | "residual") and its weights RUN/arm_model.eqx."""
-    from .. import __version__
-    from ..files import atomic_write, git_revision
-    from .checkpoint import save_learned
-    from ..models.nets import param_count
-
     out = Path(out)
     save_learned(out / WEIGHTS_NAME, model.net, layout=model.layout, normalizer=model.normalizer, arch=model.arch,
                  sizes=dict(model.sizes), meta={"robot": robot_name, "residual": model.residual})
@@ -530,7 +527,6 @@ def _force_joint_of(d, robot, layout, where):
     """The JointForceMap of an arm_model.json ``force_frame`` entry of kind "joint" (else None)."""
     if d is None or d.get("kind") != "joint":
         return None
-    from .force_frame import joint_force_map_of
 
     return joint_force_map_of(d, robot, layout, where)
 
@@ -539,7 +535,6 @@ def _force_prior_of(d, where):
     """The ForcePrior of an arm_model.json entry (None when absent); errors name the file."""
     if d is None:
         return None
-    from ..sim.force import ForcePrior
 
     try:
         return ForcePrior.from_dict(d)
@@ -551,7 +546,6 @@ def _force_prior_of(d, where):
 def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Robot, LearnedArm, dict]:
     """(robot with the base model, LearnedArm, the JSON dict) of a learned/residual arm_model.json;
     problems are one-line ModelErrors naming the file."""
-    from .checkpoint import load_learned
 
     p = Path(path)
     try:

@@ -33,6 +33,7 @@ import numpy as np
 from ..errors import ActuatorlabError, ModelError
 from ..models.features import FeatureLayout, Normalizer
 from ..models.nets import Heads, arch_sizes, make_net, param_count
+from ..files import atomic_write
 
 __all__ = ["LearnedModel", "save_learned", "load_learned", "read_header", "apply_learned", "MAGIC",
            "FORMAT_VERSION"]
@@ -131,7 +132,6 @@ def save_learned(path: str | Path, model: eqx.Module, *, layout: FeatureLayout, 
         hb = json.dumps(header, sort_keys=True).encode()
     except TypeError as e:
         raise ModelError(f"{path}: meta is not JSON-serialisable ({e})") from None
-    from ..files import atomic_write
 
     return atomic_write(path, MAGIC + struct.pack("<Q", len(hb)) + hb + weights)
 

@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelError
+from ..sim.dynamics import ArmDynamics
 
 __all__ = ["DAMPING", "JointForceMap", "joint_force_map", "joint_force_map_of"]
 
@@ -128,7 +129,6 @@ def joint_force_map(robot, layout, ee_body: str | None = None, damping: float = 
     external torque is a head output); channels off the chain (a gripper) are ignored."""
     import mujoco
 
-    from ..sim.dynamics import ArmDynamics
 
     dyn = ArmDynamics(robot, ee_body=ee_body)
     m = dyn.model

@@ -45,6 +45,15 @@ from ..logs.format import Trajectory
 from ..precision import physics
 from ..sim.arm_learned import RESIDUAL_FEATURE, RESIDUAL_FEATURES, TELEMETRY, LearnedArm, frames_of_log
 from ..models.features import sliding_windows
+from ..sim.force import ForcePrior, prior_forces
+from .arm import _effort_scale, add_residual_channels, arm_log, DEFAULT_FEATURES, make_learned_arm, save_arm_model, with_residual_inputs
+from ..models.nets import Heads
+from ..sim.dynamics import ArmDynamics
+from ..robots.loader import load_robot
+from ..models.features import fit_normalizer, Normalizer
+from .trainer import train, TrainConfig
+from ..sim.arm_data import log_arrays
+from .force_frame import joint_force_map
 
 __all__ = ["HEADS_BUDGET", "HeadData", "head_data", "heads_loss", "head_sums", "head_terms", "val_metrics", "train_heads", "yaw_joint", "yaw_augment",
            "MIRROR_TOL", "ODD_FEATURES", "mirror_symmetry", "mirror_augment", "task_balance_weights", "frame_name"]
@@ -107,8 +116,6 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory], lazy: bool = Fa
     ``lazy``: ``x`` is a :class:`LazyWindows` that gathers each batch's windows on indexing (for
     training sets: the stored windows of a scale-1 synth dataset with 161 push logs take about
     (H + 1) = 33 times the frames' memory)."""
-    from ..sim.force import prior_forces
-    from .arm import arm_log
 
     prior = model.force_prior
     prior_est = prior.estimator(robot) if prior is not None else None  # one dynamics model for every log
@@ -149,7 +156,6 @@ def head_sums(model: LearnedArm, d: HeadData, valid=None, contact_weight: float 
     ``den`` sum fw, ``abs`` sum fw |f_hat - f|, ``abs_c``/``den_c`` the same over contact
     frames, ``cond``/``cond_n`` the condition BCE summed and its count. Sums over row chunks add up,
     so a large validation set is scored chunk by chunk (:func:`val_metrics`)."""
-    from ..models.nets import Heads
 
     def one(x):
         h: Heads = model.heads(x)
@@ -323,7 +329,6 @@ def mirror_symmetry(robot, tol: float = MIRROR_TOL, n_check: int = 20, dyn=None
     """
     import mujoco
 
-    from ..sim.dynamics import ArmDynamics
 
     found = yaw_joint(robot)
     if found is None:
@@ -445,10 +450,6 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     ``"f_lever"`` is tau_ext over each joint's lever arm to the end-effector point [N],
     :func:`~actuatorlab.sim.force.lever_arms`); only with ``residual_input``.
     Returns the arm_model.json dict."""
-    from ..robots.loader import load_robot
-    from .arm import DEFAULT_FEATURES, _effort_scale, arm_log, make_learned_arm, save_arm_model
-    from ..models.features import Normalizer, fit_normalizer
-    from .trainer import TrainConfig, train
 
     t_all = _time.perf_counter()
     if not train_trajs or not val_trajs:
@@ -468,16 +469,11 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
     if residual_features is not None and residual_input is None:
         raise ModelError("train_heads: residual_features need a residual_input (the classical method they come from)")
     if init is None:
-        from ..sim.arm_data import log_arrays
-
         scored = log_arrays(robot, train_trajs[0]).scored
         channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
         feats = tuple(f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
             train_trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels))
         if residual_input is not None:
-            from ..sim.force import ForcePrior
-            from .arm import add_residual_channels
-
             # calibrated on the training logs' free motion only; the same prior writes every log's channel
             res_prior = ForcePrior.fit(robot, residual_input, train_trajs)
             train_trajs = add_residual_channels(robot, res_prior, train_trajs, channels, res_feats)
@@ -512,7 +508,6 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
         if residual_features is not None and tuple(residual_features) != have_feats:
             raise ModelError(f"train_heads: residual features are chosen with the network's inputs, from scratch only; "
                              f"the initial model reads {list(have_feats)}, not {list(residual_features)}")
-        from .arm import with_residual_inputs
 
         train_trajs = with_residual_inputs(robot, model, train_trajs)
         val_trajs = with_residual_inputs(robot, model, val_trajs)
@@ -522,8 +517,6 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
             raise ModelError(f"train_heads: the initial model corrects the {have.method!r} force prior, "
                              f"not {force_prior!r}")
         if have is None:
-            from ..sim.force import ForcePrior
-
             prior = ForcePrior.fit(robot, force_prior, train_trajs, labelled=prior_labels)
             model = dataclasses.replace(model, force_prior=prior)
     want = () if force_frame in ("base", "joint") else None
@@ -532,8 +525,6 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
         want = (c * F + model.layout.per_channel.index("q"), *(float(v) for v in found[1]))
     fj = model.force_joint
     if force_frame == "joint":
-        from .force_frame import joint_force_map
-
         fj = joint_force_map(robot, model.layout)
     elif force_frame in ("base", "yaw"):
         fj = None
@@ -557,8 +548,6 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
 
     mirror = None
     if augment_mirror:
-        from ..sim.dynamics import ArmDynamics
-
         try:
             dyn = ArmDynamics(robot)
         except ModelError:

@@ -31,6 +31,13 @@ from ..models.features import FeatureLayout, Normalizer, fit_normalizer
 from .joint import JOINT_FEATURES, KINDS, JointModel, frame, log_set, rollout_logs, \
     trainable, window_loss, windows
 from .trainer import TrainConfig, TrainResult, train
+from ..identify.fit import substeps_for
+from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, params_from_model, save_model
+from ..models.registry import get_model
+from ..models.nets import make_net
+from ..files import git_revision
+from .checkpoint import load_learned, save_learned
+from .. import __version__
 
 __all__ = ["JOINT_SIZES", "ARCH_FEATURES", "DEFAULT_CURRICULUM", "build_joint_model", "train_joint", "save_joint_model",
            "load_joint_model", "WEIGHTS_NAME"]
@@ -87,10 +94,6 @@ def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None
     (training logs only). Effort scale / bound default to the largest gravity effort g* of the
     benches: learned: scale g*, bound 2 g*; residual: scale 0.1 g*, bound 0.5 g* (1 N.m / N when
     the bench has no gravity)."""
-    from ..identify.fit import substeps_for
-    from ..models.modelfile import params_from_model
-    from ..models.registry import get_model
-    from ..models.nets import make_net
 
     if kind not in KINDS:
         raise ModelError(f"unknown learned-model kind {kind!r}; available: {', '.join(KINDS)}")
@@ -182,11 +185,6 @@ def train_joint(run_dir, fit_batches, val_batches, model: JointModel, cfg: Train
 def save_joint_model(run_dir, model: JointModel, *, arch: str, sizes: dict, base: dict | None,
                      setup: dict, data: dict, training: dict, metrics: dict | None = None) -> Path:
     """Write RUN/weights.eqx (network) and RUN/model.json (kind, layout, normalizer, physics)."""
-    from .. import __version__
-    from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
-    from ..files import git_revision
-    from .checkpoint import save_learned
-
     run_dir = Path(run_dir)
     save_learned(run_dir / WEIGHTS_NAME, model.net, layout=model.layout, normalizer=model.norm, arch=arch,
                  sizes=sizes, meta={"kind": model.kind})
@@ -209,7 +207,6 @@ def save_joint_model(run_dir, model: JointModel, *, arch: str, sizes: dict, base
 def load_joint_model(d: dict, path: Path) -> JointModel:
     """The JointModel of a loaded learned/residual model.json (``path``: that file, for the
     weights' relative path and error messages)."""
-    from .checkpoint import load_learned
 
     path = Path(path)
     for key in ("weights", "layout", "normalizer", "physics_parameters", "step_config", "arch"):

@@ -48,6 +48,8 @@ import numpy as np
 import optax
 
 from ..errors import ModelError
+from ..files import atomic_write, git_revision
+from .. import __version__
 
 __all__ = ["TrainConfig", "TrainResult", "train", "make_optimizer", "load_checkpoint",
            "CHECKPOINT_NAME", "BEST_NAME"]
@@ -241,9 +243,6 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
 
     A non-finite loss stops the run with a ModelError naming the step and the last checkpoint.
     """
-    from .. import __version__
-    from ..files import atomic_write, git_revision
-
     run_dir = Path(run_dir)
     ckpt_path = run_dir / CHECKPOINT_NAME
     metrics_path = run_dir / "metrics.jsonl"

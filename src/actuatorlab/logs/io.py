@@ -24,7 +24,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from actuatorlab.errors import DataError
+from actuatorlab.logs.checks import read_json, validate_trajectory
 from actuatorlab.logs.format import FORMAT_NAME, FORMAT_VERSION, Channel, Setup, Trajectory
+from ..files import atomic_write_with
 
 __all__ = ["save_trajectory", "load_native", "native_pair", "is_native_sidecar", "file_sha256"]
 
@@ -52,7 +54,6 @@ def file_sha256(path: str | Path) -> str:
 
 def _atomic_write(dest: Path, write: Any) -> None:
     """Call ``write(tmp_path)`` on a temporary file beside ``dest``, fsync it, move it onto ``dest``."""
-    from ..files import atomic_write_with
 
     atomic_write_with(dest, write)
 
@@ -111,8 +112,6 @@ def is_native_sidecar(doc: Any) -> bool:
 
 
 def _read_sidecar(json_path: Path) -> dict[str, Any]:
-    from actuatorlab.logs.importers._common import read_json
-
     if not json_path.exists():
         raise DataError(json_path, "native sidecar is missing (expected next to the parquet file)")
     doc = read_json(json_path)
@@ -231,7 +230,5 @@ def load_native(path: str | Path, *, strict: bool = True) -> Trajectory:
         source_file=str(doc.get("source_file", "")),
     )
     if strict:
-        from actuatorlab.logs.importers._common import validate_trajectory
-
         validate_trajectory(traj, parquet_path)
     return traj

@@ -15,6 +15,8 @@ from ..files import atomic_write, git_revision
 from .control import DEFAULT_ERROR_GAIN
 from .params import PARAMS, neutral_params, unit_for
 from .registry import get_model
+from ..files import read_json
+from .. import __version__
 
 __all__ = ["MODEL_FORMAT", "MODEL_FORMAT_VERSION", "ARM_MODEL_FORMAT", "ENVELOPE_VERSION", "CONTINUOUS", "validate_envelope", "model_to_dict", "save_model", "load_model",
            "params_from_model", "model_from_bam", "BAM_PARAMETER_NAMES",
@@ -34,8 +36,6 @@ def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiabilit
     uncertainty: resampled standard errors (:func:`actuatorlab.identify.select.group_jackknife`);
     stored as the top-level ``uncertainty`` and per free parameter as ``stderr_resampled``,
     ``relative_spread`` and ``poorly_determined`` (docs/model_file.md)."""
-    from .. import __version__
-
     joint = setup.get("joint_type", "revolute")
     stderr = (identifiability or {}).get("stderr", {})
     params = {}
@@ -95,7 +95,6 @@ def _json_default(o):
 
 def load_model(path: str | Path) -> dict[str, Any]:
     """Read and validate a model.json; errors name the file and the problem."""
-    from ..files import read_json
 
     path = Path(path)
     d = read_json(path, ModelError, "no such model file")
@@ -181,8 +180,6 @@ def model_from_bam(bam: dict, source: str = "BAM parameter file") -> dict[str, A
     up to the position update (``tests/test_bam_equivalence.py``). Raises :class:`ModelError` naming
     ``source`` for an unknown model or actuator, or a parameter that has no actuatorlab meaning.
     """
-    from .. import __version__
-
     name, actuator = bam.get("model"), bam.get("actuator")
     if name not in ("m1", "m2", "m3", "m4", "m5", "m6"):
         raise ModelError(f"{source}: BAM model {name!r} is not one of m1..m6")

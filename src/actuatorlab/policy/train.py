@@ -35,6 +35,9 @@ from ..files import atomic_write, atomic_write_with, read_json
 from ..files import git_revision
 from .ppo import PPO, ActorCritic, PPOConfig, RunningStats, TrainState, policy_action
 from .schedule import make_schedule, restat_of
+from .toy_envs import make_toy_env
+from .. import __version__
+from ..envs import POLICY_ENVS, make_policy_env
 
 __all__ = ["make_env", "train_policy", "load_policy", "LoadedPolicy", "evaluate_policy", "read_curve",
            "default_ppo_config", "plan_run", "RunPlan",
@@ -48,13 +51,7 @@ def make_env(robot: str, task: str, **options: Any):
     (:mod:`actuatorlab.policy.toy_envs`), every other robot goes to
     ``actuatorlab.envs.make_policy_env``. Unknown names raise a one-line error listing what exists."""
     if robot == TOY_ROBOT:
-        from .toy_envs import make_toy_env
-
         return make_toy_env(task, **options)
-    try:
-        from ..envs import POLICY_ENVS, make_policy_env
-    except ImportError:
-        raise UnknownNameError("robot", robot, [TOY_ROBOT]) from None
     if robot not in POLICY_ENVS:
         raise UnknownNameError("robot", robot, [TOY_ROBOT, *POLICY_ENVS])
     return make_policy_env(robot, task, **options)
@@ -211,9 +208,7 @@ def _train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int 
         diff = sorted(k for k in config if old.get(k) != json.loads(json.dumps(config[k])))
         if diff:
             raise ModelError(f"{out}: cannot resume, the run was started with other settings ({', '.join(diff)})")
-    import actuatorlab
-
-    meta_config = {**config, "actuatorlab": actuatorlab.__version__, "revision": git_revision()}
+    meta_config = {**config, "actuatorlab": __version__, "revision": git_revision()}
     if not (out / "config.json").exists():
         atomic_write(out / "config.json", json.dumps(meta_config, indent=1))
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 from actuatorlab.errors import ModelError
+from ..files import atomic_write
 
 
 CSS = """
@@ -138,6 +139,4 @@ def plotly_script(path: Path, mode: str) -> str:
 
 
 def write_page(path: Path, text: str) -> None:
-    from ..files import atomic_write
-
     atomic_write(path, text)

@@ -95,6 +95,7 @@ from ..models.control import CONTROL_LAWS, LawConstants
 from ..models.friction import friction_budget, stick_slip_torque
 from ..models.motor import dc_motor_current, winding_resistance, winding_temperature_step
 from ..robots.loader import Robot
+from .arm_learned import combine_effort, frame, initial_history, LearnedArm, net_step, telemetry_or_empty
 
 __all__ = ["ArmConfig", "ArmInputs", "ArmState", "ArmOutputs", "Kit", "JAX_KIT", "make_inputs",
            "initial_state", "make_mjx_rollout", "mjx_model", "mujoco_armature", "position_loss"]
@@ -581,8 +582,6 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
     a_filt = filter_gain(cfg)
 
     def run(params, inputs, state: ArmState, model_updates=None, ctrl=None):
-        from .arm_learned import LearnedArm, combine_effort, frame, initial_history, net_step, telemetry_or_empty
-
         learned = params if isinstance(params, LearnedArm) else None
         if learned is not None:
             if learned.n_joints != robot.n_joints:

@@ -36,6 +36,7 @@ from ..robots.loader import Robot
 from .arm import (ArmConfig, ArmInputs, ArmOutputs, ArmState, Kit, delayed, filter_gain, firmware_output,
                   hot_params, joint_effort, layout, motor_current, motor_effort, motor_side, mujoco_armature,
                   push, target_at, thermal_step)
+from .arm_learned import combine_effort, frame, initial_history, LearnedArm, step_fn_batched, telemetry_or_empty
 
 __all__ = ["numpy_twin", "NUMPY_KIT", "native_model", "rollout_native"]
 
@@ -119,7 +120,6 @@ def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
     friction sees (``tau_smooth`` of :func:`~actuatorlab.sim.arm.joint_effort`), like a payload's
     weight in ``qfrc_bias``; None: no external force.
     """
-    from .arm_learned import LearnedArm, combine_effort, frame, initial_history, step_fn_batched, telemetry_or_empty
 
     cfg = cfg or ArmConfig.from_robot(robot)
     learned = params if isinstance(params, LearnedArm) else None

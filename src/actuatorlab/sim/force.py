@@ -73,6 +73,8 @@ from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..robots.loader import Robot
 from .dynamics import ArmDynamics, force_from_torque
+from .arm_data import log_arrays
+from .arm_learned import gate_weight, OnlineEstimator, RESIDUAL_FEATURES
 
 __all__ = ["ForceFrame", "ForceLog", "ForceEstimate", "ForceEstimator", "Calibration", "read_force_log",
            "fit_calibration", "free_motion", "LearnedTelemetry", "LearnedForceEstimator", "InverseDynamicsEstimator",
@@ -151,7 +153,6 @@ class ForceLog:
 def read_force_log(robot: Robot, traj: Trajectory, split: str = "") -> ForceLog:
     """Read one multi-joint log (``split``: a label for the scores, e.g. the folder it came from);
     problems are one-line :class:`DataError` naming the file."""
-    from .arm_data import log_arrays
 
     b = log_arrays(robot, traj)
     where = traj.source_file or traj.name
@@ -399,8 +400,6 @@ class LearnedTelemetry:
     FRAME: ClassVar[dict[str, str]] = {"current": "current", "pwm": "pwm", "temperature": "temperature"}
 
     def __init__(self, robot: Robot, model, what: str = "learned estimator"):
-        from .arm_learned import RESIDUAL_FEATURES
-
         feats = tuple(model.telemetry)
         bad = [f for f in feats if f not in self.FRAME and f not in RESIDUAL_FEATURES]
         if bad:
@@ -454,8 +453,6 @@ class LearnedForceEstimator(ForceEstimator):
     name = "learned"
 
     def __init__(self, robot: Robot, model, soft_gate: bool = False):
-        from .arm_learned import OnlineEstimator, gate_weight
-
         self._gate_weight = gate_weight
         self.model = model
         self.soft_gate = bool(soft_gate)

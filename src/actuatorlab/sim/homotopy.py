@@ -78,6 +78,7 @@ import mujoco
 import numpy as np
 
 from ..errors import ModelError, UnknownNameError
+from ..robots.loader import home_qpos, load_robot, Robot
 
 __all__ = ["Homotopy", "make_homotopy", "invweights", "composite_inertia", "constant_bias", "BIAS_TOLERANCE",
            "quat_from_mat", "quat_mul"]
@@ -293,8 +294,6 @@ def make_homotopy(model: Any, nominal_qpos=None, *, eps: float = 0.01, a_floor: 
     (e.g. the feet keeping their mass: 1.0). Every invariant of the module docstring holds for any
     shares (each leg body moves its own share w_i = 1 - s_i into the trunk)."""
     if not isinstance(model, mujoco.MjModel):
-        from ..robots.loader import Robot, load_robot
-
         r = model if isinstance(model, Robot) else load_robot(model)
         model = r.model(for_mjx=True)
     m = model
@@ -319,8 +318,6 @@ def make_homotopy(model: Any, nominal_qpos=None, *, eps: float = 0.01, a_floor: 
     if legs.size == 0:
         raise ModelError("homotopy: the floating base has no bodies below it (nothing to move)")
     if nominal_qpos is None:
-        from ..robots.loader import home_qpos
-
         nominal_qpos = home_qpos(m)
     d = mujoco.MjData(m)
     d.qpos[:] = np.asarray(nominal_qpos, float)

@@ -54,6 +54,8 @@ import numpy as np
 
 from ..errors import ActuatorlabError
 from ..models.params import PARAMS
+from ..files import atomic_write, read_json
+from .. import __version__
 
 __all__ = ["SPEC_FORMAT", "SPEC_VERSION", "KINDS", "RandomizationError", "Entry", "RandomizationSpec",
            "load_spec", "parse_spec", "save_spec", "sample_episode", "sample_drift", "drifted", "step_noise",
@@ -321,7 +323,6 @@ def parse_spec(doc: Any, source: str = "<spec>") -> RandomizationSpec:
 
 def load_spec(path: str | Path) -> RandomizationSpec:
     """Read and validate a spec file."""
-    from ..files import read_json
 
     path = Path(path)
     return parse_spec(read_json(path, RandomizationError, "no such randomization spec"), str(path))
@@ -329,7 +330,6 @@ def load_spec(path: str | Path) -> RandomizationSpec:
 
 def save_spec(doc: Mapping, path: str | Path) -> Path:
     """Validate ``doc`` and write it atomically."""
-    from ..files import atomic_write
 
     parse_spec(doc, str(path))
     return atomic_write(path, json.dumps(doc, indent=2) + "\n")
@@ -703,8 +703,6 @@ def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dic
                         "mode": "relative", "mean": 0.0, "std": tempco * span / 2, "time_constant": tau,
                         "note": f"winding temperature seen in training spans {span:.1f} degC; R changes by "
                                 f"resistance_tempco {tempco:g}/K, with the thermal time constant R_th C_th"})
-    from .. import __version__
-
     return {"format": SPEC_FORMAT, "format_version": SPEC_VERSION,
             "description": "proposed by `actuatorlab randomize` from the identification; edit freely",
             "source": {"models": sources, "model": [m.get("model") for m in models],

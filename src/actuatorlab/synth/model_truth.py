@@ -27,6 +27,9 @@ from ..models.registry import get_model
 from ..robots.loader import Robot, load_robot
 from . import commands as cmd
 from .truth import ENCODER_STEP
+from ..sim.arm_data import per_joint_robot, robot_with_model
+from ..sim.arm import initial_state, make_inputs
+from ..sim.arm_native import rollout_native
 
 __all__ = ["FAMILIES", "draw_param_sets", "model_logs", "rollout_trajectory"]
 
@@ -43,7 +46,6 @@ def draw_param_sets(robot: Robot | str, model: str, seed: int = 0, *, spread: fl
     others keep the config's nominal value. ``set_values`` (name -> value) replaces the nominal
     before the variation (needed for parameters whose nominal is 0).
     """
-    from ..sim.arm_data import per_joint_robot, robot_with_model
 
     robot = load_robot(robot) if isinstance(robot, str) else robot
     r = per_joint_robot(robot_with_model(robot, model))
@@ -79,9 +81,6 @@ def model_logs(robot: Robot | str, model: str, param_sets: dict[str, np.ndarray]
     (quantised to 2 pi / 4096 rad if ``quantize``), velocity (the simulator's, rad/s) and
     torque_enable; plus supply_voltage. Same arguments, same arrays.
     """
-    from ..sim.arm_data import per_joint_robot, robot_with_model
-    from ..sim.arm import initial_state, make_inputs
-    from ..sim.arm_native import rollout_native
 
     robot = load_robot(robot) if isinstance(robot, str) else robot
     r = per_joint_robot(robot_with_model(robot, model))

@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import DataError, UnknownNameError
 from .truth import JointTruth
+from ..robots import load_robot
 
 __all__ = ["RobotSpec", "ROBOTS", "get_robot", "locate_mjcf", "Scene", "build_scene", "Kinematics"]
 
@@ -80,7 +81,6 @@ def get_robot(name: str) -> RobotSpec:
 
 def locate_mjcf(name: str) -> Path:
     """Path of the robot's MJCF, from the robot registry (:func:`actuatorlab.robots.load_robot`)."""
-    from ..robots import load_robot
 
     get_robot(name)  # the synth suite must know the robot too (its truth and trajectories)
     path = Path(load_robot(name).mjcf_path)

@@ -23,7 +23,7 @@ from typing import Any
 
 from actuatorlab.errors import DataError
 from actuatorlab.logs.format import Trajectory
-from actuatorlab.logs.importers._common import MIN_SAMPLES, read_json, validate_trajectory
+from actuatorlab.logs.checks import MIN_SAMPLES, read_json, validate_trajectory
 from actuatorlab.logs.importers.bam import decode_dynamixel_pwm, is_bam_doc, load_bam
 from actuatorlab.logs.importers.csv_mapping import UNITS, convert_units, is_mapping_doc, load_csv
 from actuatorlab.logs.importers.emps import is_mat_file, load_emps

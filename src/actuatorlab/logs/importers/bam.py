@@ -29,7 +29,7 @@ import numpy as np
 
 from actuatorlab.errors import DataError
 from actuatorlab.logs.format import Channel, Setup, Trajectory
-from actuatorlab.logs.importers._common import read_json, zoh_indices
+from actuatorlab.logs.checks import read_json, zoh_indices
 
 __all__ = ["is_bam_doc", "load_bam", "decode_dynamixel_pwm", "DYNAMIXEL_PWM_LIMIT"]
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from actuatorlab.errors import DataError
 from actuatorlab.logs.format import CANONICAL_CHANNELS, Channel, Trajectory, canonical_unit
-from actuatorlab.logs.importers._common import read_json, setup_from_doc
+from actuatorlab.logs.checks import read_json, setup_from_doc
 
 __all__ = ["MAPPING_FORMAT", "UNITS", "find_mapping", "is_mapping_doc", "load_csv", "convert_units"]
 

@@ -54,7 +54,8 @@ import numpy as np
 
 from actuatorlab.errors import DataError
 from actuatorlab.logs.format import CANONICAL_UNITS, Channel, Trajectory
-from actuatorlab.logs.importers._common import find_mapping, read_json, setup_from_doc
+from actuatorlab.logs.checks import find_mapping, read_json, setup_from_doc
+from ...robots import CONFIG_DIR
 
 __all__ = ["LEROBOT_MAPPING_FORMAT", "ROBOT_TYPES", "POSITION_UNITS", "is_lerobot_root", "find_lerobot_root",
            "lerobot_episodes", "write_lerobot_dataset", "normalize_positions"]
@@ -343,8 +344,6 @@ def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | No
         rb = robot
         warnings = []
         if rb is not None:
-            from actuatorlab.robots import CONFIG_DIR
-
             cfg_path = Path(CONFIG_DIR) / f"{rb}.json"
             cfg_joints = json.loads(cfg_path.read_text()).get("joints", {}) if cfg_path.is_file() else {}
             if not set(ep_joints) <= set(cfg_joints):

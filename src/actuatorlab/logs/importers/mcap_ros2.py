@@ -50,7 +50,8 @@ import numpy as np
 
 from actuatorlab.errors import DataError
 from actuatorlab.logs.format import Channel, Trajectory
-from actuatorlab.logs.importers._common import find_mapping, setup_from_doc, zoh_indices
+from actuatorlab.logs.checks import find_mapping, setup_from_doc, zoh_indices
+from ...robots import CONFIG_DIR, list_robots
 
 __all__ = ["MCAP_MAGIC", "MCAP_MAPPING_FORMAT", "MSGDEFS", "is_mcap_file", "load_mcap", "write_joint_bag",
            "robot_for_joints"]
@@ -111,7 +112,6 @@ def _need_mcap(path: Path) -> Any:
 def robot_for_joints(joints: list[str]) -> str | None:
     """The bundled robot config whose joint names include every name of ``joints`` (None if no
     single one does)."""
-    from actuatorlab.robots import CONFIG_DIR, list_robots
 
     hits = []
     for name in list_robots():
