@@ -34,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import emit  # noqa: E402
+from condition_recipes import out_of_fold_frame_scores  # noqa: E402
 
 ROBOT = "open_manipulator_x"
 #: default fresh model (chosen on D/val, see bench/README.md): ``window_stats``, per-joint statistics
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import numpy as np
 
-    from actuatorlab.estimate.condition import METHODS, SMOOTH_GRID_S, alarm_timing, calibrate_condition, condition_log, hold_frames, learned_frame_scores_batched, make_condition_model, out_of_fold_frame_scores, public, run_condition, train_condition_head
+    from actuatorlab.estimate.condition import METHODS, SMOOTH_GRID_S, alarm_timing, calibrate_condition, condition_log, hold_frames, learned_frame_scores_batched, make_condition_model, public, run_condition, train_condition_head
     from actuatorlab.report.condition import write_condition_report
     from actuatorlab.sim.force import ForcePrior
     from actuatorlab.learned.arm import add_residual_channels, load_arm_model, save_arm_model, with_residual_inputs

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("bench/out/force_bc"))
     a = ap.parse_args(argv)
 
-    from actuatorlab.examples.force_bc import BCConfig, run_experiment, train_bc_heads
+    from force_bc_lib import BCConfig, run_experiment, train_bc_heads
 
     cfg = replace(BCConfig(), estimator=a.estimator, steps=a.steps)
     seeds = tuple(int(s) for s in a.seeds.split(","))

@@ -23,7 +23,7 @@ MASSES = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5)
 
 
 def main(argv=None) -> int:
-    from actuatorlab.examples import force_bc as fb
+    import force_bc_lib as fb
     from actuatorlab.learned.arm import load_arm_model
     from actuatorlab.robots import load_robot
 

@@ -1,14 +1,18 @@
-"""Force-aware behaviour cloning example (actuatorlab.examples.force_bc): the payload sags the
+"""Force-aware behaviour cloning experiment (bench/force_bc_lib.py): the payload sags the
 arm, the privileged expert compensates it, the force estimate inside the loop is causal and
 reads the payload, the policy input layout carries the force dims."""
 
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from actuatorlab.examples import force_bc as fb
 from actuatorlab.robots import load_robot
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import force_bc_lib as fb  # noqa: E402  (an experiment of the benchmarks, not library API)
 
 CFG = replace(fb.BCConfig(), episode_steps=120, hold_steps=30)
 

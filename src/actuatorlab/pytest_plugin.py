@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+#: the pytest hooks this plugin implements (pytest finds them by name)
+__all__ = ["pytest_addoption", "pytest_configure", "pytest_collect_file"]
+
 MANIFEST = "suite.json"
 
 

@@ -1,1 +1,1 @@
-"""Worked examples built on the library (``force_bc``) and example data (``bam_xl330/``)."""
+"""Example data (``bam_xl330/``: 11 real XL330 logs, the data of the README's quick start)."""

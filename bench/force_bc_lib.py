@@ -41,15 +41,15 @@ import jax
 import mujoco
 import numpy as np
 
-from ..sim.dynamics import ArmDynamics
-from ..errors import ModelError
-from ..sim.force import ForceFrame, ForceLog, fit_calibration, make_estimator
-from ..models.control import DYNAMIXEL_ERROR_GAIN
-from ..robots import load_robot
-from ..envs import TimingContract
-from ..envs.gym_env import ActuatorVectorEnv
-from ..logs.format import Channel, Setup, Trajectory
-from ..learned.heads import train_heads
+from actuatorlab.sim.dynamics import ArmDynamics
+from actuatorlab.errors import ModelError
+from actuatorlab.sim.force import ForceFrame, ForceLog, fit_calibration, make_estimator
+from actuatorlab.models.control import DYNAMIXEL_ERROR_GAIN
+from actuatorlab.robots import load_robot
+from actuatorlab.envs import TimingContract
+from actuatorlab.envs.gym_env import ActuatorVectorEnv
+from actuatorlab.logs.format import Channel, Setup, Trajectory
+from actuatorlab.learned.heads import train_heads
 
 __all__ = ["ROBOT", "START", "GOAL_CENTER", "GOAL_SPAN", "TRAIN_MASSES", "HELDOUT_MASSES", "BCConfig", "LiftTask",
            "combine_inertial", "payload_updates", "servo_stiffness", "expert_delta", "policy_obs", "make_env", "calibrate_estimator",
@@ -352,7 +352,7 @@ def runs_to_logs(runs: dict, mass: float, name: str, pushed: bool) -> list:
         data["contact"], ch["contact"] = contact[b].astype(float), Channel("bool", "estimated")
         j0 = robot.joints[0]
         setup = Setup(j0.actuator, controller=j0.law, gains=dict(j0.gains), supply_voltage=j0.supply_voltage,
-                      extra={"robot": ROBOT, "joints": joints, "generator": "actuatorlab.examples.force_bc"})
+                      extra={"robot": ROBOT, "joints": joints, "generator": "bench/force_bc_lib.py"})
         cond = {"load": "none" if mass == 0 else f"payload_{round(1000 * mass)}g", "excitation": "push_hold" if pushed
                 else ("lift_hold" if mass > 0 else "no_contact"), "contact": "push" if pushed else "none"}
         logs.append(Trajectory(f"{name}_{b}", np.arange(T) * robot.control_dt, data, ch, setup, cond,
