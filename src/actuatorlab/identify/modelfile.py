@@ -128,17 +128,38 @@ def load_model(path: str | Path) -> dict[str, Any]:
     for key in ("model", "parameters", "setup"):
         if key not in d:
             raise ModelError(f"{path}: missing key {key!r}")
-    get_model(d["model"])
+    _check_model_name(d["model"], path)
     for name, entry in d["parameters"].items():
         if name not in PARAMS:
             raise ModelError(f"{path}: unknown parameter {name!r}")
         if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
             raise ModelError(f"{path}: parameter {name!r} has no numeric value")
+    _check_finite({k: e["value"] for k, e in d["parameters"].items()}, path)
     if d.get("envelope") is not None:  # optional: files written before envelopes were recorded lack it
         from ..evaluate.envelope import validate_envelope
 
         validate_envelope(d["envelope"], str(path))
     return d
+
+
+def _check_model_name(name, path: Path) -> None:
+    """An unknown model name in a model file: the registry's one-line error, naming the file."""
+    from ..errors import UnknownNameError
+
+    try:
+        get_model(name)
+    except UnknownNameError as e:
+        raise ModelError(f"{path}: {e}") from None
+
+
+def _check_finite(values: dict, path: Path, what: str = "parameter") -> None:
+    """Refuse a model whose parameters are not all finite numbers (NaN or inf in the file would
+    replay as NaN everywhere: every metric null), naming the file and the first such parameter."""
+    import math
+
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ModelError(f"{path}: {what} {name!r} is not a finite number ({v!r})")
 
 
 LEARNED_KINDS = ("learned", "residual")
@@ -156,6 +177,13 @@ def _check_learned(d: dict, path: Path) -> dict[str, Any]:
         raise ModelError(f"{path}: weights file {d['weights']!r} not found beside it")
     if d["kind"] == "residual" and not isinstance(d.get("base"), dict):
         raise ModelError(f"{path}: residual model file has no analytic 'base' model")
+    if not isinstance(d["physics_parameters"], dict):
+        raise ModelError(f"{path}: learned model file's 'physics_parameters' is not an object")
+    _check_finite(d["physics_parameters"], path, "physics parameter")
+    if d["kind"] == "residual":
+        base = d["base"].get("parameters") or {}
+        _check_finite({k: e.get("value") if isinstance(e, dict) else e for k, e in base.items()}, path,
+                      "base model parameter")
     d["_path"] = str(path)
     return d
 
@@ -204,6 +232,10 @@ def model_from_bam(bam: dict, source: str = "BAM parameter file") -> dict[str, A
     """
     from .. import __version__
 
+    missing = [k for k in ("model", "actuator") if not isinstance(bam, dict) or k not in bam]
+    if missing:
+        raise ModelError(f"{source}: not a BAM parameter file (bam.fit's output): no {' and no '.join(map(repr, missing))} "
+                         "entry")
     name, actuator = bam.get("model"), bam.get("actuator")
     if name not in ("m1", "m2", "m3", "m4", "m5", "m6"):
         raise ModelError(f"{source}: BAM model {name!r} is not one of m1..m6")
