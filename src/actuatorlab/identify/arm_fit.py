@@ -151,7 +151,7 @@ class ArmSpace:
         return p
 
 def _where(traj: Trajectory) -> str:
-    return traj.source_file or traj.name
+    return traj.location
 
 
 def _robot(robot: str | Robot) -> Robot:

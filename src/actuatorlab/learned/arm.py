@@ -96,7 +96,7 @@ def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_chann
     from ..identify.arm_fit import log_arrays
 
     base = log_arrays(robot, traj)
-    where = traj.source_file or traj.name
+    where = traj.location
     T = base.q_meas.shape[0]
     tel_f = _telemetry_features(per_channel)
     tel = np.zeros((T, len(channels), len(tel_f)))
