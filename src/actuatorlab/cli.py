@@ -971,7 +971,6 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
 
     _check_range("--verdict-s", verdict_s)
     _check_range("--min-recall", min_recall, low_ok=True, high=1.0)
-    _check_range("--alarm-hold", alarm_hold, low_ok=True)
 
     d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
                             frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
