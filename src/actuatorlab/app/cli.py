@@ -6,6 +6,8 @@ printed as one line naming the file and the problem, with exit code 2 and no tra
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import sys
 from pathlib import Path
@@ -13,6 +15,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -49,8 +52,10 @@ err_console = Console(stderr=True)
 
 
 def _progress():
+    """Progress bars on stderr, only on a terminal: redirected to a file they would leave one frozen
+    row per task (stages that report no fraction stay at 0 %)."""
     return Progress(TextColumn("[bold]{task.description:<28}"), BarColumn(), TextColumn("{task.percentage:>5.1f}%"),
-                    TimeElapsedColumn(), console=err_console, transient=False)
+                    TimeElapsedColumn(), console=err_console, transient=False, disable=not err_console.is_terminal)
 
 
 class _Bars:
@@ -61,8 +66,71 @@ class _Bars:
 
     def __call__(self, name: str, stage: str, frac: float) -> None:
         if name not in self.tasks:
+            # a new task starts when the ones before it are done (the library reports them in turn)
+            for t in self.tasks.values():
+                self.p.update(t, completed=1.0)
             self.tasks[name] = self.p.add_task(name, total=1.0)
-        self.p.update(self.tasks[name], completed=max(0.0, min(1.0, frac)), description=f"{name} [{stage}]")
+        self.p.update(self.tasks[name], completed=max(0.0, min(1.0, frac)),
+                      description=f"{name} {escape('[' + stage + ']')}")
+
+    def done(self) -> None:
+        """The run finished: every task is complete (a stage that reported only its start stays at 0 %)."""
+        for t in self.tasks.values():
+            self.p.update(t, completed=1.0)
+
+
+def _plain_output() -> None:
+    """When stdout is not a terminal (``actuatorlab fit > fit.log``), tables are written at their
+    full width: rich would otherwise cut every cell to fit 80 columns."""
+    if not console.is_terminal:
+        console.width = 100_000
+
+
+#: the real stdout of the --json command that runs (see :func:`_json_command`)
+_JSON_STDOUT: list = []
+
+
+def _json_command(fn):
+    """Decorator of the commands with ``--json``: with it, stdout carries exactly one JSON document
+    (:func:`_emit_json`); whatever else is written to stdout meanwhile (third-party messages such
+    as MJX's "Failed to import warp" printed when it is first imported) goes to stderr."""
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if not kwargs.get("as_json"):
+            return fn(*args, **kwargs)
+        _JSON_STDOUT.append(sys.stdout)
+        try:
+            with contextlib.redirect_stdout(sys.stderr):
+                return fn(*args, **kwargs)
+        finally:
+            _JSON_STDOUT.pop()
+    return run
+
+
+def _emit_json(obj, **kw) -> None:
+    """Write the one JSON document of a ``--json`` command to the real stdout."""
+    out = _JSON_STDOUT[-1] if _JSON_STDOUT else sys.stdout
+    out.write(json.dumps(obj, **kw) + "\n")
+    out.flush()
+
+
+def _check_range(option: str, value, *, low=0.0, low_ok: bool = False, high=None) -> None:
+    """Refuse a numeric option outside its range before any work: one line naming the option.
+    Default: ``value > 0`` (``low_ok``: ``>= low``; ``high``: ``<= high``); None passes."""
+    if value is None:
+        return
+    bad = value < low if low_ok else value <= low
+    if bad or (high is not None and value > high) or value != value:
+        lo = f">= {low:g}" if low_ok else f"> {low:g}"
+        raise ActuatorlabError(f"{option} must be {lo}" + ("" if high is None else f" and <= {high:g}")
+                               + f", got {value:g}")
+
+
+def _check_resume(out: Path, resume: bool) -> None:
+    """``--resume`` continues a run: a folder without one (no config.json) is an error, not a fresh run."""
+    if resume and not (Path(out) / "config.json").is_file():
+        raise ActuatorlabError(f"{out}: nothing to resume (--resume needs a run folder with a config.json; "
+                               "leave out --resume to start a new run)")
 
 
 def _mrad(x, unit):
@@ -110,6 +178,9 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
 
+    _check_range("--dt", dt)
+    _check_range("--max-evals", max_evals)
+    _check_range("--fold-seeds", fold_seeds)
     if robot is not None:
         if not data:
             raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
@@ -133,11 +204,13 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         return
 
     with _progress() as p:
-        d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p),
+        bars = _Bars(p)
+        d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=bars,
                     group_by=tuple(group_by) if group_by else None, jackknife=jackknife,
                     timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds, workers=workers,
                     train_objective=train_objective, extensions=tuple(extensions) if extensions else None,
                     calibration=calibration)
+        bars.done()
     unit = d["_summary"]["unit"]
     if d.get("selection"):
         sel = d["selection"]
@@ -208,6 +281,7 @@ def _print_per_joint(s: dict) -> None:
 
 
 @app.command()
+@_json_command
 def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
              data: List[Path] = typer.Argument(..., help="log files or folders to replay"),
              as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
@@ -222,21 +296,26 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
     how much of each log lies outside the model's operating envelope (the region its training
     data covered)."""
 
+    _check_range("--dt", dt)
+    if robot is None:
+        robot = _robot_of_arm_model(model_json)
     if robot is not None:
         if report is not None:
             raise ActuatorlabError("--report is not available with --robot (whole-robot models)")
         s = run_evaluate_arm(robot, model_json, data)
         if as_json:
-            sys.stdout.write(json.dumps(s, default=float) + "\n")
+            _emit_json(s, default=float)
         else:
             _print_per_joint(s)
+        for w in s.get("warnings") or []:
+            err_console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
         return
 
     if robot is None and report is None and standalone:
         raise ActuatorlabError("--standalone needs --report")
     s = run_evaluate(model_json, data, dt=dt, report=report, standalone=standalone)
     if as_json:
-        sys.stdout.write(json.dumps(s, default=float) + "\n")
+        _emit_json(s, default=float)
     else:
         console.print(format_table(s))
         _print_envelope(s)
@@ -244,6 +323,23 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
         err_console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     if report is not None and not as_json:
         console.print(f"wrote {report}")
+
+
+def _robot_of_arm_model(model_json: Path) -> Optional[str]:
+    """``evaluate`` without --robot: the robot a whole-robot model file (arm_model.json) names;
+    None for any other file (the model-file loader reports what is wrong with it)."""
+    if str(model_json) == "nominal":
+        raise ActuatorlabError("nominal: the nominal parameters of a robot: give --robot ROBOT")
+    try:
+        d = json.loads(Path(model_json).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(d, dict) or d.get("format") != "actuatorlab-arm-model":
+        return None
+    if not isinstance(d.get("robot"), str) or not d["robot"]:
+        raise ActuatorlabError(f"{model_json}: a whole-robot model (arm_model.json) that names no robot: "
+                               "give --robot ROBOT")
+    return d["robot"]
 
 
 def _print_envelope(s: dict) -> None:
@@ -284,6 +380,8 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
     write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`."""
 
+    _check_range("--steps", steps)
+    _check_resume(out, resume)
     if robot is not None:
         d = pipeline.run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
         tr = d["training"]
@@ -318,6 +416,7 @@ def infer(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a l
 
 
 @app.command()
+@_json_command
 def compare(data: List[Path] = typer.Argument(..., help="training logs"),
             holdout: List[Path] = typer.Option(..., "--holdout", help="held-out logs (repeat the option)"),
             models: Optional[str] = typer.Option(None, "--models", help="comma-separated (default: the nested ladder)"),
@@ -326,10 +425,12 @@ def compare(data: List[Path] = typer.Argument(..., help="training logs"),
     """Fit nested models on DATA and compare them on held-out logs."""
 
     with _progress() as p:
+        bars = _Bars(p)
         r = run_compare(data, holdout, models=models.split(",") if models else None, seed=seed, budget=budget,
-                        progress=_Bars(p))
+                        progress=bars)
+        bars.done()
     if as_json:
-        sys.stdout.write(json.dumps(r, default=float) + "\n")
+        _emit_json(r, default=float)
         return
     unit = r["unit"]
     t = Table(title=f"Held-out comparison ({len(r['heldout_logs'])} logs never fitted on)")
@@ -356,7 +457,7 @@ def import_(data: List[Path] = typer.Argument(...), out: Path = typer.Option(...
 
 
 @app.command("import-bam")
-def import_bam(params: Path = typer.Argument(..., help="BAM parameter file (bam.fit's output, e.g. params/xl330/m5.json)"),
+def import_bam(params: Path = typer.Argument(..., help="BAM parameter file (bam.fit's output, e.g. params/xl330/m5.json of the BAM repository)"),
                out: Path = typer.Option(..., "--out", "-o", help="model.json to write")):
     """Convert a BAM (Better Actuator Models) parameter file to an actuatorlab model.json, so that
     `evaluate`, `export` and the simulators use the BAM-identified actuator (docs/models.md)."""
@@ -408,6 +509,14 @@ def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the com
     """Design an excitation: safe candidates ranked by Fisher information, a D-optimal set within
     the budget, written as replayable CSV command files + excitation.json. One joint on a bench, or
     (--robot) every joint of a robot with the per-joint parameters of its model."""
+    _check_range("--budget", budget_s)
+    _check_range("--segment", segment_s)
+    _check_range("--dt", dt)
+    _check_range("--v-max", v_max)
+    _check_range("--margin", margin, low_ok=True)
+    _check_range("--duty", duty, high=1.0)
+    _check_range("--effort-max", effort_max)
+    _check_range("--effort-share", effort_share)
     values = {}
     for p in param or []:
         k, sep, v = p.partition("=")
@@ -484,13 +593,14 @@ def _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_
 
 
 @app.command()
+@_json_command
 def audit(data: List[Path] = typer.Argument(...), as_json: bool = typer.Option(False, "--json"),
           mapping: Optional[Path] = typer.Option(None, "--mapping")):
     """Audit logs: rate, jitter, gaps, timestamps, NaN, saturation, derived channels, causality."""
 
     reports = run_audit(data, mapping=mapping)
     if as_json:
-        sys.stdout.write(json.dumps(reports, default=float) + "\n")
+        _emit_json(reports, default=float)
         return
     for r in reports:
         for line in render_audit(r):
@@ -541,6 +651,9 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
                                          "estimation)")):
     """Write realistic synthetic logs from virtual hardware with known ground truth."""
 
+    _check_range("--scale", scale, high=1.0)  # before the progress bar: nothing is written
+    _check_range("--restricted-pairs", restricted_pairs, low_ok=True)
+    _check_range("--push-pairs", push_pairs, low_ok=True)
     with _progress() as p:
         task = p.add_task(f"{robot}/{suite}", total=None)
 
@@ -549,7 +662,8 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
 
         summary = run_synth(robot, suite, out, seed, scale, progress=cb, overwrite=overwrite,
                             restricted_pairs=restricted_pairs, push_pairs=push_pairs)
-    console.print({k: v for k, v in summary.items() if not isinstance(v, (list, dict))})
+    console.print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (list, dict))}, indent=1,
+                             default=str), markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {out} (dataset card: {Path(out) / 'DATASET.md'})")
 
 
@@ -600,6 +714,7 @@ def version():
 
 
 @app.command("estimate-force")
+@_json_command
 def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.json of a learned model, or - for none"),
                    data: List[Path] = typer.Argument(..., help="labelled multi-joint logs or folders to evaluate"),
                    robot: str = typer.Option(..., "--robot", help="robot name"),
@@ -619,7 +734,7 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
                            methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out,
                            soft_gate=soft_gate)
     if as_json:
-        sys.stdout.write(json.dumps(r, default=float) + "\n")
+        _emit_json(r, default=float)
         return
     t = Table(title=f"End-effector force, {r['n_logs']} logs ({r['n_frames']} frames)")
     for c in ("method", "force MAE [N]", "contact accuracy", "false-positive contact", "contact rule"):
@@ -688,6 +803,11 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
 
+    _check_range("--steps", steps)
+    _check_range("--eval-every", eval_every)
+    _check_range("--contact-weight", contact_weight, low_ok=True)
+    _check_resume(out, resume)
+
     try:
         sz = json.loads(sizes) if sizes else None
     except json.JSONDecodeError:
@@ -731,6 +851,7 @@ def randomize(model_json: List[Path] = typer.Argument(..., help="RUN/model.json;
 
 
 @app.command()
+@_json_command
 def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --create: SUITE MODEL LOGS..."),
            create: bool = typer.Option(False, "--create", help="create SUITE from MODEL's errors on LOGS"),
            margin: float = typer.Option(1.2, "--margin", help="with --create: tolerance = margin x measured error"),
@@ -744,6 +865,9 @@ def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --cre
     """Calibration replay as a regression suite: exit 1 when a stored log's error exceeds its
     tolerance (docs/replay.md)."""
 
+    _check_range("--margin", margin)
+    _check_range("--dt", dt)
+    _check_range("--horizon", horizon)
     if create:
         if len(args) < 3:
             raise ActuatorlabError("replay --create needs SUITE MODEL LOGS...")
@@ -765,7 +889,7 @@ def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --cre
             raise ActuatorlabError(f"--gain {g!r}: expected NAME=VALUE, e.g. kp=800")
     r = run_suite(args[0], args[1] if len(args) > 1 else None, dt=dt, gains=gains or None)
     if as_json:
-        print(json.dumps(r))
+        _emit_json(r)
     else:
         for w in r["warnings"]:
             console.print(f"[yellow]warning:[/] {w}")
@@ -804,6 +928,7 @@ def fit_fleet_(units: List[Path] = typer.Argument(..., help="one folder (or log 
         t.add_row(r["unit"], r["model"], f"{r['position_mae']:.4g}", r["model_file"])
     console.print(t)
 @app.command()
+@_json_command
 def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a learned or residual whole-robot model"),
               data: List[Path] = typer.Argument(..., help="multi-joint logs to evaluate (files or folders)"),
               robot: str = typer.Option(..., "--robot", help="robot name"),
@@ -835,12 +960,15 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
 
+    _check_range("--verdict-s", verdict_s)
+    _check_range("--min-recall", min_recall, low_ok=True, high=1.0)
+
     d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
                             frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
                             use_calibration=not no_calibration, min_recall=min_recall,
                             motion_weighting=motion_weighting, log_odds=log_odds, alarm_hold_s=alarm_hold)
     if as_json:
-        print(json.dumps(d, default=float))
+        _emit_json(d, default=float)
         return
     t = Table(title=f"condition detection, {d['n_logs']} logs (64-step windows, restricted = positive)")
     pos = [c for c in d["channels"] if any(d[m]["by_channel"][c]["auc"] is not None for m in METHODS if m in d)]
@@ -886,6 +1014,7 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
 
 
 @app.command("report-heads")
+@_json_command
 def report_heads(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a learned whole-robot model"),
                  data: List[Path] = typer.Argument(..., help="labelled multi-joint logs or folders to evaluate"),
                  robot: str = typer.Option(..., "--robot", help="robot name"),
@@ -897,9 +1026,11 @@ def report_heads(model_json: Path = typer.Argument(..., help="RUN/arm_model.json
     """One self-contained HTML run report: force traces (estimate vs label, gate), the force
     baseline table, condition metrics and ROC curves (estimate-force and condition together)."""
 
+    _check_range("--verdict-s", verdict_s)
+
     d = run_heads_report(model_json, data, robot=robot, train=train, out=out, verdict_s=verdict_s, seed=seed)
     if as_json:
-        sys.stdout.write(json.dumps(d, default=float) + "\n")
+        _emit_json(d, default=float)
         return
     f = lambda x: "-" if x is None else f"{x:.3f}"  # noqa: E731
     console.print("force MAE [N]: " + ", ".join(f"{m} {f(v)}" for m, v in d["force"]["force_mae"].items()))
@@ -924,6 +1055,7 @@ def _key_values(items: Optional[List[str]], what: str) -> dict:
 
 
 @app.command("train-policy")
+@_json_command
 def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robot of the policy environment (toy: the toy tasks)"),
                      task: str = typer.Option("trot", "--task", help="task (anymal_c: trot; toy: point_mass | pendulum)"),
                      schedule: str = typer.Option("homotopy", "--schedule", help="homotopy | homotopy-adaptive | scratch | direct"),
@@ -945,6 +1077,11 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
     """Train a policy with PPO under an alpha schedule of the model homotopy; write RUN/policy.npz,
     RUN/curve.json, RUN/stages.json, RUN/metrics.jsonl, RUN/report.html and checkpoints (docs/policy.md)."""
 
+    _check_range("--steps", steps)
+    _check_range("--envs", envs)
+    _check_range("--points", points)
+    _check_resume(out, resume)
+
     sched_opts = _key_values(schedule_opt, "--schedule-opt")
     make_schedule(schedule, **sched_opts)  # a bad name or option fails before the progress bar
     with _progress() as p:
@@ -958,7 +1095,7 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
                          points=points, progress=progress, env_options=_key_values(env, "--env"),
                          ppo=_key_values(ppo, "--ppo") or None, schedule_options=sched_opts or None)
     if as_json:
-        sys.stdout.write(json.dumps(d) + "\n")
+        _emit_json(d)
         return
     fr = "-" if d["final_return"] is None else f"{d['final_return']:.4g}"
     console.print(f"{d['env_steps']:,} env steps, {d['stages']} stage(s), final alpha {d['final_alpha']:.2f}, "
@@ -967,6 +1104,7 @@ def train_policy_cmd(robot: str = typer.Option("anymal_c", "--robot", help="robo
 
 
 @app.command("eval-policy")
+@_json_command
 def eval_policy_cmd(run: Path = typer.Argument(..., help="train-policy run folder"),
                     actuator: Optional[str] = typer.Option(None, "--actuator", "--model", help="actuators of the "
                                                            "evaluation env, e.g. builtin (MuJoCo's own; default: the run's)"),
@@ -978,10 +1116,13 @@ def eval_policy_cmd(run: Path = typer.Argument(..., help="train-policy run folde
                     as_json: bool = typer.Option(False, "--json", help="print one JSON object")):
     """Evaluate a trained policy deterministically: return and tracking RMSEs (docs/policy.md)."""
 
+    _check_range("--envs", envs)
+    _check_range("--steps", steps)
+
     d = evaluate_policy(run, env_options=None if actuator is None else {"actuator": actuator}, alpha=alpha, n_envs=envs,
                         steps=steps, seed=seed)
     if as_json:
-        sys.stdout.write(json.dumps(d) + "\n")
+        _emit_json(d)
         return
     console.print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in d.items()
                             if k not in ("commands", "per_command")))
@@ -1001,15 +1142,17 @@ def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
     :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
 
+    _plain_output()
     try:
         with physics_precision():
             # standalone_mode=False: click returns a command's typer.Exit(code) instead of raising it
             rc = app(args=argv, standalone_mode=False)
     except ActuatorlabError as e:
-        err_console.print(f"[red]error:[/] {e}", highlight=False, soft_wrap=True)
+        # escaped: a message such as "pip install 'actuatorlab[export]'" is text, not rich markup
+        err_console.print(f"[red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
         return 2
     except (FileNotFoundError, PermissionError, IsADirectoryError) as e:
-        err_console.print(f"[red]error:[/] {e.filename}: {e.strerror}", highlight=False, soft_wrap=True)
+        err_console.print(f"[red]error:[/] {escape(f'{e.filename}: {e.strerror}')}", highlight=False, soft_wrap=True)
         return 2
     except typer.Exit as e:
         return e.exit_code

@@ -475,7 +475,8 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
             raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
         if d.get("format") == ARM_MODEL_FORMAT and d.get("kind") in ("learned", "residual"):
             r, m, _ = load_arm_model(p, robot)
-            return evaluate_learned_arm(r, m, load_logs(list(paths)))
+            trajs = load_logs(list(paths))
+            return _note_skipped_horizons(evaluate_learned_arm(r, m, trajs), trajs)
         if d.get("format") != ARM_MODEL_FORMAT:
             raise ModelError(f"{p}: not an actuatorlab arm model (fit it with `actuatorlab fit --robot`)")
         if d.get("robot") != robot:
@@ -490,6 +491,21 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         per = {t.name: outside_fraction(robot, env, t) for t in trajs}
         res["envelope_outside_fraction"] = {k: v["outside_fraction"] for k, v in per.items()}
         res["envelope_outside_per_joint"] = {k: v["per_joint"] for k, v in per.items()}
+    return _note_skipped_horizons(res, trajs)
+
+
+def _note_skipped_horizons(res: dict, trajs, horizons=(100, 300, 600)) -> dict:
+    """A horizon longer than every log has no windows and no column: say so rather than drop it.
+    Adds ``skipped_horizons`` ({str(h): reason}) and ``warnings`` (one line each)."""
+    done = set((res.get("n_windows") or {}).keys())
+    longest = max((t.n for t in trajs), default=0)
+    skipped = {str(h): f"longer than every log (the longest has {longest} samples)"
+               for h in horizons if str(h) not in done}
+    res["skipped_horizons"] = skipped
+    if skipped:
+        res.setdefault("warnings", []).append(
+            f"no {', '.join(skipped)}-step column: {'that horizon is' if len(skipped) == 1 else 'those horizons are'} "
+            f"longer than every log (the longest has {longest} samples); give longer logs to score it")
     return res
 
 

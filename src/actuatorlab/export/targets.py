@@ -41,6 +41,8 @@ from .torch_export import actuator_lstm_module, actuator_net_module, learned_met
 from ..learned.onnx_export import _require, export_onnx
 from ..learned.joint_train import load_joint_model
 from .mjcf import export_mjcf
+from ..learned.onnx_export import onnx_available
+from .torch_export import torch_available
 
 __all__ = ["TARGETS", "TargetResult", "export_targets"]
 
@@ -90,6 +92,22 @@ def _check(d: dict, targets: dict[str, Path], path: Path) -> None:
             if t == "mjlab" and stride != 1:
                 raise ModelError(f"{path}: --mjlab: mjlab's LearnedMlpActuator reads a contiguous history; "
                                  f"this actuator_net skips frames (stride {stride}); use --isaaclab (input_idx)")
+
+
+def _check_extras(d: dict, targets: dict[str, Path], path: Path) -> None:
+    """The optional packages a learned model's targets need, checked before anything is written:
+    one line naming the file, the target and the extra to install (pyproject's optional
+    dependencies: ``export`` has torch, onnx and onnxruntime; ``onnx`` the latter two)."""
+    if not d.get("kind"):
+        return
+
+    for t in targets:
+        if t in ("torchscript", "mjlab", "isaaclab") and not torch_available():
+            raise ModelError(f"{path}: --{t} of a {d['kind']} model writes TorchScript, which needs the optional "
+                             "package torch: install the extra 'export' (pip install 'actuatorlab[export]')")
+        if t == "onnx" and not onnx_available():
+            raise ModelError(f"{path}: --onnx needs the optional packages onnx and onnxruntime: install the extra "
+                             "'onnx' (pip install 'actuatorlab[onnx]'; the extra 'export' has them too)")
 
 
 def _readme(results: list[TargetResult], model_path: Path) -> str:
@@ -151,6 +169,7 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
         raise ModelError(f"{model_path}: --robot is for whole-robot models (arm_model.json)")
     d = load_model(model_path)
     _check(d, targets, model_path)
+    _check_extras(d, targets, model_path)
     if (base is not None or joint is not None) and "mjcf" not in targets:
         raise ModelError("--base / --joint patch a MuJoCo model: only with --mjcf")
     jm = None

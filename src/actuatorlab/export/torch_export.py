@@ -63,7 +63,7 @@ def _torch():
     try:
         import torch
     except ImportError:
-        raise ModelError("TorchScript export needs the optional package torch "
+        raise ModelError("TorchScript export needs the optional package torch: install the extra 'export' "
                          "(pip install 'actuatorlab[export]')") from None
     return torch
 

@@ -105,7 +105,7 @@ def arm_log(robot: Robot, traj: Trajectory, channels: tuple[str, ...], per_chann
     """Read one log for a learned model; a missing telemetry channel is a one-line DataError."""
 
     base = log_arrays(robot, traj)
-    where = traj.source_file or traj.name
+    where = traj.location
     T = base.q_meas.shape[0]
     tel_f = _telemetry_features(per_channel)
     tel = np.zeros((T, len(channels), len(tel_f)))

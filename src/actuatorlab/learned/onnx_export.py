@@ -56,8 +56,8 @@ def onnx_available() -> bool:
 
 def _require():
     if not onnx_available():
-        raise ModelError("ONNX export needs the optional packages onnx and onnxruntime "
-                         "(pip install 'actuatorlab[onnx]')")
+        raise ModelError("ONNX export needs the optional packages onnx and onnxruntime: install the extra "
+                         "'onnx' (pip install 'actuatorlab[onnx]')")
 
 
 class _Graph:

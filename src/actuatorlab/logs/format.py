@@ -156,6 +156,8 @@ class Trajectory:
         setup: :class:`Setup`.
         conditions: tags used by splits: "load", "gain", "excitation", "session" (strings).
         source_file: path of the raw file it came from ("" if made in memory).
+        path: the native file it was read from ("" otherwise; not stored, so errors can name the
+            file a user gave rather than the recorded origin, e.g. ``synthetic:robot/suite/name``).
     """
 
     name: str
@@ -165,6 +167,7 @@ class Trajectory:
     setup: Setup
     conditions: dict[str, str] = field(default_factory=dict)
     source_file: str = ""
+    path: str = ""
 
     def __post_init__(self) -> None:
         if set(self.data) != set(self.channels):
@@ -174,6 +177,11 @@ class Trajectory:
     @property
     def n(self) -> int:
         return int(self.time.shape[0])
+
+    @property
+    def location(self) -> str:
+        """What an error about this log names: the file it was read from, else its source, else its name."""
+        return self.path or self.source_file or self.name
 
     @property
     def duration(self) -> float:

@@ -228,6 +228,7 @@ def load_native(path: str | Path, *, strict: bool = True) -> Trajectory:
         setup=Setup.from_dict(doc["setup"]),
         conditions={str(k): str(v) for k, v in doc.get("conditions", {}).items()},
         source_file=str(doc.get("source_file", "")),
+        path=str(json_path),
     )
     if strict:
         validate_trajectory(traj, parquet_path)

@@ -5,12 +5,13 @@ operating envelope of the training data, metrics, package version and git revisi
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import ModelError, UnknownNameError
 from ..files import atomic_write, git_revision
 from .control import DEFAULT_ERROR_GAIN
 from .params import PARAMS, neutral_params, unit_for
@@ -108,15 +109,32 @@ def load_model(path: str | Path) -> dict[str, Any]:
     for key in ("model", "parameters", "setup"):
         if key not in d:
             raise ModelError(f"{path}: missing key {key!r}")
-    get_model(d["model"])
+    _check_model_name(d["model"], path)
     for name, entry in d["parameters"].items():
         if name not in PARAMS:
             raise ModelError(f"{path}: unknown parameter {name!r}")
         if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
             raise ModelError(f"{path}: parameter {name!r} has no numeric value")
+    _check_finite({k: e["value"] for k, e in d["parameters"].items()}, path)
     if d.get("envelope") is not None:  # optional: files written before envelopes were recorded lack it
         validate_envelope(d["envelope"], str(path))
     return d
+
+
+def _check_model_name(name, path: Path) -> None:
+    """An unknown model name in a model file: the registry's one-line error, naming the file."""
+    try:
+        get_model(name)
+    except UnknownNameError as e:
+        raise ModelError(f"{path}: {e}") from None
+
+
+def _check_finite(values: dict, path: Path, what: str = "parameter") -> None:
+    """Refuse a model whose parameters are not all finite numbers (NaN or inf in the file would
+    replay as NaN everywhere: every metric null), naming the file and the first such parameter."""
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+            raise ModelError(f"{path}: {what} {name!r} is not a finite number ({v!r})")
 
 
 LEARNED_KINDS = ("learned", "residual")
@@ -134,6 +152,13 @@ def _check_learned(d: dict, path: Path) -> dict[str, Any]:
         raise ModelError(f"{path}: weights file {d['weights']!r} not found beside it")
     if d["kind"] == "residual" and not isinstance(d.get("base"), dict):
         raise ModelError(f"{path}: residual model file has no analytic 'base' model")
+    if not isinstance(d["physics_parameters"], dict):
+        raise ModelError(f"{path}: learned model file's 'physics_parameters' is not an object")
+    _check_finite(d["physics_parameters"], path, "physics parameter")
+    if d["kind"] == "residual":
+        base = d["base"].get("parameters") or {}
+        _check_finite({k: e.get("value") if isinstance(e, dict) else e for k, e in base.items()}, path,
+                      "base model parameter")
     d["_path"] = str(path)
     return d
 
@@ -180,6 +205,10 @@ def model_from_bam(bam: dict, source: str = "BAM parameter file") -> dict[str, A
     up to the position update (``tests/test_bam_equivalence.py``). Raises :class:`ModelError` naming
     ``source`` for an unknown model or actuator, or a parameter that has no actuatorlab meaning.
     """
+    missing = [k for k in ("model", "actuator") if not isinstance(bam, dict) or k not in bam]
+    if missing:
+        raise ModelError(f"{source}: not a BAM parameter file (bam.fit's output): no {' and no '.join(map(repr, missing))} "
+                         "entry")
     name, actuator = bam.get("model"), bam.get("actuator")
     if name not in ("m1", "m2", "m3", "m4", "m5", "m6"):
         raise ModelError(f"{source}: BAM model {name!r} is not one of m1..m6")

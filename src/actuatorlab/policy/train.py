@@ -22,6 +22,8 @@ from __future__ import annotations
 import json
 import math
 import time
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -96,13 +98,24 @@ def _save_state(path: Path, ts: TrainState, meta: Mapping[str, Any]) -> None:
     _save_leaves(path, ts, meta)
 
 
+#: what numpy raises for a damaged .npz: a truncated zip (BadZipFile), a cut member (EOFError,
+#: ValueError, zlib.error), a missing array (KeyError)
+_NPZ_ERRORS = (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile, zlib.error)
+
+
+def _npz_problem(e: BaseException) -> str:
+    """One line about a damaged .npz (the exception's name when its text is empty or long)."""
+    text = " ".join(str(e).split())
+    return f"{type(e).__name__}: {text}" if text and len(text) < 120 else type(e).__name__
+
+
 def _load_state(path: Path, like: TrainState) -> tuple[TrainState, dict[str, Any]]:
     try:
         with np.load(path) as z:
             meta = json.loads(bytes(z["meta"]).decode())
             leaves = [z[f"leaf_{i:05d}"] for i in range(len([k for k in z.files if k.startswith("leaf_")]))]
-    except (OSError, ValueError, KeyError) as e:
-        raise ModelError(f"{path}: not a readable training checkpoint ({e})") from None
+    except _NPZ_ERRORS as e:
+        raise ModelError(f"{path}: corrupt or truncated training checkpoint, not readable ({_npz_problem(e)})") from None
     like_leaves, tree = jax.tree_util.tree_flatten(like)
     if len(leaves) != len(like_leaves) or any(
             a.shape != np.shape(b) or a.dtype != np.asarray(b).dtype for a, b in zip(leaves, like_leaves)):
@@ -338,8 +351,8 @@ def load_policy(run: str | Path) -> LoadedPolicy:
     try:
         with np.load(run / "policy.npz") as z:
             leaves = [z[f"leaf_{i:05d}"] for i in range(len(flat))]
-    except (OSError, ValueError, KeyError) as e:
-        raise ModelError(f"{run / 'policy.npz'}: not a readable policy ({e})") from None
+    except _NPZ_ERRORS as e:
+        raise ModelError(f"{run / 'policy.npz'}: corrupt or truncated policy file, not readable ({_npz_problem(e)})") from None
     if any(a.shape != np.shape(b) for a, b in zip(leaves, flat)):
         raise ModelError(f"{run / 'policy.npz'}: weights do not match policy.json")
     params, stats = jax.tree_util.tree_unflatten(tree, [jnp.asarray(a, jnp.float32) for a in leaves])

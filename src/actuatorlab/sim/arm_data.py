@@ -57,7 +57,7 @@ class LogArrays:
 
 
 def _where(traj: Trajectory) -> str:
-    return traj.source_file or traj.name
+    return traj.location
 
 
 def _robot(robot: str | Robot) -> Robot:
