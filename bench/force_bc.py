@@ -9,8 +9,8 @@ ESTIMATED end-effector force, evaluated on held-out payloads (docs/force.md, "Fo
 one frame per command tick). Its model is ``--model`` (e.g. heads trained by ``actuatorlab
 train-heads`` on the synth suite), else heads trained here on force-labelled runs of the BC
 environment at the TRAINING payloads plus random pushes (``--no-pushes``: payloads only;
-:func:`bench/force_bc_lib.py.train_bc_heads`), written to OUT/heads and reused when present.
-Prints one table, then one JSON line (:func:`bench/force_bc_lib.py.run_experiment`'s keys);
+`train_bc_heads` in bench/force_bc_lib.py), written to OUT/heads and reused when present.
+Prints one table, then one JSON line (the keys of `run_experiment` in bench/force_bc_lib.py);
 OUT/results.json holds the same line.
 """
 

@@ -118,7 +118,7 @@ def _bias(alphas) -> list[dict]:
     import numpy as np
     from mujoco import mjx
 
-    from actuatorlab.sim.actuators import builtin_model
+    from actuatorlab.envs.actuators import builtin_model
     from actuatorlab.robots import load_robot
     from actuatorlab.sim.homotopy import constant_bias, make_homotopy
 

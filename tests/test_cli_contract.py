@@ -34,7 +34,7 @@ ROBOT = "open_manipulator_x"
 TOY = ["--robot", "toy", "--task", "point_mass", "--steps", "512", "--envs", "4", "--points", "2"]
 
 
-def app.cli(*argv, env: dict | None = None) -> tuple[int, str, str]:
+def cli(*argv, env: dict | None = None) -> tuple[int, str, str]:
     """(exit code, stdout, stderr) of ``actuatorlab ARGV`` run by the entry point in-process; an
     exception that escapes it is printed as Python would (a traceback) with exit code 1."""
     with CliRunner().isolation(env=env) as (out, err, _):
@@ -71,7 +71,7 @@ def refused(argv, *words, inputs=(), absent=(), env=None) -> str:
     """Run ARGV, which must be refused in one line naming ``words``, leave ``inputs`` byte for byte
     as they were and create none of ``absent``."""
     before = digest(*inputs)
-    rc, out, err = app.cli(*argv, env=env)
+    rc, out, err = cli(*argv, env=env)
     line = one_line_error(rc, err, *words)
     assert digest(*inputs) == before
     for p in absent:
@@ -93,7 +93,7 @@ def one(tmp_path_factory):
     logs.mkdir()
     for tr in synthetic_set([("chirp400", "chirp", 400), ("sine800", "sine", 800)], TRUTH_M1, duration=1.0):
         save_trajectory(tr.replace(source_file=""), logs)
-    rc, out, err = app.cli("fit", logs, "--model", "m1", "--budget", "quick", "--out", root / "run")
+    rc, out, err = cli("fit", logs, "--model", "m1", "--budget", "quick", "--out", root / "run")
     assert rc == 0, err
     return dict(root=root, logs=logs, model=root / "run" / "model.json", fit_out=out, fit_err=err)
 
@@ -102,9 +102,9 @@ def one(tmp_path_factory):
 def arm(tmp_path_factory):
     """``synth --suite smoke`` (logs of 3-4 s) and a 16-evaluation ``fit --robot`` of its training logs."""
     root = tmp_path_factory.mktemp("arm")
-    rc, synth_out, err = app.cli("synth", "--suite", "smoke", "--out", root / "syn", "--seed", "1")
+    rc, synth_out, err = cli("synth", "--suite", "smoke", "--out", root / "syn", "--seed", "1")
     assert rc == 0, err
-    rc, _, err = app.cli("fit", root / "syn" / "train", "--robot", ROBOT, "--model", "m1", "--max-evals", "16",
+    rc, _, err = cli("fit", root / "syn" / "train", "--robot", ROBOT, "--model", "m1", "--max-evals", "16",
                      "--out", root / "run")
     assert rc == 0, err
     return dict(root=root, data=root / "syn", model=root / "run" / "arm_model.json", synth_out=synth_out)
@@ -152,7 +152,7 @@ def learned_arm(tmp_path_factory):
 def policy_run(tmp_path_factory):
     """A finished two-chunk toy policy run (RUN/policy.npz, RUN/ckpt/latest.npz)."""
     run = tmp_path_factory.mktemp("policy") / "run"
-    rc, out, err = app.cli("train-policy", *TOY, "--out", run)
+    rc, out, err = cli("train-policy", *TOY, "--out", run)
     assert rc == 0, err
     assert (run / "policy.npz").is_file() and (run / "ckpt" / "latest.npz").is_file()
     return run
@@ -221,7 +221,7 @@ def test_unknown_model_name_names_the_file(one, tmp_path):
 
 def test_arm_model_without_robot_option_reads_the_robot_from_the_file(arm, tmp_path):
     before = digest(arm["model"], arm["data"])
-    rc, out, err = app.cli("evaluate", arm["model"], arm["data"], "--json")
+    rc, out, err = cli("evaluate", arm["model"], arm["data"], "--json")
     assert rc == 0, err
     assert set(json.loads(out)["per_joint"]) == {"joint1", "joint2", "joint3", "joint4"}
     assert digest(arm["model"], arm["data"]) == before
@@ -234,7 +234,7 @@ def test_arm_model_without_robot_option_reads_the_robot_from_the_file(arm, tmp_p
 
 
 def test_short_logs_say_why_a_horizon_has_no_column(arm):
-    rc, out, err = app.cli("evaluate", arm["model"], arm["data"], "--robot", ROBOT, "--json")
+    rc, out, err = cli("evaluate", arm["model"], arm["data"], "--robot", ROBOT, "--json")
     assert rc == 0, err
     s = json.loads(out)
     assert all("600" not in v for v in s["per_joint"].values())  # every log is shorter than 600 steps
@@ -286,9 +286,9 @@ def _no_work(monkeypatch, module: str, name: str) -> None:
         raise AssertionError(f"{name} started although the command had to be refused")
 
     monkeypatch.setattr(importlib.import_module(module), name, started)
-    cli = importlib.import_module("actuatorlab.app.cli")
-    if hasattr(cli, name):  # the CLI module binds the job function by name too
-        monkeypatch.setattr(cli, name, started)
+    cli_module = importlib.import_module("actuatorlab.app.cli")
+    if hasattr(cli_module, name):  # the CLI module binds the job function by name too
+        monkeypatch.setattr(cli_module, name, started)
 
 
 def test_train_resume_of_a_missing_run_is_an_error(one, tmp_path, monkeypatch):
@@ -395,11 +395,11 @@ def test_json_stdout_is_one_document_despite_third_party_prints(one, tmp_path, m
         return {"stand-in": name, **result} if isinstance(result, dict) else result
 
     monkeypatch.setattr(mod, name, noisy)
-    cli = importlib.import_module("actuatorlab.app.cli")
-    if hasattr(cli, name):  # the CLI module binds the job function by name too
-        monkeypatch.setattr(cli, name, noisy)
+    cli_module = importlib.import_module("actuatorlab.app.cli")
+    if hasattr(cli_module, name):  # the CLI module binds the job function by name too
+        monkeypatch.setattr(cli_module, name, noisy)
     argv = [a.format(model=one["model"], logs=one["logs"], out=tmp_path / "run") for a in argv]
-    rc, out, err = app.cli(command, *argv, "--json")
+    rc, out, err = cli(command, *argv, "--json")
     assert rc == 0, err
     json.loads(out)  # exactly one document: anything else on stdout is "Extra data" or not JSON
     assert "Failed to import warp" in err
