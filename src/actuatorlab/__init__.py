@@ -1,9 +1,30 @@
 """actuatorlab: identify, trust and use actuator models from real joint logs.
 
-Data flow (one subpackage each): ``logs`` (load, audit) -> ``models`` (pure JAX blocks and the
-registry of nested models) -> ``sim`` (closed-loop replay) -> ``identify`` (fit, identifiability)
--> ``evaluate`` (metrics by regime, report) -> ``export`` (MuJoCo); ``learned`` holds the learned
-actuator networks.
+Layers, bottom to top; a package imports only packages below it (no import cycles, no imports
+inside functions except of optional extras such as torch or ray):
+
+``errors``, ``files``, ``precision``
+    one-line errors, atomic writes, float64 physics / float32 networks.
+``models``
+    pure JAX blocks (control laws, motor, friction, plant, step), the registry of nested models,
+    the networks and their feature layout, and the model file.
+``robots`` -> ``logs``
+    robot configs with MuJoCo models; log formats, importers, resampling, timing audit.
+``sim``
+    closed-loop replay: the one-joint scan, whole robots in MJX and native MuJoCo, learned
+    actuators in the loop, inverse dynamics and the classical force observers.
+``synth``
+    virtual hardware with known ground truth.
+``identify`` -> ``learned``
+    fit, nested selection, calibration, identifiability; learned and residual actuators, heads.
+``evaluate`` -> ``estimate`` -> ``excite``
+    metrics by regime, replay, envelope, regression suites; force and condition estimation;
+    excitation design.
+``envs`` -> ``export`` -> ``policy``
+    RL environments with the actuator in the loop; MJCF / mjlab / Isaac Lab / TorchScript / ONNX
+    exports; PPO with model homotopy.
+``report`` -> ``app``
+    self-contained HTML reports; the jobs and the typer CLI.
 
 Precision is explicit (:mod:`actuatorlab.precision`): the physics entry points run in float64
 (positions are integrated over tens of thousands of steps and compared at the 1e-5 relative level,
