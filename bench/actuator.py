@@ -1,6 +1,6 @@
 """Inference speed of the learned actuators on this machine: latency at batch 1, throughput at 32 and 1024.
 
-One table, then one JSON line (``actuatorlab bench actuator [--json]``). Keys of the headline
+One table, then one JSON line (``python bench/actuator.py [--json]``). Keys of the headline
 (the default Transformer on its fastest engine here): ``params``, ``b1_mean_ms``, ``b1_p95_ms``,
 ``b32_samples_per_s``, ``b1024_samples_per_s``, plus ``engine``, the int8 error, the per-engine
 and per-architecture rows and the machine check.

@@ -667,13 +667,6 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
     console.print(f"wrote {out} (dataset card: {Path(out) / 'DATASET.md'})")
 
 
-@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
-def bench(ctx: typer.Context, name: str = typer.Argument(..., help="sim | actuator | xl330 | emps | peers")):
-    """Run a benchmark of bench/ (a source checkout): a table, then one JSON line. Extra options
-    are passed on (e.g. `actuatorlab bench sim --json`)."""
-    import runpy
-
-
     scripts = {"sim": "sim.py", "actuator": "actuator.py", "xl330": "xl330.py", "emps": "emps.py",
                "peers": "run_peers.py"}
     if name not in scripts:
