@@ -41,6 +41,7 @@ from ..policy.schedule import make_schedule
 from ..policy.train import evaluate_policy, train_policy
 from ..precision import physics_precision
 from ..identify.calibrate import describe
+from ..identify.select import CALIBRATION, GROUP_KEYS, FamilyOptions
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Identify, trust and use actuator models from real joint logs.")
@@ -87,13 +88,6 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         group_by: Optional[List[str]] = typer.Option(None, "--group-by", help="condition tag(s) that define the "
                                                      "held-out groups of the selection (default: excitation; "
                                                      "log: leave-one-log-out)"),
-        fold_seeds: Optional[int] = typer.Option(None, "--fold-seeds", help="independent CMA-ES replicas of every "
-                                                 "leave-one-group-out fold; a model's score on a group is their "
-                                                 "mean (default 1; each replica costs about one more selection)"),
-        train_objective: Optional[str] = typer.Option(None, "--train-objective", help="how every fit of the "
-                                                      "selection combines the condition groups of its logs: "
-                                                      "pooled (default, every sample counts the same) | "
-                                                      "mean_std (mean + std over groups) | worst (worst group)"),
         extensions: Optional[List[str]] = typer.Option(None, "--extensions", help="extensions the selection tries "
                                                        "on the best base models (repeat the option; default: "
                                                        "offset, delay, climit, sag; e.g. add thermal)"),
@@ -132,12 +126,15 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
                       f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
         return
 
+    if model is not None and calibration not in (None, "none"):
+        raise ActuatorlabError("--calibration applies to the family fit (without --model)")
+    options = FamilyOptions(seed=seed, budget=budget, dt=dt, workers=workers,
+                            extensions=tuple(extensions) if extensions else None,
+                            group_by=tuple(group_by) if group_by else GROUP_KEYS,
+                            calibration=calibration or CALIBRATION)
     with _progress() as p:
-        d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=_Bars(p),
-                    group_by=tuple(group_by) if group_by else None, jackknife=jackknife,
-                    timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds, workers=workers,
-                    train_objective=train_objective, extensions=tuple(extensions) if extensions else None,
-                    calibration=calibration)
+        d = run_fit(data, out, model=model, options=options, mapping=mapping, progress=_Bars(p),
+                    jackknife=jackknife, timestep_sensitivity=timestep_sensitivity)
     unit = d["_summary"]["unit"]
     if d.get("selection"):
         sel = d["selection"]
