@@ -105,25 +105,7 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
     (with --robot: RUN/arm_model.json from multi-joint logs)."""
 
     if robot is not None:
-        if not data:
-            raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
-        d = run_fit_arm(robot, data, out, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
-                        method=method,
-                        progress=lambda m, i, n: console.print(f"[{i + 1}/{n + 1}] fitting {m}"))
-        if d["selection"]:
-            t = Table(title=f"Nested models on {robot}: fitted on part of the logs, judged on the rest "
-                            f"({d['selection']['val_horizon']}-step rollouts)")
-            for c in ("model", "free", "train MAE", "validation MAE", "gain vs parent", "earns place"):
-                t.add_column(c)
-            for r in d["selection"]["table"]:
-                g = r["gain_vs_parent"]
-                t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], "rad"),
-                          _mrad(r["validation_mae"], "rad"), "-" if g is None else f"{100 * g:+.1f} %",
-                          "yes" if r["earns_place"] else "no")
-            console.print(t)
-        _print_per_joint(d["metrics"]["train"])
-        console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
-                      f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
+        _fit_robot(robot, data, out, model, max_evals, seed, per_joint, method)
         return
 
     if model is not None and calibration not in (None, "none"):
@@ -137,28 +119,7 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
                     jackknife=jackknife, timestep_sensitivity=timestep_sensitivity)
     unit = d["_summary"]["unit"]
     if d.get("selection"):
-        sel = d["selection"]
-        if sel.get("note"):
-            console.print(f"[yellow]{sel['note']}[/]")
-        cal = sel.get("calibration")
-        if cal:
-            console.print(describe(cal))
-        groups = sel.get("groups") or []
-        t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
-        keys = {g["group"].split("=", 1)[0] for g in groups}
-        t.caption = f"held-out groups: {', '.join(sorted(keys))}" if groups else None
-        for c in ["model", "free", "train MAE"] + [g["group"].split("=", 1)[-1] for g in groups] + [
-                "mean", "gain vs ref", "W/L", "earns place"]:
-            t.add_column(c)
-        for r in sel["table"]:
-            g = r["gain_vs_parent"]
-            t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], unit),
-                      *[_mrad(x[r["model"]], unit) for x in groups], _mrad(r["validation_mae"], unit),
-                      "-" if g is None else f"{100 * g:+.1f}% vs {r['parent']}",
-                      "-" if r.get("wins") is None else f"{r['wins']}/{r['losses']}",
-                      "yes" if r["earns_place"] else "no")
-        console.print(t)
-        console.print(f"[dim]rule: {sel['rule']}[/]")
+        _print_selection(d["selection"], unit)
     unc = d.get("uncertainty")
     t = Table(title=f"{d['model']}: parameters (fitted on all given logs)")
     for c in ("parameter", "value", "unit", "stderr (Jacobian)", "stderr (resampled)", "bounds"):
@@ -191,6 +152,54 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         console.print("timestep sensitivity: " + "; ".join(parts))
     console.print(f"wrote {out / 'model.json'}, {out / 'report.html'} (plotly.js beside it), "
                   f"{out / 'identifiability.json'}")
+
+
+def _fit_robot(robot, data, out, model, max_evals, seed, per_joint, method) -> None:
+    """``fit --robot``: the whole-robot fit and its tables."""
+    if not data:
+        raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
+    d = run_fit_arm(robot, data, out, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
+                    method=method,
+                    progress=lambda m, i, n: console.print(f"[{i + 1}/{n + 1}] fitting {m}"))
+    if d["selection"]:
+        t = Table(title=f"Nested models on {robot}: fitted on part of the logs, judged on the rest "
+                        f"({d['selection']['val_horizon']}-step rollouts)")
+        for c in ("model", "free", "train MAE", "validation MAE", "gain vs parent", "earns place"):
+            t.add_column(c)
+        for r in d["selection"]["table"]:
+            g = r["gain_vs_parent"]
+            t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], "rad"),
+                      _mrad(r["validation_mae"], "rad"), "-" if g is None else f"{100 * g:+.1f} %",
+                      "yes" if r["earns_place"] else "no")
+        console.print(t)
+    _print_per_joint(d["metrics"]["train"])
+    console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
+                  f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
+
+
+def _print_selection(sel: dict, unit: str) -> None:
+    """The family selection's table: held-out MAE per condition group of every model."""
+    if sel.get("note"):
+        console.print(f"[yellow]{sel['note']}[/]")
+    cal = sel.get("calibration")
+    if cal:
+        console.print(describe(cal))
+    groups = sel.get("groups") or []
+    t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
+    keys = {g["group"].split("=", 1)[0] for g in groups}
+    t.caption = f"held-out groups: {', '.join(sorted(keys))}" if groups else None
+    for c in ["model", "free", "train MAE"] + [g["group"].split("=", 1)[-1] for g in groups] + [
+            "mean", "gain vs ref", "W/L", "earns place"]:
+        t.add_column(c)
+    for r in sel["table"]:
+        g = r["gain_vs_parent"]
+        t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], unit),
+                  *[_mrad(x[r["model"]], unit) for x in groups], _mrad(r["validation_mae"], unit),
+                  "-" if g is None else f"{100 * g:+.1f}% vs {r['parent']}",
+                  "-" if r.get("wins") is None else f"{r['wins']}/{r['losses']}",
+                  "yes" if r["earns_place"] else "no")
+    console.print(t)
+    console.print(f"[dim]rule: {sel['rule']}[/]")
 
 
 def _print_per_joint(s: dict) -> None:
