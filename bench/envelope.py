@@ -32,9 +32,10 @@ STALL_LOG = "2026-01-15_10h29m47.json"  # sin_sin, kp 800
 
 def experiment(name: str, train: list[Path], test: list[Path], out: Path, budget: str) -> list[dict]:
     from actuatorlab.app.jobs import run_evaluate, run_fit
+    from actuatorlab.identify.select import FamilyOptions
 
     t0 = time.perf_counter()
-    d = run_fit(train, out / "run", budget=budget, seed=0)
+    d = run_fit(train, out / "run", options=FamilyOptions(budget=budget, seed=0))
     fit_s = time.perf_counter() - t0
     s = run_evaluate(out / "run" / "model.json", test, report=out / "evaluate.html")
     run_evaluate(out / "run" / "model.json", test, report=out / "evaluate_standalone.html", standalone=True)

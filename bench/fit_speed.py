@@ -33,10 +33,11 @@ DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "bam" / "xl330"
 
 def one_run(data: Path, workers: int | None) -> dict:
     from actuatorlab.app.jobs import run_fit
+    from actuatorlab.identify.select import FamilyOptions
 
     with tempfile.TemporaryDirectory() as tmp:
         t0, c0 = time.perf_counter(), os.times()
-        d = run_fit([data], Path(tmp) / "run", workers=workers)
+        d = run_fit([data], Path(tmp) / "run", options=FamilyOptions(workers=workers))
         c1 = os.times()
         wall = time.perf_counter() - t0
     cpu = (c1.user - c0.user) + (c1.system - c0.system)

@@ -48,6 +48,7 @@ from common import emit  # noqa: E402
 
 from actuatorlab.logs import load_log, load_logs  # noqa: E402
 from actuatorlab.app.jobs import run_fit, run_import  # noqa: E402
+from actuatorlab.identify.select import FamilyOptions  # noqa: E402
 
 EXAMPLE = ROOT / "src" / "actuatorlab" / "examples" / "bam_xl330"
 SHARED = ROOT.parent / "shared"
@@ -60,7 +61,7 @@ def fit_row(fmt: str, src: list[Path], work: Path, mapping=None) -> dict:
     t_conv = time.perf_counter() - t0
     back = load_logs(out)  # native round trip
     t0 = time.perf_counter()
-    d = run_fit([out], work / f"{fmt}_run", model="m1", budget="quick", seed=0)
+    d = run_fit([out], work / f"{fmt}_run", model="m1", options=FamilyOptions(budget="quick", seed=0))
     s = d["_summary"]
     return {"format": fmt, "logs": len(written), "samples": int(sum(t.n for t in back)), "convert_s": t_conv,
             "fit": "m1 quick", "fit_s": time.perf_counter() - t0, "train_mae": s["position_mae"],

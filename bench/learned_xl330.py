@@ -63,6 +63,7 @@ def main(argv=None) -> int:
     from rich.table import Table
 
     from actuatorlab.app.jobs import run_fit, run_train
+    from actuatorlab.identify.select import FamilyOptions
 
     console = Console(stderr=True)
     train_files, test_files = bench_split.split_paths(args.data_dir, kind="raw")
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     ana_dir = out / f"analytic_{args.analytic}"
-    d = run_fit(train_files, ana_dir, model=args.analytic, seed=args.seed, budget=args.analytic_budget)
+    d = run_fit(train_files, ana_dir, model=args.analytic, options=FamilyOptions(seed=args.seed, budget=args.analytic_budget))
     rows.append({"model": args.analytic, "kind": "analytic", "steps": None, "fit_wall_s": time.perf_counter() - t0,
                  "s_per_1k_steps": None, "validation_mae": None, "train_mae": d["fit"]["train_mae"],
                  **heldout_mae(ana_dir / "model.json", test_files)})

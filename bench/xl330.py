@@ -76,12 +76,12 @@ def heldout_mae(model: str, params: dict, dt: float, test) -> tuple[float, list[
 
 def ours(train_files, test_files, budget: str, seed: int, label: str) -> dict:
     """The default family fit on ``train_files``, scored on ``test_files``."""
-    from actuatorlab.identify.select import fit_family
+    from actuatorlab.identify.select import FamilyOptions, fit_family
     from actuatorlab.logs import load_logs
 
     train, test = load_logs(train_files), load_logs(test_files)
     c0, t0 = os.times(), time.perf_counter()
-    sel = fit_family(train, seed=seed, budget=budget)
+    sel = fit_family(train, options=FamilyOptions(seed=seed, budget=budget))
     wall, c1 = time.perf_counter() - t0, os.times()
     mae, per = heldout_mae(sel.selected, sel.final.params, sel.final.dt, test)
     return {"split": label, "peer": "actuatorlab", "model": f"default fit -> {sel.selected}", "budget": budget,

@@ -8,7 +8,8 @@ One command per recipe (from the repo root), e.g.::
     python bench/xl330_recipes.py --split trajectory=sin_time_square --group-by log
     python bench/xl330_recipes.py --fold-seeds 3 --fold-score median --final-seeds 3 --final-pick medoid
 
-The model is chosen by :func:`actuatorlab.identify.select.fit_family` on the training logs of
+The model is chosen by :func:`family_recipes.fit_family_recipe` (the library's
+:func:`actuatorlab.identify.select.fit_family` when no recipe option is given) on the training logs of
 ``bench/split.py`` alone (leave-one-group-out inside them); the held-out logs are replayed once,
 after the choice, with the model refitted on all training logs. Prints one JSON line: selected model,
 its mean leave-one-group-out score (training side), train / held-out MAE [mrad], per held-out log,
@@ -28,7 +29,11 @@ sys.path.insert(0, str(BENCH))
 
 import split as bench_split  # noqa: E402
 from common import emit  # noqa: E402
+from family_recipes import Recipe, fit_family_recipe  # noqa: E402
 from xl330 import heldout_mae  # noqa: E402
+
+from actuatorlab.identify.select import FamilyOptions, ladder_for  # noqa: E402
+from actuatorlab.logs import load_logs  # noqa: E402
 
 
 def nominal_supply(trajs):
@@ -93,9 +98,6 @@ BAM_XL330_BOUNDS = {
 def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_starts, extensions, group_by,
         fold_seeds=None, fold_score=None, fold_init=None, final_seeds=None, final_pick=None, popsize=None, final_evals=None, train_objective=None, select_rule=None,
         supply="logged", window_s=None, base_extension=None, bounds=None, calibration=None) -> dict:
-    from actuatorlab.identify.select import fit_family, ladder_for
-    from actuatorlab.logs import load_logs
-
     s = bench_split.make_split(bench_split.DEFAULT_DATA_DIR, None if split == "balanced" else split)
     raw = bench_split.DEFAULT_DATA_DIR / "raw"
     train, test = load_logs([raw / f for f in s["train"]]), load_logs([raw / f for f in s["heldout"]])
@@ -113,16 +115,20 @@ def run(split: str, *, seed: int, budget: str, fold_starts, fold_evals, final_st
                                 final_seeds=final_seeds, final_pick=final_pick, popsize=popsize,
                                 final_evals=final_evals, train_objective=train_objective,
                                 select_rule=select_rule, calibration=calibration).items()
-          if v is not None}
+          if v is not None}  # the options given, as the JSON line records them
+    recipe = Recipe(**{k: v for k, v in kw.items() if k in Recipe.__dataclass_fields__})
+    options = FamilyOptions(seed=seed, budget=budget, **{k: v for k, v in kw.items()
+                                                         if k in ("extensions", "group_by", "calibration")})
     if bounds == "bam":  # BAM 1.0's XL330 boxes for the parameters BAM has (this process only)
         from actuatorlab.models.params import BOUND_PROFILES
         BOUND_PROFILES["servo"].update(BAM_XL330_BOUNDS)
     elif bounds is not None:
         raise SystemExit(f"--bounds must be bam, got {bounds!r}")
     load0, c0, t0 = os.getloadavg()[0], os.times(), time.perf_counter()
+    ladder = None
     if base_extension:  # every base of the ladder carries it (e.g. qoffset, as BAM fits q_offset)
-        kw["ladder"] = tuple(f"{m}+{base_extension}" for m in ladder_for(train))
-    sel = fit_family(train, seed=seed, budget=budget, **kw)
+        ladder = kw["ladder"] = tuple(f"{m}+{base_extension}" for m in ladder_for(train))
+    sel = fit_family_recipe(train, ladder, options, recipe)
     wall, c1 = time.perf_counter() - t0, os.times()
     rows = {r["model"]: 1e3 * r["validation_mae"] for r in sel.table}
     mae, per = heldout_mae(sel.selected, sel.final.params, sel.final.dt, test)  # once, after the choice

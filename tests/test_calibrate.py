@@ -10,7 +10,7 @@ from actuatorlab.errors import ActuatorlabError, UnknownNameError
 from actuatorlab.identify.calibrate import (ARMATURE_BAND, OFFSET_BAND, free_swing_calibration,
                                             torque_off_runs)
 from actuatorlab.identify.fit import ParamSpace, fit_model
-from actuatorlab.identify.select import fit_family
+from actuatorlab.identify.select import FamilyOptions, fit_family
 from actuatorlab.models.registry import get_model
 from actuatorlab.sim.rollout import make_batches
 
@@ -76,7 +76,7 @@ def test_logs_without_torque_off_runs_are_not_calibrated(logs):
 
 
 def test_family_fit_carries_the_calibrated_offset_and_boxes(logs, calibration):
-    sel = fit_family(logs, ladder=("m1",), extensions=(), budget="quick", seed=0)
+    sel = fit_family(logs, ("m1",), FamilyOptions(extensions=(), budget="quick", seed=0))
     assert sel.selected == get_model("m1+qoffset").name
     cal = sel.extras["calibration"]
     assert cal["armature"] == pytest.approx(calibration.armature) and cal["q_offset"] == pytest.approx(calibration.q_offset)
@@ -86,14 +86,14 @@ def test_family_fit_carries_the_calibrated_offset_and_boxes(logs, calibration):
         assert (space.lower[i], space.upper[i]) == pytest.approx(calibration.bounds[name])
         assert space.lower[i] <= sel.final.params[name] <= space.upper[i]
     assert sel.extras["timing"]["calibration"] == "free_swing" and sel.extras["timing"]["calibration_s"] > 0
-    plain = fit_family(logs, ladder=("m1",), extensions=(), budget="quick", seed=0, calibration="none")
+    plain = fit_family(logs, ("m1",), FamilyOptions(extensions=(), budget="quick", seed=0, calibration="none"))
     assert plain.selected == "m1" and plain.extras["calibration"] is None
     assert "q_offset" not in plain.final.space.names
 
 
 def test_unknown_calibration_lists_the_choices(logs):
     with pytest.raises(UnknownNameError, match="free_swing"):
-        fit_family(logs, ladder=("m1",), calibration="pendulum")
+        fit_family(logs, ("m1",), FamilyOptions(calibration="pendulum"))
 
 
 def test_bounds_override_is_checked(logs):

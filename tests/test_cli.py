@@ -328,4 +328,4 @@ def test_fit_extensions_reach_the_selection(work, capsys, tmp_path, monkeypatch)
     with pytest.raises(Stop):
         main(["fit", str(work["logs"]), "--extensions", "sag", "--extensions", "thermal", "--out",
               str(tmp_path / "r")])
-    assert seen["extensions"] == ("sag", "thermal")
+    assert seen["options"].extensions == ("sag", "thermal")

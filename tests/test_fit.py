@@ -11,8 +11,9 @@ import pytest
 from synthetic import ENCODER_STEP, TRUTH_M1, synthetic_set
 
 from actuatorlab.identify import select
-from actuatorlab.identify.fit import ParamSpace, PopulationScorer, fit_model, make_loss, profile_for, search_folds
-from actuatorlab.identify.select import fit_family, split_validation
+from actuatorlab.identify.fit import ParamSpace, fit_model, make_loss, profile_for
+from actuatorlab.identify.search import PopulationScorer, SearchSettings, search_folds
+from actuatorlab.identify.select import FamilyOptions, fit_family, split_validation
 from actuatorlab.models.registry import embed_params, get_model
 from actuatorlab.sim.rollout import make_batches
 
@@ -92,13 +93,13 @@ def test_searches_leave_numpys_global_generator_alone(m1_logs):
     space = ParamSpace.build(get_model("m1"), batches, profile_for(batches))
     scorer = PopulationScorer(batches, get_model("m1"), size=40)
     np.random.seed(12345)
-    res = search_folds(get_model("m1"), space, scorer, np.ones((2, scorer.n.size)), inits=[[], []],
-                       max_evals=40, popsize=8, n_starts=2, seed=3)
+    res = search_folds(get_model("m1"), space, scorer, np.ones((2, scorer.n.size)), [[], []],
+                       SearchSettings(40, popsize=8, n_starts=2, seed=3))
     after = np.random.get_state()
     assert np.array_equal(before[1], after[1]) and before[2:] == after[2:]
     np.random.seed(1)
-    again = search_folds(get_model("m1"), space, scorer, np.ones((2, scorer.n.size)), inits=[[], []],
-                         max_evals=40, popsize=8, n_starts=2, seed=3)
+    again = search_folds(get_model("m1"), space, scorer, np.ones((2, scorer.n.size)), [[], []],
+                         SearchSettings(40, popsize=8, n_starts=2, seed=3))
     assert [r.objective for r in res] == [r.objective for r in again]
 
 
@@ -108,7 +109,7 @@ def test_unit_box_cma_follows_pycmas_bounded_search_bit_for_bit(case):
     own BoundTransform (starts on the bounds, optima outside the box, per-coordinate stds)."""
     import cma
 
-    from actuatorlab.identify.fit import UnitBoxCMA, cma_stream
+    from actuatorlab.identify.search import UnitBoxCMA, cma_stream
 
     rng = np.random.default_rng(case)
     n = 5 + case
@@ -142,7 +143,7 @@ def test_scorer_threads_give_the_one_call_sums_in_the_callers_precision(m1_logs)
     """A population cut into slices on worker threads sums to exactly what one call gives, and the
     workers compute in the calling thread's precision (JAX's x64 mode is per thread: a float32
     worker would differ from the float64 call at ~1e-7)."""
-    from actuatorlab.identify.fit import _theta_np, full_vectors
+    from actuatorlab.identify.space import _theta_np, full_vectors
     from actuatorlab.precision import physics_precision
 
     batches = make_batches(m1_logs)
@@ -224,7 +225,7 @@ def test_directional_model_keeps_the_load_friction_it_started_from(nested):
 @pytest.fixture()
 def test_budget(monkeypatch):
     # (evaluations per fold search, final refit evaluations, population size, bases that get extensions)
-    monkeypatch.setitem(select.SELECTION_BUDGETS, "test", (1000, 3000, 10, 1))
+    monkeypatch.setitem(select.SELECTION_BUDGETS, "test", select.SelectionBudget(1000, 3000, 10, 1))
     return "test"
 
 
@@ -236,7 +237,7 @@ def test_validation_split_holds_out_one_excitation(m1_logs):
 
 def test_selection_adds_load_friction_only_when_the_data_has_it(load_logs, m1_logs, test_budget):
     # four logs, four excitations: four leave-one-group-out folds, each judged on a log it never saw
-    with_load = fit_family(load_logs, ("m1", "m3"), budget=test_budget, extensions=())
+    with_load = fit_family(load_logs, ("m1", "m3"), FamilyOptions(budget=test_budget, extensions=()))
     assert with_load.scheme == "logo" and len(with_load.groups) == 4
     assert with_load.selected == "m3" and "load_friction" in get_model(with_load.selected).free
     row = {r["model"]: r for r in with_load.table}
@@ -247,7 +248,7 @@ def test_selection_adds_load_friction_only_when_the_data_has_it(load_logs, m1_lo
     assert with_load.final.model == "m3"
     assert with_load.final.params["load_friction"] == pytest.approx(0.2, rel=0.05)
 
-    without = fit_family(m1_logs, ("m1", "m3"), budget=test_budget, extensions=())
+    without = fit_family(m1_logs, ("m1", "m3"), FamilyOptions(budget=test_budget, extensions=()))
     assert without.selected == "m1" and "load_friction" not in get_model(without.selected).free
     row = {r["model"]: r for r in without.table}
     assert not row["m3"]["earns_place"] and row["m3"]["gain_vs_parent"] < 0.02

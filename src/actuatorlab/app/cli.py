@@ -30,7 +30,6 @@ from ..excite.robot import excite_robot, RobotLimits
 from ..logs import render_audit
 from ..export.targets import export_targets
 from ..synth import run_synth
-from ..errors import UnknownNameError
 from ..models.control import CONTROL_LAWS
 from ..models.registry import BASE_MODELS, EXTENSIONS
 from .estimate_jobs import run_condition_files, run_estimate_force, run_heads_report
@@ -44,6 +43,7 @@ from ..policy.schedule import make_schedule
 from ..policy.train import evaluate_policy, train_policy
 from ..precision import physics_precision
 from ..identify.calibrate import describe
+from ..identify.select import CALIBRATION, GROUP_KEYS, FamilyOptions
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Identify, trust and use actuator models from real joint logs.")
@@ -155,13 +155,6 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         group_by: Optional[List[str]] = typer.Option(None, "--group-by", help="condition tag(s) that define the "
                                                      "held-out groups of the selection (default: excitation; "
                                                      "log: leave-one-log-out)"),
-        fold_seeds: Optional[int] = typer.Option(None, "--fold-seeds", help="independent CMA-ES replicas of every "
-                                                 "leave-one-group-out fold; a model's score on a group is their "
-                                                 "mean (default 1; each replica costs about one more selection)"),
-        train_objective: Optional[str] = typer.Option(None, "--train-objective", help="how every fit of the "
-                                                      "selection combines the condition groups of its logs: "
-                                                      "pooled (default, every sample counts the same) | "
-                                                      "mean_std (mean + std over groups) | worst (worst group)"),
         extensions: Optional[List[str]] = typer.Option(None, "--extensions", help="extensions the selection tries "
                                                        "on the best base models (repeat the option; default: "
                                                        "offset, delay, climit, sag; e.g. add thermal)"),
@@ -180,61 +173,24 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
 
     _check_range("--dt", dt)
     _check_range("--max-evals", max_evals)
-    _check_range("--fold-seeds", fold_seeds)
     if robot is not None:
-        if not data:
-            raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
-        d = run_fit_arm(robot, data, out, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
-                        method=method,
-                        progress=lambda m, i, n: console.print(f"[{i + 1}/{n + 1}] fitting {m}"))
-        if d["selection"]:
-            t = Table(title=f"Nested models on {robot}: fitted on part of the logs, judged on the rest "
-                            f"({d['selection']['val_horizon']}-step rollouts)")
-            for c in ("model", "free", "train MAE", "validation MAE", "gain vs parent", "earns place"):
-                t.add_column(c)
-            for r in d["selection"]["table"]:
-                g = r["gain_vs_parent"]
-                t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], "rad"),
-                          _mrad(r["validation_mae"], "rad"), "-" if g is None else f"{100 * g:+.1f} %",
-                          "yes" if r["earns_place"] else "no")
-            console.print(t)
-        _print_per_joint(d["metrics"]["train"])
-        console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
-                      f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
+        _fit_robot(robot, data, out, model, max_evals, seed, per_joint, method)
         return
 
+    if model is not None and calibration not in (None, "none"):
+        raise ActuatorlabError("--calibration applies to the family fit (without --model)")
+    options = FamilyOptions(seed=seed, budget=budget, dt=dt, workers=workers,
+                            extensions=tuple(extensions) if extensions else None,
+                            group_by=tuple(group_by) if group_by else GROUP_KEYS,
+                            calibration=calibration or CALIBRATION)
     with _progress() as p:
         bars = _Bars(p)
-        d = run_fit(data, out, model=model, seed=seed, budget=budget, dt=dt, mapping=mapping, progress=bars,
-                    group_by=tuple(group_by) if group_by else None, jackknife=jackknife,
-                    timestep_sensitivity=timestep_sensitivity, fold_seeds=fold_seeds, workers=workers,
-                    train_objective=train_objective, extensions=tuple(extensions) if extensions else None,
-                    calibration=calibration)
+        d = run_fit(data, out, model=model, options=options, mapping=mapping, progress=bars,
+                    jackknife=jackknife, timestep_sensitivity=timestep_sensitivity)
         bars.done()
     unit = d["_summary"]["unit"]
     if d.get("selection"):
-        sel = d["selection"]
-        if sel.get("note"):
-            console.print(f"[yellow]{sel['note']}[/]")
-        cal = sel.get("calibration")
-        if cal:
-            console.print(describe(cal))
-        groups = sel.get("groups") or []
-        t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
-        keys = {g["group"].split("=", 1)[0] for g in groups}
-        t.caption = f"held-out groups: {', '.join(sorted(keys))}" if groups else None
-        for c in ["model", "free", "train MAE"] + [g["group"].split("=", 1)[-1] for g in groups] + [
-                "mean", "gain vs ref", "W/L", "earns place"]:
-            t.add_column(c)
-        for r in sel["table"]:
-            g = r["gain_vs_parent"]
-            t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], unit),
-                      *[_mrad(x[r["model"]], unit) for x in groups], _mrad(r["validation_mae"], unit),
-                      "-" if g is None else f"{100 * g:+.1f}% vs {r['parent']}",
-                      "-" if r.get("wins") is None else f"{r['wins']}/{r['losses']}",
-                      "yes" if r["earns_place"] else "no")
-        console.print(t)
-        console.print(f"[dim]rule: {sel['rule']}[/]")
+        _print_selection(d["selection"], unit)
     unc = d.get("uncertainty")
     t = Table(title=f"{d['model']}: parameters (fitted on all given logs)")
     for c in ("parameter", "value", "unit", "stderr (Jacobian)", "stderr (resampled)", "bounds"):
@@ -267,6 +223,54 @@ def fit(data: Optional[List[Path]] = typer.Argument(None, help="log files or fol
         console.print("timestep sensitivity: " + "; ".join(parts))
     console.print(f"wrote {out / 'model.json'}, {out / 'report.html'} (plotly.js beside it), "
                   f"{out / 'identifiability.json'}")
+
+
+def _fit_robot(robot, data, out, model, max_evals, seed, per_joint, method) -> None:
+    """``fit --robot``: the whole-robot fit and its tables."""
+    if not data:
+        raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
+    d = run_fit_arm(robot, data, out, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
+                    method=method,
+                    progress=lambda m, i, n: console.print(f"[{i + 1}/{n + 1}] fitting {m}"))
+    if d["selection"]:
+        t = Table(title=f"Nested models on {robot}: fitted on part of the logs, judged on the rest "
+                        f"({d['selection']['val_horizon']}-step rollouts)")
+        for c in ("model", "free", "train MAE", "validation MAE", "gain vs parent", "earns place"):
+            t.add_column(c)
+        for r in d["selection"]["table"]:
+            g = r["gain_vs_parent"]
+            t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], "rad"),
+                      _mrad(r["validation_mae"], "rad"), "-" if g is None else f"{100 * g:+.1f} %",
+                      "yes" if r["earns_place"] else "no")
+        console.print(t)
+    _print_per_joint(d["metrics"]["train"])
+    console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
+                  f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
+
+
+def _print_selection(sel: dict, unit: str) -> None:
+    """The family selection's table: held-out MAE per condition group of every model."""
+    if sel.get("note"):
+        console.print(f"[yellow]{sel['note']}[/]")
+    cal = sel.get("calibration")
+    if cal:
+        console.print(describe(cal))
+    groups = sel.get("groups") or []
+    t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
+    keys = {g["group"].split("=", 1)[0] for g in groups}
+    t.caption = f"held-out groups: {', '.join(sorted(keys))}" if groups else None
+    for c in ["model", "free", "train MAE"] + [g["group"].split("=", 1)[-1] for g in groups] + [
+            "mean", "gain vs ref", "W/L", "earns place"]:
+        t.add_column(c)
+    for r in sel["table"]:
+        g = r["gain_vs_parent"]
+        t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], unit),
+                  *[_mrad(x[r["model"]], unit) for x in groups], _mrad(r["validation_mae"], unit),
+                  "-" if g is None else f"{100 * g:+.1f}% vs {r['parent']}",
+                  "-" if r.get("wins") is None else f"{r['wins']}/{r['losses']}",
+                  "yes" if r["earns_place"] else "no")
+    console.print(t)
+    console.print(f"[dim]rule: {sel['rule']}[/]")
 
 
 def _print_per_joint(s: dict) -> None:
@@ -665,22 +669,6 @@ def synth(robot: str = typer.Option("open_manipulator_x", "--robot", help="robot
     console.print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (list, dict))}, indent=1,
                              default=str), markup=False, highlight=False, soft_wrap=True)
     console.print(f"wrote {out} (dataset card: {Path(out) / 'DATASET.md'})")
-
-
-    scripts = {"sim": "sim.py", "actuator": "actuator.py", "xl330": "xl330.py", "emps": "emps.py",
-               "peers": "run_peers.py"}
-    if name not in scripts:
-        raise UnknownNameError("benchmark", name, list(scripts))
-    path = Path(__file__).resolve().parents[2] / "bench" / scripts[name]
-    if not path.is_file():
-        raise ActuatorlabError(f"{path}: benchmarks live in the source checkout's bench/ folder")
-    sys.argv = [str(path), *ctx.args]
-    sys.path.insert(0, str(path.parent))
-    try:
-        runpy.run_path(str(path), run_name="__main__")
-    except SystemExit as e:
-        if e.code:
-            raise typer.Exit(int(e.code))
 
 
 @app.command()

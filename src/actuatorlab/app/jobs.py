@@ -7,6 +7,8 @@ CLI (:mod:`actuatorlab.app.cli`) only parses arguments, draws progress and print
 from __future__ import annotations
 
 import html
+import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -18,13 +20,14 @@ from ..errors import DataError
 from ..logs import load_logs, save_trajectory, audit_log
 from ..logs.format import Trajectory
 from ..models.modelfile import ARM_MODEL_FORMAT
-from ..identify.fit import fit_model, substeps_for, TRAIN_OBJECTIVES
+from ..identify.fit import fit_model, substeps_for
 from ..identify.identifiability import identifiability
 from ..sim.rollout import default_dt, make_batches, rollout_batch
 from ..evaluate import summarize
 from ..evaluate.replay import replay, replay_batches, replay_joint, timestep_sensitivity as ts
 from ..evaluate.envelope import check_trajectories, compute_envelope, summarize_envelope
-from ..identify.select import BUDGETS, CALIBRATIONS, fit_family, GROUP_KEYS, ladder_for, resampled_uncertainty, split_validation, time_split
+from ..identify.folds import JACKKNIFE_SEARCH, resampled_uncertainty, split_validation, time_split
+from ..identify.select import BUDGETS, CALIBRATIONS, FamilyOptions, fit_family, ladder_for
 from ..models.registry import contains, EXTENSIONS, get_model
 from ..report.fit import write_report
 from ..models.modelfile import load_model, model_to_dict, save_model
@@ -54,7 +57,7 @@ Progress = Callable[[str, str, float], None]
 
 def example_data_dir() -> Path:
     """The real XL330 logs bundled with the package (used when no DATA is given)."""
-    return Path(__file__).resolve().parent / "examples" / "bam_xl330"
+    return Path(__file__).resolve().parents[1] / "examples" / "bam_xl330"
 
 
 def load_data(paths: list[str | Path] | None, mapping: str | None = None) -> list[Trajectory]:
@@ -117,81 +120,73 @@ def _html_table(rows: list[dict], cols: list[str]) -> str:
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
-@physics
-def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, seed: int = 0,
-            budget: str = "default", dt: float | None = None, mapping: str | None = None,
-            progress: Progress | None = None, group_by: tuple[str, ...] | None = None,
-            jackknife: str | None = None, timestep_sensitivity: bool = False,
-            identifiability: bool = True, fold_seeds: int | None = None, workers: int | None = None,
-            train_objective: str | None = None, extensions: tuple[str, ...] | None = None,
-            calibration: str | None = None) -> dict:
-    """Fit (one model, or the nested family with leave-one-group-out selection) and write RUN/.
-
-    Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
-    Order: the fit, the Jacobian standard errors (``identifiability``, about a second) and, after a
-    family fit, the delete-a-group jackknife from the selection's leave-one-group-out refits (free)
-    go into the first model.json and report. The passes on request then run and rewrite both:
-    ``jackknife="log"`` (leave-one-log-out refits, replaces the group jackknife) or ``"group"``
-    (for a single ``model``), and ``timestep_sensitivity`` (replays and refits at dt/2 and 2 dt).
-    ``fold_seeds``: CMA-ES replicas of every fold search of the selection (``fit_family``; default 1).
-    ``workers``: threads each CMA-ES population is scored on (default: the CPU cores; the result
-    is the same up to floating-point rounding). ``train_objective``: how each fit of the selection
-    combines the condition groups of its logs (``fit_family``; "pooled" by default, "mean_std",
-    "worst"). ``extensions``: the extensions the selection tries on top of the best base models
-    (default ``SELECTION_EXTENSIONS``; e.g. add "thermal" or "stiction"). ``calibration``: what the
-    family fit calibrates first (``fit_family``; default "free_swing": armature and encoder offset
-    from the torque-off runs, when the logs have any; "none").
-    """
-
-    if budget not in BUDGETS:
-        raise UnknownNameError("budget", budget, list(BUDGETS))
+def _check_fit(model: str | None, options: FamilyOptions, jackknife: str | None) -> None:
+    """Reject bad names and options that do not apply, before any log is read."""
+    if options.budget not in BUDGETS:
+        raise UnknownNameError("budget", options.budget, list(BUDGETS))
     if jackknife not in (None, "log", "group"):
         raise UnknownNameError("jackknife unit", jackknife, ("log", "group"))
+    for e in options.extensions or ():
+        if e not in EXTENSIONS:
+            raise UnknownNameError("model extension", e, list(EXTENSIONS))
+    if options.calibration not in CALIBRATIONS:
+        raise UnknownNameError("calibration", options.calibration, CALIBRATIONS)
     if model is not None:
         get_model(model)  # fail before loading data
-    if train_objective is not None:
-        if train_objective not in TRAIN_OBJECTIVES:
-            raise UnknownNameError("training objective", train_objective, TRAIN_OBJECTIVES)
-        if model is not None:
-            raise ActuatorlabError("--train-objective applies to the family fit (without --model)")
-    if extensions is not None:
-        for e in extensions:
-            if e not in EXTENSIONS:
-                raise UnknownNameError("model extension", e, list(EXTENSIONS))
-        if model is not None:
+        if options.extensions is not None:
             raise ActuatorlabError("--extensions applies to the family fit (without --model); with --model, "
                                    "name the extensions in the model (e.g. m5+sag+thermal)")
-        extensions = tuple(extensions)
-    if calibration is not None:
-        if calibration not in CALIBRATIONS:
-            raise UnknownNameError("calibration", calibration, CALIBRATIONS)
-        if model is not None and calibration != "none":
-            raise ActuatorlabError("--calibration applies to the family fit (without --model)")
-    group_by = tuple(group_by or GROUP_KEYS)
+
+
+def _selection_record(sel, group_by: tuple[str, ...]) -> dict:
+    """model.json's ``selection`` from a :class:`~actuatorlab.identify.select.SelectionResult`."""
+    selection = {"scheme": sel.scheme, "group_by": list(group_by), "table": sel.table,
+                 "selected": sel.selected, "groups": sel.groups,
+                 "folds": [{"label": f.label, "heldout_logs": [r for r in g["heldout_logs"]]}
+                           for f, g in zip(sel.folds, sel.groups)],
+                 "fit_logs": sel.fit_names, "validation_logs": sel.val_names, "rule": sel.rule,
+                 "timing": sel.extras.get("timing"), "starts": sel.extras.get("starts"),
+                 "calibration": sel.extras.get("calibration")}
+    if sel.scheme != "logo":
+        selection["note"] = (f"fewer than 2 condition groups for {', '.join(group_by)}: selected on a single "
+                             "validation split instead of leave-one-group-out")
+    return selection
+
+
+def fit_logs(trajs: list[Trajectory], model: str | None, options: FamilyOptions,
+             progress: Progress | None = None) -> tuple:
+    """(fit, selection record or None, group jackknife or None): the family selection
+    (:func:`~actuatorlab.identify.select.fit_family`) without ``model``, else one model fitted
+    with the budget's :data:`~actuatorlab.identify.select.BUDGETS` entry."""
+    if model is None:
+        sel = fit_family(trajs, options=options, progress=progress)
+        return sel.final, _selection_record(sel, options.group_by), sel.uncertainty
+    evals, starts, grad = BUDGETS[options.budget]
+    cb = (lambda s, d, t: progress(model, s, d / t)) if progress else None
+    return fit_model(trajs, model, seed=options.seed, max_evals=evals, n_starts=starts, grad_steps=grad,
+                     dt=options.dt, progress=cb, workers=options.workers), None, None
+
+
+@physics
+def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
+            options: FamilyOptions = FamilyOptions(), mapping: str | None = None,
+            progress: Progress | None = None, jackknife: str | None = None, timestep_sensitivity: bool = False,
+            identifiability: bool = True) -> dict:
+    """Fit (one ``model``, or the nested family with leave-one-group-out selection) and write RUN/.
+
+    Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
+    ``options`` (:class:`~actuatorlab.identify.select.FamilyOptions`): seed, budget, dt and workers
+    apply to both; extensions, group_by and calibration to the family fit. Order: the fit, the
+    Jacobian standard errors (``identifiability``, about a second) and, after a family fit, the
+    delete-a-group jackknife from the selection's leave-one-group-out refits (free) go into the
+    first model.json and report. The passes on request then run and rewrite both:
+    ``jackknife="log"`` (leave-one-log-out refits, replaces the group jackknife) or ``"group"``,
+    and ``timestep_sensitivity`` (replays and refits at dt/2 and 2 dt).
+    """
+    _check_fit(model, options, jackknife)
     trajs = load_data(paths, mapping)
     out = Path(out)
-    selection, uncertainty = None, None
-    if model is None:
-        sel = fit_family(trajs, seed=seed, budget=budget, dt=dt, progress=progress, group_by=group_by,
-                         fold_seeds=fold_seeds, workers=workers, train_objective=train_objective,
-                         extensions=extensions, calibration=calibration)
-        fit = sel.final
-        selection = {"scheme": sel.scheme, "group_by": list(group_by), "table": sel.table,
-                     "selected": sel.selected, "groups": sel.groups,
-                     "folds": [{"label": f.label, "heldout_logs": [r for r in g["heldout_logs"]]}
-                               for f, g in zip(sel.folds, sel.groups)],
-                     "fit_logs": sel.fit_names, "validation_logs": sel.val_names, "rule": sel.rule,
-                     "timing": sel.extras.get("timing"), "starts": sel.extras.get("starts"),
-                     "calibration": sel.extras.get("calibration")}
-        if sel.scheme != "logo":
-            selection["note"] = (f"fewer than 2 condition groups for {', '.join(group_by)}: selected on a single "
-                                 "validation split instead of leave-one-group-out")
-        uncertainty = sel.uncertainty
-    else:
-        evals, starts, grad = BUDGETS[budget]
-        cb = (lambda s, d, t: progress(model, s, d / t)) if progress else None
-        fit = fit_model(trajs, model, seed=seed, max_evals=evals, n_starts=starts, grad_steps=grad, dt=dt,
-                        progress=cb, workers=workers)
+    fit, selection, uncertainty = fit_logs(trajs, model, options, progress)
     batches = make_batches(trajs, fit.dt)
     ident = None
     if identifiability:
@@ -205,8 +200,6 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     envelope = compute_envelope(trajs, fit.dt)
 
     def write(d):
-        import json
-
         save_model(d, out / "model.json")
         atomic_write(out / "identifiability.json", json.dumps(ident, indent=2) + "\n")
         _write_fit_report(out, d, fit, results, summary, ident, selection)
@@ -223,8 +216,9 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None, se
     if jackknife is not None and fit.space.n:
         if progress:
             progress("jackknife", "refits", 0.0)
-        unc = resampled_uncertainty(trajs, fit.model, fit.params, by=jackknife, group_by=group_by, seed=seed,
-                                    dt=fit.dt, progress=progress,  # the refits search the fit's own boxes
+        unc = resampled_uncertainty(trajs, fit.model, fit.params, by=jackknife, group_by=options.group_by,
+                                    search=replace(JACKKNIFE_SEARCH, seed=options.seed), dt=fit.dt,
+                                    progress=progress,  # the refits search the fit's own boxes
                                     bounds=dict(zip(fit.space.names, zip(fit.space.lower, fit.space.upper))))
         if unc is not None:
             d = build(unc)

@@ -25,7 +25,6 @@ of window rollouts of ``horizon`` control steps.
 
 from __future__ import annotations
 
-import dataclasses
 import time as _time
 from typing import Any, Callable, Iterable
 
@@ -35,102 +34,17 @@ import numpy as np
 from ..precision import physics
 from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
-from ..models.params import PARAMS, bounds_for
 from ..models.registry import contains, embed_params, get_model
 from ..robots.loader import Robot
 from ..sim.arm import ArmConfig, ArmInputs
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import Windows
-from ..sim.arm_data import (_check_name, _pick, _robot, evaluate_arm, fit_windows, log_arrays, model_params, per_joint_robot, robot_with_model)
-from .fit import cma_stream
+from ..sim.arm_data import (_pick, _robot, evaluate_arm, fit_windows, log_arrays, per_joint_robot)
+from .arm_grad import fit_arm_grad
+from .arm_space import DEFAULT_FIT_PARAMS, ArmSpace, fit_result, fit_setup
+from .search import cma_stream
 
 __all__ = ["DEFAULT_FIT_PARAMS", "ARM_LADDER", "ArmSpace", "select_arm", "fit_arm"]
-
-#: actuator parameters fitted by default
-DEFAULT_FIT_PARAMS: tuple[str, ...] = ("kt", "friction_base", "friction_viscous", "armature")
-#: box of a positive parameter, as factors of its nominal value (log scale)
-BOX_FACTORS: tuple[float, float] = (0.2, 5.0)
-
-
-@dataclasses.dataclass(frozen=True)
-class ArmSpace:
-    """Fitted robot parameters and the map between their values and z in [0, 1]^(P G).
-
-    names: P parameter names; G: fitted parameter sets (groups, or joints when fitted per joint;
-    ``sets`` their indices among all sets, the others stay nominal);
-    lower, upper: (P G,) bounds, parameter-major (``theta[a G + g]`` is parameter a of set g);
-    log: (P G,) True where the parameter moves on a log scale. A parameter with positive nominal
-    value p0 moves log-uniformly in [0.2 p0, 5 p0] (:data:`BOX_FACTORS`); one whose nominal is 0
-    moves linearly in the "servo" profile of :data:`~actuatorlab.models.params.BOUND_PROFILES`.
-    """
-
-    names: tuple[str, ...]
-    G: int
-    lower: np.ndarray
-    upper: np.ndarray
-    log: np.ndarray
-    nominal: dict
-    sets: tuple[int, ...] = ()
-
-    @staticmethod
-    def build(names: Iterable[str], nominal: dict, sets: Iterable[int] | None = None) -> "ArmSpace":
-        """Box of ``names`` around ``nominal`` (name -> (n_sets,)) for the parameter sets ``sets``
-        (indices; default all). Sets not fitted keep their nominal values."""
-        names = tuple(names)
-        n_sets = len(next(iter(nominal.values())))
-        sets = tuple(range(n_sets)) if sets is None else tuple(int(g) for g in sets)
-        if not sets:
-            raise ModelError("ArmSpace: no parameter set to fit")
-        lo, hi, log = [], [], []
-        for k in names:
-            for g in sets:
-                p0 = float(nominal[k][g])
-                if p0 > 0:
-                    lo.append(BOX_FACTORS[0] * p0), hi.append(BOX_FACTORS[1] * p0), log.append(True)
-                else:
-                    b = bounds_for(k, "servo")
-                    lo.append(b[0]), hi.append(b[1]), log.append(False)
-        return ArmSpace(names, len(sets), np.array(lo), np.array(hi), np.array(log),
-                        {k: np.asarray(v, float).copy() for k, v in nominal.items()}, sets)
-
-    @property
-    def n(self) -> int:
-        return len(self.names) * self.G
-
-    def to_theta(self, z, xp=np):
-        """Values (P G,) from z (P G,), clipped to [0, 1]; ``xp`` numpy or jax.numpy."""
-        lo, hi, log = self.lower, self.upper, self.log
-        z = xp.clip(z, 0.0, 1.0)
-        lo_l = np.log(np.where(log, lo, 1.0))
-        span = np.log(np.where(log, hi, 1.0)) - lo_l
-        return xp.where(log, xp.exp(lo_l + z * span), lo + z * (hi - lo))
-
-    def to_z(self, theta) -> np.ndarray:
-        lo, hi, log = self.lower, self.upper, self.log
-        theta = np.clip(np.asarray(theta, float), lo, hi)
-        zl = np.log(np.where(log, theta, 1.0) / np.where(log, lo, 1.0)) / np.log(np.where(log, hi / np.where(log, lo, 1.0), 2.0))
-        return np.clip(np.where(log, zl, (theta - lo) / (hi - lo)), 0.0, 1.0)
-
-    def z_of(self, params: dict) -> np.ndarray:
-        """z of parameter sets (name -> (n_sets,)); names not given take the nominal value."""
-        idx = list(self.sets)
-        return self.to_z(np.concatenate([np.asarray(params.get(k, self.nominal[k]), float)[idx] for k in self.names]))
-
-    def unpack(self, theta, xp=np) -> dict:
-        """Parameter sets name -> (n_sets,): the nominal values with the fitted ones from theta."""
-        p = {k: xp.asarray(v) for k, v in self.nominal.items()}
-        every = self.sets == tuple(range(len(next(iter(self.nominal.values())))))
-        idx = np.array(self.sets)
-        for a, k in enumerate(self.names):
-            val = theta[a * self.G:(a + 1) * self.G]
-            if every:
-                p[k] = val
-            elif xp is np:
-                p[k] = p[k].copy()
-                p[k][idx] = val
-            else:
-                p[k] = p[k].at[idx].set(val)
-        return p
 
 def _cma(z0: np.ndarray, sigma0: float, opts: dict) -> "cma.CMAEvolutionStrategy":
     """CMA-ES from ``z0``; a one-dimensional search gets a second, ignored coordinate (cma 4.5
@@ -197,21 +111,43 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     return best, evals
 
 
-def fit_setup(robot_name: str | Robot, model: str | None, params: Iterable[str] | None, fixed: Iterable[str],
-              who: str) -> tuple[Robot, tuple[str, ...]]:
-    """(robot with ``model`` applied, names of the parameters to fit) for a whole-robot fitter:
-    ``params`` if given, else the free parameters of ``model`` minus ``fixed``, else
-    :data:`DEFAULT_FIT_PARAMS`. Unknown names raise :class:`UnknownNameError`."""
-    robot = _robot(robot_name)
-    if model is not None:
-        robot = robot_with_model(robot, model)
-    names = tuple(params) if params is not None else (
-        model_params(robot, model, fixed) if model is not None else DEFAULT_FIT_PARAMS)
-    if not names:
-        raise ModelError(f"{who}: no parameters to fit")
-    for k in names:
-        _check_name(k)
-    return robot, names
+def _window_scorers(robot: Robot, r: Robot, w: Windows, wgt: np.ndarray, den: float, nominal: dict, cfg: ArmConfig,
+                    model_) -> tuple[Callable, Callable]:
+    """(scores, scores_per_joint) of candidate parameter sets on the fit windows ``w`` of robot
+    ``r`` (fitted sets; ``robot`` the robot of the logs), all candidates in one batched rollout."""
+    W = len(w.start)
+
+    def scores(cands: list[dict]) -> list[tuple[float, float]]:
+        """(mean squared, mean absolute) position error of each candidate, all candidates in one
+        batched rollout (the windows repeated once per candidate)."""
+        P = len(cands)
+        batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
+        x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
+        s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
+        _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
+        e = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None])
+        res = []
+        for c in range(P):
+            if not np.all(np.isfinite(e[c])):
+                res.append((float("inf"), float("inf")))
+            else:
+                res.append((float(np.sum(e[c]**2 * wgt) / den), float(np.sum(np.abs(e[c]) * wgt) / den)))
+        return res
+
+    def scores_per_joint(cands: list[dict]) -> np.ndarray:
+        """(P, n_sets) mean squared position error of each candidate on the joints of each set."""
+        P = len(cands)
+        batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
+        x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
+        s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
+        _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
+        e2 = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None]) ** 2 * wgt[None]  # (P, W, L, n)
+        per_joint_err = e2.sum(axis=(1, 2)) / np.maximum(wgt.sum(axis=(0, 1)), 1.0)  # (P, n)
+        per_joint_err = np.where(np.isfinite(per_joint_err), per_joint_err, 1e6)
+        return np.stack([per_joint_err[:, [robot.index(j) for j in grp.joints]].sum(axis=1)
+                         for grp in r.groups], axis=1)
+
+    return scores, scores_per_joint
 
 
 @physics
@@ -273,37 +209,8 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     nominal = r.nominal_params()
     space = ArmSpace.build(names, nominal, sets)
     model_ = native_model(r, nominal)  # private copy: the armature is written in per evaluation
-    W = len(w.start)
 
-    def scores(cands: list[dict]) -> list[tuple[float, float]]:
-        """(mean squared, mean absolute) position error of each candidate, all candidates in one
-        batched rollout (the windows repeated once per candidate)."""
-        P = len(cands)
-        batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
-        x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
-        s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
-        _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
-        e = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None])
-        res = []
-        for c in range(P):
-            if not np.all(np.isfinite(e[c])):
-                res.append((float("inf"), float("inf")))
-            else:
-                res.append((float(np.sum(e[c]**2 * wgt) / den), float(np.sum(np.abs(e[c]) * wgt) / den)))
-        return res
-
-    def scores_per_joint(cands: list[dict]) -> np.ndarray:
-        """(P, n_sets) mean squared position error of each candidate on the joints of each set."""
-        P = len(cands)
-        batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
-        x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
-        s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
-        _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
-        e2 = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None]) ** 2 * wgt[None]  # (P, W, L, n)
-        per_joint_err = e2.sum(axis=(1, 2)) / np.maximum(wgt.sum(axis=(0, 1)), 1.0)  # (P, n)
-        per_joint_err = np.where(np.isfinite(per_joint_err), per_joint_err, 1e6)
-        return np.stack([per_joint_err[:, [robot.index(j) for j in grp.joints]].sum(axis=1)
-                         for grp in r.groups], axis=1)
+    scores, scores_per_joint = _window_scorers(robot, r, w, wgt, den, nominal, cfg, model_)
 
     init = list(init)
     sigma0 = float(sigma0 if sigma0 is not None else (0.1 if init else 0.3))
@@ -334,19 +241,6 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     return fit_result(model, names, labels, sets, best_p, nominal, mse, mae, mae0, per_joint,
                       evaluations=evals, wall_s=float(_time.perf_counter() - t0), horizon=int(horizon),
                       n_windows=int(len(w.start)))
-
-
-def fit_result(model: str | None, names, labels, sets, best: dict, nominal: dict, mse: float, mae: float,
-               mae0: float, per_joint: bool, **extra) -> dict[str, Any]:
-    """The result dict every whole-robot fitter returns (see :func:`fit_arm`), plus ``extra``."""
-    def nest(p):
-        return {k: {lab: float(p[k][g]) for g, lab in enumerate(labels) if g in sets} for k in names}
-
-    return {"model": model if model is None else get_model(model).name,
-            "params": nest(best), "nominal": nest(nominal),
-            "param_sets": {k: [float(v) for v in best[k]] for k in PARAMS},
-            "train_mae": mae, "train_mse": mse, "train_mae_nominal": mae0, **extra,
-            "unit": "rad", "per_joint": bool(per_joint)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -390,8 +284,6 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
     """
     if method not in ("cma", "grad"):
         raise UnknownNameError("fit method", method, ("cma", "grad"))
-    if method == "grad":
-        from .arm_grad import fit_arm_grad
     robot = _robot(robot_name)
     fit_trajs, val_trajs = list(fit_trajs), list(val_trajs)
     if not fit_trajs or not val_trajs:

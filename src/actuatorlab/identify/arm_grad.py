@@ -2,7 +2,7 @@
 
 The gradient alternative to :func:`actuatorlab.identify.arm_fit.fit_arm` (CMA-ES, native path):
 same logs (multi-joint convention, control grid), same parameter box (:class:`~actuatorlab.
-identify.arm_fit.ArmSpace`: z in [0, 1]^(P G), log scale in [0.2 p0, 5 p0] for a positive nominal
+identify.arm_space.ArmSpace`: z in [0, 1]^(P G), log scale in [0.2 p0, 5 p0] for a positive nominal
 p0, the "servo" bounds otherwise), same window objective and the same result layout.
 
 Windows. Each log is cut into non-overlapping windows of L control steps that restart from the
@@ -68,7 +68,7 @@ from ..robots.loader import Robot
 from ..sim.arm import ArmConfig, ArmInputs, make_mjx_rollout
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import CURRICULUM, Windows
-from .arm_fit import ArmSpace, fit_result, fit_setup
+from .arm_space import ArmSpace, fit_result, fit_setup
 from ..sim.arm_data import LogArrays, _check_name, log_arrays, per_joint_robot
 from ..sim.arm_data import fit_windows
 
@@ -258,18 +258,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     """
     t0 = _time.perf_counter()
     robot, names = fit_setup(robot_name, model, params, fixed, "fit_arm_grad")
-    lengths = tuple(int(L) for L in curriculum)
-    if not lengths:
-        raise ModelError("fit_arm_grad: the curriculum is empty; give at least one window length")
-    steps = (int(iters),) * len(lengths) if isinstance(iters, (int, np.integer)) else tuple(int(i) for i in iters)
-    if len(steps) != len(lengths):
-        raise ModelError(f"fit_arm_grad: {len(steps)} iteration counts for {len(lengths)} curriculum stages")
-    if min(lengths) < 1 or min(steps) < 1:
-        raise ModelError(f"fit_arm_grad: window lengths {lengths} and iterations {steps} must all be >= 1")
-    if int(batch) < 1 or not (float(lr) > 0 and math.isfinite(float(lr))):
-        raise ModelError(f"fit_arm_grad: batch ({batch}) must be >= 1 and lr ({lr}) a positive number")
-    if mode not in ("auto", "forward", "reverse"):
-        raise ModelError(f"fit_arm_grad: mode must be auto, forward or reverse, got {mode!r}")
+    lengths, steps = _stages(curriculum, iters, batch, lr, mode)
     B = int(batch)
 
     r = per_joint_robot(robot) if per_joint else robot
@@ -305,10 +294,44 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     scores = [native_score(p) for p in starts]
     i0 = int(np.argmin([f for f, _ in scores]))
     mse0, mae0 = scores[i0]
-    z = space.z_of(starts[i0])
-    best = (mse0, -1, starts[i0])
-    base = {k: jnp.asarray(v, float) for k, v in starts[i0].items()}  # values not fitted
-    rng = np.random.default_rng(seed)
+    descent = _descend(vg, sets_of, native_score, r, logs, cfg, (w_fin, wgt_fin), lengths, steps, B, lr,
+                       np.random.default_rng(seed), space.z_of(starts[i0]), starts[i0], (mse0, -1, starts[i0]),
+                       progress)
+    best, done, skipped, compile_total, history = descent
+    p_best = best[2]
+    mse, mae = native_score(p_best)
+    _, mae_nom = native_score(nominal)
+
+    return fit_result(model, names, labels, sets, p_best, nominal, mse, mae, mae_nom, per_joint,
+                      evaluations=done, wall_s=float(_time.perf_counter() - t0), horizon=lengths[-1],
+                      n_windows=int(len(w_fin.start)), method="adam", mode=mode, compile_s=compile_total,
+                      train_mae_init=mae0, skipped_steps=skipped, selected=best[1], loss_history=history)
+
+
+def _stages(curriculum, iters, batch, lr, mode) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(window lengths, Adam steps per stage), checked."""
+    lengths = tuple(int(L) for L in curriculum)
+    if not lengths:
+        raise ModelError("fit_arm_grad: the curriculum is empty; give at least one window length")
+    steps = (int(iters),) * len(lengths) if isinstance(iters, (int, np.integer)) else tuple(int(i) for i in iters)
+    if len(steps) != len(lengths):
+        raise ModelError(f"fit_arm_grad: {len(steps)} iteration counts for {len(lengths)} curriculum stages")
+    if min(lengths) < 1 or min(steps) < 1:
+        raise ModelError(f"fit_arm_grad: window lengths {lengths} and iterations {steps} must all be >= 1")
+    if int(batch) < 1 or not (float(lr) > 0 and math.isfinite(float(lr))):
+        raise ModelError(f"fit_arm_grad: batch ({batch}) must be >= 1 and lr ({lr}) a positive number")
+    if mode not in ("auto", "forward", "reverse"):
+        raise ModelError(f"fit_arm_grad: mode must be auto, forward or reverse, got {mode!r}")
+    return lengths, steps
+
+
+def _descend(vg, sets_of, native_score, r, logs, cfg, final_windows, lengths, steps, B, lr, rng, z, start, best,
+             progress):
+    """The curriculum: Adam with one cosine decay and one state through all stages, the end point
+    of each stage scored on the native path. Returns (best (mse, stage, sets), steps done, steps
+    skipped, compile seconds, per-stage history)."""
+    w_fin, wgt_fin = final_windows
+    base = {k: jnp.asarray(v, float) for k, v in start.items()}  # values not fitted
     total, done, skipped, compile_total = sum(steps), 0, 0, 0.0
     schedule = optax.cosine_decay_schedule(float(lr), total, alpha=LR_FLOOR)
     opt = optax.adam(schedule)
@@ -339,7 +362,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
             if progress:
                 progress("adam", done, total)
         skipped += bad
-        p = sets_of(np.asarray(zj), starts[i0])
+        p = sets_of(np.asarray(zj), start)
         mse, _ = native_score(p)
         if mse < best[0]:
             best = (mse, si, p)
@@ -347,11 +370,4 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
                         "lr": float(schedule(done - n_it)), "loss": losses, "skipped": bad, "native_mse": mse,
                         "compile_s": c_s, "wall_s": _time.perf_counter() - ts})
 
-    p_best = best[2]
-    mse, mae = native_score(p_best)
-    _, mae_nom = native_score(nominal)
-
-    return fit_result(model, names, labels, sets, p_best, nominal, mse, mae, mae_nom, per_joint,
-                      evaluations=done, wall_s=float(_time.perf_counter() - t0), horizon=lengths[-1],
-                      n_windows=int(len(w_fin.start)), method="adam", mode=mode, compile_s=compile_total,
-                      train_mae_init=mae0, skipped_steps=skipped, selected=best[1], loss_history=history)
+    return best, done, skipped, compile_total, history

@@ -1,0 +1,405 @@
+"""Many fits at once: one compiled scorer for every model of a structure, CMA-ES searches in lockstep.
+
+:class:`PopulationScorer` scores whole populations of full parameter vectors (every name of
+:data:`~actuatorlab.identify.space.PARAM_ORDER`) on every log in one compiled call, sliced over
+threads; :func:`search_folds` runs one CMA-ES per fold (a 0/1 weighting of the logs) in lockstep,
+so F folds cost about one fit's overhead. :class:`UnitBoxCMA` is pycma's bounded CMA-ES with the
+box transform applied to the whole population at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable
+
+with warnings.catch_warnings():  # cma warns when matplotlib is absent; plotting is not used
+    warnings.simplefilter("ignore")
+    import cma
+    from cma.boundary_handler import BoundTransform
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..precision import x64_enabled
+from ..models.params import PARAMS
+from ..models.registry import ModelSpec, embed_params
+from ..sim.rollout import Batch, rollout, rollout_batch
+from .space import PARAM_ORDER, ParamSpace, _theta_np, full_vectors, substeps_for
+
+__all__ = ["PopulationScorer", "objective_from_sums", "FoldSearch", "SearchSettings", "search_folds",
+           "UnitBoxCMA", "cma_stream", "default_workers", "run_sliced", "MAX_WORKERS"]
+
+
+#: most threads a :class:`PopulationScorer` splits a population over
+MAX_WORKERS = 8
+
+
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _scorer_pool(n: int) -> ThreadPoolExecutor:
+    """The process's pool of ``n`` scorer threads, made on first use and shared by every scorer (a
+    pool per scorer would leave idle threads behind each fit of a long-running process)."""
+    with _POOLS_LOCK:
+        if n not in _POOLS:
+            _POOLS[n] = ThreadPoolExecutor(n, thread_name_prefix=f"actuatorlab-scorer{n}")
+        return _POOLS[n]
+
+
+def run_sliced(fn: Callable, items, workers: int) -> list:
+    """``[fn(i) for i in items]``, on the shared pool of ``workers`` threads when there is more
+    than one item. XLA's CPU runtime runs one compiled call on about one core and releases the GIL
+    while it runs, so slices of one population run side by side (measured on 2 cores: 1.7-1.9x per
+    generation). Each thread computes in the caller's precision (JAX's x64 mode is per thread)."""
+    items = list(items)
+    if workers <= 1 or len(items) <= 1:
+        return [fn(i) for i in items]
+    x64 = x64_enabled()
+
+    def call(i):
+        with jax.enable_x64(x64):
+            return fn(i)
+
+    return list(_scorer_pool(workers).map(call, items))
+
+
+def default_workers() -> int:
+    """Threads a :class:`PopulationScorer` splits each population over: the CPU cores this process
+    may use (at most :data:`MAX_WORKERS`) when JAX computes on the CPU, else 1 (an accelerator
+    wants one large call)."""
+    if jax.default_backend() != "cpu":
+        return 1
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_WORKERS))
+
+
+class PopulationScorer:
+    """Per-log error sums of many parameter sets in one compiled call.
+
+    Every model with the same static structure (compliant, substeps, thermal) shares one scorer:
+    all parameters are traced, a model only decides which of them vary. Called with full
+    parameter vectors P (n, len(PARAM_ORDER)) it returns a dict of (n, L) arrays over the L logs of
+    ``batches`` (in batch order, ``self.names``): ``abs_q`` sum |q_sim - q| [rad|m], ``sq_q`` sum of
+    squares, ``sq_u`` sum of squared controller-output errors (0 where not measured); ``n`` (L,)
+    valid samples per log. Non-finite errors count as 1e3 per sample (as in :func:`make_loss`).
+    Populations are padded to a multiple of ``size`` so that one compilation serves all calls. With
+    a single batch the unit is a (candidate, log) pair instead (:meth:`pairs`): a fold's candidates
+    run on that fold's training logs only, and ``size`` pairs make one call (choose popsize x the
+    number of training logs summed over folds: one call per generation).
+    ``dtype`` float32 runs the rollouts in single precision (1.6x less CPU on the XL330 logs; the
+    per-log MAE agrees with float64 to ~1e-6 relative): for ranking CMA-ES candidates, while
+    reported metrics come from float64 replays. ``workers`` (default :func:`default_workers`):
+    each call is cut into that many slices of one compiled shape, run side by side on threads.
+    """
+
+    def __init__(self, batches: list[Batch], spec: ModelSpec, size: int = 64, dtype=np.float64,
+                 workers: int | None = None):
+        self.size = int(size)
+        self.dtype = dtype
+        self.workers = max(1, int(default_workers() if workers is None else workers))
+        self.names = tuple(n for b in batches for n in b.names)
+        self.n = np.concatenate([b.mask.sum(axis=1) for b in batches]).astype(float)  # (L,)
+        self.batch_of = np.concatenate([np.full(b.size, i) for i, b in enumerate(batches)])
+        sub = substeps_for(spec)
+        cfgs = tuple(b.step_config(spec.compliant, sub, spec.thermal) for b in batches)
+        arrays = [(b.arrays(), b.mask, np.nan_to_num(b.effort_meas), np.isfinite(b.effort_meas))
+                  for b in batches]
+        arrays = jax.tree_util.tree_map(
+            lambda x: jnp.asarray(x, dtype) if np.issubdtype(np.asarray(x).dtype, np.floating)
+            or np.asarray(x).dtype == bool else jnp.asarray(x), arrays)
+
+        def clean(r):
+            return jnp.where(jnp.isfinite(r), r, 1e3)
+
+        def one(pvec, data):
+            p = {n: pvec[i] for i, n in enumerate(PARAM_ORDER)}
+            aq, sq, su = [], [], []
+            for cfg, (arr, mask, u_meas, u_ok) in zip(cfgs, data):
+                out = rollout_batch(cfg, p, arr)
+                e = out.q - arr["q_meas"]
+                aq.append(jnp.sum(clean(jnp.abs(e)) * mask, axis=1))
+                sq.append(jnp.sum(clean(e**2) * mask, axis=1))
+                su.append(jnp.sum(clean((out.u - u_meas) ** 2) * mask * u_ok, axis=1))
+            return jnp.concatenate(aq), jnp.concatenate(sq), jnp.concatenate(su)
+
+        self._arrays = arrays
+        self._fn = jax.jit(jax.vmap(one, in_axes=(0, None)))
+        self._pair_fn = None
+        if len(batches) == 1:  # (candidate, log) pairs: only the logs a candidate is scored on are run
+            cfg = cfgs[0]
+
+            def pair(pvec, i, data):
+                arr, mask, u_meas, u_ok = data
+                p = {n: pvec[k] for k, n in enumerate(PARAM_ORDER)}
+                c = jax.tree_util.tree_map(lambda x: x[i], arr["consts"])
+                qm, dqm = arr["q_meas"][i], arr["dq_meas"][i]
+                out = rollout(cfg, p, c, arr["q_target"][i], arr["enable"][i], arr["v_supply"][i], qm[0], dqm[0],
+                              arr["temperature0"][i])
+                e = out.q - qm
+                return (jnp.sum(clean(jnp.abs(e)) * mask[i]), jnp.sum(clean(e**2) * mask[i]),
+                        jnp.sum(clean((out.u - u_meas[i]) ** 2) * mask[i] * u_ok[i]))
+
+            self._pair_fn = jax.jit(jax.vmap(pair, in_axes=(0, 0, None)))
+
+    def pairs(self, P: np.ndarray, idx: np.ndarray, chunk: int) -> dict[str, np.ndarray]:
+        """Sums of candidate P[k] (n, len(PARAM_ORDER)) on log idx[k] only: dict of (n,) arrays.
+        Needs a single batch (``self.has_pairs``); run as slices of ceil(chunk / workers) pairs
+        (the last one padded), so a caller that always passes the same ``chunk`` compiles once."""
+        P = np.atleast_2d(np.asarray(P, float))
+        idx = np.asarray(idx, np.int32)
+        n = P.shape[0]
+        part = -(-chunk // self.workers)  # each worker's share of a chunk: one compiled shape
+        pad = (-len(P)) % part
+        if pad:
+            P = np.concatenate([P, np.repeat(P[-1:], pad, 0)])
+            idx = np.concatenate([idx, np.repeat(idx[-1:], pad)])
+
+        def run(i):
+            out = self._pair_fn(jnp.asarray(P[i:i + part], self.dtype), jnp.asarray(idx[i:i + part]), self._arrays[0])
+            return [np.asarray(o, np.float64) for o in out]
+
+        parts = run_sliced(run, range(0, len(P), part), self.workers)
+        aq, sq, su = (np.concatenate([p[k] for p in parts])[:n] for k in range(3))
+        return {"abs_q": aq, "sq_q": sq, "sq_u": su}
+
+    @property
+    def has_pairs(self) -> bool:
+        return self._pair_fn is not None
+
+    def __call__(self, P: np.ndarray) -> dict[str, np.ndarray]:
+        P = np.atleast_2d(np.asarray(P, float))
+        n = P.shape[0]
+        if self.has_pairs:  # every (candidate, log) pair through the one compiled pair function
+            L = len(self.n)
+            flat = self.pairs(np.repeat(P, L, 0), np.tile(np.arange(L), n), self.size)
+            return {c: v.reshape(n, L) for c, v in flat.items()}
+        part = -(-self.size // self.workers)
+        pad = (-n) % part
+        if pad:
+            P = np.concatenate([P, np.repeat(P[-1:], pad, 0)])
+
+        def run(i):
+            return [np.asarray(o, np.float64) for o in self._fn(jnp.asarray(P[i:i + part], self.dtype), self._arrays)]
+
+        parts = run_sliced(run, range(0, len(P), part), self.workers)
+        aq, sq, su = (np.concatenate([p[k] for p in parts])[:n] for k in range(3))
+        return {"abs_q": aq, "sq_q": sq, "sq_u": su}
+
+
+def objective_from_sums(sums: dict[str, np.ndarray], n: np.ndarray, weights: np.ndarray,
+                        effort_weight: float = 0.0) -> np.ndarray:
+    """The objective of :func:`~actuatorlab.identify.fit.make_loss` over the logs selected by
+    ``weights`` (L,) (0/1), from :class:`PopulationScorer` sums: pooled position MAE (every
+    selected sample counts the same), or with ``effort_weight`` > 0
+    log(mean sq position error) + w log(mean sq controller-output error). Returns (n_candidates,)."""
+    N = float(np.sum(weights * n))
+    if effort_weight > 0:
+        return (np.log(sums["sq_q"] @ weights / N + 1e-30)
+                + effort_weight * np.log(sums["sq_u"] @ weights / N + 1e-30))
+    return sums["abs_q"] @ weights / N
+
+
+@dataclass
+class FoldSearch:
+    """Outcome of one lockstep CMA-ES search (one fold): best free parameters and objective."""
+
+    theta: np.ndarray
+    objective: float
+    evaluations: int
+    history: list = field(default_factory=list)
+
+
+class UnitBoxCMA:
+    """pycma's CMA-ES on the unit box [0, 1]^n, with the box handled exactly as pycma's default
+    ``BoundTransform`` handles it, but for the whole population in one NumPy pass.
+
+    pycma maps each sampled genotype x into the box with its piecewise linear-quadratic
+    transformation (``BoxConstraintsLinQuadTransformation``: identity inside [lb + a_l, ub - a_u],
+    y = lb + (x - lb + a_l)^2 / (4 a_l) below it, y = ub - (x - ub - a_u)^2 / (4 a_u) above it,
+    mirrored and periodic further out; a_l, a_u the margin widths) one candidate at a time, and
+    keeps an archive to find each genotype again in ``tell``: about a millisecond of Python per
+    generation. Here the search runs unbounded on the genotypes, with the initial mean pycma would
+    compute (the inverse transformation of ``z0``) and the ``maxstd`` its bounds would imply
+    (1/3 of the box), and :meth:`transform` maps a population at once with the same floating-point
+    operations, so the candidates, the path and the result are bit-identical to
+    ``cma.CMAEvolutionStrategy(z0, sigma0, {"bounds": [0, 1], ...})`` (tested against it).
+    ``ask()`` returns (genotypes, candidates in the box); ``tell`` takes the genotypes."""
+
+    def __init__(self, z0, sigma0: float, opts: dict):
+        opts = dict(opts)
+        if "bounds" in opts or "maxstd" in opts:
+            raise ValueError("UnitBoxCMA sets the bounds [0, 1] and maxstd itself")
+        z0 = np.asarray(z0, float)
+        bt = BoundTransform([0.0, 1.0])
+        tf = bt.bounds_tf
+        tf.initialize(z0.size)
+        self._lb, self._ub, self._al, self._au = (np.asarray(getattr(tf, a), float)
+                                                  for a in ("_lb", "_ub", "_al", "_au"))
+        mean0 = np.asarray(bt.inverse(z0.copy()), float)
+        self.es = cma.CMAEvolutionStrategy(list(mean0), sigma0, {**opts, "maxstd": 1.0 / 3.0})
+
+    def transform(self, G: np.ndarray) -> np.ndarray:
+        """Genotypes (P, n) -> candidates in [0, 1]^n (pycma's transformation, row-wise)."""
+        y = np.array(G, float)
+        lb, ub, al, au = (np.broadcast_to(a, y.shape) for a in (self._lb, self._ub, self._al, self._au))
+        lo = lb - 2 * al - (ub - lb) / 2.0
+        idx = (y < lo) | (y > ub + 2 * au + (ub - lb) / 2.0)
+        if idx.any():  # periodic shift into one period
+            r = 2 * (ub[idx] - lb[idx] + al[idx] + au[idx])
+            y[idx] -= r * ((y[idx] - lo[idx]) // r)
+        idx = y > ub + au
+        y[idx] -= 2 * (y[idx] - ub[idx] - au[idx])
+        idx = y < lb - al
+        y[idx] += 2 * (lb[idx] - al[idx] - y[idx])
+        idx = y < lb + al
+        y[idx] = lb[idx] + (y[idx] - (lb[idx] - al[idx]))**2 / 4 / al[idx]
+        idx = y > ub - au
+        y[idx] = ub[idx] - (y[idx] - (ub[idx] + au[idx]))**2 / 4 / au[idx]
+        return y
+
+    def ask(self) -> tuple[np.ndarray, np.ndarray]:
+        G = np.array(self.es.ask())
+        return G, self.transform(G)
+
+    def tell(self, G: np.ndarray, fs) -> None:
+        self.es.tell(list(G), list(fs))
+
+    def stop(self):
+        return self.es.stop()
+
+    @property
+    def result(self):
+        return self.es.result
+
+
+def cma_stream(seed: int) -> dict:
+    """pycma options that draw a search's Gaussian samples from a private ``RandomState(seed)``.
+
+    pycma's own ``seed`` option reseeds NumPy's *global* generator and samples from it: that
+    changes the caller's global state (a library must not), and searches running in different
+    threads would interleave their draws. ``RandomState(seed).randn`` is the same stream that
+    ``np.random.seed(seed)`` followed by ``np.random.randn`` gives, so results are unchanged
+    (measured: the default XL330 family fit's table and parameters are identical)."""
+    return {"seed": float("nan"), "randn": np.random.RandomState(int(seed)).randn}
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """Settings of one lockstep CMA-ES search (:func:`search_folds`)."""
+
+    max_evals: int  #: CMA-ES evaluations per start, for every fold
+    popsize: int = 16  #: CMA-ES population
+    n_starts: int = 1  #: starts (the first from the best init, later ones a wide perturbation)
+    sigma0: float = 0.25  #: initial step in the unit box
+    seed: int = 0  #: seed of the starts' draws and of the CMA-ES stream
+    stds: np.ndarray | None = None  #: (space.n,) multipliers of sigma0 in the first start (None: 1)
+
+
+def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, weights: np.ndarray,
+                 inits: list[list[dict]], settings: SearchSettings, *, effort_weight: float = 0.0,
+                 objective: Callable | None = None, progress: Callable | None = None) -> list[FoldSearch]:
+    """CMA-ES on several training sets at once: fold f minimises the objective over the logs with
+    ``weights[f] == 1`` (weights (F, L)). All folds' candidates are scored in one
+    :class:`PopulationScorer` call per generation, so F folds cost about one fit's overhead.
+
+    inits[f]: parameter dicts of models this one contains, fitted on the *same* fold; each is
+    scored first and the best is the fold's first start (as in
+    :func:`~actuatorlab.identify.fit.fit_model`), so a fold's result is never worse than its
+    parents' on its training logs. Starts after the first are a wide perturbation of the fold's
+    best point so far. ``settings.stds`` (space.n,): per-coordinate multipliers of sigma0 (e.g.
+    small for parameters inherited from a fitted parent, 1 for new mechanisms).
+    objective(sums, n, weights_f) -> (n_candidates,): a fold's objective from the scorer's sums
+    (default :func:`objective_from_sums` with ``effort_weight``: pooled over samples)."""
+    if objective is None:
+        def objective(sums, n, w):
+            return objective_from_sums(sums, n, w, effort_weight)
+    max_evals, popsize, n_starts = settings.max_evals, settings.popsize, settings.n_starts
+    sigma0, stds = settings.sigma0, settings.stds
+    F = weights.shape[0]
+    rng = np.random.default_rng(settings.seed)
+    best_z = [None] * F
+    best_f = np.full(F, np.inf)
+    evals = np.zeros(F, int)
+    history = [[] for _ in range(F)]
+
+    def score(Zs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+        rows = [(f, Z) for f, Z in enumerate(Zs) if Z is not None and len(Z)]
+        if not rows:
+            return [None] * F
+        P = np.concatenate([full_vectors(space, _theta_np(space, Z)) for _, Z in rows])
+        if scorer.has_pairs:  # run each candidate on its own fold's training logs only
+            owner = np.concatenate([np.full(len(Z), f) for f, Z in rows])
+            cand, logs = [], []
+            for k_, f in enumerate(owner):
+                li = np.flatnonzero(weights[f])
+                cand.append(np.full(li.size, k_))
+                logs.append(li)
+            cand, logs = np.concatenate(cand), np.concatenate(logs)
+            flat = scorer.pairs(P[cand], logs, scorer.size)
+            sums = {c: np.zeros((len(P), len(scorer.n))) for c in flat}
+            for c in flat:
+                np.add.at(sums[c], (cand, logs), flat[c])
+        else:
+            sums = scorer(P)
+        out, k = [None] * F, 0
+        for f, Z in rows:
+            sl = slice(k, k + len(Z))
+            fs = objective({c: v[sl] for c, v in sums.items()}, scorer.n, weights[f])
+            fs = np.where(np.isfinite(fs), fs, 1e3)
+            evals[f] += len(Z)
+            i = int(np.argmin(fs))
+            if fs[i] < best_f[f]:
+                best_f[f], best_z[f] = float(fs[i]), np.asarray(Z[i], float).copy()
+            out[f] = fs
+            k += len(Z)
+        return out
+
+    if space.n == 0:
+        score([np.zeros((1, 0))] * F)
+        return [FoldSearch(np.zeros(0), float(best_f[f]), int(evals[f])) for f in range(F)]
+    z_neutral = space.to_z(space.theta_from({}))
+    z_neutral = np.where([PARAMS[n].neutral == 0.0 for n in space.names], z_neutral, 0.5)
+    starts = []
+    for f in range(F):
+        Z0 = [space.to_z(space.theta_from(embed_params(d, spec.name))) for d in inits[f]]
+        starts.append(np.array(Z0 + [z_neutral]))
+    fs0 = score(starts)
+    z_first = [starts[f][int(np.argmin(fs0[f]))] for f in range(F)]
+    total = n_starts * max_evals
+    for si in range(n_starts):
+        z0s, seeds = [], []
+        for f in range(F):  # the generator's draws in the order they always had
+            z0s.append(z_first[f] if si == 0 else np.clip(best_z[f] + rng.normal(0.0, 0.2, space.n), 0.0, 1.0))
+            seeds.append(int(rng.integers(1, 2**31 - 1)))
+        # the F lockstep searches share one private stream seeded by the last seed: the stream that
+        # pycma's global reseeding gave them before (same draws, same results)
+        stream = cma_stream(seeds[-1])
+        es = [UnitBoxCMA(z0, sigma0, {
+            "popsize": popsize, **stream,
+            "maxfevals": max_evals, "verbose": -9, "verb_log": 0, "tolfun": 1e-9, "tolx": 1e-7,
+            **({"CMA_stds": list(stds)} if stds is not None and si == 0 else {})}) for z0 in z0s]
+        used = np.zeros(F, int)
+        while True:
+            live = [f for f in range(F) if not es[f].stop() and used[f] < max_evals]
+            if not live:
+                break
+            asked = [es[f].ask() if f in live else (None, None) for f in range(F)]
+            fs = score([Z for _, Z in asked])
+            for f in live:
+                es[f].tell(asked[f][0], fs[f])
+                used[f] += len(asked[f][0])
+            if progress:
+                progress("cma", si * max_evals + int(used.max()), total)
+        for f in range(F):
+            history[f].append({"start": si, "evals": int(used[f]), "best_f": float(es[f].result.fbest)})
+    return [FoldSearch(np.asarray(_theta_np(space, best_z[f][None]))[0], float(best_f[f]), int(evals[f]), history[f])
+            for f in range(F)]
+
