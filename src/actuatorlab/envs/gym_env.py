@@ -70,6 +70,8 @@ class NativeBatch:
             return getattr(self.state, name)
         if name == "task_data":
             return self.state.task
+        if name == "_drift":  # the backend's compiled drift (None without drift)
+            return self.core.backend._drift
         return getattr(self.core, name)
 
     # -------------------------------------------------------------------------------------------
