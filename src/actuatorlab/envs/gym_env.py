@@ -72,6 +72,8 @@ class NativeBatch:
             return self.state.task
         if name == "_drift":  # the backend's compiled drift (None without drift)
             return self.core.backend._drift
+        if name == "_model":  # the backend's native MjModel (model_updates written in)
+            return self.core.backend.model
         return getattr(self.core, name)
 
     # -------------------------------------------------------------------------------------------
