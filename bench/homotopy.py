@@ -36,6 +36,11 @@ the ratio at larger ones (``ratio_floor``). ``--schedules scratch direct --sched
 trains the simplified model alone (alpha = 0 throughout): its ratio counting alpha < 1 bounds what
 a schedule that ends on the full model can gain (bench/README.md, "Second GPU lease").
 
+Recipes measured and not adopted (bench/homotopy_recipes.py): ``--restat N`` (the observation
+statistics keep at most N observations' weight at each change of alpha, rule R30) and
+``--homotopy-opt KEY=VALUE`` (the trot env's homotopy floor: ``eps``, ``a_floor``, ``keep``;
+the eighth run, rules R22 and R24).
+
 A long benchmark can be split over calls: ``--train-only`` trains (or reuses) the runs it names and
 stops; a last call without it, naming every schedule and seed, evaluates and summarizes them all.
 """
@@ -153,6 +158,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--actuator", default="sea",
                     help="the training env's actuator model (docs/locomotion.md): sea (the issue's series-elastic "
                          "ANYdrive, default), nominal (rigid), builtin, or a fitted model's path")
+    ap.add_argument("--restat", type=int, default=0, help="recipe (not adopted, rule R30): at each change of alpha the "
+                    "observation statistics keep at most this many observations' weight (0: off)")
+    ap.add_argument("--homotopy-opt", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="recipe (not adopted): the trot env's homotopy floor, eps / a_floor / keep (JSON values)")
     ap.add_argument("--eval-steps", type=int, default=None, help="policy steps of the evaluation episodes")
     ap.add_argument("--train-only", action="store_true",
                     help="train (or reuse) the runs and stop: no evaluation, no summary (split a long benchmark "
@@ -165,10 +174,11 @@ def main(argv: list[str] | None = None) -> dict:
     import jax
 
     from actuatorlab.app.cli import _key_values
+    from actuatorlab.envs import make_policy_env
     from actuatorlab.policy.ppo import PPO
     from actuatorlab.policy.schedule import make_schedule
-    from actuatorlab.policy.train import (default_ppo_config, evaluate_policy, make_env, plan_run, read_curve,
-                                          train_policy)
+    from actuatorlab.policy.train import default_ppo_config, evaluate_policy, plan_run, read_curve, train_policy
+    from homotopy_recipes import restat_hook, with_homotopy
 
     conf_name = "full" if a.full else "long" if a.long else "reduced"
     conf = CONFIGURATIONS[conf_name]
@@ -192,8 +202,15 @@ def main(argv: list[str] | None = None) -> dict:
     say = (lambda *x: None) if a.json else (lambda *x: print(*x, file=sys.stderr, flush=True))
     load0 = os.getloadavg()
     t_all = time.perf_counter()
+    hom_opts = _key_values(a.homotopy_opt, "--homotopy-opt")
+    recipes = {k: v for k, v in (("restat", a.restat), ("homotopy", hom_opts)) if v}
+
+    def build(**options):
+        e = make_policy_env(a.robot, a.task, **options)
+        return with_homotopy(e, **hom_opts) if hom_opts else e
+
     with jax.enable_x64(False):
-        env = make_env(a.robot, a.task, **env_options)
+        env = build(**env_options)
         plan = plan_run(steps, cfg, points)
         algo = PPO(env, cfg, plan.updates)
     say(f"{a.robot}/{a.task}: {plan.updates} updates x {cfg.steps_per_update} env steps = "
@@ -209,7 +226,9 @@ def main(argv: list[str] | None = None) -> dict:
                 # a finished run is reused only when it was trained with what this call would run
                 # (e.g. a schedule default changed since: the run would silently mix two configurations)
                 old = json.loads((out / "config.json").read_text())
-                want = {"schedule_options": sched_options[sched], "ppo": cfg.to_dict(),
+                rec = out / "recipes.json"
+                old["recipes"] = json.loads(rec.read_text()) if rec.exists() else None
+                want = {"schedule_options": sched_options[sched], "ppo": cfg.to_dict(), "recipes": recipes or None,
                         "env_options": env_options, "env_steps": plan.updates * cfg.steps_per_update}
                 diff = sorted(k for k, v in want.items() if json.loads(json.dumps(old.get(k))) != json.loads(json.dumps(v)))
                 if diff:
@@ -222,7 +241,10 @@ def main(argv: list[str] | None = None) -> dict:
                 summ = train_policy(a.robot, a.task, sched, steps=steps, seed=seed, out=out,
                                     resume=(out / "config.json").exists(), ppo=cfg, env_options=env_options,
                                     schedule_options=sched_opts[sched] or None,
-                                    points=points, env=env, ppo_obj=algo)
+                                    points=points, env=env, ppo_obj=algo,
+                                    stage_hook=restat_hook(a.restat) if a.restat else None)
+                if recipes:  # the recipes are not in the library's config.json: recorded beside it
+                    (out / "recipes.json").write_text(json.dumps(recipes))
                 summ["wall_s"] = time.perf_counter() - t0
             curve = read_curve(out)
             summ["curve"] = curve
@@ -238,7 +260,7 @@ def main(argv: list[str] | None = None) -> dict:
     envs_eval = {"identified": (env, None)}
     if not a.no_builtin and a.robot != "toy":
         with jax.enable_x64(False):
-            envs_eval["builtin"] = (make_env(a.robot, a.task, **{**env_options, "actuator": "builtin"}), None)
+            envs_eval["builtin"] = (build(**{**env_options, "actuator": "builtin"}), None)
     for sched, rs in runs.items():
         for seed, r in zip(a.seeds, rs):
             for kind, (e, _) in envs_eval.items():
@@ -253,7 +275,7 @@ def main(argv: list[str] | None = None) -> dict:
     res: dict = {"bench": "homotopy", "robot": a.robot, "task": a.task,
                  "configuration": conf_name, "env_steps_per_run": plan.updates * cfg.steps_per_update,
                  "envs": cfg.num_envs, "seeds": a.seeds, "ppo": cfg.to_dict(), "env_options": env_options,
-                 "schedule_options": sched_options,
+                 "schedule_options": sched_options, "recipes": recipes,
                  "eval_steps": eval_steps, "paper": PAPER, "scratch_final_return": r_star, "level_90": level,
                  "schedules": {}}
     for s, rs in runs.items():

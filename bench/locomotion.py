@@ -167,9 +167,10 @@ def _stand(alphas, actuator: str, physics_dt: float, eps: float, floor: float, k
     import numpy as np
 
     from actuatorlab.envs.locomotion import LocomotionEnv
+    from homotopy_recipes import with_homotopy
 
-    env = LocomotionEnv("anymal_c", actuator, physics_dt=physics_dt, episode_length=500,
-                        homotopy_eps=eps, armature_floor=floor, homotopy_keep=keep)
+    env = with_homotopy(LocomotionEnv("anymal_c", actuator, physics_dt=physics_dt, episode_length=500),
+                        eps=eps, a_floor=floor, keep=keep)
     m = env.core.mj_model
     names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.dof_jntid[a])) or "" for a in env.core.dadr]
     T = int(round(seconds / env.dt))

@@ -25,10 +25,10 @@ ROBOT = "open_manipulator_x"
 class Recording(NativeBatch):
     """NativeBatch that records the commands sent to the actuator and the per-tick joint states."""
 
-    def _physics(self, sent):
+    def _physics(self, params, arm, sent, net_hist, model_updates=None):
         self.sent = np.array(sent)
-        res = super()._physics(sent)
-        self.q_ticks = np.array(res[0])
+        res = super()._physics(params, arm, sent, net_hist, model_updates)
+        self.q_ticks = np.array(res.q)
         return res
 
 

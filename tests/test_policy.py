@@ -6,6 +6,8 @@ whole module takes about 15 s."""
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import NamedTuple
 
 import equinox as eqx
@@ -17,9 +19,12 @@ import pytest
 from actuatorlab.errors import ActuatorlabError, ModelError, UnknownNameError
 from actuatorlab.policy.ppo import PPO, PPOConfig, gae
 from actuatorlab.policy.schedule import make_schedule
-from actuatorlab.policy.toy_envs import make_toy_env
-from actuatorlab.policy.train import (FIXED_COMMANDS, default_ppo_config, evaluate_policy, load_policy, make_env,
-                                      plan_run, read_curve, train_policy)
+from actuatorlab.envs import make_env, make_policy_env
+from actuatorlab.policy.train import (FIXED_COMMANDS, default_ppo_config, evaluate_policy, load_policy, plan_run,
+                                      read_curve, train_policy)
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+from homotopy_recipes import restat_hook, restat_stats  # noqa: E402
 
 STEPS = 100_000          # 20 chunks of 10 updates of 512 steps (about 1.5 s of training on 2 cores)
 POINTS = 20
@@ -43,7 +48,7 @@ def test_gae_by_hand():
 @pytest.fixture(scope="module")
 def toy():
     """One point-mass environment and one compiled PPO for the budget of every run below."""
-    env = make_toy_env("point_mass")
+    env = make_env("toy", "point_mass")
     cfg = default_ppo_config("toy")
     return env, cfg, PPO(env, cfg, plan_run(STEPS, cfg, POINTS).updates)
 
@@ -206,19 +211,19 @@ def test_adaptive_learning_rate(toy, tmp_path):
 
 
 def test_restat_at_a_stage_change(toy, tmp_path):
-    """``restat``: at each change of alpha the observation statistics keep at most that many
+    """The ``restat`` recipe (bench/homotopy_recipes.py, not adopted): at each change of alpha the observation statistics keep at most that many
     observations' weight (same mean and variance, so the inputs do not jump); after the switch the
     new observations dominate. Final count = restat + the updates after the last change x their
     observations (without it: every observation of the run); the stage-end checkpoint holds the
     statistics before the cut, and an interrupted run resumes onto the same curve."""
-    from actuatorlab.policy.train import restat_stats
-
     env, cfg, algo = toy
     n_obs = cfg.steps_per_update
     kw = dict(steps=STEPS, seed=5, points=POINTS, ppo=cfg, env=env, ppo_obj=algo, report=False, checkpoint_every=3)
-    opts = {"pretrain": 0.5, "restat": n_obs}
+    opts = {"pretrain": 0.5}
+    hook = restat_hook(n_obs)
     plain = train_policy("toy", "point_mass", "direct", out=tmp_path / "plain", schedule_options={"pretrain": 0.5}, **kw)
-    cut = train_policy("toy", "point_mass", "direct", out=tmp_path / "cut", schedule_options=opts, **kw)
+    cut = train_policy("toy", "point_mass", "direct", out=tmp_path / "cut", schedule_options=opts, stage_hook=hook,
+                       **kw)
     plan = plan_run(STEPS, cfg, POINTS)
     after = plan.updates - round(0.5 * plan.chunks) * plan.chunk        # updates at alpha = 1
     assert float(load_policy(tmp_path / "plain").stats.count) == plan.updates * n_obs
@@ -232,14 +237,16 @@ def test_restat_at_a_stage_change(toy, tmp_path):
     assert float(r.count) == 100 and np.array_equal(r.mean, st.mean) and np.array_equal(r.var, st.var)
     assert float(restat_stats(r, 10 ** 9).count) == 100                  # never raises the count
     # resume across the cut gives the same run
-    train_policy("toy", "point_mass", "direct", out=tmp_path / "res", schedule_options=opts, stop_after=12, **kw)
-    train_policy("toy", "point_mass", "direct", out=tmp_path / "res", schedule_options=opts, resume=True, **kw)
+    train_policy("toy", "point_mass", "direct", out=tmp_path / "res", schedule_options=opts, stop_after=12,
+                 stage_hook=hook, **kw)
+    train_policy("toy", "point_mass", "direct", out=tmp_path / "res", schedule_options=opts, resume=True,
+                 stage_hook=hook, **kw)
     assert read_curve(tmp_path / "res")["return"] == b["return"]
-    for bad in (-1, 0.5, True):
-        with pytest.raises(ModelError, match="restat"):
-            make_schedule("homotopy-adaptive", restat=bad)
+    for bad in (-1, 0, 0.5, True):
+        with pytest.raises(ValueError, match="restat"):
+            restat_hook(bad)
     with pytest.raises(ModelError, match="unknown option"):
-        make_schedule("scratch", restat=10)                            # no stage to cut at
+        make_schedule("homotopy-adaptive", restat=10)                  # not a library option any more
 
 
 def test_adaptive_homotopy_rule():
@@ -266,7 +273,7 @@ def test_bad_names_are_clear():
     with pytest.raises(UnknownNameError, match="point_mass"):
         make_env("toy", "backflip")
     with pytest.raises(ActuatorlabError, match="toy"):
-        make_env("no_such_robot", "trot")
+        make_policy_env("no_such_robot", "trot")
     with pytest.raises(ModelError, match="unknown option"):
         make_schedule("homotopy", stage=3)
     with pytest.raises(ModelError, match="divisible"):
@@ -310,7 +317,7 @@ def test_cli_train_and_eval_policy(scratch_run, tmp_path, capsys):
     assert main(args[:-3] + ["--out", str(tmp_path / "so"), "--schedule-opt", "pretrain=0", "--json"]) == 0
     d = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert d["stages"] == 1 and d["final_alpha"] == 1.0
-    assert json.loads((tmp_path / "so" / "config.json").read_text())["schedule_options"] == {"pretrain": 0.0, "restat": 0}
+    assert json.loads((tmp_path / "so" / "config.json").read_text())["schedule_options"] == {"pretrain": 0.0}
     assert main(args[:-3] + ["--out", str(tmp_path / "bad2"), "--schedule-opt", "stages=3"]) == 2
     err = capsys.readouterr().err.replace("\n", "")
     assert "schedule direct: unknown option(s) stages" in err and "available: pretrain" in err

@@ -56,6 +56,7 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 import mujoco
+from mujoco import mjx
 import numpy as np
 
 from ..errors import ModelError
@@ -195,16 +196,15 @@ class LocomotionEnv:
     :data:`DEFAULT_ACTION_SCALE` = 1.0; give one of contract and action_scale); randomization: a :class:`~actuatorlab.sim.randomization.
     Randomizer`, a spec (dict or path) or None; config: :class:`TrotConfig`; episode_length [policy
     steps]; physics_dt [s]: override the robot's physics step (and firmware tick) for a cheaper
-    configuration (must divide the command period); reset_noise [rad] on the joints' start;
-    homotopy_eps, armature_floor, homotopy_keep: the homotopy's floor (``eps``, ``a_floor`` and ``keep``
-    of :func:`~actuatorlab.sim.homotopy.make_homotopy`: leg body name -> its own floor share).
+    configuration (must divide the command period); reset_noise [rad] on the joints' start. The
+    homotopy is :func:`~actuatorlab.sim.homotopy.make_homotopy`'s default floor (legs keep 1 % of
+    their mass and 0.01 kg.m^2 of armature); the floors measured and not adopted are recipes of
+    bench/homotopy_recipes.py.
     """
 
     def __init__(self, robot: Any = "anymal_c", actuator: Any = "nominal", *, contract: TimingContract | None = None,
                  randomization: Any = None, config: TrotConfig | None = None, episode_length: int = 1000,
-                 physics_dt: float | None = None, reset_noise: float = 0.05, homotopy_eps: float = 0.01,
-                 armature_floor: float = 0.01, action_scale: float | None = None,
-                 homotopy_keep: dict | None = None):
+                 physics_dt: float | None = None, reset_noise: float = 0.05, action_scale: float | None = None):
         r = robot if isinstance(robot, Robot) else load_robot(robot)
         if physics_dt is not None:
             k = r.control_dt / float(physics_dt)
@@ -229,7 +229,7 @@ class LocomotionEnv:
         self.dt = float(self.core.policy_dt)
         m = self.core.mj_model
         self.nq, self.nv, self.n = m.nq, m.nv, self.core.n_joints
-        self.hom = make_homotopy(m, self.core.home, eps=homotopy_eps, a_floor=armature_floor, keep=homotopy_keep)
+        self.hom = make_homotopy(m, self.core.home)
         # feet: the collision geom of each leg's last body, ordered LF, RF, LH, RH
         feet = {}
         for g in range(m.ngeom):
@@ -252,8 +252,6 @@ class LocomotionEnv:
         # pose term's per-joint weights: 1 on hip joints, 0.1 on knees (*_KFE) as Playground's Go1 joystick
         names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.dof_jntid[a])) or "" for a in self.core.dadr]
         self.pose_w = np.array([0.1 if n.upper().endswith("KFE") else 1.0 for n in names], np.float32)
-        from mujoco import mjx
-
         self._kin = mjx.make_data(self.core.mx)   # kinematics template (feet heights)
         # the actuator's MuJoCo armature for the nominal parameters (the invweights use it)
         self._arm0 = self._base_armature(self.core.params0)
@@ -298,8 +296,6 @@ class LocomotionEnv:
                                ).astype(jnp.float32)
 
     def _feet_height(self, qpos):
-        from mujoco import mjx
-
         d = mjx.kinematics(self.core.mx, self._kin.replace(qpos=qpos))
         return d.geom_xpos[self.foot_geoms, 2] - self.foot_radius
 

@@ -22,15 +22,8 @@ Schedules (``make_schedule(name, **options)``; every run has the same budget of 
   ``delta = max(delta / 2, delta_min)``. A run reaches alpha = 1 at the latest at the ``deadline``
   fraction of the chunks, so that every schedule ends with training on the full model.
 
-Every schedule with stages (``direct``, ``homotopy``, ``homotopy-adaptive``) takes ``restat``: at a
-change of alpha the running observation statistics of PPO's input normalization keep at most that
-many observations' weight (0, the default: all of them). The statistics are a cumulative mean over
-every observation of the run, so after a long pretraining they describe the single rigid body's
-observations (e.g. leg joint velocities with about 3x the full robot's spread) and follow the new
-model's only at a rate of 1 / (observations seen); with ``restat`` set to one update's observations
-the next updates re-estimate them from the new model within a few updates
-(:func:`~actuatorlab.policy.train.restat_stats`). Measured on the ANYmal C trot it did not speed up
-the transfer (bench/README.md, "Ninth run"), so it is off by default.
+Re-estimating PPO's observation statistics at a change of alpha (``restat``, rule R30) was
+measured and not adopted; it is a recipe of bench/homotopy_recipes.py now (docs/policy.md).
 """
 
 from __future__ import annotations
@@ -41,18 +34,7 @@ from typing import Any
 
 from ..errors import ModelError, UnknownNameError
 
-__all__ = ["Scratch", "Direct", "FixedHomotopy", "AdaptiveHomotopy", "SCHEDULES", "make_schedule", "restat_of"]
-
-
-def _restat(v) -> int:
-    if isinstance(v, bool) or int(v) != v or int(v) < 0:
-        raise ModelError(f"schedule option restat must be an integer >= 0 (observations kept at a stage change), got {v!r}")
-    return int(v)
-
-
-def restat_of(schedule) -> int:
-    """Observations the normalization statistics keep at a change of alpha (0: all; module docstring)."""
-    return int(getattr(schedule, "restat", 0))
+__all__ = ["Scratch", "Direct", "FixedHomotopy", "AdaptiveHomotopy", "SCHEDULES", "make_schedule"]
 
 
 def _frac(name: str, v: float) -> float:
@@ -83,11 +65,10 @@ class Direct:
     """alpha = 0 for the first ``pretrain`` fraction of the chunks, then 1."""
 
     pretrain: float = 0.3
-    restat: int = 0
     name = "direct"
 
     def __post_init__(self):
-        _frac("pretrain", self.pretrain), _restat(self.restat)
+        _frac("pretrain", self.pretrain)
 
     def initial(self, n: int) -> dict[str, Any]:
         return {"alpha": 0.0 if round(self.pretrain * n) > 0 else 1.0}
@@ -107,11 +88,10 @@ class FixedHomotopy:
     pretrain: float = 0.3
     transition: float = 0.4
     stages: int = 4
-    restat: int = 0
     name = "homotopy"
 
     def __post_init__(self):
-        _frac("pretrain", self.pretrain), _frac("transition", self.transition), _restat(self.restat)
+        _frac("pretrain", self.pretrain), _frac("transition", self.transition)
         if self.pretrain + self.transition > 1.0 + 1e-9:
             raise ModelError(f"schedule homotopy: pretrain + transition = {self.pretrain + self.transition} > 1")
         if int(self.stages) < 1:
@@ -152,11 +132,9 @@ class AdaptiveHomotopy:
     delta_max: float = 0.5
     settle: int = 2
     window: int = 3
-    restat: int = 0
     name = "homotopy-adaptive"
 
     def __post_init__(self):
-        _restat(self.restat)
         for k in ("pretrain", "deadline", "delta0", "delta_min", "delta_max"):
             _frac(k, getattr(self, k))
         if self.deadline < self.pretrain:

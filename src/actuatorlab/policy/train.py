@@ -1,6 +1,6 @@
 """Training runs of a policy on a policy environment under an alpha schedule (docs/policy.md).
 
-:func:`train_policy` trains PPO (:mod:`actuatorlab.policy.ppo`) on ``make_env(robot, task)`` with
+:func:`train_policy` trains PPO (:mod:`actuatorlab.policy.ppo`) on ``make_policy_env(robot, task)`` with
 alpha from a schedule (:mod:`actuatorlab.policy.schedule`) and writes a run folder::
 
     RUN/config.json      resolved configuration, actuatorlab version and git revision
@@ -32,31 +32,19 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..errors import ModelError, UnknownNameError
+from ..errors import ModelError
 from ..files import atomic_write, atomic_write_with, read_json
 from ..files import git_revision
 from .ppo import PPO, ActorCritic, PPOConfig, RunningStats, TrainState, policy_action
-from .schedule import make_schedule, restat_of
-from .toy_envs import make_toy_env
+from .schedule import make_schedule
 from .. import __version__
-from ..envs import POLICY_ENVS, make_policy_env
+from ..envs import make_policy_env
 
-__all__ = ["make_env", "train_policy", "load_policy", "LoadedPolicy", "evaluate_policy", "read_curve",
+__all__ = ["TrainConfig", "train_policy", "load_policy", "LoadedPolicy", "evaluate_policy", "read_curve",
            "default_ppo_config", "plan_run", "RunPlan",
            "FIXED_COMMANDS", "write_policy_report"]
 
 TOY_ROBOT = "toy"
-
-
-def make_env(robot: str, task: str, **options: Any):
-    """The policy environment ``task`` of ``robot``: ``robot="toy"`` gives the toy environments
-    (:mod:`actuatorlab.policy.toy_envs`), every other robot goes to
-    ``actuatorlab.envs.make_policy_env``. Unknown names raise a one-line error listing what exists."""
-    if robot == TOY_ROBOT:
-        return make_toy_env(task, **options)
-    if robot not in POLICY_ENVS:
-        raise UnknownNameError("robot", robot, [TOY_ROBOT, *POLICY_ENVS])
-    return make_policy_env(robot, task, **options)
 
 
 def default_ppo_config(robot: str, envs: int | None = None) -> PPOConfig:
@@ -172,68 +160,98 @@ def plan_run(steps: int, cfg: PPOConfig, points: int) -> RunPlan:
     return RunPlan(chunks * chunk, chunk, chunks)
 
 
-def train_policy(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    """Train a policy for ``task`` of ``robot`` under an alpha schedule and write the run folder
-    (module docstring); arguments of :func:`_train_policy`. Runs in float32 (JAX's x64 mode off in
-    this thread for the call, whatever the caller's; docs/policy.md)."""
+@dataclass(frozen=True)
+class TrainConfig:
+    """One training run (what ``RUN/config.json`` records). robot, task: the policy environment
+    (:func:`~actuatorlab.envs.make_policy_env`); schedule: alpha schedule name
+    (:mod:`actuatorlab.policy.schedule`); steps: environment steps (rounded up to whole chunks);
+    envs: parallel environments (None: :func:`default_ppo_config`'s); seed; out: run folder;
+    resume: continue ``RUN/ckpt/latest.npz``; ppo: a :class:`PPOConfig` or overrides of
+    :func:`default_ppo_config`; schedule_options, env_options: options of the schedule and of the
+    environment; points: curve points (chunks); checkpoint_every: chunks between
+    ``ckpt/latest.npz`` writes; report: write ``RUN/report.html``."""
+
+    robot: str
+    task: str
+    schedule: str = "homotopy"
+    steps: int = 100_000
+    envs: int | None = None
+    seed: int = 0
+    out: str | Path = "runs/policy"
+    resume: bool = False
+    ppo: PPOConfig | Mapping[str, Any] | None = None
+    schedule_options: Mapping[str, Any] | None = None
+    env_options: Mapping[str, Any] | None = None
+    points: int = 50
+    checkpoint_every: int = 5
+    report: bool = True
+
+
+def train_policy(*args: Any, progress: Callable[[float, dict[str, Any]], None] | None = None,
+                 stop_after: int | None = None, env: Any = None, ppo_obj: PPO | None = None,
+                 stage_hook: Callable[[TrainState, float], TrainState] | None = None, **fields: Any) -> dict[str, Any]:
+    """Train a policy under an alpha schedule and write the run folder (module docstring).
+
+    The run: a :class:`TrainConfig`, or its fields (``train_policy(robot, task, schedule, steps=...,
+    out=...)``). ``progress(fraction, point)`` after each chunk; ``stop_after``: stop after that many
+    chunks of this call (an interruption, for tests); ``env`` / ``ppo_obj``: reuse an environment /
+    a compiled :class:`PPO` built for the same settings; ``stage_hook(state, alpha) -> state`` at
+    every change of alpha, after the stage's checkpoint (bench recipes). Runs in float32 (JAX's x64
+    mode off in this thread for the call, whatever the caller's; docs/policy.md). Returns the run
+    summary (also ``RUN/summary.json``)."""
+    cfg = args[0] if len(args) == 1 and isinstance(args[0], TrainConfig) and not fields else TrainConfig(*args, **fields)
     with jax.enable_x64(False):
-        return _train_policy(*args, **kwargs)
+        return _train(cfg, progress, stop_after, env, ppo_obj, stage_hook)
 
 
-def _train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int = 100_000, envs: int | None = None,
-                 seed: int = 0, out: str | Path = "runs/policy", resume: bool = False, *,
-                 ppo: PPOConfig | Mapping[str, Any] | None = None, schedule_options: Mapping[str, Any] | None = None,
-                 env_options: Mapping[str, Any] | None = None, points: int = 50, checkpoint_every: int = 5,
-                 report: bool = True, progress: Callable[[float, dict[str, Any]], None] | None = None,
-                 stop_after: int | None = None, env: Any = None, ppo_obj: PPO | None = None) -> dict[str, Any]:
-    """Train a policy for ``task`` of ``robot`` with the alpha ``schedule`` for about ``steps``
-    environment steps (rounded up to whole chunks) with ``envs`` parallel environments.
-
-    ``ppo``: a :class:`PPOConfig` or overrides of :func:`default_ppo_config`; ``points``: curve
-    points (chunks) in the run; ``checkpoint_every``: chunks between ``ckpt/latest.npz`` writes;
-    ``progress(fraction, point)`` after each chunk; ``stop_after``: stop after that many chunks of
-    this call (an interruption, for tests); ``env`` / ``ppo_obj``: reuse an environment / a compiled
-    :class:`PPO` built for the same settings. Returns the run summary (also ``RUN/summary.json``)."""
-    out = Path(out)
-    sched = make_schedule(schedule, **dict(schedule_options or {}))
-    if isinstance(ppo, PPOConfig):
-        cfg = ppo if envs is None else PPOConfig.from_dict({**ppo.to_dict(), "num_envs": int(envs)})
+def _resolve(cfg: TrainConfig, env: Any, ppo_obj: PPO | None):
+    """(schedule, PPOConfig, env, plan, config dict) of a run; refuses a resume with other settings."""
+    sched = make_schedule(cfg.schedule, **dict(cfg.schedule_options or {}))
+    if isinstance(cfg.ppo, PPOConfig):
+        pc = cfg.ppo if cfg.envs is None else PPOConfig.from_dict({**cfg.ppo.to_dict(), "num_envs": int(cfg.envs)})
     else:
-        base = default_ppo_config(robot, envs).to_dict()
-        bad = sorted(set(ppo or {}) - set(base))
+        base = default_ppo_config(cfg.robot, cfg.envs).to_dict()
+        bad = sorted(set(cfg.ppo or {}) - set(base))
         if bad:
             raise ModelError(f"unknown PPO option(s) {', '.join(bad)}; available: {', '.join(base)}")
-        cfg = PPOConfig.from_dict({**base, **dict(ppo or {})})
-    env = env if env is not None else make_env(robot, task, **dict(env_options or {}))
-    plan = plan_run(steps, cfg, points)
-    config = {"robot": robot, "task": task, "schedule": schedule, "schedule_options": sched.options(),
-              "steps": int(steps), "env_steps": plan.updates * cfg.steps_per_update, "envs": cfg.num_envs,
-              "seed": int(seed), "updates": plan.updates, "updates_per_chunk": plan.chunk, "chunks": plan.chunks,
-              "checkpoint_every": int(checkpoint_every), "ppo": cfg.to_dict(), "env_options": dict(env_options or {}),
-              "observation_size": int(env.observation_size), "action_size": int(env.action_size)}
-    if ppo_obj is not None and (ppo_obj.cfg != cfg or ppo_obj.total_updates != plan.updates):
+        pc = PPOConfig.from_dict({**base, **dict(cfg.ppo or {})})
+    env = env if env is not None else make_policy_env(cfg.robot, cfg.task, **dict(cfg.env_options or {}))
+    plan = plan_run(cfg.steps, pc, cfg.points)
+    config = {"robot": cfg.robot, "task": cfg.task, "schedule": cfg.schedule, "schedule_options": sched.options(),
+              "steps": int(cfg.steps), "env_steps": plan.updates * pc.steps_per_update, "envs": pc.num_envs,
+              "seed": int(cfg.seed), "updates": plan.updates, "updates_per_chunk": plan.chunk, "chunks": plan.chunks,
+              "checkpoint_every": int(cfg.checkpoint_every), "ppo": pc.to_dict(),
+              "env_options": dict(cfg.env_options or {}), "observation_size": int(env.observation_size),
+              "action_size": int(env.action_size)}
+    if ppo_obj is not None and (ppo_obj.cfg != pc or ppo_obj.total_updates != plan.updates):
         raise ModelError(f"ppo_obj was built for other PPO settings or another budget ({plan.updates} updates)")
-    ckpt = out / "ckpt" / "latest.npz"
+    out = Path(cfg.out)
     if (out / "config.json").exists():
-        if not resume:
+        if not cfg.resume:
             raise ModelError(f"{out}: a run exists there; pass resume=True (--resume) or another output folder")
         old = read_json(out / "config.json", ModelError, "missing")
         diff = sorted(k for k in config if old.get(k) != json.loads(json.dumps(config[k])))
         if diff:
             raise ModelError(f"{out}: cannot resume, the run was started with other settings ({', '.join(diff)})")
-    meta_config = {**config, "actuatorlab": __version__, "revision": git_revision()}
-    if not (out / "config.json").exists():
-        atomic_write(out / "config.json", json.dumps(meta_config, indent=1))
+    else:
+        atomic_write(out / "config.json", json.dumps({**config, "actuatorlab": __version__,
+                                                      "revision": git_revision()}, indent=1))
+    return sched, pc, env, plan, config
 
-    algo = ppo_obj if ppo_obj is not None else PPO(env, cfg, plan.updates)
+
+def _train(cfg: TrainConfig, progress, stop_after, env, ppo_obj, stage_hook) -> dict[str, Any]:
+    out = Path(cfg.out)
+    sched, pc, env, plan, config = _resolve(cfg, env, ppo_obj)
+    ckpt = out / "ckpt" / "latest.npz"
+    algo = ppo_obj if ppo_obj is not None else PPO(env, pc, plan.updates)
     env_params = env.default_env_params()
 
     def params_at(alpha: float):
         return {**env_params, "alpha": jnp.asarray(alpha, jnp.float32)}
 
-    ts = algo.init(jax.random.PRNGKey(int(seed)), params_at(sched.initial(plan.chunks)["alpha"]))
+    ts = algo.init(jax.random.PRNGKey(int(cfg.seed)), params_at(sched.initial(plan.chunks)["alpha"]))
     done_chunks, sstate, stages, points_list = 0, sched.initial(plan.chunks), [], []
-    if resume and ckpt.exists():
+    if cfg.resume and ckpt.exists():
         ts, meta = _load_state(ckpt, ts)
         done_chunks, sstate, stages = int(meta["chunk"]), meta["schedule_state"], meta["stages"]
         points_list = [json.loads(l) for l in (out / "metrics.jsonl").read_text().splitlines() if l.strip()][:done_chunks]
@@ -254,7 +272,7 @@ def _train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int 
             m = jax.device_get(m)
             done_chunks += 1
             ran += 1
-            pt = _point(m, done_chunks - 1, done_chunks * plan.chunk * cfg.steps_per_update, alpha,
+            pt = _point(m, done_chunks - 1, done_chunks * plan.chunk * pc.steps_per_update, alpha,
                         time.perf_counter() - t0)
             points_list.append(pt)
             log.write(json.dumps(pt) + "\n")
@@ -267,38 +285,35 @@ def _train_policy(robot: str, task: str, schedule: str = "homotopy", steps: int 
                 if done_chunks < plan.chunks:
                     stages.append({"stage": st["stage"] + 1, "alpha": float(sstate["alpha"]),
                                    "start_chunk": done_chunks, "start_env_steps": pt["env_steps"]})
-                    if restat_of(sched) > 0:
-                        ts = ts._replace(stats=restat_stats(ts.stats, restat_of(sched)))
+                    if stage_hook is not None:
+                        ts = stage_hook(ts, float(sstate["alpha"]))
                 save(ckpt)
-            elif done_chunks % max(int(checkpoint_every), 1) == 0:
+            elif done_chunks % max(int(cfg.checkpoint_every), 1) == 0:
                 save(ckpt)
             if progress is not None:
                 progress(done_chunks / plan.chunks, pt)
-    wall = time.perf_counter() - t0
+    return _finish(out, cfg, algo, ts, config, points_list, stages, sstate, done_chunks, plan, pc, ran,
+                   time.perf_counter() - t0)
+
+
+def _finish(out, cfg, algo, ts, config, points_list, stages, sstate, done_chunks, plan, pc, ran, wall):
+    """Write curve.json, stages.json, summary.json (and the final policy and report when finished)."""
     curve = _curve(points_list)
     atomic_write(out / "curve.json", json.dumps(curve))
     atomic_write(out / "stages.json", json.dumps(stages, indent=1))
     finished = done_chunks >= plan.chunks
     summary = {"run": str(out), "finished": finished, "chunks_done": done_chunks, "chunks": plan.chunks,
-               "env_steps": done_chunks * plan.chunk * cfg.steps_per_update, "stages": len(stages),
+               "env_steps": done_chunks * plan.chunk * pc.steps_per_update, "stages": len(stages),
                "final_alpha": float(sstate["alpha"]), "final_return": _tail_mean(curve.get("return", [])),
-               "wall_s_this_call": wall, "steps_per_s_this_call": ran * plan.chunk * cfg.steps_per_update / max(wall, 1e-9),
+               "wall_s_this_call": wall, "steps_per_s_this_call": ran * plan.chunk * pc.steps_per_update / max(wall, 1e-9),
                "steps_per_s_after_first_chunk": _rate(points_list[-ran:]) if ran > 1 else None,
                "traces": algo.traces}
     if finished:
         _save_policy(out, algo, ts, config)
-        if report:
+        if cfg.report:
             write_policy_report(out / "report.html", curve, stages, config)
     atomic_write(out / "summary.json", json.dumps(summary, indent=1))
     return summary
-
-
-def restat_stats(stats: RunningStats, keep: int) -> RunningStats:
-    """The observation statistics with their weight cut to at most ``keep`` observations: the same
-    mean and variance, so the networks' inputs do not jump, but the next updates' observations (at
-    the new alpha) count ``n / (keep + n)`` instead of ``n / (count + n)`` (the schedule option
-    ``restat``, :mod:`actuatorlab.policy.schedule`)."""
-    return stats._replace(count=jnp.minimum(stats.count, jnp.asarray(float(keep), stats.count.dtype)))
 
 
 def _rate(points: list[dict[str, Any]]) -> float | None:
@@ -424,11 +439,11 @@ def _evaluate_policy(run: str | Path, *, env: Any = None, env_options: Mapping[s
     ``commands="fixed"``; or an (N, 3) array; ``None``: the env's own random commands), each
     command in ``n_envs / N`` environments (default one), passed to ``env.reset(rng, env_params,
     command=c)``, so the policy sees it from the first observation on.
-    ``env_options`` are passed to ``make_env`` on top of the run's (e.g. ``{"actuator": "builtin"}``)."""
+    ``env_options`` are passed to ``make_policy_env`` on top of the run's (e.g. ``{"actuator": "builtin"}``)."""
     pol = load_policy(run)
     cfg = pol.config
     if env is None:
-        env = make_env(cfg["robot"], cfg["task"], **{**cfg.get("env_options", {}), **dict(env_options or {})})
+        env = make_policy_env(cfg["robot"], cfg["task"], **{**cfg.get("env_options", {}), **dict(env_options or {})})
     steps = int(steps or getattr(env, "horizon", 500))
     p = {**env.default_env_params(), "alpha": jnp.asarray(alpha, jnp.float32)}
     probe = jax.eval_shape(lambda k: env.reset(k, p), jax.random.PRNGKey(0))

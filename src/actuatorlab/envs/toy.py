@@ -1,6 +1,6 @@
-"""Tiny policy environments (docs/policy.md) for testing PPO and the schedules in seconds.
+"""Tiny policy environments (docs/policy.md; ``make_env("toy", task)``) for testing PPO and the schedules in seconds.
 
-Both follow the policy-environment protocol of :mod:`actuatorlab.policy` (``reset(rng,
+Both follow the policy-environment protocol (docs/policy.md: ``reset(rng,
 env_params)``, ``step(state, action, env_params)``, actions in [-1, 1], no auto-reset) and take a
 homotopy parameter ``alpha`` in ``env_params`` that changes their dynamics continuously, like the
 locomotion environment's model homotopy: the policy trained at alpha = 0 must adapt when alpha
@@ -18,14 +18,12 @@ grows. Everything is float32 and pure JAX.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from ..errors import UnknownNameError
-
-__all__ = ["ToyState", "PointMass", "Pendulum", "TOY_ENVS", "make_toy_env"]
+__all__ = ["ToyState", "PointMass", "Pendulum"]
 
 F32 = jnp.float32
 
@@ -110,13 +108,3 @@ class Pendulum:
         reward = (jnp.cos(th) - 0.01 * om ** 2 - 0.001 * a ** 2).astype(F32)
         return ToyState(x, t, self._obs(x), reward, trunc.astype(F32), {"upright": jnp.cos(th)},
                         {"truncation": trunc.astype(F32)})
-
-
-TOY_ENVS: dict[str, type] = {"point_mass": PointMass, "pendulum": Pendulum}
-
-
-def make_toy_env(task: str, **kw: Any):
-    """The toy environment ``task`` (``point_mass`` or ``pendulum``); unknown names list both."""
-    if task not in TOY_ENVS:
-        raise UnknownNameError("toy task", task, list(TOY_ENVS))
-    return TOY_ENVS[task](**kw)
