@@ -56,7 +56,7 @@ class NativeBatch(_Static):
     (B, 3) [N] world frame) or None: an external force on a body's centre of mass during the next
     steps (a push; the caller sets and clears it; native actuator only)."""
 
-    def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, num_envs: int = 1,
+    def __init__(self, robot: Any = None, model: Any = None, *, num_envs: int = 1,
                  contract: TimingContract | None = None, task: Any = None, randomization: Any = None,
                  envelope: Any = None, envelope_mode: str = "count", episode_length: int = 500,
                  reset_noise: float = 0.0, home: Any = None, model_updates: dict | None = None,
@@ -285,7 +285,7 @@ class ActuatorEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, **kw: Any):
+    def __init__(self, robot: Any = None, model: Any = None, **kw: Any):
         self.core = NativeBatch(robot, model, num_envs=1, **kw)
         self.action_space, self.observation_space = _spaces(self.core)
         self._key = jax.random.PRNGKey(0)
@@ -310,7 +310,7 @@ class ActuatorVectorEnv(gym.vector.VectorEnv):
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
 
-    def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, num_envs: int = 8, **kw: Any):
+    def __init__(self, robot: Any = None, model: Any = None, *, num_envs: int = 8, **kw: Any):
         self.core = NativeBatch(robot, model, num_envs=num_envs, **kw)
         self.num_envs = num_envs
         self.single_action_space, self.single_observation_space = _spaces(self.core)

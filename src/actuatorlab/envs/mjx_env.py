@@ -191,7 +191,7 @@ class MjxEnv(_Static):
     action offset of ``action_offset="home"``; precision "float32" | "float64".
     """
 
-    def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, contract: TimingContract | None = None,
+    def __init__(self, robot: Any = None, model: Any = None, *, contract: TimingContract | None = None,
                  task: Any = None, randomization: Any = None, envelope: Any = None, envelope_mode: str = "count",
                  episode_length: int = 500, reset_noise: float = 0.0, home: Any = None, precision: str = "float32",
                  builtin_joints: Any = None):

@@ -27,8 +27,10 @@ parameter sets; :meth:`Robot.joint_params` maps them to per-joint arrays.
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import math
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +39,9 @@ import mujoco
 import numpy as np
 
 from ..errors import ModelError, UnknownNameError
+from ..files import atomic_write
+from ..models.actuator_model import BENCH_PREFIX, ActuatorModel, check_robot
+from .bench import bench_config
 from ..models.control import DEFAULT_ERROR_GAIN, CONTROL_LAWS, LawConstants
 from ..models.params import PARAMS, neutral_params
 from ..models.registry import get_model, list_models
@@ -266,14 +271,23 @@ def list_robots() -> list[str]:
     return sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
 
 
-def load_robot(name: str | Path) -> Robot:
-    """Load a bundled robot by name (``"open_manipulator_x"``) or a config file by path.
+def load_robot(name: str | Path | ActuatorModel) -> Robot:
+    """Load a bundled robot by name (``"open_manipulator_x"``), a config file by path, or the
+    robot a model runs on (an :class:`~actuatorlab.models.actuator_model.ActuatorModel`: the robot
+    it names, or for a one-joint model its bench, built from the file's setup by
+    :func:`actuatorlab.robots.bench.bench_config`).
 
     Raises :class:`UnknownNameError` for an unknown name (listing what exists) and
     :class:`ModelError` ("<file>: <problem>") for a malformed config or one that does not fit its
     MJCF (missing field, unknown joint/model/law/parameter, bad rates).
     """
+    if isinstance(name, ActuatorModel):
+        if name.one_joint:
+            return _bench_robot(name)
+        return load_robot(check_robot(name, None))
     s = str(name)
+    if s.startswith(BENCH_PREFIX):
+        raise ModelError(f"{s}: a bench robot is built from its one-joint model file: give the model file")
     if s.endswith(".json") or "/" in s or "\\" in s:
         path = Path(s).resolve()
         if not path.is_file():
@@ -286,6 +300,20 @@ def load_robot(name: str | Path) -> Robot:
         cfg = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ModelError(f"{path}: not valid JSON ({e})") from None
+    return _parse(cfg, path)
+
+
+def _bench_robot(model: ActuatorModel) -> Robot:
+    """The bench robot of a one-joint model: its config and MJCF are written once into a folder
+    named by their content under the temporary directory (the loader reads files)."""
+    cfg, xml = bench_config(model)
+    text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
+    key = hashlib.sha256((text + xml).encode()).hexdigest()[:16]
+    folder = Path(tempfile.gettempdir()) / "actuatorlab-bench" / key
+    path = folder / "robot.json"
+    if not path.is_file():
+        atomic_write(folder / "bench.xml", xml)
+        atomic_write(path, text)
     return _parse(cfg, path)
 
 
