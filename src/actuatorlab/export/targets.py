@@ -63,26 +63,27 @@ class TargetResult:
 def _check(d: dict, targets: dict[str, Path], path: Path) -> None:
     """Refuse targets that cannot represent the model before anything is written."""
     kind = d.get("kind")
+    learned = kind in LEARNED_KINDS
     for t in targets:
-        if t == "mjcf" and kind in LEARNED_KINDS:
+        if t == "mjcf" and learned:
             raise ModelError(f"{path}: --mjcf: a {kind} model has no MuJoCo equivalent (its effort is a "
                              "network); export the analytic model it was trained with, or use --onnx / "
                              "--torchscript / --isaaclab / --mjlab")
-        if t in ("onnx", "torchscript") and not kind:
+        if t in ("onnx", "torchscript") and not learned:
             raise ModelError(f"{path}: --{t}: an analytic model has no network to export; use --mjcf, "
                              "--mjlab or --isaaclab")
         arch = d.get("arch")
-        if t == "onnx" and kind and arch not in ("mlp", "transformer"):
+        if t == "onnx" and learned and arch not in ("mlp", "transformer"):
             raise ModelError(f"{path}: --onnx exports the mlp and transformer architectures, not {arch!r} "
                              "(use --torchscript)")
-        if t == "torchscript" and kind and arch not in ("mlp", "transformer", "actuator_net"):
+        if t == "torchscript" and learned and arch not in ("mlp", "transformer", "actuator_net"):
             raise ModelError(f"{path}: --torchscript exports the mlp, transformer and actuator_net "
                              f"architectures, not {arch!r}" + (" (an actuator_lstm's TorchScript file is written by "
                                                                "--isaaclab)" if arch == "actuator_lstm" else ""))
         if t == "mjlab" and arch == "actuator_lstm":
             raise ModelError(f"{path}: --mjlab: mjlab 1.6 has no recurrent learned actuator (LearnedMlpActuator "
                              "only); use --isaaclab (ActuatorNetLSTMCfg)")
-        if t in ("mjlab", "isaaclab") and kind:
+        if t in ("mjlab", "isaaclab") and learned:
             if arch not in ("actuator_net", "actuator_lstm") or kind != "learned":
                 raise ModelError(f"{path}: --{t}: a {kind} {d.get('arch')} model reads "
                                  f"{(d.get('layout') or {}).get('per_channel')}; {t}'s actuator net reads only "

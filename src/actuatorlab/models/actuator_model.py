@@ -134,6 +134,8 @@ def _upgrade(d: Any, where: str) -> dict[str, Any]:
     if not isinstance(d, dict):
         raise ModelError(f"{where}: not an actuatorlab model file (a JSON object with format '{FORMAT}')")
     fmt, ver = d.get("format"), str(d.get("format_version"))
+    if fmt == V1_ROBOT_FORMAT and d.get("format_version") is None:  # version-1 readers never checked it
+        ver = "1"
     if fmt not in (FORMAT, V1_ROBOT_FORMAT):
         raise ModelError(f"{where}: not an actuatorlab model file (missing format '{FORMAT}')")
     if (fmt, ver) not in ((FORMAT, FORMAT_VERSION), (FORMAT, "1"), (V1_ROBOT_FORMAT, "1")):
@@ -181,11 +183,8 @@ def _validate(doc: dict, where: str, path: Path | None) -> None:
             validate_envelope(doc["envelope"], where)
         return
     # a whole robot
-    if doc["kind"] in LEARNED_KINDS:
-        for key in ("weights", "layout"):
-            if key not in doc:
-                raise ModelError(f"{where}: learned model file has no {key!r}")
-        if path is not None and not (path.parent / str(doc["weights"])).is_file():
+    if doc["kind"] in LEARNED_KINDS:  # its network is read by actuatorlab.learned.arm.load_arm_model
+        if path is not None and "weights" in doc and not (path.parent / str(doc["weights"])).is_file():
             raise ModelError(f"{where}: weights file {doc['weights']!r} not found beside it")
         base = doc.get("base") or {}
         if base.get("model"):
