@@ -14,24 +14,29 @@ A one-joint model file (``actuatorlab fit``) runs on robot ``"bench:revolute"`` 
 
 :func:`bench_tree` builds the MJCF element tree (used by the MJCF export,
 :mod:`actuatorlab.export.mjcf`, which adds the fitted joint properties and the servo actuator);
-:func:`bench_config` the robot config (docs/robots.md) that carries the fitted model as the
+`bench_config` / :func:`bench_files` the robot config (docs/robots.md) that carries the fitted model as the
 bench servo's nominal parameters, which :func:`actuatorlab.robots.loader.load_robot` loads when
 given a one-joint :class:`~actuatorlab.models.actuator_model.ActuatorModel`.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import tempfile
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError
+from ..files import atomic_write
 from ..models.actuator_model import BENCH_PREFIX, ActuatorModel
 from ..models.control import CONTROL_LAWS
 from ..models.params import PARAMS
 from ..models.plant import GRAVITY
 
-__all__ = ["BENCH_TIMESTEP", "BENCH_JOINT", "bench_tree", "bench_config", "fmt", "fmts"]
+__all__ = ["BENCH_TIMESTEP", "BENCH_JOINT", "bench_tree", "bench_config", "bench_files", "fmt", "fmts"]
 
 #: [s] physics step of a bench (implicitfast in the exported MJCF; the robot config's physics step
 #: is the largest divisor of the fitted period not above it)
@@ -167,3 +172,17 @@ def bench_config(model: ActuatorModel) -> tuple[dict[str, Any], str]:
     root, _, _ = bench_tree(setup, model.joint_type, name=name, timestep=dt / n)
     ET.indent(root, space="  ")
     return cfg, ET.tostring(root, encoding="unicode") + "\n"
+
+
+def bench_files(model: ActuatorModel) -> tuple[dict[str, Any], Path]:
+    """(config dict, config path) of a one-joint model's bench robot (:func:`bench_config`): the
+    config and its MJCF are written once into a folder named by their content under the temporary
+    directory (the robot loader reads files)."""
+    cfg, xml = bench_config(model)
+    text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
+    folder = Path(tempfile.gettempdir()) / "actuatorlab-bench" / hashlib.sha256((text + xml).encode()).hexdigest()[:16]
+    path = folder / "robot.json"
+    if not path.is_file():
+        atomic_write(folder / "bench.xml", xml)
+        atomic_write(path, text)
+    return cfg, path

@@ -27,10 +27,8 @@ parameter sets; :meth:`Robot.joint_params` maps them to per-joint arrays.
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import math
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,9 +37,8 @@ import mujoco
 import numpy as np
 
 from ..errors import ModelError, UnknownNameError
-from ..files import atomic_write
 from ..models.actuator_model import BENCH_PREFIX, ActuatorModel, check_robot
-from .bench import bench_config
+from .bench import bench_files
 from ..models.control import DEFAULT_ERROR_GAIN, CONTROL_LAWS, LawConstants
 from ..models.params import PARAMS, neutral_params
 from ..models.registry import get_model, list_models
@@ -283,7 +280,7 @@ def load_robot(name: str | Path | ActuatorModel) -> Robot:
     """
     if isinstance(name, ActuatorModel):
         if name.one_joint:
-            return _bench_robot(name)
+            return _parse(*bench_files(name))
         return load_robot(check_robot(name, None))
     s = str(name)
     if s.startswith(BENCH_PREFIX):
@@ -300,20 +297,6 @@ def load_robot(name: str | Path | ActuatorModel) -> Robot:
         cfg = json.loads(path.read_text())
     except json.JSONDecodeError as e:
         raise ModelError(f"{path}: not valid JSON ({e})") from None
-    return _parse(cfg, path)
-
-
-def _bench_robot(model: ActuatorModel) -> Robot:
-    """The bench robot of a one-joint model: its config and MJCF are written once into a folder
-    named by their content under the temporary directory (the loader reads files)."""
-    cfg, xml = bench_config(model)
-    text = json.dumps(cfg, indent=2, sort_keys=True) + "\n"
-    key = hashlib.sha256((text + xml).encode()).hexdigest()[:16]
-    folder = Path(tempfile.gettempdir()) / "actuatorlab-bench" / key
-    path = folder / "robot.json"
-    if not path.is_file():
-        atomic_write(folder / "bench.xml", xml)
-        atomic_write(path, text)
     return _parse(cfg, path)
 
 
