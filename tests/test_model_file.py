@@ -102,7 +102,7 @@ def _broken(tmp_path, edit) -> Path:
     (lambda d: d.update(format_version="7"), ["format version '7'"]),
     (lambda d: d.update(kind="learned", arch="mlp", weights="weights.eqx", layout={}, normalizer={},
                         physics_parameters={}, step_config={}), ["weights file 'weights.eqx' not found"]),
-    (lambda d: d.update(format="actuatorlab-model", format_version="2"), ["names no robot"]),
+    (lambda d: d.update(format="actuatorlab-model", format_version="2", kind="analytic"), ["names no robot"]),
 ])
 def test_load_refuses_a_bad_file_naming_it(tmp_path, edit, words):
     p = _broken(tmp_path, edit)
