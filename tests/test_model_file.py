@@ -14,7 +14,7 @@ import pytest
 
 from actuatorlab.app.cli import main
 from actuatorlab.errors import ModelError
-from actuatorlab.models.actuator_model import FORMAT, FORMAT_VERSION, from_document, load, save
+from actuatorlab.models.actuator_model import FORMAT, FORMAT_VERSION, check_robot, from_document, load, save
 from actuatorlab.models.modelfile import load_model
 from actuatorlab.robots import load_robot
 
@@ -102,7 +102,6 @@ def _broken(tmp_path, edit) -> Path:
     (lambda d: d.update(format_version="7"), ["format version '7'"]),
     (lambda d: d.update(kind="learned", arch="mlp", weights="weights.eqx", layout={}, normalizer={},
                         physics_parameters={}, step_config={}), ["weights file 'weights.eqx' not found"]),
-    (lambda d: d.update(format="actuatorlab-model", format_version="2", kind="analytic"), ["names no robot"]),
 ])
 def test_load_refuses_a_bad_file_naming_it(tmp_path, edit, words):
     p = _broken(tmp_path, edit)
@@ -123,12 +122,15 @@ def test_whole_robot_file_with_a_non_finite_parameter_is_refused(tmp_path):
         load(p)
 
 
-def test_save_refuses_a_model_without_robot(tmp_path):
+def test_a_model_without_robot_needs_one(tmp_path):
     d = json.loads((V1 / "anymal_c_sea_arm_model.json").read_text())
     del d["robot"]
     m = from_document(d)
     with pytest.raises(ModelError, match="must name its robot"):
         save(m, tmp_path / "x.json")
+    with pytest.raises(ModelError, match="names no robot; give --robot"):
+        check_robot(m, None)
+    assert check_robot(m, "anymal_c") == "anymal_c"
 
 
 # ------------------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ class ActuatorModel:
 
     robot: the robot it runs on: a bundled robot name, a robot config path, or ``"bench:revolute"``
         / ``"bench:prismatic"`` for a one-joint model (its bench is the file's ``setup``); None
-        only for a version-1 whole-robot file that named no robot.
+        for a file that names no robot (:func:`check_robot` then needs one; :func:`save` refuses it).
     kind: "analytic" | "learned" | "residual".
     model: registry name of the analytic model (of the base model for "residual"; None for a
         whole-robot "learned" model without a base, or a one-joint "learned" one).
@@ -150,9 +150,6 @@ def _upgrade(d: Any, where: str) -> dict[str, Any]:
     doc.update(format=FORMAT, format_version=FORMAT_VERSION)
     if doc.get("kind") not in KINDS:
         raise ModelError(f"{where}: unknown model kind {doc.get('kind')!r}; available: {', '.join(KINDS)}")
-    if ver != "1" and not (isinstance(doc.get("robot"), str) and doc["robot"]):
-        raise ModelError(f"{where}: model file names no robot (format {FORMAT!r} version {FORMAT_VERSION} "
-                         "always has 'robot')")
     return doc
 
 
