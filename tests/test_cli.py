@@ -281,7 +281,7 @@ def test_corrupt_model_file(work, capsys, tmp_path):
     text = (work["run"] / "model.json").read_text()
     cases = {"cut.json": (text[: len(text) // 2], "not valid JSON"),
              "other.json": (json.dumps({"hello": 1}), "not an actuatorlab model file"),
-             "future.json": (text.replace('"format_version": "1"', '"format_version": "9"'), "'9'"),
+             "future.json": (text.replace('"format_version": "2"', '"format_version": "9"'), "'9'"),
              "badmodel.json": (text.replace('"model": "m1"', '"model": "m77"'), "m77")}
     for name, (content, word) in cases.items():
         p = tmp_path / name

@@ -14,7 +14,7 @@ def test_synth_fit_evaluate_robot(tmp_path, capsys):
     assert main(["fit", str(data / "train"), "--robot", "open_manipulator_x", "--max-evals", "16",
                  "--out", str(run)]) == 0
     d = json.loads((run / "arm_model.json").read_text())
-    assert d["format"] == "actuatorlab-arm-model" and d["robot"] == "open_manipulator_x"
+    assert d["format"] == "actuatorlab-model" and d["kind"] == "analytic" and d["robot"] == "open_manipulator_x"
     # the fit never ends worse than the nominal parameters it starts from
     assert d["fit"]["train_mae"] <= d["fit"]["train_mae_nominal"] + 1e-12
     # no --model: the nested ladder was fitted and judged on held-back data; the selected model

@@ -25,6 +25,7 @@ from .jobs import run_audit, run_compare, run_evaluate, run_evaluate_arm, run_ex
 from ..evaluate import format_table
 from . import jobs as pipeline
 from ..files import read_json
+from ..models.actuator_model import check_robot, load
 from ..models.modelfile import load_model, model_from_bam, save_model
 from ..excite.robot import excite_robot, RobotLimits
 from ..logs import render_audit
@@ -301,8 +302,7 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
     data covered)."""
 
     _check_range("--dt", dt)
-    if robot is None:
-        robot = _robot_of_arm_model(model_json)
+    robot = _robot_of_model(model_json, robot)
     if robot is not None:
         if report is not None:
             raise ActuatorlabError("--report is not available with --robot (whole-robot models)")
@@ -329,21 +329,17 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
         console.print(f"wrote {report}")
 
 
-def _robot_of_arm_model(model_json: Path) -> Optional[str]:
-    """``evaluate`` without --robot: the robot a whole-robot model file (arm_model.json) names;
-    None for any other file (the model-file loader reports what is wrong with it)."""
+def _robot_of_model(model_json: Path, robot: Optional[str]) -> Optional[str]:
+    """The robot of a command's model file: a whole-robot model's (the file's when --robot is
+    absent; an explicit --robot must agree with it), None for a one-joint model (after the same
+    check: its robot is its bench, e.g. bench:revolute). The word "nominal" needs --robot."""
     if str(model_json) == "nominal":
-        raise ActuatorlabError("nominal: the nominal parameters of a robot: give --robot ROBOT")
-    try:
-        d = json.loads(Path(model_json).read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(d, dict) or d.get("format") != "actuatorlab-arm-model":
-        return None
-    if not isinstance(d.get("robot"), str) or not d["robot"]:
-        raise ActuatorlabError(f"{model_json}: a whole-robot model (arm_model.json) that names no robot: "
-                               "give --robot ROBOT")
-    return d["robot"]
+        if robot is None:
+            raise ActuatorlabError("nominal: the nominal parameters of a robot: give --robot ROBOT")
+        return robot
+    m = load(model_json)
+    name = check_robot(m, robot)
+    return None if m.one_joint else name
 
 
 def _print_envelope(s: dict) -> None:
@@ -386,6 +382,8 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
 
     _check_range("--steps", steps)
     _check_resume(out, resume)
+    if residual is not None:
+        robot = _robot_of_model(residual, robot)
     if robot is not None:
         d = pipeline.run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
         tr = d["training"]
@@ -530,6 +528,8 @@ def excite(out: Path = typer.Option(..., "--out", "-o", help="folder for the com
             sep = ""
         if not sep:
             raise ActuatorlabError(f"--param must be NAME=VALUE, got {p!r}")
+    if model_file is not None:
+        robot = _robot_of_model(model_file, robot)
     if robot is not None:
         _excite_robot(out, robot, model_file, model, values, joints, joint_range, q_range, margin, v_max, duty,
                       effort_share, effort_max, budget_s, segment_s or 3.0, write_all, lerobot)

@@ -19,7 +19,7 @@ from ..precision import physics
 from ..errors import DataError
 from ..logs import load_logs, save_trajectory, audit_log
 from ..logs.format import Trajectory
-from ..models.modelfile import ARM_MODEL_FORMAT
+from ..models.actuator_model import FORMAT, FORMAT_VERSION, LEARNED_KINDS, check_robot, from_document, load, save
 from ..identify.fit import fit_model, substeps_for
 from ..identify.identifiability import identifiability
 from ..sim.rollout import default_dt, make_batches, rollout_batch
@@ -419,8 +419,6 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
     ``method``: "cma" (CMA-ES through the native MuJoCo path, the fast choice on CPUs) or "grad"
     (Adam through the MJX rollout with a window curriculum, :mod:`actuatorlab.identify.arm_grad`;
     compiles a gradient per model, minutes on a CPU)."""
-    import json
-
     trajs = load_logs(list(paths))
     selection = None
     if method not in ("cma", "grad"):
@@ -439,14 +437,14 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
                      "val_horizon": res["val_horizon"]}
     ev = evaluate_arm(robot, r["params"], trajs, model=r["model"])
 
-    d = {"format": ARM_MODEL_FORMAT, "format_version": "1", "robot": robot, "model": r["model"],
+    d = {"format": FORMAT, "format_version": FORMAT_VERSION, "robot": robot, "kind": "analytic", "model": r["model"],
          "per_joint": per_joint, "params": r["params"], "nominal": r["nominal"],
          "envelope": arm_envelope(robot, trajs),
          "fit": {"method": method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
                                                          "horizon")}},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
          "package_version": __version__, "git_revision": git_revision()}
-    atomic_write(Path(out) / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
+    save(from_document(d, validate=False), Path(out) / "arm_model.json")
     return d
 
 
@@ -457,26 +455,21 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     "residual") or the word "nominal" (the robot config's values). With a model file that records
     an envelope, ``envelope_outside_fraction`` {log: share of samples outside it (any joint, any
     dimension)} and ``envelope_outside_per_joint`` {log: {joint: share}} are added."""
-    import json
-
-
     params, model = None, None
     if str(model_path) != "nominal":
         p = Path(model_path)
-        try:
-            d = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
-        if d.get("format") == ARM_MODEL_FORMAT and d.get("kind") in ("learned", "residual"):
+        am = load(p)
+        if am.one_joint:
+            raise ModelError(f"{p}: a one-joint model (robot {am.robot!r}); --robot {robot} takes a whole-robot "
+                             "arm_model.json (fit it with `actuatorlab fit --robot`)")
+        check_robot(am, robot)
+        if am.kind in LEARNED_KINDS:
             r, m, _ = load_arm_model(p, robot)
             trajs = load_logs(list(paths))
             return _note_skipped_horizons(evaluate_learned_arm(r, m, trajs), trajs)
-        if d.get("format") != ARM_MODEL_FORMAT:
-            raise ModelError(f"{p}: not an actuatorlab arm model (fit it with `actuatorlab fit --robot`)")
-        if d.get("robot") != robot:
-            raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {robot!r}")
-        params = d["params"]
-        model = d.get("model")
+        d = am.document
+        params = am.parameters
+        model = am.model
     trajs = load_logs(list(paths))
     res = evaluate_arm(robot, params, trajs, model=model)
     env = d.get("envelope") if params is not None else None
@@ -579,7 +572,7 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     base = None
     if residual is not None:
         base = load_model(residual)
-        if base.get("kind"):
+        if base.get("kind") in LEARNED_KINDS:
             raise ModelError(f"{residual}: --residual needs a fitted analytic model (actuatorlab fit), "
                              f"not a {base['kind']} one")
     trajs = load_data(paths)

@@ -13,7 +13,6 @@ per joint name. The environments then step the same functions as the whole-robot
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,15 +22,17 @@ import numpy as np
 
 from ..errors import ModelError
 from ..robots.loader import Robot, home_qpos, load_robot
-from ..models.modelfile import ARM_MODEL_FORMAT
+from ..models.actuator_model import check_robot, load
 from ..sim.arm_data import _param_sets, robot_with_model
 from ..sim.arm_learned import LearnedArm
 from ..errors import UnknownNameError
 from ..robots.loader import model_spec
 from ..learned.arm import load_arm_model
 
-__all__ = ["Actuator", "load_actuator", "mixed_robot", "builtin_model", "builtin_ctrl_index", "home_qpos"]
+__all__ = ["DEFAULT_ROBOT", "Actuator", "load_actuator", "mixed_robot", "builtin_model", "builtin_ctrl_index", "home_qpos"]
 
+#: the robot of an environment given neither a robot nor a model file that names one
+DEFAULT_ROBOT = "open_manipulator_x"
 
 
 @dataclass(frozen=True, eq=False)
@@ -87,11 +88,15 @@ def mixed_robot(robot: Robot, builtin: tuple[str, ...] | list[str]) -> tuple[Rob
     return sub, np.array(kept_groups, dtype=np.int64)
 
 
-def load_actuator(robot: str | Robot, model: Any = None, builtin_joints: Any = None) -> Actuator:
+def load_actuator(robot: str | Robot | None, model: Any = None, builtin_joints: Any = None) -> Actuator:
     """The actuator of every modelled joint.
 
+    ``robot``: a name, config path or :class:`Robot`; None: the robot the model file names (a
+    one-joint model.json: its bench robot), else :data:`DEFAULT_ROBOT`.
+
     ``model``: None or "nominal" (the robot config's model and values), "builtin" (MuJoCo's own
-    actuators of the MJCF), a path to an ``arm_model.json`` (analytic, learned or residual), an
+    actuators of the MJCF), a path to a model file (an ``arm_model.json``: analytic, learned or
+    residual; a one-joint analytic ``model.json``: its bench robot's servo), an
     arm-model dict ({"model", "params"} as ``fit --robot`` writes), an :class:`Actuator`, or a
     :class:`~actuatorlab.sim.arm_learned.LearnedArm` (with the robot carrying its base model).
 
@@ -101,6 +106,18 @@ def load_actuator(robot: str | Robot, model: Any = None, builtin_joints: Any = N
     if builtin_joints:
         return _mixed(robot, model, tuple(builtin_joints))
 
+    am = None
+    if isinstance(model, (str, Path)) and str(model) not in ("nominal", "builtin"):
+        am = load(model)
+        if am.one_joint:
+            r = load_robot(am) if robot is None else robot if isinstance(robot, Robot) else load_robot(robot)
+            if r.name != am.robot:
+                raise ModelError(f"{model}: fitted for robot {am.robot!r}, not {r.name!r}")
+            return Actuator("analytic", r, r.nominal_params(), envelope=am.envelope, source=str(model))
+        if robot is None:
+            robot = check_robot(am, None)
+    if robot is None:
+        robot = DEFAULT_ROBOT
     r = robot if isinstance(robot, Robot) else load_robot(robot)
     if isinstance(model, Actuator):
         return model
@@ -113,17 +130,10 @@ def load_actuator(robot: str | Robot, model: Any = None, builtin_joints: Any = N
         d, src = model, "dict"
     else:
         p = Path(model)
-        try:
-            d = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
-        src = str(p)
-        if d.get("format") != ARM_MODEL_FORMAT:
-            raise ModelError(f"{p}: not an actuatorlab arm model (format {d.get('format')!r}; fit one with "
-                             f"`actuatorlab fit DATA --robot {r.name}`)")
+        d, src = am.document, str(p)
         if d.get("robot") != r.name:
             raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {r.name!r}")
-        if d.get("kind") in ("learned", "residual"):
+        if am.kind in ("learned", "residual"):
             rl, lm, _ = load_arm_model(p, r.name)
             return Actuator("learned", rl, {k: np.asarray(v) for k, v in lm.base.items()}, learned=lm,
                             envelope=d.get("envelope"), source=src)

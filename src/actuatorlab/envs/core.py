@@ -57,9 +57,10 @@ __all__ = ["EnvSpec", "EnvCore", "EnvState", "ControlState"]
 class EnvSpec:
     """Everything that defines an environment.
 
-    robot: name or :class:`~actuatorlab.robots.Robot`; model: the actuator
+    robot: name or :class:`~actuatorlab.robots.Robot`, or None: the robot the model file names (a
+    one-joint model.json: its bench robot), else ``DEFAULT_ROBOT``; model: the actuator
     (:func:`~actuatorlab.envs.actuators.load_actuator`: None the config's nominal model,
-    "builtin" MuJoCo's actuators, a fitted arm_model.json, analytic or learned); task:
+    "builtin" MuJoCo's actuators, a fitted model file, analytic or learned); task:
     :class:`~actuatorlab.envs.tasks.PostureTask` by default (protocol in that module); contract:
     :class:`~actuatorlab.envs.timing.TimingContract`; randomization: hook object (module
     docstring) or None; envelope: the fitted model's envelope dict or {joint: dict} (None: the
@@ -73,7 +74,7 @@ class EnvSpec:
     array written into the native model (native only, e.g. a payload's ``body_mass``).
     """
 
-    robot: Any = "open_manipulator_x"
+    robot: Any = None
     model: Any = None
     task: Any = None
     contract: TimingContract | None = None

@@ -51,7 +51,7 @@ class NativeBatch:
     only). The state's fields read as attributes (``arm``, ``params``, ``prev_target``,
     ``obs_qpos``, ``net_hist``, ``rand_keys``, ...); the static description is the core's."""
 
-    def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, num_envs: int = 1, **options: Any):
+    def __init__(self, robot: Any = None, model: Any = None, *, num_envs: int = 1, **options: Any):
         self.core = EnvCore(EnvSpec(robot, model, **options, backend="native"))
         self.warn = options.get("envelope_mode") == "warn"
         self.B = int(num_envs)
@@ -145,7 +145,7 @@ class ActuatorEnv(gym.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, **kw: Any):
+    def __init__(self, robot: Any = None, model: Any = None, **kw: Any):
         self.core = NativeBatch(robot, model, num_envs=1, **kw)
         self.action_space, self.observation_space = _spaces(self.core)
         self._key = jax.random.PRNGKey(0)
@@ -170,7 +170,7 @@ class ActuatorVectorEnv(gym.vector.VectorEnv):
 
     metadata = {"autoreset_mode": gym.vector.AutoresetMode.SAME_STEP}
 
-    def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, *, num_envs: int = 8, **kw: Any):
+    def __init__(self, robot: Any = None, model: Any = None, *, num_envs: int = 8, **kw: Any):
         self.core = NativeBatch(robot, model, num_envs=num_envs, **kw)
         self.num_envs = num_envs
         self.single_action_space, self.single_observation_space = _spaces(self.core)

@@ -37,7 +37,7 @@ class MjxEnv:
     ``MjxEnv.from_spec(spec)``. The static description (``n_joints``, ``qadr``, ``home``,
     ``policy_dt``, ...) is the core's."""
 
-    def __init__(self, robot: Any = "open_manipulator_x", model: Any = None, **options: Any):
+    def __init__(self, robot: Any = None, model: Any = None, **options: Any):
         self.core = EnvCore(EnvSpec(robot, model, **options, backend="mjx"))
 
     @classmethod

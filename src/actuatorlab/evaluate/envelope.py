@@ -65,7 +65,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..errors import ModelError
-from ..models.modelfile import CONTINUOUS, ENVELOPE_VERSION, _unrows, validate_envelope
+from ..models.actuator_model import CONTINUOUS, ENVELOPE_VERSION, _unrows, validate_envelope
 from .metrics import STALL_LEVEL
 from ..sim.rollout import _constants, controller_level, log_arrays
 

@@ -9,6 +9,7 @@ from ..precision import physics
 from ..identify.fit import fit_model, substeps_for
 from ..learned.joint import JointModel, log_set, onestep_logs, rollout_logs
 from ..learned.joint_train import load_joint_model
+from ..models.actuator_model import LEARNED_KINDS
 from ..models.modelfile import params_from_model
 from ..logs.format import Trajectory
 from ..models.registry import get_model
@@ -73,7 +74,7 @@ def replay_joint(model: JointModel, batches) -> list:
 def replay(model_dict: dict, trajs: list[Trajectory], dt: float | None = None) -> list[LogResult]:
     """Replay ``trajs`` with the model of a loaded model.json (at its fitted dt unless given)."""
     dt = float(dt if dt is not None else model_dict.get("fit", {}).get("dt") or 0) or None
-    if model_dict.get("kind"):  # learned / residual (load_model checked the kind)
+    if model_dict.get("kind") in LEARNED_KINDS:  # learned / residual (load_model checked the kind)
         return replay_joint(load_joint_model(model_dict, model_dict["_path"]), make_batches(trajs, dt))
     return replay_batches(model_dict["model"], params_from_model(model_dict), make_batches(trajs, dt))
 

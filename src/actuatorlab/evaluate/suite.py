@@ -32,8 +32,8 @@ from typing import Mapping
 import numpy as np
 
 from ..errors import ActuatorlabError, ModelError
-from ..models.modelfile import ARM_MODEL_FORMAT as ARM_FORMAT
-from ..models.modelfile import load_model
+from ..models.actuator_model import load
+from ..models.modelfile import joint_dict
 from ..sim.arm_data import evaluate_arm
 from ..robots import load_robot
 from ..files import atomic_write, read_json
@@ -79,19 +79,12 @@ def _with_gains(trajs, gains: Mapping[str, float] | None):
 
 def _read_model(path: Path) -> tuple[dict, str]:
     """(model dict, kind) where kind is "joint" (model.json) or "arm" (arm_model.json)."""
-    path = Path(path)
-    try:
-        head = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise ModelError(f"{path}: no such model file") from None
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise ModelError(f"{path}: not valid JSON ({e.__class__.__name__})") from None
-    if isinstance(head, dict) and head.get("format") == ARM_FORMAT:
-        if head.get("kind"):
+    m = load(path)
+    if not m.one_joint:
+        if m.kind != "analytic":
             raise ModelError(f"{path}: learned whole-robot models are not supported by replay suites yet")
-        return head, "arm"
-
-    return load_model(path), "joint"
+        return dict(m.document), "arm"
+    return joint_dict(m), "joint"
 
 
 def _robot_with(r, physics_dt: float | None, gains: Mapping[str, float] | None):
@@ -160,8 +153,9 @@ def create_suite(suite: str | Path, model_path: str | Path, log_paths, *, margin
     if (suite / MANIFEST).exists() and not overwrite:
         raise SuiteError(f"{suite / MANIFEST}: a suite exists already (pass --overwrite to replace it)")
     model, kind = _read_model(Path(model_path))
-    if kind == "joint" and robot is not None:
-        raise SuiteError(f"{model_path}: --robot needs a whole-robot arm_model.json")
+    if robot is not None and model.get("robot") not in (None, str(robot)):
+        raise SuiteError(f"{model_path}: fitted for robot {model.get('robot')!r}, not {str(robot)!r} (--robot; "
+                         "without it the file's robot is used)")
     trajs = load_logs(list(log_paths), mapping=mapping)
     names = [t.name for t in trajs]
     if len(set(names)) != len(names):

@@ -72,7 +72,7 @@ from ..sim.arm_native import native_model, rollout_native
 from ..synth.model_truth import rollout_trajectory
 from ..identify.arm_fit import fit_arm
 from ..files import atomic_write
-from ..models.modelfile import ARM_MODEL_FORMAT
+from ..models.actuator_model import check_robot, load
 from ..errors import UnknownNameError
 
 __all__ = ["RobotLimits", "RobotSegment", "FAMILIES", "SINGLE_PRIMITIVES", "design_robot_setup", "robot_candidates",
@@ -470,16 +470,11 @@ def write_robot_excitation(out: str | Path, robot: Robot, segments: list[RobotSe
 def _load_arm_model(path: str | Path, robot: str) -> tuple[str | None, dict]:
     """(model, params) of an analytic RUN/arm_model.json fitted for ``robot``."""
 
-    p = Path(path)
-    try:
-        d = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
-    if d.get("format") != ARM_MODEL_FORMAT or d.get("kind", "analytic") != "analytic":
-        raise ModelError(f"{p}: not an analytic actuatorlab arm model (fit it with `actuatorlab fit --robot`)")
-    if d.get("robot") != robot:
-        raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {robot!r}")
-    return d.get("model"), d.get("params") or {}
+    m = load(path)
+    if m.one_joint or m.kind != "analytic":
+        raise ModelError(f"{path}: not an analytic actuatorlab arm model (fit it with `actuatorlab fit --robot`)")
+    check_robot(m, robot)
+    return m.model, dict(m.parameters)
 
 
 @physics

@@ -44,7 +44,6 @@ Simulation of Servo Actuators", ICRA 2025).
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import tempfile
@@ -58,20 +57,15 @@ import mujoco
 from ..errors import ModelError, UnknownNameError
 from ..models.control import DEFAULT_ERROR_GAIN
 from ..models.params import PARAMS, unit_for
-from ..models.plant import GRAVITY
+from ..models.modelfile import load_model
+from ..robots.bench import BENCH_TIMESTEP, bench_tree, fmt as _fmt, fmts as _fmts
 
 __all__ = ["ExportResult", "export_mjcf", "MODEL_FORMAT", "MODEL_FORMAT_VERSIONS", "BENCH_TIMESTEP",
            "FRICTION_SOLIMP", "BIAS_GROUP",
            "has_dcmotor"]
 
 MODEL_FORMAT = "actuatorlab-model"
-MODEL_FORMAT_VERSIONS = ("1",)
-#: [s] physics step of the exported bench (implicitfast integrator).
-BENCH_TIMESTEP = 0.001
-#: smallest body mass/inertia MuJoCo accepts is 1e-15; a carriage/rotor without load gets this
-#: mass [kg] and inertia [kg.m^2] so that the joint armature carries (almost) all the inertia.
-_TINY_MASS = 1e-9
-_TINY_INERTIA = 1e-12
+MODEL_FORMAT_VERSIONS = ("1", "2")
 #: fitted-model values at or beyond which a mechanism is off (see actuatorlab.models.params).
 _UNLIMITED_CURRENT = float(PARAMS["current_limit"].neutral)  # [A]
 _RIGID_STIFFNESS = float(PARAMS["stiffness"].neutral)  # [N.m/rad]
@@ -166,15 +160,6 @@ def _check_format(model: dict[str, Any]) -> None:
     if fmt is not None and ver not in MODEL_FORMAT_VERSIONS:
         raise ModelError(f"model: format_version {ver!r} is not supported "
                          f"(supported: {', '.join(MODEL_FORMAT_VERSIONS)})")
-
-
-def _fmt(x: float) -> str:
-    """Shortest text that reads back as the same float64."""
-    return repr(float(x))
-
-
-def _fmts(*xs: float) -> str:
-    return " ".join(_fmt(x) for x in xs)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -472,66 +457,11 @@ def _comment_text(text: str) -> str:
     return text + " " if text.endswith("-") else text
 
 
-def _pendulum_inertial(mass: float, length: float, arm_mass: float) -> tuple[float, float, float, float]:
-    """Point mass at ``length`` plus a uniform rod on a hinge, as one rigid body.
-
-    I_axis = m l^2 + m_arm l^2 / 3,  M c = m l + m_arm l / 2   (actuatorlab.models.plant.pendulum)
-    Returns (M [kg], c [m] pivot to centre of mass, I_c [kg.m^2] about the centre of mass, perpendicular
-    to the rod, I_axis [kg.m^2] about the hinge).
-    """
-    total = mass + arm_mass
-    i_axis = mass * length**2 + arm_mass * length**2 / 3.0
-    if total <= 0:
-        return _TINY_MASS, 0.0, _TINY_INERTIA, 0.0
-    c = (mass * length + 0.5 * arm_mass * length) / total
-    i_c = max(i_axis - total * c * c, 0.0)
-    return total, c, i_c, i_axis
-
-
 def _bench_tree(ctx: _Context) -> tuple[ET.Element, ET.Element, dict[str, float | str]]:
-    """A minimal bench model: returns (root, joint element, written)."""
-    bench = ctx.setup.get("bench") or {}
+    """A minimal bench model (:func:`actuatorlab.robots.bench.bench_tree`): (root, joint element, written)."""
     name = "actuatorlab_" + "_".join(str(x) for x in (ctx.model.get("actuator") or ctx.setup.get("actuator")
                                                         or "actuator", ctx.model.get("model", "model")))
-    root = ET.Element("mujoco", {"model": name.replace("+", "_")})
-    ET.SubElement(root, "compiler", {"angle": "radian", "autolimits": "true"})
-    written: dict[str, float | str] = {"timestep": ctx.timestep}
-    world = ET.Element("worldbody")
-    if ctx.joint_type == "revolute":
-        mass, length = float(bench.get("mass", 0.0)), float(bench.get("length", 0.0))
-        arm_mass = float(bench.get("arm_mass", 0.0))
-        g = float(bench.get("gravity", GRAVITY))
-        q_offset = ctx.v("q_offset")
-        ET.SubElement(root, "option", {"timestep": _fmt(ctx.timestep), "integrator": "implicitfast",
-                                       "gravity": _fmts(0.0, 0.0, -g)})
-        total, c, i_c, i_axis = _pendulum_inertial(mass, length, arm_mass)
-        eps = max(1e-9 * i_axis, _TINY_INERTIA)
-        body = ET.SubElement(world, "body", {
-            "name": "pendulum", "pos": "0 0 0",
-            "quat": _fmts(math.cos(q_offset / 2), 0.0, math.sin(q_offset / 2), 0.0)})
-        joint_el = ET.SubElement(body, "joint", {"name": "joint", "type": "hinge", "axis": "0 1 0"})
-        ET.SubElement(body, "inertial", {"pos": _fmts(0.0, 0.0, -c), "mass": _fmt(total),
-                                         "diaginertia": _fmts(i_c + eps, i_c + eps, eps)})
-        if length > 0:
-            ET.SubElement(body, "geom", {"type": "capsule", "fromto": _fmts(0, 0, 0, 0, 0, -length),
-                                         "size": "0.004", "contype": "0", "conaffinity": "0", "mass": "0"})
-            ET.SubElement(body, "geom", {"type": "sphere", "pos": _fmts(0, 0, -length), "size": "0.015",
-                                         "contype": "0", "conaffinity": "0", "mass": "0", "rgba": "0.8 0.3 0.2 1"})
-        written.update({"bench.mass": mass, "bench.length": length, "bench.arm_mass": arm_mass,
-                        "bench.gravity": g, "bench.inertia": i_axis,
-                        "bench.gravity_torque": (mass * length + 0.5 * arm_mass * length) * g,
-                        "bench.q_offset": q_offset})
-    else:
-        ET.SubElement(root, "option", {"timestep": _fmt(ctx.timestep), "integrator": "implicitfast"})
-        body = ET.SubElement(world, "body", {"name": "carriage", "pos": "0 0 0"})
-        joint_el = ET.SubElement(body, "joint", {"name": "joint", "type": "slide", "axis": "1 0 0"})
-        ET.SubElement(body, "inertial", {"pos": "0 0 0", "mass": _fmt(_TINY_MASS),
-                                         "diaginertia": _fmts(_TINY_INERTIA, _TINY_INERTIA, _TINY_INERTIA)})
-        ET.SubElement(body, "geom", {"type": "box", "size": "0.05 0.03 0.02", "contype": "0",
-                                     "conaffinity": "0", "mass": "0"})
-        written.update({"bench.mass": 0.0})
-    root.append(world)
-    return root, joint_el, written
+    return bench_tree(ctx.setup, ctx.joint_type, name=name, timestep=ctx.timestep, q_offset=ctx.v("q_offset"))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -686,16 +616,7 @@ def _fix_keyframes(root: ET.Element, old: list[ET.Element], m0: mujoco.MjModel, 
 
 
 def _load_model(model: dict[str, Any] | str | Path) -> dict[str, Any]:
-    if isinstance(model, dict):
-        return model
-    path = Path(model)
-    try:
-        loaded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelError(f"{path}: cannot read the model file ({e})") from None
-    if not isinstance(loaded, dict):
-        raise ModelError(f"{path}: expected a JSON object")
-    return loaded
+    return model if isinstance(model, dict) else load_model(model)
 
 
 def export_mjcf(model: dict[str, Any] | str | Path, out_path: str | Path, *, base_xml: str | Path | None = None,

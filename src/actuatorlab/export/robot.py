@@ -41,7 +41,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..models.params import PARAMS
-from ..models.modelfile import ARM_MODEL_FORMAT
+from ..models.actuator_model import load
 from ..envs.actuators import load_actuator
 from ..robots.loader import load_robot, Robot
 from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
@@ -51,7 +51,7 @@ from .sim_cfg import _unit, analytic_law, common_metadata, isaaclab_configs, isa
 from .targets import TargetResult, TARGETS
 from .. import __version__
 
-__all__ = ["ARM_MODEL_FORMAT", "RobotExport", "load_arm_actuator", "joint_model_dicts", "robot_losses",
+__all__ = ["RobotExport", "load_arm_actuator", "joint_model_dicts", "robot_losses",
            "export_robot_mjcf", "export_robot_cfg", "export_robot_targets"]
 
 #: parameters of the winding-temperature extension (``+thermal``): listed as lost when the joint is
@@ -80,14 +80,10 @@ class RobotExport:
 def _read(arm_model: Any) -> tuple[dict, str]:
     if isinstance(arm_model, dict):
         return arm_model, "arm model"
-    p = Path(arm_model)
-    try:
-        d = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
-    if not isinstance(d, dict) or d.get("format") != ARM_MODEL_FORMAT:
-        raise ModelError(f"{p}: not an actuatorlab arm model (format {d.get('format') if isinstance(d, dict) else None!r})")
-    return d, str(p)
+    m = load(arm_model)
+    if m.one_joint:
+        raise ModelError(f"{arm_model}: a one-joint model (robot {m.robot!r}), not a whole-robot arm_model.json")
+    return dict(m.document), str(arm_model)
 
 
 def load_arm_actuator(arm_model: Any, robot: Any = None):

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ModelError, UnknownNameError
+from ..models.actuator_model import LEARNED_KINDS
 from . import mjcf as _mjcf
 from ..files import atomic_write as _write
 from .. import __version__
@@ -132,7 +133,7 @@ class AnalyticLaw:
 def analytic_law(model: dict[str, Any], dt: float) -> AnalyticLaw:
     """Reduce a fitted analytic model to :class:`AnalyticLaw` (see the module docstring)."""
     _mjcf._check_format(model)
-    if model.get("kind"):
+    if model.get("kind") in LEARNED_KINDS:
         raise ModelError(f"model: a {model['kind']} model is not analytic")
     values = _mjcf._read_values(model)
     setup = dict(model.get("setup") or {})

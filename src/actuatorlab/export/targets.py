@@ -33,9 +33,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import ModelError
-from ..models.modelfile import ARM_MODEL_FORMAT
+from ..models.actuator_model import LEARNED_KINDS, check_robot, load
 from ..errors import UnknownNameError
-from ..models.modelfile import load_model
+from ..models.modelfile import joint_dict
 from .sim_cfg import _unit, atomic_write, cfg_paths, export_analytic_cfg, model_dt, write_cfg
 from .torch_export import actuator_lstm_module, actuator_net_module, learned_metadata, save_torchscript, window_module
 from ..learned.onnx_export import _require, export_onnx
@@ -63,26 +63,27 @@ class TargetResult:
 def _check(d: dict, targets: dict[str, Path], path: Path) -> None:
     """Refuse targets that cannot represent the model before anything is written."""
     kind = d.get("kind")
+    learned = kind in LEARNED_KINDS
     for t in targets:
-        if t == "mjcf" and kind:
+        if t == "mjcf" and learned:
             raise ModelError(f"{path}: --mjcf: a {kind} model has no MuJoCo equivalent (its effort is a "
                              "network); export the analytic model it was trained with, or use --onnx / "
                              "--torchscript / --isaaclab / --mjlab")
-        if t in ("onnx", "torchscript") and not kind:
+        if t in ("onnx", "torchscript") and not learned:
             raise ModelError(f"{path}: --{t}: an analytic model has no network to export; use --mjcf, "
                              "--mjlab or --isaaclab")
         arch = d.get("arch")
-        if t == "onnx" and kind and arch not in ("mlp", "transformer"):
+        if t == "onnx" and learned and arch not in ("mlp", "transformer"):
             raise ModelError(f"{path}: --onnx exports the mlp and transformer architectures, not {arch!r} "
                              "(use --torchscript)")
-        if t == "torchscript" and kind and arch not in ("mlp", "transformer", "actuator_net"):
+        if t == "torchscript" and learned and arch not in ("mlp", "transformer", "actuator_net"):
             raise ModelError(f"{path}: --torchscript exports the mlp, transformer and actuator_net "
                              f"architectures, not {arch!r}" + (" (an actuator_lstm's TorchScript file is written by "
                                                                "--isaaclab)" if arch == "actuator_lstm" else ""))
         if t == "mjlab" and arch == "actuator_lstm":
             raise ModelError(f"{path}: --mjlab: mjlab 1.6 has no recurrent learned actuator (LearnedMlpActuator "
                              "only); use --isaaclab (ActuatorNetLSTMCfg)")
-        if t in ("mjlab", "isaaclab") and kind:
+        if t in ("mjlab", "isaaclab") and learned:
             if arch not in ("actuator_net", "actuator_lstm") or kind != "learned":
                 raise ModelError(f"{path}: --{t}: a {kind} {d.get('arch')} model reads "
                                  f"{(d.get('layout') or {}).get('per_channel')}; {t}'s actuator net reads only "
@@ -98,7 +99,7 @@ def _check_extras(d: dict, targets: dict[str, Path], path: Path) -> None:
     """The optional packages a learned model's targets need, checked before anything is written:
     one line naming the file, the target and the extra to install (pyproject's optional
     dependencies: ``export`` has torch, onnx and onnxruntime; ``onnx`` the latter two)."""
-    if not d.get("kind"):
+    if d.get("kind") not in LEARNED_KINDS:
         return
 
     for t in targets:
@@ -152,11 +153,8 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
     for t in targets:
         if t not in TARGETS:
             raise UnknownNameError("export target", t, list(TARGETS))
-    try:
-        fmt = json.loads(model_path.read_text()).get("format")
-    except (OSError, ValueError, AttributeError):
-        fmt = None  # load_model reports it
-    if fmt == ARM_MODEL_FORMAT:
+    m = load(model_path)
+    if not m.one_joint:
         if base is not None or joint is not None:
             raise ModelError(f"{model_path}: --base / --joint patch one joint; a whole-robot model patches its "
                              "robot's own MJCF, every modelled joint (use --robot to choose the robot config)")
@@ -165,15 +163,14 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
         results = export_robot_targets(model_path, targets, robot=robot)
         _write_readmes(results, model_path)
         return results
-    if robot is not None:
-        raise ModelError(f"{model_path}: --robot is for whole-robot models (arm_model.json)")
-    d = load_model(model_path)
+    check_robot(m, robot)
+    d = joint_dict(m)
     _check(d, targets, model_path)
     _check_extras(d, targets, model_path)
     if (base is not None or joint is not None) and "mjcf" not in targets:
         raise ModelError("--base / --joint patch a MuJoCo model: only with --mjcf")
     jm = None
-    if d.get("kind"):
+    if d.get("kind") in LEARNED_KINDS:
         jm = load_joint_model(d, model_path)
     results = []
     for t in TARGETS:

@@ -29,7 +29,6 @@ Numerics: network and frames float32; the rollout's physics float64 (x64 context
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time as _time
 from pathlib import Path
@@ -51,13 +50,13 @@ from ..sim.arm_native import rollout_native
 from ..sim.arm_windows import make_windows
 from ..models.features import FeatureLayout, Normalizer, fit_normalizer
 from ..models.nets import arch_sizes, make_net
-from ..models.modelfile import ARM_MODEL_FORMAT
+from ..models.actuator_model import FORMAT, FORMAT_VERSION, from_document, load, save
 from ..sim.arm_data import _param_sets, fit_windows, log_arrays, robot_with_model
 from ..sim.dynamics import ArmDynamics
 from ..sim.force import estimate_log, ForcePrior, lever_arms, read_force_log
 from ..logs.format import Channel
 from .trainer import train, TrainConfig
-from ..files import atomic_write, git_revision
+from ..files import git_revision
 from .checkpoint import load_learned, save_learned
 from ..models.nets import param_count
 from .force_frame import joint_force_map_of
@@ -65,7 +64,7 @@ from .. import __version__
 
 __all__ = ["DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
            "learned_windows", "make_learned_arm", "arm_loss", "train_arm", "save_arm_model", "load_arm_model",
-           "ARM_MODEL_FORMAT", "WEIGHTS_NAME", "evaluate_learned_arm", "with_residual_inputs",
+           "WEIGHTS_NAME", "evaluate_learned_arm", "with_residual_inputs",
            "add_residual_channels"]
 
 WEIGHTS_NAME = "arm_model.eqx"
@@ -362,11 +361,9 @@ def _base_of(robot_name: str, residual) -> tuple[Robot, dict, dict | None]:
         return robot, robot.nominal_params(), None
     if isinstance(residual, (str, Path)):
         p = Path(residual)
-        try:
-            d = json.loads(p.read_text())
-        except (OSError, json.JSONDecodeError) as e:
-            raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
-        if d.get("format") != ARM_MODEL_FORMAT or d.get("kind", "analytic") != "analytic":
+        am = load(p)
+        d = am.document
+        if am.one_joint or am.kind != "analytic":
             raise ModelError(f"{p}: --residual needs an analytic arm model (from `actuatorlab fit --robot`)")
         if d.get("robot") != robot_name:
             raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {robot_name!r}")
@@ -482,7 +479,7 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
     out = Path(out)
     save_learned(out / WEIGHTS_NAME, model.net, layout=model.layout, normalizer=model.normalizer, arch=model.arch,
                  sizes=dict(model.sizes), meta={"robot": robot_name, "residual": model.residual})
-    d = {"format": ARM_MODEL_FORMAT, "format_version": "1", "kind": "residual" if model.residual else "learned",
+    d = {"format": FORMAT, "format_version": FORMAT_VERSION, "kind": "residual" if model.residual else "learned",
          "robot": robot_name, "weights": WEIGHTS_NAME, "arch": model.arch, "sizes": dict(model.sizes),
          "params_count": param_count(model.net), "layout": model.layout.to_dict(),
          "normalizer": model.normalizer.to_dict(), "effort_scale": list(model.effort_scale),
@@ -495,7 +492,7 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
         d["force_frame"] = model.force_joint.to_dict()
     if model.residual_input is not None:
         d["residual_input"] = model.residual_input.to_dict()
-    atomic_write(out / "arm_model.json", json.dumps(d, indent=2, default=float) + "\n")
+    save(from_document(d, validate=False), out / "arm_model.json")
     return d
 
 
@@ -548,11 +545,9 @@ def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Rob
     problems are one-line ModelErrors naming the file."""
 
     p = Path(path)
-    try:
-        d = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise ModelError(f"{p}: cannot read an arm model ({e.__class__.__name__})") from None
-    if d.get("format") != ARM_MODEL_FORMAT or d.get("kind") not in ("learned", "residual"):
+    am = load(p)
+    d = dict(am.document)
+    if am.one_joint or am.kind not in ("learned", "residual"):
         raise ModelError(f"{p}: not a learned actuatorlab arm model")
     if robot_name is not None and d.get("robot") != robot_name:
         raise ModelError(f"{p}: trained for robot {d.get('robot')!r}, not {robot_name!r}")

@@ -1,32 +1,28 @@
 """RUN/model.json: the fitted model, its parameters with units and bounds, the data used, the
 operating envelope of the training data, metrics, package version and git revision (schema
-"actuatorlab-model" v1, docs/model_file.md)."""
+"actuatorlab-model" v2, docs/model_file.md; read and written by :mod:`.actuator_model`)."""
 
 from __future__ import annotations
 
-import json
-import math
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-import numpy as np
-
-from ..errors import ModelError, UnknownNameError
-from ..files import atomic_write, git_revision
+from .. import __version__
+from ..errors import ModelError
+from ..files import git_revision
+from .actuator_model import (ActuatorModel, BENCH_PREFIX, CONTINUOUS, ENVELOPE_VERSION, FORMAT, FORMAT_VERSION,
+                             from_document, load, save, validate_envelope)
 from .control import DEFAULT_ERROR_GAIN
 from .params import PARAMS, neutral_params, unit_for
 from .registry import get_model
-from ..files import read_json
-from .. import __version__
 
-__all__ = ["MODEL_FORMAT", "MODEL_FORMAT_VERSION", "ARM_MODEL_FORMAT", "ENVELOPE_VERSION", "CONTINUOUS", "validate_envelope", "model_to_dict", "save_model", "load_model",
-           "params_from_model", "model_from_bam", "BAM_PARAMETER_NAMES",
-           "BAM_ACTUATORS"]
+__all__ = ["MODEL_FORMAT", "MODEL_FORMAT_VERSION", "ENVELOPE_VERSION", "CONTINUOUS", "validate_envelope",
+           "model_to_dict", "save_model", "load_model", "joint_dict", "params_from_model", "model_from_bam",
+           "BAM_PARAMETER_NAMES", "BAM_ACTUATORS"]
 
-MODEL_FORMAT = "actuatorlab-model"
-MODEL_FORMAT_VERSION = "1"
-#: whole-robot model files (RUN/arm_model.json: analytic, learned or residual; docs/model_file.md)
-ARM_MODEL_FORMAT = "actuatorlab-arm-model"
+#: the model file format that :func:`actuatorlab.models.actuator_model.save` writes
+MODEL_FORMAT = FORMAT
+MODEL_FORMAT_VERSION = FORMAT_VERSION
 
 
 def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiability: dict | None = None,
@@ -54,8 +50,8 @@ def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiabilit
         params[name] = entry
     law = setup.get("controller", "")
     d = {
-        "format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
-        "model": fit.model, "description": fit.spec.description,
+        "format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "robot": BENCH_PREFIX + joint,
+        "kind": "analytic", "model": fit.model, "description": fit.spec.description,
         "features": list(fit.spec.free),
         "actuator": setup.get("actuator"), "joint_type": joint, "controller": law,
         "setup": setup,
@@ -81,85 +77,30 @@ def _parameter_entries(values: dict, free, joint: str = "revolute") -> dict[str,
 
 
 def save_model(d: dict, path: str | Path) -> Path:
-    return atomic_write(path, json.dumps(d, indent=2, default=_json_default) + "\n")
-
-
-def _json_default(o):
-    import numpy as np
-
-    if isinstance(o, (np.floating, np.integer)):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(type(o).__name__)
+    """Write a one-joint model's dict (version 1 or 2 layout; written as version 2) with :func:`save`.
+    A dict that names no robot runs on its bench (``bench:<joint_type>``; kind "analytic" unless given). The values are stored
+    as they are (a fit's non-finite parameters too: :func:`load` refuses them, naming them)."""
+    if not d.get("robot") and d.get("format") == MODEL_FORMAT:
+        jt = d.get("joint_type") or (d.get("setup") or {}).get("joint_type") or "revolute"
+        d = {**d, "robot": BENCH_PREFIX + str(jt), "kind": d.get("kind") or "analytic"}
+    return save(from_document(d, validate=False), path)
 
 
 def load_model(path: str | Path) -> dict[str, Any]:
-    """Read and validate a model.json; errors name the file and the problem."""
-
-    path = Path(path)
-    d = read_json(path, ModelError, "no such model file")
-    if not isinstance(d, dict) or d.get("format") != MODEL_FORMAT:
-        raise ModelError(f"{path}: not an actuatorlab model file (missing format '{MODEL_FORMAT}')")
-    if d.get("format_version") != MODEL_FORMAT_VERSION:
-        raise ModelError(f"{path}: model format version {d.get('format_version')!r} is not supported "
-                         f"(this version reads {MODEL_FORMAT_VERSION!r})")
-    if "kind" in d:  # a learned / residual one-joint model (docs/model_file.md)
-        return _check_learned(d, path)
-    for key in ("model", "parameters", "setup"):
-        if key not in d:
-            raise ModelError(f"{path}: missing key {key!r}")
-    _check_model_name(d["model"], path)
-    for name, entry in d["parameters"].items():
-        if name not in PARAMS:
-            raise ModelError(f"{path}: unknown parameter {name!r}")
-        if not isinstance(entry, dict) or not isinstance(entry.get("value"), (int, float)):
-            raise ModelError(f"{path}: parameter {name!r} has no numeric value")
-    _check_finite({k: e["value"] for k, e in d["parameters"].items()}, path)
-    if d.get("envelope") is not None:  # optional: files written before envelopes were recorded lack it
-        validate_envelope(d["envelope"], str(path))
-    return d
+    """The dict of a one-joint model file (version 2 layout; :func:`load` validates it), as the
+    one-joint replay, export and evaluation read it; a learned / residual model's dict carries
+    ``_path`` (its file, for the weights beside it). A whole-robot file is refused, naming it."""
+    return joint_dict(load(path))
 
 
-def _check_model_name(name, path: Path) -> None:
-    """An unknown model name in a model file: the registry's one-line error, naming the file."""
-    try:
-        get_model(name)
-    except UnknownNameError as e:
-        raise ModelError(f"{path}: {e}") from None
-
-
-def _check_finite(values: dict, path: Path, what: str = "parameter") -> None:
-    """Refuse a model whose parameters are not all finite numbers (NaN or inf in the file would
-    replay as NaN everywhere: every metric null), naming the file and the first such parameter."""
-    for name, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ModelError(f"{path}: {what} {name!r} is not a finite number ({v!r})")
-
-
-LEARNED_KINDS = ("learned", "residual")
-
-
-def _check_learned(d: dict, path: Path) -> dict[str, Any]:
-    """Validate the JSON side of a learned/residual model.json; the weights file beside it is read
-    (and checked) when the model is replayed (:func:`actuatorlab.learned.joint_train.load_joint_model`)."""
-    if d["kind"] not in LEARNED_KINDS:
-        raise ModelError(f"{path}: unknown model kind {d['kind']!r}; available: {', '.join(LEARNED_KINDS)}")
-    for key in ("model", "arch", "weights", "layout", "normalizer", "physics_parameters", "step_config", "setup"):
-        if key not in d:
-            raise ModelError(f"{path}: learned model file has no {key!r}")
-    if not (path.parent / str(d["weights"])).is_file():
-        raise ModelError(f"{path}: weights file {d['weights']!r} not found beside it")
-    if d["kind"] == "residual" and not isinstance(d.get("base"), dict):
-        raise ModelError(f"{path}: residual model file has no analytic 'base' model")
-    if not isinstance(d["physics_parameters"], dict):
-        raise ModelError(f"{path}: learned model file's 'physics_parameters' is not an object")
-    _check_finite(d["physics_parameters"], path, "physics parameter")
-    if d["kind"] == "residual":
-        base = d["base"].get("parameters") or {}
-        _check_finite({k: e.get("value") if isinstance(e, dict) else e for k, e in base.items()}, path,
-                      "base model parameter")
-    d["_path"] = str(path)
+def joint_dict(m: ActuatorModel) -> dict[str, Any]:
+    """The dict of a loaded one-joint model (see :func:`load_model`); a whole-robot model is refused."""
+    if not m.one_joint:
+        raise ModelError(f"{m.where}: a whole-robot model (robot {m.robot!r}); this takes a one-joint model.json "
+                         f"(give --robot {m.robot} where the command has it)")
+    d = dict(m.document)
+    if m.kind != "analytic":
+        d["_path"] = m.where
     return d
 
 
@@ -232,8 +173,8 @@ def model_from_bam(bam: dict, source: str = "BAM parameter file") -> dict[str, A
     law = a["controller"]
     setup = {"actuator": actuator, "joint_type": "revolute", "controller": law, "gains": {}}
     return {
-        "format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION,
-        "model": spec.name, "description": spec.description, "features": list(spec.free),
+        "format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "robot": BENCH_PREFIX + "revolute",
+        "kind": "analytic", "model": spec.name, "description": spec.description, "features": list(spec.free),
         "actuator": actuator, "joint_type": "revolute", "controller": law, "setup": setup,
         "controller_constants": {"error_gain": DEFAULT_ERROR_GAIN.get(law), "max_duty": 1.0},
         "parameters": params,
@@ -242,52 +183,3 @@ def model_from_bam(bam: dict, source: str = "BAM parameter file") -> dict[str, A
         "imported_from": {"tool": "bam", "file": str(source), "parameters": dict(bam)},
         "package_version": __version__, "git_revision": git_revision(),
     }
-
-
-# --------------------------------------------------------------------------------------------
-# The operating envelope's stored form (computed and checked by actuatorlab.evaluate.envelope)
-# --------------------------------------------------------------------------------------------
-
-#: version of the stored envelope dict
-ENVELOPE_VERSION = "1"
-
-
-#: Continuous signals with a 1-D range: name -> unit (revolute, prismatic).
-CONTINUOUS: dict[str, tuple[str, str]] = {
-    "position": ("rad", "m"),
-    "velocity": ("rad/s", "m/s"),
-    "effort": ("1", "1"),
-    "gravity_torque": ("N.m", "N"),
-    "temperature": ("degC", "degC"),
-    "supply_voltage": ("V", "V"),
-}
-
-def _unrows(rows: Sequence[str], shape: tuple[int, int], what: str) -> np.ndarray:
-    a = np.array([[c == "1" for c in r] for r in rows], dtype=bool)
-    if a.shape != shape:
-        raise ModelError(f"envelope: {what} occupancy has shape {a.shape}, expected {shape}")
-    return a
-
-
-def validate_envelope(env: Any, where: str = "model.json") -> dict[str, Any]:
-    """Check the structure of a stored envelope; errors name ``where`` and the problem."""
-    if not isinstance(env, dict):
-        raise ModelError(f"{where}: envelope must be an object, got {type(env).__name__}")
-    if env.get("version") != ENVELOPE_VERSION:
-        raise ModelError(f"{where}: envelope version {env.get('version')!r} is not supported "
-                         f"(this version reads {ENVELOPE_VERSION!r})")
-    for key in ("dt", "settings", "dimensions", "planes", "conditions"):
-        if key not in env:
-            raise ModelError(f"{where}: envelope lacks key {key!r}")
-    for name, d in env["dimensions"].items():
-        if name not in CONTINUOUS:
-            raise ModelError(f"{where}: envelope has unknown dimension {name!r} (known: {', '.join(CONTINUOUS)})")
-        if not all(isinstance(d.get(k), (int, float)) for k in ("lower", "upper")):
-            raise ModelError(f"{where}: envelope dimension {name!r} needs numeric 'lower' and 'upper'")
-    for name, p in env["planes"].items():
-        try:
-            nx, ny = len(p["x_edges"]) - 1, len(p["y_edges"]) - 1
-            _unrows(p["occupied"], (nx, ny), f"{where}: plane {name!r}")
-        except (KeyError, TypeError) as e:
-            raise ModelError(f"{where}: envelope plane {name!r} is malformed ({e})") from None
-    return env

@@ -37,6 +37,8 @@ import mujoco
 import numpy as np
 
 from ..errors import ModelError, UnknownNameError
+from ..models.actuator_model import BENCH_PREFIX, ActuatorModel, check_robot
+from .bench import bench_files
 from ..models.control import DEFAULT_ERROR_GAIN, CONTROL_LAWS, LawConstants
 from ..models.params import PARAMS, neutral_params
 from ..models.registry import get_model, list_models
@@ -266,14 +268,23 @@ def list_robots() -> list[str]:
     return sorted(p.stem for p in CONFIG_DIR.glob("*.json"))
 
 
-def load_robot(name: str | Path) -> Robot:
-    """Load a bundled robot by name (``"open_manipulator_x"``) or a config file by path.
+def load_robot(name: str | Path | ActuatorModel) -> Robot:
+    """Load a bundled robot by name (``"open_manipulator_x"``), a config file by path, or the
+    robot a model runs on (an :class:`~actuatorlab.models.actuator_model.ActuatorModel`: the robot
+    it names, or for a one-joint model its bench, built from the file's setup by
+    :func:`actuatorlab.robots.bench.bench_config`).
 
     Raises :class:`UnknownNameError` for an unknown name (listing what exists) and
     :class:`ModelError` ("<file>: <problem>") for a malformed config or one that does not fit its
     MJCF (missing field, unknown joint/model/law/parameter, bad rates).
     """
+    if isinstance(name, ActuatorModel):
+        if name.one_joint:
+            return _parse(*bench_files(name))
+        return load_robot(check_robot(name, None))
     s = str(name)
+    if s.startswith(BENCH_PREFIX):
+        raise ModelError(f"{s}: a bench robot is built from its one-joint model file: give the model file")
     if s.endswith(".json") or "/" in s or "\\" in s:
         path = Path(s).resolve()
         if not path.is_file():

@@ -53,6 +53,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import ActuatorlabError
+from ..models.actuator_model import LEARNED_KINDS
 from ..models.params import PARAMS
 from ..files import atomic_write, read_json
 from .. import __version__
@@ -649,7 +650,7 @@ def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dic
         raise RandomizationError("randomize: no model files given")
     sources = list(sources or [f"model {i}" for i in range(len(models))])
     for d, s in zip(models, sources):
-        if d.get("kind"):
+        if d.get("kind") in LEARNED_KINDS:
             raise RandomizationError(f"{s}: a learned model has no parameter distribution to randomize")
     entries: list[dict] = []
     per = [identified_covariance(d) for d in models]
