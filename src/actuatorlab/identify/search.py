@@ -303,6 +303,12 @@ class SearchSettings:
     stds: np.ndarray | None = None  #: (space.n,) multipliers of sigma0 in the first start (None: 1)
 
 
+def _best(z: np.ndarray | None) -> np.ndarray:
+    """A fold's best point in :func:`search_folds`, which the first scoring sets for every fold."""
+    assert z is not None
+    return z
+
+
 def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, weights: np.ndarray,
                  inits: list[list[dict]], settings: SearchSettings, *, effort_weight: float = 0.0,
                  objective: Callable | None = None, progress: Callable | None = None) -> list[FoldSearch]:
@@ -330,11 +336,6 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     evals = np.zeros(F, int)
     history: list[list[dict[str, float]]] = [[] for _ in range(F)]
 
-    def best(f: int) -> np.ndarray:
-        z = best_z[f]
-        assert z is not None  # the first score() call sets every fold's best point
-        return z
-
     def score(Zs: Sequence[np.ndarray | None]) -> dict[int, np.ndarray]:
         """Objective values of the candidates Zs[f] (None or empty: fold f not scored), by fold."""
         rows = [(f, Z) for f, Z in enumerate(Zs) if Z is not None and len(Z)]
@@ -343,21 +344,16 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
         P = np.concatenate([full_vectors(space, _theta_np(space, Z)) for _, Z in rows])
         if scorer.has_pairs:  # run each candidate on its own fold's training logs only
             owner = np.concatenate([np.full(len(Z), f) for f, Z in rows])
-            cand_parts: list[np.ndarray] = []
-            log_parts: list[np.ndarray] = []
-            for k_, f in enumerate(owner):
-                li = np.flatnonzero(weights[f])
-                cand_parts.append(np.full(li.size, k_))
-                log_parts.append(li)
-            cand, logs = np.concatenate(cand_parts), np.concatenate(log_parts)
+            li_of = [np.flatnonzero(weights[f]) for f in owner]  # each candidate's training logs
+            cand = np.concatenate([np.full(li.size, k_) for k_, li in enumerate(li_of)])
+            logs = np.concatenate(li_of)
             flat = scorer.pairs(P[cand], logs, scorer.size)
             sums = {c: np.zeros((len(P), len(scorer.n))) for c in flat}
             for c in flat:
                 np.add.at(sums[c], (cand, logs), flat[c])
         else:
             sums = scorer(P)
-        out: dict[int, np.ndarray] = {}
-        k = 0
+        out, k = {}, 0
         for f, Z in rows:
             sl = slice(k, k + len(Z))
             fs = objective({c: v[sl] for c, v in sums.items()}, scorer.n, weights[f])
@@ -385,7 +381,7 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     for si in range(n_starts):
         z0s, seeds = [], []
         for f in range(F):  # the generator's draws in the order they always had
-            z0s.append(z_first[f] if si == 0 else np.clip(best(f) + rng.normal(0.0, 0.2, space.n), 0.0, 1.0))
+            z0s.append(z_first[f] if si == 0 else np.clip(_best(best_z[f]) + rng.normal(0.0, 0.2, space.n), 0.0, 1.0))
             seeds.append(int(rng.integers(1, 2**31 - 1)))
         # the F lockstep searches share one private stream seeded by the last seed: the stream that
         # pycma's global reseeding gave them before (same draws, same results)
@@ -408,6 +404,6 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
                 progress("cma", si * max_evals + int(used.max()), total)
         for f in range(F):
             history[f].append({"start": si, "evals": int(used[f]), "best_f": float(es[f].result.fbest)})
-    return [FoldSearch(np.asarray(_theta_np(space, best(f)[None]))[0], float(best_f[f]), int(evals[f]), history[f])
-            for f in range(F)]
+    return [FoldSearch(np.asarray(_theta_np(space, _best(best_z[f])[None]))[0], float(best_f[f]), int(evals[f]),
+                       history[f]) for f in range(F)]
 
