@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import Any, Callable, Iterator, TypeVar
+from typing import Any, Callable, Iterator, TypeVar, cast
 
 import jax
 
@@ -42,7 +42,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def x64_enabled() -> bool:
     """Whether JAX's 64-bit mode is on in this thread now."""
-    return bool(jax.config.jax_enable_x64)
+    # jax registers its flags as Config properties at run time; its Config class does not declare them
+    return bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
 
 
 @contextlib.contextmanager
@@ -86,7 +87,7 @@ class _Physics:
 def physics(fn: F) -> F:
     """Decorator (module-level functions): run ``fn`` under :func:`physics_precision` (a no-op when
     x64 is already on or when called with tracers, see the module docstring)."""
-    return _Physics(fn)  # type: ignore[return-value]
+    return cast(F, _Physics(fn))  # a callable with fn's signature and attributes
 
 
 def physics_fn(fn: F) -> F:
@@ -102,4 +103,4 @@ def physics_fn(fn: F) -> F:
             return tuple(physics(o) if callable(o) else o for o in out)
         return physics(out) if callable(out) else out
 
-    return maker  # type: ignore[return-value]
+    return cast(F, maker)  # same signature as fn; the callables it returns are wrapped

@@ -133,7 +133,8 @@ def load_emps_mat(path: str | Path) -> EmpsRecord:
         if arr.shape[0] != 1:
             raise DataError(path, f"{k} should be a scalar, has shape {np.shape(raw[k])}")
         scalars[k] = float(arr[0])
-    return EmpsRecord(source_file=str(path), **series, **scalars)
+    return EmpsRecord(source_file=str(path), t=series["t"], qm=series["qm"], qg=series["qg"], vir=series["vir"],
+                      gtau=scalars["gtau"], kp=scalars["kp"], kv=scalars["kv"])
 
 
 def _uniform_step(t: np.ndarray) -> float:

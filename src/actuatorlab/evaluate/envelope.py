@@ -277,18 +277,18 @@ def compute_envelope(trajs: Sequence, dt: float, **options: Any) -> dict[str, An
     for name, units_ in CONTINUOUS.items():
         if not all(name in f["signals"] for f in feats):
             continue  # a signal is part of the envelope only when every training log has it
-        x = np.concatenate([f["signals"][name] for f in feats])
-        x = x[np.isfinite(x)]
-        if x.size == 0:
+        sig = np.concatenate([f["signals"][name] for f in feats])
+        sig = sig[np.isfinite(sig)]
+        if sig.size == 0:
             continue
-        lo, hi = (float(v) for v in np.quantile(x, [ql, qh]))
+        lo, hi = (float(v) for v in np.quantile(sig, [ql, qh]))
         raw = [f["raw"][name] for f in feats if name in f.get("raw", {})]
         res = _resolution(np.concatenate(raw)) if raw else 0.0
         if name == "gravity_torque" and "position" in dims:
             res = 0.0  # follows position
         pad = max(float(o["margin"]) * (hi - lo), res)
         dims[name] = {"unit": units_[ui], "lower": lo - pad, "upper": hi + pad,
-                      "min": float(x.min()), "max": float(x.max()), "n": int(x.size)}
+                      "min": float(sig.min()), "max": float(sig.max()), "n": int(sig.size)}
 
     bins = int(o["bins"])
     planes: dict[str, dict[str, Any]] = {}

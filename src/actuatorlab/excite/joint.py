@@ -251,14 +251,13 @@ def simulate_segments(segments: list[Segment], model: str, params: dict[str, flo
     """Closed-loop rollouts of the segments (from rest at their first target): q, dq, u, tau_motor (T,)."""
     spec = get_model(model)
     trajs = [segment_trajectory(s, name=f"{i:04d}_{s.name}") for i, s in enumerate(segments)]
-    out: list[dict[str, np.ndarray] | None] = [None] * len(trajs)
-    index = {t.name: i for i, t in enumerate(trajs)}
+    out: dict[str, dict[str, np.ndarray]] = {}  # by trajectory name; every batch row is one of them
     for b in make_batches(trajs, segments[0].dt):
         o = rollout_batch(b.step_config(spec.compliant, substeps_for(spec), spec.thermal), _full(params), b.arrays())
         for i, name in enumerate(b.names):
             m = b.mask[i]
-            out[index[name]] = {k: np.asarray(getattr(o, k))[i][m] for k in ("q", "dq", "u", "tau_motor")}
-    return out  # type: ignore[return-value]
+            out[name] = {k: np.asarray(getattr(o, k))[i][m] for k in ("q", "dq", "u", "tau_motor")}
+    return [out[t.name] for t in trajs]
 
 
 def information(segments: list[Segment], model: str, params: dict[str, float], *,
@@ -352,7 +351,7 @@ def design(segments: list[Segment], model: str, params: dict[str, float], budget
     if not ok:
         raise ActuatorlabError(f"excitation: every candidate exceeds the effort limit {effort_max:g} N.m")
     names, F = information([s for s, _ in ok], model, params, names=names, noise=noise)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (s, peak), f in zip(ok, F):
         rows.append({"name": s.name, "tags": s.tags, "duration_s": s.duration, "logdet": logdet(f),
                      "crlb_relative_stderr": dict(zip(names, crlb(f).tolist())), "peak_effort": peak})

@@ -36,7 +36,7 @@ from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.registry import contains, embed_params, get_model
 from ..robots.loader import Robot
-from ..sim.arm import ArmConfig, ArmInputs
+from ..sim.arm import ArmConfig, ArmInputs, ArmState
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import Windows
 from ..sim.arm_data import (_pick, _robot, evaluate_arm, fit_windows, log_arrays, per_joint_robot)
@@ -200,7 +200,8 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
         raise DataError(None, "no logs to fit")
     w, sc = fit_windows(r, logs, int(horizon), cfg)
     keep = _pick(len(w.start), max_windows)
-    w = Windows(*[type(v)(*[x[keep] for x in v]) if isinstance(v, tuple) else v[keep] for v in w])
+    w = Windows(w.start[keep], ArmInputs(*[x[keep] for x in w.inputs]), ArmState(*[x[keep] for x in w.state0]),
+                w.q_meas[keep], w.dq_meas[keep], w.mask[keep])
     wgt = w.mask[..., None] * sc[keep][:, None, :]
     den = max(float(wgt.sum()), 1.0)
     scored = np.any(sc, axis=0)
@@ -317,7 +318,7 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
         ref = [x for x in inner if eligible[x]]
         parent = min(ref, key=lambda x: val_mae[x]) if ref else None
         gain = None if parent is None else 1.0 - val_mae[m] / val_mae[parent]
-        eligible[m] = bool(np.isfinite(val_mae[m])) and (parent is None or gain >= min_gain)
+        eligible[m] = bool(np.isfinite(val_mae[m])) and (gain is None or gain >= min_gain)  # gain is None without a parent
         table.append({"model": m, "parent": parent, "n_free": len(r["params"]) * len(next(iter(r["params"].values()))),
                       "train_mae": r["train_mae"], "validation_mae": val_mae[m], "gain_vs_parent": gain,
                       "earns_place": eligible[m], "wall_s": r["wall_s"]})

@@ -58,10 +58,14 @@ class ArmSpace:
             for g in sets:
                 p0 = float(nominal[k][g])
                 if p0 > 0:
-                    lo.append(BOX_FACTORS[0] * p0), hi.append(BOX_FACTORS[1] * p0), log.append(True)
+                    lo.append(BOX_FACTORS[0] * p0)
+                    hi.append(BOX_FACTORS[1] * p0)
+                    log.append(True)
                 else:
                     b = bounds_for(k, "servo")
-                    lo.append(b[0]), hi.append(b[1]), log.append(False)
+                    lo.append(b[0])
+                    hi.append(b[1])
+                    log.append(False)
         return ArmSpace(names, len(sets), np.array(lo), np.array(hi), np.array(log),
                         {k: np.asarray(v, float).copy() for k, v in nominal.items()}, sets)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, cast
 
 import jax
 import jax.numpy as jnp
@@ -128,7 +128,10 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     """
     t_start = time.perf_counter()
     spec = get_model(model)
-    batches = trajs if trajs and isinstance(trajs[0], Batch) else make_batches(list(trajs), dt)
+    if trajs and isinstance(trajs[0], Batch):
+        batches = trajs
+    else:
+        batches = make_batches(list(cast(list[Trajectory], trajs)), dt)
     profile = profile or profile_for(batches)
     space = ParamSpace.build(spec, batches, profile, bounds=bounds)
     if effort_weight is None:
@@ -140,8 +143,9 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     rng = np.random.default_rng(seed)
 
     evals = 0
-    best_z, best_f = None, math.inf
-    history = []
+    best_z: np.ndarray | None = None
+    best_f = math.inf
+    history: list[dict[str, float]] = []
 
     def score(Z):
         nonlocal evals, best_z, best_f
@@ -165,6 +169,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
         z_init = space.to_z(space.theta_from({}))
         z_init = np.where([PARAMS[n].neutral == 0.0 for n in space.names], z_init, 0.5)
     score(z_init[None])
+    assert best_z is not None  # score() keeps the best point scored so far, and it has scored one
 
     total_work = n_starts * max_evals + grad_steps
     for si in range(n_starts):

@@ -130,8 +130,8 @@ def group_jackknife(estimates: np.ndarray, names, values: dict, *, flag_fraction
     rel = {n: (float(se[i] / abs(values[n])) if values[n] != 0 else None) for i, n in enumerate(names)}
     return {"method": method, "n_resamples": int(G), "flag_fraction": flag_fraction,
             "stderr": {n: float(se[i]) for i, n in enumerate(names)}, "relative": rel,
-            "flagged": [n for n in names if rel[n] is None and se[names.index(n)] > 0
-                        or rel[n] is not None and rel[n] > flag_fraction],
+            "flagged": [n for n in names if (r := rel[n]) is None and se[names.index(n)] > 0
+                        or r is not None and r > flag_fraction],
             "estimates": {n: [float(x) for x in est[:, i]] for i, n in enumerate(names)}}
 
 

@@ -136,7 +136,7 @@ def identifiability(residual_fn: Callable[[Any], Any], theta_hat: np.ndarray, na
     unident = [names[i] for i in range(p)
                if norms[i] == 0 or (null_vecs.size and np.max(np.abs(null_vecs[:, i])) > _NULL_COMPONENT)]
 
-    flagged = []
+    flagged: list[list[Any]] = []  # [name_i, name_j, correlation]
     for i in range(p):
         for j in range(i + 1, p):
             c = corr[i, j]

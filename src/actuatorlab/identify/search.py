@@ -14,7 +14,7 @@ import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Sequence
 
 with warnings.catch_warnings():  # cma warns when matplotlib is absent; plotting is not used
     warnings.simplefilter("ignore")
@@ -303,6 +303,12 @@ class SearchSettings:
     stds: np.ndarray | None = None  #: (space.n,) multipliers of sigma0 in the first start (None: 1)
 
 
+def _best(z: np.ndarray | None) -> np.ndarray:
+    """A fold's best point in :func:`search_folds`, which the first scoring sets for every fold."""
+    assert z is not None
+    return z
+
+
 def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, weights: np.ndarray,
                  inits: list[list[dict]], settings: SearchSettings, *, effort_weight: float = 0.0,
                  objective: Callable | None = None, progress: Callable | None = None) -> list[FoldSearch]:
@@ -325,31 +331,29 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     sigma0, stds = settings.sigma0, settings.stds
     F = weights.shape[0]
     rng = np.random.default_rng(settings.seed)
-    best_z = [None] * F
+    best_z: list[np.ndarray | None] = [None] * F
     best_f = np.full(F, np.inf)
     evals = np.zeros(F, int)
-    history = [[] for _ in range(F)]
+    history: list[list[dict[str, float]]] = [[] for _ in range(F)]
 
-    def score(Zs: list[np.ndarray | None]) -> list[np.ndarray | None]:
+    def score(Zs: Sequence[np.ndarray | None]) -> dict[int, np.ndarray]:
+        """Objective values of the candidates Zs[f] (None or empty: fold f not scored), by fold."""
         rows = [(f, Z) for f, Z in enumerate(Zs) if Z is not None and len(Z)]
         if not rows:
-            return [None] * F
+            return {}
         P = np.concatenate([full_vectors(space, _theta_np(space, Z)) for _, Z in rows])
         if scorer.has_pairs:  # run each candidate on its own fold's training logs only
             owner = np.concatenate([np.full(len(Z), f) for f, Z in rows])
-            cand, logs = [], []
-            for k_, f in enumerate(owner):
-                li = np.flatnonzero(weights[f])
-                cand.append(np.full(li.size, k_))
-                logs.append(li)
-            cand, logs = np.concatenate(cand), np.concatenate(logs)
+            li_of = [np.flatnonzero(weights[f]) for f in owner]  # each candidate's training logs
+            cand = np.concatenate([np.full(li.size, k_) for k_, li in enumerate(li_of)])
+            logs = np.concatenate(li_of)
             flat = scorer.pairs(P[cand], logs, scorer.size)
             sums = {c: np.zeros((len(P), len(scorer.n))) for c in flat}
             for c in flat:
                 np.add.at(sums[c], (cand, logs), flat[c])
         else:
             sums = scorer(P)
-        out, k = [None] * F, 0
+        out, k = {}, 0
         for f, Z in rows:
             sl = slice(k, k + len(Z))
             fs = objective({c: v[sl] for c, v in sums.items()}, scorer.n, weights[f])
@@ -377,7 +381,7 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     for si in range(n_starts):
         z0s, seeds = [], []
         for f in range(F):  # the generator's draws in the order they always had
-            z0s.append(z_first[f] if si == 0 else np.clip(best_z[f] + rng.normal(0.0, 0.2, space.n), 0.0, 1.0))
+            z0s.append(z_first[f] if si == 0 else np.clip(_best(best_z[f]) + rng.normal(0.0, 0.2, space.n), 0.0, 1.0))
             seeds.append(int(rng.integers(1, 2**31 - 1)))
         # the F lockstep searches share one private stream seeded by the last seed: the stream that
         # pycma's global reseeding gave them before (same draws, same results)
@@ -391,8 +395,8 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
             live = [f for f in range(F) if not es[f].stop() and used[f] < max_evals]
             if not live:
                 break
-            asked = [es[f].ask() if f in live else (None, None) for f in range(F)]
-            fs = score([Z for _, Z in asked])
+            asked = {f: es[f].ask() for f in live}  # (G, Z) of each live search, in fold order
+            fs = score([asked[f][1] if f in asked else None for f in range(F)])
             for f in live:
                 es[f].tell(asked[f][0], fs[f])
                 used[f] += len(asked[f][0])
@@ -400,6 +404,6 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
                 progress("cma", si * max_evals + int(used.max()), total)
         for f in range(F):
             history[f].append({"start": si, "evals": int(used[f]), "best_f": float(es[f].result.fbest)})
-    return [FoldSearch(np.asarray(_theta_np(space, best_z[f][None]))[0], float(best_f[f]), int(evals[f]), history[f])
-            for f in range(F)]
+    return [FoldSearch(np.asarray(_theta_np(space, _best(best_z[f])[None]))[0], float(best_f[f]), int(evals[f]),
+                       history[f]) for f in range(F)]
 

@@ -298,10 +298,10 @@ def audit_log(traj: Trajectory) -> dict[str, Any]:
     pos = dt[dt > 0]
     med = float(np.median(pos)) if pos.size else float("nan")
     report["duration_s"] = float(np.nanmax(t) - np.nanmin(t)) if np.isfinite(t).any() else 0.0
-    timing = {"dt_median_s": med, "sample_rate_hz": 1.0 / med if med > 0 else None,
-              "dt_std_s": float(np.std(pos)) if pos.size else None,
-              "dt_min_s": float(np.min(pos)) if pos.size else None,
-              "dt_max_s": float(np.max(pos)) if pos.size else None}
+    timing: dict[str, Any] = {"dt_median_s": med, "sample_rate_hz": 1.0 / med if med > 0 else None,
+                              "dt_std_s": float(np.std(pos)) if pos.size else None,
+                              "dt_min_s": float(np.min(pos)) if pos.size else None,
+                              "dt_max_s": float(np.max(pos)) if pos.size else None}
     timing["uniform"] = bool(pos.size and timing["dt_std_s"] <= 1e-4 * med)
     report["timing"] = timing
     if pos.size and not timing["uniform"]:
@@ -387,9 +387,9 @@ def audit_log(traj: Trajectory) -> dict[str, Any]:
         d = np.asarray(traj["receive_delay"], dtype=np.float64)
         d = d[np.isfinite(d)]
         if d.size:
-            rd = {"median_s": float(np.median(d)), "min_s": float(np.min(d)), "max_s": float(np.max(d)),
-                  "std_s": float(np.std(d)), "n_negative": int(np.sum(d < 0)),
-                  "time_base": traj.setup.extra.get("time_base")}
+            rd: dict[str, Any] = {"median_s": float(np.median(d)), "min_s": float(np.min(d)),
+                                  "max_s": float(np.max(d)), "std_s": float(np.std(d)),
+                                  "n_negative": int(np.sum(d < 0)), "time_base": traj.setup.extra.get("time_base")}
             report["receive_delay"] = rd
             if rd["n_negative"]:
                 issue("error", "clock_mismatch",

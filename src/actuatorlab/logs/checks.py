@@ -133,16 +133,19 @@ def find_mapping(mapping: Any, *, fmt: str, kind: str, where: Path, default: Pat
         f = doc.get("format") if isinstance(doc, dict) else None
         return isinstance(f, str) and f.startswith("actuatorlab-") and f != fmt
 
-    again = dict(fmt=fmt, kind=kind, where=where, default=default, missing=missing, given_for=given_for)
+    def again() -> tuple[dict[str, Any], Path]:
+        return find_mapping(None, fmt=fmt, kind=kind, where=where, default=default, missing=missing,
+                            given_for=given_for)
+
     if isinstance(mapping, dict):
-        return find_mapping(None, **again) if other(mapping) else (mapping, where)
+        return again() if other(mapping) else (mapping, where)
     cand = Path(mapping) if mapping is not None else default
     if cand.is_file():
         doc = read_json(cand)
         if not isinstance(doc, dict):
             raise DataError(cand, f"{kind} must be a JSON object")
         if other(doc) and mapping is not None:
-            return find_mapping(None, **again)
+            return again()
         if doc.get("format", fmt) != fmt:
             raise DataError(cand, f"not {kind} (format {doc.get('format')!r}, expected {fmt!r})")
         return doc, cand

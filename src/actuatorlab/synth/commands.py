@@ -381,7 +381,7 @@ def push_hold(rng: np.random.Generator, T: int, dt: float, kin: Kinematics, dire
     r = rng.uniform(0.20, 0.27)
     pose = kin.ik(np.array([r * np.cos(az), r * np.sin(az), rng.uniform(0.10, 0.18)]), home, posture=home)
     q = teleop(rng, T, dt, amplitude=0.05, centre=pose)
-    pulses = []
+    pulses: list[tuple[float, float, float, float]] = []  # (start [s], rise [s], hold [s], magnitude [N])
     t0 = rng.uniform(0.5, 1.0)
     while True:
         rise, hold, mag = rng.uniform(0.3, 0.6), rng.uniform(0.5, 2.0), rng.uniform(1.0, 3.5)

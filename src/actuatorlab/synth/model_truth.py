@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..logs.format import Channel, Setup, Trajectory
+from ..logs.format import Channel, Kind, Setup, Trajectory
 from ..models.registry import get_model
 from ..robots.loader import Robot, load_robot
 from . import commands as cmd
@@ -117,10 +117,11 @@ def rollout_trajectory(robot: Robot, name: str, q_target: np.ndarray, q: np.ndar
         step = ENCODER_STEP * abs(robot.joint(j).output_to_joint)
         qj = np.round(q[:, c] / step) * step if quantize else q[:, c]
         unit, vunit = ("m", "m/s") if robot.joint(j).joint_type == "prismatic" else ("rad", "rad/s")
-        for cn, val, u, kind in ((f"position/{j}", qj, unit, "measured"),
-                                 (f"velocity/{j}", dq[:, c], vunit, "estimated"),
-                                 (f"position_target/{j}", q_target[:, c], unit, "commanded"),
-                                 (f"torque_enable/{j}", np.ones(T), "bool", "commanded")):
+        columns: tuple[tuple[str, np.ndarray, str, Kind], ...] = (
+            (f"position/{j}", qj, unit, "measured"), (f"velocity/{j}", dq[:, c], vunit, "estimated"),
+            (f"position_target/{j}", q_target[:, c], unit, "commanded"),
+            (f"torque_enable/{j}", np.ones(T), "bool", "commanded"))
+        for cn, val, u, kind in columns:
             data[cn], ch[cn] = np.asarray(val, float), Channel(u, kind)
     data["supply_voltage"] = np.full(T, robot.joints[0].supply_voltage)
     ch["supply_voltage"] = Channel("V", "commanded")

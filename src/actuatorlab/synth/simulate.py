@@ -266,7 +266,7 @@ def simulate(scene: Scene, truths: dict[str, JointTruth], supply: SupplyTruth, p
             if s == 0 and k >= 0:
                 out["tau_c"][k] = tc
                 out["i_true"][k] = cur
-            if r_j >= 0:
+            if restriction is not None and r_j >= 0:
                 tau_link[r_j] -= restriction.stiffness * (q[r_j] - r_anchor) + restriction.damping * dq[r_j]
             if dq_whole:
                 data.qfrc_applied[:] = tau_link
@@ -274,7 +274,7 @@ def simulate(scene: Scene, truths: dict[str, JointTruth], supply: SupplyTruth, p
                 for j in range(n):
                     qfrc_full[dadr[j]] = tau_link[j]
                 data.qfrc_applied[:] = qfrc_full
-            if pushing and k >= 0:
+            if mag_phys is not None and k >= 0:  # pushing
                 data.xfrc_applied[pb, :3] = push_dir * mag_phys[k, s]
             mujoco.mj_step(model, data)
             if q_whole and dq_whole:

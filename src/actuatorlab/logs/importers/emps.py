@@ -257,7 +257,7 @@ def load_emps(path: str | Path) -> Trajectory:
         channels[name] = _KNOWN_EXTRA.get(k, Channel("unknown", "measured", "none", source=k,
                                                      description="variable not interpreted by the EMPS importer"))
 
-    gains = {k: scalars[k] for k in ("kp", "kv") if k in scalars}
+    gains: dict[str, float] = {k: scalars[k] for k in ("kp", "kv") if k in scalars}
     bench = {"gtau": scalars["gtau"]} if "gtau" in scalars else {}
     extra: dict[str, Any] = {"source_format": "emps_mat"}
     extra.update({k: v for k, v in scalars.items() if k not in ("kp", "kv", "gtau")})

@@ -117,6 +117,8 @@ def normalize_positions(q_rad: np.ndarray, unit: str, cal: dict[str, Any] | None
         return q.copy()
     if unit == "deg":
         return np.degrees(q)
+    if cal is None:
+        raise ValueError(f"normalize_positions: unit {unit!r} needs the motor calibration (range_min, range_max)")
     lo, hi, flip = float(cal["range_min"]), float(cal["range_max"]), bool(cal.get("drive_mode", 0))
     raw = q * (resolution - 1) / (2 * math.pi) + 0.5 * (lo + hi)
     frac = (np.clip(raw, lo, hi) - lo) / (hi - lo)

@@ -49,7 +49,7 @@ from typing import Any
 import numpy as np
 
 from actuatorlab.errors import DataError
-from actuatorlab.logs.format import Channel, Trajectory
+from actuatorlab.logs.format import Channel, Kind, Trajectory
 from actuatorlab.logs.checks import find_mapping, setup_from_doc, zoh_indices
 from ...robots import CONFIG_DIR, list_robots
 
@@ -200,6 +200,7 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
     if not topics:
         raise DataError(path, "the bag holds no messages")
     st_topic = _pick_topic(path, topics, doc.get("state_topic"), (_JOINT_STATE,), "state", True)
+    assert st_topic is not None  # required: _pick_topic raises rather than return None
     cmd_topic = None
     if doc.get("command_topic", "auto") not in (None, "auto"):
         cmd_topic = _pick_topic(path, topics, doc["command_topic"], _COMMAND_TYPES, "command", True)
@@ -262,36 +263,37 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
             raise DataError(where, "'command_joints' must be a list of joint names")
         ts, qs = [], []
         for i, (_, m, log_ns) in enumerate(cmsgs):
+            cnames: list[str] | None
             if ctype == _MULTIARRAY:
-                data = np.asarray(m.data, dtype=np.float64).ravel()
-                names = order
-                if names is None:
-                    if data.size != len(joints):
-                        raise DataError(path, f"{cmd_topic} message {i} has {data.size} values for "
+                cvals = np.asarray(m.data, dtype=np.float64).ravel()
+                cnames = order
+                if cnames is None:
+                    if cvals.size != len(joints):
+                        raise DataError(path, f"{cmd_topic} message {i} has {cvals.size} values for "
                                               f"{len(joints)} joints: give \"command_joints\" in the mapping")
-                    names = joints
-                if data.size != len(names):
-                    raise DataError(path, f"{cmd_topic} message {i} has {data.size} values, "
-                                          f"command_joints names {len(names)}")
+                    cnames = joints
+                if cvals.size != len(cnames):
+                    raise DataError(path, f"{cmd_topic} message {i} has {cvals.size} values, "
+                                          f"command_joints names {len(cnames)}")
                 t_c = log_ns
             else:
-                names = [str(x) for x in (m.joint_names if ctype == _TRAJECTORY else m.name)]
+                cnames = [str(x) for x in (m.joint_names if ctype == _TRAJECTORY else m.name)]
                 if ctype == _TRAJECTORY:
                     if not m.points:
                         raise DataError(path, f"{cmd_topic} message {i} has no trajectory point")
-                    data = np.asarray(m.points[0].positions, dtype=np.float64).ravel()
+                    cvals = np.asarray(m.points[0].positions, dtype=np.float64).ravel()
                 else:
-                    data = np.asarray(m.position, dtype=np.float64).ravel()
-                if data.size != len(names):
-                    raise DataError(path, f"{cmd_topic} message {i}: {data.size} positions for "
-                                          f"{len(names)} joint names")
+                    cvals = np.asarray(m.position, dtype=np.float64).ravel()
+                if cvals.size != len(cnames):
+                    raise DataError(path, f"{cmd_topic} message {i}: {cvals.size} positions for "
+                                          f"{len(cnames)} joint names")
                 s = _stamp(m)
                 t_c = s if (base == "header" and s > 0) else log_ns
-            missing = [j for j in joints if j not in names]
+            missing = [j for j in joints if j not in cnames]
             if missing:
                 raise DataError(path, f"{cmd_topic} message {i} has no command for joint(s) {', '.join(missing)}")
             ts.append(t_c)
-            qs.append([data[list(names).index(j)] for j in joints])
+            qs.append([cvals[list(cnames).index(j)] for j in joints])
         cmd_t, cmd_q = np.array(ts, dtype=np.int64), np.array(qs, dtype=np.float64).reshape(len(ts), len(joints))
         o = np.argsort(cmd_t, kind="stable")
         cmd_t, cmd_q = cmd_t[o], cmd_q[o]
@@ -310,6 +312,7 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
     en_v: np.ndarray | None = None
     if doc.get("enable_topic") is not None:
         e_topic = _pick_topic(path, topics, doc["enable_topic"], (_BOOL,), "enable", True)
+        assert e_topic is not None  # required: _pick_topic raises rather than return None
         emsgs = topics[e_topic]
         en_t = np.array([log_ns for _, _, log_ns in emsgs], dtype=np.int64)
         en_v = np.array([1.0 if bool(m.data) else 0.0 for _, m, _ in emsgs])
@@ -341,13 +344,14 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
         jt = jtypes.get(j, "revolute")
         u = {"q": "rad", "dq": "rad/s", "f": "N.m"} if jt == "revolute" else {"q": "m", "dq": "m/s", "f": "N"}
         sfx = "" if single else f"/{j}"
-        if cmd_q is not None:
+        if cmd_t is not None and cmd_q is not None:  # set together
             ix = zoh_indices(cmd_t, t_abs[kept])
             data[f"position_target{sfx}"] = cmd_q[np.clip(ix, 0, None), k]
             channels[f"position_target{sfx}"] = Channel(u["q"], "commanded", "output", source=cmd_src)
-        for field, name, kind in (("position", "position", "measured"), ("velocity", "velocity", "estimated"),
-                                  ("effort", "effort", "measured")):
-            col = np.array([np.nan if r[2][field] is None else r[2][field][k] for r in rows])[kept]
+        fields: tuple[tuple[str, str, Kind], ...] = (
+            ("position", "position", "measured"), ("velocity", "velocity", "estimated"), ("effort", "effort", "measured"))
+        for field, name, kind in fields:
+            col = np.array([np.nan if (vec := r[2][field]) is None else vec[k] for r in rows])[kept]
             if field != "position" and np.all(np.isnan(col)):
                 continue
             unit = {"position": u["q"], "velocity": u["dq"], "effort": u["f"]}[field]
@@ -355,7 +359,7 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
             channels[f"{name}{sfx}"] = Channel(
                 unit, kind, "output", source=f"{st_topic} [{_JOINT_STATE}] {field}[{j!r}]", latency_s=lat,
                 description="as published by the driver (REP 103 SI units)")
-    if en_t is not None:
+    if en_t is not None and en_v is not None:  # set together
         ix = zoh_indices(en_t, t_abs[kept])
         en = np.where(ix >= 0, en_v[np.clip(ix, 0, None)], 1.0)  # before the first message: on (assumed)
         for j in joints:
@@ -439,7 +443,7 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
         with os.fdopen(fd, "wb") as f:
             w = Writer(f)
             js = w.register_msgdef(_JOINT_STATE, MSGDEFS[_JOINT_STATE])
-            events = []
+            events: list[tuple[int, str, Any, dict[str, Any]]] = []  # (log time [ns], topic, schema, message)
             for i in range(len(log_times)):
                 stamp = {"sec": 0, "nanosec": 0} if stamps is None else tmsg(stamps[i])
                 msg = {"header": {"stamp": stamp, "frame_id": ""}, "name": list(joints),
@@ -448,6 +452,8 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
                        "effort": [] if effort is None else [float(x) for x in effort[i]]}
                 events.append((ns(log_times[i]), state_topic, js, msg))
             if commands is not None:
+                if command_times is None:
+                    raise ValueError("write_joint_bag: commands need command_times")
                 ctype = {"trajectory": _TRAJECTORY, "multiarray": _MULTIARRAY}[command_type]
                 cs = w.register_msgdef(ctype, MSGDEFS[ctype])
                 for k in range(len(command_times)):
@@ -461,6 +467,8 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
                         msg = {"layout": {"dim": [], "data_offset": 0}, "data": q}
                     events.append((ns(command_times[k]), command_topic, cs, msg))
             if enable is not None:
+                if enable_times is None:
+                    raise ValueError("write_joint_bag: enable needs enable_times")
                 bs = w.register_msgdef(_BOOL, MSGDEFS[_BOOL])
                 for k in range(len(enable_times)):
                     events.append((ns(enable_times[k]), enable_topic, bs, {"data": bool(enable[k] > 0.5)}))
