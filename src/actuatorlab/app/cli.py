@@ -36,7 +36,7 @@ from ..learned.heads import train_heads
 from ..sim.randomization import load_spec, propose_spec, save_spec
 from ..evaluate.suite import create_suite, run_suite
 from .fleet import fit_fleet, units_from_folders
-from ..estimate.condition import METHODS
+from ..estimate.condition_windows import METHODS
 from ..policy.schedule import make_schedule
 from ..policy.train import evaluate_policy, train_policy
 from ..precision import physics_precision

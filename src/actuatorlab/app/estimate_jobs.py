@@ -10,7 +10,10 @@ from ..errors import DataError
 from ..sim.force import CLASSICAL, DEFAULT_K_O
 from typing import Callable
 from ..estimate.force_eval import ALL_METHODS, evaluate_force, load_tagged
-from ..estimate.condition import calibrate_condition, condition_log, hold_frames, learned_frame_scores_batched, public, run_condition, train_condition_head
+from ..estimate.condition_calibrate import calibrate_condition, hold_frames
+from ..estimate.condition_windows import condition_log
+from ..estimate.condition_train import ConditionTrainConfig, learned_frame_scores_batched, train_condition_head
+from ..estimate.condition import public, run_condition
 from ..report.condition import write_condition_report
 from ..report.force import write_force_report
 from ..report.heads import write_heads_report
@@ -126,7 +129,8 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
         if fit_head is not None:
             if not ttrajs:
                 raise DataError(None, "--fit-head needs training logs (--train)")
-            model, info = train_condition_head(robot, model, ttrajs, steps=head_steps, seed=seed, scope="head")
+            model, info = train_condition_head(robot, model, ttrajs, ConditionTrainConfig(steps=head_steps, seed=seed,
+                                                                                        scope="head"))
             cal = {}
         ch = model.layout.channels
         if vtrajs:
