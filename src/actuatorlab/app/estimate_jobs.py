@@ -44,16 +44,14 @@ def _write_csv(path: str | Path, res: dict[str, Any]) -> Path:
 
 def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Sequence = (),
                        methods: Sequence[str] | None = None, ee_body: str | None = None, k_o: float = DEFAULT_K_O,
-                       report: str | Path | None = None, out: str | Path | None = None,
-                       soft_gate: bool = False) -> dict[str, Any]:
+                       report: str | Path | None = None, out: str | Path | None = None) -> dict[str, Any]:
     """``actuatorlab estimate-force``: load MODEL (a learned RUN/arm_model.json; ``None`` or
     ``"-"``: no learned method) and the logs DATA, calibrate the classical methods on the
     free-motion logs of ``calibrate`` (training logs: a folder or files; never the evaluated logs),
     evaluate (:func:`evaluate_force`), optionally write the HTML report and ``out``: a CSV of the
     per-frame estimates (log, time, then ``<method>/force_x|y|z`` [N] and ``<method>/contact``
-    per method), written atomically. Logs without force labels are estimated, not scored.
-    ``soft_gate``: the learned force times its contact probability on every frame (the default
-    reports 0 on frames the gate calls free; :func:`evaluate_force`)."""
+    per method), written atomically. Logs without force labels are estimated, not scored. The
+    learned force is 0 on frames its gate calls free (:func:`evaluate_force`)."""
 
     learned = model_path is not None and str(model_path) != "-"
     methods = list(methods or [m for m in ALL_METHODS if learned or m != "learned"])
@@ -71,7 +69,7 @@ def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Seq
         trajs, splits = load_tagged(data)
         cal = load_logs(list(calibrate)) if calibrate else []
         res = evaluate_force(r, trajs, cal, model=model, methods=methods, ee_body=ee_body, k_o=k_o, splits=splits,
-                             keep_outputs=report is not None or out is not None, soft_gate=soft_gate)
+                             keep_outputs=report is not None or out is not None)
     res["model"] = str(model_path) if learned else None
     if report is not None:
         res["report"] = str(write_force_report(report, res))
