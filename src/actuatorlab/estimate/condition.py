@@ -147,48 +147,12 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
                            "roc": {}, "logs": []}
     scores: dict[str, np.ndarray] = {}
     preds: dict[str, np.ndarray] = {}
+    alarms = None
     if model is not None:
-        if tuple(model.layout.channels) != tuple(chans):
-            raise ModelError(f"the model's channels {list(model.layout.channels)} differ from the logs' {list(chans)}")
-
-        cal = dict(calibration or {})
-        smooth_s = float(cal.get("smooth_s", 0.0))
-        thr_w, thr_v = float(cal.get("window_threshold", 0.5)), float(cal.get("verdict_threshold", 0.5))
-        verdict_s = float(cal.get("verdict_s", verdict_s))
-        est = OnlineEstimator(model)
-        ws = []
-        for (k, s), lg in zip(where, logs):
-            if progress:
-                progress(f"learned head: {lg.name}")
-            fs = calibrated_scores(learned_frame_scores(robot, model, lg, est), cal, lg.dt, lg.q)
-            ws.append(learned_window_scores(fs, s))
-            mean, verdict = log_verdicts(fs, lg.dt, verdict_s, thr_v)
-            res["logs"].append({"log": lg.name, "source": lg.source, "dt": lg.dt,
-                                "label": {c: bool(r) for c, r in zip(chans, lg.restricted)},
-                                "score_last": {c: float(v) for c, v in zip(chans, mean)},
-                                "verdict": {c: "restricted" if v else "normal" for c, v in zip(chans, verdict)},
-                                "frame_scores": fs})
-        normal = np.concatenate(ws) if ws else np.zeros((0, len(chans)))
-        scores["learned"], preds["learned"] = 1.0 - normal, (normal < thr_w).astype(int)
-        alarms = alarm_timing([d["frame_scores"] for d in res["logs"]], [lg.restricted for lg in logs],
-                              logs[0].dt, thr_w, warmup_frames=model.layout.history + 1,
-                              hold_frames=hold_frames(alarm_hold_s, logs[0].dt))
-        res["calibration"] = {**cal, "smooth_s": smooth_s, "window_threshold": thr_w, "verdict_threshold": thr_v,
-                              "verdict_s": verdict_s, "source": cal.get("source", "none (defaults)" if not cal
-                                                                        else "given")}
+        alarms = _learned(robot, model, logs, where, calibration, verdict_s, alarm_hold_s, progress, res, scores,
+                          preds)
     if train_logs:
-        Xt, yt, _ = stack_windows(list(train_logs))
-        if progress:
-            progress(f"baselines: fitting on {Xt.shape[0]} training windows")
-        fitted = fit_baselines(Xt, yt, seed)
-        for name, cm in fitted.items():
-            scores[name] = cm.scores(X)
-            preds[name] = (scores[name] >= 0).astype(int)
-        res["training"] = {"n_logs": len(train_logs), "n_windows": int(Xt.shape[0]),
-                           "n_restricted": int(yt.sum()),
-                           "current_threshold": [None if m is None else {
-                               "threshold_A": m.sign_ * m.threshold_, "direction": "above" if m.sign_ > 0 else "below",
-                               "youden_j": m.youden_} for m in fitted["current_threshold"].models]}
+        _baselines(train_logs, X, seed, progress, res, scores, preds)
     # rows by the logs' excitation family, on the channels restricted in some evaluated log
     row_log = np.concatenate([np.full(len(st), k) for k, st in where]) if where else np.zeros(0, int)
     fam = np.array([excitation_of(lg) for lg in logs])[row_log] if len(row_log) else np.zeros(0, str)
@@ -214,6 +178,59 @@ def run_condition(robot, logs: Sequence[ConditionLog], *, model=None, train_logs
     res["restricted_channels"] = [chans[i] for i in rcols]
     res["n_logs"] = len(logs)
     return res
+
+
+def _learned(robot, model, logs, where, calibration, verdict_s, alarm_hold_s, progress, res, scores, preds):
+    """The learned head's part of :func:`run_condition`: per-log verdicts into ``res["logs"]``, the
+    calibration used into ``res["calibration"]``, window scores and predictions into ``scores`` /
+    ``preds``; returns the alarm summary."""
+    chans = logs[0].channels
+    if tuple(model.layout.channels) != tuple(chans):
+        raise ModelError(f"the model's channels {list(model.layout.channels)} differ from the logs' {list(chans)}")
+
+    cal = dict(calibration or {})
+    smooth_s = float(cal.get("smooth_s", 0.0))
+    thr_w, thr_v = float(cal.get("window_threshold", 0.5)), float(cal.get("verdict_threshold", 0.5))
+    verdict_s = float(cal.get("verdict_s", verdict_s))
+    est = OnlineEstimator(model)
+    ws = []
+    for (k, s), lg in zip(where, logs):
+        if progress:
+            progress(f"learned head: {lg.name}")
+        fs = calibrated_scores(learned_frame_scores(robot, model, lg, est), cal, lg.dt, lg.q)
+        ws.append(learned_window_scores(fs, s))
+        mean, verdict = log_verdicts(fs, lg.dt, verdict_s, thr_v)
+        res["logs"].append({"log": lg.name, "source": lg.source, "dt": lg.dt,
+                            "label": {c: bool(r) for c, r in zip(chans, lg.restricted)},
+                            "score_last": {c: float(v) for c, v in zip(chans, mean)},
+                            "verdict": {c: "restricted" if v else "normal" for c, v in zip(chans, verdict)},
+                            "frame_scores": fs})
+    normal = np.concatenate(ws) if ws else np.zeros((0, len(chans)))
+    scores["learned"], preds["learned"] = 1.0 - normal, (normal < thr_w).astype(int)
+    alarms = alarm_timing([d["frame_scores"] for d in res["logs"]], [lg.restricted for lg in logs],
+                          logs[0].dt, thr_w, warmup_frames=model.layout.history + 1,
+                          hold_frames=hold_frames(alarm_hold_s, logs[0].dt))
+    res["calibration"] = {**cal, "smooth_s": smooth_s, "window_threshold": thr_w, "verdict_threshold": thr_v,
+                          "verdict_s": verdict_s, "source": cal.get("source", "none (defaults)" if not cal
+                                                                    else "given")}
+    return alarms
+
+
+def _baselines(train_logs, X, seed, progress, res, scores, preds):
+    """The baselines' part of :func:`run_condition`: fitted on the windows of ``train_logs``, scored
+    on ``X``."""
+    Xt, yt, _ = stack_windows(list(train_logs))
+    if progress:
+        progress(f"baselines: fitting on {Xt.shape[0]} training windows")
+    fitted = fit_baselines(Xt, yt, seed)
+    for name, cm in fitted.items():
+        scores[name] = cm.scores(X)
+        preds[name] = (scores[name] >= 0).astype(int)
+    res["training"] = {"n_logs": len(train_logs), "n_windows": int(Xt.shape[0]),
+                       "n_restricted": int(yt.sum()),
+                       "current_threshold": [None if m is None else {
+                           "threshold_A": m.sign_ * m.threshold_, "direction": "above" if m.sign_ > 0 else "below",
+                           "youden_j": m.youden_} for m in fitted["current_threshold"].models]}
 
 
 def public(res: dict[str, Any]) -> dict[str, Any]:

@@ -60,7 +60,7 @@ from .trainer import train, TrainConfig
 from ..files import atomic_write, git_revision
 from .checkpoint import load_learned, save_learned
 from ..models.nets import param_count
-from .force_frame import joint_force_map_of
+from .force_frame import force_frame_dict, force_joint_of, force_yaw_of
 from .. import __version__
 
 __all__ = ["DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
@@ -499,38 +499,6 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
     return d
 
 
-def force_frame_dict(model: LearnedArm) -> dict:
-    """arm_model.json's ``force_frame`` entry of a model whose force head predicts in the yaw
-    joint's frame (LearnedArm.force_yaw): the joint, its world axis and the feature read."""
-    F = len(model.layout.per_channel)
-    col = int(model.force_yaw[0])
-    return {"kind": "yaw", "joint": model.layout.channels[col // F], "feature": model.layout.per_channel[col % F],
-            "axis": [float(v) for v in model.force_yaw[1:]]}
-
-
-def force_yaw_of(d: dict | None, layout: FeatureLayout, where) -> tuple:
-    """LearnedArm.force_yaw from an arm_model.json ``force_frame`` entry (``()`` when absent or
-    "base"); errors name the file."""
-    if d is None or d.get("kind", "base") in ("base", "joint"):
-        return ()
-    if d.get("kind") != "yaw":
-        raise ModelError(f"{where}: force_frame kind {d.get('kind')!r} is unknown; known: base, yaw, joint")
-    j, feat, axis = d.get("joint"), d.get("feature", "q"), d.get("axis")
-    if j not in layout.channels or feat not in layout.per_channel or axis is None or len(axis) != 3:
-        raise ModelError(f"{where}: force_frame needs a channel joint, a per-channel feature and a 3-vector axis "
-                         f"(got joint {j!r}, feature {feat!r}, axis {axis!r})")
-    col = layout.channels.index(j) * len(layout.per_channel) + layout.per_channel.index(feat)
-    return (col, *(float(v) for v in axis))
-
-
-def _force_joint_of(d, robot, layout, where):
-    """The JointForceMap of an arm_model.json ``force_frame`` entry of kind "joint" (else None)."""
-    if d is None or d.get("kind") != "joint":
-        return None
-
-    return joint_force_map_of(d, robot, layout, where)
-
-
 def _force_prior_of(d, where):
     """The ForcePrior of an arm_model.json entry (None when absent); errors name the file."""
     if d is None:
@@ -570,7 +538,7 @@ def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Rob
                            force_prior=_force_prior_of(d.get("force_prior"), p),
                            force_yaw=force_yaw_of(d.get("force_frame"), layout, p),
                            residual_input=_force_prior_of(d.get("residual_input"), p),
-                           force_joint=_force_joint_of(d.get("force_frame"), robot, layout, p))
+                           force_joint=force_joint_of(d.get("force_frame"), robot, layout, p))
     except KeyError as e:
         raise ModelError(f"{p}: arm model lacks the entry {e}") from None
     return robot, model, d
