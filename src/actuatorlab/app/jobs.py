@@ -38,7 +38,7 @@ from ..logs.format import Setup
 from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint
 from ..models.nets import arch_sizes, ARCHS
 from ..learned.trainer import TrainConfig
-from ..learned.arm import arm_log, DEFAULT_BUDGET, evaluate_learned_arm, FULL_BUDGET, load_arm_model, train_arm
+from ..learned.arm import ArmTrainConfig, arm_log, DEFAULT_BUDGET, evaluate_learned_arm, FULL_BUDGET, load_arm_model, train_arm
 from ..sim.force import LearnedTelemetry, read_force_log
 from ..precision import physics_precision
 from ..sim.arm_learned import gate_weight, OnlineEstimator, RESIDUAL_FEATURES
@@ -664,8 +664,9 @@ def run_train_arm(robot: str, paths, out: str | Path = "run", *, arch: str = "tr
             raise UnknownNameError("training budget", budget, ("default", "full"))
         budget = DEFAULT_BUDGET if budget == "default" else FULL_BUDGET
     tr, va = split_arm_data(paths)
-    return train_arm(robot, tr, va, arch=arch, out=out, residual=residual, steps=steps, seed=seed, resume=resume,
-                     budget=dict(budget), sizes=sizes, progress=progress)
+    return train_arm(robot, tr, va, ArmTrainConfig(arch=arch, residual=residual, steps=steps, seed=seed,
+                                                   budget=dict(budget), sizes=sizes),
+                     out=out, resume=resume, progress=progress)
 
 
 def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -> dict:

@@ -63,7 +63,7 @@ from ..models.nets import param_count
 from .force_frame import force_frame_dict, force_joint_of, force_yaw_of
 from .. import __version__
 
-__all__ = ["DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
+__all__ = ["ArmTrainConfig", "DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
            "learned_windows", "make_learned_arm", "arm_loss", "train_arm", "save_arm_model", "load_arm_model",
            "ARM_MODEL_FORMAT", "WEIGHTS_NAME", "evaluate_learned_arm", "with_residual_inputs",
            "add_residual_channels"]
@@ -379,19 +379,44 @@ def _base_of(robot_name: str, residual) -> tuple[Robot, dict, dict | None]:
 
 
 @physics
-def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory], *, arch: str,
-              out: str | Path, residual=None, steps: int | None = None, seed: int = 0, resume: bool = False,
-              budget: dict | None = None, sizes: dict | None = None, per_channel: tuple[str, ...] | None = None,
-              history: int = 8, init: LearnedArm | None = None, progress: bool = True) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ArmTrainConfig:
+    """Settings of :func:`train_arm`.
+
+    Fields:
+        arch: network, transformer | mlp | gru | lstm (default transformer; ignored with ``init``).
+        residual: an analytic RUN/arm_model.json the network corrects (default None: replacing).
+        steps: optimizer steps [-] (default None: the budget's).
+        seed: seed of the network and of the batches [-] (default 0).
+        budget: :data:`DEFAULT_BUDGET` keys overriding the defaults.
+        sizes: network sizes (default: the arch's).
+        per_channel: per-channel features (default: ``train --robot``'s that the logs carry).
+        history: frames of history [-] (default 8).
+    """
+
+    arch: str = "transformer"
+    residual: Any = None
+    steps: int | None = None
+    seed: int = 0
+    budget: dict | None = None
+    sizes: dict | None = None
+    per_channel: tuple[str, ...] | None = None
+    history: int = 8
+
+
+def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory],
+              options: ArmTrainConfig = ArmTrainConfig(), *, out: str | Path, init: LearnedArm | None = None,
+              resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train a learned (``residual`` None) or residual whole-robot model through MJX; write
     RUN/arm_model.json + RUN/arm_model.eqx (the best checkpoint by validation MAE).
 
-    ``budget``: :data:`DEFAULT_BUDGET` keys (steps, batch, curriculum, stage_fraction, lr,
-    eval_every, max_val_windows); ``steps`` overrides its steps. ``init``: start from this
-    model's network (fine-tuning / online adaptation; its layout and normalizer are kept).
-    Returns the arm_model.json dict."""
+    ``options``: :class:`ArmTrainConfig` (its ``steps`` overrides the budget's). ``init``: start
+    from this model's network (fine-tuning / online adaptation; its layout and normalizer are
+    kept). Returns the arm_model.json dict."""
 
     t_all = _time.perf_counter()
+    arch, residual, steps, seed, budget = options.arch, options.residual, options.steps, options.seed, options.budget
+    sizes, per_channel, history = options.sizes, options.per_channel, options.history
     bud = {**DEFAULT_BUDGET, **(budget or {})}
     if steps is not None:
         bud["steps"] = int(steps)
