@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import emit  # noqa: E402
-from condition_recipes import out_of_fold_frame_scores  # noqa: E402
+from condition_recipes import motion_weighting, out_of_fold_frame_scores  # noqa: E402
 
 ROBOT = "open_manipulator_x"
 #: default fresh model (chosen on D/val, see bench/README.md): ``window_stats``, per-joint statistics
@@ -160,14 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         va_fs = [learned_frame_scores_batched(robot, model, lg) for lg in va]
         cal = {} if a.no_calibration else calibrate_condition(
             va_fs, [lg.restricted for lg in va], robot.control_dt, min_recall=a.min_recall,
-            positions=[lg.q for lg in va], motion_weighting=a.motion_weighting, log_odds=a.log_odds)
+            log_odds=a.log_odds, weightings=motion_weighting([lg.q for lg in va]) if a.motion_weighting else None)
         if cal and oof:  # the smoothing stays D/val's; the thresholds are chosen on D/val + the out-of-fold scores
             grid = [cal["smooth_s"]] if a.oof_smoothing == "val" else SMOOTH_GRID_S
             cal = calibrate_condition(va_fs + oof, [lg.restricted for lg in va] + [lg.restricted for lg in tr],
                                       robot.control_dt, min_recall=a.min_recall, smooth_grid_s=grid,
-                                      positions=[lg.q for lg in va + tr],
-                                      motion_weighting=a.motion_weighting and (a.oof_smoothing == "pooled"
-                                                                               or "smooth_weight" in cal),
+                                      weightings=motion_weighting([lg.q for lg in va + tr])
+                                      if a.motion_weighting and (a.oof_smoothing == "pooled" or "smooth_weight" in cal)
+                                      else None,
                                       log_odds=a.log_odds and (a.oof_smoothing == "pooled" or "smooth_space" in cal))
         if cal:
             cal["source"] = f"D/val ({len(va)} logs)" + (

@@ -1,5 +1,6 @@
 """Options of bench/condition.py that were measured and not adopted as defaults (bench/journal/condition.md):
-``--calibrate-oof K`` calibrates the detector on out-of-fold scores of the training logs."""
+``--calibrate-oof K`` calibrates the detector on out-of-fold scores of the training logs;
+``--motion-weighting`` also tries the motion-weighted score smoothing in the calibration."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import dataclasses
 import numpy as np
 
 from actuatorlab.errors import DataError
-from actuatorlab.estimate.condition_windows import condition_log
+from actuatorlab.estimate.condition_calibrate import position_spread
+from actuatorlab.estimate.condition_windows import WINDOW, condition_log
 from actuatorlab.estimate.condition_train import ConditionTrainConfig, learned_frame_scores_batched, train_condition_head
 
 
@@ -48,3 +50,20 @@ def out_of_fold_frame_scores(robot, model, trajs, cfg=None, *, folds: int = 5, s
             if k == f:
                 scores[i] = learned_frame_scores_batched(robot, m, condition_log(robot, t, ch))
     return scores, fold
+
+
+#: the motion floor of :func:`motion_weighting`: this fraction of the median position spread of
+#: the calibration logs, per channel
+MOTION_FLOOR_FRACTION = 0.1
+
+
+def motion_weighting(positions) -> dict:
+    """``calibrate_condition(weightings=...)`` for the motion-weighted smoothing: per log the weights
+    position spread + floor (:func:`~actuatorlab.estimate.condition_calibrate.motion_weights`, the
+    floor ``MOTION_FLOOR_FRACTION`` x the median position spread of these logs per channel), stored
+    as ``smooth_weight`` "motion" with ``motion_floor`` and ``motion_frames`` when chosen.
+    ``positions``: per calibration log the joint positions (T, C)."""
+    spreads = [position_spread(q) for q in positions]
+    floor = np.maximum(MOTION_FLOOR_FRACTION * np.median(np.concatenate(spreads), axis=0), 1e-9)
+    return {"motion": ({"motion_floor": [float(x) for x in floor], "motion_frames": WINDOW},
+                       [sp + floor for sp in spreads])}

@@ -706,7 +706,21 @@ def test_leave_one_log_out_recall_is_what_the_threshold_gives_on_an_unseen_log()
     assert cal_clean["val"]["window_recall_loo"] == 1.0 and cal_clean["val"]["window_precision_loo"] == 1.0
 
 
+def _condition_recipes():
+    """bench/condition_recipes.py (the options measured and not adopted)."""
+    import sys
+
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import condition_recipes
+
+    return condition_recipes
+
+
 def test_motion_weighted_smoothing_hand_computed_and_chosen_when_evidence_comes_with_motion():
+    """The motion-weighted smoothing (a bench recipe, not adopted): by hand, and chosen by the
+    calibration when the evidence comes with motion."""
     # weighted causal mean by hand: frames 0..3, window 2
     s = np.array([[1.0], [0.0], [0.5], [1.0]])
     w = np.array([[1.0], [3.0], [1.0], [1.0]])
@@ -736,7 +750,7 @@ def test_motion_weighted_smoothing_hand_computed_and_chosen_when_evidence_comes_
         labs.append(np.array([False, r]))
         qs.append(np.stack([np.zeros(T), qpos], 1))
     plain = calibrate_condition(fs, labs, dt, smooth_grid_s=(2.0,))
-    mw = calibrate_condition(fs, labs, dt, smooth_grid_s=(2.0,), positions=qs, motion_weighting=True)
+    mw = calibrate_condition(fs, labs, dt, smooth_grid_s=(2.0,), weightings=_condition_recipes().motion_weighting(qs))
     assert "smooth_weight" not in plain and mw["smooth_weight"] == "motion"
     assert mw["val"]["window_auc"]["2 motion"] > plain["val"]["window_auc"]["2"] + 0.01
     assert mw["motion_floor"][1] > 0 and mw["motion_frames"] == WINDOW
@@ -744,8 +758,8 @@ def test_motion_weighted_smoothing_hand_computed_and_chosen_when_evidence_comes_
     with pytest.raises(DataError, match="positions"):
         calibrated_scores(fs[0], mw, dt)
     assert calibrated_scores(fs[0], mw, dt, qs[0]).shape == fs[0].shape
-    with pytest.raises(DataError, match="positions"):
-        calibrate_condition(fs, labs, dt, motion_weighting=True)
+    with pytest.raises(DataError, match="the motion weighting needs the weights of every log"):
+        calibrate_condition(fs, labs, dt, weightings=_condition_recipes().motion_weighting(qs[:3]))
 
 
 def test_metrics_by_excitation_family_split_the_rows_by_the_logs_tag():

@@ -30,7 +30,7 @@ from ..synth import run_synth
 from ..errors import UnknownNameError
 from ..models.control import CONTROL_LAWS
 from ..models.registry import BASE_MODELS, EXTENSIONS
-from .estimate_jobs import run_condition_files, run_estimate_force, run_heads_report
+from .estimate_jobs import ConditionOptions, run_condition_files, run_estimate_force, run_heads_report
 from ..learned.arm import load_arm_model
 from ..learned.heads import HeadsConfig, train_heads
 from ..sim.randomization import load_spec, propose_spec, save_spec
@@ -795,12 +795,6 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
               min_recall: Optional[float] = typer.Option(None, "--min-recall", help="with --calibrate: window "
                                                          "threshold with the fewest false alarms among those "
                                                          "reaching this recall on the validation logs"),
-              motion_weighting: bool = typer.Option(False, "--motion-weighting", help="with --calibrate: also try "
-                                                    "the motion-weighted score smoothing (frames where the joint "
-                                                    "moved count more), chosen by validation AUC"),
-              log_odds: bool = typer.Option(True, "--log-odds/--no-log-odds", help="with --calibrate: also try the "
-                                            "score smoothing as a mean of log-odds (default; strong evidence is not averaged "
-                                            "away), chosen by validation AUC"),
               alarm_hold: float = typer.Option(0.0, "--alarm-hold", help="per-frame alarm's on-delay [s]: raised "
                                                "only after the smoothed score stays below the threshold this "
                                                "long (fewer false onsets, later first alarms; default 0)"),
@@ -808,10 +802,10 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
 
-    d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
-                            frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
-                            use_calibration=not no_calibration, min_recall=min_recall,
-                            motion_weighting=motion_weighting, log_odds=log_odds, alarm_hold_s=alarm_hold)
+    d = run_condition_files(model_json, data, robot, ConditionOptions(
+        train=tuple(train or ()), verdict_s=verdict_s, seed=seed, report=report, frames_csv=frames, fit_head=fit_head,
+        calibrate=tuple(calibrate or ()), use_calibration=not no_calibration, min_recall=min_recall,
+        alarm_hold_s=alarm_hold))
     if as_json:
         print(json.dumps(d, default=float))
         return

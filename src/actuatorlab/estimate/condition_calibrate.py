@@ -23,7 +23,7 @@ from .condition_windows import WINDOW, window_starts
 
 __all__ = ["learned_window_scores", "log_verdicts", "SMOOTH_GRID_S", "calibrate_condition",
            "leave_one_log_out_windows", "smooth_scores", "LOGIT_CLIP", "clipped_log_odds", "smooth_log_odds",
-           "position_spread", "motion_weights", "MOTION_FLOOR_FRACTION", "calibrated_scores", "persistent_alarm",
+           "position_spread", "motion_weights", "calibrated_scores", "persistent_alarm",
            "hold_frames", "alarm_timing"]
 
 def learned_window_scores(frame_scores: np.ndarray, starts: np.ndarray, length: int = WINDOW) -> np.ndarray:
@@ -81,18 +81,19 @@ def _best_threshold(score: np.ndarray, restricted: np.ndarray, balanced: bool,
 
 def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.ndarray], dt: float, *,
                         smooth_grid_s: Sequence[float] = SMOOTH_GRID_S, verdict_s: float = 5.0,
-                        min_recall: float | None = None, positions: Sequence[np.ndarray] | None = None,
-                        motion_weighting: bool = False, log_odds: bool = True) -> dict[str, Any]:
+                        min_recall: float | None = None, log_odds: bool = True,
+                        weightings: dict[str, tuple[dict, Sequence[np.ndarray]]] | None = None) -> dict[str, Any]:
     """Choose the learned detector's smoothing window and thresholds on VALIDATION logs (never
     test logs): per log the raw per-frame normal scores (T, C) and the labels (C,) (True =
     restricted). Only channels restricted in some validation log count (the others have one class).
 
     1. ``smooth_s``: the causal moving mean (:func:`smooth_scores`) from ``smooth_grid_s`` with the
        highest window ROC AUC (64-step windows, window score = mean smoothed score); ties: shorter;
-       with ``motion_weighting`` (needs ``positions``: per log the joint positions (T, C)) the
-       motion-weighted mean of every span is a candidate too (``smooth_weight`` "motion",
-       :func:`motion_weights` with ``motion_floor`` = ``MOTION_FLOOR_FRACTION`` x the median
-       position spread of these logs per channel); ties: the plain mean; with ``log_odds`` (the
+       with ``weightings`` ({name: (calibration keys, per log the weights (T, C) > 0)}) the
+       weighted mean of every span is a candidate too (``smooth_weight`` = name plus those keys,
+       which :func:`calibrated_scores` must apply: "motion" with ``motion_floor`` and
+       ``motion_frames``, :func:`motion_weights`, built by bench/condition_recipes.py; measured
+       and not adopted); ties: the plain mean; with ``log_odds`` (the
        default since 2026-12-03, docs/condition.md) every span (and weighting) is also tried as a
        mean of clipped log-odds (:func:`smooth_log_odds`, ``smooth_space`` "log_odds"); ties: the
        mean of the scores; ``log_odds=False``: the plain means only;
@@ -117,16 +118,11 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
     if not cols:
         raise DataError(None, "condition calibration needs validation logs of both conditions on some channel "
                               "(restricted and normal)")
-    base: dict[str, Any] = {}
-    modes = [None]
-    if motion_weighting:
-        if positions is None or len(positions) != len(frame_scores):
-            raise DataError(None, "condition calibration: motion weighting needs the positions of every log")
-        spreads = [position_spread(q) for q in positions]
-        floor = np.maximum(MOTION_FLOOR_FRACTION * np.median(np.concatenate(spreads), axis=0), 1e-9)
-        base = {"motion_floor": [float(x) for x in floor], "motion_frames": WINDOW}
-        weights = [sp + floor for sp in spreads]  # = motion_weights(q, floor), computed once per log
-        modes.append("motion")
+    weightings = dict(weightings or {})
+    for name, (_, wts) in weightings.items():
+        if len(wts) != len(frame_scores):
+            raise DataError(None, f"condition calibration: the {name} weighting needs the weights of every log")
+    modes = [None, *weightings]
     aucs = {}
     best = None
     spaces = [None, "log_odds"] if log_odds else [None]
@@ -135,12 +131,12 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
             for space in spaces:
                 if (mode is not None or space is not None) and _smooth_n(sm, dt) == 1:
                     continue
-                c = {"smooth_s": float(sm), "smooth_weight": mode, "smooth_space": space, **base}
+                c = {"smooth_s": float(sm), "smooth_weight": mode, "smooth_space": space}
                 ws, ys, scs = [], [], []
                 n = _smooth_n(sm, dt)
                 for i, (fs, lab) in enumerate(zip(frame_scores, labs)):
                     st = window_starts(len(fs))
-                    wi = weights[i] if mode == "motion" else None
+                    wi = weightings[mode][1][i] if mode is not None else None
                     scs.append(smooth_log_odds(fs, n, wi) if space == "log_odds" else smooth_scores(fs, n, wi))
                     ws.append(learned_window_scores(scs[-1], st)[:, cols])
                     ys.append(np.tile(lab[cols], (len(st), 1)))
@@ -158,7 +154,8 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
     loo = leave_one_log_out_windows(ws, ys, min_recall=min_recall)
     last = np.stack([log_verdicts(sc, dt, verdict_s)[0][cols] for sc in scs])
     thr_v, acc = _best_threshold(last, labs[:, cols], balanced=False)
-    weighting = ({"smooth_weight": "motion", **base} if chosen["smooth_weight"] == "motion" else {})
+    mode = chosen["smooth_weight"]
+    weighting = {"smooth_weight": mode, **weightings[mode][0]} if mode is not None else {}
     if chosen["smooth_space"] == "log_odds":
         weighting["smooth_space"] = "log_odds"
     return {"smooth_s": sm, **weighting, "window_threshold": thr_w, "verdict_threshold": thr_v,
@@ -276,11 +273,6 @@ def motion_weights(q: np.ndarray, floor: np.ndarray | float, n: int = WINDOW) ->
     if not np.all(f > 0):
         raise ValueError(f"motion weight floor must be > 0, got {floor}")
     return position_spread(q, n) + f
-
-
-#: the motion floor of :func:`calibrate_condition`: this fraction of the median position spread
-#: of the calibration logs, per channel
-MOTION_FLOOR_FRACTION = 0.1
 
 
 def calibrated_scores(frame_scores: np.ndarray, calibration: dict | None, dt: float,
