@@ -31,7 +31,7 @@ from ..errors import UnknownNameError
 from ..models.control import CONTROL_LAWS
 from ..models.registry import BASE_MODELS, EXTENSIONS
 from .estimate_jobs import ConditionOptions, run_condition_files, run_estimate_force, run_heads_report
-from ..learned.arm import load_arm_model
+from ..learned.arm import ArmTrainConfig, load_arm_model
 from ..learned.heads import HeadsConfig, train_heads
 from ..sim.randomization import load_spec, propose_spec, save_spec
 from ..evaluate.suite import create_suite, run_suite
@@ -285,15 +285,16 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
     write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`."""
 
     if robot is not None:
-        d = pipeline.run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+        d = pipeline.run_train_arm(robot, data, out, ArmTrainConfig(arch=arch, residual=residual, steps=steps, seed=seed),
+                                   resume=resume)
         tr = d["training"]
         console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation MAE "
                       f"{tr['best_val_mae']:.4g} rad at step {tr['best_step']} of {tr['steps']} "
                       f"({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
         console.print(f"wrote {out / 'arm_model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
         return
-    d = pipeline.run_train(data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume,
-                           validation=validation)
+    d = pipeline.run_train(data, out, pipeline.JointTrainOptions(arch=arch, residual=residual, steps=steps, seed=seed,
+                                                                validation=validation), resume=resume)
     s, tr = d["_summary"], d["fit"]
     unit = s["unit"]
     console.print(f"{d['model']}: best validation MAE {_mrad(tr['validation_mae'], unit)} at step "

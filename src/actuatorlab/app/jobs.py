@@ -6,9 +6,10 @@ CLI (:mod:`actuatorlab.app.cli`) only parses arguments, draws progress and print
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import jax.numpy as jnp
 import numpy as np
@@ -543,10 +544,27 @@ TRAIN_BUDGET = {"steps": 600, "n_windows": 16, "history": 8}
 
 
 @physics
-def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", residual: str | Path | None = None,
-              steps: int | None = None, seed: int = 0, resume: bool = False, lr: float = 3e-3,
-              n_windows: int | None = None, history: int | None = None, sizes: dict | None = None,
-              dt: float | None = None, curriculum=None, validation: str = "time",
+@dataclasses.dataclass(frozen=True)
+class JointTrainOptions:
+    """Options of :func:`run_train` (one joint): ``arch``; ``residual`` (a fitted analytic
+    RUN/model.json the network corrects); ``steps``, ``n_windows``, ``history`` (None: the
+    TRAIN_BUDGET's); ``seed``; ``lr``; ``sizes``; ``dt`` [s] (None: the logs' or the residual's);
+    ``curriculum`` (None: DEFAULT_CURRICULUM); ``validation`` "time" | "logs"."""
+
+    arch: str = "transformer"
+    residual: Any = None
+    steps: int | None = None
+    seed: int = 0
+    lr: float = 3e-3
+    n_windows: int | None = None
+    history: int | None = None
+    sizes: dict | None = None
+    dt: float | None = None
+    curriculum: Any = None
+    validation: str = "time"
+
+
+def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTrainOptions(), *, resume: bool = False,
               progress: bool = True) -> dict:
     """Train a one-joint learned actuator (or, with ``residual``, a learned correction of that
     fitted analytic RUN/model.json) through the one-joint simulator; write RUN/model.json
@@ -560,10 +578,12 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     is trained on windows of the fit part and the EMA parameters with the lowest full-replay
     validation MAE are kept.
     Returns the model dict plus ``_summary`` (metrics of the replay on all given logs) and
-    ``_train`` (wall times)."""
+    ``_train`` (wall times). ``opts``: :class:`JointTrainOptions`."""
     import time
 
-
+    arch, residual, steps, seed, lr = opts.arch, opts.residual, opts.steps, opts.seed, opts.lr
+    n_windows, history, sizes, dt, curriculum, validation = (opts.n_windows, opts.history, opts.sizes, opts.dt,
+                                                             opts.curriculum, opts.validation)
     if arch not in ARCHS:
         raise UnknownNameError("architecture", arch, list(ARCHS))
     base = None
@@ -647,10 +667,8 @@ def split_arm_data(paths) -> tuple[list[Trajectory], list[Trajectory]]:
     return tr, va
 
 
-def run_train_arm(robot: str, paths, out: str | Path = "run", *, arch: str = "transformer",
-                  residual: str | Path | None = None, steps: int | None = None, seed: int = 0,
-                  resume: bool = False, budget: str | dict = "default", sizes: dict | None = None,
-                  progress: bool = True) -> dict:
+def run_train_arm(robot: str, paths, out: str | Path = "run", opts: ArmTrainConfig = ArmTrainConfig(), *,
+                  budget: str | dict = "default", resume: bool = False, progress: bool = True) -> dict:
     """Train a learned (or, with ``residual`` = an analytic RUN/arm_model.json, a residual)
     whole-robot actuator model through the MJX rollout and write RUN/arm_model.json (kind
     "learned" | "residual") + RUN/arm_model.eqx, loadable by ``evaluate --robot``
@@ -664,9 +682,8 @@ def run_train_arm(robot: str, paths, out: str | Path = "run", *, arch: str = "tr
             raise UnknownNameError("training budget", budget, ("default", "full"))
         budget = DEFAULT_BUDGET if budget == "default" else FULL_BUDGET
     tr, va = split_arm_data(paths)
-    return train_arm(robot, tr, va, ArmTrainConfig(arch=arch, residual=residual, steps=steps, seed=seed,
-                                                   budget=dict(budget), sizes=sizes),
-                     out=out, resume=resume, progress=progress)
+    return train_arm(robot, tr, va, dataclasses.replace(opts, budget=dict(budget)), out=out, resume=resume,
+                     progress=progress)
 
 
 def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -> dict:
