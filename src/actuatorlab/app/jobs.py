@@ -36,7 +36,7 @@ from ..evaluate.arm_envelope import arm_envelope, outside_fraction
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..excite.joint import candidates, design, Limits, write_excitation
 from ..logs.format import Setup
-from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint
+from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint, WindowSampling
 from ..models.nets import arch_sizes, ARCHS
 from ..learned.trainer import TrainConfig
 from ..learned.arm import ArmTrainConfig, arm_log, DEFAULT_BUDGET, evaluate_learned_arm, FULL_BUDGET, load_arm_model, train_arm
@@ -622,8 +622,8 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
     t0 = time.perf_counter()
     curriculum = tuple(curriculum or DEFAULT_CURRICULUM)
     meta["curriculum"] = [list(c) for c in curriculum]
-    best, res = train_joint(out, fb, vb, model, cfg, n_windows=n_windows, resume=resume, progress=progress,
-                            meta=meta, curriculum=curriculum)
+    best, res = train_joint(out, fb, vb, model, cfg, sampling=WindowSampling(n_windows=n_windows, curriculum=curriculum),
+                            resume=resume, progress=progress, meta=meta)
     wall = time.perf_counter() - t0
     batches = make_batches(trajs, dt)
     summary = summarize(replay_joint(best, batches))

@@ -261,8 +261,9 @@ def learned_windows(robot: Robot, logs: list[ArmLog], length: int, model: Learne
 @physics
 def make_learned_arm(robot: Robot, arch: str, *, channels: tuple[str, ...], per_channel: tuple[str, ...],
                      normalizer: Normalizer, effort_scale, base: dict | None = None, residual: bool = False,
-                     history: int = 8, key=None, **sizes) -> LearnedArm:
-    """A freshly initialised learned (or residual, correcting ``base``) whole-robot model."""
+                     key=None, **sizes) -> LearnedArm:
+    """A fresh learned (or residual, correcting ``base``) whole-robot model; ``sizes``: net sizes, ``history``."""
+    history = int(sizes.pop("history", 8))
     for j in channels:
         if j not in robot.joint_names:
             raise ModelError(f"channel {j!r} is not a joint of {robot.name} ({', '.join(robot.joint_names)})")
@@ -528,7 +529,6 @@ def _force_prior_of(d, where):
     """The ForcePrior of an arm_model.json entry (None when absent); errors name the file."""
     if d is None:
         return None
-
     try:
         return ForcePrior.from_dict(d)
     except ModelError as e:

@@ -49,7 +49,8 @@ from ..sim.arm_data import log_arrays
 from ..sim.arm_learned import RESIDUAL_FEATURE, RESIDUAL_FEATURES, TELEMETRY, LearnedArm, frames_of_log
 from ..sim.dynamics import ArmDynamics
 from ..sim.force import ForcePrior
-from .arm import _effort_scale, add_residual_channels, arm_log, DEFAULT_FEATURES, make_learned_arm, save_arm_model, with_residual_inputs
+from .arm import (_effort_scale, add_residual_channels, arm_log, DEFAULT_FEATURES, make_learned_arm, save_arm_model,
+                  with_residual_inputs)
 from .head_data import HeadData, ODD_FEATURES, head_data, mirror_augment, mirror_symmetry, yaw_augment, yaw_channel
 from .trainer import train, TrainConfig
 
@@ -356,7 +357,8 @@ def train_heads(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s, "batch": int(cfg.batch),
                      "lr": cfg.lr, "noise": float(cfg.noise), "weight_decay": float(cfg.weight_decay),
                      "contact_weight": CONTACT_WEIGHT, **described,
-                     "best_val_force_mae_contact": final["val_force_mae_contact"], "wall_s": _time.perf_counter() - t_all},
+                     "best_val_force_mae_contact": final["val_force_mae_contact"],
+                     "wall_s": _time.perf_counter() - t_all},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
 def frame_name(model: LearnedArm) -> str:
