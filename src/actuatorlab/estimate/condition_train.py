@@ -60,11 +60,10 @@ def learned_frame_scores_batched(robot, model, lg: ConditionLog, chunk: int = 20
     return np.concatenate([np.asarray(f(jnp.asarray(X[a:a + chunk])), float) for a in range(0, X.shape[0], chunk)])
 
 
-def teacher_forced(robot, model, trajs, *, spans: bool = False):
+def teacher_forced(robot, model, trajs) -> tuple[np.ndarray, np.ndarray]:
     """Windows (N, H + 1, F) of measured frames (the causal window of every frame) and condition
-    labels (N, C) (1 = normal) of the logs; with ``spans`` also each log's (start, stop) rows."""
-
-    xs, ys, sp, n = [], [], [], 0
+    labels (N, C) (1 = normal) of the logs."""
+    xs, ys = [], []
     for t in with_residual_inputs(robot, model, trajs):
         a = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
         b = a.base
@@ -72,10 +71,7 @@ def teacher_forced(robot, model, trajs, *, spans: bool = False):
                            a.telemetry)
         xs.append(np.asarray(sliding_windows(fr, model.layout.history)))
         ys.append(np.tile(a.condition, (fr.shape[0], 1)))
-        sp.append((n, n + fr.shape[0]))
-        n += fr.shape[0]
-    X, Y = np.concatenate(xs).astype(np.float32), np.concatenate(ys).astype(np.float32)
-    return (X, Y, sp) if spans else (X, Y)
+    return np.concatenate(xs).astype(np.float32), np.concatenate(ys).astype(np.float32)
 
 
 
