@@ -11,8 +11,8 @@ there with ``--seed`` / ``--scale`` when it does not exist). The learned model's
 condition heads (and its trunk) are trained by :func:`actuatorlab.learned.heads.train_heads`
 (teacher forcing on measured frames, no simulator) on DIR/train, validated on DIR/val; the
 heads see every training sample turned about the arm's vertical joint 1 by a random angle, the force
-label turned with it (:func:`actuatorlab.learned.heads.yaw_augment`; ``--no-augment-yaw``: off), and
-half of them first reflected in the arm's vertical mirror plane (:func:`actuatorlab.learned.heads.mirror_augment`;
+label turned with it (:func:`actuatorlab.learned.head_data.yaw_augment`; ``--no-augment-yaw``: off), and
+half of them first reflected in the arm's vertical mirror plane (:func:`actuatorlab.learned.head_data.mirror_augment`;
 ``--no-augment-mirror``: off). The
 classical baselines (``id_linear``, ``id_friction``, ``momentum_observer``) are calibrated on the
 free-motion logs of DIR/train. Every method runs causally, one frame at a time, on DIR/test and
@@ -71,7 +71,7 @@ def main(argv=None) -> int:
                          "with it (default since 2026-12-01, chosen on D/val: bench/README.md); --no-augment-yaw: off")
     ap.add_argument("--augment-mirror", action=argparse.BooleanOptionalAction, default=True,
                     help="also reflect half of the training samples in the arm's vertical mirror plane (joint 1 "
-                         "and the force's y component change sign; learned.heads.mirror_augment; default since "
+                         "and the force's y component change sign; learned.head_data.mirror_augment; default since "
                          "2026-12-02, chosen on D/val: bench/README.md); --no-augment-mirror: off")
     ap.add_argument("--force-frame", default="base", choices=("base", "yaw", "joint"),
                     help="the force head predicts in the base frame, in the frame turning with joint 1, or the "

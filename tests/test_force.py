@@ -312,7 +312,8 @@ def _tiny_heads_model():
 def test_heads_loss_contact_weight_and_in_contact_mae():
     """J's force term is linear in the contact weight w_c: (1 + w_c contact) huber; the in-contact
     MAE averages |f_hat - f| over labelled frames in contact only."""
-    from actuatorlab.learned.heads import HeadData, heads_loss
+    from actuatorlab.learned.head_data import HeadData
+    from actuatorlab.learned.heads import heads_loss
 
     m, nf = _tiny_heads_model()
     rng = np.random.default_rng(0)
@@ -334,7 +335,8 @@ def test_heads_loss_contact_weight_and_in_contact_mae():
 def test_validation_in_chunks_equals_one_call():
     """val_metrics scores a set chunk by chunk (the last chunk padded with rows that count nowhere)
     and gives heads_loss's terms on the whole set in one call, also on gathered (lazy) windows."""
-    from actuatorlab.learned.heads import HeadData, LazyWindows, heads_loss, val_metrics
+    from actuatorlab.learned.head_data import HeadData, LazyWindows
+    from actuatorlab.learned.heads import heads_loss, val_metrics
 
     m, nf = _tiny_heads_model()
     rng = np.random.default_rng(1)
@@ -368,7 +370,8 @@ def test_force_prior_is_what_the_head_corrects_and_travels_with_the_model(dyn, s
     from actuatorlab.errors import ModelError
     from actuatorlab.sim.force import ForcePrior
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
-    from actuatorlab.learned.heads import HeadData, heads_loss
+    from actuatorlab.learned.head_data import HeadData
+    from actuatorlab.learned.heads import heads_loss
 
     robot = dyn.robot
     prior = ForcePrior("id_linear", _cal(dyn, 2.0, 0.01))
@@ -861,7 +864,7 @@ def _online_matches_teacher_and_infer(robot, m, push, folder, tmp_path):
 
     from actuatorlab.sim.force import read_force_log
     from actuatorlab.learned.arm import with_residual_inputs
-    from actuatorlab.learned.heads import head_data
+    from actuatorlab.learned.head_data import head_data
     from actuatorlab.app.jobs import run_infer
 
     hd = head_data(robot, m, with_residual_inputs(robot, m, [push]))
