@@ -144,7 +144,7 @@ def log_windows(model_path: Path, data: Path):
     model ``model_path`` (its layout and normalizer), and their labels: measured force (N, 3) [N],
     force known (N,), contact (N,), condition label (N, C)."""
     from actuatorlab.learned.arm import load_arm_model
-    from actuatorlab.learned.heads import head_data
+    from actuatorlab.learned.head_data import head_data
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 

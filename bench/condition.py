@@ -4,8 +4,8 @@ threshold, an RBF SVM and a random forest (issue 9, section 2). A table, then on
     actuatorlab synth --robot open_manipulator_x --suite neural_actuator --out D --seed 0 --scale 0.1 \
         --restricted-pairs 60
     python bench/condition.py --data D [--arch window_stats] [--steps 800] [--lr 1e-3] [--history 63]
-        [--sizes JSON] [--features ...] [--select auc|loss] [--pairs 0.5 --rank-weight 1]
-        [--gain-jitter 0.1 --noise 0.05] [--seed 0] [--validate-only] [--no-calibration]
+        [--sizes JSON] [--features ...] [--select auc|loss]
+        [--seed 0] [--validate-only] [--no-calibration]
         [--second-unit D1] [--model RUN/arm_model.json] [--out bench/out/condition]
 
 Training: D/train only (the learned head: teacher-forced supervised training of the condition
@@ -34,7 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import emit  # noqa: E402
-from condition_recipes import out_of_fold_frame_scores  # noqa: E402
+from condition_recipes import motion_weighting, out_of_fold_frame_scores  # noqa: E402
 
 ROBOT = "open_manipulator_x"
 #: default fresh model (chosen on D/val, see bench/README.md): ``window_stats``, per-joint statistics
@@ -46,11 +46,11 @@ ROBOT = "open_manipulator_x"
 ARCH = "window_stats"
 SIZES = {"window_stats": {}, "transformer": {"d": 64, "n_heads": 4, "n_layers": 2, "ff": 128, "head_width": 64}}
 FEATURES = ("q", "dq", "err", "current", "pwm", "tau_ext")
-#: training recipe: steps, learning rate, twin-pair batches, the step kept by validation
+#: training recipe: steps, learning rate, the step kept by validation (twin-pair batches, a twin
+#: ranking term, gain jitter and input noise were tried and not adopted, bench/journal/condition.md;
+#: removed 2026-12-04)
 STEPS = 800
 LR = 1e-3
-PAIRS = 0.0
-RANK_WEIGHT = 0.0
 SELECT = "auc"
 #: on-delays of the per-frame alarm [s] whose trade-off (false onsets vs first alarm) the bench prints
 ALARM_HOLDS_S = (0.0, 0.5, 1.0, 2.0, 4.0)
@@ -76,11 +76,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--eval-every", type=int, default=25, help="validation (D/val) every N steps; best kept")
     ap.add_argument("--select", choices=("loss", "auc"), default=SELECT,
                     help="training step kept: lowest D/val loss or highest D/val frame AUC of the restricted joint")
-    ap.add_argument("--pairs", type=float, default=PAIRS, help="share of each batch drawn as frame-aligned "
-                    "restricted / normal twins (0: uniform frames)")
-    ap.add_argument("--rank-weight", type=float, default=RANK_WEIGHT, help="weight of the twin ranking term")
-    ap.add_argument("--gain-jitter", type=float, default=0.0, help="augmentation: log-normal gain on current / PWM")
-    ap.add_argument("--noise", type=float, default=0.0, help="augmentation: input noise [training std]")
     ap.add_argument("--no-calibration", action="store_true", help="no smoothing, thresholds 0.5 (the earlier "
                     "detector); default: smoothing window and thresholds chosen on D/val")
     ap.add_argument("--min-recall", type=float, default=None, help="calibration operating point: the window "
@@ -108,8 +103,11 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", "/tmp/jaxcache")
 
     import numpy as np
-
-    from actuatorlab.estimate.condition import METHODS, SMOOTH_GRID_S, alarm_timing, calibrate_condition, condition_log, hold_frames, learned_frame_scores_batched, make_condition_model, public, run_condition, train_condition_head
+    from actuatorlab.estimate.condition_windows import METHODS, condition_log
+    from actuatorlab.estimate.condition_calibrate import SMOOTH_GRID_S, alarm_timing, calibrate_condition, hold_frames
+    from actuatorlab.estimate.condition_train import (ConditionTrainConfig, learned_frame_scores_batched,
+                                                      make_condition_model, train_condition_head)
+    from actuatorlab.estimate.condition import public, run_condition
     from actuatorlab.report.condition import write_condition_report
     from actuatorlab.sim.force import ForcePrior
     from actuatorlab.learned.arm import add_residual_channels, load_arm_model, save_arm_model, with_residual_inputs
@@ -144,16 +142,16 @@ def main(argv: list[str] | None = None) -> int:
         # the tau_ext input (the model's residual_input, id_friction calibrated on D/train's free-motion
         # logs) is computed once per log here, causally, one frame at a time
         tr_t, va_t = with_residual_inputs(robot, model, tr_t), with_residual_inputs(robot, model, va_t)
-        train_kw = dict(steps=a.steps, batch=a.batch, lr=a.lr, scope=scope, val_trajs=va_t, eval_every=a.eval_every,
-                        pairs=a.pairs, rank_weight=a.rank_weight, gain_jitter=a.gain_jitter, noise=a.noise,
-                        select=a.select)
+        tcfg = ConditionTrainConfig(steps=a.steps, batch=a.batch, lr=a.lr, scope=scope, eval_every=a.eval_every,
+                                    select=a.select, seed=a.seed)
         model0 = model
-        model, info = train_condition_head(robot, model, tr_t, seed=a.seed, **train_kw)
+        model, info = train_condition_head(robot, model, tr_t, tcfg, val_trajs=va_t)
         train_s = time.perf_counter() - t0
         oof, oof_s = None, 0.0
         if a.calibrate_oof:  # cross-fitted scores of the training logs join D/val for the calibration
             t1 = time.perf_counter()
-            oof, _ = out_of_fold_frame_scores(robot, model0, tr_t, folds=a.calibrate_oof, seed=a.seed, **train_kw)
+            oof, _ = out_of_fold_frame_scores(robot, model0, tr_t, tcfg, folds=a.calibrate_oof, seed=a.seed,
+                                              val_trajs=va_t)
             oof_s = time.perf_counter() - t1
         ch = model.layout.channels
         tr = [condition_log(robot, t, ch) for t in tr_t]
@@ -162,14 +160,14 @@ def main(argv: list[str] | None = None) -> int:
         va_fs = [learned_frame_scores_batched(robot, model, lg) for lg in va]
         cal = {} if a.no_calibration else calibrate_condition(
             va_fs, [lg.restricted for lg in va], robot.control_dt, min_recall=a.min_recall,
-            positions=[lg.q for lg in va], motion_weighting=a.motion_weighting, log_odds=a.log_odds)
+            log_odds=a.log_odds, weightings=motion_weighting([lg.q for lg in va]) if a.motion_weighting else None)
         if cal and oof:  # the smoothing stays D/val's; the thresholds are chosen on D/val + the out-of-fold scores
             grid = [cal["smooth_s"]] if a.oof_smoothing == "val" else SMOOTH_GRID_S
             cal = calibrate_condition(va_fs + oof, [lg.restricted for lg in va] + [lg.restricted for lg in tr],
                                       robot.control_dt, min_recall=a.min_recall, smooth_grid_s=grid,
-                                      positions=[lg.q for lg in va + tr],
-                                      motion_weighting=a.motion_weighting and (a.oof_smoothing == "pooled"
-                                                                               or "smooth_weight" in cal),
+                                      weightings=motion_weighting([lg.q for lg in va + tr])
+                                      if a.motion_weighting and (a.oof_smoothing == "pooled" or "smooth_weight" in cal)
+                                      else None,
                                       log_odds=a.log_odds and (a.oof_smoothing == "pooled" or "smooth_space" in cal))
         if cal:
             cal["source"] = f"D/val ({len(va)} logs)" + (
@@ -195,8 +193,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{f3(cal['val']['window_precision_loo'])}, {cal['val']['loo_folds']} folds)")
         base = {"bench": "condition", "data": str(a.data), "seed": card["seed"], "scale": card["scale"],
                 "restricted_pairs": card.get("restricted_pairs", 0), "arch": model.arch, "scope": scope,
-                "steps": info["steps"], "best_step": info["best_step"], "select": a.select, "pairs": a.pairs,
-                "rank_weight": a.rank_weight, "gain_jitter": a.gain_jitter, "noise": a.noise,
+                "steps": info["steps"], "best_step": info["best_step"], "select": a.select,
                 "model_seed": a.seed, "history": model.layout.history, "sizes": dict(model.sizes),
                 "features": list(model.layout.per_channel), "params": param_count(model.net),
                 "batch": info["batch"], "lr": a.lr, "train_s": round(train_s, 1),
@@ -353,8 +350,7 @@ def same_horizon_forest(tr, te, cal, history, restricted, ch, seed) -> dict | No
     window score depends on. None without smoothing."""
     import numpy as np
     from sklearn.metrics import roc_auc_score
-
-    from actuatorlab.estimate.condition import fit_baselines, log_windows, stack_windows
+    from actuatorlab.estimate.condition_windows import fit_baselines, log_windows, stack_windows
 
     if not cal or not cal.get("smooth_s"):
         return None
@@ -382,9 +378,8 @@ def validation_figures(va, va_fs, cal, ch, restricted, tr, seed) -> dict:
     optimistic; the raw ones (no smoothing, thresholds 0.5) are not."""
     import numpy as np
     from sklearn.metrics import roc_auc_score
-
-    from actuatorlab.estimate.condition import (calibrated_scores, fit_baselines, learned_window_scores,
-                                                stack_windows, window_starts)
+    from actuatorlab.estimate.condition_calibrate import calibrated_scores, learned_window_scores
+    from actuatorlab.estimate.condition_windows import fit_baselines, stack_windows, window_starts
 
     out = {}
     y = np.concatenate([np.tile(lg.restricted.astype(int), (len(window_starts(len(f))), 1))

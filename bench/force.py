@@ -2,16 +2,17 @@
 
     python bench/force.py [--data DIR] [--scale 0.1] [--seed 0] [--out bench/out/force]
                           [--arch transformer] [--sizes JSON] [--steps 400] [--eval-every 25] [--batch B]
-                          [--contact-weight 4] [--no-augment-yaw] [--no-augment-mirror] [--eval test|val]
-                          [--soft-gate]
+                          [--no-augment-yaw] [--no-augment-mirror] [--eval test|val] [--soft-gate]
+                          [--force-prior M [--force-prior-labels]] [--force-frame base|yaw|joint]
+                          [--residual-features tau_ext,f_lever]
 
 DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neural_actuator`` (written
 there with ``--seed`` / ``--scale`` when it does not exist). The learned model's force, gate and
 condition heads (and its trunk) are trained by :func:`actuatorlab.learned.heads.train_heads`
 (teacher forcing on measured frames, no simulator) on DIR/train, validated on DIR/val; the
 heads see every training sample turned about the arm's vertical joint 1 by a random angle, the force
-label turned with it (:func:`actuatorlab.learned.heads.yaw_augment`; ``--no-augment-yaw``: off), and
-half of them first reflected in the arm's vertical mirror plane (:func:`actuatorlab.learned.heads.mirror_augment`;
+label turned with it (:func:`actuatorlab.learned.head_data.yaw_augment`; ``--no-augment-yaw``: off), and
+half of them first reflected in the arm's vertical mirror plane (:func:`actuatorlab.learned.head_data.mirror_augment`;
 ``--no-augment-mirror``: off). The
 classical baselines (``id_linear``, ``id_friction``, ``momentum_observer``) are calibrated on the
 free-motion logs of DIR/train. Every method runs causally, one frame at a time, on DIR/test and
@@ -21,6 +22,8 @@ everywhere, the figures before 2026-12-03); with
 ``--eval val`` on DIR/val only (for choosing training options; the test split stays unseen). Prints one
 table, then one JSON line (:func:`actuatorlab.estimate.force_eval.evaluate_force`'s keys plus
 ``training`` and ``targets``); OUT/results.json and OUT/force.html (the report) are written too.
+``--force-prior``, ``--force-frame`` and ``--residual-features`` run the recipes of
+bench/force_recipes.py (measured, not adopted).
 """
 
 from __future__ import annotations
@@ -59,7 +62,6 @@ def main(argv=None) -> int:
                     "best kept (0: max(50, steps // 6), the schedule before 2026-12-02)")
     ap.add_argument("--noise", type=float, default=0.1, help="input-noise augmentation [training std]")
     ap.add_argument("--weight-decay", type=float, default=1e-4)
-    ap.add_argument("--contact-weight", type=float, default=4.0, help="force-loss weight (1 + w) on contact frames")
     ap.add_argument("--force-prior", default=None, choices=("id_linear", "id_friction", "momentum_observer"),
                     help="the force head corrects this classical estimate (calibrated on train/ free motion)")
     ap.add_argument("--force-prior-labels", action="store_true",
@@ -69,23 +71,20 @@ def main(argv=None) -> int:
                          "with it (default since 2026-12-01, chosen on D/val: bench/README.md); --no-augment-yaw: off")
     ap.add_argument("--augment-mirror", action=argparse.BooleanOptionalAction, default=True,
                     help="also reflect half of the training samples in the arm's vertical mirror plane (joint 1 "
-                         "and the force's y component change sign; learned.heads.mirror_augment; default since "
+                         "and the force's y component change sign; learned.head_data.mirror_augment; default since "
                          "2026-12-02, chosen on D/val: bench/README.md); --no-augment-mirror: off")
-    ap.add_argument("--balance-tasks", action=argparse.BooleanOptionalAction, default=False,
-                    help="draw training windows so that every excitation family (free motion, payloads, pushes) "
-                         "fills the same share of a batch (learned.heads.train_heads balance_tasks)")
     ap.add_argument("--force-frame", default="base", choices=("base", "yaw", "joint"),
                     help="the force head predicts in the base frame, in the frame turning with joint 1, or the "
-                         "external joint torques mapped through the Jacobian (learned.heads.train_heads force_frame)")
+                         "external joint torques mapped through the Jacobian (force_recipes.recipe_model)")
     ap.add_argument("--residual-input", default="id_friction",
                     choices=("id_friction", "id_linear", "momentum_observer", "none"),
                     help="one more per-channel network input: this classical method's estimated external joint "
-                         "torque tau_ext, calibrated on train/ free motion (learned.heads.train_heads "
+                         "torque tau_ext, calibrated on train/ free motion (learned.heads.HeadsConfig "
                          "residual_input; default id_friction since 2026-12-03, rule R26 on D/val of two units: "
                          "bench/README.md); none: the network reads the logged signals only")
     ap.add_argument("--residual-features", default="tau_ext",
                     help="comma-separated inputs from --residual-input: tau_ext, f_lever (tau_ext over each joint's "
-                         "lever arm to the end effector [N]; learned.heads.train_heads residual_features)")
+                         "lever arm to the end effector [N]; force_recipes.recipe_model)")
     ap.add_argument("--eval", default="test", choices=("test", "val"),
                     help="test: DIR/test + DIR/heldout (report once); val: DIR/val only (model selection)")
     ap.add_argument("--soft-gate", action="store_true",
@@ -96,7 +95,8 @@ def main(argv=None) -> int:
     from actuatorlab.estimate.force_eval import ALL_METHODS, evaluate_force, load_tagged
     from actuatorlab.report.force import write_force_report
     from actuatorlab.learned.arm import load_arm_model
-    from actuatorlab.learned.heads import train_heads
+    from actuatorlab.learned.heads import HeadsConfig
+    from force_recipes import train_heads_recipe
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
     from actuatorlab.robots import load_robot
@@ -113,15 +113,15 @@ def main(argv=None) -> int:
     run = out / "run_heads"
     t0 = time.perf_counter()
     if not (run / "arm_model.json").exists():
-        train_heads(ROBOT, tr, va, out=run, arch=a.arch, sizes=json.loads(a.sizes), steps=a.steps,
-                    budget=dict(batch=a.batch, lr=a.lr, eval_every=a.eval_every or max(50, a.steps // 6), noise=a.noise,
-                                weight_decay=a.weight_decay, contact_weight=a.contact_weight), seed=a.seed, progress=False,
-                    resume=(run / "checkpoint.ckpt").exists(), force_prior=a.force_prior,
-                    prior_labels=a.force_prior_labels, augment_yaw=a.augment_yaw,
-                    augment_mirror=a.augment_mirror, balance_tasks=a.balance_tasks, force_frame=a.force_frame,
-                    residual_input=None if a.residual_input == "none" else a.residual_input,
-                    residual_features=None if a.residual_input == "none" else
-                    tuple(f.strip() for f in a.residual_features.split(",") if f.strip()))
+        res_input = None if a.residual_input == "none" else a.residual_input
+        cfg = HeadsConfig(arch=a.arch, sizes=json.loads(a.sizes), steps=a.steps, batch=a.batch, lr=a.lr,
+                          eval_every=a.eval_every or max(50, a.steps // 6), noise=a.noise, weight_decay=a.weight_decay,
+                          seed=a.seed, augment_yaw=a.augment_yaw, augment_mirror=a.augment_mirror,
+                          residual_input=res_input)
+        train_heads_recipe(ROBOT, tr, va, cfg, out=run, resume=(run / "checkpoint.ckpt").exists(),
+                           force_prior=a.force_prior, prior_labels=a.force_prior_labels, force_frame=a.force_frame,
+                           residual_features=("tau_ext",) if res_input is None else
+                           tuple(f.strip() for f in a.residual_features.split(",") if f.strip()))
     train_wall = time.perf_counter() - t0
     with physics_precision():
         robot = load_robot(ROBOT)
@@ -142,7 +142,6 @@ def main(argv=None) -> int:
                        "force_prior_labelled": ((d.get("force_prior") or {}).get("calibration") or {}).get("labelled"),
                        "augment_yaw": bool(d["training"].get("augment_yaw")),
                        "augment_mirror": bool(d["training"].get("augment_mirror")),
-                       "balance_tasks": bool(d["training"].get("balance_tasks")),
                        "residual_input": d["training"].get("residual_input"),
                        "residual_features": d["training"].get("residual_features"),
                        "wall_s_this_run": train_wall}

@@ -49,7 +49,9 @@ from actuatorlab.robots import load_robot
 from actuatorlab.envs import TimingContract
 from actuatorlab.envs.gym_env import ActuatorVectorEnv
 from actuatorlab.logs.format import Channel, Setup, Trajectory
-from actuatorlab.learned.heads import train_heads
+from actuatorlab.learned.heads import HeadsConfig
+
+from force_recipes import train_heads_recipe
 
 __all__ = ["ROBOT", "START", "GOAL_CENTER", "GOAL_SPAN", "TRAIN_MASSES", "HELDOUT_MASSES", "BCConfig", "LiftTask",
            "combine_inertial", "payload_updates", "servo_stiffness", "expert_delta", "policy_obs", "make_env", "calibrate_estimator",
@@ -396,10 +398,10 @@ def train_bc_heads(out, cfg: BCConfig = BCConfig(), *, n_envs: int = 8, steps: i
 
     tr = head_training_logs(cfg, n_envs, steps, HEAD_DATA_SEED, pushes)
     va = head_training_logs(cfg, val_envs, steps, HEAD_DATA_SEED + 5000, pushes)
-    return train_heads(ROBOT, tr, va, out=out, arch="transformer", sizes=sizes or BC_HEAD_SIZES, steps=train_steps,
-                       budget=dict(batch=128, lr=1e-3, eval_every=max(50, train_steps // 8), noise=0.1,
-                                   weight_decay=1e-4), seed=seed, progress=progress, force_prior=force_prior,
-                       prior_labels=prior_labels)
+    cfg = HeadsConfig(arch="transformer", sizes=sizes or BC_HEAD_SIZES, steps=train_steps, batch=128, lr=1e-3,
+                      eval_every=max(50, train_steps // 8), noise=0.1, weight_decay=1e-4, seed=seed)
+    return train_heads_recipe(ROBOT, tr, va, cfg, out=out, progress=progress, force_prior=force_prior,
+                              prior_labels=prior_labels)
 
 
 # -- rollouts ---------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neura
 
 With ``--model``: the model's gate (mean sigmoid in / out of contact) and force MAE in contact,
 both teacher-forced on the logged frames exactly as in training
-(:func:`actuatorlab.learned.heads.head_data`; the causal per-frame estimator gives the same
+(:func:`actuatorlab.learned.head_data.head_data`; the causal per-frame estimator gives the same
 numbers), next to the MAE of a constant zero estimate. Prints one table, then one JSON line.
 """
 
@@ -55,7 +55,7 @@ def push_rows(data: Path, splits, model_path: Path | None = None) -> list[dict]:
         import jax.numpy as jnp
 
         from actuatorlab.learned.arm import load_arm_model
-        from actuatorlab.learned.heads import head_data
+        from actuatorlab.learned.head_data import head_data
 
         _, model, _ = load_arm_model(model_path, ROBOT)
 

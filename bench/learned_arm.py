@@ -45,7 +45,7 @@ def main(argv=None) -> int:
 
     from actuatorlab.identify.arm_fit import select_arm
     from actuatorlab.sim.arm_data import evaluate_arm
-    from actuatorlab.learned.arm import evaluate_learned_arm, load_arm_model, train_arm
+    from actuatorlab.learned.arm import ArmTrainConfig, evaluate_learned_arm, load_arm_model, train_arm
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
@@ -94,9 +94,9 @@ def main(argv=None) -> int:
                             print("residual needs the analytic model first; skipped", file=sys.stderr)
                             continue
                         resid = analytic_json
-                    train_arm(ROBOT, tr, va, arch="transformer" if name == "residual" else name, out=run,
-                              residual=resid, steps=a.steps, seed=0, resume=(run / "checkpoint.ckpt").exists(),
-                              progress=False)
+                    train_arm(ROBOT, tr, va, ArmTrainConfig(arch="transformer" if name == "residual" else name,
+                                                            residual=resid, steps=a.steps, seed=0),
+                              out=run, resume=(run / "checkpoint.ckpt").exists(), progress=False)
                 results[name] = score_learned(run)
             elif name in ("adapt", "adapt_residual"):
                 src = "transformer" if name == "adapt" else "residual"
@@ -110,9 +110,11 @@ def main(argv=None) -> int:
                 before = evaluate_learned_arm(r, m, te1, HORIZONS)
                 run = out / name
                 if not (run / "arm_model.json").exists():
-                    train_arm(ROBOT, tr1, va1, arch="transformer", out=run, init=m, steps=a.adapt_steps, seed=1,
-                              residual=analytic_json if m.residual else None,
-                              budget={"lr": 1e-4, "eval_every": max(1, a.adapt_steps // 2)}, progress=False)
+                    train_arm(ROBOT, tr1, va1, ArmTrainConfig(arch="transformer", steps=a.adapt_steps, seed=1,
+                                                              residual=analytic_json if m.residual else None,
+                                                              budget={"lr": 1e-4,
+                                                                      "eval_every": max(1, a.adapt_steps // 2)}),
+                              out=run, init=m, progress=False)
                 r2, m2, d2 = load_arm_model(run / "arm_model.json")
                 results[name] = {"from": src, "n_trajectories": len(tr1), "before": before,
                                  "after": evaluate_learned_arm(r2, m2, te1, HORIZONS), "training": d2["training"]}

@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from actuatorlab.app.jobs import run_fit, run_train
+    from actuatorlab.app.jobs import JointTrainOptions, run_fit, run_train
     from actuatorlab.identify.select import FamilyOptions
 
     console = Console(stderr=True)
@@ -91,8 +91,9 @@ def main(argv=None) -> int:
 
                 shutil.rmtree(run)
             t0 = time.perf_counter()
-            d = run_train(train_files, run, arch=arch, steps=steps, seed=args.seed,
-                          residual=ana_dir / "model.json" if kind == "residual" else None, progress=True)
+            d = run_train(train_files, run, JointTrainOptions(arch=arch, steps=steps, seed=args.seed,
+                                                              residual=ana_dir / "model.json" if kind == "residual"
+                                                              else None), progress=True)
             wall = time.perf_counter() - t0
             f = d["fit"]
             row = {"model": d["model"], "kind": kind, "arch": arch, "steps": steps, "fit_wall_s": wall,

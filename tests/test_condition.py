@@ -20,11 +20,12 @@ import numpy as np
 import pytest
 
 from actuatorlab.errors import DataError
-from actuatorlab.estimate.condition import (FEATURE_NAMES, STRIDE, WINDOW, ConditionLog, CurrentThreshold,
-                                            _best_threshold, calibrate_condition, calibrated_scores,
-                                            fit_baselines, leave_one_log_out_windows, log_verdicts, log_windows,
-                                            position_spread, run_condition, smooth_scores, window_features,
-                                            window_starts)
+from actuatorlab.estimate.condition import run_condition
+from actuatorlab.estimate.condition_calibrate import (_best_threshold, calibrate_condition, calibrated_scores,
+                                                      leave_one_log_out_windows, log_verdicts, position_spread,
+                                                      smooth_scores)
+from actuatorlab.estimate.condition_windows import (FEATURE_NAMES, STRIDE, WINDOW, ConditionLog, CurrentThreshold,
+                                                    fit_baselines, log_windows, window_features, window_starts)
 
 MJCF = Path(__file__).resolve().parents[2] / "shared" / "models" / "open_manipulator_x" / "open_manipulator_x.xml"
 ROBOT = "open_manipulator_x"
@@ -161,7 +162,7 @@ def test_baselines_never_see_test_windows(monkeypatch):
     # end to end: every array handed to any fit() holds training windows only
     from sklearn.pipeline import Pipeline
 
-    import actuatorlab.estimate.condition as cond
+    import actuatorlab.estimate.condition_windows as cond
 
     seen = []
     orig_p, orig_t = Pipeline.fit, cond.CurrentThreshold.fit
@@ -247,8 +248,7 @@ def tiny_model(data):
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
     from actuatorlab.robots import load_robot
-
-    from actuatorlab.estimate.condition import make_condition_model
+    from actuatorlab.estimate.condition_train import make_condition_model
 
     with physics_precision():
         r = load_robot(ROBOT)
@@ -261,15 +261,16 @@ def tiny_model(data):
 
 def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model, data):
     import jax
-
-    from actuatorlab.estimate.condition import _teacher_forced, train_condition_head
+    from actuatorlab.estimate.condition_train import ConditionTrainConfig, train_condition_head
+    from actuatorlab.estimate.condition_train import teacher_forced as _teacher_forced
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
     r, m, trajs = tiny_model
     with physics_precision():
-        new, info = train_condition_head(r, m, trajs, steps=60, batch=128, lr=3e-3, scope="head",
-                                         val_trajs=load_logs([data / "pairs" / "val"]), eval_every=20)
+        new, info = train_condition_head(r, m, trajs, ConditionTrainConfig(steps=60, batch=128, lr=3e-3, scope="head",
+                                                                           eval_every=20),
+                                         val_trajs=load_logs([data / "pairs" / "val"]))
         X, Y = _teacher_forced(r, m, trajs)
         f = lambda net: jax.vmap(lambda w: net(m.normalizer.apply(w)))(X[:256])  # noqa: E731
         h0, h1 = f(m.net), f(new.net)
@@ -279,7 +280,8 @@ def test_condition_head_training_learns_and_keeps_the_other_heads(tiny_model, da
     assert not np.array_equal(np.asarray(h0.condition_logit), np.asarray(h1.condition_logit))
     assert info["n_restricted"] > 0 and np.mean(info["loss"][-10:]) < 0.8 * np.mean(info["loss"][:5])
     # the teacher-forced training windows are exactly what the causal online estimator sees
-    from actuatorlab.estimate.condition import condition_log, learned_frame_scores
+    from actuatorlab.estimate.condition_windows import condition_log
+    from actuatorlab.estimate.condition_train import learned_frame_scores
 
     with physics_precision():
         lg = condition_log(r, trajs[0], new.layout.channels)
@@ -468,51 +470,22 @@ def test_run_condition_applies_the_calibration(monkeypatch):
     assert held["restricted"]["first_alarm_s"]["median"] == pytest.approx(0.08 + 0.49)
 
 
-def test_twin_rows_are_frame_aligned_restricted_normal_pairs(tiny_model):
-    from actuatorlab.estimate.condition import _teacher_forced, twin_pairs
-    from actuatorlab.precision import physics_precision
-
-    r, m, trajs = tiny_model
-    with physics_precision():
-        X, Y, spans = _teacher_forced(r, m, trajs, spans=True)
-    rows = twin_pairs(trajs, spans)
-    names = [t.name for t in trajs]
-    n_twins = sum(1 for t in trajs if t.name.startswith("cond_normal_"))
-    assert n_twins >= 1 and rows.shape[1] == 2 and rows.shape[0] > 0
-    j3 = list(m.layout.channels).index("joint3")
-    assert (Y[rows[:, 0], j3] == 0).all() and (Y[rows[:, 1], j3] == 1).all()   # restricted first, normal second
-    # same commands at the same frame: the teacher-forced q_target columns agree, the currents do not
-    k = [spans.index(s) for s in spans]
-    log_of = np.concatenate([np.full(b - a, i) for i, (a, b) in zip(k, spans)])
-    for a, b in rows[:: max(1, len(rows) // 50)]:
-        ta, tb = trajs[log_of[a]], trajs[log_of[b]]
-        assert ta.conditions["pair"] == tb.conditions["pair"] == ta.name and tb.name.startswith("cond_normal_")
-        assert a - spans[log_of[a]][0] == b - spans[log_of[b]][0]
-    assert len(set(log_of[rows[:, 0]])) == n_twins and set(names[i] for i in log_of[rows[:, 1]]) <= set(names)
-    with pytest.raises(DataError, match="twins"):
-        from actuatorlab.estimate.condition import train_condition_head
-
-        plain = [t for t in trajs if not t.name.startswith("cond_")]
-        with physics_precision():
-            train_condition_head(r, m, plain + [t for t in trajs if t.name.startswith("cond_restricted")],
-                                 steps=1, pairs=0.5)
-
-
-def test_twin_pair_training_learns_and_batched_scores_match_online(tiny_model, data):
-    from actuatorlab.estimate.condition import (condition_log, learned_frame_scores, learned_frame_scores_batched,
-                                                train_condition_head)
+def test_auc_selection_learns_and_batched_scores_match_online(tiny_model, data):
+    from actuatorlab.estimate.condition_windows import condition_log
+    from actuatorlab.estimate.condition_train import (ConditionTrainConfig, learned_frame_scores,
+                                                      learned_frame_scores_batched, train_condition_head)
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
     r, m, trajs = tiny_model
     with physics_precision():
-        new, info = train_condition_head(r, m, trajs, steps=40, batch=64, lr=3e-3, scope="net", pairs=0.5,
-                                         rank_weight=1.0, gain_jitter=0.1, noise=0.05, select="auc",
-                                         val_trajs=load_logs([data / "pairs" / "val"]), eval_every=20)
+        new, info = train_condition_head(r, m, trajs, ConditionTrainConfig(steps=40, batch=64, lr=3e-3, scope="net",
+                                                                           select="auc", eval_every=20),
+                                         val_trajs=load_logs([data / "pairs" / "val"]))
         lg = condition_log(r, trajs[0], new.layout.channels)
         online = learned_frame_scores(r, new, lg)
         batched = learned_frame_scores_batched(r, new, lg, chunk=37)
-    assert info["n_twin_frames"] > 0 and info["pairs"] == 0.5 and info["select"] == "auc"
+    assert info["select"] == "auc"
     assert np.mean(info["loss"][-10:]) < np.mean(info["loss"][:5])
     steps, vals = zip(*info["val"])
     assert steps == (0, 20, 40) and all(0.0 <= v <= 1.0 for v in vals)    # AUC, highest kept
@@ -598,7 +571,7 @@ def test_window_stats_net_measures_stiffness_and_ignores_absolute_position():
 
 
 def test_window_stats_condition_model_round_trips(data, tmp_path):
-    from actuatorlab.estimate.condition import make_condition_model
+    from actuatorlab.estimate.condition_train import make_condition_model
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
@@ -619,10 +592,9 @@ def test_window_stats_condition_model_round_trips(data, tmp_path):
     assert d["condition_calibration"]["smooth_s"] == 1
 
 
-def test_window_stats_ensemble_averages_member_probabilities_and_trains_each_member(data, tmp_path):
+def test_window_stats_ensemble_averages_member_probabilities_and_round_trips(data, tmp_path):
     import jax
-
-    from actuatorlab.estimate.condition import make_condition_model, train_condition_head
+    from actuatorlab.estimate.condition_train import make_condition_model
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
     from actuatorlab.models.nets import make_net, param_count
     from actuatorlab.logs import load_logs
@@ -651,24 +623,7 @@ def test_window_stats_ensemble_averages_member_probabilities_and_trains_each_mem
         trajs = load_logs([data / "pairs" / "train"])
         m = make_condition_model(r, trajs, arch="window_stats", history=15, per_channel=("q", "dq", "err", "current"),
                                  sizes=dict(width=8, depth=1, d=8, head_width=8, members=3))
-        new, info = train_condition_head(r, m, trajs, steps=40, batch=64, lr=3e-3, scope="net")
-        # every member learned on its own loss: each one alone is better than at initialisation
-        from actuatorlab.estimate.condition import _teacher_forced
-
-        X, Y = _teacher_forced(r, m, trajs)
-        idx = np.random.default_rng(0).choice(len(X), 512, replace=False)
-
-        def member_bce(net):
-            lg = np.asarray(jax.vmap(lambda w: net.member_heads(m.normalizer.apply(w)).condition_logit)(X[idx]))
-            y = np.broadcast_to(Y[idx][:, None, :], lg.shape)
-            return (np.logaddexp(0, lg) - y * lg).mean(axis=(0, 2))           # BCE per member
-
-        before, after = member_bce(m.net), member_bce(new.net)
-        assert (after < before).all(), (before, after)
-        # validation scores the ensemble's output (one AUC per evaluation, not one per member)
-        _, info_v = train_condition_head(r, m, trajs, steps=10, batch=64, lr=3e-3, scope="net", select="auc",
-                                         val_trajs=load_logs([data / "pairs" / "val"]), eval_every=5)
-        assert [s for s, _ in info_v["val"]] == [0, 5, 10] and all(0 < abs(v) <= 1 for _, v in info_v["val"])
+        new = m
         save_arm_model(tmp_path, ROBOT, new, None)
         _, m2, _ = load_arm_model(tmp_path / "arm_model.json", ROBOT)
         xx = np.random.default_rng(2).standard_normal((16, m.layout.n_features)).astype(np.float32)
@@ -683,6 +638,7 @@ def test_out_of_fold_scores_never_score_a_log_with_a_detector_that_saw_it_or_its
 
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "bench"))
     sys.modules.pop("condition_recipes", None)
+    from actuatorlab.estimate.condition_train import ConditionTrainConfig
     import condition_recipes as cond
 
     def log(name, pair="none", restricted="none"):
@@ -694,9 +650,9 @@ def test_out_of_fold_scores_never_score_a_log_with_a_detector_that_saw_it_or_its
         trajs += [log(r, pair=r, restricted="restricted_joint3"), log(f"cond_normal_{i}", pair=r)]
     seen, scored = [], {}
 
-    def fake_train(robot, model, tr, *, seed, **kw):
+    def fake_train(robot, model, tr, cfg, *, val_trajs):
         seen.append({t.name for t in tr})
-        assert kw == {"steps": 3}
+        assert cfg.steps == 3 and cfg.seed == 4 * 1000 + len(seen) and val_trajs is None
         return types.SimpleNamespace(layout=model.layout, fold=len(seen) - 1), {}
 
     def fake_scores(robot, m, lg):
@@ -707,7 +663,7 @@ def test_out_of_fold_scores_never_score_a_log_with_a_detector_that_saw_it_or_its
     monkeypatch.setattr(cond, "condition_log", lambda robot, t, ch: t.name)
     monkeypatch.setattr(cond, "learned_frame_scores_batched", fake_scores)
     model = types.SimpleNamespace(layout=types.SimpleNamespace(channels=("j1", "j2")))
-    scores, fold = cond.out_of_fold_frame_scores(None, model, trajs, folds=3, seed=4, steps=3)
+    scores, fold = cond.out_of_fold_frame_scores(None, model, trajs, ConditionTrainConfig(steps=3), folds=3, seed=4)
     assert len(seen) == 3 and sorted(set(fold)) == [0, 1, 2]
     assert set(scored) == {t.name for t in trajs}                         # every training log scored once
     for t, f, s in zip(trajs, fold, scores):
@@ -750,7 +706,21 @@ def test_leave_one_log_out_recall_is_what_the_threshold_gives_on_an_unseen_log()
     assert cal_clean["val"]["window_recall_loo"] == 1.0 and cal_clean["val"]["window_precision_loo"] == 1.0
 
 
+def _condition_recipes():
+    """bench/condition_recipes.py (the options measured and not adopted)."""
+    import sys
+
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import condition_recipes
+
+    return condition_recipes
+
+
 def test_motion_weighted_smoothing_hand_computed_and_chosen_when_evidence_comes_with_motion():
+    """The motion-weighted smoothing (a bench recipe, not adopted): by hand, and chosen by the
+    calibration when the evidence comes with motion."""
     # weighted causal mean by hand: frames 0..3, window 2
     s = np.array([[1.0], [0.0], [0.5], [1.0]])
     w = np.array([[1.0], [3.0], [1.0], [1.0]])
@@ -780,7 +750,7 @@ def test_motion_weighted_smoothing_hand_computed_and_chosen_when_evidence_comes_
         labs.append(np.array([False, r]))
         qs.append(np.stack([np.zeros(T), qpos], 1))
     plain = calibrate_condition(fs, labs, dt, smooth_grid_s=(2.0,))
-    mw = calibrate_condition(fs, labs, dt, smooth_grid_s=(2.0,), positions=qs, motion_weighting=True)
+    mw = calibrate_condition(fs, labs, dt, smooth_grid_s=(2.0,), weightings=_condition_recipes().motion_weighting(qs))
     assert "smooth_weight" not in plain and mw["smooth_weight"] == "motion"
     assert mw["val"]["window_auc"]["2 motion"] > plain["val"]["window_auc"]["2"] + 0.01
     assert mw["motion_floor"][1] > 0 and mw["motion_frames"] == WINDOW
@@ -788,8 +758,8 @@ def test_motion_weighted_smoothing_hand_computed_and_chosen_when_evidence_comes_
     with pytest.raises(DataError, match="positions"):
         calibrated_scores(fs[0], mw, dt)
     assert calibrated_scores(fs[0], mw, dt, qs[0]).shape == fs[0].shape
-    with pytest.raises(DataError, match="positions"):
-        calibrate_condition(fs, labs, dt, motion_weighting=True)
+    with pytest.raises(DataError, match="the motion weighting needs the weights of every log"):
+        calibrate_condition(fs, labs, dt, weightings=_condition_recipes().motion_weighting(qs[:3]))
 
 
 def test_metrics_by_excitation_family_split_the_rows_by_the_logs_tag():
@@ -798,8 +768,7 @@ def test_metrics_by_excitation_family_split_the_rows_by_the_logs_tag():
     # misses the hard family's, which the per-family rows must show (pooled, they average out)
     import dataclasses
     from types import SimpleNamespace
-
-    from actuatorlab.estimate.condition import excitation_of
+    from actuatorlab.estimate.condition_windows import excitation_of
 
     rng = np.random.default_rng(4)
     T = 640
@@ -834,8 +803,7 @@ def test_residual_input_is_a_causal_external_torque_stored_with_the_model(data, 
     calibration travels with the model file, and a model without one refuses a log without the
     channel, naming the file."""
     import dataclasses
-
-    from actuatorlab.estimate.condition import make_condition_model
+    from actuatorlab.estimate.condition_train import make_condition_model
     from actuatorlab.learned.arm import arm_log, load_arm_model, save_arm_model, with_residual_inputs
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
@@ -895,8 +863,9 @@ def test_condition_monitor_is_the_offline_detector_one_frame_at_a_time(data):
     from actuatorlab.errors import ModelError
     from actuatorlab.sim.force import LearnedForceEstimator, read_force_log
     from actuatorlab.estimate.monitor import ConditionMonitor
-    from actuatorlab.estimate.condition import (condition_log, learned_frame_scores, make_condition_model,
-                                                persistent_alarm)
+    from actuatorlab.estimate.condition_windows import condition_log
+    from actuatorlab.estimate.condition_train import learned_frame_scores, make_condition_model
+    from actuatorlab.estimate.condition_calibrate import persistent_alarm
     from actuatorlab.learned.arm import with_residual_inputs
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
@@ -955,7 +924,7 @@ def test_alarm_timing_counts_first_alarms_and_false_alarm_onsets_by_hand():
     """alarm_timing on a hand-made case: log A's restricted channel first alarms at frame 2 (0.02 s
     at 10 ms), log B's never does (missed); A's normal channel alarms at frames 0-1 and 5 (two
     onsets, 3 alarmed frames of 20 normal frames = 0.2 s), B's normal one never."""
-    from actuatorlab.estimate.condition import alarm_timing
+    from actuatorlab.estimate.condition_calibrate import alarm_timing
 
     a = np.ones((10, 2))
     a[[2, 4, 5], 0] = 0.2               # restricted channel 0: alarms at 2, 4, 5
@@ -998,7 +967,7 @@ def test_persistent_alarm_is_the_run_length_rule_by_hand():
     """persistent_alarm raises at frame k when frames k-h+1..k are all flagged (h = 3 by hand);
     h <= 1 returns the input; a negative hold is refused by name."""
     from actuatorlab.errors import ActuatorlabError
-    from actuatorlab.estimate.condition import hold_frames, persistent_alarm
+    from actuatorlab.estimate.condition_calibrate import hold_frames, persistent_alarm
 
     b = np.array([1, 1, 1, 0, 1, 1, 1, 1, 0, 1], bool)
     want = np.array([0, 0, 1, 0, 0, 0, 1, 1, 0, 0], bool)
@@ -1018,7 +987,7 @@ def test_log_odds_smoothing_keeps_short_strong_evidence_and_is_chosen_when_it_ra
     log-odds, above it in the plain mean; on validation logs built that way (restricted: rare
     strong evidence, normal: frequent mild dips) calibrate_condition (log_odds=True, the default) picks the
     log-odds mean (higher window AUC) and records it, and without the option nothing changes."""
-    from actuatorlab.estimate.condition import smooth_log_odds
+    from actuatorlab.estimate.condition_calibrate import smooth_log_odds
 
     s = np.r_[np.full(8, 0.6), 1e-6, 1e-6][:, None]
     z = (8 * np.log(0.6 / 0.4) + 2 * -10.0) / 10

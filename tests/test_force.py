@@ -218,13 +218,14 @@ def smoke(tmp_path_factory):
 
 
 def test_train_heads_lowers_the_force_error(smoke, tmp_path):
-    from actuatorlab.learned.heads import train_heads
+    from actuatorlab.learned.heads import HeadsConfig, train_heads
     from actuatorlab.logs import load_logs
 
     trajs = load_logs([smoke / "heldout"])  # a push, its no-contact pair and a payload: labelled forces
-    d = train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run", arch="mlp",
-                    sizes=dict(width=32, depth=2, d=32, head_width=32), steps=100,
-                    budget=dict(batch=64, eval_every=100, lr=3e-3), progress=False)
+    d = train_heads("open_manipulator_x", trajs, trajs, HeadsConfig(arch="mlp", sizes=dict(width=32, depth=2, d=32,
+                                                                                          head_width=32),
+                                                                   steps=100, batch=64, eval_every=100, lr=3e-3),
+                    out=tmp_path / "run", progress=False)
     assert d["training"]["torque_head"].startswith("untrained")
     rows = [json.loads(s) for s in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     first = next(r["force_mae"] for r in rows if "force_mae" in r)
@@ -233,35 +234,28 @@ def test_train_heads_lowers_the_force_error(smoke, tmp_path):
     from actuatorlab.learned.arm import load_arm_model
 
     m0 = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
-    d2 = train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run2", init=m0, steps=2,
-                     budget=dict(batch=64, eval_every=2, lr=3e-3), progress=False)
+    d2 = train_heads("open_manipulator_x", trajs, trajs, HeadsConfig(steps=2, batch=64, eval_every=2, lr=3e-3),
+                     out=tmp_path / "run2", init=m0, progress=False)
     assert d2["training"]["torque_head"] == "as initialised" and not d2["training"]["trunk_trained"]
     m1 = load_arm_model(tmp_path / "run2" / "arm_model.json")[1]
     same = lambda a, b: all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))  # noqa: E731
     assert same(m0.net.trunk, m1.net.trunk) and same(m0.net.heads.torque, m1.net.heads.torque)
     assert not same(m0.net.heads.force, m1.net.heads.force)
-    from actuatorlab.errors import ModelError, UnknownNameError
-
-    with pytest.raises(ModelError, match="initial model's force frame is base, not 'yaw'"):
-        train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run3", init=m0, steps=1, force_frame="yaw",
-                    progress=False)
-    with pytest.raises(UnknownNameError, match="unknown force frame 'body'; available: base, joint, yaw"):
-        train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run3", init=m0, steps=1, force_frame="body",
-                    progress=False)
 
 
 def test_lazy_training_windows_equal_the_stored_ones(smoke, tmp_path):
     """train_heads gathers its training windows per batch (head_data(lazy=True)): every window, at
     log starts too, equals the stored one, labels included, at about 1 / (H + 1) of the memory."""
     from actuatorlab.learned.arm import load_arm_model
-    from actuatorlab.learned.heads import LazyWindows, head_data, train_heads
+    from actuatorlab.learned.head_data import LazyWindows, head_data
+    from actuatorlab.learned.heads import HeadsConfig, train_heads
     from actuatorlab.logs import load_logs
     from actuatorlab.robots import load_robot
 
     trajs = load_logs([smoke / "heldout"])
-    train_heads("open_manipulator_x", trajs, trajs, out=tmp_path / "run", arch="mlp",
-                sizes=dict(width=8, depth=1, d=8, head_width=8), steps=1, budget=dict(batch=8, eval_every=1),
-                progress=False)
+    train_heads("open_manipulator_x", trajs, trajs, HeadsConfig(arch="mlp", sizes=dict(width=8, depth=1, d=8, head_width=8),
+                                                                steps=1, batch=8, eval_every=1),
+                out=tmp_path / "run", progress=False)
     model = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
     robot = load_robot("open_manipulator_x")
     eager, lazy = head_data(robot, model, trajs), head_data(robot, model, trajs, lazy=True)
@@ -295,13 +289,6 @@ def test_cli_estimate_force_json(smoke, tmp_path, capsys):
     assert 0 <= r["false_positive_contact_rate"]["momentum_observer"] <= 1
     assert "gain_warnings" in r and (tmp_path / "force.html").stat().st_size > 100_000
     assert r["contact_rule"]["learned"] == "sigmoid(gate) > 0.5; force 0 elsewhere"
-    # --soft-gate: the old product, learned alone; the tiny model's gate stays shut, so only it leaks
-    assert main(["estimate-force", str(tmp_path / "run" / "arm_model.json"), str(smoke / "heldout"),
-                 "--robot", robot.name, "--methods", "learned", "--json", "--soft-gate"]) == 0
-    soft = json.loads(capsys.readouterr().out)
-    assert soft["contact_rule"]["learned"] == "sigmoid(gate) > 0.5"
-    assert soft["gate_accuracy"]["learned"] == r["gate_accuracy"]["learned"]
-    assert soft["force_mae"]["learned"] != r["force_mae"]["learned"]
     # the classical methods are never calibrated on evaluated logs
     assert main(["estimate-force", "-", str(smoke / "train"), "--robot", robot.name,
                  "--calibrate", str(smoke / "train")]) == 2
@@ -325,7 +312,8 @@ def _tiny_heads_model():
 def test_heads_loss_contact_weight_and_in_contact_mae():
     """J's force term is linear in the contact weight w_c: (1 + w_c contact) huber; the in-contact
     MAE averages |f_hat - f| over labelled frames in contact only."""
-    from actuatorlab.learned.heads import HeadData, heads_loss
+    from actuatorlab.learned.head_data import HeadData
+    from actuatorlab.learned.heads import heads_loss
 
     m, nf = _tiny_heads_model()
     rng = np.random.default_rng(0)
@@ -347,7 +335,8 @@ def test_heads_loss_contact_weight_and_in_contact_mae():
 def test_validation_in_chunks_equals_one_call():
     """val_metrics scores a set chunk by chunk (the last chunk padded with rows that count nowhere)
     and gives heads_loss's terms on the whole set in one call, also on gathered (lazy) windows."""
-    from actuatorlab.learned.heads import HeadData, LazyWindows, heads_loss, val_metrics
+    from actuatorlab.learned.head_data import HeadData, LazyWindows
+    from actuatorlab.learned.heads import heads_loss, val_metrics
 
     m, nf = _tiny_heads_model()
     rng = np.random.default_rng(1)
@@ -381,7 +370,8 @@ def test_force_prior_is_what_the_head_corrects_and_travels_with_the_model(dyn, s
     from actuatorlab.errors import ModelError
     from actuatorlab.sim.force import ForcePrior
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
-    from actuatorlab.learned.heads import HeadData, heads_loss
+    from actuatorlab.learned.head_data import HeadData
+    from actuatorlab.learned.heads import heads_loss
 
     robot = dyn.robot
     prior = ForcePrior("id_linear", _cal(dyn, 2.0, 0.01))
@@ -471,20 +461,34 @@ def test_learned_force_is_zero_on_frames_the_gate_calls_free(dyn):
             np.testing.assert_array_equal(o["force"], o2["force"] if logit > 0 else 0 * o2["force"])
 
 
-def test_train_heads_with_a_force_prior_calibrates_it_on_free_motion(smoke, tmp_path):
+def _recipes():
+    """bench/force_recipes.py (the options measured and not adopted)."""
+    import sys
+    from pathlib import Path
+
+    bench = str(Path(__file__).resolve().parents[1] / "bench")
+    if bench not in sys.path:
+        sys.path.insert(0, bench)
+    import force_recipes
+
+    return force_recipes
+
+
+def test_force_prior_recipe_calibrates_it_on_free_motion(smoke, tmp_path):
+    """bench/force_recipes.py force_prior (not adopted): the prior travels with the model."""
     from actuatorlab.learned.arm import load_arm_model
-    from actuatorlab.learned.heads import train_heads
+    from actuatorlab.learned.heads import HeadsConfig
     from actuatorlab.logs import load_logs
 
     tr = load_logs([smoke / "train"]) + load_logs([smoke / "heldout"])
-    d = train_heads("open_manipulator_x", tr, load_logs([smoke / "heldout"]), out=tmp_path / "run", arch="mlp",
-                    sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2,
-                    budget=dict(batch=32, eval_every=2), progress=False, force_prior="id_linear", augment_yaw=True,
-                    augment_mirror=True, balance_tasks=True)
+    cfg = HeadsConfig(arch="mlp", sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2, batch=32, eval_every=2,
+                      augment_yaw=True, augment_mirror=True)
+    d = _recipes().train_heads_recipe("open_manipulator_x", tr, load_logs([smoke / "heldout"]), cfg,
+                                      out=tmp_path / "run", force_prior="id_linear")
     fp = d["force_prior"]
     # the yaw and mirror augmentations run with a prior too (they turn and reflect both)
     assert d["training"]["augment_yaw"] is True and d["training"]["augment_mirror"] is True
-    assert d["training"]["balance_tasks"] is True
+    assert d["training"]["trunk_trained"] is True
     assert fp["method"] == "id_linear" and not fp["calibration"]["friction"]
     assert fp["calibration"]["n_samples"] > 0 and all(g > 0 for g in fp["calibration"]["gain"])
     m = load_arm_model(tmp_path / "run" / "arm_model.json")[1]
@@ -592,7 +596,7 @@ def test_yaw_augmentation_is_an_exact_symmetry_of_the_arm(dyn):
     # the OM-X's joint 1 is a vertical hinge: turning it by d turns the end effector's Jacobian by
     # R_z(d) and leaves gravity unchanged, so a force R_z(d) f at q + d e1 needs the same joint
     # torques as f at q; yaw_augment shifts joint 1's angle features and rotates the label so
-    from actuatorlab.learned.heads import HeadData, yaw_augment, yaw_joint
+    from actuatorlab.learned.head_data import HeadData, yaw_augment, yaw_joint
 
     name, axis, (lo, hi) = yaw_joint(load_robot("open_manipulator_x"))
     assert name == "joint1" and np.allclose(np.abs(axis), [0, 0, 1]) and (lo, hi) == pytest.approx((-np.pi, np.pi))
@@ -634,7 +638,7 @@ def test_mirror_augmentation_is_a_symmetry_of_the_arm(dyn):
     # S = diag(-1, 1, 1, 1)) and the force reflected (f' = P f, P = diag(1, -1, 1)), the joint
     # torques are mirrored, J_p(q')^T f' = S J_p(q)^T f, and so is gravity; mirror_augment negates
     # joint 1's odd features and reflects the label of about half of the samples
-    from actuatorlab.learned.heads import HeadData, mirror_augment, mirror_symmetry
+    from actuatorlab.learned.head_data import HeadData, mirror_augment, mirror_symmetry
 
     s, P, worst = mirror_symmetry(load_robot("open_manipulator_x"))
     np.testing.assert_array_equal(s, [-1, 1, 1, 1])
@@ -665,24 +669,6 @@ def test_mirror_augmentation_is_a_symmetry_of_the_arm(dyn):
     np.testing.assert_array_equal(a.contact, b.contact)
 
 
-def test_task_balance_weights_give_every_family_the_same_share():
-    from actuatorlab.learned.heads import task_balance_weights
-    from actuatorlab.logs.format import Channel, Setup, Trajectory
-
-    def log(name, n, fam):
-        t = np.arange(n) * 0.01
-        return Trajectory(name, t, {"position/j": np.zeros(n)}, {"position/j": Channel("rad", "measured")},
-                          Setup(actuator="x", joint_type="revolute"), {"excitation": fam} if fam else {})
-
-    logs = [log("a0", 300, "free"), log("a1", 300, "free"), log("a2", 400, "free"), log("p", 50, "push_hold"),
-            log("u", 25, None)]
-    p = task_balance_weights(logs)
-    assert p.shape == (1075,) and p.sum() == pytest.approx(1.0)
-    assert p[:1000].sum() == pytest.approx(1 / 3) and p[1000:1050].sum() == pytest.approx(1 / 3)
-    assert p[1050:].sum() == pytest.approx(1 / 3)  # untagged logs form their own family
-    assert p[1000] == pytest.approx(20 * p[0])  # a push window is drawn 20x as often as a free-motion one
-
-
 def test_yaw_force_frame_turns_the_head_output_with_joint_1(dyn, tmp_path):
     """force_yaw: f_raw = R_z(q1) f_net, with q1 the newest frame's measured joint-1 angle; at
     q1 = 0 the two frames agree, at q1 = pi/2 the network's x becomes y; the causal estimator uses
@@ -691,7 +677,7 @@ def test_yaw_force_frame_turns_the_head_output_with_joint_1(dyn, tmp_path):
 
     from actuatorlab.errors import ModelError
     from actuatorlab.learned.arm import load_arm_model, save_arm_model
-    from actuatorlab.learned.heads import yaw_joint
+    from actuatorlab.learned.head_data import yaw_joint
 
     robot = dyn.robot
     m = _tiny_learned(robot)
@@ -812,31 +798,42 @@ def test_train_heads_cli_passes_the_augmentations_and_the_schedule(smoke, tmp_pa
     run = tmp_path / "run"
     assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
                  "--out", str(run), "--arch", "mlp", "--sizes", '{"width": 16, "depth": 1, "d": 16, "head_width": 16}',
-                 "--steps", "3", "--eval-every", "1", "--augment-yaw", "--augment-mirror", "--balance-tasks",
-                 "--force-frame", "yaw"]) == 0
+                 "--steps", "3", "--eval-every", "1", "--augment-yaw", "--augment-mirror"]) == 0
     saved = json.loads((run / "arm_model.json").read_text())
     t = saved["training"]
-    assert t["augment_yaw"] and t["augment_mirror"] and t["balance_tasks"] and t["force_frame"] == "yaw"
-    assert saved["force_frame"]["kind"] == "yaw" and saved["force_frame"]["joint"] == "joint1"
+    assert t["augment_yaw"] and t["augment_mirror"] and t["force_frame"] == "base"
     rows = [json.loads(s) for s in (run / "metrics.jsonl").read_text().splitlines()]
     assert {r["step"] for r in rows if "val" in r} == {1, 2, 3}  # validated every step (default: every 250)
-    # the joint-space frame: a force head of one output per channel, stored and reloaded
-    from actuatorlab.learned.arm import load_arm_model
+    # the options measured and not adopted are bench recipes now, not flags
+    for flag in ("--force-frame", "--balance-tasks", "--force-prior", "--contact-weight", "--residual-features"):
+        assert main(["train-heads", str(smoke / "train"), "--robot", "open_manipulator_x", flag, "x"]) != 0
 
-    assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
-                 "--out", str(tmp_path / "joint"), "--arch", "mlp", "--sizes",
-                 '{"width": 16, "depth": 1, "d": 16, "head_width": 16}', "--steps", "2", "--eval-every", "1",
-                 "--augment-yaw", "--augment-mirror", "--force-frame", "joint", "--residual-input", "id_friction"]) == 0
-    saved = json.loads((tmp_path / "joint" / "arm_model.json").read_text())
+
+def test_force_frame_recipes_yaw_and_joint(smoke, tmp_path):
+    """bench/force_recipes.py force_frame (not adopted): the yaw frame and the joint-space frame (a
+    force head of one output per channel) are stored with the model and reloaded."""
+    from actuatorlab.errors import UnknownNameError
+    from actuatorlab.learned.arm import load_arm_model
+    from actuatorlab.learned.heads import HeadsConfig
+    from actuatorlab.logs import load_logs
+
+    tr, va = load_logs([smoke / "train"]), load_logs([smoke / "heldout"])
+    cfg = HeadsConfig(arch="mlp", sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2, eval_every=1,
+                      augment_yaw=True, augment_mirror=True)
+    rec = _recipes()
+    saved = rec.train_heads_recipe("open_manipulator_x", tr, va, cfg, out=tmp_path / "yaw", force_frame="yaw")
+    assert saved["training"]["force_frame"] == "yaw"
+    assert saved["force_frame"]["kind"] == "yaw" and saved["force_frame"]["joint"] == "joint1"
+    saved = rec.train_heads_recipe("open_manipulator_x", tr, va,
+                                   HeadsConfig(**{**cfg.__dict__, "residual_input": "id_friction"}),
+                                   out=tmp_path / "joint", force_frame="joint")
     assert saved["training"]["force_frame"] == "joint" and saved["force_frame"]["kind"] == "joint"
     assert saved["residual_input"]["method"] == "id_friction" and saved["layout"]["per_channel"][-1] == "tau_ext"
     assert saved["sizes"]["force_out"] == 4
     m = load_arm_model(tmp_path / "joint" / "arm_model.json")[1]
     assert m.force_joint is not None and m.net.heads.force.out_size == 4
-    # a model trained in the base frame cannot be fine-tuned into the joint frame (its head has 3 outputs)
-    assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
-                 "--out", str(tmp_path / "j2"), "--init", str(run / "arm_model.json"), "--steps", "1",
-                 "--force-frame", "joint"]) != 0
+    with pytest.raises(UnknownNameError, match="unknown force frame 'body'; available: base, joint, yaw"):
+        rec.recipe_model(None, tr, cfg, force_frame="body")
 
 
 def test_push_signature_opposes_the_external_torque(smoke):
@@ -867,7 +864,7 @@ def _online_matches_teacher_and_infer(robot, m, push, folder, tmp_path):
 
     from actuatorlab.sim.force import read_force_log
     from actuatorlab.learned.arm import with_residual_inputs
-    from actuatorlab.learned.heads import head_data
+    from actuatorlab.learned.head_data import head_data
     from actuatorlab.app.jobs import run_infer
 
     hd = head_data(robot, m, with_residual_inputs(robot, m, [push]))
@@ -887,7 +884,7 @@ def _online_matches_teacher_and_infer(robot, m, push, folder, tmp_path):
 
 
 def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_joint_1(smoke, tmp_path):
-    """train_heads(residual_input=...): the id_friction residual tau_ext, calibrated on the free-motion
+    """HeadsConfig(residual_input=...): the id_friction residual tau_ext, calibrated on the free-motion
     training logs, becomes one more per-channel input and travels with the model; the causal
     estimator computes it frame by frame and feeds the network exactly the teacher-forced windows
     it was trained on (the user's logs are never given the channel); under the arm's mirror
@@ -896,16 +893,18 @@ def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_join
     from actuatorlab.errors import ModelError
     from actuatorlab.sim.force import ForceLog
     from actuatorlab.learned.arm import load_arm_model
-    from actuatorlab.learned.heads import ODD_FEATURES, train_heads
+    from actuatorlab.learned.head_data import ODD_FEATURES
+    from actuatorlab.learned.heads import HeadsConfig, train_heads
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
     tr = load_logs([smoke / "train"]) + load_logs([smoke / "heldout"])
     va = load_logs([smoke / "heldout"])
-    d = train_heads("open_manipulator_x", tr, va, out=tmp_path / "run", arch="mlp",
-                    sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2, budget=dict(batch=32, eval_every=2),
-                    progress=False, force_frame="yaw", augment_yaw=True, augment_mirror=True,
-                    residual_input="id_friction")
+    d = train_heads("open_manipulator_x", tr, va, HeadsConfig(arch="mlp", sizes=dict(width=16, depth=1, d=16,
+                                                                                    head_width=16),
+                                                             steps=2, batch=32, eval_every=2, augment_yaw=True,
+                                                             augment_mirror=True, residual_input="id_friction"),
+                    out=tmp_path / "run", progress=False)
     assert d["residual_input"]["method"] == "id_friction" and d["training"]["residual_input"] == "id_friction"
     assert d["layout"]["per_channel"][-1] == "tau_ext" and "tau_ext" in ODD_FEATURES
     assert not d["residual_input"]["calibration"]["labelled"]
@@ -934,14 +933,15 @@ def test_residual_input_is_what_the_online_estimator_feeds_and_mirrors_with_join
         assert np.abs(tau2[:, 0] + tau[:, 0]).max() < 2 * abs(m.residual_input.calibration.offset[0]) + 1e-4
         np.testing.assert_allclose(tau2[:, 1:4], tau[:, 1:4], atol=1e-3)
         # a residual input is chosen with the network's inputs: not added when fine-tuning
-        bare = train_heads("open_manipulator_x", tr, va, out=tmp_path / "bare", arch="mlp",
-                           sizes=dict(width=8, depth=1, d=8, head_width=8), steps=1, budget=dict(batch=8, eval_every=1),
-                           progress=False)
+        bare = train_heads("open_manipulator_x", tr, va, HeadsConfig(arch="mlp", sizes=dict(width=8, depth=1, d=8,
+                                                                                         head_width=8),
+                                                                  steps=1, batch=8, eval_every=1),
+                           out=tmp_path / "bare", progress=False)
         m0 = load_arm_model(tmp_path / "bare" / "arm_model.json", "open_manipulator_x")[1]
         assert bare.get("residual_input") is None
         with pytest.raises(ModelError, match="reads no residual, not 'id_friction'"):
-            train_heads("open_manipulator_x", tr, va, out=tmp_path / "ft", init=m0, steps=1, progress=False,
-                        residual_input="id_friction")
+            train_heads("open_manipulator_x", tr, va, HeadsConfig(steps=1, residual_input="id_friction"),
+                        out=tmp_path / "ft", init=m0, progress=False)
 
 
 def test_lever_arm_input_by_finite_differences_and_online(smoke, tmp_path):
@@ -949,15 +949,17 @@ def test_lever_arm_input_by_finite_differences_and_online(smoke, tmp_path):
     joint rate by central differences (for the vertical yaw joint, the point's horizontal distance
     from the axis); a lateral force f (along joint 1's end-effector motion) gives joint 1 exactly
     f_lever = |f| and the pitch joints of the planar arm no torque; a model trained with
-    ``residual_features=("tau_ext", "f_lever")`` gets the same inputs online (estimate-force,
+    ``residual_features=("tau_ext", "f_lever")`` (bench/force_recipes.py, not adopted) gets the same inputs online (estimate-force,
     infer) as in its teacher-forced training windows; unknown features are refused."""
     from actuatorlab.errors import ModelError, UnknownNameError
     from actuatorlab.sim.force import LEVER_MIN, lever_arms, read_force_log
     from actuatorlab.learned.arm import load_arm_model, with_residual_inputs
-    from actuatorlab.learned.heads import ODD_FEATURES, train_heads
+    from actuatorlab.learned.head_data import ODD_FEATURES
+    from actuatorlab.learned.heads import HeadsConfig
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
+    rec = _recipes()
     with physics_precision():
         robot = load_robot("open_manipulator_x")
         dyn = ArmDynamics(robot)
@@ -982,10 +984,10 @@ def test_lever_arm_input_by_finite_differences_and_online(smoke, tmp_path):
 
         tr = load_logs([smoke / "train"]) + load_logs([smoke / "heldout"])
         va = load_logs([smoke / "heldout"])
-        kw = dict(arch="mlp", sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2,
-                  budget=dict(batch=32, eval_every=2), progress=False, force_frame="yaw", augment_yaw=True,
-                  augment_mirror=True, residual_input="id_friction")
-        d = train_heads("open_manipulator_x", tr, va, out=tmp_path / "run", residual_features=("tau_ext", "f_lever"), **kw)
+        cfg = HeadsConfig(arch="mlp", sizes=dict(width=16, depth=1, d=16, head_width=16), steps=2, batch=32,
+                          eval_every=2, augment_yaw=True, augment_mirror=True, residual_input="id_friction")
+        d = rec.train_heads_recipe("open_manipulator_x", tr, va, cfg, out=tmp_path / "run", force_frame="yaw",
+                                   residual_features=("tau_ext", "f_lever"))
         assert d["layout"]["per_channel"][-2:] == ["tau_ext", "f_lever"] and "f_lever" in ODD_FEATURES
         assert d["training"]["residual_features"] == ["tau_ext", "f_lever"]
         m = load_arm_model(tmp_path / "run" / "arm_model.json", "open_manipulator_x")[1]
@@ -999,7 +1001,6 @@ def test_lever_arm_input_by_finite_differences_and_online(smoke, tmp_path):
         np.testing.assert_allclose(np.asarray(withres["f_lever/joint1"], float)[:50], tau_log[:50] / lev, rtol=1e-6)
         _online_matches_teacher_and_infer(robot, m, push, smoke / "heldout", tmp_path)
         with pytest.raises(UnknownNameError, match="f_lever"):
-            train_heads("open_manipulator_x", tr, va, out=tmp_path / "bad", residual_features=("lever",), **kw)
+            rec.recipe_model(robot, tr, cfg, residual_features=("lever",))
         with pytest.raises(ModelError, match="need a residual_input"):
-            train_heads("open_manipulator_x", tr, va, out=tmp_path / "bad2", residual_features=("f_lever",),
-                        **{**kw, "residual_input": None})
+            rec.recipe_model(robot, tr, HeadsConfig(), residual_features=("f_lever",))

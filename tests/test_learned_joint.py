@@ -16,7 +16,7 @@ from synthetic import DT, TRUTH_M1, synthetic_set
 from actuatorlab.errors import ModelError
 from actuatorlab.models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
 from actuatorlab.learned.joint import log_set, rollout_logs, trainable, window_loss, windows
-from actuatorlab.learned.joint_train import build_joint_model, train_joint
+from actuatorlab.learned.joint_train import WindowSampling, build_joint_model, train_joint
 from actuatorlab.learned.trainer import TrainConfig
 from actuatorlab.logs import save_trajectory
 from actuatorlab.sim.rollout import make_batches
@@ -54,8 +54,8 @@ def test_residual_fits_tiny_logs_through_the_simulator(tmp_path, batch):
     ls = log_set(m, batch)
     mae0 = float(jnp.mean(jnp.abs(rollout_logs(m, ls).q - ls.q_meas)))
     cfg = TrainConfig(steps=100, lr=2e-2, warmup=5, checkpoint_every=100, ema_decay=0.9)
-    best, res = train_joint(tmp_path / "run", [batch], None, m, cfg, n_windows=8, curriculum=((0.0, 32),),
-                            progress=False)
+    best, res = train_joint(tmp_path / "run", [batch], None, m, cfg,
+                            sampling=WindowSampling(n_windows=8, curriculum=((0.0, 32),)), progress=False)
     mae1 = float(jnp.mean(jnp.abs(rollout_logs(best, ls).q - ls.q_meas)))
     assert mae1 < 0.3 * mae0, (mae0, mae1)  # measured: 26.0 -> 2.6 mrad
     # the frozen parts did not move: normalizer and the analytic parameters
@@ -96,12 +96,12 @@ def test_rollout_is_causal(batch, kind):
 
 
 def test_evaluate_learned_like_analytic_and_corrupt_weights(tmp_path, logs):
-    from actuatorlab.app.jobs import run_evaluate, run_train
+    from actuatorlab.app.jobs import JointTrainOptions, run_evaluate, run_train
 
     paths = [save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet") for t in logs]
     base = save_model(_analytic(WRONG), tmp_path / "base" / "model.json")
-    d = run_train(paths, tmp_path / "run", arch="mlp", residual=base, steps=4, n_windows=2, history=2,
-                  sizes=TINY["mlp"], curriculum=((0.0, 16),), progress=False)
+    d = run_train(paths, tmp_path / "run", JointTrainOptions(arch="mlp", residual=base, steps=4, n_windows=2, history=2,
+                                                             sizes=TINY["mlp"], curriculum=((0.0, 16),)), progress=False)
     assert d["kind"] == "residual" and (tmp_path / "run" / "weights.eqx").is_file()
     s_learned = run_evaluate(tmp_path / "run" / "model.json", paths)
     s_analytic = run_evaluate(base, paths)

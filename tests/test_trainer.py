@@ -113,3 +113,32 @@ def test_nan_loss_stops_with_clear_error(tmp_path):
 
     with pytest.raises(ModelError, match="loss became nan at step 1"):
         train(tmp_path / "run", _params(), bad_loss, _batch_fn, TrainConfig(steps=3, warmup=1), progress=False)
+
+
+def test_in_memory_run_constant_rate_no_average_equals_a_hand_written_loop(tmp_path):
+    """run_dir=None, schedule "constant", decay "all", ema_decay 0, eval_at_start: no files, the
+    raw parameters validated at step 0 and every eval_every steps, the best kept; the parameters
+    are those of a hand-written optax loop (clip, AdamW at a constant rate on every leaf)."""
+    import optax
+
+    cfg = TrainConfig(steps=12, lr=1e-2, weight_decay=1e-3, clip_norm=1.0, ema_decay=0.0, schedule="constant",
+                      decay="all", eval_every=5, eval_at_start=True)
+    seen = []
+    r = train(None, _params(), _loss, _batch_fn, cfg, val_fn=_val,
+              progress=lambda k, n, loss: seen.append((k, n, loss)))
+    assert list(tmp_path.iterdir()) == [] and r.run_dir is None
+    vals = [(m["step"], m["val"]) for m in r.metrics if "val" in m]
+    assert [s for s, _ in vals] == [0, 5, 10, 12] and seen[-1][:2] == (12, 12) and len(seen) == 12
+    assert r.best_step == min(vals, key=lambda sv: sv[1])[0] and r.best_val == min(v for _, v in vals)
+    # the same steps by hand
+    diff, static = eqx.partition(_params(), eqx.is_inexact_array)
+    opt = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-2, weight_decay=1e-3))
+    state = opt.init(diff)
+    for k in range(12):
+        g = eqx.filter_grad(lambda d: _loss(eqx.combine(d, static), _batch_fn(k))[0])(diff)
+        upd, state = opt.update(g, state, diff)
+        diff = eqx.apply_updates(diff, upd)
+    for a, b in zip(jax.tree.leaves(eqx.filter(r.params, eqx.is_inexact_array)), jax.tree.leaves(diff)):
+        np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+    assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(jax.tree.leaves(r.params),
+                                                                           jax.tree.leaves(r.ema)))

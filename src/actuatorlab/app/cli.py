@@ -33,13 +33,13 @@ from ..export.targets import export_targets
 from ..synth import run_synth
 from ..models.control import CONTROL_LAWS
 from ..models.registry import BASE_MODELS, EXTENSIONS
-from .estimate_jobs import run_condition_files, run_estimate_force, run_heads_report
-from ..learned.arm import load_arm_model
-from ..learned.heads import train_heads
+from .estimate_jobs import ConditionOptions, run_condition_files, run_estimate_force, run_heads_report
+from ..learned.arm import ArmTrainConfig, load_arm_model
+from ..learned.heads import HeadsConfig, train_heads
 from ..sim.randomization import load_spec, propose_spec, save_spec
 from ..evaluate.suite import create_suite, run_suite
 from .fleet import fit_fleet, units_from_folders
-from ..estimate.condition import METHODS
+from ..estimate.condition_windows import METHODS
 from ..policy.schedule import make_schedule
 from ..policy.train import evaluate_policy, train_policy
 from ..precision import physics_precision
@@ -385,15 +385,16 @@ def train(data: List[Path] = typer.Argument(..., help="log files or folders to t
     if residual is not None:
         robot = _robot_of_model(residual, robot)
     if robot is not None:
-        d = pipeline.run_train_arm(robot, data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume)
+        d = pipeline.run_train_arm(robot, data, out, ArmTrainConfig(arch=arch, residual=residual, steps=steps, seed=seed),
+                                   resume=resume)
         tr = d["training"]
         console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation MAE "
                       f"{tr['best_val_mae']:.4g} rad at step {tr['best_step']} of {tr['steps']} "
                       f"({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
         console.print(f"wrote {out / 'arm_model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
         return
-    d = pipeline.run_train(data, out, arch=arch, residual=residual, steps=steps, seed=seed, resume=resume,
-                           validation=validation)
+    d = pipeline.run_train(data, out, pipeline.JointTrainOptions(arch=arch, residual=residual, steps=steps, seed=seed,
+                                                                validation=validation), resume=resume)
     s, tr = d["_summary"], d["fit"]
     unit = s["unit"]
     console.print(f"{d['model']}: best validation MAE {_mrad(tr['validation_mae'], unit)} at step "
@@ -705,15 +706,12 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
                    ee_body: Optional[str] = typer.Option(None, "--ee-body", help="end-effector body (default: the robot's)"),
                    as_json: bool = typer.Option(False, "--json"),
                    report: Optional[Path] = typer.Option(None, "--report", help="self-contained HTML report to write"),
-                   out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV of the per-frame estimates"),
-                   soft_gate: bool = typer.Option(False, "--soft-gate", help="learned force x contact probability on "
-                                                  "every frame (default: 0 where the gate says no contact)")):
+                   out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV of the per-frame estimates")):
     """Sensorless end-effector force: the learned force head x gate and three classical baselines
     (inverse-dynamics residual, + friction/backlash, momentum observer), run causally per frame."""
 
     r = run_estimate_force(model_json, data, robot=robot, calibrate=calibrate or [],
-                           methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out,
-                           soft_gate=soft_gate)
+                           methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out)
     if as_json:
         _emit_json(r, default=float)
         return
@@ -747,14 +745,6 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                     eval_every: Optional[int] = typer.Option(None, "--eval-every", help="validate (and checkpoint) "
                                                              "every N steps, the best kept (default 250; with few "
                                                              "logs the optimum comes early: bench/README.md)"),
-                    contact_weight: float = typer.Option(4.0, "--contact-weight", help="extra force-loss weight "
-                                                         "on contact frames: (1 + w) huber (4 = arm_loss's)"),
-                    force_prior: Optional[str] = typer.Option(None, "--force-prior", help="id_linear | id_friction | "
-                                                              "momentum_observer: the force head corrects this classical "
-                                                              "estimate (calibrated on the free-motion training logs)"),
-                    force_prior_labels: bool = typer.Option(False, "--force-prior-labels", help="calibrate the force "
-                                                            "prior on every force-labelled training log (payloads, "
-                                                            "pushes), not on free motion only"),
                     augment_yaw: bool = typer.Option(False, "--augment-yaw", help="rotate every training sample "
                                                      "about the robot's vertical first joint by a random angle (the "
                                                      "force label with it): the dynamics do not depend on that angle"),
@@ -762,31 +752,17 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
                                                         "samples in the arm's vertical mirror plane (yaw joint and the "
                                                         "force's normal component negated); refused for an arm that is "
                                                         "not mirror-symmetric"),
-                    balance_tasks: bool = typer.Option(False, "--balance-tasks", help="draw training windows so that "
-                                                       "every excitation family (free motion, payloads, pushes, ...) "
-                                                       "fills the same share of a batch"),
-                    force_frame: Optional[str] = typer.Option(None, "--force-frame", help="base | yaw | joint: the force "
-                                                              "head predicts in the base frame, in the frame that turns "
-                                                              "with the vertical first joint (rotated to the base frame "
-                                                              "by its measured angle), or the external joint torques "
-                                                              "(mapped to a force through the arm's Jacobian); "
-                                                              "default: --init's, else base"),
                     residual_input: Optional[str] = typer.Option(None, "--residual-input", help="id_linear | "
                                                                  "id_friction | momentum_observer: one more input per "
                                                                  "joint, this classical method's estimated external "
                                                                  "joint torque (calibrated on the free-motion training "
                                                                  "logs; from scratch only)"),
-                    residual_features: Optional[str] = typer.Option(None, "--residual-features", help="comma-separated "
-                                                                    "inputs from --residual-input: tau_ext (the "
-                                                                    "default), f_lever (tau_ext over each joint's lever "
-                                                                    "arm to the end effector [N])"),
                     resume: bool = typer.Option(False, "--resume")):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
     simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
 
     _check_range("--steps", steps)
     _check_range("--eval-every", eval_every)
-    _check_range("--contact-weight", contact_weight, low_ok=True)
     _check_resume(out, resume)
 
     try:
@@ -795,17 +771,16 @@ def train_heads_cmd(data: List[Path] = typer.Argument(..., help="labelled multi-
         raise ActuatorlabError(f"--sizes must be a JSON object, got {sizes!r}") from None
     tr, va = split_arm_data(data)
     m = load_arm_model(init, robot)[1] if init is not None else None
-    d = train_heads(robot, tr, va, out=out, init=m, arch=arch, sizes=sz, steps=steps, seed=seed, resume=resume,
-                    budget={"contact_weight": contact_weight, **({"eval_every": eval_every} if eval_every else {})},
-                    force_prior=force_prior,
-                    prior_labels=force_prior_labels, augment_yaw=augment_yaw, augment_mirror=augment_mirror,
-                    balance_tasks=balance_tasks, force_frame=force_frame, residual_input=residual_input,
-                    residual_features=None if residual_features is None else
-                    tuple(f.strip() for f in residual_features.split(",") if f.strip()))
+    cfg = HeadsConfig(arch=arch, sizes=sz, seed=seed, augment_yaw=augment_yaw, augment_mirror=augment_mirror,
+                      residual_input=residual_input, **({"steps": steps} if steps is not None else {}),
+                      **({"eval_every": eval_every} if eval_every else {}))
+    d = train_heads(robot, tr, va, cfg, out=out, init=m, resume=resume)
     t = d["training"]
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")
     console.print(f"wrote {out / 'arm_model.json'}")
+
+
 @app.command()
 def randomize(model_json: List[Path] = typer.Argument(..., help="RUN/model.json; several files = several units "
                                                      "of one actuator (their spread becomes unit variation)"),
@@ -928,12 +903,6 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
               min_recall: Optional[float] = typer.Option(None, "--min-recall", help="with --calibrate: window "
                                                          "threshold with the fewest false alarms among those "
                                                          "reaching this recall on the validation logs"),
-              motion_weighting: bool = typer.Option(False, "--motion-weighting", help="with --calibrate: also try "
-                                                    "the motion-weighted score smoothing (frames where the joint "
-                                                    "moved count more), chosen by validation AUC"),
-              log_odds: bool = typer.Option(True, "--log-odds/--no-log-odds", help="with --calibrate: also try the "
-                                            "score smoothing as a mean of log-odds (default; strong evidence is not averaged "
-                                            "away), chosen by validation AUC"),
               alarm_hold: float = typer.Option(0.0, "--alarm-hold", help="per-frame alarm's on-delay [s]: raised "
                                                "only after the smoothed score stays below the threshold this "
                                                "long (fewer false onsets, later first alarms; default 0)"),
@@ -944,10 +913,10 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
     _check_range("--verdict-s", verdict_s)
     _check_range("--min-recall", min_recall, low_ok=True, high=1.0)
 
-    d = run_condition_files(model_json, data, robot, train=train, verdict_s=verdict_s, seed=seed, report=report,
-                            frames_csv=frames, fit_head=fit_head, calibrate=calibrate,
-                            use_calibration=not no_calibration, min_recall=min_recall,
-                            motion_weighting=motion_weighting, log_odds=log_odds, alarm_hold_s=alarm_hold)
+    d = run_condition_files(model_json, data, robot, ConditionOptions(
+        train=tuple(train or ()), verdict_s=verdict_s, seed=seed, report=report, frames_csv=frames, fit_head=fit_head,
+        calibrate=tuple(calibrate or ()), use_calibration=not no_calibration, min_recall=min_recall,
+        alarm_hold_s=alarm_hold))
     if as_json:
         _emit_json(d, default=float)
         return

@@ -3,6 +3,7 @@ estimators of actuatorlab.estimate, write the JSON/CSV results and the HTML repo
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any, Sequence
 import numpy as np
@@ -10,7 +11,10 @@ from ..errors import DataError
 from ..sim.force import CLASSICAL, DEFAULT_K_O
 from typing import Callable
 from ..estimate.force_eval import ALL_METHODS, evaluate_force, load_tagged
-from ..estimate.condition import calibrate_condition, condition_log, hold_frames, learned_frame_scores_batched, public, run_condition, train_condition_head
+from ..estimate.condition_calibrate import calibrate_condition, hold_frames
+from ..estimate.condition_windows import condition_log
+from ..estimate.condition_train import ConditionTrainConfig, learned_frame_scores_batched, train_condition_head
+from ..estimate.condition import public, run_condition
 from ..report.condition import write_condition_report
 from ..report.force import write_force_report
 from ..report.heads import write_heads_report
@@ -41,16 +45,14 @@ def _write_csv(path: str | Path, res: dict[str, Any]) -> Path:
 
 def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Sequence = (),
                        methods: Sequence[str] | None = None, ee_body: str | None = None, k_o: float = DEFAULT_K_O,
-                       report: str | Path | None = None, out: str | Path | None = None,
-                       soft_gate: bool = False) -> dict[str, Any]:
+                       report: str | Path | None = None, out: str | Path | None = None) -> dict[str, Any]:
     """``actuatorlab estimate-force``: load MODEL (a learned RUN/arm_model.json; ``None`` or
     ``"-"``: no learned method) and the logs DATA, calibrate the classical methods on the
     free-motion logs of ``calibrate`` (training logs: a folder or files; never the evaluated logs),
     evaluate (:func:`evaluate_force`), optionally write the HTML report and ``out``: a CSV of the
     per-frame estimates (log, time, then ``<method>/force_x|y|z`` [N] and ``<method>/contact``
-    per method), written atomically. Logs without force labels are estimated, not scored.
-    ``soft_gate``: the learned force times its contact probability on every frame (the default
-    reports 0 on frames the gate calls free; :func:`evaluate_force`)."""
+    per method), written atomically. Logs without force labels are estimated, not scored. The
+    learned force is 0 on frames its gate calls free (:func:`evaluate_force`)."""
 
     learned = model_path is not None and str(model_path) != "-"
     methods = list(methods or [m for m in ALL_METHODS if learned or m != "learned"])
@@ -68,7 +70,7 @@ def run_estimate_force(model_path, data: Sequence, *, robot: str, calibrate: Seq
         trajs, splits = load_tagged(data)
         cal = load_logs(list(calibrate)) if calibrate else []
         res = evaluate_force(r, trajs, cal, model=model, methods=methods, ee_body=ee_body, k_o=k_o, splits=splits,
-                             keep_outputs=report is not None or out is not None, soft_gate=soft_gate)
+                             keep_outputs=report is not None or out is not None)
     res["model"] = str(model_path) if learned else None
     if report is not None:
         res["report"] = str(write_force_report(report, res))
@@ -84,10 +86,27 @@ def _same_samples(a, b) -> bool:
     return all(np.array_equal(np.asarray(a.data[k]), np.asarray(b.data[k]), equal_nan=True) for k in a.data)
 
 
-def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdict_s: float = 5.0, seed: int = 0,
-                        report=None, frames_csv=None, fit_head=None, head_steps: int = 300, calibrate=None,
-                        use_calibration: bool = True, min_recall: float | None = None,
-                        motion_weighting: bool = False, log_odds: bool = True, alarm_hold_s: float = 0.0,
+@dataclasses.dataclass(frozen=True)
+class ConditionOptions:
+    """Options of ``actuatorlab condition`` (:func:`run_condition_files`): ``train`` training logs
+    (the baselines; never the evaluated files), ``verdict_s`` [s], ``seed``, ``report`` (HTML),
+    ``frames_csv``, ``fit_head`` (a run folder) with ``head_steps``, ``calibrate`` validation logs,
+    ``use_calibration``, ``min_recall``, ``alarm_hold_s`` [s]."""
+
+    train: Sequence = ()
+    verdict_s: float = 5.0
+    seed: int = 0
+    report: Any = None
+    frames_csv: Any = None
+    fit_head: Any = None
+    head_steps: int = 300
+    calibrate: Sequence = ()
+    use_calibration: bool = True
+    min_recall: float | None = None
+    alarm_hold_s: float = 0.0
+
+
+def run_condition_files(model_path, paths, robot_name: str, opts: ConditionOptions = ConditionOptions(), *,
                         progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """``actuatorlab condition``: load the learned arm model ``model_path`` (RUN/arm_model.json),
     the evaluated logs ``paths`` and the training logs ``train`` (for the baselines; never the same
@@ -98,14 +117,17 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
 
     Calibration (smoothing window and thresholds, :func:`calibrate_condition`): ``calibrate`` =
     validation logs (never the evaluated or training ones) to choose it on (stored in the
-    ``fit_head`` model when given; ``min_recall``: the window threshold's operating point,
-    ``motion_weighting``: also try the motion-weighted smoothing, ``log_odds``: also try the mean of
-    the log-odds (default; False: the plain means only), see :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
+    ``fit_head`` model when given; ``min_recall``: the window threshold's operating point, see
+    :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
     ``use_calibration``; otherwise none (no smoothing, thresholds 0.5, ``--verdict-s``).
-    ``alarm_hold_s``: the per-frame alarm's on-delay in the ``alarms`` summary (:func:`run_condition`)."""
+    ``alarm_hold_s``: the per-frame alarm's on-delay in the ``alarms`` summary (:func:`run_condition`).
+    ``opts``: :class:`ConditionOptions`."""
     import io
 
 
+    train, verdict_s, seed, report, frames_csv = opts.train, opts.verdict_s, opts.seed, opts.report, opts.frames_csv
+    fit_head, head_steps, calibrate, use_calibration = opts.fit_head, opts.head_steps, opts.calibrate, opts.use_calibration
+    min_recall, alarm_hold_s = opts.min_recall, opts.alarm_hold_s
     hold_frames(alarm_hold_s, 1.0)  # a bad hold fails before any loading
 
     with physics_precision():
@@ -126,15 +148,15 @@ def run_condition_files(model_path, paths, robot_name: str, *, train=None, verdi
         if fit_head is not None:
             if not ttrajs:
                 raise DataError(None, "--fit-head needs training logs (--train)")
-            model, info = train_condition_head(robot, model, ttrajs, steps=head_steps, seed=seed, scope="head")
+            model, info = train_condition_head(robot, model, ttrajs, ConditionTrainConfig(steps=head_steps, seed=seed,
+                                                                                        scope="head"))
             cal = {}
         ch = model.layout.channels
         if vtrajs:
             vlogs = [condition_log(robot, t, ch) for t in vtrajs]
             cal = calibrate_condition([learned_frame_scores_batched(robot, model, lg) for lg in vlogs],
                                       [lg.restricted for lg in vlogs], float(robot.control_dt), verdict_s=verdict_s,
-                                      min_recall=min_recall, positions=[lg.q for lg in vlogs],
-                                      motion_weighting=motion_weighting, log_odds=log_odds)
+                                      min_recall=min_recall)
             cal["channels_used"] = [ch[c] for c in cal["channels_used"]]
             cal["source"] = f"{len(vlogs)} calibration logs: " + ", ".join(lg.name for lg in vlogs)
         if fit_head is not None:

@@ -6,11 +6,12 @@ CLI (:mod:`actuatorlab.app.cli`) only parses arguments, draws progress and print
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import jax.numpy as jnp
 import numpy as np
@@ -38,10 +39,10 @@ from ..evaluate.arm_envelope import arm_envelope, outside_fraction
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..excite.joint import candidates, design, Limits, write_excitation
 from ..logs.format import Setup
-from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint
+from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint, WindowSampling
 from ..models.nets import arch_sizes, ARCHS
 from ..learned.trainer import TrainConfig
-from ..learned.arm import arm_log, DEFAULT_BUDGET, evaluate_learned_arm, FULL_BUDGET, load_arm_model, train_arm
+from ..learned.arm import ArmTrainConfig, arm_log, DEFAULT_BUDGET, evaluate_learned_arm, FULL_BUDGET, load_arm_model, train_arm
 from ..sim.force import LearnedTelemetry, read_force_log
 from ..precision import physics_precision
 from ..sim.arm_learned import gate_weight, OnlineEstimator, RESIDUAL_FEATURES
@@ -546,10 +547,27 @@ TRAIN_BUDGET = {"steps": 600, "n_windows": 16, "history": 8}
 
 
 @physics
-def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", residual: str | Path | None = None,
-              steps: int | None = None, seed: int = 0, resume: bool = False, lr: float = 3e-3,
-              n_windows: int | None = None, history: int | None = None, sizes: dict | None = None,
-              dt: float | None = None, curriculum=None, validation: str = "time",
+@dataclasses.dataclass(frozen=True)
+class JointTrainOptions:
+    """Options of :func:`run_train` (one joint): ``arch``; ``residual`` (a fitted analytic
+    RUN/model.json the network corrects); ``steps``, ``n_windows``, ``history`` (None: the
+    TRAIN_BUDGET's); ``seed``; ``lr``; ``sizes``; ``dt`` [s] (None: the logs' or the residual's);
+    ``curriculum`` (None: DEFAULT_CURRICULUM); ``validation`` "time" | "logs"."""
+
+    arch: str = "transformer"
+    residual: Any = None
+    steps: int | None = None
+    seed: int = 0
+    lr: float = 3e-3
+    n_windows: int | None = None
+    history: int | None = None
+    sizes: dict | None = None
+    dt: float | None = None
+    curriculum: Any = None
+    validation: str = "time"
+
+
+def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTrainOptions(), *, resume: bool = False,
               progress: bool = True) -> dict:
     """Train a one-joint learned actuator (or, with ``residual``, a learned correction of that
     fitted analytic RUN/model.json) through the one-joint simulator; write RUN/model.json
@@ -563,10 +581,12 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     is trained on windows of the fit part and the EMA parameters with the lowest full-replay
     validation MAE are kept.
     Returns the model dict plus ``_summary`` (metrics of the replay on all given logs) and
-    ``_train`` (wall times)."""
+    ``_train`` (wall times). ``opts``: :class:`JointTrainOptions`."""
     import time
 
-
+    arch, residual, steps, seed, lr = opts.arch, opts.residual, opts.steps, opts.seed, opts.lr
+    n_windows, history, sizes, dt, curriculum, validation = (opts.n_windows, opts.history, opts.sizes, opts.dt,
+                                                             opts.curriculum, opts.validation)
     if arch not in ARCHS:
         raise UnknownNameError("architecture", arch, list(ARCHS))
     base = None
@@ -605,8 +625,8 @@ def run_train(paths, out: str | Path = "run", *, arch: str = "transformer", resi
     t0 = time.perf_counter()
     curriculum = tuple(curriculum or DEFAULT_CURRICULUM)
     meta["curriculum"] = [list(c) for c in curriculum]
-    best, res = train_joint(out, fb, vb, model, cfg, n_windows=n_windows, resume=resume, progress=progress,
-                            meta=meta, curriculum=curriculum)
+    best, res = train_joint(out, fb, vb, model, cfg, sampling=WindowSampling(n_windows=n_windows, curriculum=curriculum),
+                            resume=resume, progress=progress, meta=meta)
     wall = time.perf_counter() - t0
     batches = make_batches(trajs, dt)
     summary = summarize(replay_joint(best, batches))
@@ -650,10 +670,8 @@ def split_arm_data(paths) -> tuple[list[Trajectory], list[Trajectory]]:
     return tr, va
 
 
-def run_train_arm(robot: str, paths, out: str | Path = "run", *, arch: str = "transformer",
-                  residual: str | Path | None = None, steps: int | None = None, seed: int = 0,
-                  resume: bool = False, budget: str | dict = "default", sizes: dict | None = None,
-                  progress: bool = True) -> dict:
+def run_train_arm(robot: str, paths, out: str | Path = "run", opts: ArmTrainConfig = ArmTrainConfig(), *,
+                  budget: str | dict = "default", resume: bool = False, progress: bool = True) -> dict:
     """Train a learned (or, with ``residual`` = an analytic RUN/arm_model.json, a residual)
     whole-robot actuator model through the MJX rollout and write RUN/arm_model.json (kind
     "learned" | "residual") + RUN/arm_model.eqx, loadable by ``evaluate --robot``
@@ -667,8 +685,8 @@ def run_train_arm(robot: str, paths, out: str | Path = "run", *, arch: str = "tr
             raise UnknownNameError("training budget", budget, ("default", "full"))
         budget = DEFAULT_BUDGET if budget == "default" else FULL_BUDGET
     tr, va = split_arm_data(paths)
-    return train_arm(robot, tr, va, arch=arch, out=out, residual=residual, steps=steps, seed=seed, resume=resume,
-                     budget=dict(budget), sizes=sizes, progress=progress)
+    return train_arm(robot, tr, va, dataclasses.replace(opts, budget=dict(budget)), out=out, resume=resume,
+                     progress=progress)
 
 
 def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -> dict:

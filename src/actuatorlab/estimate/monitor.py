@@ -20,13 +20,13 @@ and returns, per channel c of the model (C = ``model.layout.channels``):
     with w_j = 1, or for a motion-weighted calibration w_j = sd(q_{j-L+1..j}) + floor (the
     joint's position spread over the detector's L-frame window plus the calibration's floor); a
     ``smooth_space`` "log_odds" calibration takes this mean of clip(logit(s_j), -10, 10) and
-    returns its sigmoid (:func:`~actuatorlab.estimate.condition.smooth_log_odds`); the same numbers
-    as :func:`~actuatorlab.estimate.condition.calibrated_scores` on the whole log.
+    returns its sigmoid (:func:`~actuatorlab.estimate.condition_calibrate.smooth_log_odds`); the same numbers
+    as :func:`~actuatorlab.estimate.condition_calibrate.calibrated_scores` on the whole log.
 ``alarm``
     m_k < ``window_threshold`` (restricted now), and k >= the warm-up; with an on-delay
     ``alarm_hold_s`` > 0, only once m has stayed below the threshold for the last
     h = round(alarm_hold_s / dt) frames after the warm-up
-    (:func:`~actuatorlab.estimate.condition.persistent_alarm`): fewer onsets from short dips on a
+    (:func:`~actuatorlab.estimate.condition_calibrate.persistent_alarm`): fewer onsets from short dips on a
     normal joint, a first alarm up to ``alarm_hold_s`` later on a restricted one.
 ``verdict_score``, ``verdict``
     the mean of m over the last ``verdict_s`` seconds (fewer at start) and whether it is below
@@ -51,7 +51,8 @@ from typing import NamedTuple
 import numpy as np
 
 from ..errors import ModelError
-from .condition import WINDOW, _smooth_n, clipped_log_odds, hold_frames
+from .condition_windows import WINDOW
+from .condition_calibrate import _smooth_n, clipped_log_odds, hold_frames
 from ..robots.loader import Robot
 from ..sim.force import ForceFrame, ForceLog, LearnedTelemetry
 from ..sim.arm_learned import OnlineEstimator
@@ -75,7 +76,7 @@ class ConditionMonitor:
     ``reset()`` at the start of a log or a session, then ``step(frame)`` once per control period;
     :meth:`run` does a whole :class:`~.force.ForceLog` that way.
 
-    ``calibration``: a dict of :func:`~actuatorlab.estimate.condition.calibrate_condition` (the
+    ``calibration``: a dict of :func:`~actuatorlab.estimate.condition_calibrate.calibrate_condition` (the
     model file's ``condition_calibration``, e.g. ``load_arm_model(path)[2]["condition_calibration"]``);
     None or {}: the head's raw scores with thresholds 0.5. ``warmup_frames``: frames without a flag
     at the start (None: the network's window, ``model.layout.history + 1``). ``alarm_hold_s``: the

@@ -59,10 +59,10 @@ from .trainer import train, TrainConfig
 from ..files import git_revision
 from .checkpoint import load_learned, save_learned
 from ..models.nets import param_count
-from .force_frame import joint_force_map_of
+from .force_frame import force_frame_dict, force_joint_of, force_yaw_of
 from .. import __version__
 
-__all__ = ["DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
+__all__ = ["ArmTrainConfig", "DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
            "learned_windows", "make_learned_arm", "arm_loss", "train_arm", "save_arm_model", "load_arm_model",
            "WEIGHTS_NAME", "evaluate_learned_arm", "with_residual_inputs",
            "add_residual_channels"]
@@ -260,8 +260,9 @@ def learned_windows(robot: Robot, logs: list[ArmLog], length: int, model: Learne
 @physics
 def make_learned_arm(robot: Robot, arch: str, *, channels: tuple[str, ...], per_channel: tuple[str, ...],
                      normalizer: Normalizer, effort_scale, base: dict | None = None, residual: bool = False,
-                     history: int = 8, key=None, **sizes) -> LearnedArm:
-    """A freshly initialised learned (or residual, correcting ``base``) whole-robot model."""
+                     key=None, **sizes) -> LearnedArm:
+    """A fresh learned (or residual, correcting ``base``) whole-robot model; ``sizes``: net sizes, ``history``."""
+    history = int(sizes.pop("history", 8))
     for j in channels:
         if j not in robot.joint_names:
             raise ModelError(f"channel {j!r} is not a joint of {robot.name} ({', '.join(robot.joint_names)})")
@@ -376,19 +377,44 @@ def _base_of(robot_name: str, residual) -> tuple[Robot, dict, dict | None]:
 
 
 @physics
-def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory], *, arch: str,
-              out: str | Path, residual=None, steps: int | None = None, seed: int = 0, resume: bool = False,
-              budget: dict | None = None, sizes: dict | None = None, per_channel: tuple[str, ...] | None = None,
-              history: int = 8, init: LearnedArm | None = None, progress: bool = True) -> dict[str, Any]:
+@dataclasses.dataclass(frozen=True)
+class ArmTrainConfig:
+    """Settings of :func:`train_arm`.
+
+    Fields:
+        arch: network, transformer | mlp | gru | lstm (default transformer; ignored with ``init``).
+        residual: an analytic RUN/arm_model.json the network corrects (default None: replacing).
+        steps: optimizer steps [-] (default None: the budget's).
+        seed: seed of the network and of the batches [-] (default 0).
+        budget: :data:`DEFAULT_BUDGET` keys overriding the defaults.
+        sizes: network sizes (default: the arch's).
+        per_channel: per-channel features (default: ``train --robot``'s that the logs carry).
+        history: frames of history [-] (default 8).
+    """
+
+    arch: str = "transformer"
+    residual: Any = None
+    steps: int | None = None
+    seed: int = 0
+    budget: dict | None = None
+    sizes: dict | None = None
+    per_channel: tuple[str, ...] | None = None
+    history: int = 8
+
+
+def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory],
+              options: ArmTrainConfig = ArmTrainConfig(), *, out: str | Path, init: LearnedArm | None = None,
+              resume: bool = False, progress: bool = True) -> dict[str, Any]:
     """Train a learned (``residual`` None) or residual whole-robot model through MJX; write
     RUN/arm_model.json + RUN/arm_model.eqx (the best checkpoint by validation MAE).
 
-    ``budget``: :data:`DEFAULT_BUDGET` keys (steps, batch, curriculum, stage_fraction, lr,
-    eval_every, max_val_windows); ``steps`` overrides its steps. ``init``: start from this
-    model's network (fine-tuning / online adaptation; its layout and normalizer are kept).
-    Returns the arm_model.json dict."""
+    ``options``: :class:`ArmTrainConfig` (its ``steps`` overrides the budget's). ``init``: start
+    from this model's network (fine-tuning / online adaptation; its layout and normalizer are
+    kept). Returns the arm_model.json dict."""
 
     t_all = _time.perf_counter()
+    arch, residual, steps, seed, budget = options.arch, options.residual, options.steps, options.seed, options.budget
+    sizes, per_channel, history = options.sizes, options.per_channel, options.history
     bud = {**DEFAULT_BUDGET, **(budget or {})}
     if steps is not None:
         bud["steps"] = int(steps)
@@ -496,43 +522,10 @@ def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_des
     return d
 
 
-def force_frame_dict(model: LearnedArm) -> dict:
-    """arm_model.json's ``force_frame`` entry of a model whose force head predicts in the yaw
-    joint's frame (LearnedArm.force_yaw): the joint, its world axis and the feature read."""
-    F = len(model.layout.per_channel)
-    col = int(model.force_yaw[0])
-    return {"kind": "yaw", "joint": model.layout.channels[col // F], "feature": model.layout.per_channel[col % F],
-            "axis": [float(v) for v in model.force_yaw[1:]]}
-
-
-def force_yaw_of(d: dict | None, layout: FeatureLayout, where) -> tuple:
-    """LearnedArm.force_yaw from an arm_model.json ``force_frame`` entry (``()`` when absent or
-    "base"); errors name the file."""
-    if d is None or d.get("kind", "base") in ("base", "joint"):
-        return ()
-    if d.get("kind") != "yaw":
-        raise ModelError(f"{where}: force_frame kind {d.get('kind')!r} is unknown; known: base, yaw, joint")
-    j, feat, axis = d.get("joint"), d.get("feature", "q"), d.get("axis")
-    if j not in layout.channels or feat not in layout.per_channel or axis is None or len(axis) != 3:
-        raise ModelError(f"{where}: force_frame needs a channel joint, a per-channel feature and a 3-vector axis "
-                         f"(got joint {j!r}, feature {feat!r}, axis {axis!r})")
-    col = layout.channels.index(j) * len(layout.per_channel) + layout.per_channel.index(feat)
-    return (col, *(float(v) for v in axis))
-
-
-def _force_joint_of(d, robot, layout, where):
-    """The JointForceMap of an arm_model.json ``force_frame`` entry of kind "joint" (else None)."""
-    if d is None or d.get("kind") != "joint":
-        return None
-
-    return joint_force_map_of(d, robot, layout, where)
-
-
 def _force_prior_of(d, where):
     """The ForcePrior of an arm_model.json entry (None when absent); errors name the file."""
     if d is None:
         return None
-
     try:
         return ForcePrior.from_dict(d)
     except ModelError as e:
@@ -565,7 +558,7 @@ def load_arm_model(path: str | Path, robot_name: str | None = None) -> tuple[Rob
                            force_prior=_force_prior_of(d.get("force_prior"), p),
                            force_yaw=force_yaw_of(d.get("force_frame"), layout, p),
                            residual_input=_force_prior_of(d.get("residual_input"), p),
-                           force_joint=_force_joint_of(d.get("force_frame"), robot, layout, p))
+                           force_joint=force_joint_of(d.get("force_frame"), robot, layout, p))
     except KeyError as e:
         raise ModelError(f"{p}: arm model lacks the entry {e}") from None
     return robot, model, d

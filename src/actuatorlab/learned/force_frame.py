@@ -43,7 +43,8 @@ import numpy as np
 from ..errors import ModelError
 from ..sim.dynamics import ArmDynamics
 
-__all__ = ["DAMPING", "JointForceMap", "joint_force_map", "joint_force_map_of"]
+__all__ = ["DAMPING", "JointForceMap", "joint_force_map", "joint_force_map_of", "force_frame_dict", "force_yaw_of",
+           "force_joint_of"]
 
 #: lambda of the damped least squares [m]: a pose whose Jacobian's smallest singular value is
 #: below a few mm (the end effector within a few mm of a singular line) gets a bounded force
@@ -185,3 +186,34 @@ def joint_force_map_of(d: dict, robot, layout, where) -> JointForceMap:
     if list(fm.joints) != list(d.get("joints", fm.joints)):
         raise ModelError(f"{where}: force_frame chain {d.get('joints')} does not match the robot's {list(fm.joints)}")
     return fm
+
+
+def force_frame_dict(model) -> dict:
+    """arm_model.json's ``force_frame`` entry of a model whose force head predicts in the yaw
+    joint's frame (LearnedArm.force_yaw): the joint, its world axis and the feature read."""
+    F = len(model.layout.per_channel)
+    col = int(model.force_yaw[0])
+    return {"kind": "yaw", "joint": model.layout.channels[col // F], "feature": model.layout.per_channel[col % F],
+            "axis": [float(v) for v in model.force_yaw[1:]]}
+
+
+def force_yaw_of(d: dict | None, layout, where) -> tuple:
+    """LearnedArm.force_yaw from an arm_model.json ``force_frame`` entry (``()`` when absent or
+    "base"); errors name the file."""
+    if d is None or d.get("kind", "base") in ("base", "joint"):
+        return ()
+    if d.get("kind") != "yaw":
+        raise ModelError(f"{where}: force_frame kind {d.get('kind')!r} is unknown; known: base, yaw, joint")
+    j, feat, axis = d.get("joint"), d.get("feature", "q"), d.get("axis")
+    if j not in layout.channels or feat not in layout.per_channel or axis is None or len(axis) != 3:
+        raise ModelError(f"{where}: force_frame needs a channel joint, a per-channel feature and a 3-vector axis "
+                         f"(got joint {j!r}, feature {feat!r}, axis {axis!r})")
+    col = layout.channels.index(j) * len(layout.per_channel) + layout.per_channel.index(feat)
+    return (col, *(float(v) for v in axis))
+
+
+def force_joint_of(d: dict | None, robot, layout, where) -> JointForceMap | None:
+    """The JointForceMap of an arm_model.json ``force_frame`` entry of kind "joint" (else None)."""
+    if d is None or d.get("kind") != "joint":
+        return None
+    return joint_force_map_of(d, robot, layout, where)

@@ -17,6 +17,7 @@ parameters by validation are the model that is written.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import jax
@@ -39,7 +40,7 @@ from ..files import git_revision
 from .checkpoint import load_learned, save_learned
 from .. import __version__
 
-__all__ = ["JOINT_SIZES", "ARCH_FEATURES", "DEFAULT_CURRICULUM", "build_joint_model", "train_joint", "save_joint_model",
+__all__ = ["JOINT_SIZES", "ARCH_FEATURES", "DEFAULT_CURRICULUM", "build_joint_model", "WindowSampling", "train_joint", "save_joint_model",
            "load_joint_model", "WEIGHTS_NAME"]
 
 #: one-joint default network sizes (a single channel of 7 features needs far less than the
@@ -143,12 +144,23 @@ def _horizon(step: int, steps: int, curriculum) -> int:
 
 
 @physics
+@dataclasses.dataclass(frozen=True)
+class WindowSampling:
+    """The training windows of :func:`train_joint`: ``n_windows`` per step [-] (default 16) and the
+    horizon ``curriculum`` ((fraction of the run, horizon [steps]) stages; default
+    :data:`DEFAULT_CURRICULUM`)."""
+
+    n_windows: int = 16
+    curriculum: tuple = DEFAULT_CURRICULUM
+
+
 def train_joint(run_dir, fit_batches, val_batches, model: JointModel, cfg: TrainConfig, *,
-                curriculum=DEFAULT_CURRICULUM, n_windows: int = 16, resume: bool = False,
+                sampling: WindowSampling = WindowSampling(), resume: bool = False,
                 progress: bool = True, meta: dict | None = None) -> tuple[JointModel, TrainResult]:
     """Train ``model`` on windows of ``fit_batches`` (one Batch: one law/plant) with the generic
-    trainer; validation = full-replay MAE on ``val_batches`` (None: no validation, the final EMA
-    is kept). Returns (best model, TrainResult)."""
+    trainer, ``sampling`` the windows; validation = full-replay MAE on ``val_batches`` (None: no
+    validation, the final EMA is kept). Returns (best model, TrainResult)."""
+    curriculum, n_windows = sampling.curriculum, int(sampling.n_windows)
     if len(fit_batches) != 1:
         raise DataError(None, "one-joint training needs logs of one control law and bench")
     logs = log_set(model, fit_batches[0])

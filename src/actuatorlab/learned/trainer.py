@@ -77,6 +77,13 @@ class TrainConfig:
         eval_every: steps between validations of the EMA parameters [-] (default 100; the last
             step always validates when ``val_fn`` is given).
         seed: the run's seed [-] (default 0), recorded; the caller derives its keys from it.
+        schedule: "warmup_cosine" (default: the warm-up + cosine decay above) or "constant"
+            (``lr`` at every step; warmup and final_lr_ratio unused).
+        decay: "matrices" (default: weight decay on leaves with ndim >= 2) or "all".
+        eval_at_start: also validate the initial parameters (step 0) [-] (default False).
+
+    ``ema_decay`` = 0 keeps no average: the EMA parameters are the raw ones (validation and the
+    best checkpoint then select among the raw parameters).
     """
 
     steps: int = 2000
@@ -89,6 +96,9 @@ class TrainConfig:
     checkpoint_every: int = 200
     eval_every: int = 100
     seed: int = 0
+    schedule: str = "warmup_cosine"
+    decay: str = "matrices"
+    eval_at_start: bool = False
 
     def __post_init__(self):
         if self.steps < 1:
@@ -99,6 +109,10 @@ class TrainConfig:
             raise ModelError(f"TrainConfig: ema_decay must be in [0, 1), got {self.ema_decay}")
         if self.checkpoint_every < 1 or self.eval_every < 1:
             raise ModelError("TrainConfig: checkpoint_every and eval_every must be >= 1")
+        if self.schedule not in ("warmup_cosine", "constant"):
+            raise ModelError(f"TrainConfig: schedule must be warmup_cosine or constant, got {self.schedule!r}")
+        if self.decay not in ("matrices", "all"):
+            raise ModelError(f"TrainConfig: decay must be matrices or all, got {self.decay!r}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -135,17 +149,22 @@ class TrainResult:
 
 
 def make_optimizer(cfg: TrainConfig):
-    """optax chain: global-norm clipping, then AdamW over the warm-up + cosine schedule."""
-    warmup = int(min(cfg.warmup, max(cfg.steps - 1, 0)))
-    sched = optax.warmup_cosine_decay_schedule(
-        init_value=0.0, peak_value=cfg.lr, warmup_steps=warmup, decay_steps=max(cfg.steps, warmup + 1),
-        end_value=cfg.lr * cfg.final_lr_ratio)
+    """optax chain: global-norm clipping, then AdamW over the learning-rate schedule
+    (``cfg.schedule``; a constant rate is passed to AdamW as a number)."""
+    if cfg.schedule == "constant":
+        lr, sched = cfg.lr, optax.constant_schedule(cfg.lr)
+    else:
+        warmup = int(min(cfg.warmup, max(cfg.steps - 1, 0)))
+        lr = sched = optax.warmup_cosine_decay_schedule(
+            init_value=0.0, peak_value=cfg.lr, warmup_steps=warmup, decay_steps=max(cfg.steps, warmup + 1),
+            end_value=cfg.lr * cfg.final_lr_ratio)
 
     def decay_mask(p):
         return jax.tree.map(lambda x: x.ndim >= 2, p)
 
     parts = [optax.clip_by_global_norm(cfg.clip_norm)] if cfg.clip_norm > 0 else []
-    parts.append(optax.adamw(sched, weight_decay=cfg.weight_decay, mask=decay_mask))
+    mask = decay_mask if cfg.decay == "matrices" else None
+    parts.append(optax.adamw(lr, weight_decay=cfg.weight_decay, mask=mask))
     return optax.chain(*parts), sched
 
 
@@ -220,75 +239,52 @@ def _split_loss(out):
     return out, {}
 
 
-def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cfg: TrainConfig, *,
-          val_fn: Callable[[Any], Any] | None = None, resume: bool = False, progress: bool = True,
-          meta: dict | None = None, filter_spec=eqx.is_inexact_array) -> TrainResult:
-    """Train ``params`` (a pytree, e.g. an equinox module) and write the run folder.
-
-    Args:
-        run_dir: run folder (created); must not hold a checkpoint unless ``resume``.
-        params: initial parameters; leaves selected by ``filter_spec`` are trained.
-        loss_fn: ``loss_fn(params, batch) -> loss`` or ``(loss, aux)`` with ``aux`` a dict of
-            scalars (logged in metrics.jsonl); must be jittable.
-        batch_fn: ``batch_fn(step) -> batch`` (a pytree of arrays), a pure function of ``step``.
-        cfg: :class:`TrainConfig`.
-        val_fn: ``val_fn(ema_params) -> float`` or a dict with key ``"val"`` (lower is better),
-            called every ``eval_every`` steps and at the end; the best EMA parameters are saved
-            to RUN/best.ckpt.
-        resume: continue from RUN/checkpoint.ckpt (exactly: the same config is required, except
-            checkpoint_every / eval_every); without a checkpoint the run starts from scratch.
-        progress: draw a rich progress bar on stderr.
-        meta: caller's description of the run (model, data, ...), stored in config.json.
-        filter_spec: which leaves are trained (default: floating-point arrays).
-
-    A non-finite loss stops the run with a ModelError naming the step and the last checkpoint.
-    """
-    run_dir = Path(run_dir)
-    ckpt_path = run_dir / CHECKPOINT_NAME
-    metrics_path = run_dir / "metrics.jsonl"
-    config_path = run_dir / "config.json"
-    diff, static = eqx.partition(params, filter_spec)
-    if not jax.tree.leaves(diff):
-        raise ModelError("train: params have no differentiable (floating-point array) leaves")
-    opt, sched = make_optimizer(cfg)
-    opt_state = opt.init(diff)
-    ema = diff
-    start, best_val, best_step, history = 0, None, None, []
-
-    if ckpt_path.exists() and not resume:
-        raise ModelError(f"{ckpt_path}: the run folder already holds a checkpoint; resume it or choose "
-                         "another output folder")
-    if resume and ckpt_path.exists():
-        if config_path.exists():
+def _resume(run_dir: Path, cfg: TrainConfig, state):
+    """(state, start, best_val, best_step, history) read from RUN/checkpoint.ckpt; metrics.jsonl is
+    cut back to the checkpoint's step. The configuration must match (except _RESUMABLE_CHANGES)."""
+    config_path, metrics_path = run_dir / "config.json", run_dir / "metrics.jsonl"
+    if config_path.exists():
+        try:
+            old = TrainConfig.from_dict(json.loads(config_path.read_text())["train"])
+        except (json.JSONDecodeError, KeyError, TypeError) as e:
+            raise ModelError(f"{config_path}: unreadable run configuration ({e.__class__.__name__})") from None
+        diffs = [f.name for f in fields(TrainConfig) if f.name not in _RESUMABLE_CHANGES
+                 and getattr(old, f.name) != getattr(cfg, f.name)]
+        if diffs:
+            raise ModelError(f"{config_path}: cannot resume with a different configuration ("
+                             + ", ".join(f"{n}: {getattr(old, n)} -> {getattr(cfg, n)}" for n in diffs) + ")")
+    state, head = _read_ckpt(run_dir / CHECKPOINT_NAME, state)
+    start = int(head["step"])
+    history = []
+    if metrics_path.exists():
+        for line in metrics_path.read_text().splitlines():
             try:
-                old = TrainConfig.from_dict(json.loads(config_path.read_text())["train"])
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise ModelError(f"{config_path}: unreadable run configuration ({e.__class__.__name__})") from None
-            diffs = [f.name for f in fields(TrainConfig) if f.name not in _RESUMABLE_CHANGES
-                     and getattr(old, f.name) != getattr(cfg, f.name)]
-            if diffs:
-                raise ModelError(f"{config_path}: cannot resume with a different configuration ("
-                                 + ", ".join(f"{n}: {getattr(old, n)} -> {getattr(cfg, n)}" for n in diffs) + ")")
-        (diff, ema, opt_state), head = _read_ckpt(ckpt_path, (diff, ema, opt_state))
-        start, best_val, best_step = int(head["step"]), head.get("best_val"), head.get("best_step")
-        if metrics_path.exists():
-            for line in metrics_path.read_text().splitlines():
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut by the interruption
-                if rec.get("step", 0) <= start:
-                    history.append(rec)
-        atomic_write(metrics_path, "".join(json.dumps(r) + "\n" for r in history))
-    else:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        atomic_write(metrics_path, "")
-    atomic_write(config_path, json.dumps(
-        {"train": cfg.to_dict(), "meta": meta or {}, "package_version": __version__,
-         "git_revision": git_revision(), "trained_leaves": int(sum(x.size for x in jax.tree.leaves(diff)))},
-        indent=2, default=str) + "\n")
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue  # a line cut by the interruption
+            if rec.get("step", 0) <= start:
+                history.append(rec)
+    atomic_write(metrics_path, "".join(json.dumps(r) + "\n" for r in history))
+    return state, start, head.get("best_val"), head.get("best_step"), history
 
-    decay = float(cfg.ema_decay)
+
+def _progress_bar(progress, start: int, steps: int):
+    """A started rich progress bar on stderr and its task, or (None, None)."""
+    if progress is not True or start >= steps:
+        return None, None
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    bar = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
+                   TextColumn("loss {task.fields[loss]}"), TextColumn("val {task.fields[val]}"),
+                   TimeRemainingColumn(), console=Console(stderr=True), transient=False)
+    bar.start()
+    return bar, bar.add_task("train", total=steps, completed=start, loss="-", val="-")
+
+
+def _make_step(loss_fn, static, opt, decay: float):
+    """The compiled training step (diff, ema, opt_state, batch, k) -> (diff, ema, opt_state, loss,
+    grad norm, aux); with ``decay`` = 0 the EMA is the raw parameters."""
 
     @eqx.filter_jit
     def step_fn(diff, ema, opt_state, batch, k):
@@ -299,78 +295,157 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
         gnorm = optax.tree.norm(grads)
         updates, opt_state = opt.update(grads, opt_state, diff)
         diff = eqx.apply_updates(diff, updates)
+        if decay == 0.0:
+            return diff, diff, opt_state, loss, gnorm, aux
         kf = k.astype(jnp.float32)
         d = jnp.minimum(decay, (1.0 + kf) / (10.0 + kf))
         ema = jax.tree.map(lambda e, p: (d * e + (1.0 - d) * p).astype(p.dtype), ema, diff)
         return diff, ema, opt_state, loss, gnorm, aux
 
-    def validate(step):
-        nonlocal best_val, best_step
-        v = val_fn(eqx.combine(ema, static))
+    return step_fn
+
+
+class _Run:
+    """The mutable state of one :func:`train` call: the run folder's files (none when ``run_dir``
+    is None: the best parameters are then kept in memory), the history and the best validation."""
+
+    def __init__(self, run_dir: Path | None, val_fn, static):
+        self.dir, self.val_fn, self.static = run_dir, val_fn, static
+        self.history: list[dict] = []
+        self.best_val, self.best_step, self.best_tree = None, None, None
+
+    def record(self, rec: dict, f=None) -> None:
+        self.history.append(rec)
+        if f is not None:
+            f.write(json.dumps(rec) + "\n")
+            f.flush()
+        elif self.dir is not None:
+            with open(self.dir / "metrics.jsonl", "a") as mf:
+                mf.write(json.dumps(rec) + "\n")
+
+    def validate(self, step: int, ema) -> float:
+        v = self.val_fn(eqx.combine(ema, self.static))
         rec = dict(v) if isinstance(v, dict) else {"val": v}
         rec = {"step": step, **_jsonable(rec)}
-        history.append(rec)
-        with open(metrics_path, "a") as f:
-            f.write(json.dumps(rec) + "\n")
-        if best_val is None or rec["val"] < best_val:
-            best_val, best_step = float(rec["val"]), step
-            _write_ckpt(run_dir / BEST_NAME, ema, {"step": step, "val": best_val, "kind": "best-ema"})
+        self.record(rec)
+        if self.best_val is None or rec["val"] < self.best_val:
+            self.best_val, self.best_step = float(rec["val"]), step
+            if self.dir is None:
+                self.best_tree = ema
+            else:
+                _write_ckpt(self.dir / BEST_NAME, ema, {"step": step, "val": self.best_val, "kind": "best-ema"})
         return rec["val"]
 
-    def checkpoint(step):
-        _write_ckpt(ckpt_path, (diff, ema, opt_state),
-                    {"step": step, "best_val": best_val, "best_step": best_step, "kind": "train"})
+    def best(self, ema):
+        if self.val_fn is None:
+            return ema
+        if self.dir is None:
+            return ema if self.best_tree is None else self.best_tree
+        return _read_ckpt(self.dir / BEST_NAME, ema)[0] if (self.dir / BEST_NAME).exists() else ema
 
-    bar = None
-    if progress and start < cfg.steps:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-        bar = Progress(TextColumn("[bold]train"), BarColumn(), MofNCompleteColumn(),
-                       TextColumn("loss {task.fields[loss]}"), TextColumn("val {task.fields[val]}"),
-                       TimeRemainingColumn(), console=Console(stderr=True), transient=False)
-        bar.start()
-        task = bar.add_task("train", total=cfg.steps, completed=start, loss="-", val="-")
+def _open_run(run_dir: Path | None, cfg: TrainConfig, state, resume: bool, run: _Run, meta, n_leaves: int):
+    """Create or resume the run folder; returns (state, first step)."""
+    start = 0
+    if run_dir is None:
+        return state, start
+    ckpt_path = run_dir / CHECKPOINT_NAME
+    if ckpt_path.exists() and not resume:
+        raise ModelError(f"{ckpt_path}: the run folder already holds a checkpoint; resume it or choose "
+                         "another output folder")
+    if resume and ckpt_path.exists():
+        state, start, run.best_val, run.best_step, run.history = _resume(run_dir, cfg, state)
+    else:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write(run_dir / "metrics.jsonl", "")
+    atomic_write(run_dir / "config.json", json.dumps(
+        {"train": cfg.to_dict(), "meta": meta or {}, "package_version": __version__,
+         "git_revision": git_revision(), "trained_leaves": n_leaves}, indent=2, default=str) + "\n")
+    return state, start
+
+
+def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cfg: TrainConfig, *,
+          val_fn: Callable[[Any], Any] | None = None, resume: bool = False, progress: bool | Callable = True,
+          meta: dict | None = None, filter_spec=eqx.is_inexact_array) -> TrainResult:
+    """Train ``params`` (a pytree, e.g. an equinox module) and write the run folder.
+
+    Args:
+        run_dir: run folder (created); must not hold a checkpoint unless ``resume``. None: no
+            files at all (no checkpoints, no resume; the best parameters are kept in memory).
+        params: initial parameters; leaves selected by ``filter_spec`` are trained.
+        loss_fn: ``loss_fn(params, batch) -> loss`` or ``(loss, aux)`` with ``aux`` a dict of
+            scalars (logged in metrics.jsonl); must be jittable.
+        batch_fn: ``batch_fn(step) -> batch`` (a pytree of arrays), a pure function of ``step``
+            for an exact resume; called once per step, in order.
+        cfg: :class:`TrainConfig`.
+        val_fn: ``val_fn(ema_params) -> float`` or a dict with key ``"val"`` (lower is better),
+            called every ``eval_every`` steps and at the end (and at step 0 with
+            ``cfg.eval_at_start``); the best EMA parameters are saved to RUN/best.ckpt. It may
+            score a large set chunk by chunk: it runs outside the compiled step.
+        resume: continue from RUN/checkpoint.ckpt (exactly: the same config is required, except
+            checkpoint_every / eval_every); without a checkpoint the run starts from scratch.
+        progress: True draws a rich progress bar on stderr; a callable is called as
+            ``progress(step, steps, loss)`` after every step; False: nothing.
+        meta: caller's description of the run (model, data, ...), stored in config.json.
+        filter_spec: which leaves are trained (default: floating-point arrays).
+
+    A non-finite loss stops the run with a ModelError naming the step and the last checkpoint.
+    """
+    run_dir = None if run_dir is None else Path(run_dir)
+    diff, static = eqx.partition(params, filter_spec)
+    if not jax.tree.leaves(diff):
+        raise ModelError("train: params have no differentiable (floating-point array) leaves")
+    opt, sched = make_optimizer(cfg)
+    run = _Run(run_dir, val_fn, static)
+    (diff, ema, opt_state), start = _open_run(run_dir, cfg, (diff, diff, opt.init(diff)), resume, run, meta,
+                                              int(sum(x.size for x in jax.tree.leaves(diff))))
+    step_fn = _make_step(loss_fn, static, opt, float(cfg.ema_decay))
+    ckpt_path = None if run_dir is None else run_dir / CHECKPOINT_NAME
+    if val_fn is not None and cfg.eval_at_start and start == 0:
+        run.validate(0, ema)
+    bar, task = _progress_bar(progress, start, cfg.steps)
     t_first, t0, compile_s = None, None, 0.0
     try:
-        with open(metrics_path, "a") as mf:
+        with (open(run_dir / "metrics.jsonl", "a") if run_dir is not None else _NoFile()) as mf:
             for step in range(start, cfg.steps):
                 ts = time.perf_counter()
-                batch = batch_fn(step)
-                diff, ema, opt_state, loss, gnorm, aux = step_fn(diff, ema, opt_state, batch,
+                diff, ema, opt_state, loss, gnorm, aux = step_fn(diff, ema, opt_state, batch_fn(step),
                                                                  jnp.asarray(step, jnp.int32))
                 lv = _scalar(loss)
                 if t0 is None:
-                    compile_s = time.perf_counter() - ts
-                    t0 = time.perf_counter()
-                    t_first = step + 1
+                    compile_s, t0, t_first = time.perf_counter() - ts, time.perf_counter(), step + 1
                 if not math.isfinite(lv):
-                    raise ModelError(f"{run_dir}: loss became {lv} at step {step + 1}; the last good "
-                                     f"checkpoint is {ckpt_path if ckpt_path.exists() else 'none'}")
-                rec = {"step": step + 1, "loss": lv, "grad_norm": _scalar(gnorm), "lr": _scalar(sched(step)),
-                       "wall_s": time.perf_counter() - ts, **_jsonable(aux)}
-                history.append(rec)
-                mf.write(json.dumps(rec) + "\n")
-                mf.flush()
+                    last = ckpt_path if ckpt_path is not None and ckpt_path.exists() else "none"
+                    raise ModelError(f"{run_dir or 'train'}: loss became {lv} at step {step + 1}; the last good "
+                                     f"checkpoint is {last}")
+                run.record({"step": step + 1, "loss": lv, "grad_norm": _scalar(gnorm), "lr": _scalar(sched(step)),
+                            "wall_s": time.perf_counter() - ts, **_jsonable(aux)}, mf if run_dir is not None else None)
                 done = step + 1
                 if val_fn is not None and (done % cfg.eval_every == 0 or done == cfg.steps):
-                    val = validate(done)
+                    val = run.validate(done, ema)
                     if bar is not None:
                         bar.update(task, val=f"{val:.4g}")
-                if done % cfg.checkpoint_every == 0 or done == cfg.steps:
-                    checkpoint(done)
+                if ckpt_path is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
+                    _write_ckpt(ckpt_path, (diff, ema, opt_state), {"step": done, "best_val": run.best_val,
+                                                                   "best_step": run.best_step, "kind": "train"})
                 if bar is not None:
                     bar.update(task, completed=done, loss=f"{lv:.4g}")
+                elif callable(progress):
+                    progress(done, cfg.steps, lv)
     finally:
         if bar is not None:
             bar.stop()
     wall = (time.perf_counter() - t0) if t0 is not None else 0.0
     n_timed = (cfg.steps - t_first) if t_first is not None else 0
-    best = eqx.combine(ema, static)
-    if val_fn is not None and (run_dir / BEST_NAME).exists():
-        best_tree, _ = _read_ckpt(run_dir / BEST_NAME, ema)
-        best = eqx.combine(best_tree, static)
-    return TrainResult(params=eqx.combine(diff, static), ema=eqx.combine(ema, static), best=best,
-                       best_step=best_step, best_val=best_val, steps=cfg.steps, wall_s=wall,
-                       s_per_1k_steps=(1000.0 * wall / n_timed) if n_timed > 0 else None,
-                       compile_s=compile_s, metrics=history, run_dir=run_dir)
+    return TrainResult(params=eqx.combine(diff, static), ema=eqx.combine(ema, static),
+                       best=eqx.combine(run.best(ema), static), best_step=run.best_step, best_val=run.best_val,
+                       steps=cfg.steps, wall_s=wall, s_per_1k_steps=(1000.0 * wall / n_timed) if n_timed > 0 else None,
+                       compile_s=compile_s, metrics=run.history, run_dir=run_dir)
+
+
+class _NoFile:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 import numpy as np
-from ..estimate.condition import METHODS, STRIDE, WINDOW
+from ..estimate.condition_windows import METHODS, STRIDE, WINDOW
 from .kit import CSS, LOADER, escape, figure_script, fmt, plotly_script, table, write_page
 
 
