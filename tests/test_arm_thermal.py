@@ -69,7 +69,7 @@ def test_registry_and_drive_error():
 
 
 def test_thermal_needs_voltage_drive(omx):
-    from actuatorlab.sim.arm import layout
+    from actuatorlab.sim.arm_step import layout
 
     r = with_model(omx, "m3+thermal")
     r = dataclasses.replace(r, joints=(dataclasses.replace(r.joints[0], drive="effort"),) + r.joints[1:])

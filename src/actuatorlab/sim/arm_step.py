@@ -11,12 +11,12 @@ source), a transmission and a friction model. The joint torque is computed here 
 pure functions as the one-joint model (:mod:`actuatorlab.models`: control laws, ``drive_effort``,
 ``friction_budget``, ``stick_slip_torque``, ``transmission_coupling``) and applied to MuJoCo as
 ``qfrc_applied``; MuJoCo does the multibody dynamics (gravity, Coriolis, coupling, constraints).
-Two paths share the equations and this module's types:
+The two backends share these equations (:func:`actuator_step`) and this module's types:
 
-* :func:`make_mjx_rollout` (this module): MJX, ``jax.lax.scan``; jit-, vmap- and grad-able with
-  respect to actuator parameters, per-step inputs and MJX model fields (link masses, ...);
-* :func:`actuatorlab.sim.arm_native.rollout_native`: native MuJoCo (``mj_step1``/``mj_step2``)
-  with a NumPy twin of the same functions: fastest, no gradients.
+* :func:`actuatorlab.sim.arm.make_mjx_rollout`: MJX, ``jax.lax.scan``; jit-, vmap- and grad-able
+  with respect to actuator parameters, per-step inputs and MJX model fields (link masses, ...);
+* :func:`actuatorlab.sim.arm_native.rollout_native`: native MuJoCo (``mj_step1``/``mj_step2``),
+  ``xp = numpy``: fastest, no gradients.
 
 Timing per control step k (period ``control_dt = substeps * physics_dt``)::
 
