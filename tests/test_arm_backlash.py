@@ -26,7 +26,7 @@ from actuatorlab.identify.arm_fit import fit_arm
 from actuatorlab.models.actuator import effective_inertia, transmission_coupling
 from actuatorlab.robots import CONFIG_DIR, load_robot
 from actuatorlab.sim.arm import ArmConfig, initial_state, make_inputs, make_mjx_rollout, position_loss
-from actuatorlab.sim.arm_native import NUMPY_KIT, native_model, rollout_native
+from actuatorlab.sim.arm_native import native_model, rollout_native
 from actuatorlab.sim.arm_windows import make_windows
 
 ROBOT = "open_manipulator_x"
@@ -107,9 +107,9 @@ def test_mixed_rigid_and_compliant_joints(omx):
     assert np.abs(o.q[:, 0] - rigid.q[:, 0]).max() > 0.01  # measured 0.026 rad
 
 
-def test_coupling_is_one_function_with_a_numpy_twin():
-    """The dead zone: exactly 0 inside |q_m - q| <= b/2, k e + c (dq_m - dq) beyond; the NumPy
-    twin computes the same numbers."""
+def test_coupling_is_one_function_for_numpy_and_jax():
+    """The dead zone: exactly 0 inside |q_m - q| <= b/2, k e + c (dq_m - dq) beyond; with
+    ``xp=numpy`` (the native backend) the same function computes the same numbers."""
     rng = np.random.default_rng(1)
     n = 400
     p = {"backlash": rng.uniform(0.0, 0.05, n), "stiffness": 10 ** rng.uniform(0, 9, n)}
@@ -117,7 +117,7 @@ def test_coupling_is_one_function_with_a_numpy_twin():
     dqm, dq, j = rng.normal(0, 2, n), rng.normal(0, 2, n), rng.uniform(1e-4, 0.05, n)
     h = 0.002
     ref = np.asarray(transmission_coupling({k: jnp.asarray(v) for k, v in p.items()}, qm, dqm, q, dq, j, h))
-    tw = NUMPY_KIT.transmission_coupling(p, qm, dqm, q, dq, j, h)
+    tw = transmission_coupling(p, qm, dqm, q, dq, j, h, xp=np)
     assert isinstance(tw, np.ndarray)
     np.testing.assert_allclose(tw, ref, rtol=1e-12, atol=1e-300)
     d = qm - q

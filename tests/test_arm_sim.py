@@ -20,10 +20,11 @@ import pytest
 from actuatorlab.models.actuator import drive_effort
 from actuatorlab.models.control import CONTROL_LAWS, LawConstants
 from actuatorlab.models.friction import friction_budget, stick_slip_torque
+from actuatorlab.models.motor import dc_motor_current
 from actuatorlab.models.params import PARAMS
 from actuatorlab.robots import CONFIG_DIR, load_robot
-from actuatorlab.sim.arm import JAX_KIT, ArmConfig, initial_state, make_inputs, make_mjx_rollout, mjx_model
-from actuatorlab.sim.arm_native import NUMPY_KIT, native_model, rollout_native
+from actuatorlab.sim.arm import ArmConfig, initial_state, make_inputs, make_mjx_rollout, mjx_model
+from actuatorlab.sim.arm_native import native_model, rollout_native
 from actuatorlab.sim.arm_windows import CURRICULUM, curriculum, make_windows, window_loss
 
 T = 100  # control steps (1 s on the OpenManipulator-X, 500 physics steps)
@@ -120,25 +121,28 @@ def test_gradients_match_central_differences(omx, scenario, compiled, b):
     assert all(np.all(np.isfinite(np.asarray(v))) for v in jax.tree.leaves((g_p, g_qt, g_m)))
 
 
-def test_numpy_twins_compute_the_same_equations():
+def test_numpy_namespace_computes_the_same_equations():
+    """The model functions both backends step with give the same numbers with ``xp=numpy`` as with
+    jax.numpy, and really NumPy arrays."""
     rng = np.random.default_rng(0)
     n = 64
     p = {k: rng.uniform(0.05, 1.0, n) for k in PARAMS}  # every mechanism on
     p["stribeck_alpha"] = rng.uniform(1, 3, n)
     tm, te, dq, inertia = rng.normal(0, 2, n), rng.normal(0, 2, n), rng.normal(0, 3, n), rng.uniform(0.01, 1, n)
     lc = LawConstants(*rng.uniform(0.1, 10, (7, n)))
-    np.testing.assert_allclose(NUMPY_KIT.friction_budget(p, tm, te, dq, 0.3),
+    np.testing.assert_allclose(friction_budget(p, tm, te, dq, 0.3, xp=np),
                                np.asarray(friction_budget(p, tm, te, dq, 0.3)), rtol=1e-12)
-    np.testing.assert_allclose(NUMPY_KIT.stick_slip_torque(inertia, dq, tm, np.abs(te), 0.002),
+    np.testing.assert_allclose(stick_slip_torque(inertia, dq, tm, np.abs(te), 0.002, xp=np),
                                np.asarray(stick_slip_torque(inertia, dq, tm, np.abs(te), 0.002)), rtol=1e-12)
     for d in ("voltage", "current", "effort"):
         a = (p, lc, tm, dq, np.ones(n))
-        np.testing.assert_allclose(NUMPY_KIT.drive_effort(d, *a), np.asarray(drive_effort(d, *a)), rtol=1e-12)
-    assert set(NUMPY_KIT.laws) == set(JAX_KIT.laws) == set(CONTROL_LAWS)
-    for name, law in JAX_KIT.laws.items():
+        np.testing.assert_allclose(drive_effort(d, *a, xp=np), np.asarray(drive_effort(d, *a)), rtol=1e-12)
+    np.testing.assert_allclose(dc_motor_current(p, tm, dq, 1.0, xp=np), np.asarray(dc_motor_current(p, tm, dq, 1.0)),
+                               rtol=1e-12)
+    for name, law in CONTROL_LAWS.items():
         a = (lc, p, tm, te, dq, inertia, dq, 12.0)
-        np.testing.assert_allclose(NUMPY_KIT.laws[name](*a), np.asarray(law(*a)), rtol=1e-12)
-        assert isinstance(NUMPY_KIT.laws[name](*a), np.ndarray)  # really NumPy, not jax
+        np.testing.assert_allclose(law.fn(*a, xp=np), np.asarray(law.fn(*a)), rtol=1e-12)
+        assert isinstance(law.fn(*a, xp=np), np.ndarray)  # really NumPy, not jax
 
 
 def _energy(m, qpos, qvel):

@@ -22,7 +22,7 @@ from actuatorlab.models.actuator import StepConfig, make_step
 from actuatorlab.models.motor import R_REFERENCE_TEMPERATURE
 from actuatorlab.models.registry import contains, get_model
 from actuatorlab.robots import load_robot
-from actuatorlab.sim import arm_native
+from actuatorlab.sim import arm_step
 from actuatorlab.sim.arm import ArmConfig, initial_state, make_inputs, make_mjx_rollout
 from actuatorlab.sim.arm_native import rollout_native
 from actuatorlab.sim.arm_windows import make_windows
@@ -69,7 +69,7 @@ def test_registry_and_drive_error():
 
 
 def test_thermal_needs_voltage_drive(omx):
-    from actuatorlab.sim.arm import layout
+    from actuatorlab.sim.arm_step import layout
 
     r = with_model(omx, "m3+thermal")
     r = dataclasses.replace(r, joints=(dataclasses.replace(r.joints[0], drive="effort"),) + r.joints[1:])
@@ -163,8 +163,8 @@ def test_nonthermal_model_is_bit_identical(omx, monkeypatch):
         if k != "temperature":
             assert np.array_equal(getattr(a, k), getattr(b, k)), k
     assert np.all(b.temperature == 200.0) and np.all(a.temperature == 25.0)
-    monkeypatch.setattr(arm_native, "hot_params", lambda kit, lay, p, temp: p)
-    monkeypatch.setattr(arm_native, "thermal_step", lambda kit, lay, p, temp, cur, h: temp)
+    monkeypatch.setattr(arm_step, "hot_params", lambda xp, lay, p, temp: p)
+    monkeypatch.setattr(arm_step, "thermal_step", lambda xp, lay, p, temp, cur, h: temp)
     _, c = rollout_native(omx, p, x, initial_state(omx, q=qt[0]))
     for k in a._fields:
         assert np.array_equal(getattr(a, k), getattr(c, k)), k

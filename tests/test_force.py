@@ -131,7 +131,7 @@ def test_linear_map_recovers_known_gain_and_offset(dyn):
     q, dq = _free_motion(dyn)
     # current of a motor with known gain/offset that produces the inverse-dynamics torque of the
     # estimator's own (filtered) signals: the least squares must return them
-    from actuatorlab.sim.force import _filtered
+    from actuatorlab.sim.force_data import _filtered
 
     gain, offset = np.array([2.4, 1.9, 2.1, 0.8]), np.array([0.02, -0.05, 0.1, 0.0])
     lg = _log(dyn, q, dq, np.zeros_like(q))
@@ -500,7 +500,7 @@ def test_labelled_calibration_recovers_the_gain_with_external_forces(dyn):
     external force gives back the motor's gain and offset; such a log is refused by the
     free-motion calibration, and a restricted joint (torque no label carries) by both."""
     from actuatorlab.errors import DataError
-    from actuatorlab.sim.force import _filtered
+    from actuatorlab.sim.force_data import _filtered
 
     q, dq = _free_motion(dyn)
     T = len(q)

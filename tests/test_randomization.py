@@ -12,8 +12,9 @@ import pytest
 
 from actuatorlab.app.cli import main
 from actuatorlab.sim.randomization import (SPEC_FORMAT, Randomizer, RandomizationError, load_spec, parse_spec,
-                                           propose_spec, sample_drift, drifted, sample_episode,
-                                           sample_episode_np, step_noise, step_noise_np)
+                                           sample_drift, drifted, sample_episode, sample_episode_np, step_noise,
+                                           step_noise_np)
+from actuatorlab.sim.randomization_proposal import propose_spec
 
 N = 20000  # episodes drawn for the statistics: standard error of a std ~ 0.5 %, of a correlation ~ 0.005
 

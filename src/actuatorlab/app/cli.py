@@ -36,7 +36,8 @@ from ..models.registry import BASE_MODELS, EXTENSIONS
 from .estimate_jobs import ConditionOptions, run_condition_files, run_estimate_force, run_heads_report
 from ..learned.arm import ArmTrainConfig, load_arm_model
 from ..learned.heads import HeadsConfig, train_heads
-from ..sim.randomization import load_spec, propose_spec, save_spec
+from ..sim.randomization import load_spec, save_spec
+from ..sim.randomization_proposal import propose_spec
 from ..evaluate.suite import create_suite, run_suite
 from .fleet import fit_fleet, units_from_folders
 from ..estimate.condition_windows import METHODS

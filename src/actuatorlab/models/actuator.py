@@ -118,7 +118,7 @@ class Outputs(NamedTuple):
     temperature: jnp.ndarray | None = None
 
 
-def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable, v_supply=None):
+def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable, v_supply=None, xp=jnp):
     """Effort of the drive at the output for controller output ``u``.
 
     voltage: DC motor (:func:`dc_motor_torque`); current: ``enable * drive_gain * u`` (an ideal
@@ -130,13 +130,14 @@ def drive_effort(drive: str, p, c: LawConstants, u, dq_motor, enable, v_supply=N
     :func:`~actuatorlab.models.motor.sagged_supply_voltage`, i.e. u - duty (v_supply - V) (exactly u
     when R_s = 0). Omitted (the whole-robot path), or parameters without
     ``source_resistance`` (older parameter sets), no sag.
+    ``xp``: the array namespace (``jax.numpy``; ``numpy`` for the native MuJoCo rollout).
     """
     if drive == "voltage":
         if v_supply is not None and "source_resistance" in p:
-            v0 = jnp.where(v_supply > 0.0, v_supply, 1.0)
+            v0 = xp.where(v_supply > 0.0, v_supply, 1.0)
             duty = u / v0
-            u = u - duty * (v0 - sagged_supply_voltage(p, v0, duty, dq_motor))  # duty * V
-        return dc_motor_torque(p, u, dq_motor, enable)
+            u = u - duty * (v0 - sagged_supply_voltage(p, v0, duty, dq_motor, xp))  # duty * V
+        return dc_motor_torque(p, u, dq_motor, enable, xp)
     if drive == "current":
         return enable * c.drive_gain * u
     return enable * u
@@ -149,7 +150,7 @@ def effective_inertia(J, I_load):
     return J * I_load / (J + I_load)
 
 
-def transmission_coupling(p, qm, dqm, q, dq, j_eff, h):
+def transmission_coupling(p, qm, dqm, q, dq, j_eff, h, xp=jnp):
     """Effort [N.m | N] that a compliant transmission with backlash passes from the motor side to
     the output (the motor side feels its opposite).
 
@@ -172,16 +173,16 @@ def transmission_coupling(p, qm, dqm, q, dq, j_eff, h):
 
     A spring stiffer than the step can resolve acts as the stiffest resolvable one; b = 0 gives a
     plain series spring (``+compliance``). Inside the band tau_c is exactly 0. Works on scalars or
-    arrays of any shape (elementwise) and, through :func:`~actuatorlab.sim.arm_native.numpy_twin`,
-    on NumPy arrays.
+    arrays of any shape (elementwise); ``xp`` is the array namespace (``jax.numpy``, or ``numpy``
+    for the native MuJoCo rollout).
     """
-    k_s = jnp.minimum(p["stiffness"], 0.25 * j_eff / h**2)
+    k_s = xp.minimum(p["stiffness"], 0.25 * j_eff / h**2)
     half = 0.5 * p["backlash"]
     delta = qm - q
-    e = delta - jnp.clip(delta, -half, half)
-    engaged = jnp.abs(e) > 0.0
-    c_d = 2.0 * _ZETA * jnp.sqrt(k_s * j_eff)
-    return k_s * e + jnp.where(engaged, c_d * (dqm - dq), 0.0)
+    e = delta - xp.clip(delta, -half, half)
+    engaged = xp.abs(e) > 0.0
+    c_d = 2.0 * _ZETA * xp.sqrt(k_s * j_eff)
+    return k_s * e + xp.where(engaged, c_d * (dqm - dq), 0.0)
 
 
 def make_step(cfg: StepConfig):

@@ -7,6 +7,8 @@ and two control periods earlier, ``dq`` its velocity reading, ``v_supply`` [V] t
 a motor voltage [V] (``drive == "voltage"``: an H-bridge feeding the DC motor, see
 :mod:`actuatorlab.models.motor`) or a drive command whose effort is ``drive_gain * u``
 (``drive == "current"``: a current-controlled drive) or an effort directly (``drive == "effort"``).
+Every law also takes ``xp``, the array namespace it computes with (``jax.numpy`` by default,
+``numpy`` in the native MuJoCo rollout), so both whole-robot backends run the same function.
 
 The registry :data:`CONTROL_LAWS` maps the names used in ``Setup.controller`` to a
 :class:`ControlLaw`; an unknown name raises an error that lists what exists.
@@ -55,7 +57,7 @@ class LawConstants(NamedTuple):
     dt: jnp.ndarray
 
 
-def dynamixel_pwm(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply):
+def dynamixel_pwm(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply, xp=jnp):
     """Dynamixel X-series position loop in PWM (voltage) mode, P term only.
 
     duty = clip(gain_scale * kp * error_gain * (q_target - q), -max_duty, max_duty)
@@ -63,26 +65,26 @@ def dynamixel_pwm(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply
     (Duclusaud et al., "Extended Friction Models for the Physics Simulation of Servo Actuators",
     ICRA 2025, measured error_gain with an oscilloscope.)
     """
-    duty = jnp.clip(p["gain_scale"] * c.kp * c.error_gain * (q_target - q), -c.max_duty, c.max_duty)
+    duty = xp.clip(p["gain_scale"] * c.kp * c.error_gain * (q_target - q), -c.max_duty, c.max_duty)
     return duty * v_supply
 
 
-def feetech_pwm(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply):
+def feetech_pwm(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply, xp=jnp):
     """Feetech STS position loop: same structure as :func:`dynamixel_pwm` with its own error gain.
 
     duty = clip(gain_scale * kp * error_gain * (q_target - q), -max_duty, max_duty); u = duty * v_supply.
     The conversion from the firmware's P gain to duty is not published: ``gain_scale`` is free in
     fits on Feetech logs.
     """
-    return dynamixel_pwm(c, p, q_target, q, q_prev, q_prev2, dq, v_supply)
+    return dynamixel_pwm(c, p, q_target, q, q_prev, q_prev2, dq, v_supply, xp)
 
 
-def pd_effort(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply):
+def pd_effort(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply, xp=jnp):
     """Generic PD with an effort limit (an ideal torque source): u = clip(kp (q_t - q) - kd dq, +-u_max) [N.m]."""
-    return jnp.clip(c.kp * (q_target - q) - c.kd * dq, -c.u_max, c.u_max)
+    return xp.clip(c.kp * (q_target - q) - c.kd * dq, -c.u_max, c.u_max)
 
 
-def emps_cascade(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply):
+def emps_cascade(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply, xp=jnp):
     """EMPS position/velocity cascade (Janot, Gautier, Brunot, EMPS benchmark, 2019).
 
     qf[k]  = (q[k] + q[k-1]) / 2                                     2-tap position filter
@@ -93,7 +95,7 @@ def emps_cascade(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply)
     model adds one sample of output delay, which the ``delay`` parameter can represent.
     """
     qd_hat = (q - q_prev2) / (2.0 * c.dt)
-    return jnp.clip(c.kp * c.kd * (q_target - q) - c.kd * qd_hat, -c.u_max, c.u_max)
+    return xp.clip(c.kp * c.kd * (q_target - q) - c.kd * qd_hat, -c.u_max, c.u_max)
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,9 @@ below the budget (sticks), and friction can only bring the velocity towards zero
 so it never adds energy. This formulation follows BAM (Duclusaud et al., "Extended Friction Models
 for the Physics Simulation of Servo Actuators", ICRA 2025), whose models M1..M6 are the special
 cases listed in :mod:`actuatorlab.models.registry`.
+
+Both functions take ``xp``, the array namespace (``jax.numpy`` by default; ``numpy`` in the native
+MuJoCo rollout, :mod:`actuatorlab.sim.arm_native`): the same code runs on either.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ __all__ = ["friction_budget", "stick_slip_torque"]
 _EPS = 1e-9
 
 
-def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0):
+def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0, xp=jnp):
     """Maximum friction effort [N.m] for the current state.
 
     s          = exp(-(|dq| / v_s)^alpha)                        Stribeck coefficient, 1 at rest
@@ -58,26 +61,26 @@ def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0):
     friction of lubricated contacts grows with normal force). It is even in (tau_m, tau_e, dq)
     like every budget term, so the stick/slip torque stays odd and dissipative.
     """
-    adq = jnp.abs(dq)
-    s = jnp.exp(-jnp.power(adq / p["stribeck_velocity"] + _EPS, p["stribeck_alpha"]))
-    tau_gb = jnp.abs(tau_ext - tau_motor)
-    tau_dir = jnp.abs(p["load_friction_external"] * tau_ext - p["load_friction_motor"] * tau_motor)
-    tau_sdir = jnp.abs(p.get("load_friction_external_stribeck", 0.0) * tau_ext
+    adq = xp.abs(dq)
+    s = xp.exp(-xp.power(adq / p["stribeck_velocity"] + _EPS, p["stribeck_alpha"]))
+    tau_gb = xp.abs(tau_ext - tau_motor)
+    tau_dir = xp.abs(p["load_friction_external"] * tau_ext - p["load_friction_motor"] * tau_motor)
+    tau_sdir = xp.abs(p.get("load_friction_external_stribeck", 0.0) * tau_ext
                        - p.get("load_friction_motor_stribeck", 0.0) * tau_motor)
     opposite = (tau_ext * tau_motor) < 0.0
-    quad = jnp.where(jnp.abs(tau_ext) < jnp.abs(tau_motor),
+    quad = xp.where(xp.abs(tau_ext) < xp.abs(tau_motor),
                      p["load_friction_external_quad"] * tau_ext**2,
                      p["load_friction_motor_quad"] * tau_motor**2)
     coulomb = (p["friction_base"] + s * p["friction_stribeck"]
                + p["load_friction"] * tau_gb + s * p["load_friction_stribeck"] * tau_gb
-               + tau_dir + s * tau_sdir + s * jnp.where(opposite, quad, 0.0))
+               + tau_dir + s * tau_sdir + s * xp.where(opposite, quad, 0.0))
     tau_g = (1.0 - rotor_share) * tau_motor - rotor_share * tau_ext
-    mesh = jnp.abs(tau_g) * (jnp.where(tau_g * dq >= 0.0, p["mesh_friction_drive"], p["mesh_friction_back"])
+    mesh = xp.abs(tau_g) * (xp.where(tau_g * dq >= 0.0, p["mesh_friction_drive"], p["mesh_friction_back"])
                              + s * p.get("mesh_friction_static", 0.0))
     return coulomb + mesh + p["friction_viscous"] * adq
 
 
-def stick_slip_torque(inertia, dq, tau_net, budget, dt):
+def stick_slip_torque(inertia, dq, tau_net, budget, dt, xp=jnp):
     """Friction torque that at most stops the joint within one step (stick/slip).
 
     tau_stop = inertia * dq / dt + tau_net          effort that brings dq to 0 in one step
@@ -86,4 +89,4 @@ def stick_slip_torque(inertia, dq, tau_net, budget, dt):
     same sign: friction dissipates and a resting joint holds |tau_net| <= budget.
     """
     tau_stop = inertia * dq / dt + tau_net
-    return -jnp.sign(tau_stop) * jnp.minimum(jnp.abs(tau_stop), budget)
+    return -xp.sign(tau_stop) * xp.minimum(xp.abs(tau_stop), budget)

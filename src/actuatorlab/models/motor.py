@@ -14,6 +14,9 @@ What limits a PWM servo's torque at stall and at speed (all output-side SI, see 
 Together (:func:`torque_envelope`)::
 
     tau_max(dq) = kt min(I_max, (d_max V - kt dq) / R),   tau_min(dq) = kt max(-I_max, (-d_max V - kt dq) / R)
+
+The functions the whole-robot rollouts step with take ``xp``, the array namespace (``jax.numpy`` by
+default; ``numpy`` in the native MuJoCo rollout).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ __all__ = ["dc_motor_torque", "dc_motor_current", "sagged_supply_voltage", "torq
 R_REFERENCE_TEMPERATURE = 25.0
 
 
-def dc_motor_torque(p, volts, dq, enabled):
+def dc_motor_torque(p, volts, dq, enabled, xp=jnp):
     """Torque of a voltage-driven DC motor (armature inductance neglected: L/R << dt).
 
     i   = clip((u - kt * dq_m) / R, -current_limit, current_limit)       [A]
@@ -37,17 +40,17 @@ def dc_motor_torque(p, volts, dq, enabled):
     tau_max(dq) = kt (V - kt dq) / R, the stall torque kt V / R and no-load speed V / kt.
     Torque disabled (``enabled == 0``) opens the bridge: no torque, no back-EMF braking.
     """
-    i = jnp.clip((volts - p["kt"] * dq) / p["R"], -p["current_limit"], p["current_limit"])
+    i = xp.clip((volts - p["kt"] * dq) / p["R"], -p["current_limit"], p["current_limit"])
     return enabled * p["kt"] * i
 
 
-def dc_motor_current(p, volts, dq, enabled):
+def dc_motor_current(p, volts, dq, enabled, xp=jnp):
     """Armature current [A] of :func:`dc_motor_torque`: enabled * clip((u - kt dq_m) / R, +-I_max)
     (0 with the bridge open)."""
-    return enabled * jnp.clip((volts - p["kt"] * dq) / p["R"], -p["current_limit"], p["current_limit"])
+    return enabled * xp.clip((volts - p["kt"] * dq) / p["R"], -p["current_limit"], p["current_limit"])
 
 
-def sagged_supply_voltage(p, v0, duty, dq):
+def sagged_supply_voltage(p, v0, duty, dq, xp=jnp):
     """Supply voltage [V] at the H-bridge when the supply (no-load voltage ``v0`` [V]) has a source
     resistance R_s = ``source_resistance`` [ohm] (battery / bench supply / cable), solved exactly
     (no lag, no iteration) together with the motor equation of :func:`dc_motor_torque`.
@@ -72,9 +75,9 @@ def sagged_supply_voltage(p, v0, duty, dq):
     """
     rs, R, kt = p["source_resistance"], p["R"], p["kt"]
     v_lin = (v0 + rs * duty * kt * dq / R) / (1.0 + rs * duty * duty / R)
-    v1 = jnp.minimum(v0, v_lin)
-    i = jnp.clip((duty * v1 - kt * dq) / R, -p["current_limit"], p["current_limit"])
-    return jnp.maximum(v0 - rs * jnp.maximum(duty * i, 0.0), 0.0)
+    v1 = xp.minimum(v0, v_lin)
+    i = xp.clip((duty * v1 - kt * dq) / R, -p["current_limit"], p["current_limit"])
+    return xp.maximum(v0 - rs * xp.maximum(duty * i, 0.0), 0.0)
 
 
 def torque_envelope(p, v_supply, dq, max_duty=1.0):

@@ -30,7 +30,8 @@ from ..models.registry import get_model
 from ..precision import physics
 from ..robots.loader import ParamGroup, Robot, load_robot
 from .arm import ArmConfig, ArmInputs
-from .arm_native import native_model, rollout_native
+from .arm_native import native_model
+from .backends import rollout
 from .arm_windows import Windows, make_windows
 
 __all__ = ["LogArrays", "log_arrays", "per_joint_robot", "robot_with_model", "model_params", "evaluate_arm",
@@ -223,7 +224,7 @@ def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[T
         if got is None:
             continue
         w, sc = got
-        _, out = rollout_native(r, p, w.inputs, w.state0, cfg, model=model)
+        _, out = rollout(r, p, w.inputs, w.state0, backend="native", cfg=cfg, model=model)
         wgt = w.mask[..., None] * sc[:, None, :]  # (W, L, n)
         err = np.abs(out.q - w.q_meas) * wgt
         num, den = err.sum(axis=(0, 1)), wgt.sum(axis=(0, 1))

@@ -39,7 +39,7 @@ NumPy twins (:func:`sample_episode_np`, :func:`step_noise_np`, ...) serve the na
 ``params`` is a dict ``{name: array}``; a leaf of shape ``(n_actuators,)`` gets one draw per
 actuator, a scalar one draw. :class:`Randomizer` is the object the environments take
 (``randomization=``). :func:`propose_spec` writes a spec from fitted model files
-(``actuatorlab randomize``).
+(``actuatorlab randomize``, :mod:`actuatorlab.sim.randomization_proposal`).
 """
 
 from __future__ import annotations
@@ -53,15 +53,12 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from ..errors import ActuatorlabError
-from ..models.actuator_model import LEARNED_KINDS
 from ..models.params import PARAMS
 from ..files import atomic_write, read_json
-from .. import __version__
 
 __all__ = ["SPEC_FORMAT", "SPEC_VERSION", "KINDS", "RandomizationError", "Entry", "RandomizationSpec",
            "load_spec", "parse_spec", "save_spec", "sample_episode", "sample_drift", "drifted", "step_noise",
-           "sample_episode_np", "sample_drift_np", "drifted_np", "step_noise_np", "Randomizer", "posture_layout",
-           "propose_spec"]
+           "sample_episode_np", "sample_drift_np", "drifted_np", "step_noise_np", "Randomizer", "posture_layout"]
 
 SPEC_FORMAT = "actuatorlab-randomization"
 SPEC_VERSION = "1"
@@ -562,153 +559,3 @@ def posture_layout(n_joints: int, dq_scale: float = 0.1) -> dict:
     n = int(n_joints)
     return {"position": [(slice(0, n), 1.0), (slice(2 * n, 3 * n), -1.0)],
             "velocity": [(slice(n, 2 * n), float(dq_scale))]}
-
-
-# ------------------------------------------------------------------------------------------------
-# proposal from fitted model files
-# ------------------------------------------------------------------------------------------------
-
-
-def _space(name: str) -> str:
-    return "log" if PARAMS[name].scale == "log" else "linear"
-
-
-def _natural(name: str, x):
-    x = np.asarray(x, float)
-    return np.log(x) if _space(name) == "log" else x
-
-
-def identified_covariance(d: Mapping) -> tuple[list[str], np.ndarray, str, str]:
-    """(names, covariance in natural space, source, note) of one model.json's identification.
-
-    Preference: the jackknife refits (``uncertainty.estimates``: delete-a-group covariance
-    ``(G-1)/G sum_g (z_g - z_bar)(z_g - z_bar)^T`` of the natural-space refits, keeps the
-    autocorrelation of the residuals and the correlations between parameters); else the Jacobian
-    standard errors and correlation matrix (``identifiability``, optimistic: assumes independent
-    residuals), mapped to log space by the delta method (se / value); else none."""
-    params = d["parameters"]
-    free = [n for n, e in params.items() if e.get("free")]
-    unc = d.get("uncertainty") or {}
-    est = unc.get("estimates") or {}
-    names = [n for n in free if n in est and len(est[n]) >= 2]
-    degenerate = ""
-    if names:
-        Z = np.stack([_natural(n, est[n]) for n in names], axis=1)  # (G, k)
-        G = Z.shape[0]
-        dev = Z - Z.mean(axis=0)
-        cov = (G - 1) / G * dev.T @ dev
-        z_fit = np.array([_natural(n, params[n]["value"]) for n in names])
-        stuck = int(np.sum(np.all(np.abs(Z - z_fit) <= 1e-9 * np.maximum(1.0, np.abs(z_fit)), axis=1)))
-        note = (f"{unc.get('method') or 'jackknife'}: covariance of the refits in natural (log for positive "
-                "parameters) space; keeps the autocorrelation of the residuals")
-        if 2 * stuck <= G:
-            return names, cov, "jackknife", note
-        degenerate = (f"{stuck} of {G} jackknife refits did not move from the all-data optimum (rank "
-                      f"{np.linalg.matrix_rank(cov)} spread for {len(names)} parameters; refit with a larger "
-                      "budget for a usable jackknife)")
-        if not (d.get("identifiability") or {}).get("stderr"):
-            return names, cov, "jackknife", note + "; warning: " + degenerate
-    ident = d.get("identifiability") or {}
-    se = ident.get("stderr") or {}
-    inames = list(ident.get("names") or [])
-    names = [n for n in free if se.get(n) is not None and n in inames]
-    if names:
-        corr_full = ident.get("correlation")
-        idx = [inames.index(n) for n in names]
-        if corr_full is not None and all(corr_full[i][j] is not None for i in idx for j in idx):
-            corr = np.array([[corr_full[i][j] for j in idx] for i in idx], float)
-            how = "with its correlation matrix"
-        else:
-            corr = np.eye(len(names))
-            how = "marginal only (correlations unknown: independent)"
-        s = np.array([se[n] / abs(params[n]["value"]) if _space(n) == "log" else se[n] for n in names])
-        return names, corr * np.outer(s, s), "jacobian", (
-            (f"{degenerate}: used instead " if degenerate else "") +
-            f"Jacobian standard errors {how}, log parameters by the delta method (se / value); they "
-            "assume independent residuals and are optimistic (run `fit --jackknife log` for a "
-            "spread that survives autocorrelation)")
-    return [], np.zeros((0, 0)), "none", "the model file records no parameter uncertainty"
-
-
-def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dict:
-    """A spec document proposed from one or several fitted one-joint model files (loaded dicts).
-
-    * ``identified``: the fit's parameter distribution (:func:`identified_covariance`); with several
-      files the average of their covariances over the parameters they share;
-    * ``unit`` (several files = several units of the same actuator): the spread of each shared free
-      parameter across units (sample std, ddof 1, of the natural-space values: ``lognormal`` for
-      positive parameters, ``add_normal`` otherwise); ``q_offset`` becomes a
-      ``calibration_offset``. The spread across units includes each fit's estimation error, so
-      it is an upper bound on the true unit-to-unit variation;
-    * ``drift``: when the training envelope recorded winding temperature and the model has a
-      temperature coefficient of R: R drifts relative, ``first_order``, c ~ N(0, tempco x half
-      the temperature span seen), tau = thermal_resistance x thermal_capacitance.
-
-    Returns a document ready for :func:`save_spec`, with ``source`` describing where it came from.
-    """
-    if not models:
-        raise RandomizationError("randomize: no model files given")
-    sources = list(sources or [f"model {i}" for i in range(len(models))])
-    for d, s in zip(models, sources):
-        if d.get("kind") in LEARNED_KINDS:
-            raise RandomizationError(f"{s}: a learned model has no parameter distribution to randomize")
-    entries: list[dict] = []
-    per = [identified_covariance(d) for d in models]
-    shared = [n for n in per[0][0] if all(n in p[0] for p in per)]
-    if shared:
-        covs = [p[1][np.ix_([p[0].index(n) for n in shared], [p[0].index(n) for n in shared])] for p in per]
-        cov = np.mean(covs, axis=0)
-        kinds = sorted({p[2] for p in per})
-        note = per[0][3] if len(models) == 1 else (
-            f"average over {len(models)} units of: " + "; ".join(sorted({p[3] for p in per})))
-        p0 = models[0]["parameters"]
-        bounds = ([[float(p0[n]["lower"]), float(p0[n]["upper"])] for n in shared]
-                  if all(p0[n].get("lower") is not None and p0[n].get("upper") is not None for n in shared) else None)
-        entries.append({"name": "identified", "kind": "identified", "parameters": shared,
-                        "space": [_space(n) for n in shared], "covariance": cov.tolist(),
-                        **({"bounds": bounds} if bounds else {}),
-                        "per_actuator": False, "uncertainty_source": "+".join(kinds), "note": note})
-    units = None
-    if len(models) >= 2:
-        free = [n for n, e in models[0]["parameters"].items() if e.get("free")
-                and all(m["parameters"].get(n, {}).get("free") for m in models[1:])]
-        units = {}
-        for n in free:
-            vals = np.array([float(m["parameters"][n]["value"]) for m in models])
-            z = _natural(n, vals)
-            std = float(np.std(z, ddof=1))
-            units[n] = {"values": vals.tolist(), "std": std}
-            common = {"name": f"{n}_unit" if n != "q_offset" else "calibration", "parameter": n,
-                      "note": f"spread of the fitted {n} across {len(models)} units (sample std, "
-                              f"{'log space' if _space(n) == 'log' else PARAMS[n].unit}); includes each "
-                              "fit's estimation error"}
-            if n == "q_offset":
-                entries.append({**common, "kind": "calibration_offset", "distribution": "add_normal", "std": std})
-            elif _space(n) == "log":
-                entries.append({**common, "kind": "unit", "distribution": "lognormal", "std": std})
-            else:
-                lo, hi = models[0]["parameters"][n].get("lower"), models[0]["parameters"][n].get("upper")
-                e = {**common, "kind": "unit", "distribution": "add_normal", "std": std}
-                if lo is not None and hi is not None:
-                    e["clip"] = [lo, hi]
-                entries.append(e)
-    env = models[0].get("envelope") or {}
-    temp = (env.get("dimensions") or {}).get("temperature")
-    p0 = models[0]["parameters"]
-    if temp and "R" in p0:
-        tempco = float(p0.get("resistance_tempco", {}).get("value", PARAMS["resistance_tempco"].neutral))
-        tau = (float(p0.get("thermal_resistance", {}).get("value", PARAMS["thermal_resistance"].neutral))
-               * float(p0.get("thermal_capacitance", {}).get("value", PARAMS["thermal_capacitance"].neutral)))
-        span = float(temp["max"]) - float(temp["min"])
-        entries.append({"name": "R_heating", "kind": "drift", "parameter": "R", "shape": "first_order",
-                        "mode": "relative", "mean": 0.0, "std": tempco * span / 2, "time_constant": tau,
-                        "note": f"winding temperature seen in training spans {span:.1f} degC; R changes by "
-                                f"resistance_tempco {tempco:g}/K, with the thermal time constant R_th C_th"})
-    return {"format": SPEC_FORMAT, "format_version": SPEC_VERSION,
-            "description": "proposed by `actuatorlab randomize` from the identification; edit freely",
-            "source": {"models": sources, "model": [m.get("model") for m in models],
-                       "actuator": [m.get("actuator") for m in models],
-                       "values": {n: float(models[0]["parameters"][n]["value"]) for n in shared},
-                       "uncertainty": [{"file": s, "source": p[2], "note": p[3]} for s, p in zip(sources, per)],
-                       "units": units, "package_version": __version__},
-            "entries": entries}
