@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from ..errors import ActuatorlabError, UnknownNameError
+from ..identify.select import FamilyOptions
 from .jobs import run_fit
 from ..identify.select import BUDGETS
 from ..models.registry import get_model
@@ -68,7 +69,9 @@ def fleet_tasks(units: Mapping[str, Sequence[str | Path]], out: str | Path,
 def _fit_task(task: FleetTask, options: Mapping[str, Any]) -> dict:
     """Run one task (in this process or a Ray worker) and return its summary."""
 
-    d = run_fit(list(task.paths), task.out, model=task.model, **options)
+    o = dict(options)
+    d = run_fit(list(task.paths), task.out, model=task.model, mapping=o.pop("mapping", None),
+                options=FamilyOptions(**o))
     return {"unit": task.unit, "requested_model": task.model, "model": d["model"], "out": task.out,
             "model_file": str(Path(task.out) / "model.json"),
             "train_mae": d["fit"]["train_mae"], "position_mae": d["metrics"]["train"]["position_mae"],

@@ -24,7 +24,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import mujoco
-from mujoco import mjx
 import numpy as np
 
 from ..errors import ModelError
@@ -33,6 +32,14 @@ from ..sim.arm import ArmInputs, make_mjx_rollout
 from ..sim.arm_learned import LearnedInputs, frame
 from ..sim.arm_native import native_model, rollout_native
 from .actuators import builtin_model
+
+
+def _mjx():
+    """mujoco.mjx, imported on first use: importing it costs seconds and prints warnings about
+    optional backends on stdout (which would precede a command's --json output)."""
+    from mujoco import mjx
+
+    return mjx
 
 __all__ = ["Physics", "MjxBackend", "NativeBackend", "make_backend"]
 
@@ -81,13 +88,13 @@ class MjxBackend:
         with jax.enable_x64(precision == "float64"):
             r, act = env.model_robot, env.actuator
             self.dtype = jnp.float64 if precision == "float64" else jnp.float32
-            self.mx = mjx.put_model(builtin_model(r, for_mjx=True) if act.kind == "builtin" else r.model(for_mjx=True))
+            self.mx = _mjx().put_model(builtin_model(r, for_mjx=True) if act.kind == "builtin" else r.model(for_mjx=True))
             self.params0 = {k: jnp.asarray(v, self.dtype) for k, v in act.params.items()}
             if act.kind != "builtin":
                 # the raw maker: the environment's precision is the caller's (never switched here)
                 self._rollout = make_mjx_rollout.__wrapped__(r, env.cfg, self.mx)
             else:
-                self._template = mjx.make_data(self.mx)
+                self._template = _mjx().make_data(self.mx)
 
     def precision_context(self):
         """Context to trace ``reset``/``step`` in (float64: x64 on; float32: a no-op)."""
@@ -174,7 +181,7 @@ class MjxBackend:
         def tick(d, cmd):
             q, dq = d.qpos[e.qadr], d.qvel[e.dadr]
             d = d.replace(ctrl=jnp.zeros_like(d.ctrl).at[idx].set(cmd))
-            d = jax.lax.fori_loop(0, e.cfg.substeps, lambda _, dd: mjx.step(mx, dd), d)
+            d = jax.lax.fori_loop(0, e.cfg.substeps, lambda _, dd: _mjx().step(mx, dd), d)
             eff = d.qfrc_actuator[e.dadr] / e.effort_lim
             return d, (q, dq, eff, d.qpos, d.qvel)
 
