@@ -226,8 +226,8 @@ def test_restat_at_a_stage_change(toy, tmp_path):
                        **kw)
     plan = plan_run(STEPS, cfg, POINTS)
     after = plan.updates - round(0.5 * plan.chunks) * plan.chunk        # updates at alpha = 1
-    assert float(load_policy(tmp_path / "plain").stats.count) == plan.updates * n_obs
-    assert float(load_policy(tmp_path / "cut").stats.count) == n_obs + after * n_obs
+    assert float(load_policy(tmp_path / "plain").stats.n_seen) == plan.updates * n_obs
+    assert float(load_policy(tmp_path / "cut").stats.n_seen) == n_obs + after * n_obs
     a, b = read_curve(tmp_path / "plain"), read_curve(tmp_path / "cut")
     k = round(0.5 * plan.chunks)                  # identical up to the switch, different after it
     assert a["return"][:k] == b["return"][:k] and a["return"][k + 1:] != b["return"][k + 1:]
