@@ -234,8 +234,8 @@ def test_restat_at_a_stage_change(toy, tmp_path):
     assert plain["stages"] == cut["stages"] == 2
     st = jax.tree.map(jnp.asarray, load_policy(tmp_path / "plain").stats)
     r = restat_stats(st, 100)
-    assert float(r.count) == 100 and np.array_equal(r.mean, st.mean) and np.array_equal(r.var, st.var)
-    assert float(restat_stats(r, 10 ** 9).count) == 100                  # never raises the count
+    assert float(r.n_seen) == 100 and np.array_equal(r.mean, st.mean) and np.array_equal(r.var, st.var)
+    assert float(restat_stats(r, 10 ** 9).n_seen) == 100                  # never raises the count
     # resume across the cut gives the same run
     train_policy("toy", "point_mass", "direct", out=tmp_path / "res", schedule_options=opts, stop_after=12,
                  stage_hook=hook, **kw)
