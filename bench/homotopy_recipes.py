@@ -26,8 +26,8 @@ from actuatorlab.sim.homotopy import make_homotopy
 def restat_stats(stats: RunningStats, keep: int) -> RunningStats:
     """The observation statistics with their weight cut to at most ``keep`` observations: the same
     mean and variance, but the next updates' observations count ``n / (keep + n)`` instead of
-    ``n / (count + n)``."""
-    return stats._replace(count=jnp.minimum(stats.count, jnp.asarray(float(keep), stats.count.dtype)))
+    ``n / (n_seen + n)``."""
+    return stats._replace(n_seen=jnp.minimum(stats.n_seen, jnp.asarray(float(keep), stats.n_seen.dtype)))
 
 
 def restat_hook(keep: int) -> Callable[[TrainState, float], TrainState]:

@@ -226,16 +226,16 @@ def test_restat_at_a_stage_change(toy, tmp_path):
                        **kw)
     plan = plan_run(STEPS, cfg, POINTS)
     after = plan.updates - round(0.5 * plan.chunks) * plan.chunk        # updates at alpha = 1
-    assert float(load_policy(tmp_path / "plain").stats.count) == plan.updates * n_obs
-    assert float(load_policy(tmp_path / "cut").stats.count) == n_obs + after * n_obs
+    assert float(load_policy(tmp_path / "plain").stats.n_seen) == plan.updates * n_obs
+    assert float(load_policy(tmp_path / "cut").stats.n_seen) == n_obs + after * n_obs
     a, b = read_curve(tmp_path / "plain"), read_curve(tmp_path / "cut")
     k = round(0.5 * plan.chunks)                  # identical up to the switch, different after it
     assert a["return"][:k] == b["return"][:k] and a["return"][k + 1:] != b["return"][k + 1:]
     assert plain["stages"] == cut["stages"] == 2
     st = jax.tree.map(jnp.asarray, load_policy(tmp_path / "plain").stats)
     r = restat_stats(st, 100)
-    assert float(r.count) == 100 and np.array_equal(r.mean, st.mean) and np.array_equal(r.var, st.var)
-    assert float(restat_stats(r, 10 ** 9).count) == 100                  # never raises the count
+    assert float(r.n_seen) == 100 and np.array_equal(r.mean, st.mean) and np.array_equal(r.var, st.var)
+    assert float(restat_stats(r, 10 ** 9).n_seen) == 100                  # never raises the count
     # resume across the cut gives the same run
     train_policy("toy", "point_mass", "direct", out=tmp_path / "res", schedule_options=opts, stop_after=12,
                  stage_hook=hook, **kw)

@@ -13,6 +13,7 @@ per joint name. The environments then step the same functions as the whole-robot
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -126,9 +127,13 @@ def load_actuator(robot: str | Robot | None, model: Any = None, builtin_joints: 
                         source=model or "nominal")
     if isinstance(model, LearnedArm):
         return Actuator("learned", r, dict(model.base), learned=model, source="LearnedArm")
+    d: Mapping[str, Any]
     if isinstance(model, dict):
         d, src = model, "dict"
     else:
+        if am is None:
+            raise ModelError(f"model: expected a model file path, an arm-model dict, an Actuator or a LearnedArm, "
+                             f"got {type(model).__name__}")
         p = Path(model)
         d, src = am.document, str(p)
         if d.get("robot") != r.name:
@@ -142,7 +147,7 @@ def load_actuator(robot: str | Robot | None, model: Any = None, builtin_joints: 
     return Actuator("analytic", rr, params, envelope=d.get("envelope"), source=src)
 
 
-def _mixed(robot: str | Robot, model: Any, builtin: tuple[str, ...]) -> Actuator:
+def _mixed(robot: str | Robot | None, model: Any, builtin: tuple[str, ...]) -> Actuator:
     base = load_actuator(robot, model)
     r = base.robot
     for j in builtin:

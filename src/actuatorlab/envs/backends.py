@@ -18,7 +18,8 @@ actuators, or a mixed robot) from the commands ``sent`` (..., D, n).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, NamedTuple
+import inspect
+from typing import Any, Callable, NamedTuple
 
 import equinox as eqx
 import jax
@@ -92,7 +93,7 @@ class MjxBackend:
             self.params0 = {k: jnp.asarray(v, self.dtype) for k, v in act.params.items()}
             if act.kind != "builtin":
                 # the raw maker: the environment's precision is the caller's (never switched here)
-                self._rollout = make_mjx_rollout.__wrapped__(r, env.cfg, self.mx)
+                self._rollout = inspect.unwrap(make_mjx_rollout)(r, env.cfg, self.mx)
             else:
                 self._template = _mjx().make_data(self.mx)
 
@@ -201,13 +202,13 @@ class NativeBackend:
     def __init__(self, env, model_updates: dict | None = None):
         self.env, self.model_updates = env, model_updates
         act, rnd = env.actuator, env.randomization
-        self.datas = None
+        self.datas: list[mujoco.MjData] | None = None
         if act.kind == "builtin":
             if model_updates:
                 raise ModelError("model_updates apply to the actuatorlab actuator's native model, not to 'builtin'")
         else:
             self.model = native_model(env.model_robot, act.params, model_updates)
-        self._drift = None
+        self._drift: Callable[..., dict[str, Any]] | None = None
         if rnd is not None and getattr(rnd, "has_drift", False):
             # one compiled call for the batch: (keys (B, 2), params {name: (B, ...)}, t (B,)) -> params
             self._drift = jax.jit(jax.vmap(rnd.drift))
@@ -264,6 +265,8 @@ class NativeBackend:
             return np.stack([np.asarray(self.env.randomization.step_noise(k, o)) for k, o in zip(keys, obs)])
 
     def drift(self, state) -> dict:
+        if self._drift is None:
+            raise ModelError("drift: the environment's randomization has no drift")
         with physics_precision():
             t = state.ctl.step.astype(float) * self.env.policy_dt
             return {k: np.asarray(v, float) for k, v in self._drift(state.ctl.rand_key, state.params, t).items()}
@@ -295,8 +298,10 @@ class NativeBackend:
             if not shared:
                 raise ModelError("per-episode randomization of a learned model's base runs in MjxEnv only")
             lm = eqx.tree_at(lambda m: m.base, e.actuator.learned, {k: np.asarray(v) for k, v in params.items()})
-            final, out = rollout_native(e.model_robot, lm, LearnedInputs(sent, en, vs, None, net_hist), arm, e.cfg,
-                                        model=model)
+            # rollout_native takes LearnedInputs with a learned model (its annotation names ArmInputs only)
+            final, out = rollout_native(e.model_robot, lm,
+                                        LearnedInputs(sent, en, vs, None, net_hist),  # type: ignore[arg-type]
+                                        arm, e.cfg, model=model)
             frames = np.asarray(frame(lm, sent, out.q, out.dq, vs, en, np.zeros((B, D, 0))))
             if net_hist.shape[1]:
                 net_hist = np.concatenate([net_hist, frames], axis=1)[:, D:]

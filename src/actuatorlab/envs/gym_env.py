@@ -64,12 +64,13 @@ class NativeBatch:
     def __getattr__(self, name: str):
         if name in ("core", "state"):
             raise AttributeError(name)
-        if name in _CTL:
-            return getattr(self.state.ctl, _CTL[name])
-        if name in ("arm", "params"):
-            return getattr(self.state, name)
-        if name == "task_data":
-            return self.state.task
+        if name in _CTL or name in ("arm", "params", "task_data"):
+            state = self.state
+            if state is None:
+                raise AttributeError(f"{name}: the environment has no state before reset()")
+            if name in _CTL:
+                return getattr(state.ctl, _CTL[name])
+            return state.task if name == "task_data" else getattr(state, name)
         if name == "_drift":  # the backend's compiled drift (None without drift)
             return self.core.backend._drift
         if name == "_model":  # the backend's native MjModel (model_updates written in)

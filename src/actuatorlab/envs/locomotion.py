@@ -370,7 +370,7 @@ class LocomotionEnv:
             "pose": jnp.exp(-jnp.sum(jnp.asarray(self.pose_w) * sig["position"] ** 2)),
         }
         contrib = {k: jnp.where(finite, w[k] * terms[k] * self.dt, 0.0).astype(jnp.float32) for k in w}
-        total = sum(contrib.values())
+        total = sum(contrib.values(), jnp.zeros((), jnp.float32))  # an array even with no weights
         reward = jnp.maximum(total, 0.0) if cfg.clip_reward else total
         air = air * (1.0 - filt)
         k_obs = jax.random.fold_in(core.ctl.rng, 1)

@@ -116,6 +116,6 @@ def timestep_sensitivity(model_dict: dict, trajs: list[Trajectory], *, refit: bo
             row["max_abs_relative_change"] = max(abs(v) for v in row["parameter_change"].values())
         rows[label] = row
     base = rows["dt"]["position_mae"] or float("nan")
-    for r in rows.values():
-        r["ratio_to_dt"] = (r["position_mae"] / base) if base and r["position_mae"] is not None else None
+    for row in rows.values():
+        row["ratio_to_dt"] = (row["position_mae"] / base) if base and row["position_mae"] is not None else None
     return rows

@@ -127,6 +127,8 @@ def _measure(model: dict, kind: str, trajs, *, dt: float | None, robot: str | No
 
     if robot is None:
         robot = model.get("robot")
+        if robot is None:
+            raise SuiteError("whole-robot model: it names no robot; give one (--robot)")
     r = _robot_with(load_robot(robot), dt, gains)
     h = int(horizon or 300)
     out = {}

@@ -363,7 +363,7 @@ def design_robot(robot: Robot, segments: list[RobotSegment], params: dict, budge
     if not ok:
         raise ModelError("excitation: every candidate exceeds an effort limit or leaves a joint range")
     labels, F = robot_information(robot, [s for s, _ in ok], params, names, joints, rel_step=rel_step)
-    rows = []
+    rows: list[dict[str, Any]] = []
     for (s, peak), f in zip(ok, F):
         rows.append({"name": s.name, "tags": s.tags, "duration_s": s.duration, "logdet": logdet(f),
                      "crlb_relative_stderr": dict(zip(labels, crlb(f).tolist())), "peak_effort": peak})

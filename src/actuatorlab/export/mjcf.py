@@ -50,7 +50,7 @@ import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, overload
 
 import mujoco
 
@@ -120,6 +120,12 @@ class _Context:
     bench_mode: bool
     ctrlrange: tuple[float, float] | None  # [rad | m] target range, None = unlimited
 
+    @overload
+    def const(self, *keys: str, default: float) -> float: ...
+
+    @overload
+    def const(self, *keys: str, default: None = None) -> float | None: ...
+
     def const(self, *keys: str, default: float | None = None) -> float | None:
         """First of ``keys`` found in controller_constants, then setup.gains, then setup.bench."""
         for src in (self.constants, self.setup.get("gains") or {}, self.setup.get("bench") or {}):
@@ -130,6 +136,16 @@ class _Context:
 
     def v(self, name: str, default: float = 0.0) -> float:
         return self.values.get(name, default)
+
+
+def _joint_type(model: dict[str, Any], setup: dict[str, Any]) -> Literal["revolute", "prismatic"]:
+    """The model's joint type (``joint_type``, else ``setup.joint_type``, else revolute), checked."""
+    joint_type = model.get("joint_type") or setup.get("joint_type") or "revolute"
+    if joint_type == "revolute":
+        return "revolute"
+    if joint_type == "prismatic":
+        return "prismatic"
+    raise ModelError(f"model: joint_type {joint_type!r} is not 'revolute' or 'prismatic'")
 
 
 def _read_values(model: dict[str, Any]) -> dict[str, float]:
@@ -189,7 +205,7 @@ def _pwm_actuator(ctx: _Context) -> _Actuator:
     kp = ctx.const("kp")
     if kp is None:
         raise ModelError(f"model: controller {ctx.controller!r} needs gain 'kp' in setup.gains")
-    error_gain = ctx.const("error_gain", default=DEFAULT_ERROR_GAIN.get(ctx.controller))
+    error_gain = ctx.const("error_gain", default=DEFAULT_ERROR_GAIN[ctx.controller])  # a PWM law has one
     max_duty = ctx.const("max_duty", default=1.0)
     gain_scale = ctx.v("gain_scale", 1.0)
     kp_eff = kt / R * v_supply * gain_scale * kp * error_gain  # [N.m/rad]
@@ -413,7 +429,8 @@ def _set_joint(joint_el: ET.Element, ctx: _Context) -> dict[str, float | str]:
     return written
 
 
-def _actuator_elements(ctx: _Context, joint: str, name: str) -> tuple[list[ET.Element], dict, list[str]]:
+def _actuator_elements(ctx: _Context, joint: str,
+                       name: str) -> tuple[list[ET.Element[Any]], dict[str, float | str], list[str]]:
     """The servo actuator (and a constant-bias actuator for force_offset) as XML elements."""
     try:
         mapper = _LAWS[ctx.controller]
@@ -426,7 +443,7 @@ def _actuator_elements(ctx: _Context, joint: str, name: str) -> tuple[list[ET.El
     else:
         attrib["ctrllimited"] = "false"
     attrib.update(act.attrib)
-    written = {"actuator": name, **act.written}
+    written: dict[str, float | str] = {"actuator": name, **act.written}
     delay = ctx.v("delay")
     if delay < 0:
         raise ModelError(f"model: delay must be >= 0 (got {delay})")
@@ -435,7 +452,7 @@ def _actuator_elements(ctx: _Context, joint: str, name: str) -> tuple[list[ET.El
         attrib.update(delay=_fmt(delay), nsample=str(n + 1), interp="zoh")
         written["actuator.delay"] = delay
         written["actuator.delay_effective"] = n * ctx.timestep
-    elements = [ET.Comment(_comment_text(act.comment)), ET.Element(act.tag, attrib)]
+    elements: list[ET.Element[Any]] = [ET.Comment(_comment_text(act.comment)), ET.Element(act.tag, attrib)]
     offset = ctx.v("force_offset")
     if offset != 0.0:
         bias = ET.Element("general", {
@@ -661,9 +678,7 @@ def _export(model: dict[str, Any], out: Path, base_xml: str | Path | None, joint
     values = _read_values(model)
     setup = dict(model.get("setup") or {})
     controller = model.get("controller") or setup.get("controller")
-    joint_type = model.get("joint_type") or setup.get("joint_type") or "revolute"
-    if joint_type not in ("revolute", "prismatic"):
-        raise ModelError(f"model: joint_type {joint_type!r} is not 'revolute' or 'prismatic'")
+    joint_type = _joint_type(model, setup)
     if controller not in _LAWS:
         raise UnknownNameError("controller", str(controller), list(_LAWS))
     constants = dict(model.get("controller_constants") or {})

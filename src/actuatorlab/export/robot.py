@@ -45,7 +45,7 @@ from ..models.actuator_model import load
 from ..envs.actuators import load_actuator
 from ..robots.loader import load_robot, Robot
 from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
-from .mjcf import _comment_text, _parse, _write_validated, export_mjcf
+from .mjcf import Servo, _comment_text, _parse, _write_validated, export_mjcf
 from ..errors import UnknownNameError
 from .sim_cfg import _unit, analytic_law, common_metadata, isaaclab_configs, isaaclab_lost, mjlab_configs, write_cfg
 from .targets import TargetResult, TARGETS
@@ -199,7 +199,7 @@ def _set_option(root: ET.Element, robot) -> dict[str, Any]:
     return written
 
 
-def export_robot_mjcf(arm_model: Any, out_path: str | Path, *, robot: Any = None, servo: str = "auto") -> RobotExport:
+def export_robot_mjcf(arm_model: Any, out_path: str | Path, *, robot: Any = None, servo: Servo = "auto") -> RobotExport:
     """The robot's MJCF with every modelled joint's actuator replaced by its fitted model (module
     docstring), written atomically to ``out_path`` (loaded by MuJoCo before it replaces anything).
     ``robot`` defaults to the model file's; ``servo`` as :func:`~actuatorlab.export.mjcf.export_mjcf`."""

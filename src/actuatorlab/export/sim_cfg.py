@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -138,7 +139,7 @@ def analytic_law(model: dict[str, Any], dt: float) -> AnalyticLaw:
     values = _mjcf._read_values(model)
     setup = dict(model.get("setup") or {})
     controller = model.get("controller") or setup.get("controller")
-    joint_type = model.get("joint_type") or setup.get("joint_type") or "revolute"
+    joint_type = _mjcf._joint_type(model, setup)
     if controller not in _mjcf._LAWS:
         raise UnknownNameError("controller", str(controller), list(_mjcf._LAWS))
     ctx = _mjcf._Context(model, values, joint_type, controller, setup, dict(model.get("controller_constants") or {}),
@@ -186,6 +187,7 @@ def mjlab_configs(law: AnalyticLaw, joint: str) -> dict[str, dict[str, Any]]:
     common = {"target_names_expr": [joint], "armature": law.armature, "frictionloss": law.frictionloss,
               "viscous_damping": law.viscous, "delay_min_lag": law.lag, "delay_max_lag": law.lag}
     if law.kt is not None:
+        assert law.R is not None, "analytic_law sets kt, R and vmax together"
         return {
             "DcMotorActuatorCfg": {**common, "stiffness": law.stiffness, "damping": law.damping,
                                    "effort_limit": law.effort_limit, "saturation_effort": law.saturation,
@@ -297,7 +299,7 @@ def cfg_paths(out: str | Path) -> tuple[Path, Path]:
 
 
 def write_cfg(target: str, out: str | Path, configs: dict[str, dict[str, Any]], metadata: dict[str, Any],
-              lost: list[str], extra_files: list[Path] = ()) -> CfgExport:
+              lost: list[str], extra_files: Sequence[Path] = ()) -> CfgExport:
     """Write the snippet and the JSON for ``configs``; returns a :class:`CfgExport`."""
     py, js = cfg_paths(out)
     metadata = {**metadata, "recommended": next(iter(configs)), "not_representable": list(lost)}

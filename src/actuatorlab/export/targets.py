@@ -26,6 +26,7 @@ folder) with the rate, lags, sign convention, scales, units and what is lost.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -139,18 +140,19 @@ def _readme(results: list[TargetResult], model_path: Path) -> str:
     return "\n".join(lines)
 
 
-def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, base: str | Path | None = None,
-                   joint: str | None = None, robot: str | Path | None = None) -> list[TargetResult]:
+def export_targets(model_path: str | Path, targets: Mapping[str, str | Path | None], *,
+                   base: str | Path | None = None, joint: str | None = None,
+                   robot: str | Path | None = None) -> list[TargetResult]:
     """Export ``model_path`` (a model.json, or a whole robot's arm_model.json) to every target in
     ``targets`` ({name: output path}); names from :data:`TARGETS`. Returns one :class:`TargetResult`
     per target, in :data:`TARGETS` order. ``robot`` (arm models only): the robot config to use
     instead of the one the file names (:mod:`actuatorlab.export.robot`)."""
 
     model_path = Path(model_path)
-    targets = {k: Path(v) for k, v in targets.items() if v is not None}
-    if not targets:
+    outs = {k: Path(v) for k, v in targets.items() if v is not None}
+    if not outs:
         raise ModelError(f"{model_path}: give at least one target: " + ", ".join(f"--{t} FILE" for t in TARGETS))
-    for t in targets:
+    for t in outs:
         if t not in TARGETS:
             raise UnknownNameError("export target", t, list(TARGETS))
     m = load(model_path)
@@ -160,22 +162,22 @@ def export_targets(model_path: str | Path, targets: dict[str, str | Path], *, ba
                              "robot's own MJCF, every modelled joint (use --robot to choose the robot config)")
         from .robot import export_robot_targets
 
-        results = export_robot_targets(model_path, targets, robot=robot)
+        results = export_robot_targets(model_path, outs, robot=robot)
         _write_readmes(results, model_path)
         return results
     check_robot(m, robot)
     d = joint_dict(m)
-    _check(d, targets, model_path)
-    _check_extras(d, targets, model_path)
-    if (base is not None or joint is not None) and "mjcf" not in targets:
+    _check(d, outs, model_path)
+    _check_extras(d, outs, model_path)
+    if (base is not None or joint is not None) and "mjcf" not in outs:
         raise ModelError("--base / --joint patch a MuJoCo model: only with --mjcf")
     jm = None
     if d.get("kind") in LEARNED_KINDS:
         jm = load_joint_model(d, model_path)
     results = []
     for t in TARGETS:
-        if t in targets:
-            results.append(_export_one(t, d, jm, targets[t], model_path, base, joint))
+        if t in outs:
+            results.append(_export_one(t, d, jm, outs[t], model_path, base, joint))
     _write_readmes(results, model_path)
     return results
 
@@ -195,8 +197,9 @@ def _export_one(t: str, d: dict, jm, out: Path, model_path: Path, base, joint) -
     if t == "mjcf":
         r = export_mjcf(d, out, base_xml=base, joint=joint)
         jt = d.get("joint_type") or (d.get("setup") or {}).get("joint_type") or "revolute"
-        meta = {"units": _unit(jt), "position_error": "ctrl is the position target q*; the servo acts on "
-                "e = q* - q (e > 0 drives q up)", "effort_sign": "positive effort accelerates q positively"}
+        meta: dict[str, Any] = {
+            "units": _unit(jt), "position_error": "ctrl is the position target q*; the servo acts on "
+            "e = q* - q (e > 0 drives q up)", "effort_sign": "positive effort accelerates q positively"}
         ts = r.written.get("timestep")
         if isinstance(ts, float):
             meta.update(physics_dt_s=ts, sample_rate_hz=1.0 / ts)
@@ -207,11 +210,11 @@ def _export_one(t: str, d: dict, jm, out: Path, model_path: Path, base, joint) -
     dt = model_dt(d)
     joint_name = joint or "joint"
     if jm is None:  # analytic -> mjlab / isaaclab
-        r = export_analytic_cfg(d, out, t, joint=joint_name)
-        first = next(iter(r.configs))
-        return TargetResult(t, r.files, {"config": first, **{k: v for k, v in r.configs[first].items()
-                                                             if isinstance(v, float)}},
-                            r.metadata, r.not_representable)
+        cfg = export_analytic_cfg(d, out, t, joint=joint_name)
+        first = next(iter(cfg.configs))
+        return TargetResult(t, cfg.files, {"config": first, **{k: v for k, v in cfg.configs[first].items()
+                                                               if isinstance(v, float)}},
+                            cfg.metadata, cfg.not_representable)
     if t == "isaaclab" and d.get("arch") == "actuator_lstm":
         return _actuator_lstm_cfg(d, jm, out, dt, joint_name)
     if t in ("mjlab", "isaaclab"):

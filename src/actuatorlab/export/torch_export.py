@@ -211,7 +211,7 @@ def _modules():
             self.linear = linear
             self.scale, self.bound = float(scale), float(bound)
 
-        def forward(self, x, hc: tuple[torch.Tensor, torch.Tensor]):
+        def forward(self, x, hc: tuple[Any, Any]):  # (h, c) torch tensors; traced, not scripted
             y, (h, c) = self.lstm(x, hc)
             tau = torch.clamp(self.scale * self.linear(y[:, -1]), -self.bound, self.bound)
             return tau, (h, c)

@@ -85,12 +85,13 @@ class ActuatorModel:
     @property
     def one_joint(self) -> bool:
         """True for a one-joint model (its robot is a test bench)."""
-        return isinstance(self.robot, str) and self.robot.startswith(BENCH_PREFIX)
+        return self.joint_type is not None
 
     @property
     def joint_type(self) -> str | None:
         """"revolute" | "prismatic" of a one-joint model, None for a robot."""
-        return self.robot[len(BENCH_PREFIX):] if self.one_joint else None
+        robot = self.robot
+        return robot[len(BENCH_PREFIX):] if isinstance(robot, str) and robot.startswith(BENCH_PREFIX) else None
 
     @property
     def setup(self) -> dict[str, Any]:

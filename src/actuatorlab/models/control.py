@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Literal, NamedTuple
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..errors import UnknownNameError
 
@@ -36,6 +38,9 @@ DYNAMIXEL_ERROR_GAIN = (4096.0 / (2.0 * jnp.pi)) / (256.0 * 885.0)
 FEETECH_ERROR_GAIN = 0.166
 
 
+Constant = jax.Array | np.ndarray | float  # a per-log constant: shape () or (n_logs,)
+
+
 class LawConstants(NamedTuple):
     """Per-log controller constants (arrays of shape () or (n_logs,) when batched).
 
@@ -48,13 +53,13 @@ class LawConstants(NamedTuple):
     dt: [s] control period
     """
 
-    kp: jnp.ndarray
-    kd: jnp.ndarray
-    error_gain: jnp.ndarray
-    max_duty: jnp.ndarray
-    u_max: jnp.ndarray
-    drive_gain: jnp.ndarray
-    dt: jnp.ndarray
+    kp: Constant
+    kd: Constant
+    error_gain: Constant
+    max_duty: Constant
+    u_max: Constant
+    drive_gain: Constant
+    dt: Constant
 
 
 def dynamixel_pwm(c: LawConstants, p, q_target, q, q_prev, q_prev2, dq, v_supply, xp=jnp):

@@ -44,7 +44,7 @@ Parameter counts are matched within 25 % of the Transformer for the default size
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple
+from typing import Any, Callable, Literal, NamedTuple
 
 import equinox as eqx
 import jax
@@ -79,7 +79,7 @@ def condition_score(h: Heads) -> jax.Array:
     return jax.nn.sigmoid(h.condition_logit)
 
 
-def _linear(i: int, o: int | str, key, use_bias: bool = True) -> eqx.nn.Linear:
+def _linear(i: int, o: int | Literal["scalar"], key, use_bias: bool = True) -> eqx.nn.Linear:
     return eqx.nn.Linear(i, o, use_bias=use_bias, key=key, dtype=F32)
 
 

@@ -10,6 +10,8 @@ from typing import NamedTuple
 
 import jax.numpy as jnp
 
+from .control import Constant
+
 __all__ = ["PlantConstants", "pendulum", "carriage", "GRAVITY"]
 
 GRAVITY = 9.81  # [m/s^2]
@@ -19,10 +21,10 @@ class PlantConstants(NamedTuple):
     """mass [kg] tip point mass; length [m] pivot to mass; arm_mass [kg] uniform rod;
     gravity [m/s^2] (0 for a horizontal axis / prismatic carriage)."""
 
-    mass: jnp.ndarray
-    length: jnp.ndarray
-    arm_mass: jnp.ndarray
-    gravity: jnp.ndarray
+    mass: Constant
+    length: Constant
+    arm_mass: Constant
+    gravity: Constant
 
 
 def pendulum(c: PlantConstants, p, q):

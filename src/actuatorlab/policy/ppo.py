@@ -145,7 +145,7 @@ class RunningStats(NamedTuple):
 
     mean: jax.Array    # (obs_size,)
     var: jax.Array     # (obs_size,) population variance
-    count: jax.Array   # () number of observations seen
+    n_seen: jax.Array  # () number of observations seen (not `count`: tuple.count is a method)
 
 
 def update_stats(stats: RunningStats, batch: jax.Array) -> RunningStats:
@@ -154,10 +154,10 @@ def update_stats(stats: RunningStats, batch: jax.Array) -> RunningStats:
     n = jnp.asarray(batch.shape[0], F32)
     b_mean = batch.mean(0)
     b_var = batch.var(0)
-    tot = stats.count + n
+    tot = stats.n_seen + n
     delta = b_mean - stats.mean
     mean = stats.mean + delta * (n / tot)
-    m2 = stats.var * stats.count + b_var * n + delta ** 2 * (stats.count * n / tot)
+    m2 = stats.var * stats.n_seen + b_var * n + delta ** 2 * (stats.n_seen * n / tot)
     return RunningStats(mean, m2 / tot, tot)
 
 
@@ -183,6 +183,7 @@ class ActorCritic(eqx.Module):
                                 activation=act, key=ka, dtype=F32)
         # small last layer: initial actions near 0 whatever the observation
         last = self.actor.layers[-1]
+        assert last.bias is not None, "eqx.nn.MLP layers have biases (use_final_bias defaults to True)"
         self.actor = eqx.tree_at(lambda m: (m.layers[-1].weight, m.layers[-1].bias), self.actor,
                                  (last.weight * 0.01, jnp.zeros_like(last.bias)))
         self.critic = eqx.nn.MLP(obs_size, "scalar", cfg.value_hidden[0], len(cfg.value_hidden),

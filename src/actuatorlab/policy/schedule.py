@@ -34,7 +34,7 @@ from typing import Any
 
 from ..errors import ModelError, UnknownNameError
 
-__all__ = ["Scratch", "Direct", "FixedHomotopy", "AdaptiveHomotopy", "SCHEDULES", "make_schedule"]
+__all__ = ["Scratch", "Direct", "FixedHomotopy", "AdaptiveHomotopy", "Schedule", "SCHEDULES", "make_schedule"]
 
 
 def _frac(name: str, v: float) -> float:
@@ -185,11 +185,13 @@ def _mean(xs):
     return sum(xs) / len(xs) if xs else None
 
 
-SCHEDULES: dict[str, type] = {"homotopy": FixedHomotopy, "homotopy-adaptive": AdaptiveHomotopy,
-                              "scratch": Scratch, "direct": Direct}
+Schedule = Scratch | Direct | FixedHomotopy | AdaptiveHomotopy
+
+SCHEDULES: dict[str, type[Schedule]] = {"homotopy": FixedHomotopy, "homotopy-adaptive": AdaptiveHomotopy,
+                                        "scratch": Scratch, "direct": Direct}
 
 
-def make_schedule(name: str, **options: Any):
+def make_schedule(name: str, **options: Any) -> Schedule:
     """The schedule ``name`` with ``options`` (fields of its class); unknown names or options raise
     a one-line error listing what exists."""
     if name not in SCHEDULES:

@@ -53,6 +53,7 @@ def default_ppo_config(robot: str, envs: int | None = None) -> PPOConfig:
     ``--long``'s, whose trot policies walk (3 seeds, 4 M env steps: vel RMSE 0.10-0.11 m/s, 1 of 36
     evaluation episodes falls; with 64 environments 0.20-0.21 m/s and 8-28 % falls; bench/README.md,
     "Fifth run"). ``--reduced`` keeps 64 environments to finish in under an hour."""
+    cfg: dict[str, Any]
     if robot == TOY_ROBOT:
         cfg = dict(num_envs=32, unroll_length=16, num_minibatches=4, num_epochs=4, learning_rate=1e-3,
                    policy_hidden=(32, 32), value_hidden=(32, 32))
@@ -77,7 +78,7 @@ def _save_leaves(path: Path, tree: Any, meta: Mapping[str, Any] | None = None) -
 
     def write(tmp: Path) -> None:
         with open(tmp, "wb") as f:
-            np.savez(f, **arrays)
+            np.savez(f, **arrays)  # type: ignore[arg-type]  # numpy's stub matches **kwds against allow_pickle
 
     atomic_write_with(path, write)
 
@@ -444,7 +445,8 @@ def _evaluate_policy(run: str | Path, *, env: Any = None, env_options: Mapping[s
     cfg = pol.config
     if env is None:
         env = make_policy_env(cfg["robot"], cfg["task"], **{**cfg.get("env_options", {}), **dict(env_options or {})})
-    steps = int(steps or getattr(env, "horizon", 500))
+    horizon: int = getattr(env, "horizon", 500)
+    steps = int(steps or horizon)
     p = {**env.default_env_params(), "alpha": jnp.asarray(alpha, jnp.float32)}
     probe = jax.eval_shape(lambda k: env.reset(k, p), jax.random.PRNGKey(0))
     cmd = None

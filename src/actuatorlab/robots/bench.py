@@ -138,8 +138,8 @@ def bench_config(model: ActuatorModel) -> tuple[dict[str, Any], str]:
     with the file's controller constants) and supply of the file, its fitted parameters as the
     nominal values, no effort or velocity limit. Control period: the fitted replay period
     (``fit.dt``); physics step: the largest divisor of it not above :data:`BENCH_TIMESTEP`."""
-    where = model.where
-    if not model.one_joint:
+    where, joint_type = model.where, model.joint_type
+    if joint_type is None:
         raise ModelError(f"{where}: robot {model.robot!r} is not a bench (a one-joint model's robot is "
                          f"{BENCH_PREFIX}revolute or {BENCH_PREFIX}prismatic)")
     if model.kind != "analytic":
@@ -169,7 +169,7 @@ def bench_config(model: ActuatorModel) -> tuple[dict[str, Any], str]:
            "physics_dt": dt / n, "control_dt": dt, "integrator": "euler", "contacts": False,
            "actuators": {"servo": actuator}, "joints": {BENCH_JOINT: {"actuator": "servo"}}}
     name = "actuatorlab_bench_" + "_".join(str(x) for x in (setup.get("actuator") or "actuator", model.model))
-    root, _, _ = bench_tree(setup, model.joint_type, name=name, timestep=dt / n)
+    root, _, _ = bench_tree(setup, joint_type, name=name, timestep=dt / n)
     ET.indent(root, space="  ")
     return cfg, ET.tostring(root, encoding="unicode") + "\n"
 
