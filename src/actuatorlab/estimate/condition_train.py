@@ -340,7 +340,8 @@ def fit_condition_detector(robot, trajs, val_trajs, cfg: DetectorConfig = Detect
     validation logs; neither may be an evaluated log.
 
     Returns (model or None, info): info {"detector", "trained_on", "validation", "best_step",
-    "train_s", "restricted_channels", "calibration"} or, when the logs cannot support a learned
+    "val_auc" (the kept step's validation frame AUC), "train_s", "restricted_channels",
+    "calibration"} or, when the logs cannot support a learned
     detector (:func:`_detector_support`), (None, {"unsupported": one line})."""
     trajs, val_trajs = list(trajs), list(val_trajs)
     chans, why = _detector_support(robot, trajs, val_trajs, cfg.min_restricted_windows)
@@ -364,5 +365,6 @@ def fit_condition_detector(robot, trajs, val_trajs, cfg: DetectorConfig = Detect
                                + (f", tau_ext from {cfg.residual}" if prior is not None else "") + ")",
                    "trained_on": f"{len(trajs)} training logs", "validation": f"{len(va)} logs",
                    "restricted_channels": chans, "steps": info["steps"], "best_step": info["best_step"],
-                   "select": info["select"], "n_frames": info["n_frames"], "n_restricted_frames": info["n_restricted"],
+                   "select": info["select"], "val_auc": dict(map(tuple, info["val"])).get(info["best_step"]),
+                   "n_frames": info["n_frames"], "n_restricted_frames": info["n_restricted"],
                    "train_s": round(time.perf_counter() - t0, 1), "calibration": cal}
