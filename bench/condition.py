@@ -36,22 +36,27 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 from condition_recipes import motion_weighting, out_of_fold_frame_scores  # noqa: E402
 
+os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", "/tmp/jaxcache")
+from actuatorlab.estimate.condition_train import DetectorConfig  # noqa: E402
+
 ROBOT = "open_manipulator_x"
-#: default fresh model (chosen on D/val, see bench/README.md): ``window_stats``, per-joint statistics
-#: of a 64-frame window (levels, spreads, trends and the cross-slopes such as current on position,
-#: a stiffness) and an MLP, on q, dq, err, current, PWM and tau_ext (the id_friction inverse-dynamics
-#: residual, the model's residual_input calibrated on D/train's free-motion logs; adopted 2026-12-03,
-#: bench/README.md) with the absolute position's mean left out (absolute positions let a network
-#: recognise the restricted training motions)
-ARCH = "window_stats"
+#: default fresh model (chosen on D/val, see bench/README.md), the library's DetectorConfig, which
+#: ``actuatorlab condition`` trains by default when the model file holds no calibrated detector:
+#: ``window_stats``, per-joint statistics of a 64-frame window (levels, spreads, trends and the
+#: cross-slopes such as current on position, a stiffness) and an MLP, on q, dq, err, current, PWM
+#: and tau_ext (the id_friction inverse-dynamics residual, the model's residual_input calibrated on
+#: D/train's free-motion logs; adopted 2026-12-03, bench/README.md) with the absolute position's
+#: mean left out (absolute positions let a network recognise the restricted training motions)
+DETECTOR = DetectorConfig()
+ARCH = DETECTOR.arch
 SIZES = {"window_stats": {}, "transformer": {"d": 64, "n_heads": 4, "n_layers": 2, "ff": 128, "head_width": 64}}
-FEATURES = ("q", "dq", "err", "current", "pwm", "tau_ext")
+FEATURES = DETECTOR.features
 #: training recipe: steps, learning rate, the step kept by validation (twin-pair batches, a twin
 #: ranking term, gain jitter and input noise were tried and not adopted, bench/journal/condition.md;
 #: removed 2026-12-04)
-STEPS = 800
-LR = 1e-3
-SELECT = "auc"
+STEPS = DETECTOR.train.steps
+LR = DETECTOR.train.lr
+SELECT = DETECTOR.train.select
 #: on-delays of the per-frame alarm [s] whose trade-off (false onsets vs first alarm) the bench prints
 ALARM_HOLDS_S = (0.0, 0.5, 1.0, 2.0, 4.0)
 
@@ -63,9 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--model", type=Path, default=None, help="start from this RUN/arm_model.json (head only)")
     ap.add_argument("--arch", default=ARCH)
     ap.add_argument("--steps", type=int, default=STEPS)
-    ap.add_argument("--batch", type=int, default=256)
+    ap.add_argument("--batch", type=int, default=DETECTOR.train.batch)
     ap.add_argument("--lr", type=float, default=LR)
-    ap.add_argument("--history", type=int, default=63, help="frames of history of a fresh model")
+    ap.add_argument("--history", type=int, default=DETECTOR.history, help="frames of history of a fresh model")
     ap.add_argument("--sizes", type=json.loads, default=None, help="network sizes of a fresh model, JSON "
                     "(default: a small Transformer for --arch transformer, the defaults otherwise)")
     ap.add_argument("--features", nargs="*", default=list(FEATURES), help="per-channel features of a fresh model "
@@ -73,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scope", choices=("net", "head"), default=None,
                     help="train the whole network or the condition head only (default: net for a fresh model, head "
                          "with --model)")
-    ap.add_argument("--eval-every", type=int, default=25, help="validation (D/val) every N steps; best kept")
+    ap.add_argument("--eval-every", type=int, default=DETECTOR.train.eval_every, help="validation (D/val) every N steps; best kept")
     ap.add_argument("--select", choices=("loss", "auc"), default=SELECT,
                     help="training step kept: lowest D/val loss or highest D/val frame AUC of the restricted joint")
     ap.add_argument("--no-calibration", action="store_true", help="no smoothing, thresholds 0.5 (the earlier "
@@ -100,7 +105,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", action="store_true", help="only the JSON line")
     a = ap.parse_args(argv)
-    os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", "/tmp/jaxcache")
 
     import numpy as np
     from actuatorlab.estimate.condition_windows import METHODS, condition_log

@@ -301,7 +301,8 @@ def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
     rep = data / "out" / "condition.html"
     capsys.readouterr()
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
-               "--train", str(d / "train"), "--json", "--report", str(rep), "--frames", str(data / "out" / "f.csv")])
+               "--train", str(d / "train"), "--no-calibration", "--json", "--report", str(rep), "--frames",
+               str(data / "out" / "f.csv")])  # the model's own head (the default trains a detector)
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     for method in ("learned", "current_threshold", "svm", "random_forest"):
@@ -1018,3 +1019,48 @@ def test_log_odds_smoothing_keeps_short_strong_evidence_and_is_chosen_when_it_ra
     np.testing.assert_allclose(sm, smooth_log_odds(fs[0], round(cal["smooth_s"] / 0.01)))
     with pytest.raises(DataError, match="smooth_space"):
         calibrated_scores(fs[0], {**cal, "smooth_space": "median"}, 0.01)
+
+
+def test_default_trains_and_calibrates_the_adopted_detector_when_the_model_has_none(data, tiny_model):
+    """``condition`` with a model file holding no calibrated detector (the tiny untrained MLP, as
+    train-heads writes it: no condition_calibration) trains bench/condition.py's detector on the
+    training logs, selects and calibrates it on DIR/val beside them, and evaluates it as learned;
+    a short training here (the recipe's 800 steps take minutes)."""
+    from actuatorlab.app.estimate_jobs import ConditionOptions, run_condition_files
+    from actuatorlab.estimate.condition_train import ConditionTrainConfig, DetectorConfig
+
+    d = data / "pairs"
+    det = DetectorConfig(min_restricted_windows=5, train=ConditionTrainConfig(steps=20, batch=64, scope="net",
+                                                                              eval_every=10, select="auc"))
+    out = run_condition_files(data / "model" / "arm_model.json", [d / "test"], ROBOT,
+                              ConditionOptions(train=(d / "train",), detector=det))
+    got = out["detector"]
+    assert got["trained"] and got["detector"].startswith("window_stats (history 63")
+    assert got["restricted_channels"] == ["joint3"] and got["best_step"] in (0, 10, 20)
+    assert got["calibration"] == out["calibration"]["source"] and got["calibration"].startswith("2 validation logs")
+    assert out["calibration"]["channels_used"] == ["joint3"] and "window_threshold" in out["calibration"]
+    assert out["learned"]["alarms"]["warmup_s"] == pytest.approx(0.64)     # the detector's window, not the MLP's 3
+    for method in ("learned", "current_threshold", "svm", "random_forest"):
+        assert out[method]["n_windows"] > 0 and out[method]["n_restricted"] > 0
+    # the model's own head on request: no detector trained
+    own = run_condition_files(data / "model" / "arm_model.json", [d / "test"], ROBOT,
+                              ConditionOptions(train=(d / "train",), use_calibration=False, detector=det))
+    assert own["detector"] == {"trained": False, "reason": "the model's own condition head"}
+    assert own["learned"]["alarms"]["warmup_s"] == pytest.approx(0.03)
+
+
+def test_default_says_when_the_training_logs_cannot_support_a_detector(data, tiny_model):
+    """Too few restricted training windows (the pairs' one 4 s restricted training log, under the
+    default 20), or no restricted training log at all: one line in "detector" and a warning, and
+    the classical detectors only."""
+    from actuatorlab.app.estimate_jobs import ConditionOptions, run_condition_files
+
+    d = data / "pairs"
+    for train, why in ((d / "train", "too few restricted training windows"),
+                       (data / "plain" / "train", "no restricted training log")):
+        with pytest.warns(UserWarning, match="no learned detector trained"):
+            out = run_condition_files(data / "model" / "arm_model.json", [d / "test"], ROBOT,
+                                      ConditionOptions(train=(train,)))
+        assert out["detector"]["trained"] is False and out["detector"]["reason"].startswith(why)
+        assert why in out["detector"]["message"] and "learned" not in out
+        assert {"current_threshold", "svm", "random_forest"} <= set(out) and out["random_forest"]["n_windows"] > 0

@@ -4,6 +4,7 @@ estimators of actuatorlab.estimate, write the JSON/CSV results and the HTML repo
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from pathlib import Path
 from typing import Any, Sequence
 import numpy as np
@@ -13,7 +14,8 @@ from typing import Callable
 from ..estimate.force_eval import ALL_METHODS, evaluate_force, load_tagged
 from ..estimate.condition_calibrate import calibrate_condition, hold_frames
 from ..estimate.condition_windows import condition_log
-from ..estimate.condition_train import ConditionTrainConfig, learned_frame_scores_batched, train_condition_head
+from ..estimate.condition_train import (ConditionTrainConfig, DetectorConfig, fit_condition_detector,
+                                        learned_frame_scores_batched, train_condition_head)
 from ..estimate.condition import public, run_condition
 from ..report.condition import write_condition_report
 from ..report.force import write_force_report
@@ -104,6 +106,44 @@ class ConditionOptions:
     use_calibration: bool = True
     min_recall: float | None = None
     alarm_hold_s: float = 0.0
+    detector: DetectorConfig = DetectorConfig()
+
+
+def _validation_beside(train: Sequence) -> list[Path]:
+    """The validation folders of a dataset laid out as synth writes it: DIR/val beside each
+    training folder DIR/train (bench/condition.py's split), those that exist."""
+    out = []
+    for p in map(Path, train):
+        v = p.parent / "val"
+        if p.is_dir() and p.name == "train" and v.is_dir() and v not in out:
+            out.append(v)
+    return out
+
+
+def _refuse_overlap(trajs, used_trajs, why: str) -> None:
+    """A log of ``trajs`` that is also one of ``used_trajs`` (the same source AND the same samples:
+    synthetic logs of two units share their names) is a :class:`DataError` saying ``why``."""
+    used: dict[str, list] = {}
+    for t in used_trajs:
+        used.setdefault(str(t.source_file or t.name), []).append(t)
+    clash = sorted(str(v.source_file or v.name) for v in trajs if any(
+        _same_samples(u, v) for u in used.get(str(v.source_file or v.name), ())))
+    if clash:
+        raise DataError(clash[0], why)
+
+
+def _adopted_detector(robot, ttrajs, vtrajs, opts: ConditionOptions):
+    """``actuatorlab condition``'s default when the model file holds no calibrated condition
+    detector: :func:`fit_condition_detector` on the training logs, selected and calibrated on the
+    validation logs. Returns (model or None, calibration, the JSON record "detector"); None (and
+    a warning) when the logs cannot support a learned detector."""
+    model, info = fit_condition_detector(robot, ttrajs, vtrajs, opts.detector, verdict_s=opts.verdict_s)
+    if model is None:
+        msg = f"condition: no learned detector trained: {info['unsupported']}; the classical detectors only"
+        warnings.warn(msg, stacklevel=2)
+        return None, {}, {"trained": False, "reason": info["unsupported"], "message": msg}
+    cal = info.pop("calibration")
+    return model, cal, {"trained": True, **info, "calibration": cal["source"]}
 
 
 def run_condition_files(model_path, paths, robot_name: str, opts: ConditionOptions = ConditionOptions(), *,
@@ -121,7 +161,18 @@ def run_condition_files(model_path, paths, robot_name: str, opts: ConditionOptio
     :func:`calibrate_condition`); otherwise the model file's ``condition_calibration`` when
     ``use_calibration``; otherwise none (no smoothing, thresholds 0.5, ``--verdict-s``).
     ``alarm_hold_s``: the per-frame alarm's on-delay in the ``alarms`` summary (:func:`run_condition`).
-    ``opts``: :class:`ConditionOptions`."""
+    ``opts``: :class:`ConditionOptions`.
+
+    The default detector: when the model file holds no calibrated condition detector (no
+    ``condition_calibration``; ``train-heads`` writes none) and neither ``fit_head`` nor
+    ``use_calibration=False`` nor ``calibrate`` asks for the model's own head, and training logs are
+    given, the detector bench/condition.py adopted (``opts.detector``, :class:`DetectorConfig`) is
+    trained on them, selected and calibrated on the validation logs (the val folder beside the
+    training folder, DIR/val of a synth dataset, as the bench splits; never the evaluated logs) and
+    evaluated as ``learned``; the JSON's "detector" says what was trained on what and how it was
+    calibrated. When the logs cannot support it (too few restricted training windows, no validation log restricted
+    on that joint: :class:`DetectorConfig`), "detector" says why (also a warning) and only the
+    classical detectors are reported."""
     import io
 
 
@@ -135,23 +186,25 @@ def run_condition_files(model_path, paths, robot_name: str, opts: ConditionOptio
         trajs = load_logs(list(paths))
         ttrajs = load_logs(list(train)) if train else []
         vtrajs = load_logs(list(calibrate)) if calibrate else []
-        # the same log: same source AND the same samples (synthetic logs of two units share their names)
-        used: dict[str, list] = {}
-        for t in list(trajs) + list(ttrajs):
-            used.setdefault(str(t.source_file or t.name), []).append(t)
-        clash = sorted(str(v.source_file or v.name) for v in vtrajs if any(
-            _same_samples(u, v) for u in used.get(str(v.source_file or v.name), ())))
-        if clash:
-            raise DataError(clash[0], "is both a calibration log and an evaluated or training log; calibrate on "
-                                      "validation logs only")
         cal = dict(d.get("condition_calibration") or {}) if use_calibration else {}
-        if fit_head is not None:
+        ch = model.layout.channels
+        adopt = fit_head is None and use_calibration and not cal and not vtrajs and bool(ttrajs)
+        if adopt:
+            vtrajs = load_logs(_validation_beside(train))
+        _refuse_overlap(vtrajs, list(trajs) + list(ttrajs), "is both a calibration log and an evaluated or training "
+                                                           "log; calibrate on validation logs only")
+        _refuse_overlap(trajs, ttrajs, "is both a training and an evaluated log; baselines never see test logs")
+        detector = {"trained": False, "reason": "the model's own condition head"}
+        if adopt:
+            model, cal, detector = _adopted_detector(robot, ttrajs, vtrajs, opts)
+            vtrajs = []  # the detector's validation logs; its calibration is chosen
+        elif fit_head is not None:
             if not ttrajs:
                 raise DataError(None, "--fit-head needs training logs (--train)")
             model, info = train_condition_head(robot, model, ttrajs, ConditionTrainConfig(steps=head_steps, seed=seed,
                                                                                         scope="head"))
             cal = {}
-        ch = model.layout.channels
+        ch = model.layout.channels if model is not None else ch
         if vtrajs:
             vlogs = [condition_log(robot, t, ch) for t in vtrajs]
             cal = calibrate_condition([learned_frame_scores_batched(robot, model, lg) for lg in vlogs],
@@ -170,6 +223,7 @@ def run_condition_files(model_path, paths, robot_name: str, opts: ConditionOptio
         res = run_condition(robot, logs, model=model, train_logs=tlogs, seed=seed, verdict_s=verdict_s,
                             progress=progress, calibration=cal or None, alarm_hold_s=alarm_hold_s)
     res["model"] = str(model_path)
+    res["detector"] = detector
     res["robot"] = robot_name
     res["verdict_s"] = res.get("calibration", {}).get("verdict_s", verdict_s)
     if report is not None:

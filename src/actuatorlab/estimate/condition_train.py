@@ -23,15 +23,17 @@ import optax
 
 from ..errors import DataError, ModelError, UnknownNameError
 from ..sim.arm_data import log_arrays
-from ..learned.arm import arm_log, DEFAULT_FEATURES, make_learned_arm, with_residual_inputs
+from ..learned.arm import add_residual_channels, arm_log, DEFAULT_FEATURES, make_learned_arm, with_residual_inputs
 from ..learned.trainer import TrainConfig, train
 from ..sim.arm_learned import frames_of_log, OnlineEstimator, RESIDUAL_FEATURE, TELEMETRY
 from ..models.features import fit_normalizer, Normalizer, sliding_windows
 from ..sim.force import ForcePrior
-from .condition_windows import ConditionLog
+from .condition_calibrate import calibrate_condition
+from .condition_windows import ConditionLog, condition_log, window_starts
 
-__all__ = ["learned_frame_scores", "learned_frame_scores_batched", "teacher_forced", 
-           "make_condition_model", "ConditionTrainConfig", "train_condition_head"]
+__all__ = ["learned_frame_scores", "learned_frame_scores_batched", "teacher_forced",
+           "make_condition_model", "ConditionTrainConfig", "train_condition_head", "DetectorConfig",
+           "fit_condition_detector"]
 
 def learned_frame_scores(robot, model, lg: ConditionLog, estimator=None) -> np.ndarray:
     """Per-frame condition scores (T, C) (1 = normal) of one log through the causal
@@ -269,3 +271,100 @@ def train_condition_head(robot, model, trajs, cfg: ConditionTrainConfig | None =
                  "best_step": res.best_step if val_fn else int(cfg.steps), "select": cfg.select,
                  "n_frames": int(X.shape[0]), "n_restricted": int(n_pos), "scope": cfg.scope, "steps": int(cfg.steps),
                  "batch": B, "lr": cfg.lr, "wall_s": time.perf_counter() - t0}
+
+
+@dataclasses.dataclass(frozen=True)
+class DetectorConfig:
+    """The condition detector ``actuatorlab condition`` trains when the model file has no calibrated
+    one: the recipe bench/condition.py adopted (bench/README.md, docs/condition.md).
+
+    Fields:
+        arch: network, ``window_stats`` (per-joint statistics of the window and an MLP).
+        history: frames of history H [-] (the window is H + 1 = 64 frames, 0.64 s at 100 Hz).
+        features: per-channel inputs; ``tau_ext`` is the external joint torque [N.m] of
+            ``residual`` calibrated on the free-motion training logs, stepped causally.
+        residual: the classical estimator behind ``tau_ext`` (default ``id_friction``).
+        train: the supervised training (:class:`ConditionTrainConfig`: the whole network, 800
+            steps of 256 windows, lr 1e-3, the step of the highest validation frame AUC of the
+            restricted joint, scored every 25 steps).
+        min_restricted_windows: fewest restricted 64-step training windows (stride 32) of one
+            channel for which a detector is trained [-] (default 20, about 6.7 s of restricted
+            motion at 100 Hz); that channel must also be restricted in a validation log (model
+            selection and calibration need both classes there). Below it the command reports the
+            classical detectors only and says why.
+        seed: seed of the network and of the batches [-].
+    """
+
+    arch: str = "window_stats"
+    history: int = 63
+    features: tuple[str, ...] = ("q", "dq", "err", "current", "pwm", "tau_ext")
+    residual: str = "id_friction"
+    train: ConditionTrainConfig = ConditionTrainConfig(steps=800, batch=256, lr=1e-3, scope="net", eval_every=25,
+                                                      select="auc")
+    min_restricted_windows: int = 20
+    seed: int = 0
+
+
+def _detector_support(robot, trajs, val_trajs, min_windows: int) -> tuple[list[str], str | None]:
+    """The channels a detector can be trained for (restricted in at least ``min_windows`` 64-step
+    windows of the training logs and in some validation log) and, when there is none, why (one
+    line)."""
+    tr = [condition_log(robot, t) for t in trajs]
+    va = [condition_log(robot, t, tr[0].channels) for t in val_trajs] if tr else []
+    if not tr:
+        return [], "no training logs"
+    n_win = {c: sum(len(window_starts(lg.q.shape[0])) for lg in tr if lg.restricted[k])
+             for k, c in enumerate(tr[0].channels)}
+    if not any(n_win.values()):
+        return [], "no restricted training log (the restricted condition, e.g. synth's restricted_joint3)"
+    ok = [c for c, n in n_win.items() if n >= min_windows]
+    if not ok:
+        return [], (f"too few restricted training windows ({max(n_win.values())} of one channel; a learned detector "
+                    f"needs {min_windows})")
+    if not va:
+        return [], "no validation logs (the val folder beside the training folder, or --calibrate VAL)"
+    both = [c for c in ok if any(lg.restricted[tr[0].channels.index(c)] for lg in va)]
+    if not both:
+        return [], f"no validation log restricted on {', '.join(ok)} (model selection and calibration need one)"
+    return both, None
+
+
+def fit_condition_detector(robot, trajs, val_trajs, cfg: DetectorConfig = DetectorConfig(), *,
+                           verdict_s: float = 5.0):
+    """Train and calibrate :class:`DetectorConfig`'s detector as bench/condition.py does: the
+    residual ``tau_ext`` (``cfg.residual`` calibrated on the free-motion logs among ``trajs``)
+    computed once per log, a fresh ``cfg.arch`` network (:func:`make_condition_model`, normalizer
+    from the training frames) trained whole on ``trajs`` (:func:`train_condition_head`, the step
+    kept by ``val_trajs``), then calibrated on ``val_trajs`` (:func:`calibrate_condition`: causal
+    smoothing, plain or log-odds, and thresholds). ``trajs`` are training logs, ``val_trajs``
+    validation logs; neither may be an evaluated log.
+
+    Returns (model or None, info): info {"detector", "trained_on", "validation", "best_step",
+    "val_auc" (the kept step's validation frame AUC), "train_s", "restricted_channels",
+    "calibration"} or, when the logs cannot support a learned
+    detector (:func:`_detector_support`), (None, {"unsupported": one line})."""
+    trajs, val_trajs = list(trajs), list(val_trajs)
+    chans, why = _detector_support(robot, trajs, val_trajs, cfg.min_restricted_windows)
+    if why is not None:
+        return None, {"unsupported": why}
+    t0 = time.perf_counter()
+    prior = ForcePrior.fit(robot, cfg.residual, trajs) if RESIDUAL_FEATURE in cfg.features else None
+    tr_t = trajs if prior is None else add_residual_channels(robot, prior, trajs)  # once per log
+    model = make_condition_model(robot, tr_t, arch=cfg.arch, seed=cfg.seed, history=cfg.history,
+                                 per_channel=cfg.features, residual_input=prior)
+    tr_t, va_t = with_residual_inputs(robot, model, tr_t), with_residual_inputs(robot, model, val_trajs)
+    model, info = train_condition_head(robot, model, tr_t, dataclasses.replace(cfg.train, seed=cfg.seed),
+                                       val_trajs=va_t)
+    ch = model.layout.channels
+    va = [condition_log(robot, t, ch) for t in va_t]
+    cal = calibrate_condition([learned_frame_scores_batched(robot, model, lg) for lg in va],
+                              [lg.restricted for lg in va], float(robot.control_dt), verdict_s=verdict_s)
+    cal["channels_used"] = [ch[c] for c in cal["channels_used"]]
+    cal["source"] = f"{len(va)} validation logs: " + ", ".join(lg.name for lg in va)
+    return model, {"detector": f"{cfg.arch} (history {cfg.history}, inputs {', '.join(cfg.features)}"
+                               + (f", tau_ext from {cfg.residual}" if prior is not None else "") + ")",
+                   "trained_on": f"{len(trajs)} training logs", "validation": f"{len(va)} logs",
+                   "restricted_channels": chans, "steps": info["steps"], "best_step": info["best_step"],
+                   "select": info["select"], "val_auc": dict(map(tuple, info["val"])).get(info["best_step"]),
+                   "n_frames": info["n_frames"], "n_restricted_frames": info["n_restricted"],
+                   "train_s": round(time.perf_counter() - t0, 1), "calibration": cal}
