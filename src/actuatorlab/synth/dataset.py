@@ -28,7 +28,7 @@ from ..logs.format import Channel, Setup, Trajectory
 from ..logs.io import save_trajectory
 from . import commands as cmd
 from .robot import Kinematics, Scene, build_scene, get_robot
-from .simulate import Rates, Restriction, SimResult, simulate
+from .simulate import Rates, Restriction, RunConditions, SimResult, simulate
 from .suites import (FAMILIES, PUSH_DIRECTIONS, Suite, SynthError, TrajectorySpec, check_scale, get_suite,
                      restricted_pair_specs, push_pair_specs)
 from .truth import (ALPHA_CU, BEARING_EPS, CURRENT_UNIT, ENCODER_STEP, ERROR_GAIN, PWM_LIMIT, TRUTH_UNITS,
@@ -379,9 +379,9 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
                                  "trajectories": [s.name for s in members]}
         for spec in members:
             plan = make_plan(spec, kin, _rng(seed, 10, spec.command_key), rates.log_dt)
-            sim = simulate(scene, truths, supply, plan, [spec.kp] * len(joints), ambient=ambient,
-                           temperature0=temp, rng=_rng(seed, 11, index[spec.name]),
-                           restriction=RESTRICTION if spec.restricted else None, rates=rates, preroll=_PRE_ROLL)
+            run = RunConditions([spec.kp] * len(joints), ambient=ambient, temperature0=temp,
+                                restriction=RESTRICTION if spec.restricted else None, rates=rates, preroll=_PRE_ROLL)
+            sim = simulate(scene, truths, supply, plan, run, _rng(seed, 11, index[spec.name]))
             traj = sim_to_trajectory(spec, session, sim, robot, joints, truths, 12.0,
                                      _rng(seed, 12, index[spec.name]), suite, plan.events)
             save_trajectory(traj, out / split[spec.name] / spec.name)
