@@ -315,7 +315,7 @@ def test_servo_step_equals_the_component_functions(truths):
         en = (rng.random(4) > 0.2).astype(float).tolist()
         kt = [x.kt20 for x in p]
         R = [x.R20 for x in p]
-        th2, om2, tl, tc, cur = tr.servo_step(consts, theta, omega, q, dq, duty, 12.0, kt, R, en, h)
+        th2, om2, tl, tc, cur = tr.servo_step(consts, (theta, omega, q, dq), (duty, 12.0, kt, R, en), h)
         for j, x in enumerate(p):
             c = tr.coupling_torque(theta[j], omega[j], q[j], dq[j], x.backlash, x.gear_stiffness, x.gear_damping)
             i = tr.motor_current(duty[j], 12.0, omega[j], kt[j], R[j], x.current_limit, en[j])

@@ -370,7 +370,7 @@ def simulate(scene: Scene, truths: dict[str, JointTruth], supply: SupplyTruth, p
                     if record_energy:
                         energy[k] = _total_energy(model, data, P, theta, omega, q, restriction, r_j, r_anchor)
             # ---- servo physics, one step (fused form of the truth functions) ----
-            theta, omega, tau_link, tc, cur = servo_step(consts, theta, omega, q, dq, duty, v_bus, kt, R, en, h)
+            theta, omega, tau_link, tc, cur = servo_step(consts, (theta, omega, q, dq), (duty, v_bus, kt, R, en), h)
             if s == 0 and k >= 0:
                 out["tau_c"][k] = tc
                 out["i_true"][k] = cur
