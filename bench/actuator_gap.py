@@ -65,7 +65,7 @@ def play(robot, model, q_cmd: np.ndarray, home=None) -> np.ndarray:
 
 def omx(a) -> dict:
     from actuatorlab.app.jobs import run_fit_arm
-    from actuatorlab.synth import Rates, draw_joint_truths, run_synth, simulate
+    from actuatorlab.synth import Rates, RunConditions, draw_joint_truths, run_synth, simulate
     from actuatorlab.synth import commands as cmd
     from actuatorlab.synth.dataset import _rng
     from actuatorlab.synth.robot import build_scene, get_robot
@@ -91,8 +91,9 @@ def omx(a) -> dict:
     scene = build_scene(robot, truths, rates.physics_dt)
     T = int(round(a.seconds / rates.log_dt))
     q4 = cmd.teleop(np.random.default_rng([a.seed, 777]), T, rates.log_dt, amplitude=0.8)
-    sim = simulate(scene, truths, supply, cmd.plan_of(q4), [800.0] * 4, ambient=25.0, temperature0=[30.0] * 4,
-                   rng=np.random.default_rng(1), rates=rates, preroll=0.5)
+    sim = simulate(scene, truths, supply, cmd.plan_of(q4),
+                   RunConditions([800.0] * 4, ambient=25.0, temperature0=[30.0] * 4, rates=rates, preroll=0.5),
+                   np.random.default_rng(1))
     truth = sim.q
     q_cmd = np.concatenate([q4, np.zeros((T, 1))], axis=1)  # the gripper holds 0
     home = np.concatenate([truth[0], [0.0]])

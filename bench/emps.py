@@ -144,7 +144,7 @@ def score(meas: dict[str, np.ndarray], sim: dict[str, np.ndarray],
 
 def reference_settings(rec, tr, wins) -> list[dict[str, Any]]:
     """(a): published IDIM-LS parameters through both loops, in the settings of docs/emps.md."""
-    from actuatorlab.baselines import (PUBLISHED_IDIM_LS_PARAMS, benchmark_time_base,
+    from actuatorlab.baselines import (PUBLISHED_IDIM_LS_PARAMS, EmpsLoop, benchmark_time_base,
                                        measured_signals, simulate_emps_closed_loop)
 
     meas = measured_signals(rec.t, rec.qm, rec.vir, rec.gtau)
@@ -157,8 +157,8 @@ def reference_settings(rec, tr, wins) -> list[dict[str, Any]]:
 
     def ref(name, t, qg, d, sub, note):
         t0 = time.perf_counter()
-        sim = simulate_emps_closed_loop(t, qg, float(rec.qm[0]), pub, rec.kp, rec.kv, rec.gtau,
-                                        10.0, sub, output_delay=d)
+        sim = simulate_emps_closed_loop(t, qg, float(rec.qm[0]), pub,
+                                        EmpsLoop(rec.kp, rec.kv, rec.gtau, 10.0, sub, output_delay=d))
         rows.append({"loop": "numpy reference", "setting": name, "substeps": sub,
                      "errors": score(meas, sim, wins), "wall_s": time.perf_counter() - t0,
                      "note": note})
@@ -189,7 +189,7 @@ def reference_settings(rec, tr, wins) -> list[dict[str, Any]]:
 def fit_all(rec, tr, models: tuple[str, ...], budget: tuple[int, int, int], seed: int,
             wins, log=print) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """(b): fit each model on the first 70 %, replay the whole record, score every window."""
-    from actuatorlab.baselines import (PUBLISHED_IDIM_LS_PARAMS, fit_idim_ls, measured_signals,
+    from actuatorlab.baselines import (PUBLISHED_IDIM_LS_PARAMS, EmpsLoop, fit_idim_ls, measured_signals,
                                        simulate_emps_closed_loop)
     from actuatorlab.evaluate.metrics import summarize
     from actuatorlab.evaluate.replay import replay_batches
@@ -221,7 +221,7 @@ def fit_all(rec, tr, models: tuple[str, ...], budget: tuple[int, int, int], seed
                      "errors": score(meas, jax_closed_loop(tr, p), wins),
                      "errors_numpy_reference": score(meas, simulate_emps_closed_loop(
                          t_data, rec.qg, float(rec.qm[0]), {n: idim[n] for n in ("M", "Fv", "Fc", "offset")},
-                         rec.kp, rec.kv, rec.gtau, 10.0, 1, output_delay=0), wins)})
+                         EmpsLoop(rec.kp, rec.kv, rec.gtau, 10.0, 1, output_delay=0)), wins)})
 
     fitted: dict[str, dict[str, float]] = {}
     for i, m in enumerate(models):
@@ -242,8 +242,8 @@ def fit_all(rec, tr, models: tuple[str, ...], budget: tuple[int, int, int], seed
         plain = all(abs(extra.get(n, 0.0)) == 0.0 for n in ("friction_stribeck", "delay"))
         if plain:  # same plant in the NumPy loop: the fit is not an artefact of the integrator
             row["errors_numpy_reference"] = score(meas, simulate_emps_closed_loop(
-                t_data, rec.qg, float(rec.qm[0]), row["params"], rec.kp, rec.kv, rec.gtau, 10.0, 1,
-                output_delay=0), wins)
+                t_data, rec.qg, float(rec.qm[0]), row["params"],
+                EmpsLoop(rec.kp, rec.kv, rec.gtau, 10.0, 1, output_delay=0)), wins)
         lib = summarize(replay_batches(m, r.params, full_batches))
         row["library_summary_full_no_skip"] = {k: lib[k] for k in (
             "position_mae", "position_relative_error", "effort_relative_error")}

@@ -69,7 +69,7 @@ def fit_row(fmt: str, src: list[Path], work: Path, mapping=None) -> dict:
 
 
 def bam_as_mcap(paths: list[Path], work: Path) -> list[Path]:
-    from actuatorlab.logs.importers.mcap_ros2 import write_joint_bag
+    from actuatorlab.logs.importers.mcap_ros2 import JointBag, write_joint_bag
 
     out = []
     for p in paths:
@@ -78,9 +78,9 @@ def bam_as_mcap(paths: list[Path], work: Path) -> list[Path]:
         bag = work / "mcap" / f"{p.stem}.mcap"
         bag.parent.mkdir(exist_ok=True)
         # the command is stamped when BAM sent it: just before the bus read it is logged with
-        write_joint_bag(bag, ["servo"], t, bam["position"][:, None], velocity=bam["velocity"][:, None],
-                        commands=bam["position_target"][:, None], command_times=t - 1e-6,
-                        enable=bam["torque_enable"], enable_times=t - 1e-6)
+        write_joint_bag(bag, JointBag(["servo"], t, bam["position"][:, None], velocity=bam["velocity"][:, None],
+                                      commands=bam["position_target"][:, None], command_times=t - 1e-6,
+                                      enable=bam["torque_enable"], enable_times=t - 1e-6))
         setup = {k: v for k, v in bam.setup.to_dict().items() if k != "extra"}
         bag.with_name(f"{p.stem}.mapping.json").write_text(json.dumps(
             {"format": "actuatorlab-mcap-mapping", "setup": setup, "conditions": bam.conditions,

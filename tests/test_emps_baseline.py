@@ -23,6 +23,7 @@ from actuatorlab.baselines import (
     fit_idim_ls,
     force_relative_error,
     load_emps_mat,
+    EmpsLoop,
     simulate_emps_closed_loop,
 )
 from actuatorlab.errors import DataError, ModelError
@@ -39,7 +40,7 @@ def synthetic_log():
     speeds = [0.04, 0.08, 0.125, 0.04, -0.04, -0.08, -0.125, -0.04] * 3
     durations = [0.5, 0.4, 0.6, 0.5, 0.5, 0.4, 0.6, 0.5] * 3
     t, qg = bang_bang_reference(speeds, durations, a_max=1.0)
-    sim = simulate_emps_closed_loop(t, qg, 0.0, TRUE, KP, KV, GTAU, substeps=2, output_delay=1)
+    sim = simulate_emps_closed_loop(t, qg, 0.0, TRUE, EmpsLoop(KP, KV, GTAU, substeps=2, output_delay=1))
     rng = np.random.default_rng(0)
     qm = np.round(sim["q"] / 5e-8) * 5e-8
     vir = sim["v"] + 0.02 * rng.standard_normal(t.shape[0])
@@ -78,7 +79,7 @@ def test_controller_equations_index_by_index(synthetic_log):
 
 def test_no_delay_option_applies_output_at_once(synthetic_log):
     t, qg, _, _, _ = synthetic_log
-    sim = simulate_emps_closed_loop(t[:500], qg[:500], 0.0, TRUE, KP, KV, GTAU, output_delay=0)
+    sim = simulate_emps_closed_loop(t[:500], qg[:500], 0.0, TRUE, EmpsLoop(KP, KV, GTAU, output_delay=0))
     np.testing.assert_array_equal(sim["v"], sim["v_cmd"])
 
 
@@ -87,7 +88,7 @@ def test_plant_integration_matches_viscous_decay():
     q(t) = q0 + qd0 M / Fv (1 - exp(-Fv t / M)); RK4 with one step per ms is exact to 1e-9."""
     t = np.arange(2001) * 1e-3
     p = {"M": 95.0, "Fv": 200.0, "Fc": 0.0, "offset": 0.0}
-    sim = simulate_emps_closed_loop(t, np.zeros_like(t), 0.01, p, 0.0, 0.0, GTAU, qd0=0.1)
+    sim = simulate_emps_closed_loop(t, np.zeros_like(t), 0.01, p, EmpsLoop(0.0, 0.0, GTAU), qd0=0.1)
     decay = np.exp(-p["Fv"] / p["M"] * t)
     np.testing.assert_allclose(sim["qd"], 0.1 * decay, rtol=1e-9)
     np.testing.assert_allclose(sim["q"], 0.01 + 0.1 * p["M"] / p["Fv"] * (1 - decay), rtol=1e-9)
@@ -99,7 +100,7 @@ def test_coulomb_friction_stops_the_load_and_never_adds_energy():
     below the viscous-only travel."""
     t = np.arange(3001) * 1e-3
     p = {"M": 95.0, "Fv": 200.0, "Fc": 20.0, "offset": 0.0}
-    sim = simulate_emps_closed_loop(t, np.zeros_like(t), 0.0, p, 0.0, 0.0, GTAU, qd0=0.1)
+    sim = simulate_emps_closed_loop(t, np.zeros_like(t), 0.0, p, EmpsLoop(0.0, 0.0, GTAU), qd0=0.1)
     qd = sim["qd"]
     chatter = p["Fc"] / p["M"] * 1e-3  # [m/s] one step of Coulomb deceleration
     # exact stop time of M qdd = -Fv qd - Fc: t* = M/Fv ln(1 + Fv qd0 / Fc)
@@ -113,10 +114,10 @@ def test_coulomb_friction_stops_the_load_and_never_adds_energy():
 def test_constant_external_force_acts_like_an_offset(synthetic_log):
     """f_ext = c [N] enters the plant like offset - c (eq. (3)), and is not logged as force."""
     t, qg, _, _, _ = synthetic_log
-    a = simulate_emps_closed_loop(t[:2000], qg[:2000], 0.0, TRUE, KP, KV, GTAU,
+    a = simulate_emps_closed_loop(t[:2000], qg[:2000], 0.0, TRUE, EmpsLoop(KP, KV, GTAU),
                                   f_ext=np.full(2000, 3.0))
     shifted = {**TRUE, "offset": TRUE["offset"] - 3.0}
-    b = simulate_emps_closed_loop(t[:2000], qg[:2000], 0.0, shifted, KP, KV, GTAU)
+    b = simulate_emps_closed_loop(t[:2000], qg[:2000], 0.0, shifted, EmpsLoop(KP, KV, GTAU))
     np.testing.assert_allclose(a["q"], b["q"], rtol=0, atol=1e-12)
     np.testing.assert_allclose(a["force"], b["force"], rtol=0, atol=1e-8)
 
@@ -124,7 +125,7 @@ def test_constant_external_force_acts_like_an_offset(synthetic_log):
 def test_output_saturates_at_v_sat():
     t = np.arange(300) * 1e-3
     qg = np.full_like(t, 0.05)  # 5 cm step: kp kv 0.05 = 1950 V unsaturated
-    sim = simulate_emps_closed_loop(t, qg, 0.0, TRUE, KP, KV, GTAU, v_sat=10.0)
+    sim = simulate_emps_closed_loop(t, qg, 0.0, TRUE, EmpsLoop(KP, KV, GTAU, v_sat=10.0))
     assert np.max(np.abs(sim["v"])) == pytest.approx(10.0)
     assert sim["v"][1] == pytest.approx(10.0)
 
@@ -132,7 +133,7 @@ def test_output_saturates_at_v_sat():
 def test_bad_inputs_raise_clear_errors(tmp_path):
     t = np.arange(100) * 1e-3
     with pytest.raises(ModelError, match="Fc"):
-        simulate_emps_closed_loop(t, t, 0.0, {"M": 1.0, "Fv": 1.0, "offset": 0.0}, KP, KV, GTAU)
+        simulate_emps_closed_loop(t, t, 0.0, {"M": 1.0, "Fv": 1.0, "offset": 0.0}, EmpsLoop(KP, KV, GTAU))
     bad = tmp_path / "bad.mat"
     savemat(bad, {"t": t[:, None], "qm": t[:, None]})
     with pytest.raises(DataError, match="bad.mat.*missing variables"):

@@ -24,6 +24,7 @@ from actuatorlab.baselines import (
     load_emps_mat,
     measured_signals,
     relative_errors,
+    EmpsLoop,
     simulate_emps_closed_loop,
 )
 from actuatorlab.logs import load_log
@@ -69,8 +70,8 @@ def _jax(tr, params: dict, substeps: int = 1) -> dict[str, np.ndarray]:
 
 
 def _ref(rec, t, qg, substeps: int) -> dict[str, np.ndarray]:
-    return simulate_emps_closed_loop(t, qg, float(rec.qm[0]), PUBLISHED_IDIM_LS_PARAMS, rec.kp,
-                                     rec.kv, rec.gtau, 10.0, substeps, output_delay=0)
+    return simulate_emps_closed_loop(t, qg, float(rec.qm[0]), PUBLISHED_IDIM_LS_PARAMS,
+                                     EmpsLoop(rec.kp, rec.kv, rec.gtau, 10.0, substeps, output_delay=0))
 
 
 def _rel(a: np.ndarray, b: np.ndarray, y: np.ndarray) -> float:

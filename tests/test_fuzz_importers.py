@@ -87,7 +87,7 @@ def _native_seed() -> dict[str, bytes]:
 
 
 def _mcap_seed(**kw) -> dict[str, bytes]:
-    from actuatorlab.logs.importers.mcap_ros2 import write_joint_bag
+    from actuatorlab.logs.importers.mcap_ros2 import JointBag, write_joint_bag
 
     T = 30
     t = np.arange(T) * 0.01
@@ -95,8 +95,8 @@ def _mcap_seed(**kw) -> dict[str, bytes]:
     args = dict(velocity=q, log_times=t + 0.002, commands=q, command_times=t - 0.001)
     args.update(kw)
     with tempfile.TemporaryDirectory() as d:
-        write_joint_bag(Path(d) / "arm.mcap", ["joint1", "joint2"], args.pop("stamps", t), args.pop("position", q),
-                        **args)
+        write_joint_bag(Path(d) / "arm.mcap", JointBag(["joint1", "joint2"], args.pop("stamps", t),
+                                                       args.pop("position", q), **args))
         return {"arm.mcap": (Path(d) / "arm.mcap").read_bytes()}
 
 

@@ -17,7 +17,7 @@ from actuatorlab.logs import audit_log, detect_format, load_log, load_logs
 from actuatorlab.logs.importers.lerobot import normalize_positions, write_lerobot_dataset
 
 mcap_ros2 = pytest.importorskip("mcap_ros2", reason="optional extra [mcap] not installed")
-from actuatorlab.logs.importers.mcap_ros2 import write_joint_bag  # noqa: E402
+from actuatorlab.logs.importers.mcap_ros2 import JointBag, write_joint_bag  # noqa: E402
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "actuatorlab" / "examples" / "bam_xl330"
 DEG = {"position_unit": "deg", "joint_position_units": {"gripper": "deg"}}
@@ -40,8 +40,8 @@ def two_joint_bag(path: Path, *, delay: float = 0.003, zero_stamps: bool = False
     dq = np.stack([3 * np.cos(3 * t), -np.sin(2 * t)], axis=1)
     tc = np.arange(T // 2) * 2 * dt  # commands at 50 Hz, on the state grid's even samples
     qc = np.stack([np.arange(T // 2) * 0.1, -np.arange(T // 2) * 0.1], axis=1)
-    write_joint_bag(path, ["joint1", "joint2"], None if zero_stamps else t, q, velocity=dq,
-                    effort=0.1 * q, log_times=t + delay, commands=qc, command_times=tc, **kw)
+    write_joint_bag(path, JointBag(["joint1", "joint2"], None if zero_stamps else t, q, velocity=dq,
+                                   effort=0.1 * q, log_times=t + delay, commands=qc, command_times=tc, **kw))
     return {"t": t, "q": q, "dq": dq, "tc": tc, "qc": qc}
 
 
@@ -114,9 +114,10 @@ def test_real_bam_log_reads_the_same_through_a_bag(tmp_path):
     back with the bench setup in the mapping: the same trajectory as the BAM importer's."""
     bam = load_log(sorted(EXAMPLE.glob("*.json"))[0])
     t = bam.time - bam.time[0]
-    write_joint_bag(tmp_path / "x.mcap", ["servo"], t, bam["position"][:, None], velocity=bam["velocity"][:, None],
-                    commands=bam["position_target"][:, None], command_times=t - 1e-4,
-                    enable=bam["torque_enable"], enable_times=t - 1e-4)
+    write_joint_bag(tmp_path / "x.mcap", JointBag(
+        ["servo"], t, bam["position"][:, None], velocity=bam["velocity"][:, None],
+        commands=bam["position_target"][:, None], command_times=t - 1e-4,
+        enable=bam["torque_enable"], enable_times=t - 1e-4))
     mapping = {"setup": {k: v for k, v in bam.setup.to_dict().items() if k != "extra"},
                "conditions": bam.conditions, "enable_topic": "/torque_enable"}
     tr = load_log(tmp_path / "x.mcap", mapping=mapping)

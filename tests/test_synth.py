@@ -21,7 +21,7 @@ from actuatorlab.synth import SUITES, run_synth, split_groups
 from actuatorlab.synth import truth as tr
 from actuatorlab.synth.commands import Plan, plan_of
 from actuatorlab.synth.robot import ROBOTS, Kinematics, build_scene
-from actuatorlab.synth.simulate import Rates, Restriction, simulate
+from actuatorlab.synth.simulate import Rates, Restriction, RunConditions, simulate
 from actuatorlab.synth.suites import SynthError
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
@@ -315,7 +315,7 @@ def test_servo_step_equals_the_component_functions(truths):
         en = (rng.random(4) > 0.2).astype(float).tolist()
         kt = [x.kt20 for x in p]
         R = [x.R20 for x in p]
-        th2, om2, tl, tc, cur = tr.servo_step(consts, theta, omega, q, dq, duty, 12.0, kt, R, en, h)
+        th2, om2, tl, tc, cur = tr.servo_step(consts, (theta, omega, q, dq), (duty, 12.0, kt, R, en), h)
         for j, x in enumerate(p):
             c = tr.coupling_torque(theta[j], omega[j], q[j], dq[j], x.backlash, x.gear_stiffness, x.gear_damping)
             i = tr.motor_current(duty[j], 12.0, omega[j], kt[j], R[j], x.current_limit, en[j])
@@ -357,8 +357,9 @@ def test_torque_disabled_free_motion_never_gains_energy(scene, truths):
     plan = Plan(q_cmd=q, enable=np.zeros_like(q), payload=np.zeros(T))
     supply = tr.NOMINAL_SUPPLY
     for restriction in (None, Restriction("joint3", 1.5, 0.05)):
-        r = simulate(scene, truths, supply, plan, [800.0] * 4, ambient=25.0, temperature0=[25.0] * 4,
-                     rng=np.random.default_rng(0), preroll=0.0, record_energy=True, restriction=restriction)
+        r = simulate(scene, truths, supply, plan,
+                     RunConditions([800.0] * 4, ambient=25.0, temperature0=[25.0] * 4, preroll=0.0,
+                                   record_energy=True, restriction=restriction), np.random.default_rng(0))
         e = r.energy
         assert np.all(np.isfinite(e))
         assert np.abs(r.q[-1] - r.q[0]).max() > 0.3  # it really fell
@@ -370,8 +371,9 @@ def test_torque_disabled_free_motion_never_gains_energy(scene, truths):
 def test_temperature_rises_with_joule_heat_under_sustained_load(scene, truths):
     T = 1000  # 10 s holding 500 g with the arm extended
     q = np.tile(np.array([0.0, 0.9, -0.9, 0.0]), (T, 1))
-    r = simulate(scene, truths, tr.NOMINAL_SUPPLY, plan_of(q, 0.5), [800.0] * 4, ambient=25.0,
-                 temperature0=[25.0] * 4, rng=np.random.default_rng(0), preroll=0.5)
+    r = simulate(scene, truths, tr.NOMINAL_SUPPLY, plan_of(q, 0.5),
+                 RunConditions([800.0] * 4, ambient=25.0, temperature0=[25.0] * 4, preroll=0.5),
+                 np.random.default_rng(0))
     rise = r.temp_true[-1] - r.temp_true[0]
     R = np.array([[tr.resistance(truths[j].R20, t) for j, t in zip(JOINTS, row)] for row in r.temp_true])
     C = np.array([truths[j].thermal_capacitance for j in JOINTS])

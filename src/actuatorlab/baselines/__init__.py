@@ -6,6 +6,7 @@ See docs/emps.md.
 from actuatorlab.baselines.emps_reference import (
     PUBLISHED_IDIM_LS_PARAMS as PUBLISHED_IDIM_LS_PARAMS,
     PUBLISHED_SIMULATION_ERRORS_PCT as PUBLISHED_SIMULATION_ERRORS_PCT,
+    EmpsLoop as EmpsLoop,
     EmpsRecord as EmpsRecord,
     bang_bang_reference as bang_bang_reference,
     benchmark_simulation as benchmark_simulation,
@@ -24,6 +25,7 @@ from actuatorlab.baselines.idim_ls import (
 )
 
 __all__ = [
+    "EmpsLoop",
     "EmpsRecord",
     "IDIM_PARAMETER_NAMES",
     "PUBLISHED_IDIM_LS",

@@ -55,6 +55,7 @@ from actuatorlab.errors import DataError, ModelError
 from ..logs.importers.emps import read_mat
 
 __all__ = [
+    "EmpsLoop",
     "EmpsRecord",
     "PUBLISHED_IDIM_LS_PARAMS",
     "PUBLISHED_SIMULATION_ERRORS_PCT",
@@ -145,20 +146,62 @@ def _uniform_step(t: np.ndarray) -> float:
     return float(dt)
 
 
+@dataclass(frozen=True)
+class EmpsLoop:
+    """The EMPS cascade controller and its integration (see :func:`simulate_emps_closed_loop`).
+
+    Attributes:
+        kp: [1/s] position gain.
+        kv: [V/(m/s)] velocity gain.
+        gtau: [N/V] drive gain.
+        v_sat: [V] controller output saturation.
+        substeps: RK4 steps per sample (>= 1).
+        output_delay: samples between computing the controller output and applying it
+            (1 = the benchmark's Simulink unit delay, 0 = applied at once).
+        coulomb_eps: [m/s] 0 for sign(qd) (sign(0) = 0); > 0 for tanh(qd / coulomb_eps).
+    """
+
+    kp: float
+    kv: float
+    gtau: float
+    v_sat: float = 10.0
+    substeps: int = 1
+    output_delay: int = 1
+    coulomb_eps: float = 0.0
+
+
+def _closed_loop_inputs(t: np.ndarray, qg: np.ndarray, params: dict[str, float], loop: EmpsLoop,
+                        f_ext: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, list[float], float]:
+    """(t, qg, external force per sample, dt) checked: same lengths, parameters present, uniform t."""
+    t = np.asarray(t, dtype=np.float64).reshape(-1)
+    qg = np.asarray(qg, dtype=np.float64).reshape(-1)
+    if t.shape != qg.shape or t.shape[0] < 3:
+        raise DataError(None, f"t and qg must have the same length >= 3, got {t.shape[0]} and "
+                        f"{qg.shape[0]}")
+    missing = [n for n in IDIM_PARAMETER_NAMES if n not in params]
+    if missing:
+        raise ModelError(f"EMPS parameters lack {missing}; need {list(IDIM_PARAMETER_NAMES)}")
+    if loop.substeps < 1 or loop.output_delay < 0:
+        raise ValueError(f"substeps must be >= 1 and output_delay >= 0, got {loop.substeps}, "
+                         f"{loop.output_delay}")
+    if f_ext is None:
+        fe = [0.0] * t.shape[0]
+    else:
+        f_ext = np.asarray(f_ext, dtype=np.float64).reshape(-1)
+        if f_ext.shape != t.shape:
+            raise DataError(None, f"f_ext has {f_ext.shape[0]} samples, t has {t.shape[0]}")
+        fe = f_ext.tolist()
+    return t, qg, fe, _uniform_step(t)
+
+
 def simulate_emps_closed_loop(
     t: np.ndarray,
     qg: np.ndarray,
     q0: float,
     params: dict[str, float],
-    kp: float,
-    kv: float,
-    gtau: float,
-    v_sat: float = 10.0,
-    substeps: int = 1,
+    loop: EmpsLoop,
     *,
-    output_delay: int = 1,
     qd0: float = 0.0,
-    coulomb_eps: float = 0.0,
     f_ext: np.ndarray | None = None,
 ) -> dict[str, np.ndarray]:
     """Simulate the EMPS cascade P / velocity loop around the rigid-body plant.
@@ -170,15 +213,8 @@ def simulate_emps_closed_loop(
         qg: (T,) [m] reference position, sampled at t.
         q0: [m] initial position.
         params: {"M" [kg], "Fv" [N.s/m], "Fc" [N], "offset" [N]}.
-        kp: [1/s] position gain.
-        kv: [V/(m/s)] velocity gain.
-        gtau: [N/V] drive gain.
-        v_sat: [V] controller output saturation.
-        substeps: RK4 steps per sample (>= 1).
-        output_delay: samples between computing the controller output and applying it
-            (1 = the benchmark's Simulink unit delay, 0 = applied at once).
+        loop: gains, saturation, RK4 substeps, output delay, Coulomb smoothing (:class:`EmpsLoop`).
         qd0: [m/s] initial velocity.
-        coulomb_eps: [m/s] 0 for sign(qd) (sign(0) = 0); > 0 for tanh(qd / coulomb_eps).
         f_ext: (T,) [N] or None: external force added to gtau v[k] on [t_k, t_k + dt), e.g. the
             ``pulses_N`` of DATA_EMPS_PULSES (paper Fig. 2 adds them after gtau). Not part of
             ``v`` / ``force`` / ``v_cmd``; it is part of ``qdd``.
@@ -189,30 +225,13 @@ def simulate_emps_closed_loop(
         = gtau v, ``v_cmd`` [V] saturated controller output before the delay, ``qd_hat`` [m/s]
         the controller's velocity estimate.
     """
-    t = np.asarray(t, dtype=np.float64).reshape(-1)
-    qg = np.asarray(qg, dtype=np.float64).reshape(-1)
-    if t.shape != qg.shape or t.shape[0] < 3:
-        raise DataError(None, f"t and qg must have the same length >= 3, got {t.shape[0]} and "
-                        f"{qg.shape[0]}")
-    missing = [n for n in IDIM_PARAMETER_NAMES if n not in params]
-    if missing:
-        raise ModelError(f"EMPS parameters lack {missing}; need {list(IDIM_PARAMETER_NAMES)}")
-    if substeps < 1 or output_delay < 0:
-        raise ValueError(f"substeps must be >= 1 and output_delay >= 0, got {substeps}, "
-                         f"{output_delay}")
-    if f_ext is None:
-        fe = [0.0] * t.shape[0]
-    else:
-        f_ext = np.asarray(f_ext, dtype=np.float64).reshape(-1)
-        if f_ext.shape != t.shape:
-            raise DataError(None, f"f_ext has {f_ext.shape[0]} samples, t has {t.shape[0]}")
-        fe = f_ext.tolist()
-    dt = _uniform_step(t)
+    t, qg, fe, dt = _closed_loop_inputs(t, qg, params, loop, f_ext)
+    substeps, output_delay = loop.substeps, loop.output_delay
     m, fv, fc, off = (float(params[n]) for n in IDIM_PARAMETER_NAMES)
     if not m > 0:
         raise ModelError(f"EMPS mass M must be > 0, got {m}")
-    kp, kv, gtau, v_sat = float(kp), float(kv), float(gtau), float(v_sat)
-    eps = float(coulomb_eps)
+    kp, kv, gtau, v_sat = float(loop.kp), float(loop.kv), float(loop.gtau), float(loop.v_sat)
+    eps = float(loop.coulomb_eps)
     h = dt / substeps
     inv_m = 1.0 / m
 
@@ -362,9 +381,9 @@ def benchmark_simulation(
         t_sim, qg_sim = rec.t, rec.qg
     else:
         raise ValueError(f"time_base must be 'benchmark' or 'data', got {time_base!r}")
-    sim = simulate_emps_closed_loop(t_sim, qg_sim, float(rec.qm[0]), params, rec.kp, rec.kv,
-                                    rec.gtau, 10.0, substeps, output_delay=output_delay,
-                                    qd0=qd0, coulomb_eps=coulomb_eps)
+    sim = simulate_emps_closed_loop(t_sim, qg_sim, float(rec.qm[0]), params,
+                                    EmpsLoop(rec.kp, rec.kv, rec.gtau, 10.0, substeps, output_delay=output_delay,
+                                             coulomb_eps=coulomb_eps), qd0=qd0)
     meas = measured_signals(rec.t, rec.qm, rec.vir, rec.gtau)
     return {"errors": relative_errors(meas, sim, n_skip=n_skip), "sim": sim, "meas": meas}
 

@@ -239,7 +239,7 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
                 best_p, best_f = cands[i], fs[i]
             es.tell(zs, fs)
     (mse, mae), (_, mae0) = scores([best_p, nominal])
-    return fit_result(model, names, labels, sets, best_p, nominal, mse, mae, mae0, per_joint,
+    return fit_result(model, names, labels, sets, best_p, nominal, (mse, mae, mae0), per_joint,
                       evaluations=evals, wall_s=float(_time.perf_counter() - t0), horizon=int(horizon),
                       n_windows=int(len(w.start)))
 

@@ -302,7 +302,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     mse, mae = native_score(p_best)
     _, mae_nom = native_score(nominal)
 
-    return fit_result(model, names, labels, sets, p_best, nominal, mse, mae, mae_nom, per_joint,
+    return fit_result(model, names, labels, sets, p_best, nominal, (mse, mae, mae_nom), per_joint,
                       evaluations=done, wall_s=float(_time.perf_counter() - t0), horizon=lengths[-1],
                       n_windows=int(len(w_fin.start)), method="adam", mode=mode, compile_s=compile_total,
                       train_mae_init=mae0, skipped_steps=skipped, selected=best[1], loss_history=history)

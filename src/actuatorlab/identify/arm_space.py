@@ -126,9 +126,11 @@ def fit_setup(robot_name: str | Robot, model: str | None, params: Iterable[str] 
     return robot, names
 
 
-def fit_result(model: str | None, names, labels, sets, best: dict, nominal: dict, mse: float, mae: float,
-               mae0: float, per_joint: bool, **extra) -> dict[str, Any]:
-    """The result dict every whole-robot fitter returns (see :func:`fit_arm`), plus ``extra``."""
+def fit_result(model: str | None, names, labels, sets, best: dict, nominal: dict,
+               train: tuple[float, float, float], per_joint: bool, **extra) -> dict[str, Any]:
+    """The result dict every whole-robot fitter returns (see :func:`fit_arm`), plus ``extra``;
+    ``train`` = (mse, mae, mae of the nominal parameters) on the training windows."""
+    mse, mae, mae0 = train
     def nest(p):
         return {k: {lab: float(p[k][g]) for g, lab in enumerate(labels) if g in sets} for k in names}
 

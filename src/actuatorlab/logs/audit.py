@@ -27,6 +27,7 @@ non-finite or non-increasing times are left out of this check.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -274,24 +275,8 @@ def _causality_issues(lag: dict[str, Any], onsets: dict[str, Any], issue: Any) -
                                    f"{onset_txt}")
 
 
-def audit_log(traj: Trajectory) -> dict[str, Any]:
-    """Audit ``traj`` (possibly loaded with ``strict=False``); returns a JSON-serializable dict.
-
-    Keys: name, source_file, n_samples, duration_s, timing (median dt, sample rate, jitter std,
-    min/max dt), gaps, timestamps (duplicated / non-monotonic), nan_counts, saturation,
-    derived_channels, causality, latency, receive_delay (MCAP bags), issues (list of {severity, code, message}).
-    """
-    issues: list[dict[str, str]] = []
-
-    def issue(severity: str, code: str, message: str) -> None:
-        issues.append({"severity": severity, "code": code, "message": message})
-
-    t = np.asarray(traj.time, dtype=np.float64)
-    n = int(t.size)
-    report: dict[str, Any] = {"name": traj.name, "source_file": traj.source_file, "n_samples": n,
-                              "setup": {"actuator": traj.setup.actuator, "controller": traj.setup.controller}}
-    if n < 10:
-        issue("error", "too_few_samples", f"only {n} samples (at least 10 needed)")
+def _audit_time(t: np.ndarray, report: dict[str, Any], issue: Callable[[str, str, str], None]) -> float:
+    """Fill report["duration_s" / "timing" / "gaps" / "timestamps"]; returns the median step [s] (NaN if none)."""
     dt_all = np.diff(t)
     finite = np.isfinite(dt_all)
     dt = dt_all[finite]
@@ -336,19 +321,10 @@ def audit_log(traj: Trajectory) -> dict[str, Any]:
               f"{back.size} timestamp(s) going back, first at sample {back[0]} "
               f"(t={t[back[0]]:.6g} s after t={t[back[0] - 1]:.6g} s)")
 
-    # NaN
-    nan_counts = {"time": int(np.sum(~np.isfinite(t)))}
-    for name, x in traj.data.items():
-        nan_counts[name] = int(np.sum(~np.isfinite(np.asarray(x, dtype=np.float64))))
-    report["nan_counts"] = nan_counts
-    for name, c in nan_counts.items():
-        if c:
-            sev = "error" if name in ("time", "position", "position_target") else "warning"
-            issue(sev, "nan", f"{c} NaN/inf value(s) in {name}")
+    return med
 
-    # saturation
-    sat = _saturation(traj)
-    report["saturation"] = sat
+
+def _saturation_issues(sat: dict[str, Any], n: int, issue: Callable[[str, str, str], None]) -> None:
     if "pwm_duty" in sat and sat["pwm_duty"]["n_samples"]:
         s = sat["pwm_duty"]
         issue("warning", "saturation", f"pwm_duty at its cap |{s['level']:g}| for {s['n_samples']} samples "
@@ -363,6 +339,64 @@ def audit_log(traj: Trajectory) -> dict[str, Any]:
                 issue("info", "position_range_end",
                       f"position stays at its {label} {e['level']:.4g} for {e['longest_run_s']:.3g} s from "
                       f"t={e['longest_run_start_s']:.4g} s (a hold, a mechanical stop or a steady-state error)")
+
+
+
+def _receive_delay(traj: Trajectory, med: float, report: dict[str, Any], issue: Callable[[str, str, str], None]) -> None:
+    """Header stamp vs receive time (MCAP bags: receive_delay = log time - header stamp)."""
+    if traj.has("receive_delay"):
+        d = np.asarray(traj["receive_delay"], dtype=np.float64)
+        d = d[np.isfinite(d)]
+        if d.size:
+            rd: dict[str, Any] = {"median_s": float(np.median(d)), "min_s": float(np.min(d)),
+                                  "max_s": float(np.max(d)), "std_s": float(np.std(d)),
+                                  "n_negative": int(np.sum(d < 0)), "time_base": traj.setup.extra.get("time_base")}
+            report["receive_delay"] = rd
+            if rd["n_negative"]:
+                issue("error", "clock_mismatch",
+                      f"{rd['n_negative']} message(s) stamped after they were received (log time - header stamp "
+                      f"down to {rd['min_s'] * 1e3:.3g} ms): sender and recorder clocks disagree")
+            elif med > 0 and rd["std_s"] > 0.25 * med:
+                issue("warning", "receive_jitter",
+                      f"receive delay varies by {rd['std_s'] * 1e3:.3g} ms (std; median {rd['median_s'] * 1e3:.3g} ms, "
+                      f"max {rd['max_s'] * 1e3:.3g} ms), more than a quarter of the sample period"
+                      + ("; the log-time base carries this jitter" if rd["time_base"] == "log" else ""))
+
+
+def audit_log(traj: Trajectory) -> dict[str, Any]:
+    """Audit ``traj`` (possibly loaded with ``strict=False``); returns a JSON-serializable dict.
+
+    Keys: name, source_file, n_samples, duration_s, timing (median dt, sample rate, jitter std,
+    min/max dt), gaps, timestamps (duplicated / non-monotonic), nan_counts, saturation,
+    derived_channels, causality, latency, receive_delay (MCAP bags), issues (list of {severity, code, message}).
+    """
+    issues: list[dict[str, str]] = []
+
+    def issue(severity: str, code: str, message: str) -> None:
+        issues.append({"severity": severity, "code": code, "message": message})
+
+    t = np.asarray(traj.time, dtype=np.float64)
+    n = int(t.size)
+    report: dict[str, Any] = {"name": traj.name, "source_file": traj.source_file, "n_samples": n,
+                              "setup": {"actuator": traj.setup.actuator, "controller": traj.setup.controller}}
+    if n < 10:
+        issue("error", "too_few_samples", f"only {n} samples (at least 10 needed)")
+    med = _audit_time(t, report, issue)
+
+    # NaN
+    nan_counts = {"time": int(np.sum(~np.isfinite(t)))}
+    for name, x in traj.data.items():
+        nan_counts[name] = int(np.sum(~np.isfinite(np.asarray(x, dtype=np.float64))))
+    report["nan_counts"] = nan_counts
+    for name, c in nan_counts.items():
+        if c:
+            sev = "error" if name in ("time", "position", "position_target") else "warning"
+            issue(sev, "nan", f"{c} NaN/inf value(s) in {name}")
+
+    # saturation
+    sat = _saturation(traj)
+    report["saturation"] = sat
+    _saturation_issues(sat, n, issue)
 
     # derived / estimated channels
     derived = []
@@ -382,24 +416,7 @@ def audit_log(traj: Trajectory) -> dict[str, Any]:
         issue("error", "negative_latency", f"channel {name} has negative latency {lat * 1e3:.3g} ms "
                                            "(a value cannot describe the future)")
 
-    # header stamp vs receive time (MCAP bags: receive_delay = log time - header stamp)
-    if traj.has("receive_delay"):
-        d = np.asarray(traj["receive_delay"], dtype=np.float64)
-        d = d[np.isfinite(d)]
-        if d.size:
-            rd: dict[str, Any] = {"median_s": float(np.median(d)), "min_s": float(np.min(d)),
-                                  "max_s": float(np.max(d)), "std_s": float(np.std(d)),
-                                  "n_negative": int(np.sum(d < 0)), "time_base": traj.setup.extra.get("time_base")}
-            report["receive_delay"] = rd
-            if rd["n_negative"]:
-                issue("error", "clock_mismatch",
-                      f"{rd['n_negative']} message(s) stamped after they were received (log time - header stamp "
-                      f"down to {rd['min_s'] * 1e3:.3g} ms): sender and recorder clocks disagree")
-            elif med > 0 and rd["std_s"] > 0.25 * med:
-                issue("warning", "receive_jitter",
-                      f"receive delay varies by {rd['std_s'] * 1e3:.3g} ms (std; median {rd['median_s'] * 1e3:.3g} ms, "
-                      f"max {rd['max_s'] * 1e3:.3g} ms), more than a quarter of the sample period"
-                      + ("; the log-time base carries this jitter" if rd["time_base"] == "log" else ""))
+    _receive_delay(traj, med, report, issue)
 
     # causality
     if traj.has("position") and traj.has("position_target"):

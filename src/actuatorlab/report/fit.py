@@ -16,8 +16,10 @@ uniform stride to at most ``max_points`` samples per trace; metrics always use e
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -27,7 +29,7 @@ from actuatorlab.errors import ModelError
 from actuatorlab.evaluate.metrics import REGIMES, LogResult, summarize
 from .kit import CSS, LOADER, decimation, escape, figure_script, as_float, fmt, pct, plotly_script, table, write_page
 
-__all__ = ["write_report"]
+__all__ = ["ReportOptions", "write_report"]
 
 _MEASURED = "#222222"
 _SIMULATED = "#1f77b4"
@@ -456,27 +458,11 @@ def _envelope_section(envelope: Mapping[str, Any] | None, summary: Mapping[str, 
 
 
 
-def write_report(
-    path: str | Path,
-    results: Sequence[LogResult],
-    *,
-    model_name: str,
-    title: str = "Actuator model report",
-    parameters: Sequence[Mapping[str, Any]] = (),
-    identifiability: Mapping[str, Any] | None = None,
-    summary: Mapping[str, Any] | None = None,
-    extra_sections: Mapping[str, str] | None = None,
-    max_points: int = 1000,
-    envelope: Mapping[str, Any] | None = None,
-    envelope_checks: Sequence[Any] | None = None,
-    plotly_js: str = "sibling",
-) -> Path:
-    """Write a self-contained HTML report (no network needed to view it) and return its path.
+@dataclass(frozen=True)
+class ReportOptions:
+    """What :func:`write_report` shows besides the logs.
 
-    Args:
-        path: output file (parents are created); written atomically (temporary file in the same
-            directory, then ``os.replace``), so readers never see a partial report.
-        results: the replayed logs (:class:`LogResult`), one figure each.
+    Fields:
         model_name: name of the evaluated model, shown in the header.
         title: page title.
         parameters: one dict per parameter with keys ``name``, ``value``, ``unit``, ``stderr``
@@ -498,15 +484,49 @@ def write_report(
             next to the report (kept if already there) and loaded by a relative ``<script src>``,
             so every report of a folder shares it and each page stays small; "inline": embedded
             in the page (one self-contained file, about 4.8 MB larger). Both work offline.
+    """
+
+    model_name: str
+    title: str = "Actuator model report"
+    parameters: Sequence[Mapping[str, Any]] = ()
+    identifiability: Mapping[str, Any] | None = None
+    summary: Mapping[str, Any] | None = None
+    extra_sections: Mapping[str, str] | None = None
+    max_points: int = 1000
+    envelope: Mapping[str, Any] | None = None
+    envelope_checks: Sequence[Any] | None = None
+    plotly_js: str = "sibling"
+
+
+def write_report(path: str | Path, results: Sequence[LogResult], options: ReportOptions | None = None,
+                 **fields: Any) -> Path:
+    """Write a self-contained HTML report (no network needed to view it) and return its path.
+
+    Args:
+        path: output file (parents are created); written atomically (temporary file in the same
+            directory, then ``os.replace``), so readers never see a partial report.
+        results: the replayed logs (:class:`LogResult`), one figure each.
+        options: what else to show (:class:`ReportOptions`).
+        fields: :class:`ReportOptions` fields as keywords (``model_name=...``), on top of ``options``.
 
     Raises:
         ModelError: a parameter entry lacks ``name``/``value`` or the correlation matrix does not
             match its names.
     """
+    opts = ReportOptions(**fields) if options is None else dataclasses.replace(options, **fields)
     path = Path(path)
     results = list(results)
-    if summary is None:
-        summary = summarize(results)
+    summary = summarize(results) if opts.summary is None else opts.summary
+    write_page(path, _page(path, results, summary, opts))
+    return path
+
+
+def _page(path: Path, results: list[LogResult], summary: Mapping[str, Any], opts: ReportOptions) -> str:
+    """The report's HTML page."""
+    title, model_name, parameters, identifiability = opts.title, opts.model_name, opts.parameters, \
+        opts.identifiability
+    extra_sections, max_points, envelope, envelope_checks = opts.extra_sections, opts.max_points, opts.envelope, \
+        opts.envelope_checks
     per_log = {d["log"]: d for d in summary.get("per_log", [])}
 
     figs: list[str] = []
@@ -555,12 +575,11 @@ def write_report(
         f"<title>{escape(title)}</title>",
         f"<style>{CSS}</style>",
         "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
-        plotly_script(path, plotly_js),
+        plotly_script(path, opts.plotly_js),
         "</head><body>",
         *body,
         f"<script>{LOADER}</script>",
         "</body></html>",
         "",
     ])
-    write_page(path, page)
-    return path
+    return page

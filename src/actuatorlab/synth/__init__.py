@@ -21,6 +21,7 @@ from .robot import ROBOTS as ROBOTS
 from .robot import locate_mjcf as locate_mjcf
 from .simulate import Rates as Rates
 from .simulate import Restriction as Restriction
+from .simulate import RunConditions as RunConditions
 from .simulate import SimResult as SimResult
 from .simulate import simulate as simulate
 from .suites import SUITES as SUITES

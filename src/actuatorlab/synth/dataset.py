@@ -28,14 +28,14 @@ from ..logs.format import Channel, Setup, Trajectory
 from ..logs.io import save_trajectory
 from . import commands as cmd
 from .robot import Kinematics, Scene, build_scene, get_robot
-from .simulate import Rates, Restriction, SimResult, simulate
+from .simulate import Rates, Restriction, RunConditions, SimResult, simulate
 from .suites import (FAMILIES, PUSH_DIRECTIONS, Suite, SynthError, TrajectorySpec, check_scale, get_suite,
                      restricted_pair_specs, push_pair_specs)
 from .truth import (ALPHA_CU, BEARING_EPS, CURRENT_UNIT, ENCODER_STEP, ERROR_GAIN, PWM_LIMIT, TRUTH_UNITS,
                     VELOCITY_UNIT, VOLTAGE_UNIT, G, JointTruth, SupplyTruth, draw_joint_truths, draw_supply)
 
 __all__ = ["GENERATOR", "GENERATOR_VERSION", "RESTRICTION", "FORCE_GAUGE_NOISE", "run_synth", "split_groups",
-           "make_plan", "sim_to_trajectory"]
+           "make_plan"]
 
 GENERATOR = "actuatorlab.synth"
 #: Bumped whenever the same seed would give different bytes.
@@ -134,9 +134,9 @@ def _force_channels(kind: str) -> dict[str, Channel]:
     return out
 
 
-def sim_to_trajectory(spec: TrajectorySpec, session: str, sim: SimResult, robot: str, joints: tuple[str, ...],
-                      truths: dict[str, JointTruth], supply_nominal: float, label_rng: np.random.Generator,
-                      suite: str, events: dict[str, float]) -> Trajectory:
+def _sim_to_trajectory(spec: TrajectorySpec, session: str, sim: SimResult, robot: str, joints: tuple[str, ...],
+                       truths: dict[str, JointTruth], supply_nominal: float, label_rng: np.random.Generator,
+                       suite: str, events: dict[str, float]) -> Trajectory:
     """The native :class:`Trajectory` of one simulated spec (channels "<canonical>/<joint>")."""
     data: dict[str, np.ndarray] = {}
     channels: dict[str, Channel] = {}
@@ -295,6 +295,51 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+def _specs_and_sessions(suite_obj: Suite, scale: float, seed: int, restricted_pairs: int, push_pairs: int,
+                        ) -> tuple[list[TrajectorySpec], list[tuple[str, list[TrajectorySpec]]], dict[str, str],
+                                   np.random.Generator]:
+    """(trajectory specs, sessions, split of each spec, the session stream for ambient draws): the suite's
+    specs (streams 1, 2, 3) then the restricted pairs (4, 5, 6) and the push pairs (7, 8, 9)."""
+    specs = suite_obj.build(scale, _rng(seed, 1))
+    session_rng = _rng(seed, 2)
+    sessions = _sessions(specs, suite_obj.session_size, session_rng)
+    session_of = {s.name: name for name, members in sessions for s in members}
+    split = split_groups(specs, suite_obj.heldout, _rng(seed, 3), session_of)
+    def append(extra: list[TrajectorySpec], stream: int, heldout) -> list[TrajectorySpec]:
+        """Extra specs in sessions after the suite's (random stream ``stream + 1``) with their own
+        stratified split (``stream + 2``): the suite's streams, sessions and splits are untouched."""
+        for _, members in _sessions(extra, suite_obj.session_size, _rng(seed, stream + 1)):
+            sessions.append((f"s{len(sessions) + 1:02d}", members))
+            session_of.update({s.name: sessions[-1][0] for s in members})
+        split.update(split_groups(extra, heldout, _rng(seed, stream + 2), stratify=True))
+        return specs + extra
+
+    if restricted_pairs:  # streams 4 (specs), 5 (their sessions), 6 (their split)
+        specs = append(restricted_pair_specs(int(restricted_pairs), scale, _rng(seed, 4), len(specs)), 4, ())
+    if push_pairs:  # streams 7, 8, 9; directions held out by the suite are left out
+        held = tuple(v for k, v in suite_obj.heldout if k == "contact")
+        specs = append(push_pair_specs(int(push_pairs), scale, _rng(seed, 7), len(specs), exclude=held), 7,
+                       suite_obj.heldout)
+
+    return specs, sessions, split, session_rng
+
+
+def _record(spec: TrajectorySpec, split: str, traj: Trajectory, plan: Any, sim: SimResult, rest: float,
+            ) -> dict[str, Any]:
+    """The dataset card's entry of one trajectory."""
+    return {
+        "name": spec.name, "split": split, "family": spec.family, "variant": spec.variant,
+        "conditions": traj.conditions, "duration_s": round(traj.duration, 6), "n_samples": traj.n,
+        "kp": spec.kp, "payload_kg": spec.payload, "push": spec.push, "pair": spec.pair,
+        "restricted": spec.restricted, "events": {k: round(float(v), 6) for k, v in plan.events.items()},
+        "push_pulses": ([[round(float(x), 6) for x in p] for p in plan.pulses]
+                        if spec.family == "push_hold" else []),
+        "temperature_start_degC": [round(float(x), 4) for x in sim.temp_true[0]],
+        "temperature_end_degC": [round(float(x), 4) for x in sim.final_temperature],
+        "rest_after_s": round(rest, 4),
+    }
+
+
 def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float = 1.0,
               progress: Callable[[int, int, str], None] | None = None, *, overwrite: bool = False,
               restricted_pairs: int = 0, push_pairs: int = 0) -> dict[str, Any]:
@@ -344,27 +389,7 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     supply: SupplyTruth = draw_supply(unit_rng)
     scene: Scene = build_scene(robot, truths, rates.physics_dt)
     kin = Kinematics(scene)
-    specs = suite_obj.build(scale, _rng(seed, 1))
-    session_rng = _rng(seed, 2)
-    sessions = _sessions(specs, suite_obj.session_size, session_rng)
-    session_of = {s.name: name for name, members in sessions for s in members}
-    split = split_groups(specs, suite_obj.heldout, _rng(seed, 3), session_of)
-    def append(extra: list[TrajectorySpec], stream: int, heldout) -> list[TrajectorySpec]:
-        """Extra specs in sessions after the suite's (random stream ``stream + 1``) with their own
-        stratified split (``stream + 2``): the suite's streams, sessions and splits are untouched."""
-        for _, members in _sessions(extra, suite_obj.session_size, _rng(seed, stream + 1)):
-            sessions.append((f"s{len(sessions) + 1:02d}", members))
-            session_of.update({s.name: sessions[-1][0] for s in members})
-        split.update(split_groups(extra, heldout, _rng(seed, stream + 2), stratify=True))
-        return specs + extra
-
-    if restricted_pairs:  # streams 4 (specs), 5 (their sessions), 6 (their split)
-        specs = append(restricted_pair_specs(int(restricted_pairs), scale, _rng(seed, 4), len(specs)), 4, ())
-    if push_pairs:  # streams 7, 8, 9; directions held out by the suite are left out
-        held = tuple(v for k, v in suite_obj.heldout if k == "contact")
-        specs = append(push_pair_specs(int(push_pairs), scale, _rng(seed, 7), len(specs), exclude=held), 7,
-                       suite_obj.heldout)
-
+    specs, sessions, split, session_rng = _specs_and_sessions(suite_obj, scale, seed, restricted_pairs, push_pairs)
     index = {s.name: i for i, s in enumerate(specs)}
     total = len(specs)
     done = 0
@@ -379,26 +404,16 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
                                  "trajectories": [s.name for s in members]}
         for spec in members:
             plan = make_plan(spec, kin, _rng(seed, 10, spec.command_key), rates.log_dt)
-            sim = simulate(scene, truths, supply, plan, [spec.kp] * len(joints), ambient=ambient,
-                           temperature0=temp, rng=_rng(seed, 11, index[spec.name]),
-                           restriction=RESTRICTION if spec.restricted else None, rates=rates, preroll=_PRE_ROLL)
-            traj = sim_to_trajectory(spec, session, sim, robot, joints, truths, 12.0,
-                                     _rng(seed, 12, index[spec.name]), suite, plan.events)
+            run = RunConditions([spec.kp] * len(joints), ambient=ambient, temperature0=temp,
+                                restriction=RESTRICTION if spec.restricted else None, rates=rates, preroll=_PRE_ROLL)
+            sim = simulate(scene, truths, supply, plan, run, _rng(seed, 11, index[spec.name]))
+            traj = _sim_to_trajectory(spec, session, sim, robot, joints, truths, 12.0,
+                                      _rng(seed, 12, index[spec.name]), suite, plan.events)
             save_trajectory(traj, out / split[spec.name] / spec.name)
             rest = float(session_rng.uniform(3.0, 15.0))
             tau = np.array([truths[j].thermal_resistance * truths[j].thermal_capacitance for j in joints])
             temp = ambient + (sim.final_temperature - ambient) * np.exp(-rest / tau)
-            records.append({
-                "name": spec.name, "split": split[spec.name], "family": spec.family, "variant": spec.variant,
-                "conditions": traj.conditions, "duration_s": round(traj.duration, 6), "n_samples": traj.n,
-                "kp": spec.kp, "payload_kg": spec.payload, "push": spec.push, "pair": spec.pair,
-                "restricted": spec.restricted, "events": {k: round(float(v), 6) for k, v in plan.events.items()},
-                "push_pulses": ([[round(float(x), 6) for x in p] for p in plan.pulses]
-                                if spec.family == "push_hold" else []),
-                "temperature_start_degC": [round(float(x), 4) for x in sim.temp_true[0]],
-                "temperature_end_degC": [round(float(x), 4) for x in sim.final_temperature],
-                "rest_after_s": round(rest, 4),
-            })
+            records.append(_record(spec, split[spec.name], traj, plan, sim, rest))
             n_samples += traj.n
             done += 1
             if progress is not None:

@@ -20,6 +20,8 @@ logged. Positions are optionally quantised to the 4096 counts/rev encoder.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..logs.format import Channel, Kind, Setup, Trajectory
@@ -31,7 +33,7 @@ from ..sim.arm_data import per_joint_robot, robot_with_model
 from ..sim.arm import initial_state, make_inputs
 from ..sim.arm_native import rollout_native
 
-__all__ = ["FAMILIES", "draw_param_sets", "model_logs", "rollout_trajectory"]
+__all__ = ["FAMILIES", "Provenance", "draw_param_sets", "model_logs", "rollout_trajectory"]
 
 #: command families in the order logs cycle through them
 FAMILIES: tuple[str, ...] = ("teleop", "steps", "chirp")
@@ -98,14 +100,24 @@ def model_logs(robot: Robot | str, model: str, param_sets: dict[str, np.ndarray]
         _, o = rollout_native(r, param_sets, make_inputs(r, qt), initial_state(r, q=qt[0]))
         logs.append(rollout_trajectory(robot, f"{fam}_{i:02d}", qt, o.q, o.dq, arm, quantize=quantize,
                                        conditions={"excitation": fam, "truth": get_model(model).name},
-                                       extra={"truth_model": get_model(model).name},
-                                       source_file=f"synthetic:{robot.name}/{get_model(model).name}/{fam}_{i:02d}"))
+                                       provenance=Provenance({"truth_model": get_model(model).name},
+                                                             f"synthetic:{robot.name}/{get_model(model).name}/"
+                                                             f"{fam}_{i:02d}")))
     return logs
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a synthetic log comes from: setup extras (added to robot and joints) and the source name
+    (None: ``synthetic:<robot>/<name>``)."""
+
+    extra: dict | None = None
+    source_file: str | None = None
 
 
 def rollout_trajectory(robot: Robot, name: str, q_target: np.ndarray, q: np.ndarray, dq: np.ndarray,
                        joints: list[str], *, quantize: bool = True, conditions: dict | None = None,
-                       extra: dict | None = None, source_file: str | None = None) -> Trajectory:
+                       provenance: Provenance = Provenance()) -> Trajectory:
     """A multi-joint log (docs/synth.md convention) of one rollout: targets ``q_target`` and the
     simulated ``q``, ``dq`` (T, n_joints) [rad | m], robot joint order, recording ``joints``.
     Positions are quantised to 2 pi / 4096 rad (times |output_to_joint| behind a linkage) if
@@ -127,6 +139,6 @@ def rollout_trajectory(robot: Robot, name: str, q_target: np.ndarray, q: np.ndar
     ch["supply_voltage"] = Channel("V", "commanded")
     setup = Setup(robot.joints[0].actuator, controller=robot.joints[0].law,
                   gains=dict(robot.joints[0].gains), supply_voltage=robot.joints[0].supply_voltage,
-                  extra={"robot": robot.name, "joints": list(joints), **(extra or {})})
+                  extra={"robot": robot.name, "joints": list(joints), **(provenance.extra or {})})
     return Trajectory(name=name, time=np.arange(T) * robot.control_dt, data=data, channels=ch, setup=setup,
-                      conditions=dict(conditions or {}), source_file=source_file or f"synthetic:{robot.name}/{name}")
+                      conditions=dict(conditions or {}), source_file=provenance.source_file or f"synthetic:{robot.name}/{name}")

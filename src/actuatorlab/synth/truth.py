@@ -356,9 +356,8 @@ def servo_constants(p: JointTruth) -> tuple[float, ...]:
             p.bearing_friction)
 
 
-def servo_step(consts: list[tuple[float, ...]], theta: list[float], omega: list[float], q: list[float],
-               dq: list[float], duty: list[float], v_bus: float, kt: list[float], R: list[float],
-               enable: list[float], h: float
+def servo_step(consts: list[tuple[float, ...]], state: tuple[list[float], list[float], list[float], list[float]],
+               drive: tuple[list[float], float, list[float], list[float], list[float]], h: float
                ) -> tuple[list[float], list[float], list[float], list[float], list[float]]:
     """One physics step of every servo: (theta', omega', tau_link, tau_c, i), lists over joints.
 
@@ -370,9 +369,11 @@ def servo_step(consts: list[tuple[float, ...]], theta: list[float], omega: list[
         tau_link = tau_c + bearing_torque(dq, F_b)              (the torque on the link)
     written without function calls because it runs 2000 times per simulated second per joint;
     tests/test_synth.py checks it against the functions above. ``consts`` from :func:`servo_constants`;
-    theta, omega [rad, rad/s] rotor (output side); q, dq link; duty [1]; v_bus [V]; kt [N.m/A];
-    R [ohm]; enable [0/1]; h [s].
+    state = (theta, omega, q, dq): theta, omega [rad, rad/s] rotor (output side), q, dq link;
+    drive = (duty, v_bus, kt, R, enable): duty [1], v_bus [V], kt [N.m/A], R [ohm], enable [0/1]; h [s].
     """
+    theta, omega, q, dq = state
+    duty, v_bus, kt, R, enable = drive
     exp, tanh, inv_eps = math.exp, math.tanh, 1.0 / BEARING_EPS
     th_out, om_out, tl_out, tc_out, i_out = [], [], [], [], []
     for j in range(len(consts)):

@@ -162,6 +162,46 @@ def _raw_pwm_for_processed(
     return duty, channel
 
 
+def _load_channels(path: Path, doc: dict[str, Any], entries: list[dict[str, Any]], info: dict[str, Any] | None,
+                   motor: str, time: np.ndarray, data: dict[str, np.ndarray], channels: dict[str, Channel],
+                   warnings: list[str]) -> None:
+    """Add the 'load' field: ``pwm_duty`` where it is a Dynamixel PWM register, else ``load_raw``."""
+    processed = "dt" in doc
+    if not any("load" in e for e in entries):
+        return
+    load = _column(entries, "load")
+    if info is not None and info["pwm_register"] and not processed:
+        if np.all(np.isnan(load) | (load == np.round(load))):
+            data["pwm_duty"] = decode_dynamixel_pwm(load)
+            channels["pwm_duty"] = Channel(
+                "1", "measured", "none",
+                source=f"int16(load)/{DYNAMIXEL_PWM_LIMIT} (Present PWM register stored as uint16)",
+                description="duty cycle in [-1, 1]",
+            )
+        else:
+            warnings.append("pwm_duty omitted: raw 'load' holds non-integer values, not a PWM register")
+            data["load_raw"], channels["load_raw"] = load, Channel(
+                "unknown", "measured", "none", source="load", description="raw 'load' field, meaning unknown")
+    elif info is not None and info["pwm_register"] and processed:
+        data["load_raw"] = load
+        channels["load_raw"] = Channel(
+            "unknown", "measured", "none", source="load (processed file)",
+            description=("uint16 Present PWM register values linearly interpolated across the wrap-around: "
+                         "wrong wherever the sign changes; do not use (see pwm_duty)"),
+        )
+        rec = _raw_pwm_for_processed(path, doc, time, warnings)
+        if rec is not None:
+            data["pwm_duty"], channels["pwm_duty"] = rec
+    else:
+        data["load_raw"] = load
+        channels["load_raw"] = Channel(
+            "unknown", "measured", "none", source="load",
+            description=(f"not recorded by the {motor} logger (always 0); not a PWM or load measurement"
+                         if info is not None and np.all(np.nan_to_num(load) == 0)
+                         else "raw 'load' field, meaning unknown for this motor"),
+        )
+
+
 def load_bam(path: str | Path, doc: dict[str, Any] | None = None) -> Trajectory:
     """Read one BAM JSON log (raw or processed) as a :class:`Trajectory` (no validation here).
 
@@ -227,39 +267,7 @@ def load_bam(path: str | Path, doc: dict[str, Any] | None = None) -> Trajectory:
             "grid time it mixes in the next command (not causal; up to one raw step ahead)"
         )
 
-    has_load = any("load" in e for e in entries)
-    if has_load:
-        load = _column(entries, "load")
-        if info is not None and info["pwm_register"] and not processed:
-            if np.all(np.isnan(load) | (load == np.round(load))):
-                data["pwm_duty"] = decode_dynamixel_pwm(load)
-                channels["pwm_duty"] = Channel(
-                    "1", "measured", "none",
-                    source=f"int16(load)/{DYNAMIXEL_PWM_LIMIT} (Present PWM register stored as uint16)",
-                    description="duty cycle in [-1, 1]",
-                )
-            else:
-                warnings.append("pwm_duty omitted: raw 'load' holds non-integer values, not a PWM register")
-                data["load_raw"], channels["load_raw"] = load, Channel(
-                    "unknown", "measured", "none", source="load", description="raw 'load' field, meaning unknown")
-        elif info is not None and info["pwm_register"] and processed:
-            data["load_raw"] = load
-            channels["load_raw"] = Channel(
-                "unknown", "measured", "none", source="load (processed file)",
-                description=("uint16 Present PWM register values linearly interpolated across the wrap-around: "
-                             "wrong wherever the sign changes; do not use (see pwm_duty)"),
-            )
-            rec = _raw_pwm_for_processed(path, doc, time, warnings)
-            if rec is not None:
-                data["pwm_duty"], channels["pwm_duty"] = rec
-        else:
-            data["load_raw"] = load
-            channels["load_raw"] = Channel(
-                "unknown", "measured", "none", source="load",
-                description=(f"not recorded by the {motor} logger (always 0); not a PWM or load measurement"
-                             if info is not None and np.all(np.nan_to_num(load) == 0)
-                             else "raw 'load' field, meaning unknown for this motor"),
-            )
+    _load_channels(path, doc, entries, info, motor, time, data, channels, warnings)
 
     known = {"timestamp", "goal_position", "position", "speed", "torque_enable", "input_volts", "temp", "load"}
     for key in sorted({k for e in entries for k in e} - known):

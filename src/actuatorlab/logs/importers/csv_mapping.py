@@ -133,6 +133,58 @@ def _read_csv(csv_path: Path, opts: Any, where: Path) -> Any:
         raise DataError(csv_path, f"unreadable CSV: {lines[-1] if lines else type(e).__name__}") from None
 
 
+def _mapped_channel(where: Path, name: str, spec: Any, joint_type: str, df: Any, csv_path: Path,
+                    map_name: str) -> tuple[str, np.ndarray, Channel]:
+    """(CSV column, values in SI units, channel) of the mapped channel ``name``, its spec checked."""
+    if isinstance(spec, str):
+        spec = {"column": spec}
+    if not isinstance(spec, dict) or not isinstance(spec.get("column"), str):
+        raise DataError(where, f"channel '{name}' must be a column name or an object with a 'column'")
+    bad_keys = set(spec) - _CHANNEL_KEYS
+    if bad_keys:
+        raise DataError(where, f"channel '{name}': unknown key(s) {', '.join(sorted(bad_keys))} "
+                               f"(allowed: {', '.join(sorted(_CHANNEL_KEYS))})")
+    col = spec["column"]
+    si_expected = canonical_unit(name, joint_type)
+    unit = spec.get("unit", si_expected if si_expected is not None else "unknown")
+    if name == "torque_enable" and unit == "1":
+        unit = "bool"
+    if not isinstance(unit, str):
+        raise _unit_error(where, col, name, unit, None, joint_type, csv_path.name)
+    if si_expected is not None:
+        exp_dim = UNITS[si_expected][0]
+        if unit not in UNITS or UNITS[unit][0] != exp_dim:
+            raise _unit_error(where, col, name, unit, exp_dim, joint_type, csv_path.name)
+    elif unit != "unknown" and unit not in UNITS:
+        raise _unit_error(where, col, name, unit, None, joint_type, csv_path.name)
+    kind = spec.get("kind", _DEFAULT_KIND.get(name, "measured"))
+    side = spec.get("side", _DEFAULT_SIDE.get(name, "none"))
+    if kind not in ("commanded", "measured", "estimated"):
+        raise DataError(where, f"channel '{name}': kind must be commanded, measured or estimated, got {kind!r}")
+    if side not in ("output", "motor", "none"):
+        raise DataError(where, f"channel '{name}': side must be output, motor or none, got {side!r}")
+    scale, offset = spec.get("scale", 1.0), spec.get("offset", 0.0)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (scale, offset)):
+        raise DataError(where, f"channel '{name}': scale and offset must be finite numbers")
+    lat = spec.get("latency_s", 0.0)
+    if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not math.isfinite(lat) or lat < 0:
+        raise DataError(where, f"channel '{name}': latency_s must be a finite number >= 0 [s], got {lat!r:.40}")
+    for key in ("source", "description"):
+        if key in spec and not isinstance(spec[key], str):
+            raise DataError(where, f"channel '{name}': {key} must be a string")
+    raw = _column_values(df, col, csv_path, map_name) * float(scale) + float(offset)
+    values, si_unit = (raw, "unknown") if unit == "unknown" else convert_units(raw, unit)
+    conv = "" if unit in ("unknown", si_unit) else f", {unit} -> {si_unit}"
+    lin = "" if (scale, offset) == (1.0, 0.0) else f" * {scale:g} + {offset:g}"
+    src = f"CSV column '{col}'{lin}{conv}"
+    return col, values, Channel(
+        unit=si_unit, kind=kind, side=side,
+        source=f"{spec['source']}; {src}" if "source" in spec else src,
+        latency_s=float(spec.get("latency_s", 0.0)),
+        description=str(spec.get("description", CANONICAL_CHANNELS.get(name, ""))),
+    )
+
+
 def load_csv(path: str | Path, mapping: str | Path | dict[str, Any] | None = None) -> Trajectory:
     """Read a CSV log with its column mapping as a :class:`Trajectory` in SI units (no validation)."""
     csv_path = Path(path)
@@ -178,54 +230,7 @@ def load_csv(path: str | Path, mapping: str | Path | dict[str, Any] | None = Non
     channels: dict[str, Channel] = {}
     used = {tcol}
     for name, spec in doc["channels"].items():
-        if isinstance(spec, str):
-            spec = {"column": spec}
-        if not isinstance(spec, dict) or not isinstance(spec.get("column"), str):
-            raise DataError(where, f"channel '{name}' must be a column name or an object with a 'column'")
-        bad_keys = set(spec) - _CHANNEL_KEYS
-        if bad_keys:
-            raise DataError(where, f"channel '{name}': unknown key(s) {', '.join(sorted(bad_keys))} "
-                                   f"(allowed: {', '.join(sorted(_CHANNEL_KEYS))})")
-        col = spec["column"]
-        si_expected = canonical_unit(name, joint_type)
-        unit = spec.get("unit", si_expected if si_expected is not None else "unknown")
-        if name == "torque_enable" and unit == "1":
-            unit = "bool"
-        if not isinstance(unit, str):
-            raise _unit_error(where, col, name, unit, None, joint_type, csv_path.name)
-        if si_expected is not None:
-            exp_dim = UNITS[si_expected][0]
-            if unit not in UNITS or UNITS[unit][0] != exp_dim:
-                raise _unit_error(where, col, name, unit, exp_dim, joint_type, csv_path.name)
-        elif unit != "unknown" and unit not in UNITS:
-            raise _unit_error(where, col, name, unit, None, joint_type, csv_path.name)
-        kind = spec.get("kind", _DEFAULT_KIND.get(name, "measured"))
-        side = spec.get("side", _DEFAULT_SIDE.get(name, "none"))
-        if kind not in ("commanded", "measured", "estimated"):
-            raise DataError(where, f"channel '{name}': kind must be commanded, measured or estimated, got {kind!r}")
-        if side not in ("output", "motor", "none"):
-            raise DataError(where, f"channel '{name}': side must be output, motor or none, got {side!r}")
-        scale, offset = spec.get("scale", 1.0), spec.get("offset", 0.0)
-        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in (scale, offset)):
-            raise DataError(where, f"channel '{name}': scale and offset must be finite numbers")
-        lat = spec.get("latency_s", 0.0)
-        if isinstance(lat, bool) or not isinstance(lat, (int, float)) or not math.isfinite(lat) or lat < 0:
-            raise DataError(where, f"channel '{name}': latency_s must be a finite number >= 0 [s], got {lat!r:.40}")
-        for key in ("source", "description"):
-            if key in spec and not isinstance(spec[key], str):
-                raise DataError(where, f"channel '{name}': {key} must be a string")
-        raw = _column_values(df, col, csv_path, map_name) * float(scale) + float(offset)
-        values, si_unit = (raw, "unknown") if unit == "unknown" else convert_units(raw, unit)
-        conv = "" if unit in ("unknown", si_unit) else f", {unit} -> {si_unit}"
-        lin = "" if (scale, offset) == (1.0, 0.0) else f" * {scale:g} + {offset:g}"
-        src = f"CSV column '{col}'{lin}{conv}"
-        data[name] = values
-        channels[name] = Channel(
-            unit=si_unit, kind=kind, side=side,
-            source=f"{spec['source']}; {src}" if "source" in spec else src,
-            latency_s=float(spec.get("latency_s", 0.0)),
-            description=str(spec.get("description", CANONICAL_CHANNELS.get(name, ""))),
-        )
+        col, data[name], channels[name] = _mapped_channel(where, name, spec, joint_type, df, csv_path, map_name)
         used.add(col)
 
     dropped = []

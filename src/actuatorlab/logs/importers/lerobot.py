@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -209,11 +210,8 @@ def _matrix(where: Path, col: Any, name: str, width: int) -> np.ndarray:
     return out
 
 
-def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | None = None) -> list[Trajectory]:
-    """Every episode of the LeRobot dataset at ``root`` as a :class:`Trajectory` (no validation)."""
-    root = Path(root)
-    info = _read_info(root)
-    info_path = root / "meta" / "info.json"
+def _read_mapping(root: Path, mapping: Any) -> _Units:
+    """The dataset's mapping, checked: units of positions and extra channels, calibration."""
     doc, where = find_mapping(mapping, fmt=LEROBOT_MAPPING_FORMAT, kind="a LeRobot mapping", where=root,
                               default=root / "actuatorlab.mapping.json",
                               missing=root / "actuatorlab.mapping.json", given_for=f"the LeRobot dataset {root}")
@@ -248,9 +246,25 @@ def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | No
     if not isinstance(ch_units, dict):
         raise DataError(where, "'channel_units' must map suffixes (vel, cur, ...) to units")
 
-    robot_type = info.get("robot_type")
-    robot = doc.get("robot", ROBOT_TYPES.get(str(robot_type)) if robot_type is not None else None)
-    df = _read_frames(root)
+    return _Units(doc, where, unit, joint_units, resolution, cal, ch_units)
+
+
+@dataclass(frozen=True)
+class _Units:
+    """A checked LeRobot mapping (see :func:`_read_mapping`)."""
+
+    doc: dict
+    where: Path
+    unit: str
+    joint_units: dict
+    resolution: int
+    cal: Any
+    ch_units: dict
+
+
+def _feature_vectors(root: Path, info: dict, df: Any) -> tuple[dict[str, tuple[list[str], np.ndarray]], list[str]]:
+    """({feature: (component names, (frames, width) values)}, features not imported)."""
+    info_path = root / "meta" / "info.json"
     features = info["features"]
     vectors: dict[str, tuple[list[str], np.ndarray]] = {}
     not_imported: list[str] = []
@@ -274,6 +288,78 @@ def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | No
             mat = _matrix(root, col.tolist(), fname, width)
         vectors[fname] = (_names(feat, width), mat)
 
+    return vectors, not_imported
+
+
+def _episode_channels(m: _Units, vectors: dict[str, tuple[list[str], np.ndarray]], rows: np.ndarray,
+                      ) -> tuple[dict[str, np.ndarray], dict[str, Channel], list[str]]:
+    """(data, channels, joints with a measured position) of the frames ``rows`` of one episode."""
+    where, unit, joint_units, cal, resolution, ch_units = m.where, m.unit, m.joint_units, m.cal, m.resolution, \
+        m.ch_units
+    data: dict[str, np.ndarray] = {}
+    channels: dict[str, Channel] = {}
+    ep_joints: list[str] = []
+    for fname, (names, mat) in vectors.items():
+        commanded = fname == "action" or fname.startswith("action.")
+        for k, nm in enumerate(names):
+            x = mat[rows, k]
+            joint, _, sfx = nm.rpartition(".")
+            if not joint:
+                joint, sfx = nm, ("pos" if fname in ("observation.state", "action") else "")
+            canon = _SUFFIX.get(sfx)
+            if canon == "position":
+                ju = joint_units.get(joint, "range_0_100" if joint == "gripper" and unit != "skip" else unit)
+                if ju != "skip":
+                    q, how = _to_rad(where, joint, x, ju, cal, resolution)
+                    name = f"{'position_target' if commanded else 'position'}/{joint}"
+                    data[name] = q
+                    channels[name] = Channel(
+                        "rad", "commanded" if commanded else "measured", "output",
+                        source=f"LeRobot {fname}[{nm!r}] (float32), {how}",
+                        description=("goal position sent right after observation k was read"
+                                     if commanded else "present position read at frame k"))
+                    if not commanded and joint not in ep_joints:
+                        ep_joints.append(joint)
+                    continue
+            spec = ch_units.get(sfx)
+            if canon == "temperature" and spec is None:
+                spec = "degC"
+            if canon is not None and canon != "position" and spec is not None:
+                u, scale = (spec.get("unit"), spec.get("scale", 1.0)) if isinstance(spec, dict) else (spec, 1.0)
+                if u not in _EXTRA_UNITS or isinstance(scale, bool) or not isinstance(scale, (int, float)):
+                    raise DataError(where, f"channel_units[{sfx!r}]: unit must be one of "
+                                           f"{', '.join(_EXTRA_UNITS)} with a numeric scale, got {spec!r:.60}")
+                si, f = _EXTRA_UNITS[u]
+                want = CANONICAL_UNITS.get(canon, {}).get("revolute")
+                if want is not None and want != si:
+                    raise DataError(where, f"channel_units[{sfx!r}]: unit {u!r} does not fit {canon} "
+                                           f"(needs a unit convertible to {want})")
+                name = f"{canon}{'_target' if commanded else ''}/{joint}"
+                data[name] = x * float(scale) * f
+                channels[name] = Channel(si, "commanded" if commanded else
+                                         ("estimated" if canon == "velocity" else "measured"),
+                                         "output" if canon in ("velocity", "effort") else "none",
+                                         source=f"LeRobot {fname}[{nm!r}] * {scale:g} {u} -> {si}")
+                continue
+            safe = "".join(ch if ch.isalnum() or ch in "._" else "_" for ch in f"{fname}.{nm}")
+            name = f"lerobot_{safe}" if canon is None else f"lerobot_{sfx}/{joint}"
+            data[name] = x
+            channels[name] = Channel("unknown", "commanded" if commanded else "measured", "none",
+                                     source=f"LeRobot {fname}[{nm!r}] as stored",
+                                     description="unit not declared (channel_units); kept raw")
+    return data, channels, ep_joints
+
+
+def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | None = None) -> list[Trajectory]:
+    """Every episode of the LeRobot dataset at ``root`` as a :class:`Trajectory` (no validation)."""
+    root = Path(root)
+    info = _read_info(root)
+    m = _read_mapping(root, mapping)
+    doc, where, unit = m.doc, m.where, m.unit
+    robot_type = info.get("robot_type")
+    robot = doc.get("robot", ROBOT_TYPES.get(str(robot_type)) if robot_type is not None else None)
+    df = _read_frames(root)
+    vectors, not_imported = _feature_vectors(root, info, df)
     try:
         ep_all = df["episode_index"].to_numpy(dtype=np.float64)
         t_all = df["timestamp"].to_numpy(dtype=np.float64)
@@ -282,7 +368,6 @@ def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | No
     if not np.all(np.isfinite(ep_all)):
         raise DataError(root, "column 'episode_index' holds NaN/inf")
     frame_all = df["frame_index"].to_numpy(dtype=np.float64) if "frame_index" in df.columns else None
-    joints: list[str] = []
     out: list[Trajectory] = []
     for ep in np.unique(ep_all):
         rows = np.flatnonzero(ep_all == ep)
@@ -290,59 +375,7 @@ def lerobot_episodes(root: str | Path, mapping: str | Path | dict[str, Any] | No
             rows = rows[np.argsort(frame_all[rows], kind="stable")]
         label = f"{int(ep):06d}"
         src = f"{root}#episode={int(ep)}"
-        data: dict[str, np.ndarray] = {}
-        channels: dict[str, Channel] = {}
-        ep_joints: list[str] = []
-        for fname, (names, mat) in vectors.items():
-            commanded = fname == "action" or fname.startswith("action.")
-            for k, nm in enumerate(names):
-                x = mat[rows, k]
-                joint, _, sfx = nm.rpartition(".")
-                if not joint:
-                    joint, sfx = nm, ("pos" if fname in ("observation.state", "action") else "")
-                canon = _SUFFIX.get(sfx)
-                if canon == "position":
-                    ju = joint_units.get(joint, "range_0_100" if joint == "gripper" and unit != "skip" else unit)
-                    if ju != "skip":
-                        q, how = _to_rad(where, joint, x, ju, cal, resolution)
-                        name = f"{'position_target' if commanded else 'position'}/{joint}"
-                        data[name] = q
-                        channels[name] = Channel(
-                            "rad", "commanded" if commanded else "measured", "output",
-                            source=f"LeRobot {fname}[{nm!r}] (float32), {how}",
-                            description=("goal position sent right after observation k was read"
-                                         if commanded else "present position read at frame k"))
-                        if not commanded and joint not in ep_joints:
-                            ep_joints.append(joint)
-                        continue
-                spec = ch_units.get(sfx)
-                if canon == "temperature" and spec is None:
-                    spec = "degC"
-                if canon is not None and canon != "position" and spec is not None:
-                    u, scale = (spec.get("unit"), spec.get("scale", 1.0)) if isinstance(spec, dict) else (spec, 1.0)
-                    if u not in _EXTRA_UNITS or isinstance(scale, bool) or not isinstance(scale, (int, float)):
-                        raise DataError(where, f"channel_units[{sfx!r}]: unit must be one of "
-                                               f"{', '.join(_EXTRA_UNITS)} with a numeric scale, got {spec!r:.60}")
-                    si, f = _EXTRA_UNITS[u]
-                    want = CANONICAL_UNITS.get(canon, {}).get("revolute")
-                    if want is not None and want != si:
-                        raise DataError(where, f"channel_units[{sfx!r}]: unit {u!r} does not fit {canon} "
-                                               f"(needs a unit convertible to {want})")
-                    name = f"{canon}{'_target' if commanded else ''}/{joint}"
-                    data[name] = x * float(scale) * f
-                    channels[name] = Channel(si, "commanded" if commanded else
-                                             ("estimated" if canon == "velocity" else "measured"),
-                                             "output" if canon in ("velocity", "effort") else "none",
-                                             source=f"LeRobot {fname}[{nm!r}] * {scale:g} {u} -> {si}")
-                    continue
-                safe = "".join(ch if ch.isalnum() or ch in "._" else "_" for ch in f"{fname}.{nm}")
-                name = f"lerobot_{safe}" if canon is None else f"lerobot_{sfx}/{joint}"
-                data[name] = x
-                channels[name] = Channel("unknown", "commanded" if commanded else "measured", "none",
-                                         source=f"LeRobot {fname}[{nm!r}] as stored",
-                                         description="unit not declared (channel_units); kept raw")
-        if not joints:
-            joints = ep_joints
+        data, channels, ep_joints = _episode_channels(m, vectors, rows)
         rb = robot
         warnings = []
         if rb is not None:

@@ -43,6 +43,7 @@ messages lacking one are skipped and counted), ``joint_types`` (joint -> revolut
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +54,7 @@ from actuatorlab.logs.format import Channel, Kind, Trajectory
 from actuatorlab.logs.checks import find_mapping, setup_from_doc, zoh_indices
 from ...robots import CONFIG_DIR, list_robots
 
-__all__ = ["MCAP_MAGIC", "MCAP_MAPPING_FORMAT", "MSGDEFS", "is_mcap_file", "load_mcap", "write_joint_bag",
+__all__ = ["MCAP_MAGIC", "MCAP_MAPPING_FORMAT", "MSGDEFS", "is_mcap_file", "load_mcap", "write_joint_bag", "JointBag",
            "robot_for_joints"]
 
 #: first bytes of every MCAP file.
@@ -183,41 +184,16 @@ def _vec(path: Path, values: Any, n: int, field: str, i: int, topic: str) -> np.
     return arr
 
 
-def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = None) -> Trajectory:
-    """Read a ROS 2 MCAP bag as a :class:`Trajectory` (no validation here; see the module doc)."""
-    path = Path(path)
-    doc, where = find_mapping(mapping, fmt=MCAP_MAPPING_FORMAT, kind="an MCAP mapping", where=path,
-                              default=path.with_name(path.stem + ".mapping.json"), missing=path,
-                              given_for=path.name)
-    bad = set(doc) - _MAPPING_KEYS
-    if bad:
-        raise DataError(where, f"unknown mapping key(s) {', '.join(sorted(bad))} (allowed: "
-                               f"{', '.join(sorted(_MAPPING_KEYS))})")
-    time_mode = doc.get("time", "auto")
-    if time_mode not in ("auto", "header", "log"):
-        raise DataError(where, f"'time' must be auto, header or log, got {time_mode!r}")
-    topics = _read(path)
-    if not topics:
-        raise DataError(path, "the bag holds no messages")
-    st_topic = _pick_topic(path, topics, doc.get("state_topic"), (_JOINT_STATE,), "state", True)
-    assert st_topic is not None  # required: _pick_topic raises rather than return None
-    cmd_topic = None
-    if doc.get("command_topic", "auto") not in (None, "auto"):
-        cmd_topic = _pick_topic(path, topics, doc["command_topic"], _COMMAND_TYPES, "command", True)
-    elif "command_topic" not in doc or doc["command_topic"] == "auto":
-        cmd_topic = _pick_topic(path, {t: m for t, m in topics.items() if t != st_topic}, None,
-                                (_TRAJECTORY, _MULTIARRAY), "command", False)
-    warnings: list[str] = []
-
-    # --- states
-    msgs = topics[st_topic]
+def _state_rows(path: Path, where: Any, doc: dict, msgs: list, st_topic: str,
+                warnings: list[str]) -> tuple[list[str], list[tuple[int, int, dict[str, np.ndarray | None]]]]:
+    """(joints, rows): the selected joints and, per kept state message, (stamp, log time, values)."""
     first_names = [str(n) for n in msgs[0][1].name]
     joints = doc.get("joints", first_names)
     if not isinstance(joints, list) or not joints or not all(isinstance(j, str) for j in joints):
         raise DataError(where, "'joints' must be a non-empty list of joint names")
     if len(set(joints)) != len(joints):
         raise DataError(path, f"{st_topic}: duplicate joint names {joints}")
-    rows: list[tuple[float, float, dict[str, np.ndarray | None]]] = []
+    rows: list[tuple[int, int, dict[str, np.ndarray | None]]] = []
     skipped = 0
     for i, (_, m, log_ns) in enumerate(msgs):
         names = [str(n) for n in m.name]
@@ -241,6 +217,142 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
         warnings.append(f"{skipped} {st_topic} message(s) lacked one of the selected joints and were skipped")
     if not rows:
         raise DataError(path, f"no {st_topic} message lists all of the joints {joints}")
+    return joints, rows
+
+
+def _commands(path: Path, where: Any, doc: dict, cmsgs: list, cmd_topic: str, st_topic: str,
+              joints: list[str], base: str, warnings: list[str]) -> tuple[np.ndarray, np.ndarray, str]:
+    """(times [ns] (C,), targets (C, n_joints), source text) of the command topic, sorted by time."""
+    ctype = cmsgs[0][0]
+    order = doc.get("command_joints")
+    if order is not None and (not isinstance(order, list) or not all(isinstance(j, str) for j in order)):
+        raise DataError(where, "'command_joints' must be a list of joint names")
+    ts, qs = [], []
+    for i, (_, m, log_ns) in enumerate(cmsgs):
+        cnames: list[str] | None
+        if ctype == _MULTIARRAY:
+            cvals = np.asarray(m.data, dtype=np.float64).ravel()
+            cnames = order
+            if cnames is None:
+                if cvals.size != len(joints):
+                    raise DataError(path, f"{cmd_topic} message {i} has {cvals.size} values for "
+                                          f"{len(joints)} joints: give \"command_joints\" in the mapping")
+                cnames = joints
+            if cvals.size != len(cnames):
+                raise DataError(path, f"{cmd_topic} message {i} has {cvals.size} values, "
+                                      f"command_joints names {len(cnames)}")
+            t_c = log_ns
+        else:
+            cnames = [str(x) for x in (m.joint_names if ctype == _TRAJECTORY else m.name)]
+            if ctype == _TRAJECTORY:
+                if not m.points:
+                    raise DataError(path, f"{cmd_topic} message {i} has no trajectory point")
+                cvals = np.asarray(m.points[0].positions, dtype=np.float64).ravel()
+            else:
+                cvals = np.asarray(m.position, dtype=np.float64).ravel()
+            if cvals.size != len(cnames):
+                raise DataError(path, f"{cmd_topic} message {i}: {cvals.size} positions for "
+                                      f"{len(cnames)} joint names")
+            s = _stamp(m)
+            t_c = s if (base == "header" and s > 0) else log_ns
+        missing = [j for j in joints if j not in cnames]
+        if missing:
+            raise DataError(path, f"{cmd_topic} message {i} has no command for joint(s) {', '.join(missing)}")
+        ts.append(t_c)
+        qs.append([cvals[list(cnames).index(j)] for j in joints])
+    cmd_t, cmd_q = np.array(ts, dtype=np.int64), np.array(qs, dtype=np.float64).reshape(len(ts), len(joints))
+    o = np.argsort(cmd_t, kind="stable")
+    cmd_t, cmd_q = cmd_t[o], cmd_q[o]
+    if ctype == _MULTIARRAY and order is None:
+        warnings.append(f"{cmd_topic} (Float64MultiArray) carries no joint names: assumed the order of "
+                        f"{st_topic} ({', '.join(joints)}); give \"command_joints\" to be sure")
+    if ctype == _TRAJECTORY and any(len(m.points) > 1 for _, m, _ in cmsgs):
+        warnings.append(f"{cmd_topic}: only the first point of each JointTrajectory is used")
+    clock = "header stamp (log time where the stamp is zero)" if base == "header" and ctype != _MULTIARRAY \
+        else "log time"
+    cmd_src = (f"{cmd_topic} [{ctype}] at its {clock}, zero-order hold onto the {st_topic} time base "
+               "(last command at or before each state sample)")
+    return cmd_t, cmd_q, cmd_src
+
+
+def _enable(path: Path, topics: dict, doc: dict) -> tuple[np.ndarray, np.ndarray] | None:
+    """Torque enable (std_msgs/Bool on "enable_topic": true = torque on): (log times [ns], 0/1), sorted."""
+    if doc.get("enable_topic") is None:
+        return None
+    e_topic = _pick_topic(path, topics, doc["enable_topic"], (_BOOL,), "enable", True)
+    assert e_topic is not None  # required: _pick_topic raises rather than return None
+    emsgs = topics[e_topic]
+    en_t = np.array([log_ns for _, _, log_ns in emsgs], dtype=np.int64)
+    en_v = np.array([1.0 if bool(m.data) else 0.0 for _, m, _ in emsgs])
+    o = np.argsort(en_t, kind="stable")
+    return en_t[o], en_v[o]
+
+
+def _parse_mapping(path: Path, mapping: Any) -> tuple[dict, Any, str]:
+    """(mapping doc, where it came from, time mode) checked for unknown keys."""
+    doc, where = find_mapping(mapping, fmt=MCAP_MAPPING_FORMAT, kind="an MCAP mapping", where=path,
+                              default=path.with_name(path.stem + ".mapping.json"), missing=path,
+                              given_for=path.name)
+    bad = set(doc) - _MAPPING_KEYS
+    if bad:
+        raise DataError(where, f"unknown mapping key(s) {', '.join(sorted(bad))} (allowed: "
+                               f"{', '.join(sorted(_MAPPING_KEYS))})")
+    time_mode = doc.get("time", "auto")
+    if time_mode not in ("auto", "header", "log"):
+        raise DataError(where, f"'time' must be auto, header or log, got {time_mode!r}")
+    return doc, where, time_mode
+
+
+def _topics(path: Path, topics: dict, doc: dict) -> tuple[str, str | None]:
+    """(state topic, command topic or None) chosen by the mapping or by message type."""
+    st_topic = _pick_topic(path, topics, doc.get("state_topic"), (_JOINT_STATE,), "state", True)
+    assert st_topic is not None  # required: _pick_topic raises rather than return None
+    cmd_topic = None
+    if doc.get("command_topic", "auto") not in (None, "auto"):
+        cmd_topic = _pick_topic(path, topics, doc["command_topic"], _COMMAND_TYPES, "command", True)
+    elif "command_topic" not in doc or doc["command_topic"] == "auto":
+        cmd_topic = _pick_topic(path, {t: m for t, m in topics.items() if t != st_topic}, None,
+                                (_TRAJECTORY, _MULTIARRAY), "command", False)
+    return st_topic, cmd_topic
+
+
+def _joint_channels(joints: list[str], jtypes: dict, rows: list, kept: np.ndarray, st_topic: str, lat: float,
+                    target: tuple[np.ndarray, np.ndarray, str] | None, t_kept: np.ndarray,
+                    data: dict[str, np.ndarray], channels: dict[str, Channel]) -> None:
+    """Fill ``data`` / ``channels`` with each joint's target, position, velocity and effort."""
+    single = len(joints) == 1
+    for k, j in enumerate(joints):
+        jt = jtypes.get(j, "revolute")
+        u = {"q": "rad", "dq": "rad/s", "f": "N.m"} if jt == "revolute" else {"q": "m", "dq": "m/s", "f": "N"}
+        sfx = "" if single else f"/{j}"
+        if target is not None:
+            cmd_t, cmd_q, cmd_src = target
+            ix = zoh_indices(cmd_t, t_kept)
+            data[f"position_target{sfx}"] = cmd_q[np.clip(ix, 0, None), k]
+            channels[f"position_target{sfx}"] = Channel(u["q"], "commanded", "output", source=cmd_src)
+        fields: tuple[tuple[str, str, Kind], ...] = (
+            ("position", "position", "measured"), ("velocity", "velocity", "estimated"), ("effort", "effort", "measured"))
+        for field, name, kind in fields:
+            col = np.array([np.nan if (vec := r[2][field]) is None else vec[k] for r in rows])[kept]
+            if field != "position" and np.all(np.isnan(col)):
+                continue
+            unit = {"position": u["q"], "velocity": u["dq"], "effort": u["f"]}[field]
+            data[f"{name}{sfx}"] = col
+            channels[f"{name}{sfx}"] = Channel(
+                unit, kind, "output", source=f"{st_topic} [{_JOINT_STATE}] {field}[{j!r}]", latency_s=lat,
+                description="as published by the driver (REP 103 SI units)")
+
+
+def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = None) -> Trajectory:
+    """Read a ROS 2 MCAP bag as a :class:`Trajectory` (no validation here; see the module doc)."""
+    path = Path(path)
+    doc, where, time_mode = _parse_mapping(path, mapping)
+    topics = _read(path)
+    if not topics:
+        raise DataError(path, "the bag holds no messages")
+    st_topic, cmd_topic = _topics(path, topics, doc)
+    warnings: list[str] = []
+    joints, rows = _state_rows(path, where, doc, topics[st_topic], st_topic, warnings)
     stamps = np.array([r[0] for r in rows], dtype=np.int64)  # [ns]
     log_t = np.array([r[1] for r in rows], dtype=np.int64)  # [ns]
     has_stamps = bool(np.all(stamps > 0))
@@ -250,79 +362,14 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
     base = "header" if (time_mode == "header" or (time_mode == "auto" and has_stamps)) else "log"
     t_abs = stamps if base == "header" else log_t
     n = len(rows)
-
-    # --- commands
-    cmd_t: np.ndarray | None = None
-    cmd_q: np.ndarray | None = None
-    cmd_src = ""
-    if cmd_topic is not None:
-        cmsgs = topics[cmd_topic]
-        ctype = cmsgs[0][0]
-        order = doc.get("command_joints")
-        if order is not None and (not isinstance(order, list) or not all(isinstance(j, str) for j in order)):
-            raise DataError(where, "'command_joints' must be a list of joint names")
-        ts, qs = [], []
-        for i, (_, m, log_ns) in enumerate(cmsgs):
-            cnames: list[str] | None
-            if ctype == _MULTIARRAY:
-                cvals = np.asarray(m.data, dtype=np.float64).ravel()
-                cnames = order
-                if cnames is None:
-                    if cvals.size != len(joints):
-                        raise DataError(path, f"{cmd_topic} message {i} has {cvals.size} values for "
-                                              f"{len(joints)} joints: give \"command_joints\" in the mapping")
-                    cnames = joints
-                if cvals.size != len(cnames):
-                    raise DataError(path, f"{cmd_topic} message {i} has {cvals.size} values, "
-                                          f"command_joints names {len(cnames)}")
-                t_c = log_ns
-            else:
-                cnames = [str(x) for x in (m.joint_names if ctype == _TRAJECTORY else m.name)]
-                if ctype == _TRAJECTORY:
-                    if not m.points:
-                        raise DataError(path, f"{cmd_topic} message {i} has no trajectory point")
-                    cvals = np.asarray(m.points[0].positions, dtype=np.float64).ravel()
-                else:
-                    cvals = np.asarray(m.position, dtype=np.float64).ravel()
-                if cvals.size != len(cnames):
-                    raise DataError(path, f"{cmd_topic} message {i}: {cvals.size} positions for "
-                                          f"{len(cnames)} joint names")
-                s = _stamp(m)
-                t_c = s if (base == "header" and s > 0) else log_ns
-            missing = [j for j in joints if j not in cnames]
-            if missing:
-                raise DataError(path, f"{cmd_topic} message {i} has no command for joint(s) {', '.join(missing)}")
-            ts.append(t_c)
-            qs.append([cvals[list(cnames).index(j)] for j in joints])
-        cmd_t, cmd_q = np.array(ts, dtype=np.int64), np.array(qs, dtype=np.float64).reshape(len(ts), len(joints))
-        o = np.argsort(cmd_t, kind="stable")
-        cmd_t, cmd_q = cmd_t[o], cmd_q[o]
-        if ctype == _MULTIARRAY and order is None:
-            warnings.append(f"{cmd_topic} (Float64MultiArray) carries no joint names: assumed the order of "
-                            f"{st_topic} ({', '.join(joints)}); give \"command_joints\" to be sure")
-        if ctype == _TRAJECTORY and any(len(m.points) > 1 for _, m, _ in cmsgs):
-            warnings.append(f"{cmd_topic}: only the first point of each JointTrajectory is used")
-        clock = "header stamp (log time where the stamp is zero)" if base == "header" and ctype != _MULTIARRAY \
-            else "log time"
-        cmd_src = (f"{cmd_topic} [{ctype}] at its {clock}, zero-order hold onto the {st_topic} time base "
-                   "(last command at or before each state sample)")
-
-    # --- torque enable (std_msgs/Bool on "enable_topic": true = torque on), held like the commands
-    en_t: np.ndarray | None = None
-    en_v: np.ndarray | None = None
-    if doc.get("enable_topic") is not None:
-        e_topic = _pick_topic(path, topics, doc["enable_topic"], (_BOOL,), "enable", True)
-        assert e_topic is not None  # required: _pick_topic raises rather than return None
-        emsgs = topics[e_topic]
-        en_t = np.array([log_ns for _, _, log_ns in emsgs], dtype=np.int64)
-        en_v = np.array([1.0 if bool(m.data) else 0.0 for _, m, _ in emsgs])
-        o = np.argsort(en_t, kind="stable")
-        en_t, en_v = en_t[o], en_v[o]
+    target = None if cmd_topic is None else _commands(path, where, doc, topics[cmd_topic], cmd_topic, st_topic,
+                                                       joints, base, warnings)
+    enable = _enable(path, topics, doc)
 
     # --- keep samples with a known target, sort check left to validation
     start = 0
-    if cmd_t is not None:  # drop the leading states that precede every command (only a prefix: a
-        after = np.flatnonzero(t_abs >= np.min(cmd_t))  # stamp going back later stays for validation)
+    if target is not None:  # drop the leading states that precede every command (only a prefix: a
+        after = np.flatnonzero(t_abs >= np.min(target[0]))  # stamp going back later stays for validation)
         start = int(after[0]) if after.size else n
         if start:
             warnings.append(f"{start} state sample(s) before the first command were dropped (target unknown)")
@@ -340,26 +387,9 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
     channels: dict[str, Channel] = {}
     delay = (log_t - stamps).astype(np.float64) * 1e-9
     lat = float(np.median(delay[kept])) if base == "log" and has_stamps else 0.0
-    for k, j in enumerate(joints):
-        jt = jtypes.get(j, "revolute")
-        u = {"q": "rad", "dq": "rad/s", "f": "N.m"} if jt == "revolute" else {"q": "m", "dq": "m/s", "f": "N"}
-        sfx = "" if single else f"/{j}"
-        if cmd_t is not None and cmd_q is not None:  # set together
-            ix = zoh_indices(cmd_t, t_abs[kept])
-            data[f"position_target{sfx}"] = cmd_q[np.clip(ix, 0, None), k]
-            channels[f"position_target{sfx}"] = Channel(u["q"], "commanded", "output", source=cmd_src)
-        fields: tuple[tuple[str, str, Kind], ...] = (
-            ("position", "position", "measured"), ("velocity", "velocity", "estimated"), ("effort", "effort", "measured"))
-        for field, name, kind in fields:
-            col = np.array([np.nan if (vec := r[2][field]) is None else vec[k] for r in rows])[kept]
-            if field != "position" and np.all(np.isnan(col)):
-                continue
-            unit = {"position": u["q"], "velocity": u["dq"], "effort": u["f"]}[field]
-            data[f"{name}{sfx}"] = col
-            channels[f"{name}{sfx}"] = Channel(
-                unit, kind, "output", source=f"{st_topic} [{_JOINT_STATE}] {field}[{j!r}]", latency_s=lat,
-                description="as published by the driver (REP 103 SI units)")
-    if en_t is not None and en_v is not None:  # set together
+    _joint_channels(joints, jtypes, rows, kept, st_topic, lat, target, t_abs[kept], data, channels)
+    if enable is not None:
+        en_t, en_v = enable
         ix = zoh_indices(en_t, t_abs[kept])
         en = np.where(ix >= 0, en_v[np.clip(ix, 0, None)], 1.0)  # before the first message: on (assumed)
         for j in joints:
@@ -400,17 +430,11 @@ def load_mcap(path: str | Path, mapping: str | Path | dict[str, Any] | None = No
 # Writing (tests, benchmarks, replayable command bags)
 # ----------------------------------------------------------------------------------------------
 
-def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | None, position: np.ndarray, *,
-                    velocity: np.ndarray | None = None, effort: np.ndarray | None = None,
-                    log_times: np.ndarray | None = None, commands: np.ndarray | None = None,
-                    command_times: np.ndarray | None = None, command_type: str = "trajectory",
-                    enable: np.ndarray | None = None, enable_times: np.ndarray | None = None,
-                    enable_topic: str = "/torque_enable",
-                    state_topic: str = "/joint_states", command_topic: str = "/joint_commands",
-                    t0_unix: float = 1.7e9) -> Path:
-    """Write a ROS 2 MCAP bag with a JointState topic and, optionally, a command topic.
+@dataclass(frozen=True)
+class JointBag:
+    """What :func:`write_joint_bag` writes: a JointState topic and, optionally, commands and enable.
 
-    Args:
+    Fields:
         joints: joint names (n,).
         stamps: (T,) [s] header stamps of the states, relative to ``t0_unix`` (None: unstamped, i.e.
             zero stamps, as some drivers publish; ``log_times`` then required).
@@ -420,6 +444,30 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
         command_type: "trajectory" (JointTrajectory, header stamped) or "multiarray" (Float64MultiArray).
         enable, enable_times: (E,) torque enable (0/1) published on ``enable_topic`` (std_msgs/Bool)
             at (E,) [s].
+        state_topic, command_topic: topic names.
+        t0_unix: [s] Unix time of stamp 0.
+    """
+
+    joints: list[str]
+    stamps: np.ndarray | None
+    position: np.ndarray
+    velocity: np.ndarray | None = None
+    effort: np.ndarray | None = None
+    log_times: np.ndarray | None = None
+    commands: np.ndarray | None = None
+    command_times: np.ndarray | None = None
+    command_type: str = "trajectory"
+    enable: np.ndarray | None = None
+    enable_times: np.ndarray | None = None
+    enable_topic: str = "/torque_enable"
+    state_topic: str = "/joint_states"
+    command_topic: str = "/joint_commands"
+    t0_unix: float = 1.7e9
+
+
+def write_joint_bag(path: str | Path, bag: JointBag) -> Path:
+    """Write ``bag`` (see :class:`JointBag`) as a ROS 2 MCAP bag at ``path``.
+
     The file is written to a temporary name and moved into place.
     """
     import os
@@ -428,10 +476,13 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
     from mcap_ros2.writer import Writer
 
     path = Path(path)
-    log_times = stamps if log_times is None else log_times
+    b = bag
+    stamps, joints, position, velocity, effort = b.stamps, b.joints, b.position, b.velocity, b.effort
+    commands, command_times, enable, enable_times = b.commands, b.command_times, b.enable, b.enable_times
+    log_times = stamps if b.log_times is None else b.log_times
     if log_times is None:
         raise ValueError("write_joint_bag: unstamped states need log_times")
-    base_ns = int(round(t0_unix * 1e9))
+    base_ns = int(round(b.t0_unix * 1e9))
     ns = lambda s: base_ns + int(round(float(s) * 1e9))  # noqa: E731
 
     def tmsg(s: float) -> dict:
@@ -450,11 +501,11 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
                        "position": [float(x) for x in position[i]],
                        "velocity": [] if velocity is None else [float(x) for x in velocity[i]],
                        "effort": [] if effort is None else [float(x) for x in effort[i]]}
-                events.append((ns(log_times[i]), state_topic, js, msg))
+                events.append((ns(log_times[i]), b.state_topic, js, msg))
             if commands is not None:
                 if command_times is None:
                     raise ValueError("write_joint_bag: commands need command_times")
-                ctype = {"trajectory": _TRAJECTORY, "multiarray": _MULTIARRAY}[command_type]
+                ctype = {"trajectory": _TRAJECTORY, "multiarray": _MULTIARRAY}[b.command_type]
                 cs = w.register_msgdef(ctype, MSGDEFS[ctype])
                 for k in range(len(command_times)):
                     q = [float(x) for x in commands[k]]
@@ -465,13 +516,13 @@ def write_joint_bag(path: str | Path, joints: list[str], stamps: np.ndarray | No
                                            "time_from_start": {"sec": 0, "nanosec": 0}}]}
                     else:
                         msg = {"layout": {"dim": [], "data_offset": 0}, "data": q}
-                    events.append((ns(command_times[k]), command_topic, cs, msg))
+                    events.append((ns(command_times[k]), b.command_topic, cs, msg))
             if enable is not None:
                 if enable_times is None:
                     raise ValueError("write_joint_bag: enable needs enable_times")
                 bs = w.register_msgdef(_BOOL, MSGDEFS[_BOOL])
                 for k in range(len(enable_times)):
-                    events.append((ns(enable_times[k]), enable_topic, bs, {"data": bool(enable[k] > 0.5)}))
+                    events.append((ns(enable_times[k]), b.enable_topic, bs, {"data": bool(enable[k] > 0.5)}))
             events.sort(key=lambda e: e[0])
             for log_ns, topic, schema, msg in events:
                 w.write_message(topic, schema, msg, log_time=log_ns, publish_time=log_ns)
