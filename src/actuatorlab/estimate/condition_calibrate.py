@@ -124,14 +124,14 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
             raise DataError(None, f"condition calibration: the {name} weighting needs the weights of every log")
     modes = [None, *weightings]
     aucs = {}
-    best = None
+    best: tuple | None = None
     spaces = [None, "log_odds"] if log_odds else [None]
     for sm in smooth_grid_s:
         for mode in modes:
             for space in spaces:
                 if (mode is not None or space is not None) and _smooth_n(sm, dt) == 1:
                     continue
-                c = {"smooth_s": float(sm), "smooth_weight": mode, "smooth_space": space}
+                c: dict[str, Any] = {"smooth_s": float(sm), "smooth_weight": mode, "smooth_space": space}
                 ws, ys, scs = [], [], []
                 n = _smooth_n(sm, dt)
                 for i, (fs, lab) in enumerate(zip(frame_scores, labs)):
@@ -145,6 +145,8 @@ def calibrate_condition(frame_scores: Sequence[np.ndarray], labels: Sequence[np.
                 aucs[f"{float(sm):g}" + (f" {mode}" if mode else "") + (f" {space}" if space else "")] = auc
                 if best is None or auc > best[0] + 1e-12:
                     best = (auc, c, w, y, ws, ys, scs)
+    if best is None:
+        raise DataError(None, "condition calibration: no smoothing setting could be scored")
     auc, chosen, w, y, ws, ys, scs = best
     sm = chosen["smooth_s"]
     if min_recall is not None and not 0.0 < float(min_recall) <= 1.0:

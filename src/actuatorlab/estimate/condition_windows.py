@@ -192,6 +192,7 @@ def log_windows(lg: ConditionLog, length: int = WINDOW, stride: int = STRIDE
 
 def stack_windows(logs: Iterable[ConditionLog]) -> tuple[np.ndarray, np.ndarray, list[tuple[int, np.ndarray]]]:
     """All windows of ``logs``: X (W, C, 20), y (W, C), and per log (index, starts)."""
+    logs = list(logs)
     Xs, ys, where = [], [], []
     for k, lg in enumerate(logs):
         X, y, s = log_windows(lg)
@@ -289,7 +290,8 @@ def fit_baselines(X: np.ndarray, y: np.ndarray, seed: int = 0,
     make = make_baselines(seed)
     out = {}
     for name in methods:
-        models, const = [], []
+        models: list[Any] = []
+        const: list[int | None] = []
         for c in range(X.shape[1]):
             yc = y[:, c]
             if yc.min() == yc.max():

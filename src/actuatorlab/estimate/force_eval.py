@@ -152,8 +152,11 @@ def evaluate_force(robot: Robot, eval_trajs: list, calib_trajs: list, *, model=N
     outputs: dict[str, list[dict]] = {}
     timing = {}
     for m in methods:
-        kw = ({"model": model, "soft_gate": soft_gate} if m == "learned"
-              else {"dyn": dyn, "calibration": cals[CLASSICAL[m]], "k_o": k_o})
+        if m == "learned":
+            kw = {"model": model, "soft_gate": soft_gate}
+        else:
+            assert cals is not None  # the classical methods were calibrated above
+            kw = {"dyn": dyn, "calibration": cals[CLASSICAL[m]], "k_o": k_o}
         est = make_estimator(m, robot, **kw)
         t0 = time.perf_counter()
         outputs[m] = [estimate_log(est, lg) for lg in logs]

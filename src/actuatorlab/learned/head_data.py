@@ -83,7 +83,9 @@ def head_data(robot, model: LearnedArm, trajs: list[Trajectory], lazy: bool = Fa
 
     prior = model.force_prior
     prior_est = prior.estimator(robot) if prior is not None else None  # one dynamics model for every log
-    parts, frames, src = [], [], []
+    parts: list[Any] = []
+    frames: list[np.ndarray] = []
+    src: list[np.ndarray] = []
     H = int(model.layout.history)
     for t in trajs:
         lg = arm_log(robot, t, model.layout.channels, model.layout.per_channel)

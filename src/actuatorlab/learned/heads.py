@@ -158,9 +158,12 @@ def val_metrics(model: LearnedArm, d: HeadData, contact_weight: float = 4.0, chu
     float64 and divided at the end, so the result is that of one call on the whole set up to
     float32 rounding. ``_fn``: a dict the compiled chunk function is cached in between calls."""
     n = d.n
-    fn = None if _fn is None else _fn.get("fn")
+    fn: Any = None if _fn is None else _fn.get("fn")
     if fn is None:
-        fn = eqx.filter_jit(lambda m, b, v: head_sums(m, b, v, contact_weight))
+        def chunk_sums(m, b, v):
+            return head_sums(m, b, v, contact_weight)
+
+        fn = eqx.filter_jit(chunk_sums)
         if _fn is not None:
             _fn["fn"] = fn
     total: dict = {}
@@ -189,7 +192,8 @@ def _head_spec(model: LearnedArm, trunk: bool):
         raise ModelError(f"train_heads: the {model.arch} network has no output heads")
     on = jax.tree.map(eqx.is_inexact_array, heads)
     for name in ("force", "gate", "condition"):
-        net_spec = eqx.tree_at(lambda n, k=name: getattr(n.heads, k), net_spec, replace=getattr(on, name))
+        net_spec = eqx.tree_at(lambda n, k=name: getattr(n.heads, k), net_spec,  # type: ignore[misc]
+                               replace=getattr(on, name))  # (a default-bound lambda mypy cannot type)
     net_spec = eqx.tree_at(lambda n: n.heads.torque, net_spec,
                            replace=jax.tree.map(lambda _: False, heads.torque))
     return eqx.tree_at(lambda m: m.net, spec, replace=net_spec)
@@ -260,6 +264,7 @@ def _mirror_of(robot, layout) -> tuple[list[int], np.ndarray]:
     if sym is None:
         raise ModelError(f"train_heads: --augment-mirror needs an arm that is mirror-symmetric about a vertical "
                          f"plane through its yaw joint; {robot.name} is not (or has no yaw joint)")
+    assert dyn is not None  # mirror_symmetry found a symmetry, so the dynamics model exists
     est = dyn.joints
     off = [c for c in layout.channels if c not in est]
     if off:

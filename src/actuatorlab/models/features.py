@@ -234,7 +234,7 @@ def push_history(history_buf: jax.Array, frame: jax.Array) -> jax.Array:
     return build_window(history_buf, frame)[1:]
 
 
-def sliding_windows(frames: jax.Array, history: int) -> jax.Array:
+def sliding_windows(frames: jax.Array | np.ndarray, history: int) -> jax.Array:
     """Causal windows ``(T, history + 1, n_features)`` for every sample of a log ``(T, n_features)``:
     window ``t`` holds frames ``t - history .. t``, frames before 0 replaced by frame 0."""
     x = jnp.asarray(frames, jnp.float32)
