@@ -298,9 +298,7 @@ class NativeBackend:
             if not shared:
                 raise ModelError("per-episode randomization of a learned model's base runs in MjxEnv only")
             lm = eqx.tree_at(lambda m: m.base, e.actuator.learned, {k: np.asarray(v) for k, v in params.items()})
-            # rollout_native takes LearnedInputs with a learned model (its annotation names ArmInputs only)
-            final, out = rollout_native(e.model_robot, lm,
-                                        LearnedInputs(sent, en, vs, None, net_hist),  # type: ignore[arg-type]
+            final, out = rollout_native(e.model_robot, lm, LearnedInputs(sent, en, vs, None, net_hist),
                                         arm, e.cfg, model=model)
             frames = np.asarray(frame(lm, sent, out.q, out.dq, vs, en, np.zeros((B, D, 0))))
             if net_hist.shape[1]:

@@ -361,13 +361,13 @@ def _base_of(robot_name: str, residual) -> tuple[Robot, dict, dict | None]:
     if residual is None:
         return robot, robot.nominal_params(), None
     if isinstance(residual, (str, Path)):
-        p = Path(residual)
-        am = load(p)
+        path = Path(residual)
+        am = load(path)
         d = am.document
         if am.one_joint or am.kind != "analytic":
-            raise ModelError(f"{p}: --residual needs an analytic arm model (from `actuatorlab fit --robot`)")
+            raise ModelError(f"{path}: --residual needs an analytic arm model (from `actuatorlab fit --robot`)")
         if d.get("robot") != robot_name:
-            raise ModelError(f"{p}: fitted for robot {d.get('robot')!r}, not {robot_name!r}")
+            raise ModelError(f"{path}: fitted for robot {d.get('robot')!r}, not {robot_name!r}")
     else:
         d = residual
     if d.get("model"):
@@ -577,7 +577,7 @@ def evaluate_learned_arm(robot: Robot, model: LearnedArm, trajs: Iterable[Trajec
     units: dict = {}
     for lg in logs:
         units.update(lg.base.units)
-    per_joint = {j: {} for j, s in zip(robot.joint_names, np.any([lg.base.scored for lg in logs], axis=0)) if s}
+    per_joint: dict[str, dict[str, float]] = {j: {} for j, s in zip(robot.joint_names, np.any([lg.base.scored for lg in logs], axis=0)) if s}
     n_windows, pooled, longest = {}, None, None
     for h in sorted({int(h) for h in horizons}):
         fit = [lg for lg in logs if lg.base.q_meas.shape[0] >= h]

@@ -23,7 +23,7 @@ import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, cast
 
 import equinox as eqx
 import jax
@@ -96,7 +96,8 @@ class LearnedModel:
 
 def apply_learned(net: eqx.Module, normalizer: Normalizer, window: jax.Array) -> Heads:
     """Normalize one raw window ``(history + 1, n_features)`` and run the network (float32)."""
-    return net(normalizer.apply(window))
+    apply = cast(Callable[[jax.Array], Heads], net)  # every models.nets architecture: window -> Heads
+    return apply(normalizer.apply(window))
 
 
 def _header(net, layout: FeatureLayout, normalizer: Normalizer, arch: str, sizes: Mapping[str, int],
@@ -119,7 +120,8 @@ def save_learned(path: str | Path, model: eqx.Module, *, layout: FeatureLayout, 
     # the network must have the structure the header describes, or loading would fail later
     like = eqx.filter_eval_shape(lambda: make_net(arch, n_features=layout.n_features, n_channels=layout.n_channels,
                                                   history=layout.history, key=jax.random.PRNGKey(0), **sizes))
-    if jax.tree_util.tree_structure(like) != jax.tree_util.tree_structure(model) or any(
+    # jaxlib ships no stub for PyTreeDef (compiled), so mypy cannot see its __ne__
+    if jax.tree_util.tree_structure(like) != jax.tree_util.tree_structure(model) or any(  # type: ignore[operator]
             np.shape(a) != np.shape(b) for a, b in zip(jax.tree_util.tree_leaves(like), jax.tree_util.tree_leaves(model))):
         raise ModelError(f"{path}: network does not match arch {arch!r} with sizes {sizes} for this layout")
     buf = io.BytesIO()

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -83,14 +84,14 @@ class JointForceMap:
     def n(self) -> int:
         return len(self.joints)
 
-    def jacobian(self, q):
+    def jacobian(self, q) -> tuple[jax.Array, jax.Array]:
         """Translational Jacobian J_p (3, n) of the end-effector point at chain angles ``q`` (n,),
         and the point (3,) [m] (base frame)."""
         q = jnp.asarray(q)
         dt = q.dtype
         R = jnp.eye(3, dtype=dt)
         p = jnp.zeros(3, dt)
-        cols: list = [None] * self.n
+        cols: list = [None] * self.n  # per chain joint: (axis (3,), anchor (3,) | None for a slide), world frame
         for pos, rot, k, jtype, axis, anchor, q0 in self.bodies:
             p = p + R @ jnp.asarray(pos, dt)
             R = R @ jnp.asarray(rot, dt).reshape(3, 3)
@@ -142,13 +143,16 @@ def joint_force_map(robot, layout, ee_body: str | None = None, damping: float = 
         body = int(m.body_parentid[body])
     chain.reverse()
     F = len(layout.per_channel)
-    joints, bodies = [], []
+    joints: list[str] = []
+    bodies: list[tuple] = []
     for b in chain:
         nj = int(m.body_jntnum[b])
         if nj > 1:
             raise ModelError(f"{robot.name}: body {m.body(b).name!r} has {nj} joints; force_frame 'joint' handles one "
                              "joint per body")
-        k, jtype, axis, anchor, q0 = -1, 0, (0.0, 0.0, 0.0), (0.0, 0.0, 0.0), 0.0
+        axis: tuple[float, ...] = (0.0, 0.0, 0.0)
+        anchor: tuple[float, ...] = (0.0, 0.0, 0.0)
+        k, jtype, q0 = -1, 0, 0.0
         if nj == 1:
             j = int(m.body_jntadr[b])
             jtype = int(m.jnt_type[j])

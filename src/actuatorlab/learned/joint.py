@@ -187,7 +187,7 @@ def simulate(model: JointModel, w: Window) -> Outputs:
     step = make_step(model.cfg)
     p = model.params
 
-    def body(carry, x):
+    def step_body(carry, x):
         s, buf = carry
         qt, en, vs, qt_d, en_d = x
         buf = jnp.concatenate([buf[1:], frame(model.layout, c, qt, en, vs, s.q, s.dq)[None]], axis=0)
@@ -195,7 +195,7 @@ def simulate(model: JointModel, w: Window) -> Outputs:
         return (s, buf), out
 
     s0 = State(q0, w.dq0, q0, w.dq0, w.q_prev, w.q_prev2)
-    _, out = jax.lax.scan(body, (s0, buf0), (w.qt, w.en, w.vs, w.qt_d, w.en_d))
+    _, out = jax.lax.scan(step_body, (s0, buf0), (w.qt, w.en, w.vs, w.qt_d, w.en_d))
     return out
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import DataError, ModelError
 from ..models.actuator import StepConfig
 from ..models.params import neutral_params
-from ..precision import physics
+from ..precision import physics, x64_enabled
 from ..models.features import FeatureLayout, Normalizer, fit_normalizer
 from .joint import JOINT_FEATURES, KINDS, JointModel, frame, log_set, rollout_logs, \
     trainable, window_loss, windows
@@ -127,11 +127,11 @@ def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None
             bp = params_from_model(base)
             params.update({k: bp[k] for k in ("armature", "q_offset", "force_offset")})
         scale, bound = g, 2.0 * g
-    params = {k: jnp.asarray(v, jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
-              for k, v in params.items()}
+    dtype = jnp.float64 if x64_enabled() else jnp.float32
+    physics_params = {k: jnp.asarray(v, dtype) for k, v in params.items()}
     net = make_net(arch, n_features=layout.n_features, n_channels=1, history=history,
                    key=jax.random.PRNGKey(seed), **{**JOINT_SIZES.get(arch, {}), **(sizes or {})})
-    return JointModel(net=net, norm=norm, params=params, kind=kind, cfg=cfg, layout=layout,
+    return JointModel(net=net, norm=norm, params=physics_params, kind=kind, cfg=cfg, layout=layout,
                       effort_scale=float(effort_scale or scale), effort_bound=float(effort_bound or bound))
 
 
@@ -198,10 +198,15 @@ def save_joint_model(run_dir, model: JointModel, *, arch: str, sizes: dict, base
                      setup: dict, data: dict, training: dict, metrics: dict | None = None) -> Path:
     """Write RUN/weights.eqx (network) and RUN/model.json (kind, layout, normalizer, physics)."""
     run_dir = Path(run_dir)
+    corrects = ""  # a residual's model name names the analytic model it corrects
+    if model.kind == "residual":
+        if base is None:
+            raise ModelError(f"{run_dir}: a residual model is saved with the analytic model it corrects (base)")
+        corrects = f"({base['model']})"
     save_learned(run_dir / WEIGHTS_NAME, model.net, layout=model.layout, normalizer=model.norm, arch=arch,
                  sizes=sizes, meta={"kind": model.kind})
     d = {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "kind": model.kind,
-         "model": f"{model.kind}:{arch}" + (f"({base['model']})" if model.kind == "residual" else ""),
+         "model": f"{model.kind}:{arch}" + corrects,
          "arch": arch, "sizes": sizes, "weights": WEIGHTS_NAME,
          "layout": model.layout.to_dict(), "normalizer": model.norm.to_dict(),
          "effort_scale": model.effort_scale, "effort_bound": model.effort_bound,
@@ -230,7 +235,7 @@ def load_joint_model(d: dict, path: Path) -> JointModel:
     layout.check_compatible(lm.layout, where=str(wpath))
     norm = Normalizer.from_dict(d["normalizer"], layout.n_features)
     sc = d["step_config"]
-    dtype = jnp.float64 if jax.config.jax_enable_x64 else jnp.float32
+    dtype = jnp.float64 if x64_enabled() else jnp.float32
     try:
         return JointModel(net=lm.net, norm=norm,
                           params={k: jnp.asarray(float(v), dtype) for k, v in d["physics_parameters"].items()},

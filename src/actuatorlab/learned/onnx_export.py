@@ -172,21 +172,20 @@ def export_onnx(net, path: str | Path, *, n_frames: int | None = None, fused: bo
     from onnx import TensorProto, helper
 
     path = Path(path)
+    g = _Graph()
     if isinstance(net, GatedTransformer):
         T, F = net.pos.shape[0], net.inp.in_features
-        build = _transformer
+        outs = _transformer(g, net, fused)
     elif isinstance(net, WindowMLP):
-        F = None
-        build = _mlp
-        T = n_frames
-        if T is None:
+        if n_frames is None:
             raise ModelError(f"{path}: exporting an MLP needs n_frames (history + 1)")
+        T = n_frames
+        assert isinstance(net.trunk.in_size, int), "a WindowMLP's trunk takes the flattened window"
         F = net.trunk.in_size // T
+        outs = _mlp(g, net, fused)
     else:
         raise ModelError(f"{path}: ONNX export supports the transformer and mlp architectures, "
                          f"not {type(net).__name__}")
-    g = _Graph()
-    outs = build(g, net, fused)
     C = net.heads.torque.out_size
     names = ["torque", "force_raw", "gate_logit", "condition_logit"]
     shapes = [["N", C], ["N", net.heads.force.out_size], ["N"], ["N", C]]  # force: 3, or C (joint frame)

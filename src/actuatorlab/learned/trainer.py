@@ -312,7 +312,9 @@ class _Run:
     def __init__(self, run_dir: Path | None, val_fn, static):
         self.dir, self.val_fn, self.static = run_dir, val_fn, static
         self.history: list[dict] = []
-        self.best_val, self.best_step, self.best_tree = None, None, None
+        self.best_val: float | None = None
+        self.best_step: int | None = None
+        self.best_tree = None
 
     def record(self, rec: dict, f=None) -> None:
         self.history.append(rec)

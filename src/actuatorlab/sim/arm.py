@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Protocol, cast
 
 import jax
 import jax.numpy as jnp
@@ -209,8 +209,18 @@ def _learned_start(learned, inputs, x_arm: ArmInputs, d0, phys: _MjxPhysics):
     return tele, initial_history(learned, f0, getattr(inputs, "past", None))
 
 
+class MJXRollout(Protocol):
+    """What :func:`make_mjx_rollout` returns: ``rollout(...) -> (ArmState, ArmOutputs)`` carrying
+    ``rollout.with_heads(...) -> (ArmState, ArmOutputs, heads)``."""
+
+    with_heads: Callable[..., tuple[ArmState, ArmOutputs, Any]]
+
+    def __call__(self, params, inputs, state: ArmState, model_updates=None,
+                 ctrl=None) -> tuple[ArmState, ArmOutputs]: ...
+
+
 @physics_fn
-def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Callable:
+def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> MJXRollout:
     """Build ``rollout(params, inputs, state, model_updates=None) -> (ArmState, ArmOutputs)``.
 
     params: parameter sets, name -> (n_groups,) servo-side values (``robot.nominal_params()``),
@@ -290,5 +300,6 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> Cal
         (None for analytic parameters)."""
         return run(params, inputs, state, model_updates, ctrl)
 
-    rollout.with_heads = with_heads
-    return rollout
+    mjx_rollout = cast(MJXRollout, rollout)  # a function carrying with_heads as an attribute
+    mjx_rollout.with_heads = with_heads
+    return mjx_rollout

@@ -216,7 +216,7 @@ def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[T
     for lg in logs:
         units.update(lg.units)
     scored_any = np.any([lg.scored for lg in logs], axis=0)
-    per_joint = {j: {} for j, s in zip(robot.joint_names, scored_any) if s}
+    per_joint: dict[str, dict[str, float]] = {j: {} for j, s in zip(robot.joint_names, scored_any) if s}
     n_windows, pooled, longest = {}, None, None
     model = native_model(r, p)
     for h in sorted({int(h) for h in horizons}):

@@ -29,7 +29,7 @@ dtype (float64 under the project's x64 context) before it enters MuJoCo/MJX.
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, Callable, NamedTuple, TypedDict, cast
 
 import equinox as eqx
 import jax
@@ -136,7 +136,8 @@ class LearnedArm(eqx.Module):
         """The network's outputs for ONE raw window (history + 1, n_features), f_raw in the base
         frame (rotated from the yaw frame when ``force_yaw`` is set, mapped from joint torques when
         ``force_joint`` is)."""
-        h: Heads = self.net(self.normalizer.apply(window))
+        net = cast(Callable[[jax.Array], Heads], self.net)  # every models.nets architecture: window -> Heads
+        h = net(self.normalizer.apply(window))
         if self.force_joint is not None:
             return h._replace(force_raw=self.force_joint.force(window[-1], h.force_raw))
         if not self.force_yaw:
@@ -261,6 +262,16 @@ def gate_weight(contact: float, soft_gate: bool = False) -> float:
     return float(contact) if soft_gate or contact > CONTACT_GATE else 0.0
 
 
+class OnlineOutputs(TypedDict):
+    """One step of :class:`OnlineEstimator` (the fields of its docstring)."""
+
+    effort: np.ndarray  # (C,) [N.m | N]
+    force: np.ndarray  # (3,) [N] gated
+    force_raw: np.ndarray  # (3,) [N]
+    contact: float  # contact probability in [0, 1]
+    condition: np.ndarray  # (C,) in [0, 1]
+
+
 class OnlineEstimator:
     """Causal online inference with a learned whole-robot model, one telemetry frame at a time.
 
@@ -289,25 +300,25 @@ class OnlineEstimator:
     def reset(self) -> None:
         self._hist = None
 
-    def step(self, q_target, q, dq, v_supply, enable, telemetry=None) -> dict[str, np.ndarray]:
+    def step(self, q_target, q, dq, v_supply, enable, telemetry=None) -> OnlineOutputs:
         m = self.model
         tel = np.zeros((m.layout.n_channels, 0), np.float32) if telemetry is None else np.asarray(telemetry, np.float32)
         if tel.shape != (m.layout.n_channels, len(m.telemetry)):
             raise ModelError(f"online inference: telemetry must be ({m.layout.n_channels}, {len(m.telemetry)}) for "
                              f"{list(m.telemetry)}, got {tel.shape}")
-        args = tuple(np.asarray(a, np.float32) for a in (q_target, q, dq, v_supply, enable))
+        qt, qm, dqm, vs, en = (np.asarray(a, np.float32) for a in (q_target, q, dq, v_supply, enable))
         if self._hist is None:
-            self._hist = initial_history(m, self._frame(m, *args, tel), None)
-        eff, force, force_raw, contact, cond, self._hist = self._step(m, self._hist, *args, tel)
+            self._hist = initial_history(m, self._frame(m, qt, qm, dqm, vs, en, tel), None)
+        eff, force, force_raw, contact, cond, self._hist = self._step(m, self._hist, qt, qm, dqm, vs, en, tel)
         force = np.asarray(force)
         if gate_weight(float(contact), self.soft_gate) == 0.0:
             force = np.zeros_like(force)
-        return {"effort": np.asarray(eff), "force": force, "force_raw": np.asarray(force_raw),
-                "contact": float(contact), "condition": np.asarray(cond)}
+        return OnlineOutputs(effort=np.asarray(eff), force=force, force_raw=np.asarray(force_raw),
+                             contact=float(contact), condition=np.asarray(cond))
 
 
-def _online_step(m: LearnedArm, hist, *args):
-    tau, heads, hist = net_step(m, hist, *args, jnp.float32)
+def _online_step(m: LearnedArm, hist, q_target, q, dq, v_supply, enable, telemetry):
+    tau, heads, hist = net_step(m, hist, q_target, q, dq, v_supply, enable, telemetry, jnp.float32)
     gate = jax.nn.sigmoid(heads.gate_logit)
     return (tau[np.asarray(m.channel_index)], gate * heads.force_raw, heads.force_raw, gate,
             jax.nn.sigmoid(heads.condition_logit), hist)

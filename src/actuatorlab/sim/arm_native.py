@@ -22,7 +22,7 @@ import numpy as np
 from ..errors import ModelError
 from ..precision import physics
 from ..robots.loader import Robot
-from .arm_learned import frame, initial_history, LearnedArm, step_fn_batched, telemetry_or_empty
+from .arm_learned import frame, initial_history, LearnedArm, LearnedInputs, step_fn_batched, telemetry_or_empty
 from .arm_step import (ActuatorState, ArmConfig, ArmInputs, ArmOutputs, ArmState, Command, Sensed, StepRecord,
                        actuator_step, actuators, arm_outputs, check_learned, command_step, motor_side,
                        mujoco_armature)
@@ -195,7 +195,7 @@ class _Recorder:
 
 
 @physics
-def rollout_native(robot: Robot, params, inputs: ArmInputs, state: ArmState,
+def rollout_native(robot: Robot, params, inputs: ArmInputs | LearnedInputs, state: ArmState,
                    cfg: ArmConfig | None = None, model_updates: dict | None = None,
                    model: mujoco.MjModel | None = None, *, ctrl=None,
                    body_force: tuple[int, np.ndarray] | None = None):

@@ -282,7 +282,8 @@ def motor_effort(xp, lay: _Layout, p, lc: LawConstants, u, dq, enable):
     """Drive effort at the joint (..., n) with the effort bounds of the module docstring."""
     tau = None
     for drive, idx in lay.drive_groups:
-        val = drive_effort(drive, _take(p, idx), _take(lc, idx), *_take((u, dq, enable), idx), xp=xp)
+        u_g, dq_g, en_g = _take((u, dq, enable), idx)
+        val = drive_effort(drive, _take(p, idx), _take(lc, idx), u_g, dq_g, en_g, xp=xp)
         tau = val if idx is None else _put(xp, xp.zeros_like(u) if tau is None else tau, idx, val)
     E = lay.effort_limit
     if lay.envelope.any():

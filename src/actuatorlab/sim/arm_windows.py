@@ -77,7 +77,7 @@ def make_windows(robot: Robot, q_meas, dq_meas, inputs: ArmInputs, length: int, 
     stride = length if stride is None else int(stride)
     starts = np.arange(0, max(T - 1, 1), stride) if T > length else np.array([0])
     D = cfg.delay_steps
-    win = {k: [] for k in ("qt", "en", "vs", "q", "dq", "mask")}
+    win: dict[str, list[np.ndarray]] = {k: [] for k in ("qt", "en", "vs", "q", "dq", "mask")}
     states = []
     for s in starts:
         idx = np.minimum(np.arange(s, s + length), T - 1)

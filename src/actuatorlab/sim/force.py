@@ -107,7 +107,7 @@ class ForceEstimator(abc.ABC):
     """Causal force estimator: ``reset()`` at the start of a log, then ``step(frame)`` once per
     frame in time order. Implementations hold only state built from frames already seen."""
 
-    name: ClassVar[str]
+    name: str  # a class constant, or set per instance (id_linear / id_friction)
 
     @abc.abstractmethod
     def reset(self) -> None: ...

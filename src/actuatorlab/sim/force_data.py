@@ -131,7 +131,7 @@ def free_motion(log: ForceLog) -> bool:
 
 
 # -- pure building blocks --------------------------------------------------------------------
-def play(y_prev: np.ndarray, x: np.ndarray, width: np.ndarray) -> np.ndarray:
+def play(y_prev: np.ndarray | float, x: np.ndarray | float, width: np.ndarray | float) -> np.ndarray:
     """Play (backlash) operator, one step: ``y = min(max(y_prev, x - w/2), x + w/2)``."""
     h = 0.5 * np.asarray(width, float)
     return np.minimum(np.maximum(y_prev, x - h), x + h)
@@ -252,14 +252,18 @@ def fit_calibration(dyn: ArmDynamics, logs: Sequence[ForceLog], *, friction: boo
                               f"restriction); got {bad[:3]}")
     idx = np.array([dyn.robot.index(j) for j in dyn.joints])
     dt = float(dyn.robot.control_dt)
-    Y, I, DQ = [], [], []
+    Y_logs: list[np.ndarray] = []  # per log (T - skip, n) [N.m]
+    I: list[np.ndarray] = []  # per log (T, n) [A]
+    DQ_logs: list[np.ndarray] = []  # per log (T - skip, n) [rad/s]
     for lg in logs:
         q, dq_f, ddq, i_f = _filtered(lg, idx, tau_s, dt)
         tau = np.array([dyn.inverse_dynamics(q[k], dq_f[k], ddq[k]) for k in range(lg.n)])
         if labelled:  # the external torque the label states: J_p^T f
             tau = tau - np.array([dyn.jacobian(q[k]).T @ lg.force[k] for k in range(lg.n)])
-        Y.append(tau[skip:]), I.append(i_f), DQ.append(dq_f[skip:])
-    Y, DQ = np.concatenate(Y), np.concatenate(DQ)
+        Y_logs.append(tau[skip:])
+        I.append(i_f)
+        DQ_logs.append(dq_f[skip:])
+    Y, DQ = np.concatenate(Y_logs), np.concatenate(DQ_logs)
     n = len(dyn.joints)
     out = {k: np.zeros(n) for k in ("gain", "offset", "raw_gain", "coulomb", "static", "viscous", "rms")}
     out["stribeck_velocity"] = np.full(n, STRIBECK_VELOCITIES[0])
@@ -285,6 +289,7 @@ def fit_calibration(dyn: ArmDynamics, logs: Sequence[ForceLog], *, friction: boo
                 sse = float(np.sum((A @ th - y) ** 2))
                 if best is None or sse < best[0]:
                     best = (sse, th, raw, w, vs)
+        assert best is not None  # the loops above try at least one (w, vs)
         sse, th, raw, w, vs = best
         out["gain"][j], out["offset"][j], out["raw_gain"][j] = th[0], th[1], raw
         if friction:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import partial
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -48,7 +49,7 @@ class Batch:
 
     names: tuple[str, ...]
     law: str
-    plant: str
+    plant: Literal["pendulum", "carriage"]
     unit: str
     dt: float
     t: np.ndarray
@@ -208,10 +209,10 @@ def make_batches(trajs: list[Trajectory], dt: float | None = None) -> list[Batch
     if not trajs:
         raise DataError(None, "no logs given")
     dt = default_dt(trajs) if dt is None else float(dt)
-    groups: dict[tuple[str, str], list[Trajectory]] = {}
+    groups: dict[tuple[str, Literal["pendulum", "carriage"]], list[Trajectory]] = {}
     for tr in trajs:
         get_control_law(tr.setup.controller)
-        plant = "pendulum" if tr.setup.joint_type == "revolute" else "carriage"
+        plant: Literal["pendulum", "carriage"] = "pendulum" if tr.setup.joint_type == "revolute" else "carriage"
         groups.setdefault((tr.setup.controller, plant), []).append(tr)
     batches = []
     for (law, plant), group in groups.items():
