@@ -412,11 +412,11 @@ def test_json_stdout_is_one_document_despite_third_party_prints(one, tmp_path, m
 DRIVER = """
 import sys
 import actuatorlab.policy.train as train
-make_env = train.make_env
+make_env = train.make_policy_env
 def make_env_importing_mjx(*a, **k):
     import mujoco.mjx  # noqa: F401
     return make_env(*a, **k)
-train.make_env = make_env_importing_mjx
+train.make_policy_env = make_env_importing_mjx
 from actuatorlab.app.cli import main
 sys.exit(main(sys.argv[1:]))
 """
