@@ -1,5 +1,5 @@
-"""The CLI's shared parts: the typer ``app``, the consoles, progress bars, ``--json`` output and
-the one-line checks of numeric options and run folders."""
+"""The CLI's shared parts: the typer ``app``, the consoles, progress bars, ``--json`` output, the
+``--config`` option and the job it builds, and the one-line checks of numeric options and run folders."""
 
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated, List, Optional
 
 import typer
 from rich.console import Console
@@ -18,11 +18,37 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ...errors import ActuatorlabError
-from ...models.actuator_model import check_robot, load
+from ..config import build_job
 
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Identify, trust and use actuator models from real joint logs.")
+
+
+#: ``--config FILE``, taken by every command that runs a job
+Config = Annotated[Optional[Path], typer.Option("--config", help="JSON object with the job's fields (listed in "
+                                                "this help); flags given on the command line override its values")]
+
+
+def documents(job_cls: type):
+    """Decorator of a command: its help ends with the fields of ``job_cls`` that ``--config`` takes."""
+    def deco(fn):
+        fn.__doc__ = (f"{(fn.__doc__ or '').rstrip()}\n\n--config FILE: a JSON object with the fields of "
+                      f"{job_cls.__name__} (flags override it). {escape(' '.join((job_cls.__doc__ or '').split()))}")
+        return fn
+    return deco
+
+
+def job_of(ctx: typer.Context, job_cls: type, config: Optional[Path], given: Optional[dict] = None, **fields: str):
+    """The job of a command: ``job_cls`` from ``config`` with the flags given on the command line
+    laid over it; ``fields``: {job field, nested as "options.seed": command parameter name};
+    ``given``: {job field: value} parsed from the command line by the command itself."""
+    given = dict(given or {})
+    for field, param in fields.items():
+        source = ctx.get_parameter_source(param)
+        if source is not None and source.name not in ("DEFAULT", "DEFAULT_MAP"):  # typer bundles its own click
+            given[field] = ctx.params[param]
+    return build_job(job_cls, config, given)
 
 
 console = Console()
@@ -94,23 +120,8 @@ def _emit_json(obj, **kw) -> None:
     out.flush()
 
 
-def _check_range(option: str, value, *, low=0.0, low_ok: bool = False, high=None) -> None:
-    """Refuse a numeric option outside its range before any work: one line naming the option.
-    Default: ``value > 0`` (``low_ok``: ``>= low``; ``high``: ``<= high``); None passes."""
-    if value is None:
-        return
-    bad = value < low if low_ok else value <= low
-    if bad or (high is not None and value > high) or value != value:
-        lo = f">= {low:g}" if low_ok else f"> {low:g}"
-        raise ActuatorlabError(f"{option} must be {lo}" + ("" if high is None else f" and <= {high:g}")
-                               + f", got {value:g}")
 
 
-def _check_resume(out: Path, resume: bool) -> None:
-    """``--resume`` continues a run: a folder without one (no config.json) is an error, not a fresh run."""
-    if resume and not (Path(out) / "config.json").is_file():
-        raise ActuatorlabError(f"{out}: nothing to resume (--resume needs a run folder with a config.json; "
-                               "leave out --resume to start a new run)")
 
 
 def _mrad(x, unit):
@@ -130,26 +141,8 @@ def _print_per_joint(s: dict) -> None:
     console.print(t)
 
 
-def _robot_of_model(model_json: Path, robot: Optional[str]) -> Optional[str]:
-    """The robot of a command's model file: a whole-robot model's (the file's when --robot is
-    absent; an explicit --robot must agree with it), None for a one-joint model (after the same
-    check: its robot is its bench, e.g. bench:revolute). The word "nominal" needs --robot."""
-    if str(model_json) == "nominal":
-        if robot is None:
-            raise ActuatorlabError("nominal: the nominal parameters of a robot: give --robot ROBOT")
-        return robot
-    m = load(model_json)
-    name = check_robot(m, robot)
-    return None if m.one_joint else name
 
 
-def _floats(text: Optional[str], what: str) -> Optional[list]:
-    if text is None:
-        return None
-    try:
-        return [float(x) for x in text.split(",") if x.strip()]
-    except ValueError:
-        raise ActuatorlabError(f"{what} must be comma-separated numbers, got {text!r}") from None
 
 
 def _key_values(items: Optional[List[str]], what: str) -> dict:

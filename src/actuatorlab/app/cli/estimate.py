@@ -9,29 +9,31 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
-from .. import estimate_jobs
-from ..estimate_jobs import ConditionOptions
+from .. import heads_jobs
+from ..heads_jobs import ConditionJob, EstimateForceJob, HeadsReportJob
 from ...estimate.condition_windows import METHODS
-from ._common import app, console, _json_command, _emit_json, _check_range
+from ._common import Config, documents, job_of, app, console, _json_command, _emit_json
 
 
 @app.command("estimate-force")
 @_json_command
-def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.json of a learned model, or - for none"),
-                   data: List[Path] = typer.Argument(..., help="labelled multi-joint logs or folders to evaluate"),
-                   robot: str = typer.Option(..., "--robot", help="robot name"),
+@documents(EstimateForceJob)
+def estimate_force(ctx: typer.Context,
+                   model_json: Optional[str] = typer.Argument(None, help="RUN/arm_model.json of a learned model, or - for none"),
+                   data: Optional[List[Path]] = typer.Argument(None, help="labelled multi-joint logs or folders to evaluate"),
+                   robot: Optional[str] = typer.Option(None, "--robot", help="robot name"),
                    calibrate: Optional[List[Path]] = typer.Option(None, "--calibrate", help="training logs or folder: "
                                                                   "the classical baselines are fitted on their free-motion logs"),
-                   methods: Optional[str] = typer.Option(None, "--methods", help="comma-separated (default: all)"),
-                   ee_body: Optional[str] = typer.Option(None, "--ee-body", help="end-effector body (default: the robot's)"),
                    as_json: bool = typer.Option(False, "--json"),
                    report: Optional[Path] = typer.Option(None, "--report", help="self-contained HTML report to write"),
-                   out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV of the per-frame estimates")):
+                   out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV of the per-frame estimates"),
+                   config: Config = None):
     """Sensorless end-effector force: the learned force head x gate and three classical baselines
     (inverse-dynamics residual, + friction/backlash, momentum observer), run causally per frame."""
 
-    r = estimate_jobs.run_estimate_force(model_json, data, robot=robot, calibrate=calibrate or [],
-                           methods=methods.split(",") if methods else None, ee_body=ee_body, report=report, out=out)
+    job = job_of(ctx, EstimateForceJob, config, model="model_json", data="data", robot="robot", calibrate="calibrate",
+                 report="report", out="out")
+    r = heads_jobs.run_estimate_force_job(job).to_json()
     if as_json:
         _emit_json(r, default=float)
         return
@@ -55,38 +57,23 @@ def estimate_force(model_json: str = typer.Argument(..., help="RUN/arm_model.jso
 
 @app.command()
 @_json_command
-def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a learned or residual whole-robot model"),
-              data: List[Path] = typer.Argument(..., help="multi-joint logs to evaluate (files or folders)"),
-              robot: str = typer.Option(..., "--robot", help="robot name"),
+@documents(ConditionJob)
+def condition(ctx: typer.Context,
+              model_json: Optional[Path] = typer.Argument(None, help="RUN/arm_model.json of a learned or residual whole-robot model"),
+              data: Optional[List[Path]] = typer.Argument(None, help="multi-joint logs to evaluate (files or folders)"),
+              robot: Optional[str] = typer.Option(None, "--robot", help="robot name"),
               train: Optional[List[Path]] = typer.Option(None, "--train", help="training logs: fit the baselines "
                                                          "(threshold, SVM, random forest) on them"),
               as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
               report: Optional[Path] = typer.Option(None, "--report", help="HTML report (ROC curves, tables, scores)"),
-              frames: Optional[Path] = typer.Option(None, "--frames", help="CSV of the per-frame scores"),
-              verdict_s: float = typer.Option(5.0, "--verdict-s", help="per-log verdict from the last N seconds"),
-              fit_head: Optional[Path] = typer.Option(None, "--fit-head", help="first train the condition head on "
-                                                      "--train (teacher forcing) and write the model to this folder"),
-              calibrate: Optional[List[Path]] = typer.Option(None, "--calibrate", help="validation logs: choose the "
-                                                             "score smoothing and thresholds on them"),
-              no_calibration: bool = typer.Option(False, "--no-calibration", help="ignore the model file's "
-                                                  "calibration (no smoothing, thresholds 0.5)"),
-              min_recall: Optional[float] = typer.Option(None, "--min-recall", help="with --calibrate: window "
-                                                         "threshold with the fewest false alarms among those "
-                                                         "reaching this recall on the validation logs"),
-              alarm_hold: float = typer.Option(0.0, "--alarm-hold", help="per-frame alarm's on-delay [s]: raised "
-                                               "only after the smoothed score stays below the threshold this "
-                                               "long (fewer false onsets, later first alarms; default 0)"),
-              seed: int = typer.Option(0, "--seed")):
+              seed: int = typer.Option(0, "--seed"), config: Config = None):
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
 
-    _check_range("--verdict-s", verdict_s)
-    _check_range("--min-recall", min_recall, low_ok=True, high=1.0)
-
-    d = estimate_jobs.run_condition_files(model_json, data, robot, ConditionOptions(
-        train=tuple(train or ()), verdict_s=verdict_s, seed=seed, report=report, frames_csv=frames, fit_head=fit_head,
-        calibrate=tuple(calibrate or ()), use_calibration=not no_calibration, min_recall=min_recall,
-        alarm_hold_s=alarm_hold))
+    job = job_of(ctx, ConditionJob, config, model="model_json", data="data", robot="robot",
+                 **{"options.train": "train", "options.report": "report", "options.seed": "seed"})
+    report = job.options.report
+    d = heads_jobs.run_condition_job(job).to_json()
     if as_json:
         _emit_json(d, default=float)
         return
@@ -135,20 +122,20 @@ def condition(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of
 
 @app.command("report-heads")
 @_json_command
-def report_heads(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a learned whole-robot model"),
-                 data: List[Path] = typer.Argument(..., help="labelled multi-joint logs or folders to evaluate"),
-                 robot: str = typer.Option(..., "--robot", help="robot name"),
-                 train: List[Path] = typer.Option(..., "--train", help="training logs: calibrate / fit the baselines"),
+@documents(HeadsReportJob)
+def report_heads(ctx: typer.Context,
+                 model_json: Optional[Path] = typer.Argument(None, help="RUN/arm_model.json of a learned whole-robot model"),
+                 data: Optional[List[Path]] = typer.Argument(None, help="labelled multi-joint logs or folders to evaluate"),
+                 robot: Optional[str] = typer.Option(None, "--robot", help="robot name"),
+                 train: Optional[List[Path]] = typer.Option(None, "--train", help="training logs: calibrate / fit the baselines"),
                  out: Path = typer.Option(Path("heads_report.html"), "--out", "-o", help="HTML report to write"),
-                 verdict_s: float = typer.Option(5.0, "--verdict-s", help="condition verdict from the last N seconds"),
                  as_json: bool = typer.Option(False, "--json", help="print one JSON object {report, force, condition}"),
-                 seed: int = typer.Option(0, "--seed")):
+                 config: Config = None):
     """One self-contained HTML run report: force traces (estimate vs label, gate), the force
     baseline table, condition metrics and ROC curves (estimate-force and condition together)."""
 
-    _check_range("--verdict-s", verdict_s)
-
-    d = estimate_jobs.run_heads_report(model_json, data, robot=robot, train=train, out=out, verdict_s=verdict_s, seed=seed)
+    job = job_of(ctx, HeadsReportJob, config, model="model_json", data="data", robot="robot", train="train", out="out")
+    d = heads_jobs.run_heads_report_job(job).to_json()
     if as_json:
         _emit_json(d, default=float)
         return
@@ -158,4 +145,3 @@ def report_heads(model_json: Path = typer.Argument(..., help="RUN/arm_model.json
                                                  ("learned", "current_threshold", "svm", "random_forest")
                                                  if m in d["condition"]))
     console.print(f"wrote {d['report']}")
-

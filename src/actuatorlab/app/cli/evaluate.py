@@ -10,35 +10,31 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from ...errors import ActuatorlabError
-from .. import jobs
 from ...evaluate import format_table
-from ...evaluate import suite
-from ._common import app, console, err_console, _json_command, _emit_json, _check_range, _print_per_joint, _robot_of_model
+from .. import evaluate_jobs
+from ..evaluate_jobs import EvaluateJob, InferJob, ReplayJob
+from ._common import Config, documents, job_of, app, console, err_console, _json_command, _emit_json, _print_per_joint
 
 
 @app.command()
 @_json_command
-def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
-             data: List[Path] = typer.Argument(..., help="log files or folders to replay"),
+@documents(EvaluateJob)
+def evaluate(ctx: typer.Context, model_json: Optional[str] = typer.Argument(None, help="RUN/model.json"),
+             data: Optional[List[Path]] = typer.Argument(None, help="log files or folders to replay"),
              as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
-             dt: Optional[float] = typer.Option(None, "--dt", help="replay period [s] (default: the fitted one)"),
              report: Optional[Path] = typer.Option(None, "--report", help="also write an HTML report (overlays, "
                                                    "errors, regimes, envelope coverage) to this file"),
-             standalone: bool = typer.Option(False, "--standalone", help="with --report: inline plotly.js (one "
-                                             "self-contained file, ~4.8 MB more) instead of a shared sibling file"),
              robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot; MODEL_JSON "
-                                                  "is RUN/arm_model.json or the word 'nominal'")):
+                                                  "is RUN/arm_model.json or the word 'nominal'"),
+             config: Config = None):
     """Replay logs with a fitted model (never refitting) and report errors by log and regime, and
     how much of each log lies outside the model's operating envelope (the region its training
     data covered)."""
 
-    _check_range("--dt", dt)
-    robot = _robot_of_model(model_json, robot)
-    if robot is not None:
-        if report is not None:
-            raise ActuatorlabError("--report is not available with --robot (whole-robot models)")
-        s = jobs.run_evaluate_arm(robot, model_json, data)
+    job = job_of(ctx, EvaluateJob, config, model="model_json", data="data", report="report", robot="robot")
+    res = evaluate_jobs.run_evaluate_job(job)
+    s = res.to_json()
+    if res.robot is not None:
         if as_json:
             _emit_json(s, default=float)
         else:
@@ -46,10 +42,6 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
         for w in s.get("warnings") or []:
             err_console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
         return
-
-    if robot is None and report is None and standalone:
-        raise ActuatorlabError("--standalone needs --report")
-    s = jobs.run_evaluate(model_json, data, dt=dt, report=report, standalone=standalone)
     if as_json:
         _emit_json(s, default=float)
     else:
@@ -57,8 +49,8 @@ def evaluate(model_json: Path = typer.Argument(..., help="RUN/model.json"),
         _print_envelope(s)
     for w in (s.get("envelope_warnings") or []) + (s.get("regime_warnings") or []):
         err_console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
-    if report is not None and not as_json:
-        console.print(f"wrote {report}")
+    if job.report is not None and not as_json:
+        console.print(f"wrote {job.report}")
 
 
 def _print_envelope(s: dict) -> None:
@@ -83,56 +75,38 @@ def _print_envelope(s: dict) -> None:
 
 
 @app.command()
-def infer(model_json: Path = typer.Argument(..., help="RUN/arm_model.json of a learned or residual whole-robot model"),
-          data: List[Path] = typer.Argument(..., help="multi-joint log files or folders"),
-          out: Path = typer.Option(..., "--out", "-o", help="CSV file to write"),
-          robot: Optional[str] = typer.Option(None, "--robot", help="check the model was trained for this robot")):
+@documents(InferJob)
+def infer(ctx: typer.Context,
+          model_json: Optional[Path] = typer.Argument(None, help="RUN/arm_model.json of a learned or residual whole-robot model"),
+          data: Optional[List[Path]] = typer.Argument(None, help="multi-joint log files or folders"),
+          out: Optional[Path] = typer.Option(None, "--out", "-o", help="CSV file to write"),
+          config: Config = None):
     """Causal online inference, one telemetry frame at a time (never a future sample): the
     network's effort per channel, the end-effector force, the contact probability and the
     condition scores, written as CSV."""
 
-    d = jobs.run_infer(model_json, data, out, robot=robot)
+    d = evaluate_jobs.run_infer_job(job_of(ctx, InferJob, config, model="model_json", data="data", out="out")).record
     console.print(f"{d['frames']} frames of {d['logs']} logs, {d['mean_step_ms']:.3f} ms per frame; wrote {d['out']}")
 
 
 @app.command()
 @_json_command
-def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --create: SUITE MODEL LOGS..."),
+@documents(ReplayJob)
+def replay(ctx: typer.Context,
+           args: Optional[List[str]] = typer.Argument(None, help="SUITE [MODEL]; with --create: SUITE MODEL LOGS..."),
            create: bool = typer.Option(False, "--create", help="create SUITE from MODEL's errors on LOGS"),
-           margin: float = typer.Option(1.2, "--margin", help="with --create: tolerance = margin x measured error"),
-           dt: Optional[float] = typer.Option(None, "--dt", help="replay period in s (default: the suite's; whole robot: the MuJoCo timestep)"),
-           gain: Optional[List[str]] = typer.Option(None, "--gain", help="NAME=VALUE: simulate with this controller "
-                                                    "gain instead of the logged one (repeatable)"),
            robot: Optional[str] = typer.Option(None, "--robot", help="with --create: whole-robot arm_model.json"),
-           horizon: Optional[int] = typer.Option(None, "--horizon", help="with --robot: window in control steps (default 300)"),
-           overwrite: bool = typer.Option(False, "--overwrite", help="with --create: replace an existing suite"),
-           as_json: bool = typer.Option(False, "--json")):
+           as_json: bool = typer.Option(False, "--json"), config: Config = None):
     """Calibration replay as a regression suite: exit 1 when a stored log's error exceeds its
     tolerance (docs/replay.md)."""
 
-    _check_range("--margin", margin)
-    _check_range("--dt", dt)
-    _check_range("--horizon", horizon)
-    if create:
-        if len(args) < 3:
-            raise ActuatorlabError("replay --create needs SUITE MODEL LOGS...")
-        m = suite.create_suite(args[0], args[1], args[2:], margin=margin, dt=dt, robot=robot, horizon=horizon,
-                         overwrite=overwrite)
-        console.print(f"wrote {Path(args[0]) / 'suite.json'}: {len(m['logs'])} logs, tolerance = {margin:g} x "
-                      f"the errors of {args[1]} (replay {m['replay']})")
+    given = dict(zip(("suite", "model"), args or ())) | ({"logs": args[2:]} if args and len(args) > 2 else {})
+    job = job_of(ctx, ReplayJob, config, given, create="create", robot="robot")
+    r = evaluate_jobs.run_replay_job(job).to_json()
+    if job.create:
+        console.print(f"wrote {Path(job.suite) / 'suite.json'}: {len(r['logs'])} logs, tolerance = {job.margin:g} x "
+                      f"the errors of {job.model} (replay {r['replay']})")
         return
-    if len(args) > 2:
-        raise ActuatorlabError("replay takes SUITE [MODEL] (to create a suite: replay --create SUITE MODEL LOGS...)")
-    gains = {}
-    for g in gain or []:
-        k, sep, v = g.partition("=")
-        try:
-            gains[k] = float(v)
-        except ValueError:
-            sep = ""
-        if not sep or not k:
-            raise ActuatorlabError(f"--gain {g!r}: expected NAME=VALUE, e.g. kp=800")
-    r = suite.run_suite(args[0], args[1] if len(args) > 1 else None, dt=dt, gains=gains or None)
     if as_json:
         _emit_json(r)
     else:
@@ -150,4 +124,3 @@ def replay(args: List[str] = typer.Argument(..., help="SUITE [MODEL]; with --cre
         console.print(t)
     if not r["passed"]:
         raise SystemExit(1)  # a failed regression check: exit code 1 (bad input is 2)
-
