@@ -309,7 +309,7 @@ def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
     capsys.readouterr()
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
                "--train", str(d / "train"), "--json", "--report", str(rep),
-               "--config", job_config(data / "out" / "frames.json", {"options": {"frames_csv": str(data / "out" / "f.csv")}})])
+               "--config", job_config(data / "frames.json", {"options": {"frames_csv": str(data / "out" / "f.csv")}})])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     for method in ("learned", "current_threshold", "svm", "random_forest"):
@@ -329,10 +329,10 @@ def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT])
     assert rc == 0 and "per-frame alarm (after a 0.03 s warm-up)" in capsys.readouterr().out
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
-               "--config", job_config(data / "out" / "hold.json", {"options": {"alarm_hold_s": 0.05}})])
+               "--config", job_config(data / "hold.json", {"options": {"alarm_hold_s": 0.05}})])
     assert rc == 0 and "raised after 0.05 s below the threshold" in " ".join(capsys.readouterr().out.split())
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
-               "--config", job_config(data / "out" / "hold_bad.json", {"options": {"alarm_hold_s": -1}})])
+               "--config", job_config(data / "hold_bad.json", {"options": {"alarm_hold_s": -1}})])
     assert rc == 2 and "alarm hold" in capsys.readouterr().err
     # training and evaluated logs must differ
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "train"), "--robot", ROBOT,
@@ -509,7 +509,7 @@ def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
     rep = data / "out" / "calibrated.html"
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
                "--train", str(d / "train"), "--json", "--report", str(rep),
-               "--config", job_config(data / "out" / "cal.json", {"options": {"calibrate": [str(d / "val")]}})])
+               "--config", job_config(data / "cal.json", {"options": {"calibrate": [str(d / "val")]}})])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     cal = out["calibration"]
@@ -521,7 +521,7 @@ def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
     # a calibration log that is also evaluated (or a training log) is refused
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
                "--train", str(d / "train"), "--json",
-               "--config", job_config(data / "out" / "cal_bad.json", {"options": {"calibrate": [str(d / "test")]}})])
+               "--config", job_config(data / "cal_bad.json", {"options": {"calibrate": [str(d / "test")]}})])
     assert rc == 2 and "calibration log" in capsys.readouterr().err
 
 

@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from ..errors import ActuatorlabError, UnknownNameError
 from .jobs import run_fit
-from ..identify.select import BUDGETS
+from ..identify.select import BUDGETS, FamilyOptions
 from ..models.registry import get_model
 
 __all__ = ["BACKENDS", "FleetTask", "fleet_tasks", "fit_fleet", "units_from_folders"]
@@ -68,7 +68,8 @@ def fleet_tasks(units: Mapping[str, Sequence[str | Path]], out: str | Path,
 def _fit_task(task: FleetTask, options: Mapping[str, Any]) -> dict:
     """Run one task (in this process or a Ray worker) and return its summary."""
 
-    d = run_fit(list(task.paths), task.out, model=task.model, **options)
+    opts = FamilyOptions(seed=options["seed"], budget=options["budget"], dt=options["dt"])
+    d = run_fit(list(task.paths), task.out, model=task.model, options=opts, mapping=options["mapping"])
     return {"unit": task.unit, "requested_model": task.model, "model": d["model"], "out": task.out,
             "model_file": str(Path(task.out) / "model.json"),
             "train_mae": d["fit"]["train_mae"], "position_mae": d["metrics"]["train"]["position_mae"],
