@@ -111,3 +111,12 @@ def test_fit_from_config_writes_the_flags_model(capsys, tmp_path):
     for d in (a, b):
         d["fit"].pop("wall_s")
     assert a == b
+
+
+@pytest.mark.parametrize("name", sorted(c.name or c.callback.__name__ for c in app.registered_commands
+                                        if (c.name or c.callback.__name__) not in ("models", "version")))
+def test_help_says_what_config_takes(capsys, name):
+    """``COMMAND --help`` renders (help texts are rich markup) and names the job --config takes."""
+    rc, out, err = run(capsys, name, "--help")
+    assert rc == 0, err
+    assert "--config" in out and "Job" in out and "Fields:" in out

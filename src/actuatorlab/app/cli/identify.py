@@ -238,7 +238,7 @@ def models():
 @app.command("fit-fleet")
 @documents(FleetJob)
 def fit_fleet_(ctx: typer.Context, units: Optional[List[Path]] = typer.Argument(None, help="one folder (or log file) per unit"),
-               out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder: OUT/UNIT[/MODEL]/model.json"),
+               out: Optional[Path] = typer.Option(None, "--out", "-o", help="run folder: OUT/UNIT/model.json (OUT/UNIT/MODEL/model.json in a sweep)"),
                model: Optional[List[str]] = typer.Option(None, "--model", "-m", help="model(s) to fit (several = "
                                                          "a sweep); default: nested selection"),
                budget: str = typer.Option("default", "--budget", help="quick | default | thorough"),
