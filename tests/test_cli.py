@@ -20,6 +20,12 @@ from actuatorlab.logs import load_log, save_trajectory
 from actuatorlab.logs.format import Setup
 from actuatorlab.models.registry import BASE_MODELS, EXTENSIONS
 
+
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
 EXAMPLE = Path(__file__).resolve().parents[1] / "src" / "actuatorlab" / "examples" / "bam_xl330"
 SPECS = [("chirp400", "chirp", 400), ("sine800", "sine", 800), ("drop400", "drop", 400)]
 
@@ -215,10 +221,11 @@ def test_unknown_model_name(work, capsys, tmp_path):
     rc, out, err = run_cli(capsys, "fit", work["logs"], "--model", "m1", "--budget", "huge", "--out", out_dir)
     assert_one_line_error(rc, err, "'huge'", "quick", "default", "thorough")
     assert not out_dir.exists()
-    rc, out, err = run_cli(capsys, "fit", work["logs"], "--extensions", "thermal", "--extensions", "heat",
-                           "--out", out_dir)
+    rc, out, err = run_cli(capsys, "fit", work["logs"], "--out", out_dir, "--config",
+                           job_config(tmp_path / "ext.json", {"options": {"extensions": ["thermal", "heat"]}}))
     assert_one_line_error(rc, err, "'heat'", *EXTENSIONS)
-    rc, out, err = run_cli(capsys, "fit", work["logs"], "--model", "m1", "--extensions", "thermal", "--out", out_dir)
+    rc, out, err = run_cli(capsys, "fit", work["logs"], "--model", "m1", "--out", out_dir, "--config",
+                           job_config(tmp_path / "ext1.json", {"options": {"extensions": ["thermal"]}}))
     assert_one_line_error(rc, err, "--extensions", "m5+sag+thermal")
     assert not out_dir.exists()
 
@@ -326,6 +333,6 @@ def test_fit_extensions_reach_the_selection(work, capsys, tmp_path, monkeypatch)
 
     monkeypatch.setattr(jobs, "fit_family", fake)
     with pytest.raises(Stop):
-        main(["fit", str(work["logs"]), "--extensions", "sag", "--extensions", "thermal", "--out",
-              str(tmp_path / "r")])
+        main(["fit", str(work["logs"]), "--out", str(tmp_path / "r"), "--config",
+              job_config(tmp_path / "ext.json", {"options": {"extensions": ["sag", "thermal"]}})])
     assert seen["options"].extensions == ("sag", "thermal")

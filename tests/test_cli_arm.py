@@ -7,6 +7,12 @@ import json
 from actuatorlab.app.cli import main
 
 
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
 def test_synth_fit_evaluate_robot(tmp_path, capsys):
     data = tmp_path / "syn"
     assert main(["synth", "--suite", "smoke", "--out", str(data), "--seed", "1"]) == 0
@@ -45,7 +51,7 @@ def test_fit_robot_rejects_an_unknown_method(tmp_path, capsys):
     data = tmp_path / "syn"
     assert main(["synth", "--suite", "smoke", "--out", str(data), "--seed", "1"]) == 0
     capsys.readouterr()
-    rc = main(["fit", str(data / "train"), "--robot", "open_manipulator_x", "--method", "newton",
-               "--out", str(tmp_path / "run")])
+    rc = main(["fit", str(data / "train"), "--robot", "open_manipulator_x", "--config",
+               job_config(tmp_path / "fit.json", {"method": "newton"}), "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
     assert rc == 2 and "newton" in err and "cma" in err and "grad" in err and "Traceback" not in err

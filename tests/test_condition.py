@@ -27,6 +27,13 @@ from actuatorlab.estimate.condition_calibrate import (_best_threshold, calibrate
 from actuatorlab.estimate.condition_windows import (FEATURE_NAMES, STRIDE, WINDOW, ConditionLog, CurrentThreshold,
                                                     fit_baselines, log_windows, window_features, window_starts)
 
+
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
 MJCF = Path(__file__).resolve().parents[2] / "shared" / "models" / "open_manipulator_x" / "open_manipulator_x.xml"
 ROBOT = "open_manipulator_x"
 
@@ -301,8 +308,9 @@ def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
     rep = data / "out" / "condition.html"
     capsys.readouterr()
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
-               "--train", str(d / "train"), "--no-calibration", "--json", "--report", str(rep), "--frames",
-               str(data / "out" / "f.csv")])  # the model's own head (the default trains a detector)
+               "--train", str(d / "train"), "--json", "--report", str(rep),
+               "--config", job_config(data / "frames.json", {"options": {"frames_csv": str(data / "out" / "f.csv"),
+                                                                          "use_calibration": False}})])  # the model's own head (the default trains a detector)
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     for method in ("learned", "current_threshold", "svm", "random_forest"):
@@ -322,10 +330,10 @@ def test_cli_condition_json_keys_and_report(data, tiny_model, capsys):
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT])
     assert rc == 0 and "per-frame alarm (after a 0.03 s warm-up)" in capsys.readouterr().out
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
-               "--alarm-hold", "0.05"])
+               "--config", job_config(data / "hold.json", {"options": {"alarm_hold_s": 0.05}})])
     assert rc == 0 and "raised after 0.05 s below the threshold" in " ".join(capsys.readouterr().out.split())
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
-               "--alarm-hold", "-1"])
+               "--config", job_config(data / "hold_bad.json", {"options": {"alarm_hold_s": -1}})])
     assert rc == 2 and "alarm hold" in capsys.readouterr().err
     # training and evaluated logs must differ
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "train"), "--robot", ROBOT,
@@ -501,7 +509,8 @@ def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
     capsys.readouterr()
     rep = data / "out" / "calibrated.html"
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
-               "--train", str(d / "train"), "--calibrate", str(d / "val"), "--json", "--report", str(rep)])
+               "--train", str(d / "train"), "--json", "--report", str(rep),
+               "--config", job_config(data / "cal.json", {"options": {"calibrate": [str(d / "val")]}})])
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     cal = out["calibration"]
@@ -512,7 +521,8 @@ def test_cli_calibrates_on_validation_logs_only(data, tiny_model, capsys):
         assert {"accuracy", "precision", "recall", "auc"} <= set(out[method])
     # a calibration log that is also evaluated (or a training log) is refused
     rc = main(["condition", str(data / "model" / "arm_model.json"), str(d / "test"), "--robot", ROBOT,
-               "--train", str(d / "train"), "--calibrate", str(d / "test"), "--json"])
+               "--train", str(d / "train"), "--json",
+               "--config", job_config(data / "cal_bad.json", {"options": {"calibrate": [str(d / "test")]}})])
     assert rc == 2 and "calibration log" in capsys.readouterr().err
 
 

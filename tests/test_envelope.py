@@ -19,6 +19,12 @@ from actuatorlab.evaluate.envelope import (check_log, compute_envelope, envelope
 from actuatorlab.logs import save_trajectory
 from actuatorlab.logs.format import Channel
 
+
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
 DT = 0.005
 DUTY = Channel("1", "measured", side="none", description="duty cycle in [-1, 1]")
 
@@ -249,12 +255,13 @@ def test_cli_report_standalone_inlines_plotly_and_needs_report(evaluated, capsys
     out = evaluated["root"] / "single" / "eval.html"
     capsys.readouterr()
     assert main(["evaluate", str(evaluated["root"] / "model.json"), str(evaluated["logs"]), "--report", str(out),
-                 "--standalone"]) == 0
+                 "--config", job_config(out.parent.parent / "standalone.json", {"standalone": True})]) == 0
     _, err = capsys.readouterr()
     assert "warning: stall" in err  # the stall log's error is reported as coming from outside
     assert [p.name for p in out.parent.iterdir()] == ["eval.html"]
     assert '<script src="' not in out.read_text(encoding="utf-8")
-    assert main(["evaluate", str(evaluated["root"] / "model.json"), str(evaluated["logs"]), "--standalone"]) == 2
+    assert main(["evaluate", str(evaluated["root"] / "model.json"), str(evaluated["logs"]),
+                 "--config", job_config(out.parent.parent / "standalone.json", {"standalone": True})]) == 2
     assert "--standalone needs --report" in capsys.readouterr().err
 
 

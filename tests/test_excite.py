@@ -12,6 +12,12 @@ from actuatorlab.app.cli import main
 from actuatorlab.excite.joint import Limits, candidates, compare_to_naive, design
 from actuatorlab.logs.format import Setup
 
+
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
 TRUTH = dict(kt=0.4, R=3.5, armature=0.002, friction_base=0.03, friction_viscous=0.01)
 #: what the design starts from: a rough guess, not the truth
 NOMINAL = {k: v * f for (k, v), f in zip(TRUTH.items(), (1.3, 0.8, 1.5, 0.7, 2.0))}
@@ -96,9 +102,8 @@ def test_designed_set_predicts_held_out_motion_better_than_naive_sets(segs, repo
 
 def test_cli_writes_replayable_command_files(tmp_path, capsys):
     out = tmp_path / "exc"
-    args = ["excite", "--out", str(out), "--budget", "4", "--kp", "400"]
-    for k, v in NOMINAL.items():
-        args += ["--param", f"{k}={v}"]
+    args = ["excite", "--out", str(out), "--budget", "4", "--config",
+            job_config(tmp_path / "excite.json", {"kp": [400], "params": NOMINAL})]
     assert main(args) == 0
     man = json.loads((out / "excitation.json").read_text())
     assert man["format"] == "actuatorlab-excitation" and man["limits"]["v_max"] == 3.0
@@ -107,6 +112,6 @@ def test_cli_writes_replayable_command_files(tmp_path, capsys):
         assert rows.shape[1] == 4 and np.allclose(np.degrees(rows[:, 1]), rows[:, 2], atol=1e-5)
         assert f["setup"]["gains"]["kp"] == 400.0
     capsys.readouterr()
-    assert main(["excite", "--out", str(tmp_path / "x"), "--range", "0.1,0.1"]) == 2
+    assert main(["excite", "--out", str(tmp_path / "x"), "--config", job_config(tmp_path / "r.json", {"q_range": [0.1, 0.1]})]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "error:" in err

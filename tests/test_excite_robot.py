@@ -15,6 +15,12 @@ from actuatorlab.excite.robot import (FAMILIES, RobotLimits, compare_robot_to_na
 from actuatorlab.robots import load_robot
 from actuatorlab.synth.model_truth import draw_param_sets
 
+
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
 JOINTS = ["shoulder_lift", "elbow_flex"]
 NAMES = ["kt", "friction_base", "friction_viscous"]
 LIM = RobotLimits()
@@ -123,8 +129,8 @@ def test_designed_set_identifies_a_synthetic_truth_better_than_sines(setup, repo
 
 def test_cli_writes_replayable_command_files(tmp_path):
     out = tmp_path / "ex"
-    assert main(["excite", "--robot", "so101", "--joints", "elbow_flex", "--segment", "1", "--budget", "2",
-                 "--lerobot", "--out", str(out)]) == 0
+    assert main(["excite", "--robot", "so101", "--segment", "1", "--budget", "2", "--out", str(out), "--config",
+                 job_config(tmp_path / "excite.json", {"joints": ["elbow_flex"], "lerobot": True})]) == 0
     d = json.loads((out / "excitation.json").read_text())
     assert d["format"] == "actuatorlab-excitation" and d["robot"] == "so101" and d["joints"] == ["elbow_flex"]
     assert d["design"]["model"] == "m3+delay+gain" and "R@elbow_flex" not in d["design"]["parameters"]
@@ -139,7 +145,8 @@ def test_cli_writes_replayable_command_files(tmp_path):
         np.testing.assert_allclose(np.diff(rows[:, 0]), 0.02, atol=1e-6)
         lr = np.loadtxt(out / f["lerobot"], delimiter=",", skiprows=1)
         np.testing.assert_allclose(np.radians(lr[:, 2 + 2]), q, atol=1e-6)  # elbow_flex.pos in degrees
-    assert main(["excite", "--robot", "so101", "--range", "-1,1", "--out", str(out)]) != 0
+    assert main(["excite", "--robot", "so101", "--out", str(out), "--config",
+                 job_config(tmp_path / "range.json", {"q_range": [-1, 1]})]) != 0
 
 
 def test_cli_reads_a_whole_robot_fit(tmp_path):
@@ -149,8 +156,8 @@ def test_cli_reads_a_whole_robot_fit(tmp_path):
            "params": {"kt": {"sts3215": 1.1}, "friction_viscous": {"sts3215": 0.04}}}
     (tmp_path / "arm_model.json").write_text(json.dumps(fit))
     out = tmp_path / "ex"
-    assert main(["excite", "--robot", "so101", "--model-file", str(tmp_path / "arm_model.json"), "--joints",
-                 "wrist_flex", "--segment", "1", "--budget", "1", "--out", str(out)]) == 0
+    assert main(["excite", "--robot", "so101", "--model-file", str(tmp_path / "arm_model.json"), "--config",
+                 job_config(tmp_path / "joints.json", {"joints": ["wrist_flex"]}), "--segment", "1", "--budget", "1", "--out", str(out)]) == 0
     d = json.loads((out / "excitation.json").read_text())["design"]
     assert d["model"] == "m1" and d["parameters"] == [f"{k}@wrist_flex" for k in ("kt", "armature", "friction_base",
                                                                                  "friction_viscous")]

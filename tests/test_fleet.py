@@ -16,6 +16,14 @@ from actuatorlab.logs import save_trajectory
 from actuatorlab.sim.randomization import load_spec
 from synthetic import TRUTH_M1, synthetic_set
 
+
+
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
+
 #: three units of one servo type with different torque constants and friction (the fleet's truth)
 UNITS = {"u1": dict(kt=0.40, friction_base=0.030), "u2": dict(kt=0.44, friction_base=0.036),
          "u3": dict(kt=0.37, friction_base=0.026)}
@@ -47,6 +55,7 @@ def test_local_fleet_fits_each_unit(fleet):
 # Ray runs in a child process, never in the test process: Ray's core worker installs its own fatal-signal
 # handlers over Python's faulthandler (measured: after ray.init + ray.shutdown a segfault prints no
 # traceback), so a later crash in the session (SciPy's .mat reader, see docs/format.md) left no trace.
+
 RAY_CHILD = """
 import json, sys
 import ray
@@ -89,5 +98,6 @@ def test_bad_backend_and_cli(fleet, capsys, tmp_path):
     with pytest.raises(UnknownNameError, match="available: local, ray"):
         fit_fleet(fleet["units"], tmp_path, backend="spark")
     capsys.readouterr()
-    assert main(["fit-fleet", str(fleet["root"] / "u1"), "--out", str(tmp_path), "--backend", "dask"]) == 2
+    assert main(["fit-fleet", str(fleet["root"] / "u1"), "--out", str(tmp_path), "--config",
+                 job_config(tmp_path / "fleet.json", {"backend": "dask"})]) == 2
     assert "unknown backend 'dask'" in capsys.readouterr().err

@@ -18,6 +18,12 @@ from actuatorlab.sim.force import (DEFAULT_TAU_S, Calibration, ForceFrame, Force
                                         make_estimator)
 from actuatorlab.robots import load_robot
 
+
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
 DT = 0.01
 Q0 = np.array([0.1, -0.6, 0.3, 0.5])
 
@@ -797,8 +803,9 @@ def test_train_heads_cli_passes_the_augmentations_and_the_schedule(smoke, tmp_pa
 
     run = tmp_path / "run"
     assert main(["train-heads", str(smoke / "train"), str(smoke / "heldout"), "--robot", "open_manipulator_x",
-                 "--out", str(run), "--arch", "mlp", "--sizes", '{"width": 16, "depth": 1, "d": 16, "head_width": 16}',
-                 "--steps", "3", "--eval-every", "1", "--augment-yaw", "--augment-mirror"]) == 0
+                 "--out", str(run), "--steps", "3", "--config", job_config(tmp_path / "heads.json", {"heads": {
+                     "arch": "mlp", "sizes": {"width": 16, "depth": 1, "d": 16, "head_width": 16}, "eval_every": 1,
+                     "augment_yaw": True, "augment_mirror": True}})]) == 0
     saved = json.loads((run / "arm_model.json").read_text())
     t = saved["training"]
     assert t["augment_yaw"] and t["augment_mirror"] and t["force_frame"] == "base"

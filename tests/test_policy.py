@@ -26,6 +26,12 @@ from actuatorlab.policy.train import (FIXED_COMMANDS, default_ppo_config, evalua
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 from homotopy_recipes import restat_hook, restat_stats  # noqa: E402
 
+
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
 STEPS = 100_000          # 20 chunks of 10 updates of 512 steps (about 1.5 s of training on 2 cores)
 POINTS = 20
 
@@ -305,20 +311,22 @@ def test_cli_train_and_eval_policy(scratch_run, tmp_path, capsys):
     assert main(args) == 2 and "pass resume" in capsys.readouterr().err
     assert main(args + ["--resume"]) == 0
     # --ppo overrides reach the run's config; an unknown PPO option names the known ones
-    assert main(args[:-3] + ["--out", str(tmp_path / "ad"), "--ppo", 'lr_schedule="adaptive"', "--ppo", "desired_kl=0.02",
-                             "--json"]) == 0
+    assert main(args[:-3] + ["--out", str(tmp_path / "ad"), "--config", job_config(
+        tmp_path / "ad.json", {"ppo": {"lr_schedule": "adaptive", "desired_kl": 0.02}}), "--json"]) == 0
     capsys.readouterr()
     ppo = json.loads((tmp_path / "ad" / "config.json").read_text())["ppo"]
     assert ppo["lr_schedule"] == "adaptive" and ppo["desired_kl"] == 0.02
-    assert main(args[:-3] + ["--out", str(tmp_path / "bad"), "--ppo", "lr=1"]) == 2
+    assert main(args[:-3] + ["--out", str(tmp_path / "bad"), "--config", job_config(tmp_path / "bad.json", {"ppo": {"lr": 1}})]) == 2
     assert "unknown PPO option" in capsys.readouterr().err
     # --schedule-opt reaches the schedule (direct without pretraining: one stage at alpha = 1); an
     # unknown option is refused before anything is written, naming the schedule's options
-    assert main(args[:-3] + ["--out", str(tmp_path / "so"), "--schedule-opt", "pretrain=0", "--json"]) == 0
+    assert main(args[:-3] + ["--out", str(tmp_path / "so"), "--config",
+                             job_config(tmp_path / "so.json", {"schedule_options": {"pretrain": 0}}), "--json"]) == 0
     d = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert d["stages"] == 1 and d["final_alpha"] == 1.0
     assert json.loads((tmp_path / "so" / "config.json").read_text())["schedule_options"] == {"pretrain": 0.0}
-    assert main(args[:-3] + ["--out", str(tmp_path / "bad2"), "--schedule-opt", "stages=3"]) == 2
+    assert main(args[:-3] + ["--out", str(tmp_path / "bad2"), "--config",
+                             job_config(tmp_path / "bad2.json", {"schedule_options": {"stages": 3}})]) == 2
     err = capsys.readouterr().err.replace("\n", "")
     assert "schedule direct: unknown option(s) stages" in err and "available: pretrain" in err
     assert not (tmp_path / "bad2").exists()

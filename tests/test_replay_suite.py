@@ -12,6 +12,12 @@ from actuatorlab.evaluate.suite import SuiteError, create_suite, load_suite, run
 from actuatorlab.logs import save_trajectory
 from synthetic import TRUTH_M1, synthetic_set
 
+
+def job_config(path, fields: dict) -> str:
+    """A ``--config`` file holding ``fields`` (a job's options without a flag)."""
+    path.write_text(json.dumps(fields))
+    return str(path)
+
 pytest_plugins = ["pytester"]
 
 SPECS = [("chirp400", "chirp", 400.0), ("steps800", "steps", 800.0)]
@@ -35,7 +41,8 @@ def work(tmp_path_factory):
         save_trajectory(tr.replace(source_file=""), logs)
     model = model_json(root / "model.json", TRUTH_M1)
     suite = root / "suite"
-    rc = main(["replay", "--create", str(suite), str(model), str(logs), "--margin", "1.2"])
+    rc = main(["replay", "--create", str(suite), str(model), str(logs), "--config",
+               job_config(root / "create.json", {"margin": 1.2})])
     return dict(root=root, logs=logs, model=model, suite=suite, rc=rc)
 
 
@@ -70,7 +77,8 @@ def test_a_changed_timestep_fails_and_warns(work, capsys):
     assert not r["passed"]
     assert any("dt 0.02" in w for w in r["warnings"])
     capsys.readouterr()
-    assert main(["replay", str(work["suite"]), str(work["model"]), "--dt", "0.02"]) == 1
+    assert main(["replay", str(work["suite"]), str(work["model"]), "--config",
+                 job_config(work["root"] / "dt.json", {"dt": 0.02})]) == 1
     out = capsys.readouterr().out
     assert "FAIL" in out and "position_mae" in out
 
@@ -80,7 +88,8 @@ def test_a_changed_gain_fails(work, capsys):
     assert r["n_failed"] == 2  # both logs (kp 400 and 800) move away from their calibration
     assert any("gains" in w for w in r["warnings"])
     capsys.readouterr()
-    assert main(["replay", str(work["suite"]), "--gain", "kp=600", "--json"]) == 1
+    assert main(["replay", str(work["suite"]), "--json", "--config",
+                 job_config(work["root"] / "gain.json", {"gains": {"kp": 600}})]) == 1
     assert json.loads(capsys.readouterr().out)["n_failed"] == 2
 
 
@@ -122,8 +131,9 @@ def test_broken_suites_are_one_line_errors(work, tmp_path, capsys):
     capsys.readouterr()
     assert main(["replay", "--create", str(work["suite"]), str(work["model"]), str(work["logs"])]) == 2
     assert "a suite exists already" in capsys.readouterr().err
-    assert main(["replay", str(work["suite"]), "--gain", "kp"]) == 2
-    assert "expected NAME=VALUE" in capsys.readouterr().err
+    assert main(["replay", str(work["suite"]), "--config", job_config(work["root"] / "gain_bad.json",
+                                                                      {"gains": {"kp": "high"}})]) == 2
+    assert "'kp' must be a number" in capsys.readouterr().err
 
 
 def test_whole_robot_suite_fails_on_a_changed_gain(tmp_path):

@@ -1,4 +1,5 @@
-"""The jobs behind the CLI, as library functions: fit, evaluate, compare, import, audit, export.
+"""The work behind the CLI, as library functions: fit, evaluate, compare, import, audit, excite
+(train and infer: :mod:`.train_work`, re-exported here).
 
 Each takes paths and options, returns plain data (dicts, lists) and writes outputs atomically; the
 CLI (:mod:`actuatorlab.app.cli`) only parses arguments, draws progress and prints tables.
@@ -6,12 +7,11 @@ CLI (:mod:`actuatorlab.app.cli`) only parses arguments, draws progress and print
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 import jax.numpy as jnp
 import numpy as np
@@ -25,9 +25,9 @@ from ..identify.fit import fit_model, substeps_for
 from ..identify.identifiability import identifiability
 from ..sim.rollout import default_dt, make_batches, rollout_batch
 from ..evaluate import summarize
-from ..evaluate.replay import replay, replay_batches, replay_joint, timestep_sensitivity as ts
+from ..evaluate.replay import replay, replay_batches, timestep_sensitivity as ts
 from ..evaluate.envelope import check_trajectories, compute_envelope, summarize_envelope
-from ..identify.folds import JACKKNIFE_SEARCH, resampled_uncertainty, split_validation, time_split
+from ..identify.folds import JACKKNIFE_SEARCH, resampled_uncertainty, split_validation
 from ..identify.select import BUDGETS, CALIBRATIONS, FamilyOptions, fit_family, ladder_for
 from ..models.registry import contains, EXTENSIONS, get_model
 from ..report.fit import write_report
@@ -39,38 +39,19 @@ from ..evaluate.arm_envelope import arm_envelope, outside_fraction
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..excite.joint import candidates, design, Limits, write_excitation
 from ..logs.format import Setup
-from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint, WindowSampling
-from ..models.nets import arch_sizes, ARCHS
-from ..learned.trainer import TrainConfig
-from ..learned.arm import ArmTrainConfig, arm_log, DEFAULT_BUDGET, evaluate_learned_arm, FULL_BUDGET, load_arm_model, train_arm
-from ..sim.force import LearnedTelemetry, read_force_log
-from ..precision import physics_precision
-from ..sim.arm_learned import gate_weight, OnlineEstimator, RESIDUAL_FEATURES
+from ..learned.arm import evaluate_learned_arm, load_arm_model
 from ..identify.arm_grad import fit_arm_grad
 from ..identify.calibrate import describe
 from .. import __version__
+from .data_files import _setup_summary, example_data_dir, load_data
+from .train_work import JointTrainOptions, TRAIN_BUDGET, run_infer, run_train, run_train_arm, split_arm_data
 
 __all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
-           "run_audit", "run_excite", "identifiability_for", "run_train", "TRAIN_BUDGET"]
+           "run_audit", "run_excite", "identifiability_for", "run_train", "TRAIN_BUDGET",
+           "JointTrainOptions", "run_infer", "run_train_arm", "split_arm_data", "run_fit_arm",
+           "run_evaluate_arm"]
 
 Progress = Callable[[str, str, float], None]
-
-
-def example_data_dir() -> Path:
-    """The real XL330 logs bundled with the package (used when no DATA is given)."""
-    return Path(__file__).resolve().parents[1] / "examples" / "bam_xl330"
-
-
-def load_data(paths: list[str | Path] | None, mapping: str | None = None) -> list[Trajectory]:
-    paths = list(paths or [example_data_dir()])
-    return load_logs(paths, mapping=mapping)
-
-
-def _setup_summary(trajs: list[Trajectory]) -> dict:
-    """Representative setup (the first log's) plus the gains seen across logs."""
-    s = trajs[0].setup.to_dict()
-    s["gains_seen"] = sorted({str(t.setup.gains) for t in trajs})
-    return s
 
 
 @physics
@@ -539,203 +520,3 @@ def run_excite(out: str | Path, *, model_file: str | Path | None = None, model: 
     chosen = segs if write_all else [by[n] for n in dict.fromkeys(report["selected"])]
     write_excitation(out, chosen, lim, report)
     return report
-
-
-#: default one-joint training budget (``actuatorlab train`` without --steps): optimizer steps,
-#: windows per step, history frames; minutes on two CPU cores for the one-joint default sizes
-TRAIN_BUDGET = {"steps": 600, "n_windows": 16, "history": 8}
-
-
-@physics
-@dataclasses.dataclass(frozen=True)
-class JointTrainOptions:
-    """Options of :func:`run_train` (one joint): ``arch``; ``residual`` (a fitted analytic
-    RUN/model.json the network corrects); ``steps``, ``n_windows``, ``history`` (None: the
-    TRAIN_BUDGET's); ``seed``; ``lr``; ``sizes``; ``dt`` [s] (None: the logs' or the residual's);
-    ``curriculum`` (None: DEFAULT_CURRICULUM); ``validation`` "time" | "logs"."""
-
-    arch: str = "transformer"
-    residual: Any = None
-    steps: int | None = None
-    seed: int = 0
-    lr: float = 3e-3
-    n_windows: int | None = None
-    history: int | None = None
-    sizes: dict | None = None
-    dt: float | None = None
-    curriculum: Any = None
-    validation: str = "time"
-
-
-def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTrainOptions(), *, resume: bool = False,
-              progress: bool = True) -> dict:
-    """Train a one-joint learned actuator (or, with ``residual``, a learned correction of that
-    fitted analytic RUN/model.json) through the one-joint simulator; write RUN/model.json
-    (``kind`` learned | residual), RUN/weights.eqx and the training run files (config.json,
-    metrics.jsonl, checkpoint.ckpt, best.ckpt).
-
-    Validation data come from the given logs only: ``validation="time"`` (default) holds back the
-    last 25 % of every log (:func:`~actuatorlab.identify.select.time_split`), so that every
-    condition (gain, trajectory family) is trained on; ``"logs"`` holds back whole logs
-    (:func:`~actuatorlab.identify.select.split_validation`, every 4th by excitation). The network
-    is trained on windows of the fit part and the EMA parameters with the lowest full-replay
-    validation MAE are kept.
-    Returns the model dict plus ``_summary`` (metrics of the replay on all given logs) and
-    ``_train`` (wall times). ``opts``: :class:`JointTrainOptions`."""
-    import time
-
-    arch, residual, steps, seed, lr = opts.arch, opts.residual, opts.steps, opts.seed, opts.lr
-    n_windows, history, sizes, dt, curriculum, validation = (opts.n_windows, opts.history, opts.sizes, opts.dt,
-                                                             opts.curriculum, opts.validation)
-    if arch not in ARCHS:
-        raise UnknownNameError("architecture", arch, list(ARCHS))
-    base = None
-    if residual is not None:
-        base = load_model(residual)
-        if base.get("kind") in LEARNED_KINDS:
-            raise ModelError(f"{residual}: --residual needs a fitted analytic model (actuatorlab fit), "
-                             f"not a {base['kind']} one")
-    trajs = load_data(paths)
-    if base is not None:
-        for t in trajs:
-            if t.setup.joint_type != base.get("joint_type", t.setup.joint_type):
-                raise DataError(t.source_file or t.name, f"unit mismatch: log is {t.setup.joint_type} but the "
-                                                         f"residual's base model is {base.get('joint_type')}")
-        dt = dt or (base.get("fit") or {}).get("dt")
-    steps = int(steps or TRAIN_BUDGET["steps"])
-    n_windows = int(n_windows or TRAIN_BUDGET["n_windows"])
-    history = int(TRAIN_BUDGET["history"] if history is None else history)
-    if validation == "time":
-        fit_part, val_part = map(list, zip(*[time_split(t, 0.75) for t in trajs]))
-    elif validation == "logs":
-        fit_part, val_part = split_validation(trajs)
-    else:
-        raise UnknownNameError("validation split", validation, ("time", "logs"))
-    fb = make_batches(fit_part, dt)
-    dt = fb[0].dt
-    vb = make_batches(val_part, dt)
-    kind = "residual" if base is not None else "learned"
-    model = build_joint_model(kind, arch, fb, base=base, history=history, sizes=sizes, seed=seed)
-    cfg = TrainConfig(steps=steps, lr=lr, warmup=min(50, steps // 10), seed=seed,
-                      checkpoint_every=max(25, steps // 10), eval_every=max(25, steps // 10))
-    out = Path(out)
-    meta = {"kind": kind, "arch": arch, "residual": None if residual is None else str(residual),
-            "fit_logs": [t.name for t in fit_part], "validation_logs": [t.name for t in val_part],
-            "n_windows": n_windows, "history": history, "dt": dt, "validation": validation}
-    t0 = time.perf_counter()
-    curriculum = tuple(curriculum or DEFAULT_CURRICULUM)
-    meta["curriculum"] = [list(c) for c in curriculum]
-    best, res = train_joint(out, fb, vb, model, cfg, sampling=WindowSampling(n_windows=n_windows, curriculum=curriculum),
-                            resume=resume, progress=progress, meta=meta)
-    wall = time.perf_counter() - t0
-    batches = make_batches(trajs, dt)
-    summary = summarize(replay_joint(best, batches))
-    training = {"steps": steps, "n_windows": n_windows, "curriculum": meta["curriculum"], "lr": lr, "seed": seed,
-                "best_step": res.best_step, "validation_mae": res.best_val, "wall_s": wall,
-                "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
-                "fit_logs": meta["fit_logs"], "validation_logs": meta["validation_logs"]}
-    data = {"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in trajs],
-            "n_samples": int(sum(b.n_samples for b in batches)), "dt": dt}
-
-    full = arch_sizes(arch, **{**JOINT_SIZES.get(arch, {}), **(sizes or {})})
-    if base is not None:  # what the replay needs, plus provenance
-        base = {**{k: base[k] for k in ("format", "format_version", "model", "description", "parameters",
-                                        "joint_type", "controller", "setup") if k in base},
-                "fit": {"dt": (base.get("fit") or {}).get("dt")}, "source": str(residual),
-                "git_revision": base.get("git_revision")}
-    save_joint_model(out, best, arch=arch, sizes=full, base=base,
-                     setup=_setup_summary(trajs), data=data, training=training,
-                     metrics={"train": {k: summary[k] for k in ("position_mae", "position_rmse",
-                                                                 "position_relative_error")}})
-    d = load_model(out / "model.json")
-    d["_summary"] = summary
-    return d
-
-
-def split_arm_data(paths) -> tuple[list[Trajectory], list[Trajectory]]:
-    """(training, validation) logs for whole-robot training: a dataset folder written by
-    ``actuatorlab synth`` (with train/ and val/) gives its own split; other logs are split by
-    :func:`~actuatorlab.identify.select.split_validation` (every 4th log by excitation)."""
-
-    tr, va, rest = [], [], []
-    for p in map(Path, paths):
-        if (p / "train").is_dir() and (p / "val").is_dir():
-            tr += load_logs([p / "train"])
-            va += load_logs([p / "val"])
-        else:
-            rest.append(p)
-    if rest:
-        a, b = split_validation(load_logs(rest))
-        tr, va = tr + a, va + b
-    return tr, va
-
-
-def run_train_arm(robot: str, paths, out: str | Path = "run", opts: ArmTrainConfig = ArmTrainConfig(), *,
-                  budget: str | dict = "default", resume: bool = False, progress: bool = True) -> dict:
-    """Train a learned (or, with ``residual`` = an analytic RUN/arm_model.json, a residual)
-    whole-robot actuator model through the MJX rollout and write RUN/arm_model.json (kind
-    "learned" | "residual") + RUN/arm_model.eqx, loadable by ``evaluate --robot``
-    (:func:`actuatorlab.learned.arm.train_arm`). ``budget``: "default" (finishes within 15 min on
-    2 CPU cores for the neural_actuator suite at --scale 0.1), "full" (documented full run) or a
-    dict of :data:`~actuatorlab.learned.arm.DEFAULT_BUDGET` keys. The run folder also holds the
-    trainer's config.json, metrics.jsonl and checkpoints (``resume`` continues exactly)."""
-
-    if isinstance(budget, str):
-        if budget not in ("default", "full"):
-            raise UnknownNameError("training budget", budget, ("default", "full"))
-        budget = DEFAULT_BUDGET if budget == "default" else FULL_BUDGET
-    tr, va = split_arm_data(paths)
-    return train_arm(robot, tr, va, dataclasses.replace(opts, budget=dict(budget)), out=out, resume=resume,
-                     progress=progress)
-
-
-def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -> dict:
-    """Causal online inference of a learned whole-robot model over logs, one frame at a time
-    (:class:`~actuatorlab.sim.arm_learned.OnlineEstimator`: measured positions, logged commands and
-    telemetry up to the present frame only). Writes OUT (CSV: log, time, effort/<channel> [N.m | N],
-    force_x/y/z [N], contact, condition/<channel>) atomically; returns {"frames", "logs", "out",
-    "mean_step_ms"}. For a model with a force prior the force is sigmoid(gate) (f_raw + f_prior),
-    the prior's classical estimator stepped on the same frame (as ``estimate-force``). A model
-    reading the estimated external torque ``tau_ext`` gets it from its ``residual_input`` stepped
-    on the same frame (:class:`~actuatorlab.sim.force.LearnedTelemetry`); the logs need not
-    carry it."""
-    import io
-    import time
-
-
-    with physics_precision():
-        r, m, d = load_arm_model(model_path, robot)
-        est = OnlineEstimator(m)
-        # tau_ext / f_lever are computed online from each frame, never read from the log (as estimate-force does)
-        res = any(f in RESIDUAL_FEATURES for f in m.layout.per_channel)
-        tel = LearnedTelemetry(r, m, f"infer {model_path}") if res else None
-        feats = tuple(f for f in m.layout.per_channel if f not in RESIDUAL_FEATURES)
-        ch = m.layout.channels
-        buf = io.StringIO()
-        buf.write(",".join(["log", "time"] + [f"effort/{c}" for c in ch] + ["force_x", "force_y", "force_z", "contact"]
-                           + [f"condition/{c}" for c in ch]) + "\n")
-        n, t_steps = 0, 0.0
-        trajs = load_logs(list(paths))
-        prior = m.force_prior.estimator(r) if m.force_prior is not None else None
-        for traj in trajs:
-            lg = arm_log(r, traj, ch, feats)
-            b = lg.base
-            est.reset()
-            if prior is not None or tel is not None:
-                flog = read_force_log(r, traj)
-            if prior is not None:
-                prior.reset()
-            if tel is not None:
-                tel.reset()
-            for k in range(b.q_meas.shape[0]):
-                t0 = time.perf_counter()
-                o = est.step(b.inputs.q_target[k], b.q_meas[k], b.dq_meas[k], b.inputs.v_supply[k], b.inputs.enable[k],
-                             lg.telemetry[k] if tel is None else tel(flog.frame(k)))
-                force = o["force"] if prior is None else gate_weight(o["contact"]) * (o["force_raw"]
-                                                                                      + prior.step(flog.frame(k)).force)
-                t_steps += time.perf_counter() - t0
-                n += 1
-                vals = [*o["effort"], *force, o["contact"], *o["condition"]]
-                buf.write(f"{traj.name},{traj.time[k]:.6g}," + ",".join(f"{float(v):.6g}" for v in vals) + "\n")
-    atomic_write(out, buf.getvalue())
-    return {"frames": n, "logs": len(trajs), "out": str(out), "mean_step_ms": 1e3 * t_steps / max(n, 1)}

@@ -1,0 +1,74 @@
+"""Commands that train learned actuators: train, train-heads."""
+
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from .. import learn_jobs
+from ..learn_jobs import TrainHeadsJob, TrainJob
+from ._common import Config, documents, job_of, app, console, _mrad
+
+
+@app.command()
+@documents(TrainJob)
+def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, help="log files or folders to train on"),
+          arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm | actuator_net | actuator_lstm "
+                                  "(one joint: the Isaac Lab / mjlab actuator-net inputs, docs/export.md)"),
+          residual: Optional[Path] = typer.Option(None, "--residual", help="fitted analytic RUN/model.json (RUN/arm_model.json with --robot): learn "
+                                                  "a correction of it instead of the whole actuator"),
+          steps: Optional[int] = typer.Option(None, "--steps", help="optimizer steps (default: the default budget)"),
+          out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder"),
+          seed: int = typer.Option(0, "--seed"),
+          resume: bool = typer.Option(False, "--resume", help="continue RUN/checkpoint.ckpt exactly"),
+          robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot: whole-robot "
+                                              "training through MJX (writes RUN/arm_model.json)"),
+          config: Config = None):
+    """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
+    write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`."""
+
+    job = job_of(ctx, TrainJob, config, data="data", arch="arch", residual="residual", steps="steps", out="out",
+                 seed="seed", resume="resume", robot="robot")
+    res = learn_jobs.run_train_job(job)
+    d, out = res.record, job.out
+    if res.robot is not None:
+        tr = d["training"]
+        console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation MAE "
+                      f"{tr['best_val_mae']:.4g} rad at step {tr['best_step']} of {tr['steps']} "
+                      f"({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
+        console.print(f"wrote {out / 'arm_model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
+        return
+    s, tr = d["_summary"], d["fit"]
+    unit = s["unit"]
+    console.print(f"{d['model']}: best validation MAE {_mrad(tr['validation_mae'], unit)} at step "
+                  f"{tr['best_step']} of {tr['steps']} ({tr['wall_s']:.0f} s, "
+                  f"{tr['s_per_1k_steps'] or float('nan'):.0f} s per 1,000 steps)")
+    console.print(f"replay of the given logs: MAE {_mrad(s['position_mae'], unit)}, "
+                  f"RMSE {_mrad(s['position_rmse'], unit)}")
+    console.print(f"wrote {out / 'model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
+
+
+@app.command("train-heads")
+@documents(TrainHeadsJob)
+def train_heads_cmd(ctx: typer.Context,
+                    data: Optional[List[Path]] = typer.Argument(None, help="labelled multi-joint logs or a synth folder (train/ val/)"),
+                    robot: Optional[str] = typer.Option(None, "--robot", help="robot name"),
+                    out: Path = typer.Option(Path("run_heads"), "--out", "-o", help="run folder"),
+                    init: Optional[Path] = typer.Option(None, "--init", help="RUN/arm_model.json to start from (only "
+                                                        "its force/gate/condition heads are trained)"),
+                    steps: Optional[int] = typer.Option(None, "--steps"), seed: int = typer.Option(0, "--seed"),
+                    resume: bool = typer.Option(False, "--resume"), config: Config = None):
+    """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
+    simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
+
+    job = job_of(ctx, TrainHeadsJob, config, data="data", robot="robot", out="out", init="init", resume="resume",
+                 **{"heads.steps": "steps", "heads.seed": "seed"})
+    d = learn_jobs.run_train_heads_job(job).record
+    out = job.out
+    t = d["training"]
+    console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
+                  f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")
+    console.print(f"wrote {out / 'arm_model.json'}")

@@ -1,0 +1,233 @@
+"""Typed jobs of the identification commands: fit, compare, fit-fleet, excite.
+
+Each command builds one frozen job (from its flags and ``--config FILE``, :mod:`actuatorlab.app.config`)
+and calls one ``run_*_job`` that returns a frozen result with ``to_json()``. The work itself is
+:mod:`actuatorlab.app.jobs` (reached through the module, so that a test can stand in for it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Callable
+
+from . import fleet, jobs
+from ..errors import ActuatorlabError
+from ..excite import robot as excite_robot_mod
+from ..excite.robot import RobotLimits
+from ..identify.select import CALIBRATION, FamilyOptions
+from ..models.actuator_model import check_robot, load
+
+
+def robot_of_model(model_json: str | Path, robot: str | None) -> str | None:
+    """The robot of a command's model file: a whole-robot model's (the file's when --robot is
+    absent; an explicit --robot must agree with it), None for a one-joint model (after the same
+    check: its robot is its bench, e.g. bench:revolute). The word "nominal" needs --robot."""
+    if str(model_json) == "nominal":
+        if robot is None:
+            raise ActuatorlabError("nominal: the nominal parameters of a robot: give --robot ROBOT")
+        return robot
+    m = load(model_json)
+    name = check_robot(m, robot)
+    return None if m.one_joint else name
+
+
+def check_range(option: str, value, *, low=0.0, low_ok: bool = False, high=None) -> None:
+    """Refuse a numeric option outside its range before any work: one line naming the option.
+    Default: ``value > 0`` (``low_ok``: ``>= low``; ``high``: ``<= high``); None passes."""
+    if value is None:
+        return
+    bad = value < low if low_ok else value <= low
+    if bad or (high is not None and value > high) or value != value:
+        lo = f">= {low:g}" if low_ok else f"> {low:g}"
+        raise ActuatorlabError(f"{option} must be {lo}" + ("" if high is None else f" and <= {high:g}")
+                               + f", got {value:g}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """A job's result: ``record``, the JSON document of the run (what ``--json`` prints)."""
+
+    record: Any
+
+    def to_json(self) -> Any:
+        return self.record
+
+
+@dataclasses.dataclass(frozen=True)
+class FitJob:
+    """Fields: data (log files or folders; [] = the bundled XL330 example), out (run folder, "run"),
+    model (one model, e.g. "m4+delay"; null = the nested family selected by leave-one-group-out),
+    options (seed, budget quick|default|thorough, dt [s] control period, workers, extensions,
+    group_by condition tags ["log"]: leave-one-log-out, calibration free_swing|none), mapping (CSV
+    column mapping), jackknife (null|log|group: refits after writing, parameter spread),
+    timestep_sensitivity (replay and refit at dt/2 and 2 dt), robot (multi-joint logs of this robot),
+    max_evals (with robot: CMA-ES evaluations per model, 300), per_joint (with robot: one parameter
+    set per joint), method (with robot: cma | grad)."""
+
+    data: tuple[Path, ...] = ()
+    out: Path = Path("run")
+    model: str | None = None
+    options: FamilyOptions = FamilyOptions()
+    mapping: Path | None = None
+    jackknife: str | None = None
+    timestep_sensitivity: bool = False
+    robot: str | None = None
+    max_evals: int = 300
+    per_joint: bool = False
+    method: str = "cma"
+
+
+@dataclasses.dataclass(frozen=True)
+class FitResult(Result):
+    """``record``: the model file's dict (plus ``_summary``, the replay metrics); ``out``: run folder;
+    ``robot``: the robot of a whole-robot fit (None: one joint, RUN/model.json)."""
+
+    out: Path = Path("run")
+    robot: str | None = None
+
+    def to_json(self) -> Any:
+        return {k: v for k, v in self.record.items() if not k.startswith("_")}
+
+
+def run_fit_job(job: FitJob, progress: Callable | None = None, arm_progress: Callable | None = None) -> FitResult:
+    """Fit (:func:`actuatorlab.app.jobs.run_fit`, or ``run_fit_arm`` with ``robot``) and write RUN/."""
+    check_range("--dt", job.options.dt)
+    check_range("--max-evals", job.max_evals)
+    if job.robot is not None:
+        if not job.data:
+            raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
+        d = jobs.run_fit_arm(job.robot, list(job.data), job.out, model=job.model, max_evals=job.max_evals,
+                             seed=job.options.seed, per_joint=job.per_joint, method=job.method, progress=arm_progress)
+        return FitResult(d, job.out, job.robot)
+    if job.model is not None and job.options.calibration not in (CALIBRATION, "none"):
+        raise ActuatorlabError("--calibration applies to the family fit (without --model)")
+    d = jobs.run_fit(list(job.data) or None, job.out, model=job.model, options=job.options, mapping=job.mapping,
+                     progress=progress, jackknife=job.jackknife, timestep_sensitivity=job.timestep_sensitivity)
+    return FitResult(d, job.out, None)
+
+
+@dataclasses.dataclass(frozen=True)
+class CompareJob:
+    """Fields: data (training logs), holdout (held-out logs), models (null: the nested ladder),
+    seed, budget (quick | default | thorough), dt [s] (null: the logs')."""
+
+    data: tuple[Path, ...]
+    holdout: tuple[Path, ...]
+    models: tuple[str, ...] | None = None
+    seed: int = 0
+    budget: str = "default"
+    dt: float | None = None
+
+
+def run_compare_job(job: CompareJob, progress: Callable | None = None) -> Result:
+    """Fit nested models on ``data`` and score them on ``holdout`` (:func:`~actuatorlab.app.jobs.run_compare`)."""
+    check_range("--dt", job.dt)
+    return Result(jobs.run_compare(list(job.data), list(job.holdout), models=list(job.models) if job.models else None,
+                                   seed=job.seed, budget=job.budget, dt=job.dt, progress=progress))
+
+
+@dataclasses.dataclass(frozen=True)
+class FleetJob:
+    """Fields: units (one folder or log file per unit), out (OUT/UNIT[/MODEL]/model.json), models
+    ([] : nested selection; several: a sweep), backend (local | ray), budget, seed, dt [s],
+    mapping, ray_address (a running Ray cluster), num_cpus."""
+
+    units: tuple[Path, ...]
+    out: Path
+    models: tuple[str, ...] = ()
+    backend: str = "local"
+    budget: str = "default"
+    seed: int = 0
+    dt: float | None = None
+    mapping: Path | None = None
+    ray_address: str | None = None
+    num_cpus: int | None = None
+
+
+def run_fleet_job(job: FleetJob, progress: Callable | None = None) -> Result:
+    """One fit per unit (:func:`actuatorlab.app.fleet.fit_fleet`); ``record``: one row per task."""
+    check_range("--dt", job.dt)
+    return Result(fleet.fit_fleet(fleet.units_from_folders(job.units), job.out, models=list(job.models or [None]),
+                                  backend=job.backend, budget=job.budget, seed=job.seed, dt=job.dt,
+                                  mapping=job.mapping, ray_address=job.ray_address, num_cpus=job.num_cpus,
+                                  progress=progress))
+
+
+@dataclasses.dataclass(frozen=True)
+class ExciteJob:
+    """Fields: out (folder for the command files and excitation.json), model_file (fitted
+    RUN/model.json; RUN/arm_model.json with robot), model (when no model_file: default m1; with
+    robot the config's), params ({name: value} overriding), joint (actuator name when no
+    model_file, "xl330"), kp (firmware gains to design over, e.g. [400, 800]), mass (bench loads
+    [kg]), q_range ([min, max] [rad], default [-1.5, 1.5]), margin [rad] (0.1), v_max [rad/s] (3),
+    duty (0.8), effort_max [N.m], budget_s [s] (10), segment_s [s] (2; 3 with robot), dt [s] command
+    period (0.01, one joint), write_all (every candidate), robot (a whole robot), joints (to excite,
+    default all), joint_ranges ({joint: [min, max]} [rad | m]), effort_share (0.8), lerobot (also
+    NAME.lerobot.csv)."""
+
+    out: Path
+    model_file: Path | None = None
+    model: str | None = None
+    params: dict = dataclasses.field(default_factory=dict)
+    joint: str = "xl330"
+    kp: tuple[float, ...] | None = None
+    mass: tuple[float, ...] | None = None
+    q_range: tuple[float, ...] | None = None
+    margin: float = 0.1
+    v_max: float = 3.0
+    duty: float = 0.8
+    effort_max: float | None = None
+    budget_s: float = 10.0
+    segment_s: float | None = None
+    dt: float = 0.01
+    write_all: bool = False
+    robot: str | None = None
+    joints: tuple[str, ...] | None = None
+    joint_ranges: dict = dataclasses.field(default_factory=dict)
+    effort_share: float = 0.8
+    lerobot: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class ExciteResult(Result):
+    """``record``: the design report; ``robot``: the robot of a whole-robot design (None: one joint)."""
+
+    robot: str | None = None
+
+
+def run_excite_job(job: ExciteJob) -> ExciteResult:
+    """Design an excitation (:func:`~actuatorlab.app.jobs.run_excite`, or
+    :func:`~actuatorlab.excite.robot.excite_robot` for a robot) and write it to ``out``."""
+    for option, value, kw in (("--budget", job.budget_s, {}), ("--segment", job.segment_s, {}), ("--dt", job.dt, {}),
+                              ("--v-max", job.v_max, {}), ("--margin", job.margin, {"low_ok": True}),
+                              ("--duty", job.duty, {"high": 1.0}), ("--effort-max", job.effort_max, {}),
+                              ("--effort-share", job.effort_share, {})):
+        check_range(option, value, **kw)
+    values = {str(k): float(v) for k, v in job.params.items()}
+    robot = robot_of_model(job.model_file, job.robot) if job.model_file is not None else job.robot
+    if robot is not None:
+        if job.q_range is not None or job.effort_max is not None:
+            raise ActuatorlabError("with --robot, give ranges per joint (joint_ranges) and the effort "
+                                   "limit as effort_share of each joint's configured limit")
+        ranges = []
+        for name, r in job.joint_ranges.items():
+            if not isinstance(r, (list, tuple)) or len(r) != 2:
+                raise ActuatorlabError(f"joint_ranges: {name!r} must be [min, max], got {r!r}")
+            ranges.append((str(name), float(r[0]), float(r[1])))
+        lim = RobotLimits(margin=job.margin, v_max=job.v_max, effort_share=job.effort_share, duty=job.duty,
+                          ranges=tuple(ranges))
+        r = excite_robot_mod.excite_robot(job.out, robot, model_file=job.model_file, model=job.model, params=values,
+                                          joints=list(job.joints) if job.joints else None, limits=lim,
+                                          segment_s=job.segment_s or 3.0, budget_s=job.budget_s,
+                                          write_all=job.write_all, lerobot=job.lerobot)
+        return ExciteResult(r, robot)
+    rng = job.q_range or (-1.5, 1.5)
+    if len(rng) != 2:
+        raise ActuatorlabError("q_range must be two numbers: [min, max] [rad]")
+    r = jobs.run_excite(job.out, model_file=job.model_file, model=job.model or "m1", params=values, actuator=job.joint,
+                        kp=list(job.kp) if job.kp else None, mass=list(job.mass) if job.mass else None,
+                        q_range=(rng[0], rng[1]), margin=job.margin, v_max=job.v_max, duty=job.duty,
+                        effort_max=job.effort_max, dt=job.dt, segment_s=job.segment_s or 2.0, budget_s=job.budget_s,
+                        write_all=job.write_all)
+    return ExciteResult(r, None)

@@ -1,0 +1,98 @@
+"""Typed jobs of the training commands: train, train-heads (see :mod:`.identify_jobs`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from . import jobs
+from ..errors import ActuatorlabError
+from ..learned import heads
+from ..learned.arm import ArmTrainConfig, load_arm_model
+from ..learned.heads import HeadsConfig
+from .identify_jobs import Result, check_range, robot_of_model
+
+
+def check_resume(out: Path, resume: bool) -> None:
+    """``--resume`` continues a run: a folder without one (no config.json) is an error, not a fresh run."""
+    if resume and not (Path(out) / "config.json").is_file():
+        raise ActuatorlabError(f"{out}: nothing to resume (--resume needs a run folder with a config.json; "
+                               "leave out --resume to start a new run)")
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainJob:
+    """Fields: data (logs to train on), out (run folder, "run"), robot (multi-joint logs of this
+    robot: whole-robot training through MJX, RUN/arm_model.json), resume (continue
+    RUN/checkpoint.ckpt exactly), arch (transformer | mlp | gru | lstm | actuator_net |
+    actuator_lstm), residual (a fitted analytic RUN/model.json or RUN/arm_model.json: learn a
+    correction of it), steps (optimizer steps; null: the default budget), seed, validation (one
+    joint: time = last 25 % of every log | logs = whole logs held back)."""
+
+    data: tuple[Path, ...]
+    out: Path = Path("run")
+    robot: str | None = None
+    resume: bool = False
+    arch: str = "transformer"
+    residual: Path | None = None
+    steps: int | None = None
+    seed: int = 0
+    validation: str = "time"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainResult(Result):
+    """``record``: the model file's dict; ``robot``: the robot of a whole-robot model (None: one joint)."""
+
+    robot: str | None = None
+
+
+def check_train(job: TrainJob) -> None:
+    """Refuse bad numbers and a run that is not there to resume, before any work."""
+    check_range("--steps", job.steps)
+    check_resume(job.out, job.resume)
+
+
+def run_train_job(job: TrainJob) -> TrainResult:
+    """Train a learned actuator or a residual (:func:`~actuatorlab.app.jobs.run_train`, or
+    ``run_train_arm`` for a robot)."""
+    check_train(job)
+    robot = robot_of_model(job.residual, job.robot) if job.residual is not None else job.robot
+    if robot is not None:
+        return TrainResult(jobs.run_train_arm(robot, list(job.data), job.out,
+                                              ArmTrainConfig(arch=job.arch, residual=job.residual, steps=job.steps,
+                                                             seed=job.seed), resume=job.resume), robot)
+    return TrainResult(jobs.run_train(list(job.data), job.out,
+                                      jobs.JointTrainOptions(arch=job.arch, residual=job.residual, steps=job.steps,
+                                                             seed=job.seed, validation=job.validation),
+                                      resume=job.resume), None)
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainHeadsJob:
+    """Fields: data (labelled multi-joint logs or a synth folder with train/ val/), robot, out (run
+    folder, "run_heads"), init (RUN/arm_model.json to start from: only its heads are trained),
+    resume, heads (HeadsConfig: arch, sizes, trunk, steps, batch, lr, eval_every, noise,
+    weight_decay, seed, augment_yaw, augment_mirror, residual_input; docs/force.md)."""
+
+    data: tuple[Path, ...]
+    robot: str
+    out: Path = Path("run_heads")
+    init: Path | None = None
+    resume: bool = False
+    heads: HeadsConfig = HeadsConfig()
+
+
+def check_train_heads(job: TrainHeadsJob) -> None:
+    """Refuse bad numbers and a run that is not there to resume, before any work."""
+    check_range("--steps", job.heads.steps)
+    check_range("--eval-every", job.heads.eval_every)
+    check_resume(job.out, job.resume)
+
+
+def run_train_heads_job(job: TrainHeadsJob) -> Result:
+    """Train the force, contact-gate and condition heads (:func:`actuatorlab.learned.heads.train_heads`)."""
+    check_train_heads(job)
+    tr, va = jobs.split_arm_data(list(job.data))
+    m = load_arm_model(job.init, job.robot)[1] if job.init is not None else None
+    return Result(heads.train_heads(job.robot, tr, va, job.heads, out=job.out, init=m, resume=job.resume))

@@ -1,0 +1,79 @@
+"""Typed jobs of the policy commands: train-policy, eval-policy (see :mod:`.identify_jobs`)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Callable
+
+from ..policy import train as policy_train
+from ..policy.schedule import make_schedule
+from .identify_jobs import Result, check_range
+from .learn_jobs import check_resume
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainPolicyJob:
+    """Fields: robot (of the policy environment, "anymal_c"; toy: the toy tasks), task (anymal_c:
+    trot; toy: point_mass | pendulum), schedule (homotopy | homotopy-adaptive | scratch | direct),
+    steps (environment steps, rounded up to whole chunks; 4 M: a trot policy that walks), envs
+    (parallel environments; null: per robot), seed, out (run folder, "runs/policy"), resume
+    (continue RUN/ckpt/latest.npz exactly), points (learning-curve points, 50), env_options
+    ({key: value} environment options, e.g. {"physics_dt": 0.004}), ppo ({key: value} PPO options
+    over the robot's defaults), schedule_options ({key: value}, docs/policy.md lists each
+    schedule's)."""
+
+    robot: str = "anymal_c"
+    task: str = "trot"
+    schedule: str = "homotopy"
+    steps: int = 4_000_000
+    envs: int | None = None
+    seed: int = 0
+    out: Path = Path("runs/policy")
+    resume: bool = False
+    points: int = 50
+    env_options: dict = dataclasses.field(default_factory=dict)
+    ppo: dict = dataclasses.field(default_factory=dict)
+    schedule_options: dict = dataclasses.field(default_factory=dict)
+
+
+def check_train_policy(job: TrainPolicyJob) -> None:
+    """Refuse bad numbers, a missing run to resume and a bad schedule before any work."""
+    check_range("--steps", job.steps)
+    check_range("--envs", job.envs)
+    check_range("--points", job.points)
+    check_resume(job.out, job.resume)
+    make_schedule(job.schedule, **job.schedule_options)  # a bad name or option fails before the progress bar
+
+
+def run_train_policy_job(job: TrainPolicyJob, progress: Callable | None = None) -> Result:
+    """Train a policy under the alpha schedule (:func:`actuatorlab.policy.train.train_policy`)."""
+    check_train_policy(job)
+    return Result(policy_train.train_policy(job.robot, job.task, job.schedule, steps=job.steps, envs=job.envs,
+                                            seed=job.seed, out=job.out, resume=job.resume, points=job.points,
+                                            progress=progress, env_options=dict(job.env_options),
+                                            ppo=dict(job.ppo) or None,
+                                            schedule_options=dict(job.schedule_options) or None))
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalPolicyJob:
+    """Fields: run (train-policy run folder), actuator (actuators of the evaluation env, e.g.
+    builtin; null: the run's), alpha (homotopy parameter of the evaluation model, 1), envs
+    (evaluation environments), steps (per environment), seed."""
+
+    run: Path
+    actuator: str | None = None
+    alpha: float = 1.0
+    envs: int | None = None
+    steps: int | None = None
+    seed: int = 0
+
+
+def run_eval_policy_job(job: EvalPolicyJob) -> Result:
+    """Evaluate the run's policy deterministically (:func:`actuatorlab.policy.train.evaluate_policy`)."""
+    check_range("--envs", job.envs)
+    check_range("--steps", job.steps)
+    return Result(policy_train.evaluate_policy(job.run, env_options=None if job.actuator is None
+                                               else {"actuator": job.actuator}, alpha=job.alpha, n_envs=job.envs,
+                                               steps=job.steps, seed=job.seed))
