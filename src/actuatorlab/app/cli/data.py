@@ -13,6 +13,9 @@ from ..data_jobs import AuditJob, ImportBamJob, ImportJob, SynthJob
 from ...logs import render_audit
 from ._common import Config, app, console, documents, job_of, _emit_json, _json_command, _progress
 
+#: the commands this module registers on the CLI's typer app
+__all__ = ["import_", "import_bam", "audit", "synth"]
+
 
 @app.command("import")
 @documents(ImportJob)

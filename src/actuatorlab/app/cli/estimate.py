@@ -14,6 +14,9 @@ from ..heads_jobs import ConditionJob, EstimateForceJob, HeadsReportJob
 from ...estimate.condition_windows import METHODS
 from ._common import Config, documents, job_of, app, console, _json_command, _emit_json
 
+#: the commands this module registers on the CLI's typer app
+__all__ = ["estimate_force", "condition", "report_heads"]
+
 
 @app.command("estimate-force")
 @_json_command

@@ -15,6 +15,9 @@ from .. import evaluate_jobs
 from ..evaluate_jobs import EvaluateJob, InferJob, ReplayJob
 from ._common import Config, documents, job_of, app, console, err_console, _json_command, _emit_json, _print_per_joint
 
+#: the commands this module registers on the CLI's typer app
+__all__ = ["evaluate", "infer", "replay"]
+
 
 @app.command()
 @_json_command

@@ -16,6 +16,9 @@ from .. import identify_jobs
 from ..identify_jobs import CompareJob, ExciteJob, FitJob, FleetJob
 from ._common import Config, documents, job_of, app, console, _progress, _Bars, _json_command, _emit_json, _mrad, _print_per_joint
 
+#: the commands this module registers on the CLI's typer app
+__all__ = ["fit", "compare", "excite", "models", "fit_fleet_"]
+
 
 @app.command()
 @documents(FitJob)

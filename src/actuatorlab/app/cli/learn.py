@@ -12,6 +12,9 @@ from .. import learn_jobs
 from ..learn_jobs import TrainHeadsJob, TrainJob
 from ._common import Config, documents, job_of, app, console, _mrad
 
+#: the commands this module registers on the CLI's typer app
+__all__ = ["train", "train_heads_cmd"]
+
 
 @app.command()
 @documents(TrainJob)

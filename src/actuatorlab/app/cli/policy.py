@@ -12,6 +12,9 @@ from .. import policy_jobs
 from ..policy_jobs import EvalPolicyJob, TrainPolicyJob
 from ._common import Config, app, console, documents, job_of, _emit_json, _json_command, _progress
 
+#: the commands this module registers on the CLI's typer app
+__all__ = ["train_policy_cmd", "eval_policy_cmd"]
+
 
 @app.command("train-policy")
 @_json_command

@@ -12,6 +12,9 @@ from .. import use_jobs
 from ..use_jobs import ExportJob, RandomizeJob
 from ._common import Config, app, console, documents, job_of
 
+#: the commands this module registers on the CLI's typer app
+__all__ = ["export", "randomize"]
+
 
 @app.command()
 @documents(ExportJob)
