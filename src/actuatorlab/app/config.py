@@ -45,7 +45,7 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
             except ActuatorlabError:
                 pass
         raise ActuatorlabError(f"{where}: expected {' | '.join(_kind(a) for a in args)}, got {json.dumps(value)}")
-    if dataclasses.is_dataclass(tp):
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
         if isinstance(value, tp):
             return value
         if not isinstance(value, Mapping):
@@ -55,9 +55,9 @@ def _convert(tp: Any, value: Any, where: str) -> Any:
     if origin in (tuple, list) or tp in (tuple, list):
         if not isinstance(value, (list, tuple)):
             raise ActuatorlabError(f"{where}: expected a list, got {json.dumps(value, default=str)}")
-        args = [a for a in typing.get_args(tp) if a is not Ellipsis]
-        item = args[0] if args else Any
-        items = [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
+        item_types = [a for a in typing.get_args(tp) if a is not Ellipsis]
+        item = item_types[0] if item_types else Any
+        items: list[Any] = [_convert(item, v, f"{where}[{i}]") for i, v in enumerate(value)]
         return tuple(items) if (origin or tp) is tuple else items
     if origin is dict or tp is dict:
         if not isinstance(value, Mapping):

@@ -14,7 +14,7 @@ def example_data_dir() -> Path:
     return Path(__file__).resolve().parents[1] / "examples" / "bam_xl330"
 
 
-def load_data(paths: list[str | Path] | None, mapping: str | None = None) -> list[Trajectory]:
+def load_data(paths: list[str | Path] | None, mapping: str | Path | None = None) -> list[Trajectory]:
     paths = list(paths or [example_data_dir()])
     return load_logs(paths, mapping=mapping)
 

@@ -81,7 +81,7 @@ def _fit_task(task: FleetTask, options: Mapping[str, Any]) -> dict:
 
 def fit_fleet(units: Mapping[str, Sequence[str | Path]], out: str | Path, *,
               models: Sequence[str | None] = (None,), backend: str = "local", seed: int = 0,
-              budget: str = "default", dt: float | None = None, mapping: str | None = None,
+              budget: str = "default", dt: float | None = None, mapping: str | Path | None = None,
               ray_address: str | None = None, num_cpus: int | None = None, progress=None) -> list[dict]:
     """Fit every unit (x every model of ``models``) and return one summary per task, in task order.
 

@@ -11,7 +11,7 @@ import html
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import jax.numpy as jnp
 import numpy as np
@@ -104,8 +104,8 @@ def _html_table(rows: list[dict], cols: list[str]) -> str:
 
 def _check_fit(model: str | None, options: FamilyOptions, jackknife: str | None) -> None:
     """Reject bad names and options that do not apply, before any log is read."""
-    if options.budget not in BUDGETS:
-        raise UnknownNameError("budget", options.budget, list(BUDGETS))
+    if not isinstance(options.budget, str) or options.budget not in BUDGETS:
+        raise UnknownNameError("budget", str(options.budget), list(BUDGETS))
     if jackknife not in (None, "log", "group"):
         raise UnknownNameError("jackknife unit", jackknife, ("log", "group"))
     for e in options.extensions or ():
@@ -143,6 +143,7 @@ def fit_logs(trajs: list[Trajectory], model: str | None, options: FamilyOptions,
     if model is None:
         sel = fit_family(trajs, options=options, progress=progress)
         return sel.final, _selection_record(sel, options.group_by), sel.uncertainty
+    assert isinstance(options.budget, str)  # _check_fit refused anything but a budget name
     evals, starts, grad = BUDGETS[options.budget]
     cb = (lambda s, d, t: progress(model, s, d / t)) if progress else None
     return fit_model(trajs, model, seed=options.seed, max_evals=evals, n_starts=starts, grad_steps=grad,
@@ -151,7 +152,7 @@ def fit_logs(trajs: list[Trajectory], model: str | None, options: FamilyOptions,
 
 @physics
 def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
-            options: FamilyOptions = FamilyOptions(), mapping: str | None = None,
+            options: FamilyOptions = FamilyOptions(), mapping: str | Path | None = None,
             progress: Progress | None = None, jackknife: str | None = None, timestep_sensitivity: bool = False,
             identifiability: bool = True) -> dict:
     """Fit (one ``model``, or the nested family with leave-one-group-out selection) and write RUN/.
@@ -252,7 +253,7 @@ def _write_fit_report(out: Path, d: dict, fit, results, summary, ident, selectio
 
 
 @physics
-def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | None = None,
+def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | Path | None = None,
                  report: str | Path | None = None, standalone: bool = False) -> dict:
     """Replay logs with a fitted model (never refitting); returns the metrics summary.
 
@@ -340,7 +341,8 @@ def run_compare(paths, holdout, *, models: list[str] | None = None, seed: int = 
     evals, starts, grad = BUDGETS[budget]
     tb = make_batches(train, dt)
     hb = make_batches(test, tb[0].dt)
-    rows, fits = [], {}
+    rows: list[dict[str, Any]] = []
+    fits: dict[str, Any] = {}
     for i, m in enumerate(models):
         inner = [x for x in fits if contains(m, x)]
         parent = max(inner, key=lambda x: len(fits[x].space.names)) if inner else None
@@ -361,7 +363,7 @@ def run_compare(paths, holdout, *, models: list[str] | None = None, seed: int = 
             "train_logs": [t.name for t in train], "heldout_logs": [t.name for t in test]}
 
 
-def run_import(paths, out_dir, *, mapping: str | None = None) -> list[Path]:
+def run_import(paths, out_dir, *, mapping: str | Path | None = None) -> list[Path]:
     """Convert logs of any supported format to the native format in ``out_dir``."""
     trajs = load_logs(list(paths), mapping=mapping)
     out = Path(out_dir)
@@ -374,7 +376,7 @@ def run_import(paths, out_dir, *, mapping: str | None = None) -> list[Path]:
     return [save_trajectory(t, out / f"{t.name}.parquet") for t in trajs]
 
 
-def run_audit(paths, *, mapping: str | None = None) -> list[dict]:
+def run_audit(paths, *, mapping: str | Path | None = None) -> list[dict]:
     """Audit every log (loaded leniently so that the problems can be reported, not raised)."""
     if not paths:
         raise DataError(None, "no supported log files found")
@@ -453,7 +455,7 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         params = am.parameters
         model = am.model
     trajs = load_logs(list(paths))
-    res = evaluate_arm(robot, params, trajs, model=model)
+    res = evaluate_arm(robot, None if params is None else dict(params), trajs, model=model)
     env = d.get("envelope") if params is not None else None
     if env:  # each log's share of samples outside the fit's per-joint envelope
 

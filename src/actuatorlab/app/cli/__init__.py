@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:  # usage errors (typer bundles its own click; plain click as fallback)
         if hasattr(e, "show") and isinstance(getattr(e, "exit_code", None), int):
             e.show()
-            return e.exit_code
+            return int(getattr(e, "exit_code"))
         if type(e).__name__ == "Abort":
             return 1
         raise

@@ -9,7 +9,7 @@ import functools
 import json
 import sys
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 from rich.console import Console
@@ -39,7 +39,7 @@ def documents(job_cls: type):
     return deco
 
 
-def job_of(ctx: typer.Context, job_cls: type, config: Optional[Path], given: Optional[dict] = None, **fields: str):
+def job_of(ctx: typer.Context, job_cls: type, config: Optional[Path], given: Optional[dict] = None, /, **fields: str):
     """The job of a command: ``job_cls`` from ``config`` with the flags given on the command line
     laid over it; ``fields``: {job field, nested as "options.seed": command parameter name};
     ``given``: {job field: value} parsed from the command line by the command itself."""
@@ -68,7 +68,8 @@ class _Bars:
     """Adapter from the library's progress(name, stage, fraction) callback to rich bars."""
 
     def __init__(self, progress: Progress):
-        self.p, self.tasks = progress, {}
+        self.p = progress
+        self.tasks: dict[str, Any] = {}
 
     def __call__(self, name: str, stage: str, frac: float) -> None:
         if name not in self.tasks:
