@@ -22,55 +22,9 @@ Learned head (``learned``)
     ``smooth_s`` seconds (:func:`smooth_scores`), and the two 0.5 thresholds become
     ``window_threshold`` and ``verdict_threshold``.
 
-Baselines, one classifier per channel, fitted on the training logs' windows only
-    * ``current_threshold``: one threshold on the mean absolute current of the window
-      (feature 2 below) and its direction, chosen on the training windows to maximise Youden's
-      J = TPR - FPR (:class:`CurrentThreshold`);
-    * ``svm``: ``StandardScaler -> SVC(kernel="rbf", C=1, gamma="scale", class_weight="balanced")``;
-    * ``random_forest``: ``StandardScaler -> RandomForestClassifier(200 trees, max_depth 15,
-      class_weight="balanced")``;
-    the scaler sits inside an sklearn ``Pipeline``, so its mean and scale come from the training
-    windows by construction. A channel whose training windows hold one class only (no restricted
-    example) gets a constant prediction of that class (score -1e9 for "normal"), for every
-    baseline. Window scores: SVM ``decision_function``, forest ``P(restricted) - 0.5``, threshold
-    ``sign (x - threshold)``; positive means restricted.
-
-Metrics (:func:`classification_metrics`): accuracy, precision, recall of the restricted class and
-ROC AUC (``sklearn.metrics.roc_auc_score``) over every scored (window, channel) pair; also per
-channel where both classes occur.
-
-The twenty features of a window and channel (:data:`FEATURE_NAMES`, :func:`window_features`),
-with i the measured current [A], e = q* - q the tracking error [rad], q the position [rad],
-v the measured velocity [rad/s], N = 64 samples, t_n = n dt, dt the control period [s]; mean,
-std (population), cov, var over the window; LS slope of y on x is cov(x, y) / (var(x) + eps)::
-
-     current statistics
-      1 i_mean        mean(i)                                     [A]
-      2 i_absmean     mean(|i|)                                   [A]
-      3 i_std         std(i)                                      [A]
-      4 i_rms         sqrt(mean(i^2))                             [A]
-      5 i_p2p         max(i) - min(i)                             [A]
-     tracking-error statistics
-      6 e_mean        mean(e)                                     [rad]
-      7 e_absmean     mean(|e|)                                   [rad]
-      8 e_std         std(e)                                      [rad]
-      9 e_absmax      max(|e|)                                    [rad]
-     temporal
-     10 i_trend       LS slope of i on t                          [A/s]
-     11 e_trend       LS slope of e on t                          [rad/s]
-     12 i_crossings   share of n in 1..N-1 with (i_n - mean i)(i_{n-1} - mean i) < 0   [-]
-     13 q_range       max(q) - min(q)                             [rad]
-     14 v_absmean     mean(|v|)                                   [rad/s]
-     spectral (P_k = |rfft(i - mean i)|^2, k = 1..N/2, f_k = k / (N dt))
-     15 i_centroid    sum f_k P_k / sum P_k                       [Hz]
-     16 i_lowband     sum_{f_k <= 5 Hz} P_k / sum P_k             [-]
-     17 i_entropy     -sum p_k ln p_k / ln(N/2),  p_k = P_k / sum P_k   [-]
-     physics-inspired (current ~ stiffness, damping and power of the load)
-     18 k_current     LS slope of i on q  (eps = 1e-6 rad^2)      [A/rad]
-     19 b_current     LS slope of i on v  (eps = 1e-6 rad^2/s^2)  [A s/rad]
-     20 power         mean(i v)                                   [A rad/s]
-
-A flat spectrum (sum P_k = 0, constant current) gives centroid 0, low-band share 1, entropy 0.
+The classical baselines (threshold, SVM, random forest, one per channel, fitted on the training
+logs' windows only), the metrics and the twenty window features are described, with their
+equations, in :mod:`actuatorlab.estimate.condition_windows`.
 """
 
 from __future__ import annotations

@@ -331,6 +331,20 @@ def crlb(F: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(np.diag(np.linalg.inv(_regularised(F))), 0.0, None))
 
 
+def ranked_candidates(ok: list, F, names) -> list[dict[str, Any]]:
+    """One row per safe candidate ``(segment, peak effort)`` of ``ok`` with its Fisher information
+    ``F[i]``: log det, the Cramer-Rao relative standard errors of ``names``, the peak effort and its
+    rank by log det (1 = most informative)."""
+    rows: list[dict[str, Any]] = []
+    for (s, peak), f in zip(ok, F):
+        rows.append({"name": s.name, "tags": s.tags, "duration_s": s.duration, "logdet": logdet(f),
+                     "crlb_relative_stderr": dict(zip(names, crlb(f).tolist())), "peak_effort": peak})
+    order = sorted(range(len(rows)), key=lambda i: -rows[i]["logdet"])
+    for r, i in enumerate(order):
+        rows[i]["rank"] = r + 1
+    return rows
+
+
 def design(segments: list[Segment], model: str, params: dict[str, float], budget_s: float, *,
            names: list[str] | None = None, noise: float = ENCODER_NOISE,
            effort_max: float | None = None) -> dict[str, Any]:
@@ -351,16 +365,10 @@ def design(segments: list[Segment], model: str, params: dict[str, float], budget
     if not ok:
         raise ActuatorlabError(f"excitation: every candidate exceeds the effort limit {effort_max:g} N.m")
     names, F = information([s for s, _ in ok], model, params, names=names, noise=noise)
-    rows: list[dict[str, Any]] = []
-    for (s, peak), f in zip(ok, F):
-        rows.append({"name": s.name, "tags": s.tags, "duration_s": s.duration, "logdet": logdet(f),
-                     "crlb_relative_stderr": dict(zip(names, crlb(f).tolist())), "peak_effort": peak})
-    order = sorted(range(len(rows)), key=lambda i: -rows[i]["logdet"])
-    for r, i in enumerate(order):
-        rows[i]["rank"] = r + 1
+    rows = ranked_candidates(ok, F, names)
     picked, total = greedy_design(F, int(math.floor(budget_s / ok[0][0].duration + 1e-9)))
     return {"model": model, "parameters": names, "noise_rad": noise, "budget_s": budget_s,
-            "candidates": [rows[i] for i in order], "rejected": rejected,
+            "candidates": sorted(rows, key=lambda r: r["rank"]), "rejected": rejected,
             "selected": [ok[i][0].name for i in picked],
             "design": {"logdet": logdet(total), "crlb_relative_stderr": dict(zip(names, crlb(total).tolist())),
                        "duration_s": sum(ok[i][0].duration for i in picked)}}

@@ -65,7 +65,7 @@ from ..logs.format import Trajectory
 from ..models.registry import get_model
 from ..precision import physics
 from ..robots.loader import Robot, load_robot
-from .joint import ENCODER_NOISE, EXCITATION_FORMAT, Limits, _finish, crlb, greedy_design, logdet, primitives
+from .joint import ENCODER_NOISE, EXCITATION_FORMAT, Limits, _finish, crlb, greedy_design, logdet, primitives, ranked_candidates
 from ..sim.arm_data import _param_sets, evaluate_arm, model_params, per_joint_robot, robot_with_model
 from ..sim.arm import ArmInputs, initial_state, make_inputs
 from ..sim.arm_native import native_model, rollout_native
@@ -363,16 +363,10 @@ def design_robot(robot: Robot, segments: list[RobotSegment], params: dict, budge
     if not ok:
         raise ModelError("excitation: every candidate exceeds an effort limit or leaves a joint range")
     labels, F = robot_information(robot, [s for s, _ in ok], params, names, joints, rel_step=rel_step)
-    rows: list[dict[str, Any]] = []
-    for (s, peak), f in zip(ok, F):
-        rows.append({"name": s.name, "tags": s.tags, "duration_s": s.duration, "logdet": logdet(f),
-                     "crlb_relative_stderr": dict(zip(labels, crlb(f).tolist())), "peak_effort": peak})
-    order = sorted(range(len(rows)), key=lambda i: -rows[i]["logdet"])
-    for r, i in enumerate(order):
-        rows[i]["rank"] = r + 1
+    rows = ranked_candidates(ok, F, labels)
     picked, total = greedy_design(F, int(math.floor(budget_s / ok[0][0].duration + 1e-9)))
     return {"robot": robot.name, "model": robot.groups[0].model, "parameters": labels, "joints": joints,
-            "budget_s": budget_s, "candidates": [rows[i] for i in order], "rejected": rejected,
+            "budget_s": budget_s, "candidates": sorted(rows, key=lambda r: r["rank"]), "rejected": rejected,
             "selected": [ok[i][0].name for i in picked],
             "design": {"logdet": logdet(total), "crlb_relative_stderr": dict(zip(labels, crlb(total).tolist())),
                        "duration_s": sum(ok[i][0].duration for i in picked)}}
