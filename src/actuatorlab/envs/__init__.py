@@ -7,11 +7,12 @@ from .actuators import Actuator, load_actuator
 from .batching import vmap_chunked
 from .core import ControlState, EnvCore, EnvSpec, EnvState
 from .envelope import DIMS, EnvelopeBounds, envelope_bounds
+from .gym_env import ActuatorEnv, ActuatorVectorEnv
 from .mjx_env import MjxEnv
 from .registry import ENVS, make_env, make_policy_env
 from .tasks import PostureTask
 from .timing import TimingContract
 
 __all__ = ["Actuator", "load_actuator", "DIMS", "EnvelopeBounds", "envelope_bounds", "ControlState", "EnvCore",
-           "EnvSpec", "EnvState", "MjxEnv", "PostureTask", "TimingContract", "ENVS", "make_env", "make_policy_env",
+           "EnvSpec", "EnvState", "MjxEnv", "ActuatorEnv", "ActuatorVectorEnv", "PostureTask", "TimingContract", "ENVS", "make_env", "make_policy_env",
            "vmap_chunked"]
