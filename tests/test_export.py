@@ -262,7 +262,7 @@ def test_model_file_path_is_accepted_and_existing_output_survives_a_failure(tmp_
 
 
 def test_output_that_mujoco_rejects_is_never_written(tmp_path, monkeypatch):
-    from actuatorlab.export import mjcf
+    from actuatorlab.export import mjcf_joint as mjcf
 
     def broken_law(ctx):
         return mjcf._Actuator("position", {"kp": "1", "bogus": "1"}, {})
@@ -404,7 +404,7 @@ def test_patch_inlines_includes_keeps_keyframes_and_other_actuators(tmp_path):
 def test_every_parameter_is_exported_or_has_a_stated_reason():
     """A parameter the exporter neither maps nor explains would be reported as 'unknown parameter'
     (the gear-mesh efficiencies of g1/g2 were, until 2026-12-04)."""
-    from actuatorlab.export import mjcf
+    from actuatorlab.export import mjcf_joint as mjcf
     from actuatorlab.models.params import PARAMS
 
     missing = [n for n in PARAMS if n not in mjcf._REASONS and n not in mjcf._HANDLED and n not in mjcf._THERMAL]

@@ -1,83 +1,45 @@
-"""Export a fitted actuator model (``RUN/model.json``) to a MuJoCo MJCF file.
+"""Export fitted actuator models to MuJoCo MJCF: one path for a one-joint bench, one joint of a given
+robot file and every joint of a whole robot.
 
-Two modes:
+An export is a **base tree** with some of its joints **patched** (:func:`patch_mjcf`), each by the
+same one-joint patch (:func:`actuatorlab.export.mjcf_joint.patch_joint`: fitted joint properties,
+the joint's actuator replaced by the fitted servo law; the mapping is in that module's docstring):
 
-* **bench** (no ``base_xml``): a complete, loadable model of the test bench the model was fitted
-  on. Revolute: a pendulum on a hinge (q = 0 hangs down, tip point mass ``bench.mass`` at
-  ``bench.length``, arm a uniform rod of ``bench.arm_mass``) under gravity. Prismatic: a carriage
-  on a horizontal slide whose whole moving mass is the joint armature (the fitted ``armature`` is
-  the moving mass, EMPS convention).
-* **patch** (``base_xml`` + ``joint``): a copy of a robot model in which one joint gets the fitted
-  transmission and friction and its actuator is replaced by the fitted servo law. The base file is
-  never written; ``<include>`` files are inlined and asset directories re-pointed so that the copy
-  loads from any directory.
+* a one-joint model file without a base (:func:`export_mjcf`): the base is the bench robot the
+  model was fitted on (:func:`actuatorlab.robots.bench.bench_tree`: a pendulum on a hinge, or a
+  carriage on a slide whose moving mass is the joint armature), at ``timestep``, its body turned
+  by the fitted encoder offset ``q_offset``; its joint ``joint`` gets the actuator ``actuator``.
+* a one-joint model file with ``base_xml`` and ``joint``: a copy of that robot MJCF.
+* a whole robot (``arm_model.json``, :mod:`.robot`): the robot's own MJCF, every modelled joint.
 
-What maps to what (derivations in docs/export.md)::
-
-    armature          -> joint armature                              [kg.m^2 | kg]
-    friction_viscous  -> joint damping                               [N.m.s/rad | N.s/m]
-    friction_base     -> joint frictionloss (constant dry friction)  [N.m | N]
-    PWM law (dynamixel_pwm, feetech_pwm) + DC motor -> <dcmotor input="pos">:
-        V    = clip(g kp e_g V_s (q_t - q), +-max_duty V_s)          firmware duty x supply [V]
-        tau  = clip(kt/R (V - kt dq), +-kt i_max)                    DC motor at the output [N.m]
-      written as motorconst = kt, resistance = R, saturation current = i_max and
-      controller = "kp_eff 0 kt^2/R 0 0 max_duty V_s" with kp_eff = kt/R V_s g kp e_g [N.m/rad]:
-      MuJoCo's dcmotor controller drives v = (R/kt) (kp_eff (q_t - q) - kd dq) + kt dq, so
-      kd = kt^2/R cancels its built-in back-EMF compensation and v is exactly the firmware
-      voltage; Vmax clips it like the duty cycle, and the motor's back-EMF then gives the
-      torque-speed envelope (MuJoCo XML reference, actuator/dcmotor, MuJoCo 4.0).
-    pd           -> <position kp kv forcerange>: tau = clip(kp (q_t - q) - kd dq, +-u_max)
-    emps_cascade -> <position>: f = g_tau clip(kp kv (q_t - q) - kv dq, +-u_max)
-                    = clip(g_tau kp kv (q_t - q) - g_tau kv dq, +-g_tau u_max)
-    delay        -> actuator delay / nsample (ctrl history buffer, zero-order hold)
-    force_offset -> a constant-bias <general> actuator "<actuator>_force_offset" applying
-                    -force_offset (the fitted plants add -force_offset to the external effort)
-    q_offset     -> bench only: the pendulum body is rotated by q_offset so gravity acts on
-                    sin(q + q_offset) with q the encoder reading (actuatorlab.models.plant)
-
-Everything else (Stribeck, load-dependent and directional friction, backlash, series compliance,
-unknown parameter names) is listed in ``ExportResult.not_representable`` with a reason. The law
-and motor equations are the ones of :mod:`actuatorlab.models.control` and
-:mod:`actuatorlab.models.motor` (after Duclusaud et al., "Extended Friction Models for the Physics
-Simulation of Servo Actuators", ICRA 2025).
+A base file is never written; ``<include>`` files are inlined and asset directories re-pointed so
+that the copy loads from the output's directory. Every patched joint leaves a comment naming its
+model and what it cannot express; the file is loaded by MuJoCo before it replaces anything.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
 import os
 import tempfile
 import xml.etree.ElementTree as ET
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Literal, overload
+from typing import Any
 
 import mujoco
 
 from ..errors import ModelError, UnknownNameError
-from ..models.control import DEFAULT_ERROR_GAIN
-from ..models.params import PARAMS, unit_for
 from ..models.modelfile import load_model
-from ..robots.bench import BENCH_TIMESTEP, bench_tree, fmt as _fmt, fmts as _fmts
+from ..robots.bench import BENCH_JOINT, BENCH_TIMESTEP, bench_tree
+from .mjcf_joint import (Servo, _comment_text, _Context, _joint_type, _not_representable, _read_values, has_dcmotor,
+                         model_context, patch_joint)
 
-__all__ = ["ExportResult", "export_mjcf", "MODEL_FORMAT", "MODEL_FORMAT_VERSIONS", "BENCH_TIMESTEP",
-           "FRICTION_SOLIMP", "BIAS_GROUP",
-           "has_dcmotor"]
+__all__ = ["ExportResult", "export_mjcf", "patch_mjcf", "MjcfBase", "bench_base", "file_base", "write_mjcf",
+           "BENCH_TIMESTEP", "has_dcmotor"]
 
-MODEL_FORMAT = "actuatorlab-model"
-MODEL_FORMAT_VERSIONS = ("1", "2")
-#: fitted-model values at or beyond which a mechanism is off (see actuatorlab.models.params).
-_UNLIMITED_CURRENT = float(PARAMS["current_limit"].neutral)  # [A]
-_RIGID_STIFFNESS = float(PARAMS["stiffness"].neutral)  # [N.m/rad]
-_UNLIMITED_EFFORT = 1e9  # [N.m | N] "no effort limit" in the pd law constants
-#: impedance of the dry-friction constraint of the exported joint (MuJoCo default "0.9 0.95 0.001"):
-#: closer to 1 makes the constraint harder, so a joint inside its friction band creeps ~100x less.
-FRICTION_SOLIMP = "0.999 0.9999 0.001"
-#: actuator group of the force_offset bias, so that disabling the servo's group (torque off, via
-#: ``MjModel.opt.disableactuator``) keeps the bias, as in the fitted plant.
-BIAS_GROUP = 3
-
-Servo = Literal["auto", "dcmotor", "position"]
+#: the bench's actuator name (its joint is :data:`~actuatorlab.robots.bench.BENCH_JOINT`)
+BENCH_ACTUATOR = "actuator"
 
 
 @dataclass(frozen=True)
@@ -96,393 +58,22 @@ class ExportResult:
     not_representable: list[str]
 
 
-def has_dcmotor() -> bool:
-    """Whether the installed MuJoCo has the ``dcmotor`` actuator (MuJoCo 4)."""
-    return hasattr(mujoco.mjtGain, "mjGAIN_DCMOTOR")
-
-
-# ----------------------------------------------------------------------------------------------
-# reading the model file
-
-
 @dataclass(frozen=True)
-class _Context:
-    """Everything the mappers need, resolved once from the model dict."""
+class MjcfBase:
+    """A tree to patch: ``root`` (changed in place by :func:`patch_mjcf`); ``label`` names it in
+    errors; ``read``: the files it was read from (never overwritten); ``file``: the base file's
+    name, None for the bench (whose body rotation applies the fitted ``q_offset``); ``written``:
+    what the base itself sets (the bench: its timestep and body)."""
 
-    model: dict[str, Any]
-    values: dict[str, float]  # fitted parameter values (SI)
-    joint_type: Literal["revolute", "prismatic"]
-    controller: str
-    setup: dict[str, Any]
-    constants: dict[str, Any]  # controller_constants
-    timestep: float  # [s]
-    servo: Servo
-    bench_mode: bool
-    ctrlrange: tuple[float, float] | None  # [rad | m] target range, None = unlimited
-
-    @overload
-    def const(self, *keys: str, default: float) -> float: ...
-
-    @overload
-    def const(self, *keys: str, default: None = None) -> float | None: ...
-
-    def const(self, *keys: str, default: float | None = None) -> float | None:
-        """First of ``keys`` found in controller_constants, then setup.gains, then setup.bench."""
-        for src in (self.constants, self.setup.get("gains") or {}, self.setup.get("bench") or {}):
-            for k in keys:
-                if k in src and src[k] is not None:
-                    return float(src[k])
-        return default
-
-    def v(self, name: str, default: float = 0.0) -> float:
-        return self.values.get(name, default)
-
-
-def _joint_type(model: dict[str, Any], setup: dict[str, Any]) -> Literal["revolute", "prismatic"]:
-    """The model's joint type (``joint_type``, else ``setup.joint_type``, else revolute), checked."""
-    joint_type = model.get("joint_type") or setup.get("joint_type") or "revolute"
-    if joint_type == "revolute":
-        return "revolute"
-    if joint_type == "prismatic":
-        return "prismatic"
-    raise ModelError(f"model: joint_type {joint_type!r} is not 'revolute' or 'prismatic'")
-
-
-def _read_values(model: dict[str, Any]) -> dict[str, float]:
-    params = model.get("parameters")
-    if not isinstance(params, dict):
-        raise ModelError("model: 'parameters' is missing or not an object")
-    out: dict[str, float] = {}
-    for name, entry in params.items():
-        value = entry.get("value") if isinstance(entry, dict) else entry
-        if value is None:
-            continue
-        try:
-            x = float(value)
-        except (TypeError, ValueError):
-            raise ModelError(f"model: parameter {name!r} has a non-numeric value {value!r}") from None
-        if not math.isfinite(x):
-            raise ModelError(f"model: parameter {name!r} is not finite ({x})")
-        out[name] = x
-    return out
-
-
-def _check_format(model: dict[str, Any]) -> None:
-    if not isinstance(model, dict):
-        raise ModelError("model: expected a dict read from model.json")
-    fmt, ver = model.get("format"), str(model.get("format_version"))
-    if fmt is not None and fmt != MODEL_FORMAT:
-        raise ModelError(f"model: format is {fmt!r}, expected {MODEL_FORMAT!r}")
-    if fmt is not None and ver not in MODEL_FORMAT_VERSIONS:
-        raise ModelError(f"model: format_version {ver!r} is not supported "
-                         f"(supported: {', '.join(MODEL_FORMAT_VERSIONS)})")
+    root: ET.Element
+    label: str
+    read: tuple[Path, ...] = ()
+    file: str | None = None
+    written: dict[str, float | str] | None = None
 
 
 # ----------------------------------------------------------------------------------------------
-# the servo law -> one MuJoCo actuator
-
-
-@dataclass(frozen=True)
-class _Actuator:
-    tag: str  # "dcmotor" | "position"
-    attrib: dict[str, str]
-    written: dict[str, float | str]
-    notes: list[str] = field(default_factory=list)
-    comment: str = ""
-
-
-def _pwm_actuator(ctx: _Context) -> _Actuator:
-    """Dynamixel/Feetech PWM position law driving a DC motor (actuatorlab.models.control)."""
-    kt, R = ctx.v("kt"), ctx.v("R")
-    if kt <= 0 or R <= 0:
-        raise ModelError(f"model: controller {ctx.controller!r} needs kt > 0 and R > 0 (got kt={kt}, R={R})")
-    v_supply = ctx.setup.get("supply_voltage")
-    if v_supply is None:
-        v_supply = ctx.const("supply_voltage", "vin")
-    if v_supply is None or float(v_supply) <= 0:
-        raise ModelError(f"model: controller {ctx.controller!r} needs setup.supply_voltage [V] > 0")
-    v_supply = float(v_supply)
-    kp = ctx.const("kp")
-    if kp is None:
-        raise ModelError(f"model: controller {ctx.controller!r} needs gain 'kp' in setup.gains")
-    error_gain = ctx.const("error_gain", default=DEFAULT_ERROR_GAIN[ctx.controller])  # a PWM law has one
-    max_duty = ctx.const("max_duty", default=1.0)
-    gain_scale = ctx.v("gain_scale", 1.0)
-    kp_eff = kt / R * v_supply * gain_scale * kp * error_gain  # [N.m/rad]
-    b_emf = kt * kt / R  # [N.m.s/rad]
-    v_max = max_duty * v_supply  # [V]
-    stall = kt / R * v_max  # [N.m]
-    i_max = ctx.v("current_limit", _UNLIMITED_CURRENT)
-    limited = i_max < _UNLIMITED_CURRENT
-    written: dict[str, float | str] = {
-        "actuator.kp_eff": kp_eff, "actuator.back_emf_damping": b_emf, "actuator.stall_torque": stall,
-        "actuator.motorconst": kt, "actuator.resistance": R, "actuator.vmax": v_max,
-        "controller.kp": kp, "controller.error_gain": error_gain, "controller.max_duty": max_duty,
-        "controller.gain_scale": gain_scale, "supply_voltage": v_supply,
-    }
-    if limited:
-        written["actuator.current_limit"] = i_max
-        written["actuator.torque_limit"] = kt * i_max
-    e_lim = _effort_limit(ctx)  # written on the joint (_set_joint); the fallback clips at it too
-    if e_lim is not None:
-        written["actuator.effort_limit"] = e_lim
-    servo = ctx.servo
-    if servo == "auto":
-        servo = "dcmotor" if has_dcmotor() else "position"
-    if servo == "dcmotor":
-        if not has_dcmotor():
-            raise ModelError(f"MuJoCo {mujoco.__version__} has no dcmotor actuator; use servo='position'")
-        attrib = {"input": "pos", "motorconst": _fmt(kt), "resistance": _fmt(R),
-                  "controller": _fmts(kp_eff, 0.0, b_emf, 0.0, 0.0, v_max)}
-        if limited:
-            attrib["saturation"] = _fmts(0.0, i_max, 0.0)
-        written["actuator.type"] = "dcmotor"
-        comment = (f" actuatorlab: {ctx.controller} law + DC motor. V = clip(kp_eff*R/kt*(ctrl - q), "
-                   f"+-Vmax); tau = kt/R*(V - kt*dq)"
-                   + (", clipped to +-kt*current_limit" if limited else "")
-                   + f". kp_eff = kt/R*V_s*gain_scale*kp*error_gain = {kp_eff:.6g} N.m/rad; controller kd"
-                   f" = kt^2/R cancels dcmotor's back-EMF compensation. ")
-        return _Actuator("dcmotor", attrib, written, [], comment)
-    # first-order fallback: a position servo with the back-EMF as velocity feedback
-    t_max = min(stall, kt * i_max) if limited else stall
-    t_max = t_max if e_lim is None else min(t_max, e_lim)
-    attrib = {"kp": _fmt(kp_eff), "kv": _fmt(b_emf), "forcerange": _fmts(-t_max, t_max),
-              "forcelimited": "true"}
-    written.update({"actuator.type": "position", "actuator.forcerange": t_max})
-    notes = [f"{ctx.controller} duty saturation: a position actuator clips kp_eff*(q_t - q) - (kt^2/R)*dq "
-             "as a whole at the stall torque, the motor clips the voltage before the back-EMF, so the "
-             "torque-speed envelope tau_max(dq) = kt/R*(Vmax - kt*dq) is lost (use MuJoCo >= 4 dcmotor)"]
-    comment = (f" actuatorlab: {ctx.controller} law linearised: tau = clip(kp_eff*(ctrl - q) - kt^2/R*dq,"
-               f" +-{t_max:.6g}) ")
-    return _Actuator("position", attrib, written, notes, comment)
-
-
-def _pd_actuator(ctx: _Context) -> _Actuator:
-    """Ideal-torque PD law: tau = clip(kp (q_t - q) - kd dq, +-u_max)."""
-    kp = ctx.const("kp")
-    if kp is None:
-        raise ModelError("model: controller 'pd' needs gain 'kp'")
-    kd = ctx.const("kd", "kv", default=0.0)
-    u_max = ctx.const("u_max", "effort_limit", default=_UNLIMITED_EFFORT)
-    attrib = {"kp": _fmt(kp), "kv": _fmt(kd)}
-    written: dict[str, float | str] = {"actuator.type": "position", "actuator.kp_eff": kp, "actuator.kv": kd}
-    if u_max < _UNLIMITED_EFFORT:
-        attrib.update(forcerange=_fmts(-u_max, u_max), forcelimited="true")
-        written["actuator.forcerange"] = u_max
-    else:
-        attrib["forcelimited"] = "false"
-    comment = " actuatorlab: pd law, tau = clip(kp*(ctrl - q) - kd*dq, +-u_max) "
-    return _Actuator("position", attrib, written, [], comment)
-
-
-def _emps_actuator(ctx: _Context) -> _Actuator:
-    """EMPS cascade: f = g_tau clip(kp kv (q_t - q) - kv dq, +-u_max) (Janot et al. 2019)."""
-    kp, kv = ctx.const("kp"), ctx.const("kv", "kd")
-    g_tau = ctx.v("drive_gain", 0.0) or ctx.v("gtau", 0.0) or ctx.const("drive_gain", "gtau")
-    if kp is None or kv is None or not g_tau:
-        raise ModelError("model: controller 'emps_cascade' needs gains kp, kv and bench gtau [N/V]")
-    u_max = ctx.const("u_max", default=10.0)
-    attrib = {"kp": _fmt(g_tau * kp * kv), "kv": _fmt(g_tau * kv),
-              "forcerange": _fmts(-g_tau * u_max, g_tau * u_max), "forcelimited": "true"}
-    written: dict[str, float | str] = {
-        "actuator.type": "position", "actuator.kp_eff": g_tau * kp * kv, "actuator.kv": g_tau * kv,
-        "actuator.forcerange": g_tau * u_max, "controller.kp": kp, "controller.kv": kv,
-        "controller.u_max": u_max, "drive_gain": g_tau}
-    notes = ["emps_cascade velocity estimate: the controller differentiates sampled positions over "
-             "control periods (actuatorlab.models.control.emps_cascade), MuJoCo feeds back the exact "
-             "joint velocity"]
-    comment = " actuatorlab: emps_cascade, f = gtau*clip(kp*kv*(ctrl - q) - kv*dq, +-u_max) "
-    return _Actuator("position", attrib, written, notes, comment)
-
-
-_LAWS: dict[str, Callable[[_Context], _Actuator]] = {
-    "dynamixel_pwm": _pwm_actuator,
-    "feetech_pwm": _pwm_actuator,
-    "pd": _pd_actuator,
-    "emps_cascade": _emps_actuator,
-}
-
-# ----------------------------------------------------------------------------------------------
-# what cannot be represented
-
-_REASONS: dict[str, str] = {
-    "friction_stribeck": "Stribeck peak above Coulomb at rest: MuJoCo frictionloss is one constant "
-                         "dry-friction level, only friction_base is exported",
-    "load_friction": "Coulomb friction growing with the torque through the gearbox: frictionloss is "
-                     "load-independent",
-    "load_friction_stribeck": "load-dependent friction at rest: frictionloss is load-independent",
-    "load_friction_motor": "directional (driving) load friction: frictionloss is load-independent "
-                           "and symmetric",
-    "load_friction_external": "directional (backdriving) load friction: frictionloss is "
-                              "load-independent and symmetric",
-    "load_friction_motor_stribeck": "directional load friction at rest: frictionloss is "
-                                    "load-independent and symmetric",
-    "load_friction_external_stribeck": "directional load friction at rest: frictionloss is "
-                                       "load-independent and symmetric",
-    "load_friction_motor_quad": "quadratic load friction at rest: frictionloss is load-independent",
-    "mesh_friction_static": "gear-mesh breakaway at rest growing with the transmitted torque: "
-                            "frictionloss is load-independent",
-    "mesh_friction_drive": "gear-mesh efficiency loss when the motor drives the load (a fraction of "
-                           "the transmitted torque): frictionloss is load-independent and the same "
-                           "in both power-flow directions",
-    "mesh_friction_back": "gear-mesh efficiency loss when the load backdrives the motor (a fraction "
-                          "of the transmitted torque): frictionloss is load-independent and the same "
-                          "in both power-flow directions",
-    "load_friction_external_quad": "quadratic load friction at rest: frictionloss is load-independent",
-    "source_resistance": "supply sag through a source resistance (duty-dependent effective "
-                         "resistance R + d^2 R_s): the exported motor sees the stiff supply",
-    "backlash": "dead band between motor and output needs a second (motor-side) joint; the "
-                "export does not add bodies to the kinematic tree",
-    "stiffness": "series compliance needs a second (motor-side) joint coupled by a spring; the "
-                 "export does not add bodies to the kinematic tree",
-}
-#: parameters of the winding temperature (``+thermal``): neutral values that are not zero
-_THERMAL = ("thermal_resistance", "thermal_capacitance", "ambient_temperature", "resistance_tempco")
-#: parameters whose effect the mapping covers, or that carry no mechanism of their own
-_HANDLED = {"kt", "R", "armature", "friction_base", "friction_viscous", "delay", "current_limit",
-            "gain_scale", "force_offset", "q_offset", "stribeck_velocity", "stribeck_alpha",
-            "drive_gain", "gtau"}
-
-
-def _is_on(name: str, value: float) -> bool:
-    if name == "stiffness":
-        return value < _RIGID_STIFFNESS
-    if name == "current_limit":
-        return value < _UNLIMITED_CURRENT
-    return value != 0.0
-
-
-def _unit(name: str, joint_type: str) -> str:
-    return unit_for(name, joint_type) if name in PARAMS else "(unit unknown)"
-
-
-def _not_representable(ctx: _Context) -> list[str]:
-    out: list[str] = []
-    vals = ctx.values
-    thermal = "thermal" in str(ctx.model.get("model", "")).split("+")[1:]
-    for name, value in vals.items():
-        if name in _THERMAL:  # start values, not off switches: lost only where the model is +thermal
-            if thermal and name == "thermal_resistance":
-                out.append(f"+thermal (thermal_resistance = {value:.6g} K/W, thermal_capacitance = "
-                           f"{vals.get('thermal_capacitance', float('nan')):.6g} J/K): winding temperature "
-                           f"with R(T) and I^2 R heating; MuJoCo's dcmotor has a constant R (the exported "
-                           f"R is the fitted one at 25 degC)")
-            continue
-        if not _is_on(name, value):
-            continue
-        unit = _unit(name, ctx.joint_type)
-        head = f"{name} = {value:.6g}{'' if unit == '1' else ' ' + unit}: "
-        if name in _REASONS:
-            out.append(head + _REASONS[name])
-        elif name in ("stribeck_velocity", "stribeck_alpha"):
-            if any(_is_on(k, vals.get(k, 0.0)) for k in ("friction_stribeck", "load_friction_stribeck",
-                                                            "load_friction_motor_stribeck",
-                                                            "load_friction_external_stribeck",
-                                                            "mesh_friction_static")):
-                out.append(head + "shape of the Stribeck decay exp(-(|dq|/v_s)^alpha), not exported "
-                                  "(see friction_stribeck)")
-        elif name == "q_offset" and not ctx.bench_mode and ctx.joint_type == "revolute":
-            out.append(head + "encoder zero of the test bench (gravity acts on sin(q + q_offset)); "
-                              "it belongs to the bench calibration, not to this robot's joint")
-        elif name not in _HANDLED:
-            out.append(head + "unknown parameter, not representable by this exporter")
-    return out
-
-
-# ----------------------------------------------------------------------------------------------
-# XML building blocks
-
-
-def _effort_limit(ctx: _Context) -> float | None:
-    """A robot's bound on the motor effort [N.m | N] (``controller_constants.effort_limit``, set by
-    the whole-robot export, :mod:`actuatorlab.export.robot`; the robot rollouts clip
-    ``|tau_m| <= effort_limit``), or None."""
-    e = ctx.constants.get("effort_limit")
-    if e is None or not math.isfinite(float(e)):
-        return None
-    if float(e) <= 0:
-        raise ModelError(f"model: controller_constants.effort_limit must be > 0 (got {e})")
-    return float(e)
-
-
-def _set_joint(joint_el: ET.Element, ctx: _Context) -> dict[str, float | str]:
-    armature = ctx.v("armature")
-    damping = ctx.v("friction_viscous")
-    frictionloss = ctx.v("friction_base")
-    if armature < 0 or damping < 0 or frictionloss < 0:
-        raise ModelError("model: armature, friction_viscous and friction_base must be >= 0")
-    joint_el.set("armature", _fmt(armature))
-    joint_el.set("damping", _fmt(damping))
-    joint_el.set("frictionloss", _fmt(frictionloss))
-    written: dict[str, float | str] = {"joint": joint_el.get("name", ""), "joint.armature": armature,
-                                       "joint.damping": damping, "joint.frictionloss": frictionloss}
-    e_lim = _effort_limit(ctx)
-    if e_lim is not None:  # MuJoCo clamps the joint's total actuator force (dcmotor has no forcerange)
-        joint_el.set("actuatorfrclimited", "true")
-        joint_el.set("actuatorfrcrange", _fmts(-e_lim, e_lim))
-        written["joint.actuatorfrcrange"] = e_lim
-    if frictionloss > 0:
-        # the fitted friction sticks exactly (stick/slip budget); MuJoCo's soft friction constraint
-        # creeps. A harder impedance cuts the creep ~100x (see docs/export.md).
-        joint_el.set("solimpfriction", FRICTION_SOLIMP)
-        written["joint.solimpfriction"] = FRICTION_SOLIMP
-    return written
-
-
-def _actuator_elements(ctx: _Context, joint: str,
-                       name: str) -> tuple[list[ET.Element[Any]], dict[str, float | str], list[str]]:
-    """The servo actuator (and a constant-bias actuator for force_offset) as XML elements."""
-    try:
-        mapper = _LAWS[ctx.controller]
-    except KeyError:
-        raise UnknownNameError("controller", ctx.controller, list(_LAWS)) from None
-    act = mapper(ctx)
-    attrib = {"name": name, "joint": joint, "gear": "1"}
-    if ctx.ctrlrange is not None:
-        attrib.update(ctrllimited="true", ctrlrange=_fmts(*ctx.ctrlrange))
-    else:
-        attrib["ctrllimited"] = "false"
-    attrib.update(act.attrib)
-    written: dict[str, float | str] = {"actuator": name, **act.written}
-    delay = ctx.v("delay")
-    if delay < 0:
-        raise ModelError(f"model: delay must be >= 0 (got {delay})")
-    if delay > 0:
-        n = max(1, math.ceil(delay / ctx.timestep - 1e-9))
-        attrib.update(delay=_fmt(delay), nsample=str(n + 1), interp="zoh")
-        written["actuator.delay"] = delay
-        written["actuator.delay_effective"] = n * ctx.timestep
-    elements: list[ET.Element[Any]] = [ET.Comment(_comment_text(act.comment)), ET.Element(act.tag, attrib)]
-    offset = ctx.v("force_offset")
-    if offset != 0.0:
-        bias = ET.Element("general", {
-            "name": f"{name}_force_offset", "joint": joint, "gear": "1", "group": str(BIAS_GROUP),
-            "ctrllimited": "false",
-            "forcelimited": "false", "gaintype": "fixed", "gainprm": "0", "biastype": "affine",
-            "biasprm": _fmts(-offset, 0.0, 0.0)})
-        elements += [ET.Comment(_comment_text(
-            f" actuatorlab: force_offset, a constant effort of -force_offset = {-offset:.6g} on the joint ")),
-            bias]
-        written["bias_actuator"] = f"{name}_force_offset"
-        written["bias.effort"] = -offset
-    return elements, written, act.notes
-
-
-def _comment_text(text: str) -> str:
-    """XML comments may not contain '--' nor end with '-'."""
-    text = text.replace("--", "- -")
-    return text + " " if text.endswith("-") else text
-
-
-def _bench_tree(ctx: _Context) -> tuple[ET.Element, ET.Element, dict[str, float | str]]:
-    """A minimal bench model (:func:`actuatorlab.robots.bench.bench_tree`): (root, joint element, written)."""
-    name = "actuatorlab_" + "_".join(str(x) for x in (ctx.model.get("actuator") or ctx.setup.get("actuator")
-                                                        or "actuator", ctx.model.get("model", "model")))
-    return bench_tree(ctx.setup, ctx.joint_type, name=name, timestep=ctx.timestep, q_offset=ctx.v("q_offset"))
-
-
-# ----------------------------------------------------------------------------------------------
-# patching a base model
+# base trees
 
 
 def _parse(path: Path) -> ET.Element:
@@ -545,202 +136,114 @@ def _repoint_assets(root: ET.Element, main_dir: Path, out_dir: Path) -> None:
             m.set("file", rel(f))
 
 
-def _actuator_children(root: ET.Element) -> list[ET.Element]:
-    return [c for sec in root.iter("actuator") for c in sec if isinstance(c.tag, str)]
-
-
-def _find_joint_element(root: ET.Element, name: str) -> ET.Element | None:
-    for wb in root.iter("worldbody"):
-        for j in wb.iter("joint"):
-            if j.get("name") == name:
-                return j
-    return None
-
-
-def _patch_tree(ctx: _Context, base: Path, joint: str, out_dir: Path,
-                m0: mujoco.MjModel) -> tuple[ET.Element, dict[str, float | str], list[str], list[Path]]:
+def file_base(base_xml: str | Path, out: Path) -> MjcfBase:
+    """A robot MJCF file as a base for ``out``: loaded by MuJoCo (checked), includes inlined, asset
+    directories re-pointed to ``out``'s folder. Refuses an ``out`` that is the file or one it includes."""
+    base = Path(base_xml).resolve()
+    if out.resolve() == base:
+        raise ModelError(f"{base}: refusing to overwrite the base model; choose another out_path")
+    try:
+        mujoco.MjModel.from_xml_path(str(base))
+    except Exception as e:  # mujoco raises ValueError with the compiler message
+        raise ModelError(f"{base}: base model does not load: {e}") from None
     read = [base]
     root = _parse(base)
     _inline_includes(root, base.parent, read)
-    joint_el = _find_joint_element(root, joint)
-    if joint_el is None:
-        raise ModelError(f"{base}: joint {joint!r} exists in the compiled model but not as a <joint> "
-                         "element of the XML (attached or generated?); cannot patch it")
-    written = _set_joint(joint_el, ctx)
-    old = _actuator_children(root)
-    if len(old) != m0.nu:
-        raise ModelError(f"{base}: found {len(old)} actuator elements but the model has {m0.nu} "
-                         "actuators (plugins/attach?); cannot patch safely")
-    mine = [a for a in old if a.get("joint") == joint or a.get("jointinparent") == joint]
-    taken = {m0.actuator(i).name for i in range(m0.nu)} - {a.get("name") for a in mine}
-    act_name = next((a.get("name") for a in mine if a.get("name")), None)
-    if act_name is None:
-        act_name = joint if joint not in taken else f"{joint}_actuatorlab"
-    elements, w_act, notes = _actuator_elements(ctx, joint, act_name)
-    if f"{act_name}_force_offset" in taken and "bias_actuator" in w_act:
-        raise ModelError(f"{base}: an actuator named {act_name}_force_offset already exists")
-    # place the new actuator where the first replaced one was, else at the end of the last section
-    if mine:
-        parent = next(sec for sec in root.iter("actuator") if any(c is mine[0] for c in sec))
-        pos = list(parent).index(mine[0])
-    else:
-        secs = list(root.iter("actuator"))
-        parent = secs[-1] if secs else ET.SubElement(root, "actuator")
-        pos = len(parent)
-    for a in mine:
-        for sec in root.iter("actuator"):
-            if any(c is a for c in sec):
-                sec.remove(a)
-                break
-    for k, el in enumerate(elements):
-        parent.insert(pos + k, el)
-    if mine:
-        written["removed_actuators"] = ", ".join(f"{a.get('name', '?')} ({a.tag})" for a in mine)
-    written.update(w_act)
-    _fix_keyframes(root, old, m0, joint, act_name)
-    _repoint_assets(root, base.parent, out_dir)
-    return root, written, notes, read
+    if out.resolve() in read:
+        raise ModelError(f"{out}: refusing to overwrite a file the base model includes")
+    _repoint_assets(root, base.parent, out.resolve().parent)
+    return MjcfBase(root, str(base), tuple(read), base.name)
 
 
-def _fix_keyframes(root: ET.Element, old: list[ET.Element], m0: mujoco.MjModel, joint: str,
-                   act_name: str) -> None:
-    """Keep keyframe ctrl vectors consistent with the new actuator list: surviving actuators keep
-    their value, the new servo gets the keyframe's joint position as target, the bias actuator 0."""
-    keys = [k for k in root.iter("key")]
-    if not any("ctrl" in k.attrib for k in keys):
-        return
-    new = _actuator_children(root)
-    index = {id(a): i for i, a in enumerate(old)}
-    jid = m0.joint(joint).id
-    qadr = int(m0.jnt_qposadr[jid])
-    for k_idx, key in enumerate(keys):
-        if "ctrl" not in key.attrib or k_idx >= m0.nkey:
-            continue
-        ctrl_old = m0.key_ctrl[k_idx]
-        vals = []
-        for a in new:
-            if id(a) in index:
-                vals.append(float(ctrl_old[index[id(a)]]))
-            elif a.get("name") == act_name:
-                vals.append(float(m0.key_qpos[k_idx][qadr]))
-            else:
-                vals.append(0.0)
-        key.set("ctrl", _fmts(*vals))
+def bench_base(model: dict[str, Any], timestep: float | None = None) -> MjcfBase:
+    """The bench robot of a one-joint model dict (:func:`actuatorlab.robots.bench.bench_tree`) at
+    ``timestep`` [s] (default :data:`BENCH_TIMESTEP`), its body turned by the fitted ``q_offset``."""
+    dt = BENCH_TIMESTEP if timestep is None else float(timestep)
+    if not dt > 0:
+        raise ModelError(f"export: timestep must be > 0 (got {dt})")
+    setup = dict(model.get("setup") or {})
+    name = "actuatorlab_" + "_".join(str(x) for x in (model.get("actuator") or setup.get("actuator")
+                                                        or "actuator", model.get("model", "model")))
+    q_offset = _read_values(model).get("q_offset", 0.0)
+    root, _, written = bench_tree(setup, _joint_type(model, setup), name=name, timestep=dt, q_offset=q_offset)
+    return MjcfBase(root, "bench", written=written)
 
 
 # ----------------------------------------------------------------------------------------------
-# public entry point
+# the patch of every joint
 
 
-def _load_model(model: dict[str, Any] | str | Path) -> dict[str, Any]:
-    return model if isinstance(model, dict) else load_model(model)
-
-
-def export_mjcf(model: dict[str, Any] | str | Path, out_path: str | Path, *, base_xml: str | Path | None = None,
-                joint: str | None = None, servo: Servo = "auto",
-                timestep: float | None = None) -> ExportResult:
-    """Write the fitted actuator ``model`` (a parsed ``model.json``) as MJCF to ``out_path``.
-
-    Args:
-        model: the dict of ``RUN/model.json`` (format "actuatorlab-model", version "1"), or its path.
-        out_path: the MJCF file to write (atomically; parent directory created). It is loaded with
-            ``mujoco.MjModel.from_xml_path`` before it replaces any existing file.
-        base_xml: a robot MJCF to patch (never modified); None writes the test bench.
-        joint: name of the joint of ``base_xml`` that gets the actuator (required with base_xml).
-        servo: "auto" (dcmotor when MuJoCo has it), "dcmotor" (exact PWM law) or "position"
-            (first-order position servo, for MuJoCo < 4). Only PWM controllers use it.
-        timestep: [s] physics step of the bench (default :data:`BENCH_TIMESTEP`); ignored in patch
-            mode, where the base model's timestep is kept.
-
-    Returns:
-        :class:`ExportResult` (path, what was written, what is not representable and why).
-
-    Raises:
-        ModelError: bad model dict, missing constants, base file unusable, out_path would overwrite
-            an input file, or the written MJCF does not load.
-        UnknownNameError: unknown controller, or ``joint`` not in ``base_xml`` (lists the joints).
-    """
-    label = None if isinstance(model, dict) else str(model)
+def _compile(root: ET.Element, out: Path) -> mujoco.MjModel:
+    """``root`` compiled from a temporary file beside ``out`` (its asset paths are relative to it)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".partial.xml", dir=out.parent)
     try:
-        return _export(_load_model(model), Path(out_path), base_xml, joint, servo, timestep)
-    except ModelError as e:  # name the model file in errors about its content
-        msg = str(e)
-        if label is not None and msg.startswith("model: "):
-            raise ModelError(f"{label}: {msg[len('model: '):]}") from None
-        raise
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(ET.tostring(root, encoding="unicode"))
+        return mujoco.MjModel.from_xml_path(tmp)
+    except ValueError as e:
+        raise ModelError(f"{out}: the exported MJCF does not load in MuJoCo: {e}") from None
+    finally:
+        os.unlink(tmp)
 
 
-def _export(model: dict[str, Any], out: Path, base_xml: str | Path | None, joint: str | None,
-            servo: Servo, timestep: float | None) -> ExportResult:
-    _check_format(model)
-    if servo not in ("auto", "dcmotor", "position"):
-        raise UnknownNameError("servo mapping", str(servo), ["auto", "dcmotor", "position"])
-    values = _read_values(model)
-    setup = dict(model.get("setup") or {})
-    controller = model.get("controller") or setup.get("controller")
-    joint_type = _joint_type(model, setup)
-    if controller not in _LAWS:
-        raise UnknownNameError("controller", str(controller), list(_LAWS))
-    constants = dict(model.get("controller_constants") or {})
-    out_dir = out.resolve().parent
+def _context(model: dict[str, Any], servo: Servo, bench: bool, m0: mujoco.MjModel, joint: str,
+             label: str) -> _Context:
+    """The mapping context of one joint's model dict, the joint's step, type and range from ``m0``
+    (the compiled base)."""
+    ctx = model_context(model, servo=servo, bench=bench)
+    names = [m0.joint(i).name for i in range(m0.njnt)]
+    if joint not in names:
+        raise UnknownNameError(f"joint (in {Path(label).name})", joint, [n for n in names if n])
+    jid = m0.joint(joint).id
+    want = mujoco.mjtJoint.mjJNT_HINGE if ctx.joint_type == "revolute" else mujoco.mjtJoint.mjJNT_SLIDE
+    if m0.jnt_type[jid] != want:
+        raise ModelError(f"{label}: joint {joint!r} is a {mujoco.mjtJoint(m0.jnt_type[jid]).name}, "
+                         f"the model is for a {ctx.joint_type} joint")
+    ctrlrange = (float(m0.jnt_range[jid][0]), float(m0.jnt_range[jid][1])) if m0.jnt_limited[jid] else None
+    return dataclasses.replace(ctx, timestep=float(m0.opt.timestep), ctrlrange=ctrlrange)
 
-    if base_xml is None:
-        if joint is not None:
-            raise ModelError("export: 'joint' is only meaningful with base_xml")
-        dt = BENCH_TIMESTEP if timestep is None else float(timestep)
-        if not dt > 0:
-            raise ModelError(f"export: timestep must be > 0 (got {dt})")
-        ctx = _Context(model, values, joint_type, controller, setup, constants, dt, servo, True, None)
-        root, joint_el, written = _bench_tree(ctx)
-        written.update(_set_joint(joint_el, ctx))
-        elements, w_act, notes = _actuator_elements(ctx, "joint", "actuator")
-        sec = ET.SubElement(root, "actuator")
-        for el in elements:
-            sec.append(el)
-        written.update(w_act)
-        read: list[Path] = []
-    else:
-        base = Path(base_xml).resolve()
-        if joint is None:
-            raise ModelError(f"{base}: give the name of the joint to patch (joint=...)")
-        if out.resolve() == base:
-            raise ModelError(f"{base}: refusing to overwrite the base model; choose another out_path")
-        try:
-            m0 = mujoco.MjModel.from_xml_path(str(base))
-        except Exception as e:  # mujoco raises ValueError with the compiler message
-            raise ModelError(f"{base}: base model does not load: {e}") from None
-        names = [m0.joint(i).name for i in range(m0.njnt)]
-        if joint not in names:
-            raise UnknownNameError(f"joint (in {base.name})", joint, [n for n in names if n])
-        jid = m0.joint(joint).id
-        want = mujoco.mjtJoint.mjJNT_HINGE if joint_type == "revolute" else mujoco.mjtJoint.mjJNT_SLIDE
-        if m0.jnt_type[jid] != want:
-            raise ModelError(f"{base}: joint {joint!r} is a {mujoco.mjtJoint(m0.jnt_type[jid]).name}, "
-                             f"the model is for a {joint_type} joint")
-        ctrlrange = (float(m0.jnt_range[jid][0]), float(m0.jnt_range[jid][1])) if m0.jnt_limited[jid] else None
-        ctx = _Context(model, values, joint_type, controller, setup, constants, float(m0.opt.timestep),
-                       servo, False, ctrlrange)
-        root, written, notes, read = _patch_tree(ctx, base, joint, out_dir, m0)
-        if out.resolve() in read:
-            raise ModelError(f"{out}: refusing to overwrite a file the base model includes")
-        written["timestep"] = float(m0.opt.timestep)
-        written["base_xml"] = base.name
 
-    not_rep = _not_representable(ctx) + notes
-    header = (f" Exported by actuatorlab {model.get('package_version', '?')} from model "
-              f"'{model.get('model', '?')}' (actuator {model.get('actuator') or setup.get('actuator', '?')}, "
-              f"controller {controller}, {joint_type}, git {model.get('git_revision', '?')}). "
-              "Not representable:" + "".join(f"\n    - {line}" for line in not_rep) + ("" if not_rep else " nothing")
-              + "\n  See docs/export.md for the mapping. ")
-    root.insert(0, ET.Comment(_comment_text(header)))
+def _header(model: dict[str, Any], ctx: _Context, not_rep: list[str]) -> ET.Element[Any]:
+    text = (f" Exported by actuatorlab {model.get('package_version', '?')} from model "
+            f"'{model.get('model', '?')}' (actuator {model.get('actuator') or ctx.setup.get('actuator', '?')}, "
+            f"controller {ctx.controller}, {ctx.joint_type}, git {model.get('git_revision', '?')}). "
+            "Not representable:" + "".join(f"\n    - {line}" for line in not_rep) + ("" if not_rep else " nothing")
+            + "\n  See docs/export.md for the mapping. ")
+    return ET.Comment(_comment_text(text))
+
+
+def patch_mjcf(base: MjcfBase, out: Path, models: dict[str, dict[str, Any]], *, servo: Servo = "auto",
+               act_names: dict[str, str] | None = None) -> dict[str, tuple[dict[str, float | str], list[str]]]:
+    """Patch every joint of ``models`` ({joint: one-joint model dict}) in ``base.root``, in order,
+    each by :func:`~actuatorlab.export.mjcf_joint.patch_joint` against the tree compiled beside
+    ``out`` so far; each joint's model and losses go into a comment at the top. Returns {joint:
+    (written quantities, not representable)}; a file base adds its timestep and name."""
+    for md in models.values():  # every model checked before anything is compiled
+        model_context(md, servo=servo)
+    out_ = {}
+    for joint, md in models.items():
+        m0 = _compile(base.root, out)
+        ctx = _context(md, servo, base.file is None, m0, joint, base.label)
+        written, notes = patch_joint(base.root, m0, ctx, joint, label=base.label,
+                                     act_name=(act_names or {}).get(joint))
+        if base.file is not None:
+            written.update(timestep=float(m0.opt.timestep), base_xml=base.file)
+        not_rep = _not_representable(ctx) + notes
+        base.root.insert(0, _header(md, ctx, not_rep))
+        out_[joint] = (written, not_rep)
+    return out_
+
+
+# ----------------------------------------------------------------------------------------------
+# writing
+
+
+def write_mjcf(root: ET.Element, out: Path) -> None:
+    """Indent ``root`` and write it to ``out`` atomically: a temporary file beside ``out``, loaded by
+    MuJoCo, then renamed over ``out``."""
     ET.indent(root, space="  ")
     text = ET.tostring(root, encoding="unicode") + "\n"
-    _write_validated(out, text)
-    return ExportResult(path=out, written=written, not_representable=not_rep)
-
-
-def _write_validated(out: Path, text: str) -> None:
-    """Write to a temporary file beside ``out``, load it with MuJoCo, then rename it over ``out``."""
     out.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{out.stem}.", suffix=".xml", dir=out.parent)
     try:
@@ -756,3 +259,53 @@ def _write_validated(out: Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def export_mjcf(model: dict[str, Any] | str | Path, out_path: str | Path, *, base_xml: str | Path | None = None,
+                joint: str | None = None, servo: Servo = "auto",
+                timestep: float | None = None) -> ExportResult:
+    """Write the fitted one-joint actuator ``model`` (a parsed ``model.json``) as MJCF to ``out_path``.
+
+    Args:
+        model: the dict of ``RUN/model.json`` (format "actuatorlab-model"), or its path.
+        out_path: the MJCF file to write (atomically; parent directory created). It is loaded with
+            ``mujoco.MjModel.from_xml_path`` before it replaces any existing file.
+        base_xml: a robot MJCF to patch (never modified); None writes the model's bench robot.
+        joint: name of the joint of ``base_xml`` that gets the actuator (required with base_xml).
+        servo: "auto" (dcmotor when MuJoCo has it), "dcmotor" (exact PWM law) or "position"
+            (first-order position servo, for MuJoCo < 4). Only PWM controllers use it.
+        timestep: [s] physics step of the bench (default :data:`BENCH_TIMESTEP`); ignored with
+            base_xml, where the base model's timestep is kept.
+
+    Returns:
+        :class:`ExportResult` (path, what was written, what is not representable and why).
+
+    Raises:
+        ModelError: bad model dict, missing constants, base file unusable, out_path would overwrite
+            an input file, or the written MJCF does not load.
+        UnknownNameError: unknown controller, or ``joint`` not in ``base_xml`` (lists the joints).
+    """
+    label = None if isinstance(model, dict) else str(model)
+    out = Path(out_path)
+    try:
+        md = model if isinstance(model, dict) else load_model(model)
+        model_context(md, servo=servo)
+        if base_xml is None:
+            if joint is not None:
+                raise ModelError("export: 'joint' is only meaningful with base_xml")
+            base = bench_base(md, timestep)
+            (written, lost), = patch_mjcf(base, out, {BENCH_JOINT: md}, servo=servo,
+                                          act_names={BENCH_JOINT: BENCH_ACTUATOR}).values()
+            written = {**(base.written or {}), **written}
+        else:
+            if joint is None:
+                raise ModelError(f"{Path(base_xml).resolve()}: give the name of the joint to patch (joint=...)")
+            base = file_base(base_xml, out)
+            (written, lost), = patch_mjcf(base, out, {joint: md}, servo=servo).values()
+    except ModelError as e:  # name the model file in errors about its content
+        msg = str(e)
+        if label is not None and msg.startswith("model: "):
+            raise ModelError(f"{label}: {msg[len('model: '):]}") from None
+        raise
+    write_mjcf(base.root, out)
+    return ExportResult(path=out, written=written, not_representable=lost)

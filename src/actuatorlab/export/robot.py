@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
@@ -45,7 +44,8 @@ from ..models.actuator_model import load
 from ..envs.actuators import load_actuator
 from ..robots.loader import load_robot, Robot
 from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
-from .mjcf import Servo, _comment_text, _parse, _write_validated, export_mjcf
+from .mjcf import file_base, patch_mjcf, write_mjcf
+from .mjcf_joint import Servo, _comment_text
 from ..errors import UnknownNameError
 from .sim_cfg import _unit, analytic_law, common_metadata, isaaclab_configs, isaaclab_lost, mjlab_configs, write_cfg
 from .targets import TargetResult, TARGETS
@@ -208,31 +208,17 @@ def export_robot_mjcf(arm_model: Any, out_path: str | Path, *, robot: Any = None
     out = Path(out_path)
     if out.resolve() == Path(r.mjcf_path).resolve():
         raise ModelError(f"{out}: refusing to overwrite the robot's MJCF; choose another path")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # patch joint after joint through the one-joint path; the intermediate files lie beside the
-    # output (asset paths are re-pointed relative to it) and are removed afterwards
-    tmps = [out.parent / f".{out.stem}.{k}.partial.xml" for k in range(2)]
-    per_joint: dict[str, tuple[dict[str, Any], list[str]]] = {}
-    base = Path(r.mjcf_path)
-    try:
-        for k, (jn, md) in enumerate(models.items()):
-            dst = tmps[k % 2]
-            res = export_mjcf(md, dst, base_xml=base, joint=jn, servo=servo)
-            per_joint[jn] = (dict(res.written), list(res.not_representable) + losses[jn])
-            base = dst
-        root = _parse(base)
-        written = _set_option(root, r)
-        lost = [f"{j}: {line}" for j, (_, ls) in per_joint.items() for line in ls]
-        root.insert(0, ET.Comment(_comment_text(
-            f" Whole robot {r.name}: actuatorlab models on {', '.join(models)} (actuatorlab export). Physics "
-            f"step {r.physics_dt:g} s and integrator {r.integrator} of the robot config (the model's rate). "
-            "Not representable:" + "".join(f"\n    - {x}" for x in lost) + ("" if lost else " nothing") + " ")))
-        ET.indent(root, space="  ")
-        _write_validated(out, ET.tostring(root, encoding="unicode") + "\n")
-    finally:
-        for t in tmps:
-            if t.exists():
-                os.unlink(t)
+    base = file_base(r.mjcf_path, out)
+    per_joint = {jn: (dict(w), lost + losses[jn])
+                 for jn, (w, lost) in patch_mjcf(base, out, models, servo=servo).items()}
+    root = base.root
+    written = _set_option(root, r)
+    lost = [f"{j}: {line}" for j, (_, ls) in per_joint.items() for line in ls]
+    root.insert(0, ET.Comment(_comment_text(
+        f" Whole robot {r.name}: actuatorlab models on {', '.join(models)} (actuatorlab export). Physics "
+        f"step {r.physics_dt:g} s and integrator {r.integrator} of the robot config (the model's rate). "
+        "Not representable:" + "".join(f"\n    - {x}" for x in lost) + ("" if lost else " nothing") + " ")))
+    write_mjcf(root, out)
     return RobotExport(out, per_joint, {"robot": r.name, "base_xml": Path(r.mjcf_path).name, **written})
 
 

@@ -49,7 +49,7 @@ from typing import Any
 
 from ..errors import ModelError, UnknownNameError
 from ..models.actuator_model import LEARNED_KINDS
-from . import mjcf as _mjcf
+from . import mjcf_joint as _mjcf
 from ..files import atomic_write as _write
 from .. import __version__
 
@@ -136,14 +136,8 @@ def analytic_law(model: dict[str, Any], dt: float) -> AnalyticLaw:
     _mjcf._check_format(model)
     if model.get("kind") in LEARNED_KINDS:
         raise ModelError(f"model: a {model['kind']} model is not analytic")
-    values = _mjcf._read_values(model)
-    setup = dict(model.get("setup") or {})
-    controller = model.get("controller") or setup.get("controller")
-    joint_type = _mjcf._joint_type(model, setup)
-    if controller not in _mjcf._LAWS:
-        raise UnknownNameError("controller", str(controller), list(_mjcf._LAWS))
-    ctx = _mjcf._Context(model, values, joint_type, controller, setup, dict(model.get("controller_constants") or {}),
-                         dt, "position", True, None)
+    ctx = _mjcf.model_context(model, servo="position", timestep=dt)
+    values, controller = ctx.values, ctx.controller
     act = _mjcf._LAWS[controller](ctx)
     w = act.written
     inf = math.inf
