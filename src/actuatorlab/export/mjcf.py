@@ -61,13 +61,11 @@ class ExportResult:
 @dataclass(frozen=True)
 class MjcfBase:
     """A tree to patch: ``root`` (changed in place by :func:`patch_mjcf`); ``label`` names it in
-    errors; ``read``: the files it was read from (never overwritten); ``file``: the base file's
-    name, None for the bench (whose body rotation applies the fitted ``q_offset``); ``written``:
+    errors; ``file``: the base file's name, None for the bench (whose body rotation applies the fitted ``q_offset``); ``written``:
     what the base itself sets (the bench: its timestep and body)."""
 
     root: ET.Element
     label: str
-    read: tuple[Path, ...] = ()
     file: str | None = None
     written: dict[str, float | str] | None = None
 
@@ -152,7 +150,7 @@ def file_base(base_xml: str | Path, out: Path) -> MjcfBase:
     if out.resolve() in read:
         raise ModelError(f"{out}: refusing to overwrite a file the base model includes")
     _repoint_assets(root, base.parent, out.resolve().parent)
-    return MjcfBase(root, str(base), tuple(read), base.name)
+    return MjcfBase(root, str(base), base.name)
 
 
 def bench_base(model: dict[str, Any], timestep: float | None = None) -> MjcfBase:

@@ -9,7 +9,7 @@ robot's bound on the motor effort (``controller_constants.effort_limit``, writte
 joint's ``actuatorfrcrange``: the rollouts clip ``|tau_m| <= effort_limit``). Then:
 
 * MJCF (:func:`export_robot_mjcf`): the robot's own MJCF is patched joint after joint by the
-  one-joint path (:func:`actuatorlab.export.mjcf.export_mjcf` with ``base_xml`` and ``joint``),
+  one-joint patch (:func:`actuatorlab.export.mjcf.patch_mjcf`, the path of every MJCF export),
   every joint's built-in actuator replaced by the MuJoCo form of its fitted model. The robot's
   other content is unchanged, except what the robot config itself sets for the rollouts: the
   physics step and integrator of the config (the rate the model was identified at) and its
@@ -45,18 +45,14 @@ from ..envs.actuators import load_actuator
 from ..robots.loader import load_robot, Robot
 from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
 from .mjcf import file_base, patch_mjcf, write_mjcf
-from .mjcf_joint import Servo, _comment_text
-from ..errors import UnknownNameError
-from .sim_cfg import _unit, analytic_law, common_metadata, isaaclab_configs, isaaclab_lost, mjlab_configs, write_cfg
+from .mjcf_joint import _THERMAL, Servo, _comment_text
+from .sim_cfg import _unit, analytic_law, common_metadata, target_configs, write_cfg
 from .targets import TargetResult, TARGETS
 from .. import __version__
 
 __all__ = ["RobotExport", "load_arm_actuator", "joint_model_dicts", "robot_losses",
            "export_robot_mjcf", "export_robot_cfg", "export_robot_targets"]
 
-#: parameters of the winding-temperature extension (``+thermal``): listed as lost when the joint is
-#: thermal, otherwise not passed to the one-joint exporters (their neutral values are not zero)
-_THERMAL = ("thermal_resistance", "thermal_capacitance", "ambient_temperature", "resistance_tempco")
 _MJCF_INTEGRATOR = {"euler": "Euler", "implicitfast": "implicitfast"}
 
 
@@ -233,8 +229,6 @@ def export_robot_cfg(arm_model: Any, out: str | Path, target: str, *, robot: Any
     ``joint_names_expr`` listing the group's joints. Returns a :class:`~actuatorlab.export.sim_cfg.CfgExport`
     whose ``metadata["per_joint"]`` maps each joint to its group and losses."""
 
-    if target not in ("mjlab", "isaaclab"):
-        raise UnknownNameError("export target", target, ["mjlab", "isaaclab"])
     r, models, losses = joint_model_dicts(arm_model, robot)
     dt = float(r.physics_dt)
     key_of = "target_names_expr" if target == "mjlab" else "joint_names_expr"
@@ -242,11 +236,7 @@ def export_robot_cfg(arm_model: Any, out: str | Path, target: str, *, robot: Any
     per_joint: dict[str, dict] = {}
     lost_all: list[str] = []
     for jn, md in models.items():
-        law = analytic_law(md, dt)
-        if target == "mjlab":
-            cfgs, lost = mjlab_configs(law, jn), list(law.lost)
-        else:
-            cfgs, lost = isaaclab_configs(law, jn), law.lost + isaaclab_lost(law)
+        cfgs, lost = target_configs(analytic_law(md, dt), jn, target)
         lost = lost + losses[jn]
         fields = json.dumps({c: {k: v for k, v in f.items() if k != key_of} for c, f in cfgs.items()},
                             sort_keys=True, default=str)

@@ -53,7 +53,7 @@ from . import mjcf_joint as _mjcf
 from ..files import atomic_write as _write
 from .. import __version__
 
-__all__ = ["CfgExport", "analytic_law", "mjlab_configs", "isaaclab_configs", "write_cfg", "common_metadata",
+__all__ = ["CfgExport", "analytic_law", "target_configs", "mjlab_configs", "isaaclab_configs", "write_cfg", "common_metadata",
            "POSITION_ERROR", "EXPORT_FORMAT"]
 
 EXPORT_FORMAT = "actuatorlab-export"
@@ -188,7 +188,7 @@ def mjlab_configs(law: AnalyticLaw, joint: str) -> dict[str, dict[str, Any]]:
                                    "velocity_limit": law.velocity_limit},
             # MuJoCo 3.11 (mjlab 1.6's): the dcmotor controller outputs the voltage itself,
             # v = clip(kp e - kd dq, +-Vmax) (MuJoCo 4.0 scales by R/K and adds back-EMF
-            # compensation, see mjcf.py): kp = V_s g kp e_g [V/rad] = kp_eff R / kt, kd = 0
+            # compensation, see mjcf_joint.py): kp = V_s g kp e_g [V/rad] = kp_eff R / kt, kd = 0
             "BuiltinDcMotorActuatorCfg": {
                 **common, "motor_params": {"DcMotorPhysicalParams": {"kt": law.kt, "ke": law.kt,
                                                                      "resistance": law.R}},
@@ -212,6 +212,15 @@ def isaaclab_configs(law: AnalyticLaw, joint: str) -> dict[str, dict[str, Any]]:
                                        "effort_limit": min(law.effort_limit, law.saturation),
                                        "min_delay": law.lag, "max_delay": law.lag}
     return out
+
+
+def target_configs(law: AnalyticLaw, joint: str, target: str) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """(configuration fields, what is lost) of one joint's law for ``target`` ("mjlab" | "isaaclab")."""
+    if target == "mjlab":
+        return mjlab_configs(law, joint), list(law.lost)
+    if target == "isaaclab":
+        return isaaclab_configs(law, joint), law.lost + isaaclab_lost(law)
+    raise UnknownNameError("export target", target, ["mjlab", "isaaclab"])
 
 
 def isaaclab_lost(law: AnalyticLaw) -> list[str]:
@@ -310,10 +319,5 @@ def export_analytic_cfg(model: dict[str, Any], out: str | Path, target: str, *, 
     meta["delay"] = {"fitted_s": law.delay, "lag_steps": law.lag, "lag_s": law.lag * dt}
     meta["law"] = {"controller": law.controller, "equation": "tau = clip(stiffness e - damping dq, bottom(dq), top(dq))"
                    if law.kt is not None else "tau = clip(stiffness e - damping dq, +-effort_limit)"}
-    if target == "mjlab":
-        configs, lost = mjlab_configs(law, joint), list(law.lost)
-    elif target == "isaaclab":
-        configs, lost = isaaclab_configs(law, joint), law.lost + isaaclab_lost(law)
-    else:
-        raise UnknownNameError("export target", target, ["mjlab", "isaaclab"])
+    configs, lost = target_configs(law, joint, target)
     return write_cfg(target, out, configs, meta, lost)
