@@ -12,11 +12,11 @@ Rows (a table, then one JSON line):
   friction_viscous x2 of the nominal STS3215), written as a LeRobot v3.0 dataset in degrees at
   50 fps -> native -> ``fit_arm`` of kt and friction_viscous (recovered vs true);
 * native Parquet: every converted folder above is re-read (round trip);
-* excitation design (:mod:`actuatorlab.excite.joint`): a 6 s D-optimal set designed from a rough
+* excitation design (:mod:`actuatorlab.excite.design`, one joint): a 6 s D-optimal set designed from a rough
   guess of an XL330 pendulum's m1 parameters vs three naive 6 s sets (one sine or chirp repeated),
   each fitted (m1, quick budget) on synthetic logs of the truth: parameter error and held-out MAE.
 
-* whole-robot excitation design (:mod:`actuatorlab.excite.robot`, ``--only excite-robot``):
+* whole-robot excitation design (:mod:`actuatorlab.excite.design`, ``--only excite-robot``):
   SO-101 shoulder_lift + elbow_flex, m1 per joint (kt, friction_base, friction_viscous),
   a 6 s D-optimal set designed at the config's nominal values vs three naive 6 s sets (each joint's
   sine in turn, one multi-sine repeated, a random draw of candidates), each fitted per joint
@@ -157,7 +157,9 @@ def lerobot_row(work: Path) -> dict:
 
 
 def excite_rows() -> list[dict]:
-    from actuatorlab.excite.joint import Limits, candidates, compare_to_naive, design
+    from actuatorlab.excite.backends import JointBackend
+    from actuatorlab.excite.candidates import Limits, candidates
+    from actuatorlab.excite.design import compare_to_naive, design
     from actuatorlab.logs.format import Setup
 
     truth = dict(kt=0.4, R=3.5, armature=0.002, friction_base=0.03, friction_viscous=0.01)
@@ -168,11 +170,12 @@ def excite_rows() -> list[dict]:
     segs = candidates(setups, lim, dt=0.01, segment_s=2.0)
     by = {x.name: x for x in segs}
     t0 = time.perf_counter()
-    rep = design(segs, "m1", nominal, 6.0)
+    backend = JointBackend("m1", lim)
+    rep = design(backend, segs, nominal, 6.0)
     t_design = time.perf_counter() - t0
     naive = ("sine_a0.6_f0.5_kp400_m0.49", "sine_a0.25_f1.5_kp400_m0.49", "chirp_a0.8_kp400_m0.49")
     held = [by[n] for n in ("steps_a0.5_kp800_m0.49", "reversals_v0.5_kp400_m0.49", "chirp_a0.3_kp400_m0.49")]
-    r = compare_to_naive([by[n] for n in rep["selected"]], {n: [by[n]] * 3 for n in naive}, held, "m1", truth)
+    r = compare_to_naive(backend, [by[n] for n in rep["selected"]], {n: [by[n]] * 3 for n in naive}, held, truth)
     crlb = {x["name"]: x["crlb_relative_stderr"] for x in rep["candidates"]}
     rows = []
     for label, row in r.items():
@@ -187,8 +190,9 @@ def excite_rows() -> list[dict]:
 
 
 def excite_robot_rows(seeds=(0, 1, 2), noise: float = 0.003, max_evals: int = 400) -> dict:
-    from actuatorlab.excite.robot import (RobotLimits, compare_robot_to_naive, design_robot,
-                                                   design_robot_setup, robot_candidates)
+    from actuatorlab.excite.backends import RobotBackend, design_robot_setup
+    from actuatorlab.excite.candidates import RobotLimits, robot_candidates
+    from actuatorlab.excite.design import compare_to_naive, design, information, logdet
     from actuatorlab.robots import load_robot
     from actuatorlab.synth.model_truth import draw_param_sets
 
@@ -200,7 +204,7 @@ def excite_robot_rows(seeds=(0, 1, 2), noise: float = 0.003, max_evals: int = 40
     by = {s.name: s for s in segs}
     pool = [s for s in segs if s.name not in held]
     t0 = time.perf_counter()
-    rep = design_robot(r, pool, p, 6.0, names, joints)
+    rep = design(RobotBackend(r, tuple(names), tuple(joints)), pool, p, 6.0)
     t_design = time.perf_counter() - t0
     n = len(rep["selected"])
     rng = np.random.default_rng(0)
@@ -213,15 +217,13 @@ def excite_robot_rows(seeds=(0, 1, 2), noise: float = 0.003, max_evals: int = 40
         keep = [r.index(j) for j in r.joint_names if j not in joints]
         for k in truth:
             truth[k][keep] = p[k][keep]
-        per_seed.append(compare_robot_to_naive(base, "m1", [by[x] for x in rep["selected"]], naive,
-                                               [by[h] for h in held], truth, names, joints, max_evals=max_evals,
-                                               horizon=50, seed=seed, noise=noise))
-    from actuatorlab.excite.joint import logdet
-    from actuatorlab.excite.robot import robot_information
+        backend = RobotBackend(r, tuple(names), tuple(joints), base=base, max_evals=max_evals, horizon=50)
+        per_seed.append(compare_to_naive(backend, [by[x] for x in rep["selected"]], naive,
+                                         [by[h] for h in held], truth, seed=seed, noise=noise))
 
     def set_logdet(segs_l: list[str]) -> float:  # log det of the set's summed information (at nominal)
         uniq = list(dict.fromkeys(segs_l))
-        _, F = robot_information(r, [by[x] for x in uniq], p, names, joints)
+        _, F = information(RobotBackend(r, tuple(names), tuple(joints)), [by[x] for x in uniq], p)
         return logdet(sum(F[uniq.index(x)] for x in segs_l))
 
     rows = []
@@ -245,12 +247,12 @@ def jacobian_cost(r, p, segs, names, joints) -> dict:
     import jax
     import jax.numpy as jnp
 
-    from actuatorlab.excite.joint import ENCODER_NOISE
-    from actuatorlab.excite.robot import _stack_inputs, robot_information
+    from actuatorlab.excite.backends import ENCODER_NOISE, RobotBackend, _stack_inputs
+    from actuatorlab.excite.design import information
     from actuatorlab.sim.arm import ArmInputs, make_mjx_rollout
 
     t0 = time.perf_counter()
-    _, F_nat = robot_information(r, segs, p, names, joints)
+    _, F_nat = information(RobotBackend(r, tuple(names), tuple(joints)), segs, p)
     t_nat = time.perf_counter() - t0
     x, s0 = _stack_inputs(r, segs)
     cols = [(k, r.index(j)) for k in names for j in joints]

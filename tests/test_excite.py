@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 from actuatorlab.app.cli import main
-from actuatorlab.excite.joint import Limits, candidates, compare_to_naive, design
+from actuatorlab.excite.backends import JointBackend
+from actuatorlab.excite.candidates import Limits, candidates
+from actuatorlab.excite.design import compare_to_naive, design
 from actuatorlab.logs.format import Setup
 
 
@@ -35,7 +37,7 @@ def segs():
 
 @pytest.fixture(scope="module")
 def report(segs):
-    return design(segs, "m1", NOMINAL, 6.0)
+    return design(JointBackend("m1", LIM), segs, NOMINAL, 6.0)
 
 
 def test_every_candidate_respects_the_limits(segs):
@@ -81,7 +83,7 @@ def test_designed_set_predicts_held_out_motion_better_than_naive_sets(segs, repo
     designed = [by[n] for n in report["selected"]]
     held = [by[n] for n in ("steps_a0.5_kp800_m0.49", "reversals_v0.5_kp400_m0.49", "chirp_a0.3_kp400_m0.49")]
     assert not (set(report["selected"]) | set(NAIVE)) & {h.name for h in held}
-    r = compare_to_naive(designed, {n: [by[n]] * 3 for n in NAIVE}, held, "m1", TRUTH)
+    r = compare_to_naive(JointBackend("m1", LIM), designed, {n: [by[n]] * 3 for n in NAIVE}, held, TRUTH)
     d = r["designed"]
     # Without current telemetry the PWM law only sees kt/R (torque per duty) and kt^2/R + viscous
     # (back-EMF plus viscous damping): kt, R and friction_viscous alone slide along that valley, and

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from actuatorlab.app.cli import main
-from actuatorlab.excite.robot import (FAMILIES, RobotLimits, compare_robot_to_naive, design_robot,
-                                               design_robot_setup, robot_candidates)
+from actuatorlab.excite.backends import RobotBackend, design_robot_setup
+from actuatorlab.excite.candidates import FAMILIES, RobotLimits, robot_candidates
+from actuatorlab.excite.design import compare_to_naive, design
 from actuatorlab.robots import load_robot
 from actuatorlab.synth.model_truth import draw_param_sets
 
@@ -40,7 +41,7 @@ def setup():
 @pytest.fixture(scope="module")
 def report(setup):
     _, r, p, _, pool = setup
-    return design_robot(r, pool, p, 6.0, NAMES, JOINTS, LIM)
+    return design(RobotBackend(r, tuple(NAMES), tuple(JOINTS), LIM), pool, p, 6.0)
 
 
 def test_candidates_respect_every_joint_limit(setup):
@@ -94,7 +95,7 @@ def test_greedy_design_beats_any_repeated_candidate(report):
 def test_effort_limit_drops_candidates(setup):
     _, r, p, segs, _ = setup
     lim = RobotLimits(effort_share=0.6)
-    rep = design_robot(r, segs[:12], p, 2.0, ["kt"], JOINTS, lim)
+    rep = design(RobotBackend(r, ("kt",), tuple(JOINTS), lim), segs[:12], p, 2.0)
     assert rep["rejected"] and all(x["over_effort"] for x in rep["rejected"])
     cap = 0.6 * 3.82
     for c in rep["candidates"]:
@@ -117,9 +118,9 @@ def test_designed_set_identifies_a_synthetic_truth_better_than_sines(setup, repo
         truth[k][keep] = p[k][keep]
     n = len(report["selected"])
     sines = [by[f"sine_a0.6_f0.5@{JOINTS[i % 2]}"] for i in range(n)]
-    rows = compare_robot_to_naive(base, "m1", [by[x] for x in report["selected"]], {"sines": sines},
-                                  [by[h] for h in HELD], truth, NAMES, JOINTS, max_evals=400, horizon=50,
-                                  noise=0.003)
+    backend = RobotBackend(r, tuple(NAMES), tuple(JOINTS), LIM, base=base, max_evals=400, horizon=50)
+    rows = compare_to_naive(backend, [by[x] for x in report["selected"]], {"sines": sines},
+                            [by[h] for h in HELD], truth, noise=0.003)
     d, s = rows["designed"], rows["sines"]
     assert d["duration_s"] == s["duration_s"] == pytest.approx(6.0)
     assert d["mean_param_rel_error"] < 0.6 * s["mean_param_rel_error"], (d, s)

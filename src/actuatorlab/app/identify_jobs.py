@@ -13,8 +13,7 @@ from typing import Any, Callable
 
 from . import fleet, jobs
 from ..errors import ActuatorlabError
-from ..excite import robot as excite_robot_mod
-from ..excite.robot import RobotLimits
+from ..excite.design import ExciteConfig, excite
 from ..identify.select import CALIBRATION, FamilyOptions
 from ..models.actuator_model import check_robot, load
 
@@ -154,8 +153,8 @@ def run_fleet_job(job: FleetJob, progress: Callable | None = None) -> Result:
                                   progress=progress))
 
 
-@dataclasses.dataclass(frozen=True)
-class ExciteJob:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExciteJob(ExciteConfig):
     """Fields: out (folder for the command files and excitation.json), model_file (fitted
     RUN/model.json; RUN/arm_model.json with robot), model (when no model_file: default m1; with
     robot the config's), params ({name: value} overriding), joint (actuator name when no
@@ -167,26 +166,6 @@ class ExciteJob:
     NAME.lerobot.csv)."""
 
     out: Path
-    model_file: Path | None = None
-    model: str | None = None
-    params: dict = dataclasses.field(default_factory=dict)
-    joint: str = "xl330"
-    kp: tuple[float, ...] | None = None
-    mass: tuple[float, ...] | None = None
-    q_range: tuple[float, ...] | None = None
-    margin: float = 0.1
-    v_max: float = 3.0
-    duty: float = 0.8
-    effort_max: float | None = None
-    budget_s: float = 10.0
-    segment_s: float | None = None
-    dt: float = 0.01
-    write_all: bool = False
-    robot: str | None = None
-    joints: tuple[str, ...] | None = None
-    joint_ranges: dict = dataclasses.field(default_factory=dict)
-    effort_share: float = 0.8
-    lerobot: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,37 +176,13 @@ class ExciteResult(Result):
 
 
 def run_excite_job(job: ExciteJob) -> ExciteResult:
-    """Design an excitation (:func:`~actuatorlab.app.jobs.run_excite`, or
-    :func:`~actuatorlab.excite.robot.excite_robot` for a robot) and write it to ``out``."""
+    """Design an excitation for one joint or a robot (:func:`~actuatorlab.excite.design.excite`)
+    and write it to ``out``."""
     for option, value, kw in (("--budget", job.budget_s, {}), ("--segment", job.segment_s, {}), ("--dt", job.dt, {}),
                               ("--v-max", job.v_max, {}), ("--margin", job.margin, {"low_ok": True}),
                               ("--duty", job.duty, {"high": 1.0}), ("--effort-max", job.effort_max, {}),
                               ("--effort-share", job.effort_share, {})):
         check_range(option, value, **kw)
-    values = {str(k): float(v) for k, v in job.params.items()}
     robot = robot_of_model(job.model_file, job.robot) if job.model_file is not None else job.robot
-    if robot is not None:
-        if job.q_range is not None or job.effort_max is not None:
-            raise ActuatorlabError("with --robot, give ranges per joint (joint_ranges) and the effort "
-                                   "limit as effort_share of each joint's configured limit")
-        ranges = []
-        for name, r in job.joint_ranges.items():
-            if not isinstance(r, (list, tuple)) or len(r) != 2:
-                raise ActuatorlabError(f"joint_ranges: {name!r} must be [min, max], got {r!r}")
-            ranges.append((str(name), float(r[0]), float(r[1])))
-        lim = RobotLimits(margin=job.margin, v_max=job.v_max, effort_share=job.effort_share, duty=job.duty,
-                          ranges=tuple(ranges))
-        r = excite_robot_mod.excite_robot(job.out, robot, model_file=job.model_file, model=job.model, params=values,
-                                          joints=list(job.joints) if job.joints else None, limits=lim,
-                                          segment_s=job.segment_s or 3.0, budget_s=job.budget_s,
-                                          write_all=job.write_all, lerobot=job.lerobot)
-        return ExciteResult(r, robot)
-    rng = job.q_range or (-1.5, 1.5)
-    if len(rng) != 2:
-        raise ActuatorlabError("q_range must be two numbers: [min, max] [rad]")
-    r = jobs.run_excite(job.out, model_file=job.model_file, model=job.model or "m1", params=values, actuator=job.joint,
-                        kp=list(job.kp) if job.kp else None, mass=list(job.mass) if job.mass else None,
-                        q_range=(rng[0], rng[1]), margin=job.margin, v_max=job.v_max, duty=job.duty,
-                        effort_max=job.effort_max, dt=job.dt, segment_s=job.segment_s or 2.0, budget_s=job.budget_s,
-                        write_all=job.write_all)
-    return ExciteResult(r, None)
+    cfg = dataclasses.replace(job, params={str(k): float(v) for k, v in job.params.items()}, robot=robot)
+    return ExciteResult(excite(job.out, cfg), robot)

@@ -1,4 +1,4 @@
-"""The work behind the CLI, as library functions: fit, evaluate, compare, import, audit, excite
+"""The work behind the CLI, as library functions: fit, evaluate, compare, import, audit
 (train and infer: :mod:`.train_work`, re-exported here).
 
 Each takes paths and options, returns plain data (dicts, lists) and writes outputs atomically; the
@@ -37,8 +37,6 @@ from ..sim.arm_data import evaluate_arm
 from ..files import atomic_write, git_revision
 from ..evaluate.arm_envelope import arm_envelope, outside_fraction
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
-from ..excite.joint import candidates, design, Limits, write_excitation
-from ..logs.format import Setup
 from ..learned.arm import evaluate_learned_arm, load_arm_model
 from ..identify.arm_grad import fit_arm_grad
 from ..identify.calibrate import describe
@@ -47,7 +45,7 @@ from .data_files import _setup_summary, example_data_dir, load_data
 from .train_work import JointTrainOptions, TRAIN_BUDGET, run_infer, run_train, run_train_arm, split_arm_data
 
 __all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
-           "run_audit", "run_excite", "identifiability_for", "run_train", "TRAIN_BUDGET",
+           "run_audit", "identifiability_for", "run_train", "TRAIN_BUDGET",
            "JointTrainOptions", "run_infer", "run_train_arm", "split_arm_data", "run_fit_arm",
            "run_evaluate_arm"]
 
@@ -478,47 +476,3 @@ def _note_skipped_horizons(res: dict, trajs, horizons=(100, 300, 600)) -> dict:
             f"no {', '.join(skipped)}-step column: {'that horizon is' if len(skipped) == 1 else 'those horizons are'} "
             f"longer than every log (the longest has {longest} samples); give longer logs to score it")
     return res
-
-
-@physics
-def run_excite(out: str | Path, *, model_file: str | Path | None = None, model: str = "m1",
-               params: dict[str, float] | None = None, actuator: str = "xl330", controller: str = "dynamixel_pwm",
-               kp: list[float] | None = None, mass: list[float] | None = None, length: float = 0.1,
-               supply_voltage: float = 7.4, q_range: tuple[float, float] = (-1.5, 1.5), margin: float = 0.1,
-               v_max: float = 3.0, duty: float = 0.8, effort_max: float | None = None, dt: float = 0.01,
-               segment_s: float = 2.0, budget_s: float = 10.0, write_all: bool = False) -> dict:
-    """Design an excitation for one joint (:mod:`actuatorlab.excite.joint`) and write it to ``out``.
-
-    The model and its parameters come from a fitted ``model_file`` (its setup is the default bench)
-    or from ``model`` + ``params``; ``kp`` and ``mass`` lists make gain and load dimensions of the
-    design (one setup per combination). Writes the selected segments (``write_all``: every
-    candidate) as CSV command files plus ``excitation.json``; returns the design report.
-    """
-
-    base: dict = {"actuator": actuator, "joint_type": "revolute", "controller": controller,
-                  "gains": {"kp": 400.0}, "supply_voltage": supply_voltage,
-                  "bench": {"mass": 0.49, "length": length, "arm_mass": 0.0}}
-    values = dict(params or {})
-    if model_file is not None:
-        d = load_model(model_file)
-        model = d["model"]
-        values = {**{k: float(e["value"]) for k, e in d["parameters"].items()}, **values}
-        s = d.get("setup") or {}
-        base.update({k: s[k] for k in ("actuator", "joint_type", "controller", "gains", "supply_voltage", "bench")
-                     if k in s and s[k] is not None})
-    if base["joint_type"] != "revolute":
-        raise ModelError(f"{model_file}: excitation design covers revolute pendulum benches only")
-    if not values:
-        raise ModelError("excite needs parameter values: --model-file RUN/model.json or --param NAME=VALUE")
-    lim = Limits(q_min=q_range[0], q_max=q_range[1], margin=margin, v_max=v_max, duty=duty, effort_max=effort_max)
-    setups = []
-    for g in kp or [base["gains"].get("kp", 400.0)]:
-        for m in mass or [base["bench"].get("mass", 0.49)]:
-            setups.append(Setup.from_dict({**base, "gains": {**base["gains"], "kp": float(g)},
-                                           "bench": {**base["bench"], "mass": float(m)}}))
-    segs = candidates(setups, lim, dt=dt, segment_s=segment_s)
-    report = design(segs, model, values, budget_s, effort_max=effort_max)
-    by = {s.name: s for s in segs}
-    chosen = segs if write_all else [by[n] for n in dict.fromkeys(report["selected"])]
-    write_excitation(out, chosen, lim, report)
-    return report
