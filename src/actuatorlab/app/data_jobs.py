@@ -8,7 +8,8 @@ from typing import Callable
 
 from . import jobs
 from .. import synth
-from ..errors import ModelError
+from ..errors import ModelError, UnknownNameError
+from ..synth.suites import SynthError
 from ..files import read_json
 from ..models.modelfile import model_from_bam, save_model
 from .identify_jobs import Result, check_range
@@ -61,9 +62,11 @@ def run_audit_job(job: AuditJob) -> Result:
 @dataclasses.dataclass(frozen=True)
 class SynthJob:
     """Fields: out (dataset folder), robot ("open_manipulator_x"), suite ("neural_actuator"; e.g.
-    smoke), seed, scale (in (0, 1]: shrinks number and length of trajectories), overwrite (replace a
-    dataset this command wrote before), restricted_pairs (N restricted-joint-3 / normal pairs with
-    identical commands, condition detection), push_pairs (N push / no-contact pairs, force estimation)."""
+    smoke; "bench": one-joint pendulum logs of a zoo actuator), seed, scale (in (0, 1]: shrinks number
+    and length of trajectories), overwrite (replace a dataset this command wrote before),
+    restricted_pairs (N restricted-joint-3 / normal pairs with identical commands, condition
+    detection), push_pairs (N push / no-contact pairs, force estimation), actuator (with suite
+    "bench": the zoo actuator, e.g. xl330_like; docs/synth.md, "The actuator zoo")."""
 
     out: Path
     robot: str = "open_manipulator_x"
@@ -73,6 +76,7 @@ class SynthJob:
     overwrite: bool = False
     restricted_pairs: int = 0
     push_pairs: int = 0
+    actuator: str | None = None
 
 
 def check_synth(job: SynthJob) -> None:
@@ -80,11 +84,25 @@ def check_synth(job: SynthJob) -> None:
     check_range("--scale", job.scale, high=1.0)
     check_range("--restricted-pairs", job.restricted_pairs, low_ok=True)
     check_range("--push-pairs", job.push_pairs, low_ok=True)
+    if job.suite == synth.BENCH_SUITE:
+        if job.actuator is None:
+            raise SynthError(f"--suite {synth.BENCH_SUITE} needs --actuator NAME; available: {', '.join(synth.ZOO)}")
+        synth.get_actuator(job.actuator)
+        if job.restricted_pairs or job.push_pairs:
+            raise SynthError(f"--restricted-pairs / --push-pairs are arm-suite options, not {synth.BENCH_SUITE}'s")
+    elif job.actuator is not None:
+        raise SynthError(f"--actuator applies to --suite {synth.BENCH_SUITE} only (suite {job.suite!r} is a robot "
+                         f"suite: its joints are the robot's servos)")
+    elif job.suite not in synth.SUITES:
+        raise UnknownNameError("suite", job.suite, [*synth.SUITES, synth.BENCH_SUITE])
 
 
 def run_synth_job(job: SynthJob, progress: Callable | None = None) -> Result:
     """Write the synthetic dataset (:func:`actuatorlab.synth.run_synth`); ``record``: its summary."""
     check_synth(job)
+    if job.suite == synth.BENCH_SUITE and job.actuator is not None:
+        return Result(synth.run_bench(job.actuator, job.out, job.seed, job.scale, progress=progress,
+                                      overwrite=job.overwrite))
     return Result(synth.run_synth(job.robot, job.suite, job.out, job.seed, job.scale, progress=progress,
                                   overwrite=job.overwrite, restricted_pairs=job.restricted_pairs,
                                   push_pairs=job.push_pairs))

@@ -12,6 +12,11 @@ Public API (docs/synth.md)::
 
     from actuatorlab.synth import run_synth, SUITES
     summary = run_synth("open_manipulator_x", "neural_actuator", "data/synth", seed=0, scale=0.1)
+
+The actuator zoo (one-joint pendulum bench, docs/synth.md "The actuator zoo")::
+
+    from actuatorlab.synth import run_bench, ZOO
+    summary = run_bench("xl330_like", "data/zoo_xl330", seed=0, scale=0.3)
 """
 
 from .dataset import GENERATOR_VERSION as GENERATOR_VERSION
@@ -30,7 +35,17 @@ from .suites import get_suite as get_suite
 from .truth import NOMINAL_XM430_W350 as NOMINAL_XM430_W350
 from .truth import JointTruth as JointTruth
 from .truth import draw_joint_truths as draw_joint_truths
+from .zoo import ZOO as ZOO
+from .zoo import ZooActuator as ZooActuator
+from .zoo import ZooError as ZooError
+from .zoo import actuator_from_dict as actuator_from_dict
+from .zoo import get_actuator as get_actuator
+from .zoo_bench import BENCH_SUITE as BENCH_SUITE
+from .zoo_bench import run_bench as run_bench
+from .zoo_sim import ZooRun as ZooRun
+from .zoo_sim import simulate_zoo as simulate_zoo
 
-__all__ = ["GENERATOR_VERSION", "NOMINAL_XM430_W350", "ROBOTS", "SUITES", "JointTruth", "Rates", "Restriction",
-           "SimResult", "TrajectorySpec", "draw_joint_truths", "get_suite", "locate_mjcf", "run_synth", "simulate",
-           "split_groups"]
+__all__ = ["BENCH_SUITE", "GENERATOR_VERSION", "NOMINAL_XM430_W350", "ROBOTS", "SUITES", "ZOO", "JointTruth", "Rates",
+           "Restriction", "SimResult", "TrajectorySpec", "ZooActuator", "ZooError", "ZooRun", "actuator_from_dict",
+           "draw_joint_truths", "get_actuator", "get_suite", "locate_mjcf", "run_bench", "run_synth", "simulate",
+           "simulate_zoo", "split_groups"]

@@ -67,17 +67,21 @@ def audit(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None),
 @app.command()
 @documents(SynthJob)
 def synth(ctx: typer.Context, robot: str = typer.Option("open_manipulator_x", "--robot", help="robot name"),
-          suite: str = typer.Option("neural_actuator", "--suite", help="suite name (e.g. neural_actuator, smoke)"),
+          suite: str = typer.Option("neural_actuator", "--suite", help="suite name (neural_actuator, smoke; bench: "
+                                    "one-joint logs of a zoo actuator)"),
           out: Optional[Path] = typer.Option(None, "--out", "-o", help="dataset folder to write"),
           seed: int = typer.Option(0, "--seed"),
           scale: float = typer.Option(1.0, "--scale", help="in (0, 1]: shrinks number and length of trajectories"),
+          actuator: Optional[str] = typer.Option(None, "--actuator", help="with --suite bench: the zoo actuator "
+                                                 "(xl330_like, sts3250_like, bldc_module, high_gear, harmonic_drive)"),
           config: Config = None):
     """Write realistic synthetic logs from virtual hardware with known ground truth."""
 
-    job = job_of(ctx, SynthJob, config, robot="robot", suite="suite", out="out", seed="seed", scale="scale")
+    job = job_of(ctx, SynthJob, config, robot="robot", suite="suite", out="out", seed="seed", scale="scale",
+                 actuator="actuator")
     data_jobs.check_synth(job)  # before the progress bar: nothing is written
     with _progress() as p:
-        task = p.add_task(f"{job.robot}/{job.suite}", total=None)
+        task = p.add_task(f"{job.actuator or job.robot}/{job.suite}", total=None)
 
         def cb(done, total, name):
             p.update(task, total=total, completed=done, description=f"{job.suite}: {name}"[:28])
@@ -85,4 +89,5 @@ def synth(ctx: typer.Context, robot: str = typer.Option("open_manipulator_x", "-
         summary = data_jobs.run_synth_job(job, progress=cb).record
     console.print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (list, dict))}, indent=1,
                              default=str), markup=False, highlight=False, soft_wrap=True)
-    console.print(f"wrote {job.out} (dataset card: {Path(job.out) / 'DATASET.md'})")
+    card = "README.md" if job.suite == "bench" else "DATASET.md"
+    console.print(f"wrote {job.out} (dataset card: {Path(job.out) / card})")
