@@ -25,7 +25,7 @@ from ..identify.fit import fit_model, substeps_for
 from ..identify.identifiability import identifiability
 from ..sim.rollout import default_dt, make_batches, rollout_batch
 from ..evaluate import summarize
-from ..evaluate.replay import replay, replay_batches, timestep_sensitivity as ts
+from ..evaluate.replay import replay, replay_batches, robot_regimes, timestep_sensitivity as ts
 from ..evaluate.envelope import check_trajectories, compute_envelope, robot_envelope
 from ..evaluate.envelope_summary import robot_outside, summarize_envelope
 from ..identify.folds import JACKKNIFE_SEARCH, resampled_uncertainty, split_validation
@@ -440,7 +440,10 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     an envelope, ``envelope_outside_fraction`` {log: share of samples outside it (any joint, any
     dimension)}, ``envelope_outside_per_joint`` {log: {joint: share}}, ``envelope_outside_dimensions``
     {log: {joint: {dimension: share}}} and ``envelope_warnings`` are added
-    (:func:`~actuatorlab.evaluate.envelope_summary.robot_outside`, the one-joint check per joint)."""
+    (:func:`~actuatorlab.evaluate.envelope_summary.robot_outside`, the one-joint check per joint).
+    An analytic model also gets the one-joint evaluation's regime breakdown per joint at the longest
+    horizon (:func:`~actuatorlab.evaluate.replay.robot_regimes`: ``per_joint_regimes``,
+    ``regime_horizon``, ``regime_warnings``)."""
     params, model = None, None
     if str(model_path) != "nominal":
         p = Path(model_path)
@@ -458,6 +461,8 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         model = am.model
     trajs = load_logs(list(paths))
     res = evaluate_arm(robot, None if params is None else dict(params), trajs, model=model)
+    if res["horizon"] is not None:  # errors by regime, defined once (evaluate.metrics)
+        res.update(robot_regimes(robot, None if params is None else dict(params), trajs, res["horizon"], model))
     env = d.get("envelope") if params is not None else None
     if env:  # each log's share of samples outside the fit's per-joint envelope
         o = robot_outside(robot, env, trajs)
