@@ -162,3 +162,27 @@ def test_evaluate_reports_each_joints_errors_by_the_one_joint_regimes(fitted, tm
         assert reg["torque_disabled"]["n_samples"] == 0 and reg["stall"]["n_samples"] == 0  # no pwm_duty logged
         # a 1 Hz sine reverses twice a second: 4 reversals in 2 s, each marks 11 samples (+-0.05 s)
         assert reg["near_reversal"]["n_samples"] in range(3 * 11 - 6, 4 * 11 + 1)
+
+
+def test_an_arm_model_file_with_the_earlier_envelope_layout_still_evaluates_the_same(fitted, tmp_path):
+    """Files written before the whole-robot envelope was the one-joint one per joint record fewer
+    keys (regimes only 'saturated', rest_speed 0, no torque_disabled_seen, a 'source' note); they
+    load and give the same outside fractions: the 1-D ranges are what is checked."""
+    from actuatorlab.app.jobs import run_evaluate_arm
+
+    robot, logs, d, m = fitted
+    doc = json.loads((d / "run" / "arm_model.json").read_text())
+    keep = ("version", "dt", "unit", "n_samples", "logs", "dimensions")
+    doc["envelope"] = {j: {**{k: e[k] for k in keep}, "planes": {}, "regimes": {}, "conditions": {},
+                           "checked_conditions": [], "source": "whole-robot training logs (identify.arm_envelope)",
+                           "settings": {"quantiles": [0.001, 0.999], "margin": 0.05, "saturation_level": 0.95,
+                                        "rest_speed": 0.0, "rest_window_s": 0.1}}
+                       for j, e in doc["envelope"].items()}
+    old = tmp_path / "old_arm_model.json"
+    old.write_text(json.dumps(doc))
+    wide = save_trajectory(_log(robot, "wide", scale=2.0, f=0.5), tmp_path / "wide.parquet")
+    a = run_evaluate_arm(ROBOT, d / "run" / "arm_model.json", [str(wide)])
+    b = run_evaluate_arm(ROBOT, old, [str(wide)])
+    for k in ("envelope_outside_fraction", "envelope_outside_per_joint", "envelope_outside_dimensions"):
+        assert a[k] == b[k]
+    assert 0.55 < b["envelope_outside_fraction"]["wide"] < 0.75
