@@ -105,3 +105,84 @@ def test_evaluate_reports_each_logs_share_outside(fitted, tmp_path):
     # range (+5 %) where |sin| > 0.525, 1 - 2 asin(0.525) / pi = 65 % of a period
     assert 0.55 < frac["wide"] < 0.75
     assert set(r["envelope_outside_per_joint"]["wide"]) == set(AMP)
+
+
+def test_the_environment_counts_outside_the_samples_the_evaluation_check_finds_outside(fitted):
+    """'Outside' is defined once: the run-time counters (envs.envelope.outside) and the evaluation's
+    log check (check_log per joint) flag the same samples of the same signals."""
+    from actuatorlab.envs.envelope import DIMS, envelope_bounds, outside
+    from actuatorlab.evaluate.envelope import check_robot_log, robot_features
+
+    robot, logs, d, m = fitted
+    env = m["envelope"]
+    wide = _log(robot, "wide", scale=2.0, f=1.0)  # twice the training amplitude, 4/3 of its peak speed
+    feats = robot_features(robot, wide)
+    q = np.zeros((wide.n, robot.n_joints))
+    dq = np.zeros_like(q)
+    for j in AMP:
+        q[:, robot.index(j)] = feats[j]["signals"]["position"]
+        dq[:, robot.index(j)] = feats[j]["signals"]["velocity"]
+    counted = outside(np, envelope_bounds(robot, env), q, dq, np.zeros_like(q))  # (T, 5, n)
+    checks = {c.log: c for c in check_robot_log(robot, env, wide)}
+    assert set(checks) == set(AMP)
+    for j in AMP:
+        for k, dim in enumerate(DIMS[:2]):
+            np.testing.assert_array_equal(counted[:, k, robot.index(j)], checks[j].outside[dim])
+        assert checks[j].outside["position"].any() and checks[j].outside["velocity"].any()
+
+
+def test_evaluate_reports_each_joints_errors_by_the_one_joint_regimes(fitted, tmp_path):
+    """The whole-robot evaluation gains, per joint, the regime breakdown of the one-joint
+    evaluation (evaluate.metrics), on the window rollouts it scores: the joint's MAE over all its
+    samples is evaluate_arm's MAE at that horizon, and the speed regimes of a sine follow the
+    arcsine law as for one joint."""
+    import math
+
+    from actuatorlab.app.jobs import run_evaluate_arm
+    from actuatorlab.evaluate.metrics import REGIMES, regime_masks, summarize
+    from actuatorlab.evaluate.replay import replay_robot
+
+    robot, logs, d, m = fitted
+    path = save_trajectory(logs[0], tmp_path / "a.parquet")
+    r = run_evaluate_arm(ROBOT, d / "run" / "arm_model.json", [str(path)])
+    h = r["horizon"]
+    assert r["regime_horizon"] == h and set(r["per_joint_regimes"]) == set(AMP)
+    res = replay_robot(ROBOT, dict(m["params"]), [logs[0]], h, m["model"])
+    c95 = math.cos(0.025 * math.pi)
+    for j in AMP:
+        reg = r["per_joint_regimes"][j]
+        assert list(reg) == list(REGIMES)
+        (lr,) = res[j]
+        assert summarize(res[j])["position_mae"] == pytest.approx(r["per_joint"][j][str(h)], rel=1e-12)
+        assert summarize(res[j])["regimes"] == reg
+        masks = regime_masks(lr)
+        assert reg["high_speed"]["n_samples"] == int(masks["high_speed"].sum())
+        # 200 samples of a 1 Hz sine at 100 Hz: P(|cos| > 0.5 c95) = 1 - (2/pi) asin(0.5 c95)
+        assert reg["high_speed"]["fraction"] == pytest.approx(1 - 2 / math.pi * math.asin(0.5 * c95), abs=0.03)
+        assert reg["torque_disabled"]["n_samples"] == 0 and reg["stall"]["n_samples"] == 0  # no pwm_duty logged
+        # a 1 Hz sine reverses twice a second: 4 reversals in 2 s, each marks 11 samples (+-0.05 s)
+        assert reg["near_reversal"]["n_samples"] in range(3 * 11 - 6, 4 * 11 + 1)
+
+
+def test_an_arm_model_file_with_the_earlier_envelope_layout_still_evaluates_the_same(fitted, tmp_path):
+    """Files written before the whole-robot envelope was the one-joint one per joint record fewer
+    keys (regimes only 'saturated', rest_speed 0, no torque_disabled_seen, a 'source' note); they
+    load and give the same outside fractions: the 1-D ranges are what is checked."""
+    from actuatorlab.app.jobs import run_evaluate_arm
+
+    robot, logs, d, m = fitted
+    doc = json.loads((d / "run" / "arm_model.json").read_text())
+    keep = ("version", "dt", "unit", "n_samples", "logs", "dimensions")
+    doc["envelope"] = {j: {**{k: e[k] for k in keep}, "planes": {}, "regimes": {}, "conditions": {},
+                           "checked_conditions": [], "source": "whole-robot training logs (identify.arm_envelope)",
+                           "settings": {"quantiles": [0.001, 0.999], "margin": 0.05, "saturation_level": 0.95,
+                                        "rest_speed": 0.0, "rest_window_s": 0.1}}
+                       for j, e in doc["envelope"].items()}
+    old = tmp_path / "old_arm_model.json"
+    old.write_text(json.dumps(doc))
+    wide = save_trajectory(_log(robot, "wide", scale=2.0, f=0.5), tmp_path / "wide.parquet")
+    a = run_evaluate_arm(ROBOT, d / "run" / "arm_model.json", [str(wide)])
+    b = run_evaluate_arm(ROBOT, old, [str(wide)])
+    for k in ("envelope_outside_fraction", "envelope_outside_per_joint", "envelope_outside_dimensions"):
+        assert a[k] == b[k]
+    assert 0.55 < b["envelope_outside_fraction"]["wide"] < 0.75

@@ -14,8 +14,8 @@ import pytest
 from synthetic import TRUTH_M1, make_trajectory, xl330_setup
 
 from actuatorlab.errors import ModelError
-from actuatorlab.evaluate.envelope import (check_log, compute_envelope, envelope_warnings, error_attribution,
-                                           log_features, validate_envelope)
+from actuatorlab.evaluate.envelope import check_log, compute_envelope, log_features, validate_envelope
+from actuatorlab.evaluate.envelope_summary import envelope_warnings, error_attribution
 from actuatorlab.logs import save_trajectory
 from actuatorlab.logs.format import Channel
 

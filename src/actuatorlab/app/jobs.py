@@ -25,8 +25,9 @@ from ..identify.fit import fit_model, substeps_for
 from ..identify.identifiability import identifiability
 from ..sim.rollout import default_dt, make_batches, rollout_batch
 from ..evaluate import summarize
-from ..evaluate.replay import replay, replay_batches, timestep_sensitivity as ts
-from ..evaluate.envelope import check_trajectories, compute_envelope, summarize_envelope
+from ..evaluate.replay import replay, replay_batches, robot_regimes, timestep_sensitivity as ts
+from ..evaluate.envelope import check_trajectories, compute_envelope, robot_envelope
+from ..evaluate.envelope_summary import robot_outside, summarize_envelope
 from ..identify.folds import JACKKNIFE_SEARCH, resampled_uncertainty, split_validation
 from ..identify.select import BUDGETS, CALIBRATIONS, FamilyOptions, fit_family, ladder_for
 from ..models.registry import contains, EXTENSIONS, get_model
@@ -35,7 +36,6 @@ from ..models.modelfile import load_model, model_to_dict, save_model
 from ..identify.arm_fit import fit_arm, select_arm
 from ..sim.arm_data import evaluate_arm
 from ..files import atomic_write, git_revision
-from ..evaluate.arm_envelope import arm_envelope, outside_fraction
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..learned.arm import evaluate_learned_arm, load_arm_model
 from ..identify.arm_grad import fit_arm_grad
@@ -261,7 +261,7 @@ def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | P
     dimension, None without an envelope), ``envelope_outside_dimensions`` ({dimension: share}),
     ``envelope_warnings`` (unseen conditions, logs mostly outside, error that comes from outside),
     and each ``per_log`` entry ``envelope_outside_fraction``, ``envelope_outside_dimensions`` and
-    ``envelope`` (details, :func:`~actuatorlab.evaluate.envelope.summarize_envelope`). A model file
+    ``envelope`` (details, :func:`~actuatorlab.evaluate.envelope_summary.summarize_envelope`). A model file
     written before envelopes were recorded still evaluates, with ``envelope_available`` false.
 
     ``report``: also write an HTML report there (the fit report's layout, parameters from the
@@ -390,7 +390,7 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
     """Fit a robot's actuator parameters to multi-joint logs through window rollouts (native
     MuJoCo path, CMA-ES); writes RUN/arm_model.json with the model, the fitted and nominal
     parameters, the per-joint replay MAE at 100/300/600 steps and the per-joint operating envelope
-    of the logs (:func:`~actuatorlab.evaluate.arm_envelope.arm_envelope`).
+    of the logs (:func:`~actuatorlab.evaluate.envelope.robot_envelope`).
 
     With ``model`` (e.g. "m3"), that model is fitted on all logs. Without, the nested ladder
     :data:`~actuatorlab.identify.arm_fit.ARM_LADDER` is fitted on part of the logs and judged on
@@ -421,7 +421,7 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
 
     d = {"format": FORMAT, "format_version": FORMAT_VERSION, "robot": robot, "kind": "analytic", "model": r["model"],
          "per_joint": per_joint, "params": r["params"], "nominal": r["nominal"],
-         "envelope": arm_envelope(robot, trajs),
+         "envelope": robot_envelope(robot, trajs),
          "fit": {"method": method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
                                                          "horizon")}},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
@@ -436,7 +436,12 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     arm_model.json from :func:`run_fit_arm` or :func:`run_train_arm` (kind "learned" /
     "residual") or the word "nominal" (the robot config's values). With a model file that records
     an envelope, ``envelope_outside_fraction`` {log: share of samples outside it (any joint, any
-    dimension)} and ``envelope_outside_per_joint`` {log: {joint: share}} are added."""
+    dimension)}, ``envelope_outside_per_joint`` {log: {joint: share}}, ``envelope_outside_dimensions``
+    {log: {joint: {dimension: share}}} and ``envelope_warnings`` are added
+    (:func:`~actuatorlab.evaluate.envelope_summary.robot_outside`, the one-joint check per joint).
+    An analytic model also gets the one-joint evaluation's regime breakdown per joint at the longest
+    horizon (:func:`~actuatorlab.evaluate.replay.robot_regimes`: ``per_joint_regimes``,
+    ``regime_horizon``, ``regime_warnings``)."""
     params, model = None, None
     if str(model_path) != "nominal":
         p = Path(model_path)
@@ -454,12 +459,13 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         model = am.model
     trajs = load_logs(list(paths))
     res = evaluate_arm(robot, None if params is None else dict(params), trajs, model=model)
+    if res["horizon"] is not None:  # errors by regime, defined once (evaluate.metrics)
+        res.update(robot_regimes(robot, None if params is None else dict(params), trajs, res["horizon"], model))
     env = d.get("envelope") if params is not None else None
     if env:  # each log's share of samples outside the fit's per-joint envelope
-
-        per = {t.name: outside_fraction(robot, env, t) for t in trajs}
-        res["envelope_outside_fraction"] = {k: v["outside_fraction"] for k, v in per.items()}
-        res["envelope_outside_per_joint"] = {k: v["per_joint"] for k, v in per.items()}
+        o = robot_outside(robot, env, trajs)
+        res.update(envelope_outside_fraction=o["outside_fraction"], envelope_outside_per_joint=o["per_joint"],
+                   envelope_outside_dimensions=o["outside_dimensions"], envelope_warnings=o["warnings"])
     return _note_skipped_horizons(res, trajs)
 
 

@@ -14,6 +14,12 @@ checked in four dimensions::
     saturation  |e| >= saturation_level while the training data never saturated
                 (regimes.saturated == 0)
 
+with the envelope's own rules (:func:`~actuatorlab.evaluate.envelope.beyond`,
+:func:`~actuatorlab.evaluate.envelope.saturated`: the evaluation's log check uses the same), so
+a sample counted here is outside the evaluation's 1-D ranges too. What is specific to running
+inside an environment is here: the per-joint bound arrays (jit-ready, +-inf where unchecked), the
+normalisation of the firmware output into the effort [1] and the stacked counters.
+
 and the tick counts (``DIMS`` + "any") are accumulated in the environment state; the environments
 expose them as seconds (ticks x command_dt). The 2-D occupancy planes and the conditions are not
 checked at run time (the 1-D ranges are what a policy can be held to). A joint without an
@@ -30,7 +36,7 @@ from typing import Any, Mapping, NamedTuple
 import numpy as np
 
 from ..errors import ModelError, UnknownNameError
-from ..evaluate.envelope import validate_envelope
+from ..evaluate.envelope import beyond, saturated, validate_envelope
 from ..models.control import DEFAULT_ERROR_GAIN
 
 __all__ = ["DIMS", "EnvelopeBounds", "envelope_bounds", "effort_limit", "outside"]
@@ -94,9 +100,9 @@ def effort_limit(robot, lc) -> np.ndarray:
 
 def outside(xp, b: EnvelopeBounds, q, dq, effort):
     """(..., 5, n) bool: outside per dimension of :data:`DIMS`, then "any"; q, dq, effort (..., n)."""
-    pos = (q < b.pos_lo) | (q > b.pos_hi)
-    vel = (dq < b.vel_lo) | (dq > b.vel_hi)
-    eff = (effort < b.eff_lo) | (effort > b.eff_hi)
-    sat = xp.abs(effort) >= b.sat_level
+    pos = beyond(q, b.pos_lo, b.pos_hi, xp)
+    vel = beyond(dq, b.vel_lo, b.vel_hi, xp)
+    eff = beyond(effort, b.eff_lo, b.eff_hi, xp)
+    sat = saturated(effort, b.sat_level, xp)
     anyd = pos | vel | eff | sat
     return xp.stack([pos, vel, eff, sat, anyd], axis=-2)

@@ -2,7 +2,9 @@
 
 The simulator fills one :class:`LogResult` per log; :func:`summarize` pools metrics over logs
 (weighting samples); :func:`actuatorlab.report.fit.write_report` writes the offline HTML report. The operating envelope
-of a model's training data is recorded and checked by :mod:`actuatorlab.evaluate.envelope`.
+of a model's training data (one joint, or per joint of a whole robot) is recorded and checked by
+:mod:`actuatorlab.evaluate.envelope` and summarized by :mod:`actuatorlab.evaluate.envelope_summary`;
+a whole robot's logs are judged per joint by the same regimes (:func:`~actuatorlab.evaluate.replay.robot_regimes`).
 """
 
 from actuatorlab.evaluate.envelope import check_trajectories as check_trajectories

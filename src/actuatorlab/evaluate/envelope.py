@@ -1,5 +1,6 @@
 """The operating envelope of a fitted model: the region its training logs covered, recorded in
-model.json and checked against every log that ``evaluate`` replays.
+model.json (one joint) or arm_model.json (``{joint: envelope}``, a whole robot), checked against every
+log that ``evaluate`` replays and, at run time, by the environments (:mod:`actuatorlab.envs.envelope`).
 
 A model is only trusted where it was fitted. The envelope describes that region on the model's
 control grid (the same grid, ``dt`` and interpolation as the replay, :func:`~actuatorlab.sim.rollout.log_arrays`),
@@ -43,9 +44,21 @@ The envelope (:func:`compute_envelope`) holds:
    condition as a whole, even if every sample is in range. ``session`` and other tags are
    recorded but not checked (a new session is the normal case for an evaluation).
 
+**Whole robot** (:func:`robot_envelope`): the same envelope per joint, from the joint's signals in the
+multi-joint logs that record it (:func:`robot_features`, on the robot's control grid): ``position``,
+``velocity`` (logged, else the gradient of the position) and ``effort`` = ``pwm_duty/<joint>`` /
+``max_duty`` where every log has that channel (multi-joint logs rarely carry the controller output,
+and an effort computed through the fitted model would describe the model, not the data). It records
+the 1-D ranges, regimes, torque-off spans and conditions, but no 2-D occupancy (``planes`` empty) and
+checks no condition (``checked_conditions`` empty): what a policy can be held to joint by joint.
+
+**Outside** is defined once: a sample is outside a 1-D range when it is finite and below ``lower``
+or above ``upper`` (:func:`beyond`), and saturated when finite with ``|effort| >= saturation_level``
+(:func:`saturated`); ``check_log`` and the environments' run-time counters use both.
+
 A log checked against the envelope (:func:`check_log`) gets a per-sample outside mask per
 dimension; ``outside_fraction`` is the share of samples outside in at least one dimension (an
-unseen checked condition puts the whole log outside). :func:`error_attribution` then compares
+unseen checked condition puts the whole log outside). :func:`~actuatorlab.evaluate.envelope_summary.error_attribution` then compares
 the position error on those samples with the rest: the error *comes from outside* when the
 outside samples carry at least ``min_error_share`` (20 %) of the log's absolute error and their
 mean absolute error is at least ``ratio`` (2x) that of the inside samples. Rollout errors
@@ -60,13 +73,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import DataError, ModelError
+from ..logs.format import Trajectory
 from ..models.actuator_model import CONTINUOUS, ENVELOPE_VERSION, _unrows, validate_envelope
+from ..robots.loader import Robot
 from .metrics import STALL_LEVEL
+from ..sim.arm_data import _robot, log_arrays as robot_log_arrays
 from ..sim.rollout import _constants, controller_level, log_arrays
 
 __all__ = [
@@ -77,14 +93,17 @@ __all__ = [
     "DEFAULTS",
     "EnvelopeCheck",
     "log_features",
+    "robot_features",
+    "joint_effort",
+    "signal_range",
     "compute_envelope",
+    "robot_envelope",
     "validate_envelope",
+    "beyond",
+    "saturated",
     "check_log",
     "check_trajectories",
-    "error_attribution",
-    "envelope_warnings",
-    "describe",
-    "summarize_envelope",
+    "check_robot_log",
 ]
 
 #: Condition tags that define a different operating condition when their value is unseen.
@@ -172,6 +191,40 @@ def log_features(tr, dt: float) -> dict[str, Any]:
             "conditions": {str(k_): str(v_) for k_, v_ in tr.conditions.items()}}
 
 
+def joint_effort(robot: Robot, traj: Trajectory, joint: str) -> np.ndarray | None:
+    """(T,) [1] a multi-joint log's ``pwm_duty/<joint>`` / the joint's ``max_duty`` (1 where it is
+    not positive); None when the log has no such channel."""
+    if not traj.has(f"pwm_duty/{joint}"):
+        return None
+    max_duty = np.broadcast_to(np.asarray(robot.law_constants().max_duty, float), (robot.n_joints,))
+    md = max_duty[robot.index(joint)]
+    return np.asarray(traj[f"pwm_duty/{joint}"], float) / (md if md > 0 else 1.0)
+
+
+def robot_features(robot: str | Robot, traj: Trajectory) -> dict[str, dict[str, Any]]:
+    """{joint: the :func:`log_features` dict of that joint} for the joints one multi-joint log
+    records, on the robot's control grid (module docstring: position, velocity, effort where
+    ``pwm_duty/<joint>`` is logged; each signal's resolution from the values themselves)."""
+    r = _robot(robot)
+    a = robot_log_arrays(r, traj)
+    out: dict[str, dict[str, Any]] = {}
+    for j in r.joint_names:
+        i = r.index(j)
+        if not a.scored[i]:
+            continue
+        q, dq = a.q_meas[:, i], a.dq_meas[:, i]
+        sig = {"position": q, "velocity": dq}
+        raw = {"position": q, "velocity": dq}
+        effort = joint_effort(r, traj, j)
+        if effort is not None:
+            sig["effort"], raw["effort"] = effort, np.asarray(traj[f"pwm_duty/{j}"], float)
+        out[j] = {"n": int(q.size), "dt": float(r.control_dt), "unit": a.units.get(j) or "rad", "signals": sig,
+                  "raw": raw, "enabled": np.asarray(a.inputs.enable[:, i]) > 0.5, "speed": np.abs(dq),
+                  "effort_source": "measured pwm_duty / max_duty" if effort is not None else "none",
+                  "conditions": {str(k_): str(v_) for k_, v_ in traj.conditions.items()}}
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Envelope from training logs
 # --------------------------------------------------------------------------------------------
@@ -229,13 +282,40 @@ def _filter(f: Mapping[str, Any], which: str) -> np.ndarray:
     raise ModelError(f"envelope: unknown sample filter {which!r} (known: all, enabled, rest_saturated)")
 
 
+def beyond(x, lower, upper, xp: Any = np):
+    """Outside the 1-D range [lower, upper]: finite and below ``lower`` or above ``upper`` (arrays
+    of ``xp`` = numpy | jax.numpy; non-finite samples are never outside)."""
+    return xp.isfinite(x) & ((x < lower) | (x > upper))
+
+
+def saturated(effort, level, xp: Any = np):
+    """A saturated controller: finite ``|effort| >= level`` [1] (``xp`` = numpy | jax.numpy)."""
+    return xp.isfinite(effort) & (xp.abs(effort) >= level)
+
+
 def _add_states(f: dict, rest_speed: float, rest_window_s: float, saturation_level: float, dt: float) -> dict:
     w = int(round(0.5 * rest_window_s / dt))
     f = dict(f)
     f["rest"] = _rest_mask(f["speed"], rest_speed, w)
+    effort = f["signals"].get("effort")
     with np.errstate(invalid="ignore"):
-        f["saturated"] = np.isfinite(f["signals"]["effort"]) & (np.abs(f["signals"]["effort"]) >= saturation_level)
+        f["saturated"] = (np.zeros(int(f["n"]), bool) if effort is None
+                          else saturated(effort, saturation_level))
     return f
+
+
+def signal_range(x: np.ndarray, raw: np.ndarray | None, quantiles: Sequence[float], margin: float,
+                 resolution: bool = True) -> dict[str, Any]:
+    """The 1-D range of samples ``x``: {"lower", "upper", "min", "max", "n"} (finite samples only):
+    the ``quantiles`` widened on each side by ``margin`` x their span and at least by the
+    resolution of the logged values ``raw`` (0 for None, or with ``resolution`` false)."""
+    sig = np.asarray(x, float)
+    sig = sig[np.isfinite(sig)]
+    lo, hi = (float(v) for v in np.quantile(sig, [float(quantiles[0]), float(quantiles[1])]))
+    res = _resolution(np.asarray(raw, float)) if raw is not None and resolution else 0.0
+    pad = max(float(margin) * (hi - lo), res)
+    return {"lower": lo - pad, "upper": hi + pad, "min": float(sig.min()), "max": float(sig.max()),
+            "n": int(sig.size)}
 
 
 def compute_envelope(trajs: Sequence, dt: float, **options: Any) -> dict[str, Any]:
@@ -255,46 +335,70 @@ def compute_envelope(trajs: Sequence, dt: float, **options: Any) -> dict[str, An
     saturated, at rest and saturated, torque off), ``conditions`` ({tag: sorted values seen}),
     ``checked_conditions``.
     """
-    unknown = set(options) - set(DEFAULTS)
-    if unknown:
-        raise ValueError(f"compute_envelope: unknown options {sorted(unknown)} (known: {sorted(DEFAULTS)})")
+    o = _options("compute_envelope", options)
     if not trajs:
         raise ModelError("envelope: no training logs")
-    o = {**DEFAULTS, **options}
-    feats = [log_features(tr, dt) for tr in trajs]
+    return _envelope([log_features(tr, dt) for tr in trajs], [tr.name for tr in trajs], float(dt), o)
+
+
+def robot_envelope(robot: str | Robot, trajs: Iterable[Trajectory], **options: Any) -> dict[str, dict[str, Any]]:
+    """{joint name: envelope dict} of the joints the multi-joint logs ``trajs`` record, each from
+    that joint's :func:`robot_features` in the logs that record it, on the robot's control grid
+    (module docstring: 1-D ranges, no 2-D occupancy, no checked condition); ``robot`` a name or a
+    :class:`~actuatorlab.robots.Robot`; options as :func:`compute_envelope`."""
+    o = _options("robot_envelope", options)
+    r = _robot(robot)
+    trajs = list(trajs)
+    if not trajs:
+        raise DataError(None, "envelope: no training logs")
+    feats = [robot_features(r, t) for t in trajs]
+    out: dict[str, dict[str, Any]] = {}
+    for j in r.joint_names:
+        mine = [(t.name, f[j]) for t, f in zip(trajs, feats) if j in f]
+        if mine:
+            out[j] = _envelope([f for _, f in mine], [n for n, _ in mine], float(r.control_dt), o,
+                               occupancy=False, checked_conditions=())
+    return out
+
+
+def _options(who: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = set(options) - set(DEFAULTS)
+    if unknown:
+        raise ValueError(f"{who}: unknown options {sorted(unknown)} (known: {sorted(DEFAULTS)})")
+    return {**DEFAULTS, **options}
+
+
+def _envelope(feats: list[dict[str, Any]], names: list[str], dt: float, o: dict[str, Any], *, occupancy: bool = True,
+              checked_conditions: Sequence[str] = CHECKED_CONDITIONS) -> dict[str, Any]:
+    """The envelope dict of the features of one joint in several logs (:func:`compute_envelope`);
+    ``occupancy``: record the 2-D occupancy planes; ``checked_conditions``: the tags a log is checked for."""
     units = {f["unit"] for f in feats}
     if len(units) > 1:
         raise ModelError(f"envelope: training logs mix units {sorted(units)}")
     unit = units.pop()
-    ui = 0 if unit == "rad" else 1
+    ui = 1 if unit == "m" else 0
     speed = np.concatenate([f["speed"] for f in feats])
     v95 = float(np.percentile(speed[np.isfinite(speed)], 95)) if np.isfinite(speed).any() else 0.0
     rest_speed = float(o["rest_speed_fraction"]) * v95
     feats = [_add_states(f, rest_speed, o["rest_window_s"], o["saturation_level"], dt) for f in feats]
-    ql, qh = (float(x) for x in o["quantiles"])
 
     dims: dict[str, dict[str, Any]] = {}
     for name, units_ in CONTINUOUS.items():
         if not all(name in f["signals"] for f in feats):
             continue  # a signal is part of the envelope only when every training log has it
         sig = np.concatenate([f["signals"][name] for f in feats])
-        sig = sig[np.isfinite(sig)]
-        if sig.size == 0:
+        if not np.isfinite(sig).any():
             continue
-        lo, hi = (float(v) for v in np.quantile(sig, [ql, qh]))
         raw = [f["raw"][name] for f in feats if name in f.get("raw", {})]
-        res = _resolution(np.concatenate(raw)) if raw else 0.0
-        if name == "gravity_torque" and "position" in dims:
-            res = 0.0  # follows position
-        pad = max(float(o["margin"]) * (hi - lo), res)
-        dims[name] = {"unit": units_[ui], "lower": lo - pad, "upper": hi + pad,
-                      "min": float(sig.min()), "max": float(sig.max()), "n": int(sig.size)}
+        # gravity_torque follows position: no resolution of its own
+        dims[name] = {"unit": units_[ui], **signal_range(sig, np.concatenate(raw) if raw else None, o["quantiles"],
+                                                         o["margin"], not (name == "gravity_torque" and "position" in dims))}
 
     bins = int(o["bins"])
     planes: dict[str, dict[str, Any]] = {}
     specs = [(name, x, y, flt, _edges(dims[x], bins), _edges(dims[y], bins), (1, 1))
-             for name, (x, y, flt) in PLANES.items() if x in dims and y in dims]
-    if "position" in dims and "effort" in dims:
+             for name, (x, y, flt) in PLANES.items() if occupancy and x in dims and y in dims]
+    if occupancy and "position" in dims and "effort" in dims:
         specs.append(("rest_saturated", "position", "effort", "rest_saturated",
                       _edges(dims["position"], bins), _sign_edges(), (1, 0)))
     for name, x, y, flt, xe, ye, dil in specs:
@@ -328,14 +432,14 @@ def compute_envelope(trajs: Sequence, dt: float, **options: Any) -> dict[str, An
         "version": ENVELOPE_VERSION, "dt": float(dt), "unit": unit,
         "settings": {**{k: (list(v) if isinstance(v, tuple) else v) for k, v in o.items()},
                      "rest_speed": rest_speed, "speed_p95": v95},
-        "n_samples": int(n), "logs": [tr.name for tr in trajs],
+        "n_samples": int(n), "logs": list(names),
         "effort_source": sorted({f["effort_source"] for f in feats}),
         "dimensions": dims, "planes": planes, "torque_disabled_seen": off > 0,
         "regimes": {"rest": rest / n if n else 0.0, "moving": moving / n if n else 0.0,
                     "saturated": share("saturated"), "rest_saturated": rs / n if n else 0.0,
                     "torque_disabled": off / n if n else 0.0},
         "conditions": {k: sorted(v) for k, v in sorted(conditions.items())},
-        "checked_conditions": list(CHECKED_CONDITIONS),
+        "checked_conditions": list(checked_conditions),
     }
 
 
@@ -407,7 +511,7 @@ def check_log(env: Mapping[str, Any], features: Mapping[str, Any], name: str = "
             unchecked.append(dim)
             continue
         with np.errstate(invalid="ignore"):
-            outside[dim] = np.isfinite(x) & ((x < r["lower"]) | (x > r["upper"]))
+            outside[dim] = beyond(x, r["lower"], r["upper"])
     for pname, p in env["planes"].items():
         x, y = f["signals"].get(p["x"]), f["signals"].get(p["y"])
         if x is None or y is None:
@@ -446,138 +550,10 @@ def check_trajectories(env: Mapping[str, Any], trajs: Sequence, dt: float | None
     return [check_log(env, log_features(tr, dt), tr.name) for tr in trajs]
 
 
-# --------------------------------------------------------------------------------------------
-# Where does the error come from?
-# --------------------------------------------------------------------------------------------
 
-
-def _split(abs_err: np.ndarray, out: np.ndarray) -> dict[str, Any]:
-    ok = np.isfinite(abs_err)
-    e, o = abs_err[ok], out[ok]
-    total = float(e.sum())
-    n_out = int(np.count_nonzero(o))
-    n_in = int(e.size - n_out)
-    mae_out = float(e[o].mean()) if n_out else None
-    mae_in = float(e[~o].mean()) if n_in else None
-    return {"sample_share": n_out / e.size if e.size else 0.0,
-            "error_share": float(e[o].sum()) / total if total > 0 else 0.0,
-            "mae_outside": mae_out, "mae_inside": mae_in}
-
-
-def error_attribution(check: EnvelopeCheck, abs_err: np.ndarray, *, ratio: float = 2.0,
-                      min_error_share: float = 0.2) -> dict[str, Any]:
-    """How much of a log's absolute position error lies on its outside samples.
-
-    ``abs_err`` (T,) [unit]: |q_sim - q_meas| on the same grid as the check. For the samples
-    outside in any per-sample dimension, and for each dimension on its own (its outside samples
-    against all the others), gives ``sample_share``, ``error_share`` (share of the summed
-    absolute error), ``mae_outside``, ``mae_inside`` and ``concentrated``: the outside samples
-    carry at least ``min_error_share`` of the error and their MAE is at least ``ratio`` times the
-    MAE of the inside samples. Without inside samples there is nothing to compare with and
-    ``concentrated`` is false. The top-level ``concentrated`` is true when the pooled outside
-    samples or any single dimension qualify. Unseen conditions are left out (they cover the whole
-    log, so the error cannot be split).
-
-    Returns {"sample_share", "error_share", "mae_outside", "mae_inside", "concentrated",
-    "by_dimension": {dimension: {same keys}}}.
-    """
-    abs_err = np.asarray(abs_err, float)
-    if abs_err.shape != (check.n,):
-        raise ValueError(f"{check.log}: error has shape {abs_err.shape}, the envelope check has {check.n} samples")
-
-    def verdict(d: dict[str, Any]) -> dict[str, Any]:
-        mo, mi = d["mae_outside"], d["mae_inside"]
-        d["concentrated"] = bool(mo is not None and mi is not None and d["error_share"] >= min_error_share
-                                 and mo >= ratio * mi)
-        return d
-
-    res = verdict(_split(abs_err, check.signal_outside))
-    res["by_dimension"] = {k: verdict(_split(abs_err, v)) for k, v in check.outside.items()
-                           if v.any() and not k.startswith("condition:")}
-    res["concentrated"] = bool(res["concentrated"] or any(v["concentrated"] for v in res["by_dimension"].values()))
-    return res
-
-
-_DESCRIBE = {
-    "position": "position outside the trained range",
-    "velocity": "velocity outside the trained range",
-    "effort": "controller effort outside the trained range",
-    "gravity_torque": "gravity load outside the trained range",
-    "temperature": "temperature outside the trained range",
-    "supply_voltage": "supply voltage outside the trained range",
-    "position_velocity": "position/velocity combination never seen in training",
-    "velocity_effort": "velocity/effort combination never seen in training",
-    "rest_saturated": "at rest with a saturated controller (stall) at a position/direction never seen so in training",
-    "torque_disabled": "torque off, never the case in training",
-}
-
-
-def describe(dim: str) -> str:
-    """One-phrase description of an envelope dimension."""
-    if dim.startswith("condition:"):
-        return f"unseen {dim.split(':', 1)[1]} condition"
-    return _DESCRIBE.get(dim, dim)
-
-
-def envelope_warnings(check: EnvelopeCheck, attribution: Mapping[str, Any] | None, unit: str, *,
-                      mostly: float = 0.5) -> list[str]:
-    """Human-readable warnings for one log: unseen conditions, a log ``mostly`` (default half)
-    outside the envelope, and position error that comes from outside (:func:`error_attribution`)."""
-    out = []
-    for tag, c in check.conditions.items():
-        if c["checked"] and not c["seen"]:
-            out.append(f"{check.log}: {tag}={c['value']} was never seen in training (seen: "
-                       f"{', '.join(c['training_values']) or 'none'}); the whole log is outside the "
-                       "model's envelope of conditions")
-    fr = {k: v for k, v in check.fractions().items() if not k.startswith("condition:")}
-    share = float(np.count_nonzero(check.signal_outside)) / check.n if check.n else 0.0
-    if share >= mostly:
-        top = sorted(fr.items(), key=lambda kv: -kv[1])[:3]
-        out.append(f"{check.log}: {100 * share:.0f} % of its samples are outside the training envelope ("
-                   + "; ".join(f"{k}: {100 * v:.0f} %, {describe(k)}" for k, v in top)
-                   + "); its error is that of an extrapolation")
-    if attribution and attribution.get("concentrated"):
-        dims = sorted(((k, v) for k, v in attribution["by_dimension"].items() if v["concentrated"]),
-                      key=lambda kv: -kv[1]["error_share"])
-        if not dims:  # only the pooled outside samples qualify: name the largest share
-            dims = sorted(attribution["by_dimension"].items(), key=lambda kv: -kv[1]["error_share"])[:1]
-        parts = [f"{k} ({describe(k)}): {100 * v['sample_share']:.1f} % of samples carry "
-                 f"{100 * v['error_share']:.0f} % of the error, MAE {v['mae_outside']:.4g} {unit} there vs "
-                 f"{v['mae_inside']:.4g} {unit} elsewhere" for k, v in dims[:3]]
-        out.append(f"{check.log}: its position error comes from outside the training envelope: "
-                   + "; ".join(parts))
-    return out
-
-
-def summarize_envelope(checks: Sequence[EnvelopeCheck], abs_errs: Sequence[np.ndarray] | None,
-                       unit: str) -> dict[str, Any]:
-    """JSON-ready envelope results: pooled and per log.
-
-    Returns {"available": True, "outside_fraction", "outside_dimensions", "warnings",
-    "per_log": {log: {"outside_fraction", "outside_signals_fraction", "outside_dimensions",
-    "unchecked", "unseen_conditions", "error", "warnings"}}}. Fractions weight samples.
-    """
-    per_log: dict[str, Any] = {}
-    n_tot = 0
-    out_tot = 0
-    dim_tot: dict[str, int] = {}
-    warnings: list[str] = []
-    for i, c in enumerate(checks):
-        att = error_attribution(c, abs_errs[i]) if abs_errs is not None else None
-        w = envelope_warnings(c, att, unit)
-        warnings += w
-        fr = c.fractions()
-        any_out = int(np.count_nonzero(c.any_outside))
-        per_log[c.log] = {
-            "outside_fraction": any_out / c.n if c.n else 0.0,
-            "outside_signals_fraction": float(np.count_nonzero(c.signal_outside)) / c.n if c.n else 0.0,
-            "outside_dimensions": fr, "unchecked": list(c.unchecked),
-            "unseen_conditions": c.unseen_conditions, "error": att, "warnings": w,
-        }
-        n_tot += c.n
-        out_tot += any_out
-        for k, v in c.outside.items():
-            dim_tot[k] = dim_tot.get(k, 0) + int(np.count_nonzero(v))
-    return {"available": True, "outside_fraction": out_tot / n_tot if n_tot else 0.0,
-            "outside_dimensions": {k: v / n_tot for k, v in dim_tot.items() if v} if n_tot else {},
-            "warnings": warnings, "per_log": per_log}
+def check_robot_log(robot: str | Robot, envelope: Mapping[str, Mapping[str, Any]], traj: Trajectory) -> list[EnvelopeCheck]:
+    """:func:`check_log` of each joint of one multi-joint log against ``envelope`` ({joint:
+    envelope dict}, :func:`robot_envelope`), for the joints both record; each check is named after
+    its joint."""
+    feats = robot_features(robot, traj)
+    return [check_log(env, feats[j], j) for j, env in envelope.items() if j in feats]

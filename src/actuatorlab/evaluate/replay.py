@@ -1,11 +1,21 @@
-"""Replay logs with a fitted model (never refitting) and collect :class:`LogResult` objects."""
+"""Replay logs with a fitted model (never refitting) and collect :class:`LogResult` objects: one per
+log for one joint (:func:`replay`), one per log and joint for a whole robot (:func:`replay_robot`),
+so that the metrics and regimes of :mod:`actuatorlab.evaluate.metrics` judge both."""
 
 from __future__ import annotations
+
+from typing import Any, Iterable
 
 import numpy as np
 import jax.numpy as jnp
 
 from ..precision import physics
+from ..robots.loader import Robot
+from ..sim.arm import ArmConfig
+from ..sim.arm_data import _param_sets, _robot, log_arrays as robot_log_arrays, robot_with_model
+from ..sim.arm_native import native_model
+from ..sim.arm_windows import make_windows
+from ..sim.backends import rollout
 from ..identify.fit import fit_model, substeps_for
 from ..learned.joint import JointModel, log_set, onestep_logs, rollout_logs
 from ..learned.joint_train import load_joint_model
@@ -14,9 +24,10 @@ from ..models.modelfile import params_from_model
 from ..logs.format import Trajectory
 from ..models.registry import get_model
 from ..sim.rollout import Batch, make_batches, one_step, rollout_batch
+from .envelope import joint_effort
 from .metrics import LogResult, summarize
 
-__all__ = ["replay", "replay_batches", "evaluate_model", "timestep_sensitivity"]
+__all__ = ["replay", "replay_batches", "evaluate_model", "timestep_sensitivity", "replay_robot", "robot_regimes"]
 
 
 def log_results(b: Batch, out, q_onestep, with_effort: bool = True) -> list[LogResult]:
@@ -119,3 +130,66 @@ def timestep_sensitivity(model_dict: dict, trajs: list[Trajectory], *, refit: bo
     for row in rows.values():
         row["ratio_to_dt"] = (row["position_mae"] / base) if base and row["position_mae"] is not None else None
     return rows
+
+
+@physics
+def replay_robot(robot: str | Robot, params: dict | None, trajs: Iterable[Trajectory], horizon: int,
+                 model: str | None = None) -> dict[str, list[LogResult]]:
+    """{joint: one :class:`LogResult` per multi-joint log that records it}, from the native window
+    rollouts that :func:`~actuatorlab.sim.arm_data.evaluate_arm` scores at ``horizon`` control
+    steps (same arguments): each log cut into windows of ``horizon`` steps that restart from the
+    measured state, stitched back on the log's time base (``q_sim`` restarts at every window start;
+    ``mask`` is the samples a window covers; a log shorter than ``horizon`` is skipped, as there).
+    ``effort_level`` is the logged ``pwm_duty/<joint>`` / ``max_duty``
+    (:func:`~actuatorlab.evaluate.envelope.joint_effort`; NaN with the torque off), so the
+    ``stall`` regime needs that channel."""
+    r0 = _robot(robot)
+    if model is not None:
+        r0 = robot_with_model(r0, model)
+    r, p = _param_sets(r0, params)
+    cfg = ArmConfig.from_robot(r)
+    nm = native_model(r, p)
+    h = int(horizon)
+    out: dict[str, list[LogResult]] = {}
+    for t in trajs:
+        lg = robot_log_arrays(r0, t)
+        T = lg.q_meas.shape[0]
+        if h > T:
+            continue
+        w = make_windows(r, lg.q_meas, lg.dq_meas, lg.inputs, h, cfg=cfg, temperature=lg.temperature)
+        _, o = rollout(r, p, w.inputs, w.state0, backend="native", cfg=cfg, model=nm)
+        idx = (w.start[:, None] + np.arange(h)[None, :])[w.mask]  # (K,) log sample of each simulated one
+        covered = np.zeros(T, bool)
+        covered[idx] = True
+
+        def stitch(x) -> np.ndarray:  # (W, L, n) -> (T, n), NaN where no window
+            y = np.full((T, r0.n_joints), np.nan)
+            y[idx] = np.asarray(x)[w.mask]
+            return y
+
+        q, dq, tau, ext = (stitch(v) for v in (o.q, o.dq, o.tau_motor, o.tau_ext))
+        enable = np.asarray(lg.inputs.enable, float)
+        for i, j in enumerate(r0.joint_names):
+            if not lg.scored[i]:
+                continue
+            effort = joint_effort(r0, t, j)
+            out.setdefault(j, []).append(LogResult(
+                name=t.name, unit="m" if lg.units.get(j) == "m" else "rad", t=np.asarray(t.time, float),
+                q_meas=lg.q_meas[:, i], q_sim=q[:, i], dq_meas=lg.dq_meas[:, i], dq_sim=dq[:, i],
+                q_target=np.asarray(lg.inputs.q_target)[:, i], torque_enable=enable[:, i], mask=covered,
+                motor_torque_sim=tau[:, i], external_torque_sim=ext[:, i],
+                conditions={str(k): str(v) for k, v in t.conditions.items()},
+                effort_level=None if effort is None else np.where(enable[:, i] > 0.5, effort, np.nan)))
+    return out
+
+
+def robot_regimes(robot: str | Robot, params: dict | None, trajs: Iterable[Trajectory], horizon: int,
+                  model: str | None = None) -> dict[str, Any]:
+    """The one-joint evaluation's regime breakdown (:func:`~actuatorlab.evaluate.metrics.summarize`)
+    of each joint of a whole robot, pooled over the logs at ``horizon`` control steps
+    (:func:`replay_robot`). Returns {"per_joint_regimes": {joint: {regime: {"position_mae",
+    "n_samples", "fraction"}}}, "regime_horizon": horizon, "regime_warnings": [...]}; a joint's
+    pooled position MAE over the covered samples is evaluate_arm's per-joint MAE at that horizon."""
+    per = {j: summarize(rs) for j, rs in replay_robot(robot, params, trajs, horizon, model).items()}
+    return {"per_joint_regimes": {j: s["regimes"] for j, s in per.items()}, "regime_horizon": int(horizon),
+            "regime_warnings": [f"{j}: {w}" for j, s in per.items() for w in s["regime_warnings"]]}

@@ -42,7 +42,8 @@ def evaluate(ctx: typer.Context, model_json: Optional[str] = typer.Argument(None
             _emit_json(s, default=float)
         else:
             _print_per_joint(s)
-        for w in s.get("warnings") or []:
+            _print_joint_regimes(s)
+        for w in (s.get("warnings") or []) + (s.get("envelope_warnings") or []) + (s.get("regime_warnings") or []):
             err_console.print(f"[yellow]warning:[/] {escape(w)}", soft_wrap=True)
         return
     if as_json:
@@ -54,6 +55,23 @@ def evaluate(ctx: typer.Context, model_json: Optional[str] = typer.Argument(None
         err_console.print(f"[yellow]warning:[/] {w}", soft_wrap=True)
     if job.report is not None and not as_json:
         console.print(f"wrote {job.report}")
+
+
+def _print_joint_regimes(s: dict) -> None:
+    """Per joint, the position MAE by regime (the one-joint regimes) at the longest horizon."""
+    per = s.get("per_joint_regimes") or {}
+    if not per:
+        return
+    regimes = list(next(iter(per.values())))
+    t = Table(title=f"rollout MAE by regime at {s.get('regime_horizon')} steps {escape('[' + s.get('unit', 'rad') + ']')} "
+                    "(share of samples)")
+    t.add_column("joint")
+    for k in regimes:
+        t.add_column(k, justify="right")
+    for j, reg in per.items():
+        t.add_row(j, *["-" if reg[k]["position_mae"] is None else
+                       f"{reg[k]['position_mae']:.3g} ({100 * reg[k]['fraction']:.0f} %)" for k in regimes])
+    console.print(t)
 
 
 def _print_envelope(s: dict) -> None:
