@@ -54,10 +54,10 @@ from .arm_learned import LearnedArm
 from .arm_step import ArmConfig, ArmInputs, ArmOutputs, ArmState
 from .rollout import _delayed, rollout_batch_state
 
-__all__ = ["rollout_scan", "scan_step_config"]
+__all__ = ["rollout_scan"]
 
 
-def scan_step_config(robot: Robot, cfg: ArmConfig) -> StepConfig:
+def _step_config(robot: Robot, cfg: ArmConfig) -> StepConfig:
     """The one-joint :class:`~actuatorlab.models.actuator.StepConfig` of bench robot ``robot`` at
     timing ``cfg`` (law, plant, transmission, thermal; ``law_every`` physics steps per law)."""
     if robot.n_joints != 1:
@@ -99,7 +99,7 @@ def rollout_scan(robot: Robot, params: Any, inputs: ArmInputs, state0: ArmState,
     if isinstance(params, LearnedArm):
         raise ModelError(f"{robot.name}: the scan backend runs analytic models; a learned whole-robot model "
                          "runs on 'native' or 'mjx', a one-joint learned one through actuatorlab.learned.joint")
-    scfg = scan_step_config(robot, cfg)
+    scfg = _step_config(robot, cfg)
     p = {k: v[..., 0] for k, v in robot.joint_params(params, xp=jnp).items()}
     if any(jnp.ndim(v) for v in p.values()):
         raise ModelError(f"{robot.name}: the scan backend takes one parameter set (name -> (1,)), not a batch")
