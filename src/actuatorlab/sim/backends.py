@@ -20,9 +20,9 @@ Every backend takes and returns the same types (:class:`~actuatorlab.sim.arm_ste
   the parameters. Fields it does not produce are NaN (its module docstring). A robot with more
   than one joint is a one-line :class:`~actuatorlab.errors.ModelError`.
 
-Defaults: :func:`rollout` runs ``"native"`` for every robot, a bench too (what its callers, the
-environments, always got); :func:`~actuatorlab.sim.model_rollout.rollout_model` runs ``"scan"`` for a one-joint model (the
-simulator it was fitted with: fast, differentiable) and ``"native"`` for a robot model.
+Defaults: :func:`rollout` runs ``"native"`` for every robot, a bench too (what its callers
+always got); :func:`~actuatorlab.sim.model_rollout.rollout_model` runs ``"scan"`` for a one-joint
+model (the simulator it was fitted with: fast, differentiable) and ``"native"`` for a robot model.
 """
 
 from __future__ import annotations
