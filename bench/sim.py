@@ -20,6 +20,14 @@ On the OpenManipulator-X (5 Dynamixel XM430 joints with the ``m3`` actuator mode
   that cache (a temp dir); ``grad_compile_s``: the gradient's compile in this process;
 * ``peak_rss_mb``: ``resource.getrusage`` max RSS of this process (and of the probe processes).
 
+On a one-joint bench robot (the fitted XL330 ``m1`` of ``tests/data/model_files_v1``, a pendulum,
+5.3 ms commands, 6 physics steps, the firmware law every physics step), the same ``--batch`` and
+``--steps``, through :func:`actuatorlab.sim.backends.rollout`:
+
+* ``bench_scan_steps_per_s``: ``backend="scan"``, the one-joint closed-form scan (jit, vmap);
+* ``bench_native_steps_per_s``: ``backend="native"``; ``bench_scan_vs_native_max_abs_q`` [rad]
+  their largest position difference (rounding only: same equations, same timing).
+
 Steps are physics steps of one arm (env-steps): batch x control steps x substeps. Timings are the
 best of ``--repeats`` runs after compilation.
 """
@@ -41,6 +49,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import emit  # noqa: E402
 
 ROBOT = "open_manipulator_x"
+#: the one-joint model whose bench robot the scan row runs on
+BENCH_MODEL = Path(__file__).resolve().parent.parent / "tests" / "data" / "model_files_v1" / "xl330_m1_model.json"
 
 
 def _scenario(robot, batch: int, steps: int, seed: int = 0):
@@ -115,6 +125,37 @@ def measure_builtin(robot, x, repeats: int) -> dict:
     return {"builtin_steps_per_s": B * nstep / t_c, "builtin_loop_steps_per_s": B * nstep / t_loop}
 
 
+def measure_bench(batch: int, steps: int, repeats: int, seed: int = 0) -> dict:
+    """Scan vs native MuJoCo on a one-joint bench robot (module docstring)."""
+    import jax
+    import numpy as np
+
+    from actuatorlab.models.actuator_model import load
+    from actuatorlab.robots import load_robot
+    from actuatorlab.sim.arm import initial_state, make_inputs
+    from actuatorlab.sim.backends import rollout
+
+    robot = load_robot(load(BENCH_MODEL))
+    rng = np.random.default_rng(seed)
+    t = np.arange(steps) * robot.control_dt
+    amp, freq = rng.uniform(0.3, 1.0, (batch, 1)), rng.uniform(0.3, 2.0, (batch, 1))
+    x = make_inputs(robot, (amp * np.sin(2 * np.pi * freq * t))[..., None])
+    s0 = initial_state(robot)
+    s0 = type(s0)(*[np.stack([v] * batch) for v in s0])
+    p = robot.nominal_params()
+
+    def scan():
+        return jax.block_until_ready(rollout(robot, p, x, s0, backend="scan"))
+
+    scan()
+    t_scan = _best(scan, repeats)
+    t_nat = _best(lambda: rollout(robot, p, x, s0, backend="native"), max(1, repeats - 1))
+    diff = np.abs(np.asarray(scan()[1].q) - rollout(robot, p, x, s0, backend="native")[1].q).max()
+    n = batch * steps * robot.substeps
+    return {"bench_robot": robot.name, "bench_substeps": robot.substeps, "bench_scan_steps_per_s": n / t_scan,
+            "bench_native_steps_per_s": n / t_nat, "bench_scan_vs_native_max_abs_q": float(diff)}
+
+
 def compile_probe(cache_dir: str, batch: int, steps: int) -> dict:
     """Lower + compile the batched MJX rollout in this (fresh) process with a persistent cache."""
     import jax
@@ -186,6 +227,7 @@ def run(args) -> dict:
     res["mjx_vs_native_max_abs_q"] = float(np.abs(np.asarray(out_j.q) - out_n.q).max())
 
     res.update(measure_builtin(robot, x, args.repeats))
+    res.update(measure_bench(B, T, args.repeats))
 
     # gradient
     Bg = args.grad_batch
@@ -226,6 +268,10 @@ def _table(res: dict) -> None:
             ("compile, persistent cache (fresh process)", res["compile_cached_s"], "s"),
             ("gradient compile, cold", res["grad_compile_s"], "s"),
             ("MJX vs native, max |q| difference", res["mjx_vs_native_max_abs_q"], "rad"),
+            (f"one-joint bench ({res['bench_substeps']} physics steps/control): scan backend",
+             res["bench_scan_steps_per_s"], "steps/s"),
+            ("one-joint bench: native backend", res["bench_native_steps_per_s"], "steps/s"),
+            ("one-joint bench: scan vs native, max |q| difference", res["bench_scan_vs_native_max_abs_q"], "rad"),
             ("peak RSS (this process / compile probes)",
              f"{res['peak_rss_mb']:.0f} / {res['probe_peak_rss_mb']:.0f}", "MB")]
     for name, v, unit in rows:

@@ -136,8 +136,10 @@ def bench_config(model: ActuatorModel) -> tuple[dict[str, Any], str]:
     The config (docs/robots.md; its ``mjcf`` is ``"bench.xml"`` beside it) has one joint,
     :data:`BENCH_JOINT`, with one actuator ``servo``: the model, control law, gains (the setup's,
     with the file's controller constants) and supply of the file, its fitted parameters as the
-    nominal values, no effort or velocity limit. Control period: the fitted replay period
-    (``fit.dt``); physics step: the largest divisor of it not above :data:`BENCH_TIMESTEP`."""
+    nominal values, no effort or velocity limit; ``bench``: the plant constants (mass, length,
+    arm_mass, gravity, with the defaults of the one-joint replay) that the one-joint scan
+    (:mod:`actuatorlab.sim.scan`) runs on. Control period: the fitted replay period (``fit.dt``);
+    physics step: the largest divisor of it not above :data:`BENCH_TIMESTEP`."""
     where, joint_type = model.where, model.joint_type
     if joint_type is None:
         raise ModelError(f"{where}: robot {model.robot!r} is not a bench (a one-joint model's robot is "
@@ -164,10 +166,14 @@ def bench_config(model: ActuatorModel) -> tuple[dict[str, Any], str]:
                 "gains": gains, "params": params}
     if setup.get("supply_voltage") is not None:
         actuator["supply_voltage"] = float(setup["supply_voltage"])
+    b = setup.get("bench") or {}
+    plant = {"mass": float(b.get("mass", 0.0)), "length": float(b.get("length", 0.0)),
+             "arm_mass": float(b.get("arm_mass", 0.0)),
+             "gravity": float(b.get("gravity", GRAVITY if joint_type == "revolute" else 0.0))}
     cfg = {"format": "actuatorlab-robot", "format_version": "1", "name": model.robot,
            "description": f"one-joint bench of {where}", "mjcf": "bench.xml",
            "physics_dt": dt / n, "control_dt": dt, "integrator": "euler", "contacts": False,
-           "actuators": {"servo": actuator}, "joints": {BENCH_JOINT: {"actuator": "servo"}}}
+           "actuators": {"servo": actuator}, "joints": {BENCH_JOINT: {"actuator": "servo"}}, "bench": plant}
     name = "actuatorlab_bench_" + "_".join(str(x) for x in (setup.get("actuator") or "actuator", model.model))
     root, _, _ = bench_tree(setup, joint_type, name=name, timestep=dt / n)
     ET.indent(root, space="  ")

@@ -41,6 +41,7 @@ from ..models.actuator_model import BENCH_PREFIX, ActuatorModel, check_robot
 from .bench import bench_files
 from ..models.control import DEFAULT_ERROR_GAIN, CONTROL_LAWS, LawConstants
 from ..models.params import PARAMS, neutral_params
+from ..models.plant import PlantConstants
 from ..models.registry import get_model, list_models
 
 __all__ = ["CONFIG_FORMAT", "CONFIG_VERSION", "CONFIG_DIR", "JointSpec", "ParamGroup", "Robot",
@@ -58,7 +59,7 @@ _UNIT_POWER = {"N.m/A": -1, "N.m": -1, "kg.m^2": -2, "N.m.s/rad": -2, "N.m/rad":
 
 _TOP_KEYS = {"format", "format_version", "name", "description", "mjcf", "physics_dt", "control_dt",
              "firmware_dt", "integrator", "contacts", "target", "target_tau", "max_delay",
-             "joint_overrides", "actuators", "joints", "sources", "ee_body"}
+             "joint_overrides", "actuators", "joints", "sources", "ee_body", "bench"}
 _TOP_REQUIRED = ("format", "format_version", "name", "mjcf", "physics_dt", "control_dt",
                  "actuators", "joints")
 _ACT_KEYS = {"model", "law", "shared", "gear_ratio", "supply_voltage", "effort_limit",
@@ -139,7 +140,9 @@ class Robot:
     "linear", "filter"); target_tau [s] time constant of "filter"; max_delay [s] longest command
     delay the delay line holds; joint_overrides: (joint, ((attribute, value), ...)) edits of
     joints that carry no actuator model; nq, nv: MuJoCo sizes; ee_body: the body whose origin is the
-    end-effector point (force labels and estimates act there), or None.
+    end-effector point (force labels and estimates act there), or None; bench: a one-joint bench's
+    plant constants ((name, value) of :class:`~actuatorlab.models.plant.PlantConstants`: mass [kg],
+    length [m], arm_mass [kg], gravity [m/s^2]; what the one-joint scan needs), () for other robots.
     """
 
     name: str
@@ -160,6 +163,7 @@ class Robot:
     nq: int
     nv: int
     ee_body: str | None = None
+    bench: tuple[tuple[str, float], ...] = ()
 
     # ---- structure -------------------------------------------------------------------------
     @property
@@ -444,7 +448,9 @@ def _parse(cfg: Any, path: Path) -> Robot:
                   groups=tuple(groups), physics_dt=physics_dt, control_dt=control_dt,
                   firmware_dt=firmware_dt, integrator=integrator, contacts=contacts, target=target,
                   target_tau=target_tau, max_delay=max_delay, joint_overrides=tuple(ov), nq=0, nv=0,
-                  ee_body=None if cfg.get("ee_body") is None else str(cfg["ee_body"]))
+                  ee_body=None if cfg.get("ee_body") is None else str(cfg["ee_body"]),
+                  bench=tuple((k, _num(path, f"bench.{k}", v)) for k, v in
+                              _keys(path, "bench", cfg.get("bench", {}), set(PlantConstants._fields)).items()))
     m = _compile(proto, for_mjx=False)
     joints = []
     for s in specs:

@@ -13,8 +13,10 @@ One simulator interface with three backends (docs/robots.md, "The simulator inte
 The two whole-robot backends run the same physics step, :func:`.arm_step.actuator_step` (firmware
 tick, drive, motor current, winding temperature, transmission and friction; every model function
 with the array namespace ``xp`` = ``numpy`` or ``jax.numpy``), on a backend's own reading of the
-multibody state (:class:`.arm_step.Sensed`) and its own integration; :func:`.backends.rollout`
-``(robot, params, inputs, state0, *, backend="native" | "mjx", cfg=None)`` is their one entry point.
+multibody state (:class:`.arm_step.Sensed`) and its own integration. :func:`.backends.rollout`
+``(robot, params, inputs, state0, *, backend="native" | "mjx" | "scan", cfg=None)`` is the one entry
+point of all three (the scan for one-joint bench robots, :mod:`.scan`), and
+:func:`.model_rollout.rollout_model` the same for a model file.
 """
 
 from .rollout import Batch, make_batches, one_step, rollout, rollout_batch

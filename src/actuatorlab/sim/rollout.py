@@ -27,7 +27,7 @@ from ..models.actuator import Constants, Inputs, Outputs, State, StepConfig, mak
 from ..models.control import DEFAULT_ERROR_GAIN, LawConstants, get_control_law
 from ..models.plant import GRAVITY, PlantConstants
 
-__all__ = ["Batch", "make_batches", "rollout", "rollout_batch", "one_step", "default_dt",
+__all__ = ["Batch", "make_batches", "rollout", "rollout_batch", "rollout_batch_state", "one_step", "default_dt",
            "log_arrays", "initial_temperature", "controller_level"]
 
 
@@ -267,6 +267,11 @@ def rollout(cfg: StepConfig, params, consts: Constants, q_target, enable, v_supp
 
     temperature0 [degC]: the winding's initial temperature for ``+thermal`` models (the log's first
     logged temperature); None or NaN: the parameter ``ambient_temperature``. Unused otherwise."""
+    return _scan(cfg, params, consts, q_target, enable, v_supply, q0, dq0, temperature0)[1]
+
+
+def _scan(cfg: StepConfig, params, consts: Constants, q_target, enable, v_supply, q0, dq0, temperature0):
+    """(final :class:`State`, :class:`Outputs` (T,)) of :func:`rollout`."""
     step = make_step(cfg)
     dt = consts.law.dt
     x = Inputs(_delayed(q_target, params["delay"], dt), _delayed(enable, params["delay"], dt), v_supply)
@@ -278,8 +283,7 @@ def rollout(cfg: StepConfig, params, consts: Constants, q_target, enable, v_supp
     def body(s, xi):
         return step(params, consts, s, xi)
 
-    _, out = jax.lax.scan(body, s0, x)
-    return out
+    return jax.lax.scan(body, s0, x)
 
 
 def initial_temperature(cfg: StepConfig, params, temperature0=None):
@@ -303,8 +307,20 @@ def _temperature0(arrays):
 @partial(jax.jit, static_argnames=("cfg",))
 def rollout_batch(cfg: StepConfig, params, arrays) -> Outputs:
     """Rollouts of every log of a batch (leaves (B, T)); ``arrays`` from :meth:`Batch.arrays`."""
+    return _scan_batch(cfg, params, arrays)[1]
+
+
+@physics
+@partial(jax.jit, static_argnames=("cfg",))
+def rollout_batch_state(cfg: StepConfig, params, arrays) -> tuple[State, Outputs]:
+    """:func:`rollout_batch` and the final :class:`State` of every log (leaves (B,)): the one-joint
+    scan backend of :func:`actuatorlab.sim.backends.rollout` (:mod:`actuatorlab.sim.scan`)."""
+    return _scan_batch(cfg, params, arrays)
+
+
+def _scan_batch(cfg: StepConfig, params, arrays) -> tuple[State, Outputs]:
     def one(consts, qt, en, vs, qm, dqm, t0):
-        return rollout(cfg, params, consts, qt, en, vs, qm[0], dqm[0], t0)
+        return _scan(cfg, params, consts, qt, en, vs, qm[0], dqm[0], t0)
 
     return jax.vmap(one)(arrays["consts"], arrays["q_target"], arrays["enable"], arrays["v_supply"],
                          arrays["q_meas"], arrays["dq_meas"], _temperature0(arrays))
