@@ -143,13 +143,13 @@ def test_scorer_threads_give_the_one_call_sums_in_the_callers_precision(m1_logs)
     """A population cut into slices on worker threads sums to exactly what one call gives, and the
     workers compute in the calling thread's precision (JAX's x64 mode is per thread: a float32
     worker would differ from the float64 call at ~1e-7)."""
-    from actuatorlab.identify.space import _theta_np, full_vectors
+    from actuatorlab.identify.space import full_vectors
     from actuatorlab.precision import physics_precision
 
     batches = make_batches(m1_logs)
     spec = get_model("m1")
     space = ParamSpace.build(spec, batches, profile_for(batches))
-    P = full_vectors(space, _theta_np(space, np.random.default_rng(0).uniform(0.2, 0.8, (13, space.n))))
+    P = full_vectors(space, space.to_theta(np.random.default_rng(0).uniform(0.2, 0.8, (13, space.n)), np))
     with physics_precision():
         one = PopulationScorer(batches, spec, size=16, dtype=np.float64, workers=1)
         three = PopulationScorer(batches, spec, size=16, dtype=np.float64, workers=3)

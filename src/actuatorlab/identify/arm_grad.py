@@ -69,6 +69,7 @@ from ..sim.arm import ArmConfig, ArmInputs, make_mjx_rollout
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import CURRICULUM, Windows
 from .arm_space import ArmSpace, fit_result, fit_setup
+from .space import box_adam_step
 from ..sim.arm_data import LogArrays, _check_name, log_arrays, per_joint_robot
 from ..sim.arm_data import fit_windows
 
@@ -354,8 +355,7 @@ def _descend(vg, sets_of, native_score, r, logs, cfg, final_windows, lengths, st
             f = float(f)
             losses.append(f)
             if math.isfinite(f) and bool(jnp.all(jnp.isfinite(g))):
-                upd, state = opt.update(g, state, zj)
-                zj = jnp.clip(optax.apply_updates(zj, upd), 0.0, 1.0)
+                zj, state = box_adam_step(opt, g, state, zj)
             else:
                 bad += 1
             done += 1

@@ -37,14 +37,14 @@ def fit(ctx: typer.Context,
 
     job = job_of(ctx, FitJob, config, data="data", model="model", out="out", robot="robot", max_evals="max_evals",
                  **{"options.seed": "seed", "options.budget": "budget", "options.dt": "dt"})
-    if job.robot is not None:
-        _print_fit_robot(identify_jobs.run_fit_job(
-            job, arm_progress=lambda m, i, n: console.print(f"[{i + 1}/{n + 1}] fitting {m}")))
-        return
     with _progress() as p:
         bars = _Bars(p)
-        d = identify_jobs.run_fit_job(job, progress=bars).record
+        res = identify_jobs.run_fit_job(job, progress=bars)
         bars.done()
+    if res.robot is not None:  # a whole robot (--robot, or the robot the logs name)
+        _print_fit_robot(res)
+        return
+    d = res.record
     out = job.out
     unit = d["_summary"]["unit"]
     if d.get("selection"):
