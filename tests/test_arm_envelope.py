@@ -40,7 +40,9 @@ def fitted(tmp_path_factory):
     d = tmp_path_factory.mktemp("armenv")
     logs = [_log(robot, "a"), _log(robot, "b", f=1.5)]
     paths = [str(save_trajectory(tr, d / f"{tr.name}.parquet")) for tr in logs]
-    m = run_fit(paths, d / "run", model="m1", robot=RobotFitOptions(ROBOT, max_evals=2, max_windows=2, horizon=50))
+    # no robot named: the logs name theirs (Setup.extra["robot"]), so run_fit fits the whole robot
+    m = run_fit(paths, d / "run", model="m1", robot=RobotFitOptions(max_evals=2, max_windows=2, horizon=50))
+    assert m["robot"] == ROBOT and (d / "run" / "arm_model.json").is_file()
     return robot, logs, d, m
 
 

@@ -73,7 +73,10 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     them into one parameter vector per c, scores all c in one batched rollout, and tells each set's
     CMA-ES its own joint's errors. Joint coupling makes each set's score depend a little on the
     others' candidates (noise that shrinks as they converge); the best assembled vector (by the
-    summed error) is kept, so the result is never worse than ``start``.
+    summed error) is kept, so the result is never worse than ``start``. The generations run on
+    :func:`~actuatorlab.identify.search.run_cma` while a whole one fits in ``max_evals``; a
+    sub-search that has stopped (pycma's tolerances) is no longer asked: its set keeps the best
+    assembled values.
     (Potter & De Jong, "A cooperative coevolutionary approach to function optimization", PPSN 1994,
     with CMA-ES sub-searches: Hansen, arXiv:1604.00772.)"""
     spaces = [ArmSpace.build(names, nominal, [g]) for g in sets]
@@ -112,31 +115,24 @@ def _window_scorers(robot: Robot, r: Robot, w: Windows, wgt: np.ndarray, den: fl
     ``r`` (fitted sets; ``robot`` the robot of the logs), all candidates in one batched rollout."""
     W = len(w.start)
 
-    def scores(cands: list[dict]) -> list[tuple[float, float]]:
-        """(mean squared, mean absolute) position error of each candidate, all candidates in one
-        batched rollout (the windows repeated once per candidate)."""
+    def errors(cands: list[dict]) -> np.ndarray:
+        """(P, W, L, n) position errors of the candidates, all in one batched rollout (the windows
+        repeated once per candidate)."""
         P = len(cands)
         batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
         x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
         s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
         _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
-        e = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None])
-        res = []
-        for c in range(P):
-            if not np.all(np.isfinite(e[c])):
-                res.append((float("inf"), float("inf")))
-            else:
-                res.append((float(np.sum(e[c]**2 * wgt) / den), float(np.sum(np.abs(e[c]) * wgt) / den)))
-        return res
+        return out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None]
+
+    def scores(cands: list[dict]) -> list[tuple[float, float]]:
+        """(mean squared, mean absolute) position error of each candidate."""
+        return [(float("inf"), float("inf")) if not np.all(np.isfinite(e)) else
+                (float(np.sum(e**2 * wgt) / den), float(np.sum(np.abs(e) * wgt) / den)) for e in errors(cands)]
 
     def scores_per_joint(cands: list[dict]) -> np.ndarray:
         """(P, n_sets) mean squared position error of each candidate on the joints of each set."""
-        P = len(cands)
-        batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
-        x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
-        s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
-        _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
-        e2 = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None]) ** 2 * wgt[None]  # (P, W, L, n)
+        e2 = errors(cands) ** 2 * wgt[None]  # (P, W, L, n)
         per_joint_err = e2.sum(axis=(1, 2)) / np.maximum(wgt.sum(axis=(0, 1)), 1.0)  # (P, n)
         per_joint_err = np.where(np.isfinite(per_joint_err), per_joint_err, 1e6)
         return np.stack([per_joint_err[:, [robot.index(j) for j in grp.joints]].sum(axis=1)
