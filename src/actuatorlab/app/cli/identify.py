@@ -33,7 +33,7 @@ def fit(ctx: typer.Context,
         max_evals: int = typer.Option(300, "--max-evals", help="with --robot: CMA-ES evaluations per model"),
         config: Config = None):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
-    (with --robot: RUN/arm_model.json from multi-joint logs)."""
+    (a whole robot, named by --robot or by its multi-joint logs: RUN/arm_model.json)."""
 
     job = job_of(ctx, FitJob, config, data="data", model="model", out="out", robot="robot", max_evals="max_evals",
                  **{"options.seed": "seed", "options.budget": "budget", "options.dt": "dt"})
