@@ -64,7 +64,8 @@ def play(robot, model, q_cmd: np.ndarray, home=None) -> np.ndarray:
 
 
 def omx(a) -> dict:
-    from actuatorlab.app.jobs import run_fit_arm
+    from actuatorlab.app.jobs import RobotFitOptions, run_fit
+    from actuatorlab.identify.select import FamilyOptions
     from actuatorlab.synth import Rates, RunConditions, draw_joint_truths, run_synth, simulate
     from actuatorlab.synth import commands as cmd
     from actuatorlab.synth.dataset import _rng
@@ -80,7 +81,8 @@ def omx(a) -> dict:
         if not (data / "dataset.json").is_file():
             run_synth(robot, "smoke", data, seed=a.seed, scale=1.0, overwrite=True)
         train = sorted(str(p) for p in (data / "train").glob("*.parquet"))
-        run_fit_arm(robot, train, work / "fit", model=a.model, max_evals=a.max_evals, seed=0)
+        run_fit(train, work / "fit", model=a.model, options=FamilyOptions(seed=0),
+                robot=RobotFitOptions(robot, max_evals=a.max_evals))
     fit_s = time.perf_counter() - t0
 
     spec = get_robot(robot)

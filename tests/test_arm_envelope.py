@@ -34,13 +34,15 @@ def _log(robot, name, scale=1.0, T=200, f=1.0):
 
 @pytest.fixture(scope="module")
 def fitted(tmp_path_factory):
-    from actuatorlab.app.jobs import run_fit_arm
+    from actuatorlab.app.jobs import RobotFitOptions, run_fit
 
     robot = load_robot(ROBOT)
     d = tmp_path_factory.mktemp("armenv")
     logs = [_log(robot, "a"), _log(robot, "b", f=1.5)]
     paths = [str(save_trajectory(tr, d / f"{tr.name}.parquet")) for tr in logs]
-    m = run_fit_arm(ROBOT, paths, d / "run", model="m1", max_evals=2, max_windows=2, horizon=50)
+    # no robot named: the logs name theirs (Setup.extra["robot"]), so run_fit fits the whole robot
+    m = run_fit(paths, d / "run", model="m1", robot=RobotFitOptions(max_evals=2, max_windows=2, horizon=50))
+    assert m["robot"] == ROBOT and (d / "run" / "arm_model.json").is_file()
     return robot, logs, d, m
 
 

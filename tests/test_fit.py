@@ -143,13 +143,13 @@ def test_scorer_threads_give_the_one_call_sums_in_the_callers_precision(m1_logs)
     """A population cut into slices on worker threads sums to exactly what one call gives, and the
     workers compute in the calling thread's precision (JAX's x64 mode is per thread: a float32
     worker would differ from the float64 call at ~1e-7)."""
-    from actuatorlab.identify.space import _theta_np, full_vectors
+    from actuatorlab.identify.space import full_vectors
     from actuatorlab.precision import physics_precision
 
     batches = make_batches(m1_logs)
     spec = get_model("m1")
     space = ParamSpace.build(spec, batches, profile_for(batches))
-    P = full_vectors(space, _theta_np(space, np.random.default_rng(0).uniform(0.2, 0.8, (13, space.n))))
+    P = full_vectors(space, space.to_theta(np.random.default_rng(0).uniform(0.2, 0.8, (13, space.n)), np))
     with physics_precision():
         one = PopulationScorer(batches, spec, size=16, dtype=np.float64, workers=1)
         three = PopulationScorer(batches, spec, size=16, dtype=np.float64, workers=3)
@@ -259,3 +259,61 @@ def test_selection_adds_load_friction_only_when_the_data_has_it(load_logs, m1_lo
     assert without.final.model == "m1"
     for name, truth in TRUTH_M1.items():
         assert without.final.params[name] == pytest.approx(truth, rel=0.03), name
+
+
+def test_run_cma_lockstep_searches_are_the_searches_run_one_by_one():
+    """The one CMA-ES driver: searches in lockstep (own streams) end where each alone ends, and
+    a live search is asked only while it is under max_evals."""
+    from actuatorlab.identify.search import BestSoFar, UnitBoxCMA, cma_stream, run_cma
+
+    c = np.array([0.3, 0.7, 0.2])
+
+    def make(k):
+        return UnitBoxCMA(np.full(3, 0.5), 0.3, {"popsize": 6, "verbose": -9, **cma_stream(k + 1)})
+
+    def f(Z):
+        return np.sum((Z - c) ** 2, 1)
+
+    alone = []
+    for k in range(2):
+        best = BestSoFar()
+
+        def score(Zs, best=best):
+            best.update(f(Zs[0]), Zs[0])
+            return {0: f(Zs[0])}
+        used = run_cma([make(k)], score, max_evals=60)
+        assert used[0] == 60
+        alone.append((best.f, best.x))
+    bests = [BestSoFar(), BestSoFar()]
+
+    def both(Zs):
+        out = {}
+        for i, Z in enumerate(Zs):
+            if Z is not None:
+                out[i] = f(Z)
+                bests[i].update(out[i], Z)
+        return out
+    assert list(run_cma([make(0), make(1)], both, max_evals=60)) == [60, 60]
+    for (fa, xa), b in zip(alone, bests):
+        assert b.f == fa and np.array_equal(b.x, xa)
+
+
+def test_unit_box_cma_pad_1d_is_pycmas_padded_bounded_search():
+    """A one-dimensional whole-robot search runs as pycma's bounded 2-D search with an ignored
+    second coordinate at 0.5 (the stream it always drew); the candidates are the first coordinate."""
+    import cma
+
+    from actuatorlab.identify.search import UnitBoxCMA, cma_stream
+
+    opts = {"verbose": -9, "tolfun": 1e-12, "tolx": 1e-6, "maxfevals": 120}
+    ref = cma.CMAEvolutionStrategy(np.r_[0.4, 0.5], 0.3, {"bounds": [0.0, 1.0], **opts, **cma_stream(7)})
+    box = UnitBoxCMA(np.array([0.4]), 0.3, {**opts, **cma_stream(7)}, pad_1d=True)
+    while not ref.stop():
+        Zr = np.array(ref.ask())
+        G, Z = box.ask()
+        assert Z.shape == (len(Zr), 1)
+        np.testing.assert_array_equal(Z[:, 0], Zr[:, 0])
+        fs = list((Zr[:, 0] - 0.8) ** 2)
+        ref.tell(list(Zr), fs)
+        box.tell(G, fs)
+    assert box.stop()

@@ -60,8 +60,8 @@ class FitJob:
     options (seed, budget quick|default|thorough, dt [s] control period, workers, extensions,
     group_by condition tags ["log"]: leave-one-log-out, calibration free_swing|none), mapping (CSV
     column mapping), jackknife (null|log|group: refits after writing, parameter spread),
-    timestep_sensitivity (replay and refit at dt/2 and 2 dt), robot (multi-joint logs of this robot),
-    max_evals (with robot: CMA-ES evaluations per model, 300), per_joint (with robot: one parameter
+    timestep_sensitivity (replay and refit at dt/2 and 2 dt), robot (multi-joint logs of this robot;
+    null: the robot the logs name, none for one-joint logs), max_evals (with robot: CMA-ES evaluations per model, 300), per_joint (with robot: one parameter
     set per joint), method (with robot: cma | grad)."""
 
     data: tuple[Path, ...] = ()
@@ -89,21 +89,20 @@ class FitResult(Result):
         return {k: v for k, v in self.record.items() if not k.startswith("_")}
 
 
-def run_fit_job(job: FitJob, progress: Callable | None = None, arm_progress: Callable | None = None) -> FitResult:
-    """Fit (:func:`actuatorlab.app.jobs.run_fit`, or ``run_fit_arm`` with ``robot``) and write RUN/."""
+def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
+    """Fit (:func:`actuatorlab.app.jobs.run_fit`: one joint, or a robot named by ``robot`` or by
+    the logs) and write RUN/."""
     check_range("--dt", job.options.dt)
     check_range("--max-evals", job.max_evals)
-    if job.robot is not None:
-        if not job.data:
-            raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
-        d = jobs.run_fit_arm(job.robot, list(job.data), job.out, model=job.model, max_evals=job.max_evals,
-                             seed=job.options.seed, per_joint=job.per_joint, method=job.method, progress=arm_progress)
-        return FitResult(d, job.out, job.robot)
-    if job.model is not None and job.options.calibration not in (CALIBRATION, "none"):
+    if job.robot is not None and not job.data:
+        raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
+    if job.robot is None and job.model is not None and job.options.calibration not in (CALIBRATION, "none"):
         raise ActuatorlabError("--calibration applies to the family fit (without --model)")
     d = jobs.run_fit(list(job.data) or None, job.out, model=job.model, options=job.options, mapping=job.mapping,
-                     progress=progress, jackknife=job.jackknife, timestep_sensitivity=job.timestep_sensitivity)
-    return FitResult(d, job.out, None)
+                     progress=progress, jackknife=job.jackknife, timestep_sensitivity=job.timestep_sensitivity,
+                     robot=jobs.RobotFitOptions(job.robot, job.max_evals, job.per_joint, method=job.method))
+    robot = str(d.get("robot") or "")
+    return FitResult(d, job.out, None if not robot or robot.startswith("bench:") else robot)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import html
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,7 +46,7 @@ from .train_work import JointTrainOptions, TRAIN_BUDGET, run_infer, run_train, r
 
 __all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
            "run_audit", "identifiability_for", "run_train", "TRAIN_BUDGET",
-           "JointTrainOptions", "run_infer", "run_train_arm", "split_arm_data", "run_fit_arm",
+           "JointTrainOptions", "run_infer", "run_train_arm", "split_arm_data", "RobotFitOptions",
            "run_evaluate_arm"]
 
 Progress = Callable[[str, str, float], None]
@@ -148,14 +148,29 @@ def fit_logs(trajs: list[Trajectory], model: str | None, options: FamilyOptions,
                      dt=options.dt, progress=cb, workers=options.workers), None, None
 
 
+@dataclass(frozen=True)
+class RobotFitOptions:
+    """Settings of a whole-robot fit (multi-joint logs, :func:`run_fit`)."""
+
+    robot: str | None = None  #: bundled robot name; None: the robot the logs name (one-joint logs: none)
+    max_evals: int = 300  #: CMA-ES evaluations per model
+    per_joint: bool = False  #: one parameter set per joint instead of one per actuator group
+    horizon: int = 100  #: fit window length [control steps]
+    max_windows: int | None = 64  #: at most this many fit windows per model (None: all)
+    method: str = "cma"  #: "cma" (native MuJoCo, fast on CPUs) or "grad" (Adam through MJX, minutes on a CPU)
+
+
 @physics
 def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
             options: FamilyOptions = FamilyOptions(), mapping: str | Path | None = None,
             progress: Progress | None = None, jackknife: str | None = None, timestep_sensitivity: bool = False,
-            identifiability: bool = True) -> dict:
-    """Fit (one ``model``, or the nested family with leave-one-group-out selection) and write RUN/.
+            robot: RobotFitOptions = RobotFitOptions()) -> dict:
+    """Fit (one ``model``, or the nested family selected on data it was not fitted on) and write RUN/.
 
-    Writes RUN/model.json, RUN/report.html and RUN/identifiability.json; returns the model dict.
+    One joint (a bench): writes RUN/model.json, RUN/report.html and RUN/identifiability.json;
+    returns the model dict. A robot (``robot.robot``, or the robot multi-joint logs name): the
+    whole-robot fit of :func:`_fit_robot` (``robot``'s settings, ``options.seed``), RUN/arm_model.json;
+    returns its document.
     ``options`` (:class:`~actuatorlab.identify.select.FamilyOptions`): seed, budget, dt and workers
     apply to both; extensions, group_by and calibration to the family fit. Order: the fit, the
     Jacobian standard errors (``identifiability``, about a second) and, after a family fit, the
@@ -167,13 +182,14 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
     _check_fit(model, options, jackknife)
     trajs = load_data(paths, mapping)
     out = Path(out)
+    name = robot.robot or _robot_of(trajs)
+    if name is not None and not name.startswith("bench:"):
+        return _fit_robot(name, trajs, out, model, options.seed, robot, progress)
     fit, selection, uncertainty = fit_logs(trajs, model, options, progress)
     batches = make_batches(trajs, fit.dt)
-    ident = None
-    if identifiability:
-        if progress:
-            progress("identifiability", "jacobian", 0.0)
-        ident = identifiability_for(fit, batches)
+    if progress:
+        progress("identifiability", "jacobian", 0.0)
+    ident = identifiability_for(fit, batches)
     results = replay_batches(fit.model, fit.params, batches)
     summary = summarize(results)
     data = {"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in trajs],
@@ -383,12 +399,21 @@ def run_audit(paths, *, mapping: str | Path | None = None) -> list[dict]:
 
 
 
-@physics
-def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None = None, max_evals: int = 300,
-                seed: int = 0, per_joint: bool = False, horizon: int = 100, max_windows: int | None = 64,
-                method: str = "cma", progress=None) -> dict:
-    """Fit a robot's actuator parameters to multi-joint logs through window rollouts (native
-    MuJoCo path, CMA-ES); writes RUN/arm_model.json with the model, the fitted and nominal
+def _robot_of(trajs: list[Trajectory]) -> str | None:
+    """The robot multi-joint logs name (``Setup.extra["robot"]``, one for all of them); None for
+    one-joint logs (no robot, or a bench: "bench:revolute")."""
+    names = {(t.setup.extra or {}).get("robot") for t in trajs}
+    if len(names) > 1:
+        raise DataError(None, f"the logs name different robots ({', '.join(sorted(map(str, names)))}); "
+                              "fit one robot at a time")
+    name = next(iter(names), None)
+    return None if name is None or str(name).startswith("bench:") else str(name)
+
+
+def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None, seed: int,
+               ro: RobotFitOptions, progress: Progress | None) -> dict:
+    """The whole-robot branch of :func:`run_fit`: window rollouts through the native MuJoCo path
+    (CMA-ES) or MJX (Adam); writes RUN/arm_model.json with the model, the fitted and nominal
     parameters, the per-joint replay MAE at 100/300/600 steps and the per-joint operating envelope
     of the logs (:func:`~actuatorlab.evaluate.envelope.robot_envelope`).
 
@@ -396,44 +421,40 @@ def run_fit_arm(robot: str, paths, out: str | Path = "run", *, model: str | None
     :data:`~actuatorlab.identify.arm_fit.ARM_LADDER` is fitted on part of the logs and judged on
     the rest (:func:`~actuatorlab.identify.select.split_validation`: every 4th log by excitation,
     or a 70/30 time split of fewer than 3 logs), and the selected model is refitted on all of them
-    (:func:`~actuatorlab.identify.arm_fit.select_arm`).
-
-    ``method``: "cma" (CMA-ES through the native MuJoCo path, the fast choice on CPUs) or "grad"
-    (Adam through the MJX rollout with a window curriculum, :mod:`actuatorlab.identify.arm_grad`;
-    compiles a gradient per model, minutes on a CPU)."""
-    trajs = load_logs(list(paths))
+    (:func:`~actuatorlab.identify.arm_fit.select_arm`)."""
     selection = None
-    if method not in ("cma", "grad"):
-        raise UnknownNameError("fit method", method, ("cma", "grad"))
-    if model is not None and method == "grad":
-        r = fit_arm_grad(robot, trajs, model=model, seed=seed, per_joint=per_joint)
+    if ro.method not in ("cma", "grad"):
+        raise UnknownNameError("fit method", ro.method, ("cma", "grad"))
+    if model is not None and ro.method == "grad":
+        r = fit_arm_grad(robot, trajs, model=model, seed=seed, per_joint=ro.per_joint)
     elif model is not None:
-        r = fit_arm(robot, trajs, model=model, max_evals=max_evals, seed=seed, per_joint=per_joint,
-                    horizon=horizon, max_windows=max_windows)
+        r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
+                    horizon=ro.horizon, max_windows=ro.max_windows)
     else:
         fit_part, val_part = split_validation(trajs)
-        res = select_arm(robot, fit_part, val_part, per_joint=per_joint, max_evals=max_evals, seed=seed,
-                         horizon=horizon, max_windows=max_windows, method=method, progress=progress)
+        cb = (lambda m, i, n: progress(m, f"{i + 1}/{n + 1}", 0.0)) if progress else None
+        res = select_arm(robot, fit_part, val_part, per_joint=ro.per_joint, max_evals=ro.max_evals, seed=seed,
+                         horizon=ro.horizon, max_windows=ro.max_windows, method=ro.method, progress=cb)
         r = res["final"]
         selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
                      "val_horizon": res["val_horizon"]}
     ev = evaluate_arm(robot, r["params"], trajs, model=r["model"])
 
     d = {"format": FORMAT, "format_version": FORMAT_VERSION, "robot": robot, "kind": "analytic", "model": r["model"],
-         "per_joint": per_joint, "params": r["params"], "nominal": r["nominal"],
+         "per_joint": ro.per_joint, "params": r["params"], "nominal": r["nominal"],
          "envelope": robot_envelope(robot, trajs),
-         "fit": {"method": method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
-                                                         "horizon")}},
+         "fit": {"method": ro.method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
+                                                            "horizon")}},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
          "package_version": __version__, "git_revision": git_revision()}
-    save(from_document(d, validate=False), Path(out) / "arm_model.json")
+    save(from_document(d, validate=False), out / "arm_model.json")
     return d
 
 
 @physics
 def run_evaluate_arm(robot: str, model_path, paths) -> dict:
     """Per-joint replay MAE at 100/300/600 steps of multi-joint logs; ``model_path`` is an
-    arm_model.json from :func:`run_fit_arm` or :func:`run_train_arm` (kind "learned" /
+    arm_model.json from :func:`run_fit` (a robot) or :func:`run_train_arm` (kind "learned" /
     "residual") or the word "nominal" (the robot config's values). With a model file that records
     an envelope, ``envelope_outside_fraction`` {log: share of samples outside it (any joint, any
     dimension)}, ``envelope_outside_per_joint`` {log: {joint: share}}, ``envelope_outside_dimensions``

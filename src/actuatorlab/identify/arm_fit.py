@@ -28,13 +28,12 @@ from __future__ import annotations
 import time as _time
 from typing import Any, Callable, Iterable
 
-import cma
 import numpy as np
 
 from ..precision import physics
 from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
-from ..models.registry import contains, embed_params, get_model
+from ..models.registry import embed_params, get_model
 from ..robots.loader import Robot
 from ..sim.arm import ArmConfig, ArmInputs, ArmState
 from ..sim.arm_native import native_model, rollout_native
@@ -42,16 +41,15 @@ from ..sim.arm_windows import Windows
 from ..sim.arm_data import (_pick, _robot, evaluate_arm, fit_windows, log_arrays, per_joint_robot)
 from .arm_grad import fit_arm_grad
 from .arm_space import DEFAULT_FIT_PARAMS, ArmSpace, fit_result, fit_setup
-from .search import cma_stream
+from .nested import contained, judge, lowest
+from .search import BestSoFar, UnitBoxCMA, cma_stream, run_cma
 
 __all__ = ["DEFAULT_FIT_PARAMS", "ARM_LADDER", "ArmSpace", "select_arm", "fit_arm"]
 
-def _cma(z0: np.ndarray, sigma0: float, opts: dict) -> "cma.CMAEvolutionStrategy":
-    """CMA-ES from ``z0``; a one-dimensional search gets a second, ignored coordinate (cma 4.5
-    fails on bounded 1-D problems: "not yet initialized (dimension needed)"), so callers use
-    ``z[:n]`` of each candidate."""
-    z0 = np.asarray(z0, float)
-    return cma.CMAEvolutionStrategy(np.r_[z0, 0.5] if z0.size == 1 else z0, sigma0, opts)
+def _box_cma(z0: np.ndarray, sigma0: float, stream: dict, **opts) -> UnitBoxCMA:
+    """The whole-robot fit's CMA-ES from ``z0`` in the unit box (one-dimensional searches padded,
+    :class:`~actuatorlab.identify.search.UnitBoxCMA`)."""
+    return UnitBoxCMA(z0, sigma0, {**stream, "verbose": -9, "tolfun": 1e-12, "tolx": 1e-6, **opts}, pad_1d=True)
 
 
 def _inside(space: ArmSpace, p: dict) -> dict:
@@ -75,40 +73,40 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     them into one parameter vector per c, scores all c in one batched rollout, and tells each set's
     CMA-ES its own joint's errors. Joint coupling makes each set's score depend a little on the
     others' candidates (noise that shrinks as they converge); the best assembled vector (by the
-    summed error) is kept, so the result is never worse than ``start``.
+    summed error) is kept, so the result is never worse than ``start``. The generations run on
+    :func:`~actuatorlab.identify.search.run_cma` while a whole one fits in ``max_evals``; a
+    sub-search that has stopped (pycma's tolerances) is no longer asked: its set keeps the best
+    assembled values.
     (Potter & De Jong, "A cooperative coevolutionary approach to function optimization", PPSN 1994,
     with CMA-ES sub-searches: Hansen, arXiv:1604.00772.)"""
     spaces = [ArmSpace.build(names, nominal, [g]) for g in sets]
     # the sub-searches share one private stream, seeded as pycma's global reseeding left it (by the
     # last sub-search's seed): same draws as before, NumPy's global generator untouched
     stream = cma_stream(int(seed) + 1 + sets[-1]) if sets else {}
-    opts = [_cma(sp.z_of(z_start or start), sigma0, {"bounds": [0.0, 1.0], **stream,
-                                                               "verbose": -9, "tolfun": 1e-12, "tolx": 1e-6})
-            for g, sp in zip(sets, spaces)]
-    pop = max(es.popsize for es in opts)
-    best = {k: np.asarray(v, float).copy() for k, v in start.items()}
-    best_f = float(score([best])[0, sets].sum())
-    evals = 1
-    while evals + pop <= max_evals and not all(es.stop() for es in opts):
-        zs = [es.ask(number=pop) for es in opts]
+    es = [_box_cma(sp.z_of(z_start or start), sigma0, stream) for sp in spaces]
+    pop = max(e.es.popsize for e in es)
+    best = BestSoFar(x={k: np.asarray(v, float).copy() for k, v in start.items()})
+    best.f = float(score([best.x])[0, sets].sum())
+
+    def assembled(Zs: list) -> dict[int, np.ndarray]:
+        """Candidate c of every live set on the best vector so far, all c in one batched score; each
+        set's search is told its own joints' errors."""
         cands = []
         for c in range(pop):
-            p = {k: np.asarray(v, float).copy() for k, v in best.items()}
-            for sp, zz in zip(spaces, zs):
-                th = sp.to_theta(zz[c][:sp.n])
-                for a, k in enumerate(names):
-                    p[k][sp.sets[0]] = th[a]
+            p = {k: np.asarray(v, float).copy() for k, v in best.x.items()}
+            for sp, Z in zip(spaces, Zs):
+                if Z is not None:
+                    th = sp.to_theta(Z[c])
+                    for a, k in enumerate(names):
+                        p[k][sp.sets[0]] = th[a]
             cands.append(p)
         f = score(cands)  # (pop, n_sets)
-        evals += pop
-        for es, g, zz in zip(opts, sets, zs):
-            if not es.stop():
-                es.tell(zz, list(f[:, g]))
-        tot = f[:, sets].sum(axis=1)
-        i = int(np.argmin(tot))
-        if tot[i] < best_f:
-            best, best_f = cands[i], float(tot[i])
-    return best, evals
+        best.update(f[:, sets].sum(axis=1), cands)
+        return {i: f[:, g] for i, g in enumerate(sets)}
+
+    # a generation runs only while it fits in the budget (the start counted): pop per search per generation
+    used = run_cma(es, assembled, max(int(max_evals) - pop, 0))
+    return best.x, 1 + int(used.max(initial=0))
 
 
 def _window_scorers(robot: Robot, r: Robot, w: Windows, wgt: np.ndarray, den: float, nominal: dict, cfg: ArmConfig,
@@ -117,31 +115,24 @@ def _window_scorers(robot: Robot, r: Robot, w: Windows, wgt: np.ndarray, den: fl
     ``r`` (fitted sets; ``robot`` the robot of the logs), all candidates in one batched rollout."""
     W = len(w.start)
 
-    def scores(cands: list[dict]) -> list[tuple[float, float]]:
-        """(mean squared, mean absolute) position error of each candidate, all candidates in one
-        batched rollout (the windows repeated once per candidate)."""
+    def errors(cands: list[dict]) -> np.ndarray:
+        """(P, W, L, n) position errors of the candidates, all in one batched rollout (the windows
+        repeated once per candidate)."""
         P = len(cands)
         batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
         x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
         s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
         _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
-        e = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None])
-        res = []
-        for c in range(P):
-            if not np.all(np.isfinite(e[c])):
-                res.append((float("inf"), float("inf")))
-            else:
-                res.append((float(np.sum(e[c]**2 * wgt) / den), float(np.sum(np.abs(e[c]) * wgt) / den)))
-        return res
+        return out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None]
+
+    def scores(cands: list[dict]) -> list[tuple[float, float]]:
+        """(mean squared, mean absolute) position error of each candidate."""
+        return [(float("inf"), float("inf")) if not np.all(np.isfinite(e)) else
+                (float(np.sum(e**2 * wgt) / den), float(np.sum(np.abs(e) * wgt) / den)) for e in errors(cands)]
 
     def scores_per_joint(cands: list[dict]) -> np.ndarray:
         """(P, n_sets) mean squared position error of each candidate on the joints of each set."""
-        P = len(cands)
-        batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
-        x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
-        s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
-        _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
-        e2 = (out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None]) ** 2 * wgt[None]  # (P, W, L, n)
+        e2 = errors(cands) ** 2 * wgt[None]  # (P, W, L, n)
         per_joint_err = e2.sum(axis=(1, 2)) / np.maximum(wgt.sum(axis=(0, 1)), 1.0)  # (P, n)
         per_joint_err = np.where(np.isfinite(per_joint_err), per_joint_err, 1e6)
         return np.stack([per_joint_err[:, [robot.index(j) for j in grp.joints]].sum(axis=1)
@@ -225,19 +216,18 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
                                  _inside(space, best_p))
         evals += n_ev
     else:
-        z0 = space.z_of(_inside(space, best_p))
-        es = _cma(z0, sigma0, {"bounds": [0.0, 1.0], "maxfevals": int(max_evals),
-                                                   **cma_stream(int(seed) + 1), "verbose": -9, "tolfun": 1e-12,
-                                                   "tolx": 1e-6})
-        while not es.stop():
-            zs = es.ask()
-            cands = [space.unpack(space.to_theta(z[:space.n])) for z in zs]
-            fs = [f if np.isfinite(f) else 1e6 for f, _ in scores(cands)]
-            evals += len(zs)
-            i = int(np.argmin(fs))
-            if fs[i] < best_f:
-                best_p, best_f = cands[i], fs[i]
-            es.tell(zs, fs)
+        best = BestSoFar(best_f, best_p)
+
+        def score(Zs: list) -> dict[int, np.ndarray]:
+            cands = [space.unpack(space.to_theta(z)) for z in Zs[0]]
+            fs = np.array([f if np.isfinite(f) else 1e6 for f, _ in scores(cands)])
+            best.update(fs, cands)
+            return {0: fs}
+
+        es = _box_cma(space.z_of(_inside(space, best_p)), sigma0, cma_stream(int(seed) + 1),
+                      maxfevals=int(max_evals))
+        evals += int(run_cma([es], score)[0])
+        best_p = best.x
     (mse, mae), (_, mae0) = scores([best_p, nominal])
     return fit_result(model, names, labels, sets, best_p, nominal, (mse, mae, mae0), per_joint,
                       evaluations=evals, wall_s=float(_time.perf_counter() - t0), horizon=int(horizon),
@@ -264,8 +254,9 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
     worse than them on the fit windows. It is scored by the pooled position MAE of
     ``val_horizon``-step window rollouts of ``val_trajs`` (:func:`evaluate_arm`; logs shorter than
     that are scored at the longest horizon that fits). A model is *eligible* when its validation
-    MAE is at least ``min_gain`` (relative) below the best eligible model it contains, the same
-    rule as the one-joint :func:`actuatorlab.identify.select.fit_family`; the eligible model with
+    MAE is at least ``min_gain`` (relative) below the best eligible model it contains (the rule of
+    every selection, :func:`actuatorlab.identify.nested.judge`, with one validation score; a model
+    without an eligible contained model is eligible only if it is the first or contains none); the eligible model with
     the lowest validation MAE is selected and refitted on fit + validation logs (``final_evals``
     evaluations, default ``max_evals // 2``), starting from its fit.
 
@@ -292,7 +283,7 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
                               f"(got {len(fit_trajs)} and {len(val_trajs)})")
     ladder = tuple(get_model(m).name for m in ladder)
     fits: dict[str, dict] = {}
-    val_mae: dict[str, float] = {}
+    val_mae: dict[str, np.ndarray] = {}  # (1,): one validation set
     eligible: dict[str, bool] = {}
     table = []
     longest = max(t.n for t in val_trajs)
@@ -300,7 +291,7 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
     for i, m in enumerate(ladder):
         if progress:
             progress(m, i, len(ladder))
-        inner = [x for x in fits if contains(m, x)]
+        inner = contained(m, fits)
         starts = [{k: [embed_params({kk: vv[g] for kk, vv in fits[x]["param_sets"].items()}, m).get(k, v[g])
                        for g in range(len(v))] for k, v in fits[x]["param_sets"].items()}
                   for x in inner]
@@ -314,17 +305,16 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
         fits[m] = r
         ev = evaluate_arm(robot, r["params"], val_trajs, horizons=(vh,), model=m)
         v = ev["position_mae"]
-        val_mae[m] = float("inf") if v is None or not np.isfinite(v) else float(v)
-        ref = [x for x in inner if eligible[x]]
-        parent = min(ref, key=lambda x: val_mae[x]) if ref else None
-        gain = None if parent is None else 1.0 - val_mae[m] / val_mae[parent]
-        eligible[m] = bool(np.isfinite(val_mae[m])) and (gain is None or gain >= min_gain)  # gain is None without a parent
-        table.append({"model": m, "parent": parent, "n_free": len(r["params"]) * len(next(iter(r["params"].values()))),
-                      "train_mae": r["train_mae"], "validation_mae": val_mae[m], "gain_vs_parent": gain,
-                      "earns_place": eligible[m], "wall_s": r["wall_s"]})
+        val_mae[m] = np.array([np.inf if v is None or not np.isfinite(v) else float(v)])
+        verdict = judge(val_mae[m], inner, val_mae, eligible, i == 0, min_gain)
+        eligible[m] = verdict.earns_place
+        table.append({"model": m, "parent": verdict.parent,
+                      "n_free": len(r["params"]) * len(next(iter(r["params"].values()))),
+                      "train_mae": r["train_mae"], "validation_mae": float(val_mae[m][0]),
+                      "gain_vs_parent": verdict.gain, "earns_place": eligible[m], "wall_s": r["wall_s"]})
     if not any(eligible.values()):
         raise ModelError("select_arm: no model gave a finite validation error")
-    selected = min((m for m in ladder if eligible[m]), key=lambda m: val_mae[m])
+    selected = lowest(val_mae, eligible)
     for row in table:
         row["selected"] = row["model"] == selected
     if progress:

@@ -69,6 +69,8 @@ from ..sim.arm import ArmConfig, ArmInputs, make_mjx_rollout
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import CURRICULUM, Windows
 from .arm_space import ArmSpace, fit_result, fit_setup
+from .search import BestSoFar
+from .space import box_adam_step
 from ..sim.arm_data import LogArrays, _check_name, log_arrays, per_joint_robot
 from ..sim.arm_data import fit_windows
 
@@ -295,17 +297,17 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     i0 = int(np.argmin([f for f, _ in scores]))
     mse0, mae0 = scores[i0]
     descent = _descend(vg, sets_of, native_score, r, logs, cfg, (w_fin, wgt_fin), lengths, steps, B, lr,
-                       np.random.default_rng(seed), space.z_of(starts[i0]), starts[i0], (mse0, -1, starts[i0]),
+                       np.random.default_rng(seed), space.z_of(starts[i0]), starts[i0], BestSoFar(mse0, (-1, starts[i0])),
                        progress)
     best, done, skipped, compile_total, history = descent
-    p_best = best[2]
+    p_best = best.x[1]
     mse, mae = native_score(p_best)
     _, mae_nom = native_score(nominal)
 
     return fit_result(model, names, labels, sets, p_best, nominal, (mse, mae, mae_nom), per_joint,
                       evaluations=done, wall_s=float(_time.perf_counter() - t0), horizon=lengths[-1],
                       n_windows=int(len(w_fin.start)), method="adam", mode=mode, compile_s=compile_total,
-                      train_mae_init=mae0, skipped_steps=skipped, selected=best[1], loss_history=history)
+                      train_mae_init=mae0, skipped_steps=skipped, selected=best.x[0], loss_history=history)
 
 
 def _stages(curriculum, iters, batch, lr, mode) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -328,7 +330,7 @@ def _stages(curriculum, iters, batch, lr, mode) -> tuple[tuple[int, ...], tuple[
 def _descend(vg, sets_of, native_score, r, logs, cfg, final_windows, lengths, steps, B, lr, rng, z, start, best,
              progress):
     """The curriculum: Adam with one cosine decay and one state through all stages, the end point
-    of each stage scored on the native path. Returns (best (mse, stage, sets), steps done, steps
+    of each stage scored on the native path. Returns (best: native MSE and (stage, sets), steps done, steps
     skipped, compile seconds, per-stage history)."""
     w_fin, wgt_fin = final_windows
     base = {k: jnp.asarray(v, float) for k, v in start.items()}  # values not fitted
@@ -354,8 +356,7 @@ def _descend(vg, sets_of, native_score, r, logs, cfg, final_windows, lengths, st
             f = float(f)
             losses.append(f)
             if math.isfinite(f) and bool(jnp.all(jnp.isfinite(g))):
-                upd, state = opt.update(g, state, zj)
-                zj = jnp.clip(optax.apply_updates(zj, upd), 0.0, 1.0)
+                zj, state = box_adam_step(opt, g, state, zj)
             else:
                 bad += 1
             done += 1
@@ -364,8 +365,7 @@ def _descend(vg, sets_of, native_score, r, logs, cfg, final_windows, lengths, st
         skipped += bad
         p = sets_of(np.asarray(zj), start)
         mse, _ = native_score(p)
-        if mse < best[0]:
-            best = (mse, si, p)
+        best.update([mse], [(si, p)])
         history.append({"length": L, "iters": n_it, "batch": B, "n_windows": int(len(w.start)),
                         "lr": float(schedule(done - n_it)), "loss": losses, "skipped": bad, "native_mse": mse,
                         "compile_s": c_s, "wall_s": _time.perf_counter() - ts})

@@ -15,6 +15,7 @@ from ..models.params import PARAMS, bounds_for
 from ..models.registry import get_model
 from ..robots.loader import Robot
 from ..sim.arm_data import _check_name, _robot, model_params, robot_with_model
+from .space import unit_to_theta, unit_to_z
 
 __all__ = ["DEFAULT_FIT_PARAMS", "BOX_FACTORS", "ArmSpace", "fit_setup", "fit_result"]
 
@@ -34,6 +35,8 @@ class ArmSpace:
     log: (P G,) True where the parameter moves on a log scale. A parameter with positive nominal
     value p0 moves log-uniformly in [0.2 p0, 5 p0] (:data:`BOX_FACTORS`); one whose nominal is 0
     moves linearly in the "servo" profile of :data:`~actuatorlab.models.params.BOUND_PROFILES`.
+    The map to and from z is the one of every search box (:func:`~actuatorlab.identify.space.
+    unit_to_theta`, the one-joint :class:`~actuatorlab.identify.space.ParamSpace`'s).
     """
 
     names: tuple[str, ...]
@@ -74,18 +77,13 @@ class ArmSpace:
         return len(self.names) * self.G
 
     def to_theta(self, z, xp=np):
-        """Values (P G,) from z (P G,), clipped to [0, 1]; ``xp`` numpy or jax.numpy."""
-        lo, hi, log = self.lower, self.upper, self.log
-        z = xp.clip(z, 0.0, 1.0)
-        lo_l = np.log(np.where(log, lo, 1.0))
-        span = np.log(np.where(log, hi, 1.0)) - lo_l
-        return xp.where(log, xp.exp(lo_l + z * span), lo + z * (hi - lo))
+        """Values (P G,) from z (P G,): the one-joint fit's map (:func:`unit_to_theta`);
+        ``xp`` numpy or jax.numpy."""
+        return unit_to_theta(self.lower, self.upper, self.log, z, xp)
 
     def to_z(self, theta) -> np.ndarray:
-        lo, hi, log = self.lower, self.upper, self.log
-        theta = np.clip(np.asarray(theta, float), lo, hi)
-        zl = np.log(np.where(log, theta, 1.0) / np.where(log, lo, 1.0)) / np.log(np.where(log, hi / np.where(log, lo, 1.0), 2.0))
-        return np.clip(np.where(log, zl, (theta - lo) / (hi - lo)), 0.0, 1.0)
+        """z (P G,) of the values ``theta`` (:func:`unit_to_z`)."""
+        return unit_to_z(self.lower, self.upper, self.log, theta)
 
     def z_of(self, params: dict) -> np.ndarray:
         """z of parameter sets (name -> (n_sets,)); names not given take the nominal value."""

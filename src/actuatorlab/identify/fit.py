@@ -28,8 +28,8 @@ from ..logs.format import Trajectory
 from ..models.params import PARAMS
 from ..models.registry import ModelSpec, embed_params, get_model
 from ..sim.rollout import Batch, make_batches, rollout_batch
-from .search import UnitBoxCMA, cma_stream, default_workers, run_sliced
-from .space import ParamSpace, effort_available, profile_for, substeps_for
+from .search import BestSoFar, UnitBoxCMA, cma_stream, default_workers, run_cma, run_sliced
+from .space import ParamSpace, box_adam_step, effort_available, profile_for, substeps_for
 
 __all__ = ["FitResult", "fit_model", "make_loss", "ParamSpace", "profile_for", "substeps_for", "effort_available"]
 
@@ -143,12 +143,11 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     rng = np.random.default_rng(seed)
 
     evals = 0
-    best_z: np.ndarray | None = None
-    best_f = math.inf
+    best = BestSoFar()
     history: list[dict[str, float]] = []
 
     def score(Z):
-        nonlocal evals, best_z, best_f
+        nonlocal evals
         Z = np.asarray(Z, float)
         n = Z.shape[0]
         padded = np.concatenate([Z, np.repeat(Z[-1:], part - n % part if n % part else 0, 0)])
@@ -156,9 +155,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
                                        range(0, len(padded), part), n_workers))[:n]
         fs = np.where(np.isfinite(fs), fs, 1e3)
         evals += n
-        i = int(np.argmin(fs))
-        if fs[i] < best_f:
-            best_f, best_z = float(fs[i]), Z[i].copy()
+        best.update(fs, Z)
         return fs
 
     inits = [init] if isinstance(init, dict) else list(init or [])
@@ -169,34 +166,27 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
         z_init = space.to_z(space.theta_from({}))
         z_init = np.where([PARAMS[n].neutral == 0.0 for n in space.names], z_init, 0.5)
     score(z_init[None])
-    assert best_z is not None  # score() keeps the best point scored so far, and it has scored one
 
     total_work = n_starts * max_evals + grad_steps
     for si in range(n_starts):
         # later starts: a wide perturbation of the best point so far (a uniform draw in the box
         # often lands where the joint never leaves stiction and the loss is flat)
-        z0 = z_init if si == 0 else np.clip(best_z + rng.normal(0.0, 0.2, space.n), 0.0, 1.0)
+        z0 = z_init if si == 0 else np.clip(best.x + rng.normal(0.0, 0.2, space.n), 0.0, 1.0)
         es = UnitBoxCMA(z0, sigma0, {
             "popsize": popsize, **cma_stream(int(rng.integers(1, 2**31 - 1))),
             "maxfevals": max_evals, "verbose": -9, "tolfun": 1e-9, "tolx": 1e-7})
-        used = 0
-        while not es.stop() and used < max_evals:
-            G, Z = es.ask()
-            fs = score(Z)
-            es.tell(G, fs)
-            used += len(Z)
-            if progress:
-                progress("cma", si * max_evals + used, total_work)
+        used = int(run_cma([es], lambda Zs: {0: score(Zs[0])}, max_evals,
+                           (lambda u: progress("cma", si * max_evals + int(u[0]), total_work)) if progress else None)[0])
         history.append({"start": si, "evals": used, "best_f": float(es.result.fbest)})
 
     if grad_steps > 0 and space.n > 0:  # gradient refinement from the best point
         step = (lambda k: progress("grad", n_starts * max_evals + k + 1, total_work)) if progress else None
-        score(_adam_path(make_loss(spec, space, batches, "smooth", effort_weight), space, best_z, grad_steps,
+        score(_adam_path(make_loss(spec, space, batches, "smooth", effort_weight), space, best.x, grad_steps,
                          step))  # the refined point is kept only if it is better in MAE
-    theta = np.asarray(space.to_theta(jnp.asarray(best_z)))
-    train_mae = best_f if effort_weight == 0 else float(jax.jit(make_loss(spec, space, batches, "mae"))(theta))
+    theta = np.asarray(space.to_theta(jnp.asarray(best.x)))
+    train_mae = best.f if effort_weight == 0 else float(jax.jit(make_loss(spec, space, batches, "mae"))(theta))
     return FitResult(spec.name, spec, space, theta, train_mae, evals, time.perf_counter() - t_start,
-                     profile, batches[0].dt, history, objective=best_f, effort_weight=effort_weight)
+                     profile, batches[0].dt, history, objective=best.f, effort_weight=effort_weight)
 
 
 
@@ -212,8 +202,7 @@ def _adam_path(smooth: Callable, space: ParamSpace, z0: np.ndarray, steps: int, 
     for k in range(steps):
         f, g = vg(z)
         g = jnp.where(jnp.isfinite(g), g, 0.0)
-        upd, state = opt.update(g, state, z)
-        z = jnp.clip(optax.apply_updates(z, upd), 0.0, 1.0)
+        z, state = box_adam_step(opt, g, state, z)
         if k % 10 == 9 or k == steps - 1:
             zs.append(np.asarray(z))
         if step:

@@ -9,12 +9,13 @@ box transform applied to the whole population at once.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import warnings
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 with warnings.catch_warnings():  # cma warns when matplotlib is absent; plotting is not used
     warnings.simplefilter("ignore")
@@ -28,10 +29,10 @@ from ..precision import x64_enabled
 from ..models.params import PARAMS
 from ..models.registry import ModelSpec, embed_params
 from ..sim.rollout import Batch, rollout, rollout_batch
-from .space import PARAM_ORDER, ParamSpace, _theta_np, full_vectors, substeps_for
+from .space import PARAM_ORDER, ParamSpace, full_vectors, substeps_for
 
 __all__ = ["PopulationScorer", "objective_from_sums", "FoldSearch", "SearchSettings", "search_folds",
-           "UnitBoxCMA", "cma_stream", "default_workers", "run_sliced", "MAX_WORKERS"]
+           "UnitBoxCMA", "BestSoFar", "run_cma", "cma_stream", "default_workers", "run_sliced", "MAX_WORKERS"]
 
 
 #: most threads a :class:`PopulationScorer` splits a population over
@@ -231,13 +232,21 @@ class UnitBoxCMA:
     (1/3 of the box), and :meth:`transform` maps a population at once with the same floating-point
     operations, so the candidates, the path and the result are bit-identical to
     ``cma.CMAEvolutionStrategy(z0, sigma0, {"bounds": [0, 1], ...})`` (tested against it).
-    ``ask()`` returns (genotypes, candidates in the box); ``tell`` takes the genotypes."""
+    ``ask()`` returns (genotypes, candidates in the box); ``tell`` takes the genotypes.
 
-    def __init__(self, z0, sigma0: float, opts: dict):
+    ``pad_1d``: a one-dimensional search runs as a two-dimensional one whose second coordinate
+    (started at 0.5) is ignored: ``ask`` returns the first coordinate only. The whole-robot fit has
+    always searched so (pycma's bounded CMA-ES fails on 1-D problems: "not yet initialized
+    (dimension needed)"); kept there so its one-parameter fits draw the same stream."""
+
+    def __init__(self, z0, sigma0: float, opts: dict, *, pad_1d: bool = False):
         opts = dict(opts)
         if "bounds" in opts or "maxstd" in opts:
             raise ValueError("UnitBoxCMA sets the bounds [0, 1] and maxstd itself")
         z0 = np.asarray(z0, float)
+        self.n = z0.size
+        if pad_1d and z0.size == 1:
+            z0 = np.r_[z0, 0.5]
         bt = BoundTransform([0.0, 1.0])
         tf = bt.bounds_tf
         tf.initialize(z0.size)
@@ -267,7 +276,7 @@ class UnitBoxCMA:
 
     def ask(self) -> tuple[np.ndarray, np.ndarray]:
         G = np.array(self.es.ask())
-        return G, self.transform(G)
+        return G, self.transform(G)[:, :self.n]
 
     def tell(self, G: np.ndarray, fs) -> None:
         self.es.tell(list(G), list(fs))
@@ -289,6 +298,46 @@ def cma_stream(seed: int) -> dict:
     ``np.random.seed(seed)`` followed by ``np.random.randn`` gives, so results are unchanged
     (measured: the default XL330 family fit's table and parameters are identical)."""
     return {"seed": float("nan"), "randn": np.random.RandomState(int(seed)).randn}
+
+
+@dataclass
+class BestSoFar:
+    """The lowest objective value scored so far (``f``) and its point (``x``: a z vector, a
+    parameter dict, ...); every CMA-ES fit keeps its result this way."""
+
+    f: float = math.inf
+    x: Any = None
+
+    def update(self, fs, xs) -> None:
+        """Keep the candidate of ``xs`` with the lowest value of ``fs`` if it is strictly better."""
+        i = int(np.argmin(fs))
+        if fs[i] < self.f:
+            x = xs[i]
+            self.f, self.x = float(fs[i]), (np.array(x, float) if isinstance(x, np.ndarray) else x)
+
+
+def run_cma(searches: Sequence[UnitBoxCMA], score: Callable[[list[np.ndarray | None]], Mapping[int, np.ndarray]],
+            max_evals: int | None = None, progress: Callable[[np.ndarray], None] | None = None) -> np.ndarray:
+    """The CMA-ES generation loop of every derivative-free fit (one joint, the folds of a family,
+    a whole robot, the per-joint co-evolution), several searches in lockstep.
+
+    Each generation asks every *live* search (not stopped, fewer than ``max_evals`` candidates
+    asked so far; None: no limit but pycma's own) for its population in the unit box, scores all
+    populations in one call ``score(Zs)`` (Zs[i] (P_i, n_i), None for a search that is not live)
+    -> {i: objective values (P_i,)}, and tells each live search its values, until no search is
+    live. ``progress(asked)`` after every generation. Returns the candidates asked per search (S,)."""
+    used = np.zeros(len(searches), int)
+    while True:
+        live = [i for i, es in enumerate(searches) if not es.stop() and (max_evals is None or used[i] < max_evals)]
+        if not live:
+            return used
+        asked = {i: searches[i].ask() for i in live}  # (G, Z) of each live search, in order
+        fs = score([asked[i][1] if i in asked else None for i in range(len(searches))])
+        for i in live:
+            searches[i].tell(asked[i][0], fs[i])
+            used[i] += len(asked[i][0])
+        if progress:
+            progress(used)
 
 
 @dataclass(frozen=True)
@@ -331,8 +380,7 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     sigma0, stds = settings.sigma0, settings.stds
     F = weights.shape[0]
     rng = np.random.default_rng(settings.seed)
-    best_z: list[np.ndarray | None] = [None] * F
-    best_f = np.full(F, np.inf)
+    best = [BestSoFar() for _ in range(F)]
     evals = np.zeros(F, int)
     history: list[list[dict[str, float]]] = [[] for _ in range(F)]
 
@@ -341,7 +389,7 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
         rows = [(f, Z) for f, Z in enumerate(Zs) if Z is not None and len(Z)]
         if not rows:
             return {}
-        P = np.concatenate([full_vectors(space, _theta_np(space, Z)) for _, Z in rows])
+        P = np.concatenate([full_vectors(space, space.to_theta(Z, np)) for _, Z in rows])
         if scorer.has_pairs:  # run each candidate on its own fold's training logs only
             owner = np.concatenate([np.full(len(Z), f) for f, Z in rows])
             li_of = [np.flatnonzero(weights[f]) for f in owner]  # each candidate's training logs
@@ -359,16 +407,14 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
             fs = objective({c: v[sl] for c, v in sums.items()}, scorer.n, weights[f])
             fs = np.where(np.isfinite(fs), fs, 1e3)
             evals[f] += len(Z)
-            i = int(np.argmin(fs))
-            if fs[i] < best_f[f]:
-                best_f[f], best_z[f] = float(fs[i]), np.asarray(Z[i], float).copy()
+            best[f].update(fs, Z)
             out[f] = fs
             k += len(Z)
         return out
 
     if space.n == 0:
         score([np.zeros((1, 0))] * F)
-        return [FoldSearch(np.zeros(0), float(best_f[f]), int(evals[f])) for f in range(F)]
+        return [FoldSearch(np.zeros(0), best[f].f, int(evals[f])) for f in range(F)]
     z_neutral = space.to_z(space.theta_from({}))
     z_neutral = np.where([PARAMS[n].neutral == 0.0 for n in space.names], z_neutral, 0.5)
     starts = []
@@ -381,7 +427,7 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     for si in range(n_starts):
         z0s, seeds = [], []
         for f in range(F):  # the generator's draws in the order they always had
-            z0s.append(z_first[f] if si == 0 else np.clip(_best(best_z[f]) + rng.normal(0.0, 0.2, space.n), 0.0, 1.0))
+            z0s.append(z_first[f] if si == 0 else np.clip(_best(best[f].x) + rng.normal(0.0, 0.2, space.n), 0.0, 1.0))
             seeds.append(int(rng.integers(1, 2**31 - 1)))
         # the F lockstep searches share one private stream seeded by the last seed: the stream that
         # pycma's global reseeding gave them before (same draws, same results)
@@ -390,20 +436,10 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
             "popsize": popsize, **stream,
             "maxfevals": max_evals, "verbose": -9, "verb_log": 0, "tolfun": 1e-9, "tolx": 1e-7,
             **({"CMA_stds": list(stds)} if stds is not None and si == 0 else {})}) for z0 in z0s]
-        used = np.zeros(F, int)
-        while True:
-            live = [f for f in range(F) if not es[f].stop() and used[f] < max_evals]
-            if not live:
-                break
-            asked = {f: es[f].ask() for f in live}  # (G, Z) of each live search, in fold order
-            fs = score([asked[f][1] if f in asked else None for f in range(F)])
-            for f in live:
-                es[f].tell(asked[f][0], fs[f])
-                used[f] += len(asked[f][0])
-            if progress:
-                progress("cma", si * max_evals + int(used.max()), total)
+        used = run_cma(es, score, max_evals,
+                       (lambda u: progress("cma", si * max_evals + int(u.max()), total)) if progress else None)
         for f in range(F):
             history[f].append({"start": si, "evals": int(used[f]), "best_f": float(es[f].result.fbest)})
-    return [FoldSearch(np.asarray(_theta_np(space, _best(best_z[f])[None]))[0], float(best_f[f]), int(evals[f]),
+    return [FoldSearch(np.asarray(space.to_theta(_best(best[f].x)[None], np))[0], best[f].f, int(evals[f]),
                        history[f]) for f in range(F)]
 

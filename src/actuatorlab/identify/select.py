@@ -12,8 +12,9 @@ fold), so on its fold's training logs it never ends worse than they do. All fold
 as CMA-ES searches in lockstep, scored by one compiled scorer shared by every model of the same
 structure (:func:`~actuatorlab.identify.search.search_folds`).
 
-Rule (:data:`MIN_GAIN` = 0.02). For model m, its *reference* is the eligible model it contains with
-the lowest mean held-out MAE (mean over groups of each group's pooled position MAE); the first
+Rule (:data:`~actuatorlab.identify.nested.MIN_GAIN` = 0.02; :mod:`actuatorlab.identify.nested`,
+the rule of every selection, here with one score per held-out group). For model m, its
+*reference* is the eligible model it contains with the lowest mean held-out MAE (mean over groups of each group's pooled position MAE); the first
 model of the ladder is always eligible. m *earns its place* when both hold:
 
 1. mean rule: ``1 - mean_g(MAE_m,g) / mean_g(MAE_ref,g) >= MIN_GAIN``;
@@ -42,7 +43,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field, replace
-from math import comb
 from typing import Callable
 
 import numpy as np
@@ -50,10 +50,11 @@ import numpy as np
 from ..precision import physics
 from ..errors import ActuatorlabError, UnknownNameError
 from ..logs.format import Trajectory
-from ..models.registry import SELECTION_EXTENSIONS, ModelSpec, contains, get_model, tied_equivalents
+from ..models.registry import SELECTION_EXTENSIONS, ModelSpec, get_model, tied_equivalents
 from ..sim.rollout import Batch, make_batches
 from .calibrate import FreeSwing, free_swing_calibration
 from .fit import FitResult, make_loss
+from .nested import MIN_GAIN, contained, judge, lowest
 from .folds import (GROUP_KEYS, LOG_KEY, Fold, condition_folds, group_ids, group_jackknife, resampled_uncertainty,
                     split_validation, time_split)
 from .search import FoldSearch, PopulationScorer, SearchSettings, search_folds
@@ -85,9 +86,6 @@ SCRATCH_FACTOR = 4
 #: a poor local optimum on one split (train MAE 38.0 vs 33.4 mrad for the same model, held-out 99.8
 #: vs 46.3 mrad); a second start guards against that at no extra evaluations.
 FINAL_STARTS = 2
-
-#: [1] relative held-out gain a model needs over its reference (the mean rule)
-MIN_GAIN = 0.02
 
 
 @dataclass(frozen=True)
@@ -308,37 +306,28 @@ class Ladder:
 
     def inner(self, m: str) -> list[str]:
         """The fitted models m contains (in fitting order)."""
-        return [x for x in self.fold_params if contains(m, x)]
+        return contained(m, self.fold_params)
 
     def add(self, fam: Family, m: str, ff: FoldFits, val: np.ndarray, extra: dict | None = None) -> None:
-        """Record model m with its per-group score ``val`` (F,) and judge it by the rule of the
-        module docstring against its reference; ``extra`` goes into its row after ``per_group``."""
+        """Record model m with its per-group score ``val`` (F,) and judge it by the nested rule
+        (:func:`~actuatorlab.identify.nested.judge`) against its reference; ``extra`` goes into
+        its row after ``per_group``."""
         inner = self.inner(m)
         self.starts[m], self.val[m], self.fold_params[m], self.fits[m] = ff.starts, val, ff.params, ff.fit
-        ref = [x for x in inner if self.eligible.get(x)]
-        parent = min(ref, key=lambda x: float(np.mean(self.val[x]))) if ref else None
-        row = {"model": m, "parent": parent, "n_free": ff.fit.space.n, "train_mae": ff.fit.train_mae,
+        v = judge(val, inner, self.val, self.eligible, m == fam.ladder[0])
+        row = {"model": m, "parent": v.parent, "n_free": ff.fit.space.n, "train_mae": ff.fit.train_mae,
                "validation_mae": float(np.mean(val)),
-               "per_group": {fold.label: float(v) for fold, v in zip(fam.folds, val)}, **(extra or {}),
-               "gain_vs_parent": None, "wins": None, "losses": None, "groups": len(fam.folds), "sign_p": None,
-               "paired_t": None, "wall_s": ff.fit.wall_s, "evaluations": ff.fit.evaluations}
-        if parent is None:
-            ok = bool(np.all(np.isfinite(val))) and (m == fam.ladder[0] or not inner)
-        else:
-            pv = self.val[parent]
-            gain = 1.0 - float(np.mean(val)) / float(np.mean(pv))
-            tie = np.isclose(val, pv, rtol=1e-9, atol=0.0)
-            wins, losses = int(np.sum((val < pv) & ~tie)), int(np.sum((val > pv) & ~tie))
-            row.update(gain_vs_parent=gain, wins=wins, losses=losses, sign_p=_sign_p(wins, wins + losses),
-                       paired_t=_paired_t(val / pv))
-            ok = bool(np.all(np.isfinite(val))) and gain >= MIN_GAIN and wins > losses
-        self.eligible[m] = ok
-        row["earns_place"] = ok
+               "per_group": {fold.label: float(x) for fold, x in zip(fam.folds, val)}, **(extra or {}),
+               "gain_vs_parent": v.gain, "wins": v.wins, "losses": v.losses, "groups": len(fam.folds),
+               "sign_p": v.sign_p, "paired_t": v.paired_t, "wall_s": ff.fit.wall_s,
+               "evaluations": ff.fit.evaluations}
+        self.eligible[m] = v.earns_place
+        row["earns_place"] = v.earns_place
         self.rows[m] = row
 
     def lowest_mean(self) -> str:
         """The eligible model with the lowest mean held-out MAE (the selection)."""
-        return min((m for m in self.rows if self.eligible[m]), key=lambda m: float(np.mean(self.val[m])))
+        return lowest(self.val, self.eligible)
 
 
 def fit_on_folds(fam: Family, lad: Ladder, m: str, i: int, progress: Callable | None = None) -> None:
@@ -527,17 +516,3 @@ def _cpu() -> float:
     """CPU time [s] of this process (user + system), for timings on a shared machine."""
     t = os.times()
     return t.user + t.system
-
-
-def _sign_p(wins: int, n: int) -> float:
-    """One-sided sign-test p-value P(X >= wins), X ~ Binomial(n, 1/2)."""
-    return float(sum(comb(n, k) for k in range(wins, n + 1)) / 2**n)
-
-
-def _paired_t(ratios: np.ndarray) -> float | None:
-    """t statistic of mean(log ratio) (child / reference) over groups; negative: child better."""
-    lr = np.log(np.asarray(ratios, float))
-    if lr.size < 2 or not np.all(np.isfinite(lr)):
-        return None
-    sd = float(np.std(lr, ddof=1))
-    return float(np.mean(lr) / (sd / np.sqrt(lr.size))) if sd > 0 else None

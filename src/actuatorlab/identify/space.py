@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 from ..errors import ActuatorlabError, UnknownNameError
 from ..models.control import get_control_law
@@ -18,7 +19,7 @@ from ..models.params import PARAMS, bounds_for, neutral_params
 from ..models.registry import ModelSpec
 from ..sim.rollout import Batch
 
-__all__ = ["profile_for", "substeps_for", "ParamSpace", "effort_available", "PARAM_ORDER", "full_vectors"]
+__all__ = ["unit_to_theta", "unit_to_z", "box_adam_step", "profile_for", "substeps_for", "ParamSpace", "effort_available", "PARAM_ORDER", "full_vectors"]
 
 
 def profile_for(trajs_or_batches) -> str:
@@ -32,6 +33,38 @@ def profile_for(trajs_or_batches) -> str:
 
 def substeps_for(spec: ModelSpec) -> int:
     return 4 if spec.compliant else 1
+
+
+def unit_to_theta(lower: np.ndarray, upper: np.ndarray, log: np.ndarray, z, xp=jnp):
+    """The map of every search box from the unit box: z (..., n), clipped to [0, 1], to values
+    between ``lower`` and ``upper`` (n,), log-uniformly where ``log`` (n,) is True::
+
+        theta = exp(ln lower + z (ln upper - ln lower))   (log)
+        theta = lower + z (upper - lower)                  (linear)
+
+    ``xp``: jax.numpy (traceable, the default) or numpy (a whole population at once)."""
+    z = xp.clip(z, 0.0, 1.0)
+    lin = lower + z * (upper - lower)
+    lo = xp.log(xp.where(log, lower, 1.0))
+    hi = xp.log(xp.where(log, upper, 1.0))
+    return xp.where(log, xp.exp(lo + z * (hi - lo)), lin)
+
+
+def unit_to_z(lower: np.ndarray, upper: np.ndarray, log: np.ndarray, theta) -> np.ndarray:
+    """Inverse of :func:`unit_to_theta`: values (..., n), clipped to the box, to z in [0, 1]."""
+    theta = np.clip(np.asarray(theta, float), lower, upper)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zl = (np.log(theta) - np.log(np.where(log, lower, 1.0))) / (
+            np.log(np.where(log, upper, 2.0)) - np.log(np.where(log, lower, 1.0)))
+    zlin = (theta - lower) / (upper - lower)
+    return np.clip(np.where(log, zl, zlin), 0.0, 1.0)
+
+
+def box_adam_step(opt: optax.GradientTransformation, g, state, z):
+    """One projected step of a gradient fit in the unit box: the optimiser's update of z from the
+    gradient g, then z <- clip(z, 0, 1) (Adam, Kingma & Ba, arXiv:1412.6980). Returns (z, state)."""
+    upd, state = opt.update(g, state, z)
+    return jnp.clip(optax.apply_updates(z, upd), 0.0, 1.0), state
 
 
 @dataclass(frozen=True)
@@ -70,21 +103,13 @@ class ParamSpace:
     def n(self) -> int:
         return len(self.names)
 
-    def to_theta(self, z):
-        z = jnp.clip(z, 0.0, 1.0)
-        lin = self.lower + z * (self.upper - self.lower)
-        lg = jnp.exp(jnp.log(self.lower, where=self.log, out=None) if False else
-                     jnp.log(jnp.where(self.log, self.lower, 1.0))
-                     + z * (jnp.log(jnp.where(self.log, self.upper, 1.0)) - jnp.log(jnp.where(self.log, self.lower, 1.0))))
-        return jnp.where(self.log, lg, lin)
+    def to_theta(self, z, xp=jnp):
+        """Values (..., n) from z (..., n) (:func:`unit_to_theta`); ``xp`` jax.numpy or numpy."""
+        return unit_to_theta(self.lower, self.upper, self.log, z, xp)
 
     def to_z(self, theta) -> np.ndarray:
-        theta = np.clip(np.asarray(theta, float), self.lower, self.upper)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            zl = (np.log(theta) - np.log(np.where(self.log, self.lower, 1.0))) / (
-                np.log(np.where(self.log, self.upper, 2.0)) - np.log(np.where(self.log, self.lower, 1.0)))
-        zlin = (theta - self.lower) / (self.upper - self.lower)
-        return np.clip(np.where(self.log, zl, zlin), 0.0, 1.0)
+        """z in [0, 1]^n of the values ``theta`` (:func:`unit_to_z`)."""
+        return unit_to_z(self.lower, self.upper, self.log, theta)
 
     def params(self, theta) -> dict:
         p = {k: jnp.asarray(v, dtype=jnp.float64) for k, v in self.base.items()}
@@ -105,15 +130,6 @@ def effort_available(batches: list[Batch]) -> bool:
 
 #: order of the full parameter vector used by :class:`PopulationScorer` (every name of PARAMS)
 PARAM_ORDER: tuple[str, ...] = tuple(PARAMS)
-
-
-def _theta_np(space: ParamSpace, Z: np.ndarray) -> np.ndarray:
-    """NumPy twin of :meth:`ParamSpace.to_theta` for a population Z (n, space.n) -> (n, space.n)."""
-    Z = np.clip(np.asarray(Z, float), 0.0, 1.0)
-    lin = space.lower + Z * (space.upper - space.lower)
-    lo = np.log(np.where(space.log, space.lower, 1.0))
-    hi = np.log(np.where(space.log, space.upper, 1.0))
-    return np.where(space.log, np.exp(lo + Z * (hi - lo)), lin)
 
 
 def full_vectors(space: ParamSpace, theta: np.ndarray) -> np.ndarray:

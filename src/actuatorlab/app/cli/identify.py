@@ -33,18 +33,18 @@ def fit(ctx: typer.Context,
         max_evals: int = typer.Option(300, "--max-evals", help="with --robot: CMA-ES evaluations per model"),
         config: Config = None):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
-    (with --robot: RUN/arm_model.json from multi-joint logs)."""
+    (a whole robot, named by --robot or by its multi-joint logs: RUN/arm_model.json)."""
 
     job = job_of(ctx, FitJob, config, data="data", model="model", out="out", robot="robot", max_evals="max_evals",
                  **{"options.seed": "seed", "options.budget": "budget", "options.dt": "dt"})
-    if job.robot is not None:
-        _print_fit_robot(identify_jobs.run_fit_job(
-            job, arm_progress=lambda m, i, n: console.print(f"[{i + 1}/{n + 1}] fitting {m}")))
-        return
     with _progress() as p:
         bars = _Bars(p)
-        d = identify_jobs.run_fit_job(job, progress=bars).record
+        res = identify_jobs.run_fit_job(job, progress=bars)
         bars.done()
+    if res.robot is not None:  # a whole robot (--robot, or the robot the logs name)
+        _print_fit_robot(res)
+        return
+    d = res.record
     out = job.out
     unit = d["_summary"]["unit"]
     if d.get("selection"):
