@@ -10,7 +10,7 @@ from measured states (windows restarted from the log, native path) on the test s
 held-out conditions (payload 400 g, push -y), training wall time per 1,000 steps and to the
 reported checkpoint. The analytic model is the nested ladder fitted by ``fit --robot``
 (:func:`actuatorlab.identify.arm_fit.select_arm`, CMA-ES, ``--analytic-evals`` per model);
-learned models are trained through MJX by :func:`actuatorlab.learned.arm.train_arm` with the
+learned models are trained through MJX by :func:`actuatorlab.learned.arm_train.train_arm` with the
 default budget (``--steps`` overrides the steps). Each model's result is written to OUT/results.json
 as soon as it is done (a model whose run folder already holds arm_model.json is loaded, not
 retrained), then one table and one JSON line.
@@ -45,7 +45,8 @@ def main(argv=None) -> int:
 
     from actuatorlab.identify.arm_fit import select_arm
     from actuatorlab.sim.arm_data import evaluate_arm
-    from actuatorlab.learned.arm import ArmTrainConfig, evaluate_learned_arm, load_arm_model, train_arm
+    from actuatorlab.learned.arm import evaluate_learned_arm, load_arm_model
+    from actuatorlab.learned.arm_train import ArmTrainConfig, train_arm
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
