@@ -109,7 +109,8 @@ def resolve_teacher(robot_name: str, teacher, residual, train_trajs: list[Trajec
     f = fit_arm(robot_name, train_trajs, **TEACHER_FIT)
     desc = {"model": f["model"], "params": f["params"]}
     robot, params, _ = _base_of(robot_name, desc)
-    return robot, params, desc, (f"no teacher given: fitted the default analytic model {f['model']} on the training "
+    name = f["model"] or "of the robot's config"
+    return robot, params, desc, (f"no teacher given: fitted the default analytic model ({name}) on the training "
                                  f"logs first ({f['evaluations']} CMA-ES evaluations, {_time.perf_counter() - t0:.0f} s, "
                                  f"train MAE {1e3 * f['train_mae']:.1f} mrad)")
 
