@@ -10,8 +10,9 @@ from measured states (windows restarted from the log, native path) on the test s
 held-out conditions (payload 400 g, push -y), training wall time per 1,000 steps and to the
 reported checkpoint. The analytic model is the nested ladder fitted by ``fit --robot``
 (:func:`actuatorlab.identify.arm_fit.select_arm`, CMA-ES, ``--analytic-evals`` per model);
-learned models are trained through MJX by :func:`actuatorlab.learned.arm.train_arm` with the
-default budget (``--steps`` overrides the steps). Each model's result is written to OUT/results.json
+learned models are trained through MJX by :func:`actuatorlab.learned.arm_train.train_arm` with the
+default budget (``--steps`` overrides the steps), warm-started from the analytic model (the teacher;
+``cold``: the replacing Transformer from random weights, no teacher). Each model's result is written to OUT/results.json
 as soon as it is done (a model whose run folder already holds arm_model.json is loaded, not
 retrained), then one table and one JSON line.
 """
@@ -45,7 +46,9 @@ def main(argv=None) -> int:
 
     from actuatorlab.identify.arm_fit import select_arm
     from actuatorlab.sim.arm_data import evaluate_arm
-    from actuatorlab.learned.arm import ArmTrainConfig, evaluate_learned_arm, load_arm_model, train_arm
+    from actuatorlab.learned.arm import evaluate_learned_arm, load_arm_model
+    from actuatorlab.learned.arm_train import ArmTrainConfig, train_arm
+    from actuatorlab.learned.distill import DistillConfig
     from actuatorlab.logs import load_logs
     from actuatorlab.precision import physics_precision
 
@@ -85,17 +88,17 @@ def main(argv=None) -> int:
                                  "training": {"wall_s": time.perf_counter() - t0,
                                               "table": [{k: r[k] for k in ("model", "validation_mae", "earns_place")}
                                                         for r in sel["table"]]}}
-            elif name in ("transformer", "mlp", "gru", "lstm", "residual"):
+            elif name in ("transformer", "mlp", "gru", "lstm", "residual", "cold"):
                 run = out / name
                 if not (run / "arm_model.json").exists():
-                    resid = None
-                    if name == "residual":
-                        if not analytic_json.exists():
-                            print("residual needs the analytic model first; skipped", file=sys.stderr)
-                            continue
-                        resid = analytic_json
-                    train_arm(ROBOT, tr, va, ArmTrainConfig(arch="transformer" if name == "residual" else name,
-                                                            residual=resid, steps=a.steps, seed=0),
+                    if name == "residual" and not analytic_json.exists():
+                        print("residual needs the analytic model first; skipped", file=sys.stderr)
+                        continue
+                    teacher = analytic_json if analytic_json.exists() else None
+                    arch = "transformer" if name in ("residual", "cold") else name
+                    train_arm(ROBOT, tr, va, ArmTrainConfig(arch=arch, residual=teacher if name == "residual" else None,
+                                                            teacher=teacher, steps=a.steps, seed=0,
+                                                            distill=None if name == "cold" else DistillConfig()),
                               out=run, resume=(run / "checkpoint.ckpt").exists(), progress=False)
                 results[name] = score_learned(run)
             elif name in ("adapt", "adapt_residual"):
@@ -122,7 +125,7 @@ def main(argv=None) -> int:
             save()
 
     # ---- table
-    rows = [n for n in ("analytic", "mlp", "gru", "lstm", "transformer", "residual") if n in results]
+    rows = [n for n in ("analytic", "mlp", "gru", "lstm", "transformer", "residual", "cold") if n in results]
     print(f"OpenManipulator-X virtual hardware (synth neural_actuator, seed {card.get('seed')}, scale "
           f"{card.get('scale')}): rollout MAE [mrad] from measured states, native path")
     hdr = f"{'model':<12}{'split':<9}" + "".join(f"{j + '@' + str(h):>12}" for j in ("joint1", "joint2", "joint3", "joint4")
@@ -142,7 +145,18 @@ def main(argv=None) -> int:
                                 "test_pooled": r["test"]["position_mae"], "heldout_pooled": r["heldout"]["position_mae"],
                                 "horizon": r["test"]["horizon"], "params": r.get("params"),
                                 "s_per_1k_steps": trn.get("s_per_1k_steps"), "train_wall_s": trn.get("wall_s"),
-                                "best_step": trn.get("best_step"), "steps": trn.get("steps")}
+                                "best_step": trn.get("best_step"), "steps": trn.get("steps"),
+                                "compile_s": trn.get("compile_s"), "warm_start": trn.get("warm_start")}
+    an = results.get("analytic")
+    if an is not None:  # time to quality: each learned model's pooled MAE over the analytic fit's
+        for n in rows:
+            if n != "analytic":
+                m = summary["models"][n]
+                m["ratio_test"] = m["test_pooled"] / an["test"]["position_mae"]
+                m["ratio_heldout"] = m["heldout_pooled"] / an["heldout"]["position_mae"]
+        for key, n in (("replacing_ratio", "transformer"), ("residual_ratio", "residual"), ("cold_ratio", "cold")):
+            if n in summary["models"]:
+                summary[key] = [summary["models"][n]["ratio_test"], summary["models"][n]["ratio_heldout"]]
     for name in ("adapt", "adapt_residual"):
         if name in results:
             ad = results[name]

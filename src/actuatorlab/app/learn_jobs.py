@@ -8,7 +8,8 @@ from pathlib import Path
 from . import jobs
 from ..errors import ActuatorlabError
 from ..learned import heads
-from ..learned.arm import ArmTrainConfig, load_arm_model
+from ..learned.arm import load_arm_model
+from ..learned.arm_train import ArmTrainConfig
 from ..learned.heads import HeadsConfig
 from .identify_jobs import Result, check_range, robot_of_model
 
@@ -25,8 +26,9 @@ class TrainJob:
     """Fields: data (logs to train on), out (run folder, "run"), robot (multi-joint logs of this
     robot: whole-robot training through MJX, RUN/arm_model.json), resume (continue
     RUN/checkpoint.ckpt exactly), arch (transformer | mlp | gru | lstm | actuator_net |
-    actuator_lstm), residual (a fitted analytic RUN/model.json or RUN/arm_model.json: learn a
-    correction of it), steps (optimizer steps; null: the default budget), seed, validation (one
+    actuator_lstm; ``residual:ARCH``: learn a correction of ``init``), init (a fitted analytic
+    RUN/model.json or RUN/arm_model.json: the teacher of the whole-robot warm start, the base of a
+    residual), steps (optimizer steps; null: the default budget), seed, validation (one
     joint: time = last 25 % of every log | logs = whole logs held back)."""
 
     data: tuple[Path, ...]
@@ -34,7 +36,7 @@ class TrainJob:
     robot: str | None = None
     resume: bool = False
     arch: str = "transformer"
-    residual: Path | None = None
+    init: Path | None = None
     steps: int | None = None
     seed: int = 0
     validation: str = "time"
@@ -47,23 +49,42 @@ class TrainResult(Result):
     robot: str | None = None
 
 
+def split_arch(arch: str) -> tuple[str, bool]:
+    """(network, residual) of an ``--arch`` value: ``residual:ARCH`` or ``ARCH``."""
+    kind, sep, name = arch.partition(":")
+    if not sep:
+        return arch, False
+    if kind != "residual" or not name:
+        raise ActuatorlabError(f"--arch {arch!r}: give ARCH or residual:ARCH (e.g. residual:transformer)")
+    return name, True
+
+
 def check_train(job: TrainJob) -> None:
-    """Refuse bad numbers and a run that is not there to resume, before any work."""
+    """Refuse bad numbers, a residual without its base and a run that is not there to resume,
+    before any work."""
     check_range("--steps", job.steps)
+    _, residual = split_arch(job.arch)
+    if residual and job.init is None:
+        raise ActuatorlabError(f"--arch {job.arch}: a residual corrects a fitted analytic model; give it with --init")
     check_resume(job.out, job.resume)
 
 
 def run_train_job(job: TrainJob) -> TrainResult:
     """Train a learned actuator or a residual (:func:`~actuatorlab.app.jobs.run_train`, or
-    ``run_train_arm`` for a robot)."""
+    ``run_train_arm`` for a robot, warm-started from ``init``)."""
     check_train(job)
-    robot = robot_of_model(job.residual, job.robot) if job.residual is not None else job.robot
+    arch, residual = split_arch(job.arch)
+    robot = robot_of_model(job.init, job.robot) if job.init is not None else job.robot
     if robot is not None:
         return TrainResult(jobs.run_train_arm(robot, list(job.data), job.out,
-                                              ArmTrainConfig(arch=job.arch, residual=job.residual, steps=job.steps,
-                                                             seed=job.seed), resume=job.resume), robot)
+                                              ArmTrainConfig(arch=arch, residual=job.init if residual else None,
+                                                             teacher=job.init, steps=job.steps, seed=job.seed),
+                                              resume=job.resume), robot)
+    if job.init is not None and not residual:
+        raise ActuatorlabError(f"{job.init}: a one-joint model; for one joint --init is the base of a residual "
+                               "(--arch residual:ARCH): the warm start of a whole learned actuator is whole-robot only")
     return TrainResult(jobs.run_train(list(job.data), job.out,
-                                      jobs.JointTrainOptions(arch=job.arch, residual=job.residual, steps=job.steps,
+                                      jobs.JointTrainOptions(arch=arch, residual=job.init, steps=job.steps,
                                                              seed=job.seed, validation=job.validation),
                                       resume=job.resume), None)
 

@@ -4,9 +4,14 @@ and causal online inference (re-exported by :mod:`actuatorlab.app.jobs`)."""
 from __future__ import annotations
 
 
+import contextlib
 import dataclasses
+import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+
+import jax
+from jax.experimental.compilation_cache import compilation_cache as compilation_cache_module
 
 
 from ..precision import physics
@@ -24,7 +29,8 @@ from ..errors import ModelError, UnknownNameError
 from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint, WindowSampling
 from ..models.nets import arch_sizes, ARCHS
 from ..learned.trainer import TrainConfig
-from ..learned.arm import ArmTrainConfig, arm_log, DEFAULT_BUDGET, FULL_BUDGET, load_arm_model, train_arm
+from ..learned.arm import arm_log, load_arm_model
+from ..learned.arm_train import ArmTrainConfig, DEFAULT_BUDGET, FULL_BUDGET, train_arm
 from ..sim.force import LearnedTelemetry, read_force_log
 from ..precision import physics_precision
 from ..sim.arm_learned import gate_weight, OnlineEstimator, RESIDUAL_FEATURES
@@ -161,23 +167,48 @@ def split_arm_data(paths) -> tuple[list[Trajectory], list[Trajectory]]:
     return tr, va
 
 
+@contextlib.contextmanager
+def compilation_cache() -> Iterator[Path | None]:
+    """JAX's persistent compilation cache for a whole-robot training: ``$XDG_CACHE_HOME/actuatorlab/jax``
+    (default ``~/.cache/actuatorlab/jax``) unless the user has chosen a folder
+    (``JAX_COMPILATION_CACHE_DIR``, which is then used as it is); the previous settings are restored.
+    The MJX training step of one window shape compiles in 40-65 s on 2 idle CPU cores (minutes on
+    a loaded one) and loads from the cache in about 3 s (bench/journal/learned_speed.md)."""
+    if jax.config.jax_compilation_cache_dir:  # type: ignore[attr-defined]
+        yield Path(jax.config.jax_compilation_cache_dir)  # type: ignore[attr-defined]
+        return
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "actuatorlab" / "jax"
+    old = jax.config.jax_persistent_cache_min_compile_time_secs  # type: ignore[attr-defined]
+    jax.config.update("jax_compilation_cache_dir", str(folder))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 5.0)
+    compilation_cache_module.reset_cache()
+    try:
+        yield folder
+    finally:
+        jax.config.update("jax_compilation_cache_dir", None)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", old)
+        compilation_cache_module.reset_cache()
+
+
 def run_train_arm(robot: str, paths, out: str | Path = "run", opts: ArmTrainConfig = ArmTrainConfig(), *,
                   budget: str | dict = "default", resume: bool = False, progress: bool = True) -> dict:
     """Train a learned (or, with ``residual`` = an analytic RUN/arm_model.json, a residual)
     whole-robot actuator model through the MJX rollout and write RUN/arm_model.json (kind
     "learned" | "residual") + RUN/arm_model.eqx, loadable by ``evaluate --robot``
-    (:func:`actuatorlab.learned.arm.train_arm`). ``budget``: "default" (finishes within 15 min on
+    (:func:`actuatorlab.learned.arm_train.train_arm`). ``budget``: "default" (finishes within 15 min on
     2 CPU cores for the neural_actuator suite at --scale 0.1), "full" (documented full run) or a
-    dict of :data:`~actuatorlab.learned.arm.DEFAULT_BUDGET` keys. The run folder also holds the
-    trainer's config.json, metrics.jsonl and checkpoints (``resume`` continues exactly)."""
+    dict of :data:`~actuatorlab.learned.arm_train.DEFAULT_BUDGET` keys. The run folder also holds the
+    trainer's config.json, metrics.jsonl and checkpoints (``resume`` continues exactly). The
+    training step's compilation is kept in JAX's persistent cache (:func:`compilation_cache`)."""
 
     if isinstance(budget, str):
         if budget not in ("default", "full"):
             raise UnknownNameError("training budget", budget, ("default", "full"))
         budget = DEFAULT_BUDGET if budget == "default" else FULL_BUDGET
     tr, va = split_arm_data(paths)
-    return train_arm(robot, tr, va, dataclasses.replace(opts, budget=dict(budget)), out=out, resume=resume,
-                     progress=progress)
+    with compilation_cache():
+        return train_arm(robot, tr, va, dataclasses.replace(opts, budget=dict(budget)), out=out, resume=resume,
+                         progress=progress)
 
 
 def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -> dict:

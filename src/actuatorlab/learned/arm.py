@@ -1,4 +1,4 @@
-"""Whole-robot learned actuators: data, loss through the simulator, training, model files.
+"""Whole-robot learned actuators: data, loss through the simulator, model files.
 
 The network of a :class:`~actuatorlab.sim.arm_learned.LearnedArm` is trained through the MJX
 rollout (:func:`actuatorlab.sim.arm.make_mjx_rollout`), never on effort labels: the logs carry no
@@ -20,8 +20,8 @@ condition score sigmoid(condition_logit) is 1 = normal, 0 = restricted. f_hat = 
 The gradient flows through the simulator and through the network's history (BPTT) to the network
 only (:func:`~actuatorlab.sim.arm_learned.trainable`); the normalizer and the analytic base are
 data. Windows lengthen along the curriculum 128 -> 256 -> 320 control steps (``curriculum``; the
-steps are split between the stages by ``stage_fraction``). Optimisation, EMA, checkpoints, exact
-resume and the run folder are :func:`actuatorlab.learned.trainer.train`'s.
+steps are split between the stages by ``stage_fraction``). The training itself (warm start from an
+analytic teacher, then through the simulator) is :func:`actuatorlab.learned.arm_train.train_arm`'s.
 
 Numerics: network and frames float32; the rollout's physics float64 (x64 context).
 """
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import time as _time
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -44,26 +43,25 @@ from ..errors import DataError, ModelError
 from ..logs.format import Trajectory
 from ..precision import physics
 from ..robots.loader import Robot, load_robot
-from ..sim.arm import ArmConfig, ArmInputs, ArmState, make_mjx_rollout
-from ..sim.arm_learned import RESIDUAL_FEATURES, TELEMETRY, LearnedArm, LearnedInputs, frames_of_log, trainable
+from ..sim.arm import ArmConfig, ArmInputs, ArmState
+from ..sim.arm_learned import RESIDUAL_FEATURES, TELEMETRY, LearnedArm, LearnedInputs, frames_of_log
 from ..sim.arm_native import rollout_native
 from ..sim.arm_windows import make_windows
-from ..models.features import FeatureLayout, Normalizer, fit_normalizer
+from ..models.features import FeatureLayout, Normalizer
 from ..models.nets import arch_sizes, make_net
 from ..models.actuator_model import FORMAT, FORMAT_VERSION, from_document, load, save
 from ..sim.arm_data import _param_sets, fit_windows, log_arrays, robot_with_model
 from ..sim.dynamics import ArmDynamics
 from ..sim.force import estimate_log, ForcePrior, lever_arms, read_force_log
 from ..logs.format import Channel
-from .trainer import train, TrainConfig
 from ..files import git_revision
 from .checkpoint import load_learned, save_learned
 from ..models.nets import param_count
 from .force_frame import force_frame_dict, force_joint_of, force_yaw_of
 from .. import __version__
 
-__all__ = ["ArmTrainConfig", "DEFAULT_FEATURES", "DEFAULT_BUDGET", "FULL_BUDGET", "ArmLog", "arm_log", "LearnedWindows",
-           "learned_windows", "make_learned_arm", "arm_loss", "train_arm", "save_arm_model", "load_arm_model",
+__all__ = ["DEFAULT_FEATURES", "ArmLog", "arm_log", "LearnedWindows",
+           "learned_windows", "make_learned_arm", "arm_loss", "save_arm_model", "load_arm_model",
            "WEIGHTS_NAME", "evaluate_learned_arm", "with_residual_inputs",
            "add_residual_channels"]
 
@@ -71,12 +69,6 @@ WEIGHTS_NAME = "arm_model.eqx"
 #: per-channel features used when the logs carry them (commands, state, tracking error, telemetry)
 DEFAULT_FEATURES: tuple[str, ...] = ("q_target", "q", "dq", "err", "current", "pwm", "temperature", "voltage")
 FORCE_THRESHOLD = 0.01  # [N] contact iff |f| above this
-#: default budget: finishes within 15 min on 2 CPU cores for the neural_actuator suite at --scale 0.1
-DEFAULT_BUDGET: dict[str, Any] = dict(steps=40, batch=2, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
-                                      lr=3e-4, eval_every=20, max_val_windows=8, one_shape=True)
-#: documented full budget (GPU or a long CPU run)
-FULL_BUDGET: dict[str, Any] = dict(steps=6000, batch=32, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
-                                   lr=3e-4, eval_every=250, max_val_windows=64, one_shape=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -360,143 +352,27 @@ def _base_of(robot_name: str, residual) -> tuple[Robot, dict, dict | None]:
     robot = load_robot(robot_name)
     if residual is None:
         return robot, robot.nominal_params(), None
+    where = "analytic parameters"
     if isinstance(residual, (str, Path)):
         path = Path(residual)
         am = load(path)
         d = am.document
+        where = str(path)
         if am.one_joint or am.kind != "analytic":
-            raise ModelError(f"{path}: --residual needs an analytic arm model (from `actuatorlab fit --robot`)")
+            what = "a one-joint model" if am.one_joint else f"a {am.kind} model"
+            raise ModelError(f"{path}: {what}, not an analytic whole-robot model (the teacher and the residual's "
+                             "base come from `actuatorlab fit --robot`: RUN/arm_model.json)")
         if d.get("robot") != robot_name:
             raise ModelError(f"{path}: fitted for robot {d.get('robot')!r}, not {robot_name!r}")
     else:
         d = residual
-    if d.get("model"):
-        robot = robot_with_model(robot, d["model"])
-    r, p = _param_sets(robot, d.get("params"))
+    try:
+        if d.get("model"):
+            robot = robot_with_model(robot, d["model"])
+        r, p = _param_sets(robot, d.get("params"))
+    except ModelError as e:  # e.g. parameters of joints this robot does not have
+        raise ModelError(f"{where}: {e}") from None
     return r, p, {"model": d.get("model"), "params": d.get("params")}
-
-
-@physics
-@dataclasses.dataclass(frozen=True)
-class ArmTrainConfig:
-    """Settings of :func:`train_arm`.
-
-    Fields:
-        arch: network, transformer | mlp | gru | lstm (default transformer; ignored with ``init``).
-        residual: an analytic RUN/arm_model.json the network corrects (default None: replacing).
-        steps: optimizer steps [-] (default None: the budget's).
-        seed: seed of the network and of the batches [-] (default 0).
-        budget: :data:`DEFAULT_BUDGET` keys overriding the defaults.
-        sizes: network sizes (default: the arch's).
-        per_channel: per-channel features (default: ``train --robot``'s that the logs carry).
-        history: frames of history [-] (default 8).
-    """
-
-    arch: str = "transformer"
-    residual: Any = None
-    steps: int | None = None
-    seed: int = 0
-    budget: dict | None = None
-    sizes: dict | None = None
-    per_channel: tuple[str, ...] | None = None
-    history: int = 8
-
-
-def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory],
-              options: ArmTrainConfig = ArmTrainConfig(), *, out: str | Path, init: LearnedArm | None = None,
-              resume: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Train a learned (``residual`` None) or residual whole-robot model through MJX; write
-    RUN/arm_model.json + RUN/arm_model.eqx (the best checkpoint by validation MAE).
-
-    ``options``: :class:`ArmTrainConfig` (its ``steps`` overrides the budget's). ``init``: start
-    from this model's network (fine-tuning / online adaptation; its layout and normalizer are
-    kept). Returns the arm_model.json dict."""
-
-    t_all = _time.perf_counter()
-    arch, residual, steps, seed, budget = options.arch, options.residual, options.steps, options.seed, options.budget
-    sizes, per_channel, history = options.sizes, options.per_channel, options.history
-    bud = {**DEFAULT_BUDGET, **(budget or {})}
-    if steps is not None:
-        bud["steps"] = int(steps)
-    if not train_trajs or not val_trajs:
-        raise DataError(None, f"train --robot needs training and validation logs (got {len(train_trajs)} and "
-                              f"{len(val_trajs)})")
-    robot, base, base_desc = _base_of(robot_name, residual)
-    cfg = ArmConfig.from_robot(robot)
-
-    scored = np.any([log_arrays(robot, t).scored for t in train_trajs[:1]], axis=0)
-    if init is not None and init.force_prior is not None:
-        raise ModelError(f"train --robot: the initial model's force head corrects a {init.force_prior.method!r} "
-                         "force prior, which the rollout loss does not compute; fine-tune its heads with train-heads")
-    if init is not None:
-        channels, feats = init.layout.channels, init.layout.per_channel
-    else:
-        channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
-        feats = tuple(per_channel or [f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
-            train_trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
-    tr = [arm_log(robot, t, channels, feats) for t in train_trajs]
-    va = [arm_log(robot, t, channels, feats) for t in val_trajs]
-    if init is not None:
-        model = init
-        if init.residual != (residual is not None):
-            raise ModelError("fine-tuning keeps the model kind: give --residual exactly when the model is residual")
-    else:
-        # normalizer from the measured frames of the training logs only
-        tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats, normalizer=Normalizer(
-            np.zeros(len(channels) * len(feats)), np.ones(len(channels) * len(feats))), effort_scale=1.0,
-            base=base, history=history, width=4, depth=1, d=4, head_width=4)
-        frames = np.concatenate([frames_of_log(tmp, lg.base.inputs.q_target, lg.base.q_meas, lg.base.dq_meas,
-                                               lg.base.inputs.v_supply, lg.base.inputs.enable, lg.telemetry)
-                                 for lg in tr])
-        norm = fit_normalizer(frames)
-        scale = _effort_scale(robot, base, tr, channels, residual is not None)
-        model = make_learned_arm(robot, arch, channels=channels, per_channel=feats, normalizer=norm,
-                                 effort_scale=scale, base=base, residual=residual is not None, history=history,
-                                 key=jax.random.PRNGKey(seed), **(sizes or {}))
-    lengths = tuple(int(L) for L in bud["curriculum"])
-    fr = np.asarray(bud["stage_fraction"], float)[:len(lengths)]
-    ends = np.round(np.cumsum(fr / fr.sum()) * bud["steps"]).astype(int)
-    pad = max(lengths) if bud.get("one_shape") else None
-    stages = [learned_windows(robot, tr, L, model, cfg, pad_to=pad) for L in lengths]
-    vw = learned_windows(robot, va, lengths[-1], model, cfg)
-    vw = vw.take(np.unique(np.linspace(0, vw.n - 1, min(vw.n, int(bud["max_val_windows"]))).astype(int)))
-    B = int(bud["batch"])
-    units = _units(robot)
-    roll = jax.vmap(make_mjx_rollout(robot, cfg).with_heads, in_axes=(None, 0, 0, None))
-
-    def batch_fn(step: int) -> LearnedWindows:
-        si = int(np.searchsorted(ends, step, side="right"))
-        si = min(si, len(stages) - 1)
-        w = stages[si]
-        rng = np.random.default_rng([int(seed), int(step)])
-        return w.take(rng.choice(w.n, size=B, replace=w.n < B))
-
-    def loss_fn(m, w):
-        return arm_loss(m, w, roll, units)
-
-    def val_fn(m):
-        r = native_mae(robot, m, vw, cfg)
-        return {"val": r["position_mae"], **{f"mae/{j}": v for j, v in r["per_joint"].items()}}
-
-    tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 10),
-                       eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=int(seed),
-                       ema_decay=0.99)
-    out = Path(out)
-    meta = {"robot": robot_name, "arch": model.arch, "residual": base_desc, "curriculum": list(lengths),
-            "batch": B, "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs]}
-    res = train(out, model, loss_fn, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
-                meta=meta, filter_spec=trainable(model))
-    best = res.best
-    val0 = native_mae(robot, model, vw, cfg) if init is not None else None
-    d = save_arm_model(out, robot_name, best, base_desc, extra={
-        "training": {"steps": res.steps, "best_step": res.best_step, "best_val_mae": res.best_val,
-                     "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
-                     "wall_s": _time.perf_counter() - t_all, "curriculum": list(lengths), "batch": B,
-                     "stage_ends": ends.tolist(), "lr": bud["lr"],
-                     "init_val_mae": None if val0 is None else val0["position_mae"]},
-        "data": {"train": [t.source_file or t.name for t in train_trajs],
-                 "val": [t.source_file or t.name for t in val_trajs]}})
-    return d
 
 
 def save_arm_model(out: str | Path, robot_name: str, model: LearnedArm, base_desc: dict | None,

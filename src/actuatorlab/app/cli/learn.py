@@ -20,9 +20,11 @@ __all__ = ["train", "train_heads_cmd"]
 @documents(TrainJob)
 def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, help="log files or folders to train on"),
           arch: str = typer.Option("transformer", "--arch", help="transformer | mlp | gru | lstm | actuator_net | actuator_lstm "
-                                  "(one joint: the Isaac Lab / mjlab actuator-net inputs, docs/export.md)"),
-          residual: Optional[Path] = typer.Option(None, "--residual", help="fitted analytic RUN/model.json (RUN/arm_model.json with --robot): learn "
-                                                  "a correction of it instead of the whole actuator"),
+                                  "(one joint: the Isaac Lab / mjlab actuator-net inputs, docs/export.md); "
+                                  "residual:ARCH learns a correction of the --init model instead of the whole actuator"),
+          init: Optional[Path] = typer.Option(None, "--init", help="fitted analytic RUN/model.json (RUN/arm_model.json with --robot): "
+                                              "the teacher of the warm start (--robot; default: fit one first) and "
+                                              "the base of a residual:ARCH"),
           steps: Optional[int] = typer.Option(None, "--steps", help="optimizer steps (default: the default budget)"),
           out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder"),
           seed: int = typer.Option(0, "--seed"),
@@ -31,14 +33,21 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
                                               "training through MJX (writes RUN/arm_model.json)"),
           config: Config = None):
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
-    write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`."""
+    write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`.
+    With --robot the network first learns the --init model's effort on the logs' measured frames
+    (warm start), then trains through MJX."""
 
-    job = job_of(ctx, TrainJob, config, data="data", arch="arch", residual="residual", steps="steps", out="out",
+    job = job_of(ctx, TrainJob, config, data="data", arch="arch", init="init", steps="steps", out="out",
                  seed="seed", resume="resume", robot="robot")
     res = learn_jobs.run_train_job(job)
     d, out = res.record, job.out
     if res.robot is not None:
         tr = d["training"]
+        ws = tr.get("warm_start") or {}
+        if ws.get("teacher"):
+            r2 = ws.get("r2")
+            console.print(f"warm start: {ws['teacher']}" + (f"; distilled in {ws['steps']} steps, R^2 {r2:.3f}"
+                                                            if r2 is not None else ""))
         console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation MAE "
                       f"{tr['best_val_mae']:.4g} rad at step {tr['best_step']} of {tr['steps']} "
                       f"({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")

@@ -1,0 +1,292 @@
+"""Training a whole-robot learned actuator: warm start from an analytic teacher, then BPTT through MJX.
+
+:func:`train_arm` runs two phases (docs/learned_arm.md):
+
+1. **Warm start** (:mod:`actuatorlab.learned.distill`): the network learns, teacher-forced on the
+   training logs' measured frames and without the simulator, the effort of a fitted analytic model
+   (the teacher: ``ArmTrainConfig.teacher``, else the residual's base, else the default analytic
+   model fitted on the training logs first, :data:`TEACHER_FIT`). A replacing network learns the
+   teacher's whole effort on its channels; a residual one the teacher's effort minus its base's
+   (zero when the teacher is the base: the zeroed torque head already is the base model).
+2. **Through the simulator**: the loss of :func:`~actuatorlab.learned.arm.arm_loss` on windows
+   restarted from measured states, curriculum of window lengths, the gradient through the MJX
+   rollout (:func:`actuatorlab.learned.trainer.train`: optimiser, EMA, checkpoints, exact resume).
+   The warm-started model is validated at step 0 too, so the kept checkpoint is never worse on
+   validation than the warm start.
+
+A failed run leaves RUN as it was: every input (teacher file, logs, resume) is checked and the
+teacher fitted and distilled before the trainer writes anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time as _time
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+
+from ..errors import DataError, ModelError
+from ..identify.arm_fit import fit_arm
+from ..logs.format import Trajectory
+from ..models.features import Normalizer, fit_normalizer, sliding_windows
+from ..precision import physics
+from ..robots.loader import Robot
+from ..sim.arm import ArmConfig, make_mjx_rollout
+from ..sim.arm_data import log_arrays
+from ..sim.arm_learned import TELEMETRY, LearnedArm, frames_of_log, trainable
+from ..sim.arm_native import native_model
+from .arm import (DEFAULT_FEATURES, ArmLog, LearnedWindows, _base_of, _effort_scale, _units, arm_log, arm_loss,
+                  learned_windows, make_learned_arm, native_mae, save_arm_model)
+from .distill import DistillConfig, distill, teacher_effort
+from .trainer import TrainConfig, train
+
+__all__ = ["ArmTrainConfig", "DEFAULT_BUDGET", "FULL_BUDGET", "TEACHER_FIT", "train_arm", "resolve_teacher",
+           "distill_arm"]
+
+#: default budget (2 CPU cores, neural_actuator suite at --scale 0.1): windows of 64 / 96 / 128 control
+#: steps restarted from measured states (multiple shooting), padded to one compiled shape of 128;
+#: about 1.8 s per step against 4.1 s for the earlier 320 (bench/journal/learned_speed.md)
+DEFAULT_BUDGET: dict[str, Any] = dict(steps=40, batch=2, curriculum=(64, 96, 128), stage_fraction=(0.5, 0.3, 0.2),
+                                      lr=3e-4, eval_every=20, max_val_windows=8, one_shape=True)
+#: documented full budget (GPU or a long CPU run)
+FULL_BUDGET: dict[str, Any] = dict(steps=6000, batch=32, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
+                                   lr=3e-4, eval_every=250, max_val_windows=64, one_shape=False)
+#: the fit of the default analytic teacher when none is given (:func:`~actuatorlab.identify.arm_fit.fit_arm`)
+TEACHER_FIT: dict[str, Any] = dict(max_evals=40, max_windows=16, seed=0)
+#: at most this many (window, target) pairs are distilled, evenly spread over the training frames
+MAX_DISTILL_FRAMES = 20000
+
+
+@physics
+@dataclasses.dataclass(frozen=True)
+class ArmTrainConfig:
+    """Settings of :func:`train_arm`.
+
+    Fields:
+        arch: network, transformer | mlp | gru | lstm (default transformer; ignored with ``init``).
+        residual: an analytic RUN/arm_model.json the network corrects (default None: replacing).
+        steps: optimizer steps [-] (default None: the budget's).
+        seed: seed of the network and of the batches [-] (default 0).
+        budget: :data:`DEFAULT_BUDGET` keys overriding the defaults.
+        sizes: network sizes (default: the arch's).
+        per_channel: per-channel features (default: ``train --robot``'s that the logs carry).
+        history: frames of history [-] (default 8).
+        teacher: the analytic model of the warm start, an arm_model.json / model.json path or a
+            {"model", "params"} dict (default None: the residual's base, else the default analytic
+            model fitted on the training logs, :data:`TEACHER_FIT`). A replacing network also keeps
+            it for the joints that are not channels.
+        distill: :class:`~actuatorlab.learned.distill.DistillConfig` of the warm start (default
+            300 steps); None: a cold start from random weights (no teacher).
+    """
+
+    arch: str = "transformer"
+    residual: Any = None
+    steps: int | None = None
+    seed: int = 0
+    budget: dict | None = None
+    sizes: dict | None = None
+    per_channel: tuple[str, ...] | None = None
+    history: int = 8
+    teacher: Any = None
+    distill: DistillConfig | None = DistillConfig()
+
+
+def resolve_teacher(robot_name: str, teacher, residual, train_trajs: list[Trajectory]) -> tuple[Robot, dict, dict, str]:
+    """(robot with the teacher's model, its parameter sets, its {"model", "params"} description, a
+    one-line account of where it came from). ``teacher`` None: the residual's base when given,
+    else the default analytic model fitted on ``train_trajs`` (:data:`TEACHER_FIT`). A file of
+    another robot, another joint set or not an analytic arm model is a one-line ModelError naming it."""
+    src = teacher if teacher is not None else residual
+    if src is not None:
+        robot, params, desc = _base_of(robot_name, src)
+        what = f"teacher {src}" if isinstance(src, (str, Path)) else "teacher: the given analytic parameters"
+        return robot, params, desc or {}, what
+    t0 = _time.perf_counter()
+    f = fit_arm(robot_name, train_trajs, **TEACHER_FIT)
+    desc = {"model": f["model"], "params": f["params"]}
+    robot, params, _ = _base_of(robot_name, desc)
+    name = f["model"] or "of the robot's config"
+    return robot, params, desc, (f"no teacher given: fitted the default analytic model ({name}) on the training "
+                                 f"logs first ({f['evaluations']} CMA-ES evaluations, {_time.perf_counter() - t0:.0f} s, "
+                                 f"train MAE {1e3 * f['train_mae']:.1f} mrad)")
+
+
+def distill_arm(model: LearnedArm, robot: Robot, logs: list[ArmLog], teacher: tuple[Robot, dict],
+                base: tuple[Robot, dict] | None, cfg: DistillConfig) -> tuple[LearnedArm, dict]:
+    """The warm start of phase 1 (module docstring): ``model``'s network distilled to the effort of
+    ``teacher`` (robot, parameter sets) minus, for a residual, the effort of ``base`` at the
+    measured frames of ``logs``. Returns (model, info of :func:`~actuatorlab.learned.distill.distill`)."""
+    idx = [robot.index(j) for j in model.layout.channels]
+    s = np.asarray(model.effort_scale)
+    E = np.asarray(model.effort_limit)
+    xs, ys, ws = [], [], []
+    rng = np.random.default_rng(cfg.seed)
+    mt = native_model(teacher[0], teacher[1])
+    mb = native_model(base[0], base[1]) if model.residual and base is not None else None
+    for lg, c in ((lg, c) for lg in logs for c in range(1 + max(int(cfg.copies), 0))):
+        b = lg.base
+        q, dq = b.q_meas, b.dq_meas
+        if c:  # a noisy copy: the teacher's effort at states near the measured ones
+            q = q + cfg.noise * np.nanstd(q, axis=0) * rng.standard_normal(q.shape)
+            dq = dq + cfg.noise * np.nanstd(dq, axis=0) * rng.standard_normal(dq.shape)
+        tau = teacher_effort(teacher[0], teacher[1], q, dq, b.inputs, temperature=b.temperature, model=mt)
+        if mb is not None and base is not None:
+            tau = tau - teacher_effort(base[0], base[1], q, dq, b.inputs, temperature=b.temperature, model=mb)
+        fr = frames_of_log(model, b.inputs.q_target, q, dq, b.inputs.v_supply, b.inputs.enable, lg.telemetry)
+        xs.append(np.asarray(sliding_windows(fr, model.layout.history)))
+        ys.append(np.clip(tau[:, idx] / s, -E / s, E / s))
+        ws.append(np.broadcast_to(b.scored[idx].astype(float), (fr.shape[0], len(idx))))
+    x, y, w = np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
+    sel = np.unique(np.linspace(0, len(x) - 1, min(len(x), MAX_DISTILL_FRAMES)).astype(int))
+    m, info = distill(model, lambda mm, win: mm.heads(win).torque, x[sel], y[sel], w[sel], cfg,
+                      filter_spec=trainable(model))
+    return m, info
+
+
+def _new_model(robot: Robot, base: dict, tr: list[ArmLog], channels, feats, options: ArmTrainConfig) -> LearnedArm:
+    """A fresh network with the normalizer of the training logs' measured frames and the effort scales."""
+    F = len(channels) * len(feats)
+    tmp = make_learned_arm(robot, "mlp", channels=channels, per_channel=feats, normalizer=Normalizer(
+        np.zeros(F), np.ones(F)), effort_scale=1.0, base=base, history=options.history, width=4, depth=1, d=4,
+        head_width=4)
+    frames = np.concatenate([frames_of_log(tmp, lg.base.inputs.q_target, lg.base.q_meas, lg.base.dq_meas,
+                                           lg.base.inputs.v_supply, lg.base.inputs.enable, lg.telemetry)
+                             for lg in tr])
+    residual = options.residual is not None
+    scale = _effort_scale(robot, base, tr, channels, residual)
+    return make_learned_arm(robot, options.arch, channels=channels, per_channel=feats,
+                            normalizer=fit_normalizer(frames), effort_scale=scale, base=base, residual=residual,
+                            history=options.history, key=jax.random.PRNGKey(options.seed), **(options.sizes or {}))
+
+
+def _stored_teacher(out: Path, resume: bool) -> dict | None:
+    """The teacher ({"model", "params"}) of the run being resumed (None: no run or no teacher)."""
+    cp = out / "config.json"
+    if not resume or not cp.is_file():
+        return None
+    try:
+        return json.loads(cp.read_text()).get("meta", {}).get("teacher")
+    except json.JSONDecodeError:
+        return None  # the trainer reports an unreadable configuration
+
+
+def _check_resume_teacher(out: Path, resume: bool, teacher_desc: dict | None) -> None:
+    """``--resume`` with a teacher other than the run's is refused (one line)."""
+    cp = out / "config.json"
+    if not resume or not cp.is_file():
+        return
+    old = _stored_teacher(out, resume)
+    if json.loads(json.dumps(old, default=str)) != json.loads(json.dumps(teacher_desc, default=str)):
+        raise ModelError(f"{cp}: cannot resume with a different teacher (the run was warm-started from another "
+                         "analytic model; give the same --init or start a new run)")
+
+
+def _schedule(bud: dict, robot, tr, va, model, cfg):
+    """(curriculum lengths, stage ends, training stages, validation windows)."""
+    lengths = tuple(int(L) for L in bud["curriculum"])
+    fr = np.asarray(bud["stage_fraction"], float)[:len(lengths)]
+    ends = np.round(np.cumsum(fr / fr.sum()) * bud["steps"]).astype(int)
+    pad = max(lengths) if bud.get("one_shape") else None
+    stages = [learned_windows(robot, tr, L, model, cfg, pad_to=pad) for L in lengths]
+    vw = learned_windows(robot, va, lengths[-1], model, cfg)
+    vw = vw.take(np.unique(np.linspace(0, vw.n - 1, min(vw.n, int(bud["max_val_windows"]))).astype(int)))
+    return lengths, ends, stages, vw
+
+
+def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory],
+              options: ArmTrainConfig = ArmTrainConfig(), *, out: str | Path, init: LearnedArm | None = None,
+              resume: bool = False, progress: bool = True) -> dict[str, Any]:
+    """Train a learned (``residual`` None) or residual whole-robot model: warm start from the
+    teacher, then through MJX (module docstring); write RUN/arm_model.json + RUN/arm_model.eqx (the
+    best checkpoint by validation MAE).
+
+    ``options``: :class:`ArmTrainConfig` (its ``steps`` overrides the budget's). ``init``: start
+    from this model's network (fine-tuning / online adaptation; its layout and normalizer are
+    kept, no warm start). Returns the arm_model.json dict."""
+
+    t_all = _time.perf_counter()
+    bud = {**DEFAULT_BUDGET, **(options.budget or {})}
+    if options.steps is not None:
+        bud["steps"] = int(options.steps)
+    if not train_trajs or not val_trajs:
+        raise DataError(None, f"train --robot needs training and validation logs (got {len(train_trajs)} and "
+                              f"{len(val_trajs)})")
+    out = Path(out)
+    residual = options.residual
+    robot, base, base_desc = _base_of(robot_name, residual)
+    warm = init is None and options.distill is not None
+    given = options.teacher
+    if given is None and residual is None:  # a resumed run keeps its own teacher (no second fit)
+        given = _stored_teacher(out, resume)
+    teacher = resolve_teacher(robot_name, given, residual, train_trajs) if warm else None
+    _check_resume_teacher(out, resume, None if teacher is None else teacher[2])
+    if teacher is not None and residual is None:  # a replacing model keeps the teacher off its channels
+        robot, base, base_desc = teacher[0], teacher[1], teacher[2]
+    cfg = ArmConfig.from_robot(robot)
+    scored = np.any([log_arrays(robot, t).scored for t in train_trajs[:1]], axis=0)
+    if init is not None and init.force_prior is not None:
+        raise ModelError(f"train --robot: the initial model's force head corrects a {init.force_prior.method!r} "
+                         "force prior, which the rollout loss does not compute; fine-tune its heads with train-heads")
+    if init is not None:
+        channels, feats = init.layout.channels, init.layout.per_channel
+    else:
+        channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
+        feats = tuple(options.per_channel or [f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
+            train_trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
+    tr = [arm_log(robot, t, channels, feats) for t in train_trajs]
+    va = [arm_log(robot, t, channels, feats) for t in val_trajs]
+    if init is not None:
+        model = init
+        if init.residual != (residual is not None):
+            raise ModelError("fine-tuning keeps the model kind: give --residual exactly when the model is residual")
+    else:
+        model = _new_model(robot, base, tr, channels, feats, options)
+    warm_info: dict[str, Any] = {"teacher": None if teacher is None else teacher[3]}
+    if teacher is not None and options.distill is not None and not (resume and (out / "checkpoint.ckpt").exists()):
+        same = model.residual and teacher[2] == (base_desc or {})
+        if not same:
+            t0 = _time.perf_counter()
+            model, info = distill_arm(model, robot, tr, (teacher[0], teacher[1]),
+                                      (robot, base) if model.residual else None, options.distill)
+            warm_info.update(info, wall_s=_time.perf_counter() - t0)
+        else:
+            warm_info.update(steps=0, note="the teacher is the residual's base: the zeroed torque head reproduces it")
+    lengths, ends, stages, vw = _schedule(bud, robot, tr, va, model, cfg)
+    B, seed = int(bud["batch"]), int(options.seed)
+    units = _units(robot)
+    roll = jax.vmap(make_mjx_rollout(robot, cfg).with_heads, in_axes=(None, 0, 0, None))
+
+    def batch_fn(step: int) -> LearnedWindows:
+        si = min(int(np.searchsorted(ends, step, side="right")), len(stages) - 1)
+        w = stages[si]
+        rng = np.random.default_rng([seed, int(step)])
+        return w.take(rng.choice(w.n, size=B, replace=w.n < B))
+
+    def loss_fn(m, w):
+        return arm_loss(m, w, roll, units)
+
+    def val_fn(m):
+        r = native_mae(robot, m, vw, cfg)
+        return {"val": r["position_mae"], **{f"mae/{j}": v for j, v in r["per_joint"].items()}}
+
+    tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 10),
+                       eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=seed,
+                       ema_decay=0.99, eval_at_start=teacher is not None)
+    meta = {"robot": robot_name, "arch": model.arch, "residual": base_desc, "curriculum": list(lengths),
+            "batch": B, "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs],
+            "teacher": None if teacher is None else teacher[2]}
+    val0 = native_mae(robot, model, vw, cfg) if init is not None else None
+    res = train(out, model, loss_fn, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
+                meta=meta, filter_spec=trainable(model))
+    return save_arm_model(out, robot_name, res.best, base_desc, extra={
+        "training": {"steps": res.steps, "best_step": res.best_step, "best_val_mae": res.best_val,
+                     "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
+                     "wall_s": _time.perf_counter() - t_all, "curriculum": list(lengths), "batch": B,
+                     "stage_ends": ends.tolist(), "lr": bud["lr"],
+                     "init_val_mae": None if val0 is None else val0["position_mae"], "warm_start": warm_info},
+        "data": {"train": [t.source_file or t.name for t in train_trajs],
+                 "val": [t.source_file or t.name for t in val_trajs]}})
