@@ -9,7 +9,9 @@ gradient tests; a persistent compilation cache in the system temp dir makes reru
 
 from __future__ import annotations
 
+import gc
 import json
+import weakref
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +26,7 @@ from actuatorlab.models.motor import dc_motor_current
 from actuatorlab.models.params import PARAMS
 from actuatorlab.robots import CONFIG_DIR, load_robot
 from actuatorlab.sim.arm import ArmConfig, initial_state, make_inputs, make_mjx_rollout, mjx_model
+from actuatorlab.sim import arm_native
 from actuatorlab.sim.arm_native import native_model, rollout_native
 from actuatorlab.sim.arm_windows import CURRICULUM, curriculum, make_windows, window_loss
 
@@ -252,3 +255,23 @@ def test_windows_restart_from_measured_states(omx):
     stages = curriculum(omx, log.q, log.dq, x, lengths=(16, 32, 64))
     assert [s.inputs.q_target.shape[1] for s in stages] == [16, 32, 64]
     assert CURRICULUM == (128, 256, 320)
+
+
+def test_native_rollouts_with_their_own_models_do_not_keep_them_alive(omx):
+    """The pooled MjData hold their model: the pool must let old models go (it once kept every
+    model a rollout built, about 160 MB per call), and a reused model gives the same result."""
+    cfg = ArmConfig.from_robot(omx, substeps=1)
+    q0 = np.array([0.3, 0.6, -0.6, 0.5, 0.005])
+    x = make_inputs(omx, np.tile(q0, (5, 1)))
+    s0 = initial_state(omx, cfg, q=q0)
+    p = omx.nominal_params()
+    first = native_model(omx, p)
+    ref = weakref.ref(first)
+    _, out_a = rollout_native(omx, p, x, s0, cfg, model=first)
+    _, out_b = rollout_native(omx, p, x, s0, cfg, model=first)  # pooled MjData, reset
+    np.testing.assert_array_equal(out_a.qpos, out_b.qpos)
+    del first
+    for _ in range(arm_native._POOL_MODELS + 1):
+        rollout_native(omx, p, x, s0, cfg, model=native_model(omx, p))
+    gc.collect()
+    assert ref() is None and len(arm_native._POOL) <= arm_native._POOL_MODELS

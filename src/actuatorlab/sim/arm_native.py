@@ -13,7 +13,7 @@ integrators, the two a robot config allows.
 from __future__ import annotations
 
 import copy
-import weakref
+from collections import OrderedDict
 from dataclasses import dataclass
 
 import mujoco
@@ -29,9 +29,25 @@ from .arm_step import (ActuatorState, ArmConfig, ArmInputs, ArmOutputs, ArmState
 
 __all__ = ["native_model", "rollout_native"]
 
-#: MjData objects reused across calls, per model (creating one costs ~1 ms; resetting ~10 us).
-#: Not shared between threads: give each thread its own model (:func:`native_model`).
-_POOL: "weakref.WeakKeyDictionary[mujoco.MjModel, list[mujoco.MjData]]" = weakref.WeakKeyDictionary()
+#: MjData objects reused across calls, per model (creating one costs ~1 ms; resetting ~10 us), for
+#: the :data:`_POOL_MODELS` models used last. Not shared between threads: give each thread its own
+#: model (:func:`native_model`). An MjData holds its model, so a weakly keyed pool would keep every
+#: model alive (about 160 MB per OpenManipulator-X batch); the pool is bounded instead.
+_POOL: "OrderedDict[int, tuple[mujoco.MjModel, list[mujoco.MjData]]]" = OrderedDict()
+_POOL_MODELS = 8
+
+
+def _pooled(m: mujoco.MjModel, B: int) -> list[mujoco.MjData]:
+    """B MjData of model ``m`` from the pool (created as needed; least recently used models leave)."""
+    hit = _POOL.get(id(m))
+    if hit is None or hit[0] is not m:
+        hit = _POOL[id(m)] = (m, [])
+    _POOL.move_to_end(id(m))
+    while len(_POOL) > _POOL_MODELS:
+        _POOL.popitem(last=False)
+    pool = hit[1]
+    pool.extend(mujoco.MjData(m) for _ in range(B - len(pool)))
+    return pool[:B]
 
 
 def native_model(robot: Robot, params: dict, model_updates: dict | None = None) -> mujoco.MjModel:
@@ -78,9 +94,7 @@ class _NativeBatch:
     def __init__(self, robot: Robot, m: mujoco.MjModel, models: list, s0: ArmState, body_force):
         B, n = len(models), robot.n_joints
         self.models, self.qadr, self.dadr = models, robot.qpos_adr, robot.dof_adr
-        pool = _POOL.setdefault(m, [])
-        pool.extend(mujoco.MjData(m) for _ in range(B - len(pool)))
-        self.datas = pool[:B]
+        self.datas = _pooled(m, B)
         self.ext = None if body_force is None else np.ascontiguousarray(
             np.broadcast_to(np.asarray(body_force[1], float), (B, 3)))
         self.ext_body = None if body_force is None else int(body_force[0])
