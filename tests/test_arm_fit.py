@@ -36,9 +36,12 @@ def smoke_logs(tmp_path_factory):
     return logs
 
 
-def chirp_logs(robot, params, T=200, n_logs=2, seed=0):
+def chirp_logs(robot, params, T=200, n_logs=2, seed=0, *, f0=(0.3, 0.2), f1=(2.0, 1.0), amp=(0.4, 0.3),
+               prefix="chirp"):
     """Logs in the multi-joint convention made by the native path itself from chirp commands on
-    joint1..joint4 (the gripper held at rest)."""
+    joint1..joint4 (the gripper held at rest): per joint a chirp from f0 to f1 [Hz] of amplitude
+    amp [rad], each drawn as ``low + width * U(0, 1)`` from the (low, width) pairs; logs are named
+    ``{prefix}_{k}``."""
     rng = np.random.default_rng(seed)
     arm = [j for j in robot.joint_names if j.startswith("joint")]
     t = np.arange(T) * robot.control_dt
@@ -46,8 +49,8 @@ def chirp_logs(robot, params, T=200, n_logs=2, seed=0):
     for k in range(n_logs):
         qt = np.zeros((T, robot.n_joints))
         for j in arm:
-            f0, f1, a = 0.3 + 0.2 * rng.random(), 2.0 + rng.random(), 0.4 + 0.3 * rng.random()
-            phase = 2 * np.pi * (f0 * t + 0.5 * (f1 - f0) / t[-1] * t**2) + 6 * rng.random()
+            fa, fb, a = (lo + w * rng.random() for lo, w in (f0, f1, amp))
+            phase = 2 * np.pi * (fa * t + 0.5 * (fb - fa) / t[-1] * t**2) + 6 * rng.random()
             qt[:, robot.index(j)] = a * np.sin(phase)
         _, o = rollout_native(robot, params, make_inputs(robot, qt), initial_state(robot, q=qt[0]))
         data, ch = {}, {}
@@ -59,7 +62,7 @@ def chirp_logs(robot, params, T=200, n_logs=2, seed=0):
                 data[name], ch[name] = val, Channel(unit, kind)
         setup = Setup("xm430-w350", controller="dynamixel_pwm", gains={"kp": 800}, supply_voltage=12.0,
                       extra={"robot": robot.name, "joints": arm})
-        logs.append(Trajectory(f"chirp_{k}", t, data, ch, setup))
+        logs.append(Trajectory(f"{prefix}_{k}", t, data, ch, setup))
     return logs
 
 

@@ -16,12 +16,12 @@ import json
 import jax
 import numpy as np
 import pytest
+from test_arm_fit import chirp_logs as arm_chirp_logs
 
 from actuatorlab.errors import ModelError
 from actuatorlab.learned.arm import _base_of, _effort_scale, arm_log, learned_windows, make_learned_arm, native_mae
 from actuatorlab.learned.arm_train import distill_arm, resolve_teacher
 from actuatorlab.learned.distill import DistillConfig, distill, teacher_effort
-from actuatorlab.logs.format import Channel, Setup, Trajectory
 from actuatorlab.models.features import Normalizer, fit_normalizer
 from actuatorlab.precision import physics_precision
 from actuatorlab.robots import load_robot
@@ -34,29 +34,9 @@ FEATS = ("q_target", "q", "dq", "err")
 
 
 def chirp_logs(robot, params, T=240, n_logs=3, seed=0):
-    """Multi-joint logs made by the native path from chirp commands on joint1..joint4."""
-    rng = np.random.default_rng(seed)
-    arm = [j for j in robot.joint_names if j.startswith("joint")]
-    t = np.arange(T) * robot.control_dt
-    logs = []
-    for k in range(n_logs):
-        qt = np.zeros((T, robot.n_joints))
-        for j in arm:
-            f0, f1, a = 0.2 + 0.2 * rng.random(), 1.0 + rng.random(), 0.3 + 0.3 * rng.random()
-            phase = 2 * np.pi * (f0 * t + 0.5 * (f1 - f0) / t[-1] * t**2) + 6 * rng.random()
-            qt[:, robot.index(j)] = a * np.sin(phase)
-        _, o = rollout_native(robot, params, make_inputs(robot, qt), initial_state(robot, q=qt[0]))
-        data, ch = {}, {}
-        for j in arm:
-            i = robot.index(j)
-            for name, val, unit, kind in ((f"position/{j}", o.q[:, i], "rad", "measured"),
-                                          (f"velocity/{j}", o.dq[:, i], "rad/s", "estimated"),
-                                          (f"position_target/{j}", qt[:, i], "rad", "commanded")):
-                data[name], ch[name] = val, Channel(unit, kind)
-        setup = Setup("xm430-w350", controller="dynamixel_pwm", gains={"kp": 800}, supply_voltage=12.0,
-                      extra={"robot": robot.name, "joints": arm})
-        logs.append(Trajectory(f"chirp_{seed}_{k}", t, data, ch, setup))
-    return logs
+    """Slower, smaller chirps than test_arm_fit's (0.2-0.4 Hz to 1-2 Hz, 0.3-0.6 rad), named by seed."""
+    return arm_chirp_logs(robot, params, T, n_logs, seed, f0=(0.2, 0.2), f1=(1.0, 1.0), amp=(0.3, 0.3),
+                          prefix=f"chirp_{seed}")
 
 
 @pytest.fixture(scope="module")
