@@ -11,9 +11,7 @@ import jax.numpy as jnp
 
 from ..precision import physics
 from ..robots.loader import Robot
-from ..sim.arm import ArmConfig
-from ..sim.arm_data import _param_sets, _robot, log_arrays as robot_log_arrays, robot_with_model
-from ..sim.arm_native import native_model
+from ..sim.arm_data import log_arrays as robot_log_arrays, replay_setup
 from ..sim.arm_windows import make_windows
 from ..sim.backends import rollout
 from ..identify.fit import fit_model, substeps_for
@@ -143,12 +141,7 @@ def replay_robot(robot: str | Robot, params: dict | None, trajs: Iterable[Trajec
     ``effort_level`` is the logged ``pwm_duty/<joint>`` / ``max_duty``
     (:func:`~actuatorlab.evaluate.envelope.joint_effort`; NaN with the torque off), so the
     ``stall`` regime needs that channel."""
-    r0 = _robot(robot)
-    if model is not None:
-        r0 = robot_with_model(r0, model)
-    r, p = _param_sets(r0, params)
-    cfg = ArmConfig.from_robot(r)
-    nm = native_model(r, p)
+    r0, r, p, cfg, nm = replay_setup(robot, params, model)
     h = int(horizon)
     out: dict[str, list[LogResult]] = {}
     for t in trajs:

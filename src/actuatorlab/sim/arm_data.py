@@ -19,7 +19,7 @@ virtual hardware alike.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from typing import Any, Iterable, NamedTuple
 
 import numpy as np
 
@@ -35,7 +35,7 @@ from .backends import rollout
 from .arm_windows import Windows, make_windows
 
 __all__ = ["LogArrays", "log_arrays", "per_joint_robot", "robot_with_model", "model_params", "evaluate_arm",
-           "fit_windows"]
+           "fit_windows", "ReplaySetup", "replay_setup"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,6 +186,29 @@ def _windows(robot: Robot, logs: list[LogArrays], h: int, cfg: ArmConfig) -> tup
 
 
 @physics
+class ReplaySetup(NamedTuple):
+    """What a replay of multi-joint logs runs on: ``robot`` (with ``model`` applied: the robot the
+    logs are read with), ``sim`` (the robot the parameter sets apply to; per joint when they are),
+    ``params`` (name -> (n_groups,) values), ``cfg`` (timing) and ``native`` (the native MuJoCo
+    model with those parameters)."""
+
+    robot: Robot
+    sim: Robot
+    params: dict
+    cfg: ArmConfig
+    native: Any
+
+
+def replay_setup(robot_name: str | Robot, params: dict | None, model: str | None = None) -> ReplaySetup:
+    """The :class:`ReplaySetup` of :func:`evaluate_arm`'s arguments (and of every replay that must
+    score the same rollouts)."""
+    robot = _robot(robot_name)
+    if model is not None:
+        robot = robot_with_model(robot, model)
+    r, p = _param_sets(robot, params)
+    return ReplaySetup(robot, r, p, ArmConfig.from_robot(r), native_model(r, p))
+
+
 def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[Trajectory],
                  horizons: Iterable[int] = (100, 300, 600), model: str | None = None) -> dict[str, Any]:
     """Open-loop replay score of multi-joint logs (see the module docstring).
@@ -204,11 +227,7 @@ def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[T
         the longest horizon that fits some log (None if none fits), "horizon": that horizon,
         "unit": "rad", "units": {joint: unit}, "n_windows": {str(h): W}}. MAEs in the log's unit.
     """
-    robot = _robot(robot_name)
-    if model is not None:
-        robot = robot_with_model(robot, model)
-    r, p = _param_sets(robot, params)
-    cfg = ArmConfig.from_robot(r)
+    robot, r, p, cfg, native = replay_setup(robot_name, params, model)
     logs = [log_arrays(robot, t) for t in trajs]
     if not logs:
         raise DataError(None, "no logs to evaluate")
@@ -218,13 +237,12 @@ def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[T
     scored_any = np.any([lg.scored for lg in logs], axis=0)
     per_joint: dict[str, dict[str, float]] = {j: {} for j, s in zip(robot.joint_names, scored_any) if s}
     n_windows, pooled, longest = {}, None, None
-    model = native_model(r, p)
     for h in sorted({int(h) for h in horizons}):
         got = _windows(r, logs, h, cfg)
         if got is None:
             continue
         w, sc = got
-        _, out = rollout(r, p, w.inputs, w.state0, backend="native", cfg=cfg, model=model)
+        _, out = rollout(r, p, w.inputs, w.state0, backend="native", cfg=cfg, model=native)
         wgt = w.mask[..., None] * sc[:, None, :]  # (W, L, n)
         err = np.abs(out.q - w.q_meas) * wgt
         num, den = err.sum(axis=(0, 1)), wgt.sum(axis=(0, 1))
