@@ -28,10 +28,12 @@ from ..evaluate import summarize
 from ..evaluate.replay import replay, replay_batches, robot_regimes, timestep_sensitivity as ts
 from ..evaluate.envelope import check_trajectories, compute_envelope, robot_envelope
 from ..evaluate.envelope_summary import robot_outside, summarize_envelope
+from ..evaluate.diagnose import DiagnoseConfig, diagnose
 from ..identify.folds import JACKKNIFE_SEARCH, resampled_uncertainty, split_validation
 from ..identify.select import BUDGETS, CALIBRATIONS, FamilyOptions, fit_family, ladder_for
 from ..models.registry import contains, EXTENSIONS, get_model
 from ..report.fit import write_report
+from ..report.diagnosis import diagnosis_section
 from ..models.modelfile import load_model, model_to_dict, save_model
 from ..identify.arm_fit import fit_arm, select_arm
 from ..sim.arm_data import evaluate_arm
@@ -192,6 +194,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
     ident = identifiability_for(fit, batches)
     results = replay_batches(fit.model, fit.params, batches)
     summary = summarize(results)
+    diagnosis = diagnose(trajs, results, fit.model, DiagnoseConfig(seed=options.seed))
     data = {"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in trajs],
             "n_samples": int(sum(b.n_samples for b in batches)), "dt": fit.dt}
     envelope = compute_envelope(trajs, fit.dt)
@@ -206,7 +209,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
                              metrics={"train": {k: summary[k] for k in ("position_mae", "position_rmse",
                                                                          "position_relative_error")}},
                              identifiability=ident, selection=selection, uncertainty=unc) | {
-            "envelope": envelope}  # the region the training data covered
+            "envelope": envelope,  # the region the training data covered
+            "diagnosis": diagnosis}  # the in-sample error against the sensor floor, the residual's structure
 
     d = build(uncertainty)
     write(d)  # the result is on disk before any optional pass starts
@@ -231,6 +235,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
 
 def _write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection) -> None:
     extra = {}
+    if d.get("diagnosis"):
+        extra["Diagnosis: the in-sample error against the sensor floor"] = diagnosis_section(d["diagnosis"])
     if selection:
         groups = selection.get("groups") or []
         extra["Nested models (selection by held-out condition groups)"] = (

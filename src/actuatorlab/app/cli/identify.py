@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from ...models.control import CONTROL_LAWS
@@ -72,6 +73,11 @@ def fit(ctx: typer.Context,
                   f"relative {100 * s['position_relative_error']:.2f}%")
     for w in s.get("regime_warnings") or []:
         console.print(f"[yellow]warning (training replay):[/] {w}", soft_wrap=True)
+    diag = d.get("diagnosis")
+    if diag:  # one line: a warning when the fit stays far above the sensor floor or its error is structured
+        console.print(f"[yellow]warning:[/] {escape(diag['message'])}" if diag["fired"]
+                      else f"[dim]diagnosis: {escape(diag['message'])}[/]",
+                      soft_wrap=True)
     ts = d.get("timestep_sensitivity") or {}
     parts = []
     for k, v in ts.items():
