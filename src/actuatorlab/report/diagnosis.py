@@ -35,5 +35,5 @@ def diagnosis_section(diag: Mapping[str, Any]) -> str:
             + '<p class="muted">Floor: encoder step / 4 (quantisation), sqrt(2/pi) x timestamp jitter x mean speed, '
               "white noise off any lattice; root sum of squares, pooled over samples. A regime is structured when "
               "its bins explain at least eta2_min of the ranked residual (p from circular shifts of its labels) "
-              "and its amplitude exceeds the floor.</p>"
+              "and its amplitude exceeds 2 floors.</p>"
             + regimes + logs)
