@@ -4,6 +4,7 @@ truth outside the family and stays silent on logs made by the fitted model itsel
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -149,3 +150,14 @@ def test_diagnose_config_limits_the_ratio():
     loose, strict = (diagnose(logs, res, "m1", DiagnoseConfig(ratio_limit=k)) for k in (1e6, 1.0))
     assert loose["ratio"] == strict["ratio"] > 1.0
     assert strict["fired"] and "sensor floor" in strict["message"]
+
+
+def test_a_diverged_replay_fires_and_a_log_without_motion_is_not_judged():
+    logs = synthetic_set([("sine", "sine", 400.0)], TRUTH_M1, duration=1.0)
+    res = replay_batches("m1", {**neutral_params(), **TRUTH_M1}, make_batches(logs))
+    broken = [dataclasses.replace(r, q_sim=np.where(r.t > 0.5, np.nan, r.q_sim)) for r in res]
+    d = diagnose(logs, broken, "m1")
+    assert d["fired"] and "diverges" in d["message"]
+    still = [tr.replace(data={**tr.data, "position": np.full(tr.time.size, 0.1)}) for tr in logs]
+    d = diagnose(still, res, "m1")
+    assert d["floor"] == 0.0 and d["ratio"] is None and not d["fired"] and "not judged" in d["message"]

@@ -373,10 +373,10 @@ def diagnose(trajs: Sequence[Trajectory], results: Sequence[LogResult], model: s
     unit = results[0].unit if results else "rad"
     e = np.concatenate([np.abs(r.q_sim - r.q_meas)[r.mask] for r in results]) if results else np.zeros(0)
     mae = float(np.mean(e)) if e.size else math.nan
-    ratio = mae / floor if floor > 0 else math.inf
+    ratio = mae / floor if floor > 0 else math.nan  # no floor (positions never move): not judged
     tests = structure_tests(results, floor, config)
     structured = [t for t in tests if t.structured]
-    over = not ratio <= config.ratio_limit
+    over = not math.isfinite(mae) or (floor > 0 and not ratio <= config.ratio_limit)  # NaN: a diverged replay
     fired = bool(over or structured)
     n = sum(f.n_samples for f in logs) or 1
     terms = {k: sum(getattr(f, k) * f.n_samples for f in logs) / n
@@ -401,7 +401,12 @@ def _message(model: str, mae: float, floor: float, ratio: float, over: bool, fir
              tests: Sequence[RegimeTest], unit: str) -> str:
     """The one line ``fit`` prints (a warning when ``fired``)."""
     k, u = 1e3, ("mrad" if unit == "rad" else "mm")
+    if not math.isfinite(mae):
+        return f"the replay of the training logs with the model ({model}) diverges: its error is not finite"
     if not fired:
+        if not floor > 0:
+            return (f"the model ({model}) is at {k * mae:.3g} {u} in sample; the logs show no sensor floor "
+                    "(their positions never move), so the ratio is not judged")
         return (f"the model ({model}) is at {k * mae:.3g} {u} in sample, {ratio:.1f}x the sensor floor the logs "
                 f"show ({k * floor:.2g} {u}), and its error has no structure above the floor")
     name = _strongest(tests, floor)
@@ -413,8 +418,9 @@ def _message(model: str, mae: float, floor: float, ratio: float, over: bool, fir
                  f"the error leans {_where(t)}, p {t.p_value:.2g}, below the structure thresholds")
     head = (f"the best model ({model}) is at {k * mae:.3g} {u} in sample, {ratio:.0f}x the sensor floor the "
             f"logs show ({k * floor:.2g} {u})" if over else
-            f"the model ({model}) is at {k * mae:.3g} {u} in sample ({ratio:.1f}x the sensor floor, "
-            f"{k * floor:.2g} {u}) but its error is structured")
+            f"the model ({model}) is at {k * mae:.3g} {u} in sample ("
+            + (f"{ratio:.1f}x the sensor floor, {k * floor:.2g} {u}" if floor > 0 else "the logs show no sensor floor")
+            + ") but its error is structured")
     return (f"{head}; {where}: the family may not represent this actuator, "
             "or the search stopped short of the best member")
 
