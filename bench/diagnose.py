@@ -4,13 +4,16 @@
 
 ``--zoo ZOO``: a folder with one ``ZOO/<name>/`` dataset per zoo truth (``actuatorlab synth --suite
 bench --actuator NAME --out ZOO/<name>``) and its fit ``ZOO/fit_<name>/model.json`` (``actuatorlab fit
-ZOO/<name>/train --out ZOO/fit_<name>``). ``--run RUN DATA``: any other fit (RUN/model.json) and the
-logs it was fitted on (real XL330 / STS3250 logs). Nothing is refitted: the training logs are
-replayed with the fitted parameters (:func:`actuatorlab.evaluate.replay.replay`) and
-:func:`actuatorlab.evaluate.diagnose.diagnose` judges the residual. Only training logs are read.
+ZOO/<name>/train --out ZOO/fit_<name>``). ``--run RUN DATA``: any other fit (RUN/model.json) and
+the logs it was fitted on (real XL330 / STS3250 logs; a zoo ``DIR/train`` brings its
+``DIR/dataset.json``). Nothing is refitted: the training logs are replayed with the fitted
+parameters (:func:`actuatorlab.evaluate.replay.replay`) and :func:`actuatorlab.evaluate.diagnose.diagnose`
+judges the residual. Only training logs are read.
 
 For a zoo truth the floor the logs show is compared with the truth's: the same formula with the
-truth's encoder step (``2 pi / encoder_counts``) and timestamp jitter from its ``dataset.json``.
+truth's encoder step (``2 pi / encoder_counts``) and timestamp jitter from its ``dataset.json``
+("truth"), and, when the synthesiser recorded it there, the truth replayed against its own
+measurements on the training split ("replayed": mean |logged position - true angle|).
 Prints one row per run, then one JSON line.
 """
 
@@ -39,7 +42,9 @@ ZOO_NAMES = ("xl330_like", "sts3250_like", "bldc_module", "high_gear", "harmonic
 
 def _truth_floor(dataset: Path, per_log: list[dict], trajs) -> dict:
     """The floor with the truth's sensor parameters (step / 4 and sqrt(2/pi) jitter mean|dq|, root sum of squares)."""
-    sen = json.loads(dataset.read_text())["truth"]["sensors"]
+    card = json.loads(dataset.read_text())
+    sen = card["truth"]["sensors"]
+    replayed = (card.get("sensor_floor") or {}).get("splits", {}).get("train")  # the synthesiser's, when it writes one
     step = 2 * math.pi / float(sen["encoder_counts"])
     total, n = 0.0, 0
     for tr in trajs:
@@ -48,8 +53,9 @@ def _truth_floor(dataset: Path, per_log: list[dict], trajs) -> dict:
         f = math.hypot(step / 4, math.sqrt(2 / math.pi) * float(sen["jitter"]) * speed)
         total, n = total + f * t.size, n + t.size
     return {"truth_step": step, "truth_jitter_s": float(sen["jitter"]), "truth_floor": total / n,
+            "truth_replay_floor": replayed,
             "step_error": max(abs(p["quantum"] / step - 1) for p in per_log),
-            "jitter_error": max(abs(p["jitter_s"] / float(sen["jitter"]) - 1) for p in per_log)}
+            "jitter_error_s": max(abs(p["jitter_s"] - float(sen["jitter"])) for p in per_log)}
 
 
 def run_one(label: str, run: Path, data: Path, dataset: Path | None) -> dict:
@@ -80,11 +86,13 @@ def main(argv: list[str] | None = None) -> None:
         for name in a.names:
             rows.append(run_one(name, a.zoo / f"fit_{name}", a.zoo / name / "train", a.zoo / name / "dataset.json"))
     for run, data in a.run:
-        rows.append(run_one(Path(run).name, Path(run), Path(data), None))
-    print(f"{'run':22s} {'model':26s} {'in-sample':>10s} {'floor':>8s} {'truth':>8s} {'ratio':>6s} fired  regimes")
+        rows.append(run_one(Path(run).name, Path(run), Path(data), Path(data).parent / "dataset.json"))
+    print(f"{'run':22s} {'model':26s} {'in-sample':>10s} {'floor':>8s} {'truth':>8s} {'replayed':>8s} {'ratio':>6s} "
+          "fired  regimes   [mrad]")
     for r in rows:
         truth = f"{1e3 * r['truth_floor']:.3g}" if "truth_floor" in r else "-"
-        print(f"{r['run']:22s} {r['model']:26s} {1e3 * r['in_sample_mae']:10.3g} {1e3 * r['floor']:8.3g} {truth:>8s} "
+        rep = f"{1e3 * r['truth_replay_floor']:.3g}" if r.get("truth_replay_floor") else "-"
+        print(f"{r['run']:22s} {r['model']:26s} {1e3 * r['in_sample_mae']:10.3g} {1e3 * r['floor']:8.3g} {truth:>8s} {rep:>8s} "
               f"{r['ratio']:6.1f} {str(r['fired']):6s} {','.join(r['structured']) or '-'} (strongest: {r['strongest']})")
     emit({"bench": "diagnose", "date": time.strftime("%Y-%m-%d"), "rows": rows}, a.out)
 
