@@ -220,8 +220,9 @@ class Thermal:
 
 
 #: interface laws: Dynamixel P law on counts, the same P law in floating point on the true angle (the
-#: fitted family's law), Feetech P+D law with a dead band, drive-side PD, torque command
-LAWS = ("dynamixel", "dynamixel_float", "feetech", "pd", "torque")
+#: fitted family's law), Feetech P+D law with a dead band, drive-side PD, the family's PD on the true
+#: state, torque command
+LAWS = ("dynamixel", "dynamixel_float", "feetech", "pd", "pd_float", "torque")
 
 
 @dataclass(frozen=True)
@@ -238,6 +239,8 @@ class Interface:
       duty ~= 0.166 kp e[rad] like BAM's Feetech error gain; the firmware is closed: an assumption).
     * pd: tau = clip(kp (q_t - q_enc) - kd v_est, +-effort_limit), then i_ref = tau / (N kt(T)) (a BLDC
       drive in position-PD mode; kp [N.m/rad], kd [N.m.s/rad]).
+    * pd_float: tau = clip(kp (q_t - q) - kd dq, +-effort_limit) on the true angle and velocity, then
+      i_ref = tau / (N kt(T)): the family's ``pd`` law (models/control.py ``pd_effort``).
     * torque: i_ref = tau_cmd / (N kt(T)) (torque mode; the host command is the torque).
 
     Attributes:
@@ -380,7 +383,7 @@ class ZooActuator:
             raise ZooError(f"non-physical parameter physics_dt = {self.physics_dt!r} [s]: must be >= 0")
         if self.interface.law in ("dynamixel", "dynamixel_float", "feetech") and self.motor.drive != "voltage":
             raise ZooError(f"{self.name}: a {self.interface.law} servo firmware drives a voltage (PWM) motor")
-        if self.interface.law in ("pd", "torque") and self.motor.drive != "foc":
+        if self.interface.law in ("pd", "pd_float", "torque") and self.motor.drive != "foc":
             raise ZooError(f"{self.name}: a {self.interface.law} interface needs a foc drive")
 
     def to_dict(self) -> dict[str, Any]:
@@ -465,6 +468,26 @@ ZOO: dict[str, ZooActuator] = {
                "model contains it)",
         sources=(_BAM, "the xl330_like truth with every mechanism outside m2+delay switched off"),
         member="m2+delay", physics_dt=0.005),
+    "bldc_family": ZooActuator(
+        "bldc_family", "the BLDC joint module reduced to a member of the fitted family (pd m2+delay): PD on the "
+        "true state at the 2 ms log period, ideal current loop, rigid gear, Coulomb + Stribeck + viscous friction, "
+        "4 ms command delay, quantised output encoder", "bldc_family", "pd",
+        Motor("foc", kt=0.068, R=0.17, L=1e-6, current_limit=40.0, kt_temp_coeff=0.0, current_bandwidth=1e7,
+              supply=48.0, source_resistance=0.0, resistance_tempco=0.0),
+        Gear(ratio=6.0, rotor_inertia=5e-5, gear_inertia=2e-4, coulomb=0.08, stribeck=0.04, stribeck_velocity=0.2,
+             stribeck_alpha=1.5, viscous=0.02, load_drive=0.0, load_back=0.0, backlash=0.0, stiffness=600.0,
+             rigid=True),
+        Thermal(thermal_resistance=3.0, thermal_capacitance=40.0),
+        Interface("pd_float", control_dt=0.002, command_delay=0.004, effort_limit=16.0),
+        Sensors(encoder_counts=16384, log_dt=0.002, jitter=0.0, receive_delay=0.0, velocity_unit=1e-3,
+                velocity_window=0.002, current_unit=0.01, current_noise=0.1),
+        BenchPlan(length=0.2, mass=1.0, heldout_masses=(0.5, 2.0), gains=(20.0, 40.0), heldout_gains=(10.0, 80.0),
+                  kd_per_kp=0.025, amplitude=1.0),
+        family="a member: pd m2+delay at armature = N^2 J_m + J_g, friction_base = F_c, friction_stribeck = F_s, "
+               "stribeck_velocity, stribeck_alpha, friction_viscous = F_v, delay = the command delay (the effort "
+               "drive: the motor constants drop out)",
+        sources=("the bldc_module truth with every mechanism outside pd m2+delay switched off",),
+        member="m2+delay", physics_dt=0.002),
     "sts3250_like": ZooActuator(
         "sts3250_like", "Feetech STS3250-like servo: P+D firmware with a dead band, 345:1 metal spur train, 12 V, "
         "on the BAM STS bench (1.13 kg at 0.12 m)", "sts3250_like", "feetech_pwm",

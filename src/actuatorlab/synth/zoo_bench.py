@@ -159,7 +159,7 @@ def _channels(a: ZooActuator, r: ZooResult) -> dict[str, tuple[np.ndarray, Chann
     if sen.current_unit > 0:
         ch["current"] = (r.current, Channel("A", "measured", "none", f"current register ({sen.current_unit:g} A)", 0.0,
                                             "winding (q-axis) current, signed like the motor torque"))
-    if law in ("pd", "torque"):
+    if law in ("pd", "pd_float", "torque"):
         kt = a.motor.kt * a.gear.ratio
         est = r.current if sen.current_unit > 0 else r.i
         ch["effort"] = (kt * est, Channel("N.m", "estimated", "output", f"drive estimate N kt20 i = {kt:.4g} * current",
@@ -187,7 +187,7 @@ def bench_trajectory(a: ZooActuator, log: BenchLog, seed: int, index: int, durat
     for k, (v, c) in _channels(a, r).items():
         data[k], chans[k] = np.asarray(v, dtype=np.float64), c
     gains = {"kp": float(log.kp)}
-    if a.interface.law == "pd":
+    if a.interface.law in ("pd", "pd_float"):
         gains.update(kd=float(kd), effort_limit=float(a.interface.effort_limit))
     setup = Setup(actuator=a.actuator, joint_type="revolute", controller=a.controller, gains=gains,
                   supply_voltage=float(a.motor.supply),

@@ -67,6 +67,6 @@ def zoo_mechanisms(a: ZooActuator) -> dict[str, tuple[str, ...]]:
         out["integer P law on counts"] = ()
     if i.law == "feetech":
         out["D term and dead band"] = ()
-    if m.drive == "foc":
+    if m.drive == "foc" and 1.0 / m.current_bandwidth > 0.01 * i.control_dt:  # a lag the log can see
         out["current-loop lag"] = ("delay",)
     return out

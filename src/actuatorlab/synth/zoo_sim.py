@@ -271,7 +271,12 @@ class _Firmware:
             self.register = max(-1000, min(1000, raw)) if en else 0
             self.u = self.register / 1000.0
         else:
-            tau = cmd if law == "torque" else self.run.kp * (cmd - self.present * self.step) - self.run.kd * self.v_est
+            if law == "torque":
+                tau = cmd
+            elif law == "pd_float":
+                tau = self.run.kp * (cmd - s.q) - self.run.kd * s.dq
+            else:
+                tau = self.run.kp * (cmd - self.present * self.step) - self.run.kd * self.v_est
             lim = a.interface.effort_limit
             tau = (lim if tau > lim else (-lim if tau < -lim else tau)) * en
             imax = a.motor.current_limit
