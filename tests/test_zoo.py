@@ -17,9 +17,14 @@ from typer.testing import CliRunner
 from actuatorlab.app.cli import main
 from actuatorlab.errors import UnknownNameError
 from actuatorlab.logs import load_logs, save_trajectory, validate_trajectory
+from actuatorlab.evaluate.replay import replay_batches
+from actuatorlab.models.params import neutral_params
+from actuatorlab.models.registry import get_model
+from actuatorlab.sim.rollout import make_batches
 from actuatorlab.synth.zoo import ZOO, ZooError, actuator_from_dict, get_actuator
+from actuatorlab.synth.zoo_family import zoo_mechanisms, zoo_params
 from actuatorlab.synth.zoo_bench import BenchLog, bench_command, bench_trajectory, run_bench
-from actuatorlab.synth.zoo_sim import ZooRun, mechanical_energy, simulate_zoo
+from actuatorlab.synth.zoo_sim import ZooRun, mechanical_energy, sensor_floor, simulate_zoo
 
 
 def _with(name: str, group: str, **changes):
@@ -213,3 +218,67 @@ def test_cli_synth_bench_then_fit_m1(tmp_path):
     r = _cli("fit", tmp_path / "D" / "train", "--model", "m1", "--budget", "quick", "--out", tmp_path / "run")
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "run" / "model.json").is_file()
+
+
+def _family_logs(a, duration=2.0):
+    """Two training-like logs of ``a`` (sin_sin at the first gain, up_and_down at the last)."""
+    logs = [BenchLog("sin_sin_x", "train", "sin_sin", a.bench.mass, a.bench.gains[0]),
+            BenchLog("up_and_down_x", "train", "up_and_down", a.bench.mass, a.bench.gains[-1])]
+    return [bench_trajectory(a, log, seed=0, index=i, duration=duration) for i, log in enumerate(logs)]
+
+
+def test_sensor_floor_is_the_quantisation_and_vanishes_with_ideal_sensors():
+    a = get_actuator("xl330_family")  # no receive delay, no jitter, the device ticks at the log period
+    step = 2 * np.pi / a.sensors.encoder_counts
+    floors = [sensor_floor(r) for _, r in _family_logs(a)]
+    assert all(0.5 * step / 4 < f < 2 * step / 4 for f in floors)  # uniform rounding error: step / 4
+    ideal = dataclasses.replace(a, sensors=dataclasses.replace(a.sensors, encoder_counts=2.0 ** 40))
+    assert all(sensor_floor(r) < 1e-9 for _, r in _family_logs(ideal))
+    # a reading's age adds to the floor at the timestamps, not to the one at the reading instants
+    like = get_actuator("xl330_like")
+    (_, r), _ = _family_logs(like)
+    assert sensor_floor(r) > 2 * sensor_floor(r, "reading") > 0.0
+
+
+def test_dataset_card_records_the_sensor_floor_per_log_split_and_pooled(tmp_path):
+    s = run_bench("xl330_family", tmp_path / "a", seed=0, scale=0.01)
+    card = json.loads((tmp_path / "a" / "dataset.json").read_text())
+    f = card["sensor_floor"]
+    assert f["unit"] == "rad" and f == s["sensor_floor"]
+    assert set(f["splits"]) == set(card["splits"])
+    step = 2 * np.pi / 4096
+    assert 0.5 * step / 4 < f["pooled"] < 2 * step / 4
+    assert all(r["sensor_floor_rad"] > 0 for r in card["logs"])
+
+
+def _member_mae(a, model, **override):
+    """Pooled position MAE [rad] of ``model`` at the truth's parameters replaying logs of ``a``, and the floor."""
+    pairs = _family_logs(a)
+    p = neutral_params() | {k: v for k, (v, _) in zoo_params(a).items()} | override
+    p["current_limit"] = a.motor.current_limit
+    res = replay_batches(model, p, make_batches([t for t, _ in pairs]))
+    err = np.concatenate([np.abs(r.q_sim - r.q_meas) for r in res])
+    floor = float(np.mean(np.concatenate([np.abs(r.position - r.q_stamp) for _, r in pairs])))
+    return float(np.mean(err)), floor
+
+
+@pytest.mark.parametrize("name,drive", [("xl330_family", "voltage"), ("bldc_family", "effort")])
+def test_in_family_truth_replayed_by_its_member_reproduces_its_logs_to_the_floor(name, drive):
+    a = get_actuator(name)
+    assert a.member == "m2+delay" and a.gear.rigid
+    mae, floor = _member_mae(a, a.member)
+    assert mae < 1.3 * floor
+    # the check can fail: without the delay the member is far from the logs
+    off, _ = _member_mae(a, a.member, delay=0.0)
+    assert off > 3 * floor
+    # every mechanism of the truth is a free parameter of its member, every shared parameter too
+    free = set(get_model(a.member).free_for(drive))
+    assert all(set(ps) & free for ps in zoo_mechanisms(a).values())
+    assert set(zoo_params(a)) - {"kt", "R"} <= free
+
+
+def test_rigid_gear_refuses_mechanisms_it_does_not_have():
+    d = get_actuator("xl330_family").to_dict()
+    d["gear"]["backlash"] = 0.01
+    with pytest.raises(ZooError, match=r"gear\.rigid.*backlash"):
+        actuator_from_dict(d)

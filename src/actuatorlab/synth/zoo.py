@@ -19,6 +19,7 @@ from typing import Any
 
 from ..errors import UnknownNameError
 from .suites import SynthError
+from .truth import ALPHA_CU
 
 __all__ = ["ZooError", "Motor", "Gear", "Thermal", "Interface", "Sensors", "BenchPlan", "ZooActuator", "ZOO",
            "get_actuator", "actuator_from_dict", "units_of"]
@@ -79,7 +80,7 @@ class Motor:
 
         L di/dt = v - R(T) i - N kt(T) w,   i -> i_ref with time constant 1 / w_c
 
-    R(T) = R (1 + 0.00393 (T - 20)), kt(T) = kt (1 - kt_temp_coeff (T - 20)); torque on the rotor
+    R(T) = R (1 + resistance_tempco (T - 20)), kt(T) = kt (1 - kt_temp_coeff (T - 20)); torque on the rotor
     (output side) N kt(T) i.
 
     Attributes:
@@ -92,6 +93,7 @@ class Motor:
         current_bandwidth: [rad/s] closed-loop current bandwidth w_c (foc; 0 for the voltage drive).
         supply: [V] open-circuit supply voltage.
         source_resistance: [ohm] supply + cable resistance (bus sag).
+        resistance_tempco: [1/K] winding resistance rise per kelvin (copper 0.00393; 0: constant R).
     """
 
     drive: str
@@ -103,6 +105,7 @@ class Motor:
     current_bandwidth: float = _p("rad/s", _NONNEG)
     supply: float = _p("V")
     source_resistance: float = _p("ohm", _NONNEG)
+    resistance_tempco: float = _p("1/K", _NONNEG, ALPHA_CU)
 
     def __post_init__(self) -> None:
         _choice(self, "drive", ("voltage", "foc"))
@@ -132,6 +135,10 @@ class Gear:
     Position-dependent ripple on the rotor, a conservative potential (harmonic-drive torque ripple,
     two cycles per wave-generator turn): tau_r = -A sin(n N theta + phi).
 
+    ``rigid``: one body (rotor and link locked, inertia J + I), the members of the fitted family: no
+    dead band, spring, hysteresis, ripple, bearing or load-dependent loss (each must be 0), and the
+    friction F_c + exp(-(|w|/v_s)^alpha) F_s + F_v |w| applied by the same stick-slip law.
+
     Attributes:
         ratio: [1] gear ratio N.
         rotor_inertia: [kg.m^2] motor rotor inertia J_m (motor side).
@@ -153,6 +160,7 @@ class Gear:
         ripple_cycles: [1] ripple cycles n per motor turn (2 for a harmonic drive).
         ripple_phase: [rad] phi.
         bearing: [N.m] output bearing Coulomb friction on the link (stick-slip).
+        rigid: one body (see above); False: the two-mass transmission.
     """
 
     ratio: float = _p("1")
@@ -175,9 +183,15 @@ class Gear:
     ripple_cycles: float = _p("1", _NONNEG, 0.0)
     ripple_phase: float = _p("rad", _ANY, 0.0)
     bearing: float = _p("N.m", _NONNEG, 0.0)
+    rigid: bool = False
 
     def __post_init__(self) -> None:
         _validate(self)
+        if self.rigid:
+            extra = [n for n in ("backlash", "stiffness_cubic", "hysteresis", "ripple", "bearing", "load_drive",
+                                 "load_back") if getattr(self, n) != 0.0]
+            if extra:
+                raise ZooError(f"gear.rigid: a rigid transmission has no {', '.join(extra)} (set them to 0)")
 
     @property
     def reflected_inertia(self) -> float:
@@ -205,8 +219,10 @@ class Thermal:
         _validate(self)
 
 
-#: interface laws: Dynamixel P law on counts, Feetech P+D law with a dead band, drive-side PD, torque command
-LAWS = ("dynamixel", "feetech", "pd", "torque")
+#: interface laws: Dynamixel P law on counts, the same P law in floating point on the true angle (the
+#: fitted family's law), Feetech P+D law with a dead band, drive-side PD, the family's PD on the true
+#: state, torque command
+LAWS = ("dynamixel", "dynamixel_float", "feetech", "pd", "pd_float", "torque")
 
 
 @dataclass(frozen=True)
@@ -215,11 +231,16 @@ class Interface:
 
     * dynamixel: PWM = trunc(kp (goal - present) / 256) counts of 885 (Duclusaud et al., ICRA 2025;
       ROBOTIS X-series control table), duty = PWM / 885.
+    * dynamixel_float: duty = clip(kp g_e (goal - q), +-1) with g_e = 4096 / (2 pi 256 885) on the true
+      angle q, in floating point: the law of the fitted family (models/control.py ``dynamixel_pwm``); the
+      PWM register logs trunc(885 duty).
     * feetech: PWM = trunc((kp e - kd (present - present_prev)) / 4) in 0.1 % of full duty, |PWM| <= 1000,
       0 while |e| <= dead band counts (Feetech STS: P, D and dead-band registers; the scaling 1/4 makes
       duty ~= 0.166 kp e[rad] like BAM's Feetech error gain; the firmware is closed: an assumption).
     * pd: tau = clip(kp (q_t - q_enc) - kd v_est, +-effort_limit), then i_ref = tau / (N kt(T)) (a BLDC
       drive in position-PD mode; kp [N.m/rad], kd [N.m.s/rad]).
+    * pd_float: tau = clip(kp (q_t - q) - kd dq, +-effort_limit) on the true angle and velocity, then
+      i_ref = tau / (N kt(T)): the family's ``pd`` law (models/control.py ``pd_effort``).
     * torque: i_ref = tau_cmd / (N kt(T)) (torque mode; the host command is the torque).
 
     Attributes:
@@ -337,6 +358,9 @@ class ZooActuator:
         motor, gear, thermal, interface, sensors, bench: the parameter groups.
         family: which fitted model can represent it (or why none can).
         sources: where the numbers and laws come from.
+        member: the fitted model the truth is a member of ("" when none: outside the family).
+        physics_dt: [s] the truth's integration step (0: 0.5 ms for a voltage drive, 0.2 ms for foc); a
+            member of the family steps at its control period, like the fitted model.
     """
 
     name: str
@@ -351,11 +375,15 @@ class ZooActuator:
     bench: BenchPlan
     family: str = ""
     sources: tuple[str, ...] = ()
+    member: str = ""
+    physics_dt: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.interface.law in ("dynamixel", "feetech") and self.motor.drive != "voltage":
+        if not (math.isfinite(self.physics_dt) and self.physics_dt >= 0.0):
+            raise ZooError(f"non-physical parameter physics_dt = {self.physics_dt!r} [s]: must be >= 0")
+        if self.interface.law in ("dynamixel", "dynamixel_float", "feetech") and self.motor.drive != "voltage":
             raise ZooError(f"{self.name}: a {self.interface.law} servo firmware drives a voltage (PWM) motor")
-        if self.interface.law in ("pd", "torque") and self.motor.drive != "foc":
+        if self.interface.law in ("pd", "pd_float", "torque") and self.motor.drive != "foc":
             raise ZooError(f"{self.name}: a {self.interface.law} interface needs a foc drive")
 
     def to_dict(self) -> dict[str, Any]:
@@ -418,6 +446,48 @@ ZOO: dict[str, ZooActuator] = {
         family="m5/m6+delay (voltage drive, P law, Stribeck, directional load friction, delay) approaches it; "
                "backlash, series compliance, stick-slip and R(T) are not in m*: +backlash and +thermal add them",
         sources=(_BAM, "ROBOTIS e-Manual XL330-M288-T: 0.52 N.m stall at 1.47 A (5 V), ratio 288.35")),
+    "xl330_family": ZooActuator(
+        "xl330_family", "the XL330-like servo reduced to a member of the fitted family (m2+delay): float P law on "
+        "the true angle, rigid gear, Coulomb + Stribeck + viscous friction, constant R and kt, no bus sag, "
+        "10 ms command delay, quantised encoder", "xl330_family", "dynamixel_pwm",
+        Motor("voltage", kt=0.354 / 288.35, R=3.4, L=0.0, current_limit=100.0, kt_temp_coeff=0.0,
+              current_bandwidth=0.0, supply=7.4, source_resistance=0.0, resistance_tempco=0.0),
+        Gear(ratio=288.35, rotor_inertia=2.4e-8, gear_inertia=2e-4, coulomb=0.035, stribeck=0.03,
+             stribeck_velocity=0.1, stribeck_alpha=1.5, viscous=0.012, load_drive=0.0, load_back=0.0,
+             backlash=0.0, stiffness=30.0, rigid=True),
+        Thermal(thermal_resistance=8.0, thermal_capacitance=6.0),
+        Interface("dynamixel_float", control_dt=0.005, command_delay=0.010),
+        Sensors(encoder_counts=4096, log_dt=0.005, jitter=0.0, receive_delay=0.0,
+                velocity_unit=0.229 * 2 * math.pi / 60, velocity_window=0.01, current_unit=0.001,
+                current_noise=0.004, pwm_register="dynamixel_uint16"),
+        BenchPlan(length=0.10, mass=0.49, heldout_masses=(0.29, 0.69), gains=(200.0, 400.0, 800.0),
+                  heldout_gains=(100.0, 1200.0), amplitude=math.pi / 2),
+        family="a member: m2+delay at kt = N kt_m, R, armature = N^2 J_m + J_g, friction_base = F_c, "
+               "friction_stribeck = F_s, stribeck_velocity, stribeck_alpha, friction_viscous = F_v, delay = the "
+               "command delay (the family's law, rigid one-body step at the control period; every richer "
+               "model contains it)",
+        sources=(_BAM, "the xl330_like truth with every mechanism outside m2+delay switched off"),
+        member="m2+delay", physics_dt=0.005),
+    "bldc_family": ZooActuator(
+        "bldc_family", "the BLDC joint module reduced to a member of the fitted family (pd m2+delay): PD on the "
+        "true state at the 2 ms log period, ideal current loop, rigid gear, Coulomb + Stribeck + viscous friction, "
+        "4 ms command delay, quantised output encoder", "bldc_family", "pd",
+        Motor("foc", kt=0.068, R=0.17, L=1e-6, current_limit=40.0, kt_temp_coeff=0.0, current_bandwidth=1e7,
+              supply=48.0, source_resistance=0.0, resistance_tempco=0.0),
+        Gear(ratio=6.0, rotor_inertia=5e-5, gear_inertia=2e-4, coulomb=0.08, stribeck=0.04, stribeck_velocity=0.2,
+             stribeck_alpha=1.5, viscous=0.02, load_drive=0.0, load_back=0.0, backlash=0.0, stiffness=600.0,
+             rigid=True),
+        Thermal(thermal_resistance=3.0, thermal_capacitance=40.0),
+        Interface("pd_float", control_dt=0.002, command_delay=0.004, effort_limit=16.0),
+        Sensors(encoder_counts=16384, log_dt=0.002, jitter=0.0, receive_delay=0.0, velocity_unit=1e-3,
+                velocity_window=0.002, current_unit=0.01, current_noise=0.1),
+        BenchPlan(length=0.2, mass=1.0, heldout_masses=(0.5, 2.0), gains=(20.0, 40.0), heldout_gains=(10.0, 80.0),
+                  kd_per_kp=0.025, amplitude=1.0),
+        family="a member: pd m2+delay at armature = N^2 J_m + J_g, friction_base = F_c, friction_stribeck = F_s, "
+               "stribeck_velocity, stribeck_alpha, friction_viscous = F_v, delay = the command delay (the effort "
+               "drive: the motor constants drop out)",
+        sources=("the bldc_module truth with every mechanism outside pd m2+delay switched off",),
+        member="m2+delay", physics_dt=0.002),
     "sts3250_like": ZooActuator(
         "sts3250_like", "Feetech STS3250-like servo: P+D firmware with a dead band, 345:1 metal spur train, 12 V, "
         "on the BAM STS bench (1.13 kg at 0.12 m)", "sts3250_like", "feetech_pwm",
@@ -495,3 +565,4 @@ ZOO: dict[str, ZooActuator] = {
                  "Taghirad & Belanger, Modeling and parameter identification of harmonic drive systems, "
                  "ASME JDSMC 1998", _BAM)),
 }
+

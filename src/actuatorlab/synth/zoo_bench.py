@@ -8,7 +8,8 @@ Layout of the output folder ``DIR`` (written into a hidden sibling folder, then 
     DIR/heldout/load/...                   the four shared families at held-out masses
     DIR/heldout/gain/...                   the four shared families at held-out gains
     DIR/README.md                          the dataset card: truth, equations' home, splits, conditions
-    DIR/dataset.json                       the same, machine-readable (the documented truth)
+    DIR/dataset.json                       the same, machine-readable (the documented truth, the sensor
+                                           floor per log, per split and pooled)
 
 Every log carries the conditions ``load`` ("0.49kg@0.1m", as the BAM importer writes it), ``gain``
 ("kp400"), ``excitation`` (the family), ``variant`` (amplitude), ``session`` and ``split``, so
@@ -31,10 +32,10 @@ from ..logs.format import Channel, Setup, Trajectory
 from ..logs.io import save_trajectory
 from .suites import check_scale
 from .zoo import ZooActuator, get_actuator, units_of
-from .zoo_sim import ZooResult, ZooRun, simulate_zoo
+from .zoo_sim import ZooResult, ZooRun, sensor_floor, simulate_zoo
 
 __all__ = ["BENCH_SUITE", "SHARED_FAMILIES", "HELDOUT_FAMILIES", "BenchLog", "bench_logs", "bench_command",
-           "bench_trajectory", "run_bench"]
+           "bench_trajectory", "run_bench", "pooled_floor"]
 
 #: the suite name on the command line
 BENCH_SUITE = "bench"
@@ -158,7 +159,7 @@ def _channels(a: ZooActuator, r: ZooResult) -> dict[str, tuple[np.ndarray, Chann
     if sen.current_unit > 0:
         ch["current"] = (r.current, Channel("A", "measured", "none", f"current register ({sen.current_unit:g} A)", 0.0,
                                             "winding (q-axis) current, signed like the motor torque"))
-    if law in ("pd", "torque"):
+    if law in ("pd", "pd_float", "torque"):
         kt = a.motor.kt * a.gear.ratio
         est = r.current if sen.current_unit > 0 else r.i
         ch["effort"] = (kt * est, Channel("N.m", "estimated", "output", f"drive estimate N kt20 i = {kt:.4g} * current",
@@ -177,7 +178,8 @@ def bench_trajectory(a: ZooActuator, log: BenchLog, seed: int, index: int, durat
     cmd, en = bench_command(log.family, t_nom, b.amplitude * log.amplitude, rng)
     kd = b.kd_per_kp * log.kp
     temp0 = a.thermal.ambient + a.thermal.start_rise + float(rng.uniform(0.0, 5.0))
-    r = simulate_zoo(a, ZooRun(cmd, en, log.kp, kd, log.mass, _PHYSICS_DT[a.motor.drive], temp0), rng)
+    h = a.physics_dt or _PHYSICS_DT[a.motor.drive]
+    r = simulate_zoo(a, ZooRun(cmd, en, log.kp, kd, log.mass, h, temp0), rng)
     data = {"position_target": cmd, "torque_enable": en}
     chans = {"position_target": Channel("rad", "commanded", "output", "host command, sent at the timestamp", 0.0,
                                         "reaches the device after the (unknown) command delay"),
@@ -185,7 +187,7 @@ def bench_trajectory(a: ZooActuator, log: BenchLog, seed: int, index: int, durat
     for k, (v, c) in _channels(a, r).items():
         data[k], chans[k] = np.asarray(v, dtype=np.float64), c
     gains = {"kp": float(log.kp)}
-    if a.interface.law == "pd":
+    if a.interface.law in ("pd", "pd_float"):
         gains.update(kd=float(kd), effort_limit=float(a.interface.effort_limit))
     setup = Setup(actuator=a.actuator, joint_type="revolute", controller=a.controller, gains=gains,
                   supply_voltage=float(a.motor.supply),
@@ -199,6 +201,28 @@ def bench_trajectory(a: ZooActuator, log: BenchLog, seed: int, index: int, durat
     return traj, r
 
 
+#: what ``sensor_floor`` in dataset.json measures
+FLOOR_DEFINITION = ("mean |logged position - true link angle at the log's timestamps| [rad]: the truth replayed "
+                    "against its own measurements (quantisation, encoder side, reading age, device tick)")
+
+
+def pooled_floor(records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sensor floor [rad] pooled over all logs and per split (sample-weighted means of the logs'
+    ``sensor_floor_rad``), as dataset.json stores it."""
+    def pool(rs: list[dict[str, Any]], key: str = "sensor_floor_rad") -> float:
+        n = sum(r["n_samples"] for r in rs)
+        return float(sum(r[key] * r["n_samples"] for r in rs) / n)
+
+    splits = sorted({r["split"] for r in records})
+    return {"definition": FLOOR_DEFINITION, "unit": "rad", "pooled": pool(records),
+            "splits": {k: pool([r for r in records if r["split"] == k]) for k in splits},
+            "at_reading": {"definition": "the same against the true angle at the instant each reading describes "
+                                         "(t_k - receive delay): without the reading's age",
+                           "pooled": pool(records, "sensor_floor_at_reading_rad"),
+                           "splits": {k: pool([r for r in records if r["split"] == k], "sensor_floor_at_reading_rad")
+                                      for k in splits}}}
+
+
 def _card(a: ZooActuator, seed: int, scale: float, records: list[dict[str, Any]]) -> dict[str, Any]:
     splits: dict[str, int] = {}
     for r in records:
@@ -208,7 +232,7 @@ def _card(a: ZooActuator, seed: int, scale: float, records: list[dict[str, Any]]
             "truth": a.to_dict(), "units": {g: units_of(g) for g in
                                             ("motor", "gear", "thermal", "interface", "sensors", "bench")},
             "families": {"train": list(SHARED_FAMILIES), "heldout/excitation": list(HELDOUT_FAMILIES)},
-            "splits": dict(sorted(splits.items())), "logs": records}
+            "splits": dict(sorted(splits.items())), "sensor_floor": pooled_floor(records), "logs": records}
 
 
 def _readme(card: dict[str, Any]) -> str:
@@ -222,7 +246,11 @@ def _readme(card: dict[str, Any]) -> str:
     what = {"train": "the four shared families (" + ", ".join(SHARED_FAMILIES) + ") at the training mass and gains",
             "heldout/excitation": "held-out families (" + ", ".join(HELDOUT_FAMILIES) + "), training mass and gains",
             "heldout/load": "shared families at held-out masses", "heldout/gain": "shared families at held-out gains"}
-    lines += [f"| {k} | {v} | {what.get(k, '')} |" for k, v in card["splits"].items()]
+    floor = card["sensor_floor"]
+    lines += [f"| {k} | {v} | {what.get(k, '')} (sensor floor {1e3 * floor['splits'][k]:.3f} mrad) |"
+              for k, v in card["splits"].items()]
+    lines += ["", f"Sensor floor (the truth replayed against its own measurements, {1e3 * floor['pooled']:.3f} mrad "
+              "pooled): " + floor["definition"] + "."]
     lines += ["", "Conditions of every log: load (mass@length), gain (kp), excitation (family), variant "
               "(amplitude in %), session, split.", "", "## Truth", ""]
     for group, units in card["units"].items():
@@ -269,10 +297,11 @@ def run_bench(actuator: str, out: str | Path, seed: int, scale: float = 1.0,
     records: list[dict[str, Any]] = []
     n_samples = 0
     for i, log in enumerate(logs):
-        traj, _ = bench_trajectory(a, log, seed, i, duration)
+        traj, r = bench_trajectory(a, log, seed, i, duration)
         save_trajectory(traj, tmp / log.split / log.name)
         records.append({"name": log.name, "split": log.split, "family": log.family, "mass_kg": log.mass,
-                        "kp": log.kp, "amplitude": log.amplitude, "conditions": traj.conditions, "n_samples": traj.n})
+                        "kp": log.kp, "amplitude": log.amplitude, "conditions": traj.conditions, "n_samples": traj.n,
+                        "sensor_floor_rad": sensor_floor(r), "sensor_floor_at_reading_rad": sensor_floor(r, "reading")})
         n_samples += traj.n
         if progress is not None:
             progress(i + 1, len(logs), log.name)
@@ -288,4 +317,4 @@ def run_bench(actuator: str, out: str | Path, seed: int, scale: float = 1.0,
         tmp.rename(out)
     return {"out": str(out), "suite": BENCH_SUITE, "actuator": a.name, "seed": seed, "scale": scale,
             "n_trajectories": len(records), "n_samples": n_samples, "splits": card["splits"],
-            "generator_version": GENERATOR_VERSION}
+            "generator_version": GENERATOR_VERSION, "sensor_floor": card["sensor_floor"]}

@@ -15,6 +15,17 @@ The firmware tick (every ``control_dt``) reads the encoder, updates the velocity
 winding temperature (exact first order over the tick), the bus voltage, and runs the interface law
 on the latest host command that has arrived (sent at its timestamp, received ``command_delay`` later).
 A log sample stamped t_k holds the registers as they were at t_k - ``receive_delay``.
+
+A rigid gear (``Gear.rigid``: the members of the fitted family) is one body instead, stepped like
+``models/actuator.py`` (rigid)::
+
+    F     = F_c + exp(-(|dq|/v_s)^alpha) F_s + F_v |dq|
+    tau_f = stick_slip(J + I, dq, tau_m + tau_g(q), F)
+    dq   += h (tau_m + tau_g(q) + tau_f) / (J + I);  q += h dq                 (semi-implicit Euler)
+
+The sensor floor of a log (:func:`sensor_floor`) is the truth replayed against its own
+measurements: the mean |logged position - true link angle at the log's timestamp| [rad]
+(quantisation, the encoder side, the reading's age, the device's tick).
 """
 
 from __future__ import annotations
@@ -25,12 +36,15 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .truth import ALPHA_CU, G, stick_slip, thermal_step
+from ..models.control import DEFAULT_ERROR_GAIN
+from .truth import G, stick_slip, thermal_step
 from .zoo import ZooActuator
 
-__all__ = ["ZooRun", "ZooResult", "simulate_zoo", "mechanical_energy", "log_times"]
+__all__ = ["ZooRun", "ZooResult", "simulate_zoo", "mechanical_energy", "log_times", "sensor_floor"]
 
 _SQRT3 = math.sqrt(3.0)
+#: [duty/(rad . register unit)] the fitted family's Dynamixel error gain (models/control.py)
+_ERROR_GAIN = DEFAULT_ERROR_GAIN["dynamixel_pwm"]
 
 
 @dataclass(frozen=True)
@@ -68,6 +82,8 @@ class ZooResult:
     pwm_duty (T,) [1] decoded (NaN when none), temperature (T,) [degC], supply (T,) [V].
     Truth at the reading instants: q, dq, theta, omega (T,), tau_c (T,) [N.m], i (T,) [A],
     tau_m (T,) [N.m] motor torque on the rotor (output side), temp (T,) [degC], z (T,) hysteresis state.
+    q_stamp (T,) [rad] the true link angle at each timestamp t_k (the sensor floor's reference);
+    q_read (T,) [rad] at the instant the reading describes, t_k - receive_delay (the delay-free floor's).
     """
 
     time: np.ndarray
@@ -87,6 +103,8 @@ class ZooResult:
     tau_m: np.ndarray
     temp: np.ndarray
     z: np.ndarray
+    q_stamp: np.ndarray
+    q_read: np.ndarray
 
 
 class _State(NamedTuple):
@@ -126,6 +144,7 @@ class _Plant(NamedTuple):
     L: float
     wc: float
     foc: bool
+    rigid: bool
 
 
 def _plant(a: ZooActuator, mass: float) -> _Plant:
@@ -135,7 +154,7 @@ def _plant(a: ZooActuator, mass: float) -> _Plant:
                   mass * b.length ** 2 + b.arm_mass * b.length ** 2 / 3.0,
                   (mass * b.length + 0.5 * b.arm_mass * b.length) * G, g.coulomb, g.stribeck, g.stribeck_velocity,
                   g.stribeck_alpha, g.viscous, g.load_drive, g.load_back, g.bearing, g.ratio, m.current_limit,
-                  m.L, m.current_bandwidth, m.drive == "foc")
+                  m.L, m.current_bandwidth, m.drive == "foc", g.rigid)
 
 
 def _transmission(p: _Plant, delta: float, rel: float, z: float) -> float:
@@ -192,6 +211,22 @@ def _physics_step(p: _Plant, s: _State, u: float, drive: tuple[float, float, flo
     return _State(theta, omega, q, dq, i, z), tc, tm
 
 
+def _rigid_step(p: _Plant, s: _State, u: float, drive: tuple[float, float, float, float], h: float
+                ) -> tuple[_State, float, float]:
+    """One step of the one-body joint (``Gear.rigid``), the rigid step of ``models/actuator.py``;
+    returns (state, tau_c = 0, tau_m)."""
+    kt, R, v_bus, en = drive
+    tm = kt * _current(p, s, u, kt, R, v_bus, h, en)
+    i = tm / kt
+    adq = abs(s.dq)
+    F = p.Fc + p.Fs * math.exp(-((adq / p.vs) ** p.alpha)) + p.Fv * adq
+    inertia = p.J + p.I
+    net = tm - p.mgl * math.sin(s.q)
+    dq = s.dq + h * (net + stick_slip(inertia, s.dq, net, F, h)) / inertia
+    q = s.q + h * dq
+    return _State(q, dq, q, dq, i, 0.0), 0.0, tm
+
+
 def log_times(T: int, dt: float, jitter: float, rng: np.random.Generator) -> np.ndarray:
     """(T,) [s] host timestamps k dt + e_k, e_k ~ N(0, jitter) clipped to +-0.3 dt, e_0 = 0 (strictly increasing)."""
     e = np.clip(jitter * rng.standard_normal(T), -0.3 * dt, 0.3 * dt)
@@ -225,6 +260,10 @@ class _Firmware:
             pwm = min(abs(e) // 256, 885)
             self.register = (pwm if e >= 0 else -pwm) if en else 0
             self.u = self.register / 885.0
+        elif law == "dynamixel_float":
+            duty = max(-1.0, min(1.0, self.run.kp * _ERROR_GAIN * (cmd - s.q)))
+            self.register = int(885.0 * duty) if en else 0
+            self.u = duty
         elif law == "feetech":
             e = round(cmd / self.step) - self.present
             raw = 0 if abs(e) <= a.interface.deadband else int(
@@ -232,7 +271,12 @@ class _Firmware:
             self.register = max(-1000, min(1000, raw)) if en else 0
             self.u = self.register / 1000.0
         else:
-            tau = cmd if law == "torque" else self.run.kp * (cmd - self.present * self.step) - self.run.kd * self.v_est
+            if law == "torque":
+                tau = cmd
+            elif law == "pd_float":
+                tau = self.run.kp * (cmd - s.q) - self.run.kd * s.dq
+            else:
+                tau = self.run.kp * (cmd - self.present * self.step) - self.run.kd * self.v_est
             lim = a.interface.effort_limit
             tau = (lim if tau > lim else (-lim if tau < -lim else tau)) * en
             imax = a.motor.current_limit
@@ -265,16 +309,18 @@ def simulate_zoo(a: ZooActuator, run: ZooRun, rng: np.random.Generator) -> ZooRe
     n_pre = int(round(run.preroll / h))
     arrive = (np.ceil((ts + a.interface.command_delay) / h - 1e-9).astype(np.int64) + n_pre).tolist()
     read = (np.floor((ts - sen.receive_delay) / h + 1e-9).astype(np.int64) + n_pre).clip(0).tolist()
-    n_steps = read[-1] + 1
+    stamp = (np.floor(ts / h + 1e-9).astype(np.int64) + n_pre).tolist()
+    n_steps = max(read[-1], stamp[-1]) + 1
+    step = _rigid_step if a.gear.rigid else _physics_step
     p = _plant(a, run.mass)
     fw = _Firmware(a, run, h)
     temp = th.ambient + th.start_rise if run.temperature0 is None else float(run.temperature0)
     q0 = cmd[0] if a.interface.law != "torque" else 0.0
     s = _State(q0, 0.0, q0, 0.0, 0.0, 0.0)
-    out = np.zeros((T, 15))
-    k_cmd, k_read, heat, v_bus, u, tc, tm = 0, 0, 0.0, mot.supply, 0.0, 0.0, 0.0
+    out = np.zeros((T, 16))
+    k_cmd, k_read, k_stamp, heat, v_bus, u, tc, tm = 0, 0, 0, 0.0, mot.supply, 0.0, 0.0, 0.0
     c_now, en_now = cmd[0], enable[0]
-    R = mot.R * (1.0 + ALPHA_CU * (temp - 20.0))
+    R = mot.R * (1.0 + mot.resistance_tempco * (temp - 20.0))
     kt = mot.kt * a.gear.ratio * (1.0 - mot.kt_temp_coeff * (temp - 20.0))
     for n in range(n_steps):
         if n % fw.every == 0:
@@ -285,16 +331,21 @@ def simulate_zoo(a: ZooActuator, run: ZooRun, rng: np.random.Generator) -> ZooRe
                 temp = thermal_step(temp, heat / fw.every, th.ambient, th.thermal_resistance,
                                     th.thermal_capacitance, fw.every * h)
                 heat = 0.0
-            R = mot.R * (1.0 + ALPHA_CU * (temp - 20.0))
+            R = mot.R * (1.0 + mot.resistance_tempco * (temp - 20.0))
             kt = mot.kt * a.gear.ratio * (1.0 - mot.kt_temp_coeff * (temp - 20.0))
             i_sup = u * s.i if not p.foc else (R * s.i * s.i + kt * s.omega * s.i) / max(v_bus, 1e-6)
             v_bus = mot.supply - mot.source_resistance * i_sup
             u = fw.tick(s, c_now, en_now, kt)
-        s, tc, tm = _physics_step(p, s, u, (kt, R, v_bus, en_now), h)
+        while k_stamp < T and stamp[k_stamp] == n:
+            out[k_stamp, 14] = s.q  # the link at the timestamp, before this step
+            k_stamp += 1
+        if k_read < T and read[k_read] == n:
+            out[k_read, 15] = s.q  # the link at the instant the reading describes
+        s, tc, tm = step(p, s, u, (kt, R, v_bus, en_now), h)
         heat += s.i * s.i * R
         while k_read < T and read[k_read] == n:
-            out[k_read] = (fw.present * fw.step, fw.v_est, s.i, fw.register, temp, v_bus, s.q, s.dq, s.theta,
-                           s.omega, tc, tm, s.z, kt, 0.0)
+            out[k_read, :14] = (fw.present * fw.step, fw.v_est, s.i, fw.register, temp, v_bus, s.q, s.dq, s.theta,
+                                s.omega, tc, tm, s.z, kt)
             k_read += 1
     return _result(a, ts, out, noise)
 
@@ -313,7 +364,7 @@ def _result(a: ZooActuator, ts: np.ndarray, out: np.ndarray, noise: np.ndarray) 
                      pwm_register=raw, pwm_duty=duty, temperature=quant(out[:, 4], sen.temperature_unit),
                      supply=quant(out[:, 5] + 0.02 * noise[:, 1], sen.voltage_unit), q=out[:, 6], dq=out[:, 7],
                      theta=out[:, 8], omega=out[:, 9], tau_c=out[:, 10], i=out[:, 2], tau_m=out[:, 11],
-                     temp=out[:, 4], z=out[:, 12])
+                     temp=out[:, 4], z=out[:, 12], q_stamp=out[:, 14], q_read=out[:, 15])
 
 
 def mechanical_energy(a: ZooActuator, mass: float, r: ZooResult) -> np.ndarray:
@@ -327,3 +378,12 @@ def mechanical_energy(a: ZooActuator, mass: float, r: ZooResult) -> np.ndarray:
     if p.A and p.nN:
         e -= p.A / p.nN * np.cos(p.nN * r.theta + p.phi)
     return e
+
+
+def sensor_floor(r: ZooResult, at: str = "stamp") -> float:
+    """[rad] the truth replayed against its own measurements: mean |logged position - true link angle| over
+    the log, the angle at the log's timestamps (``at="stamp"``: quantisation, motor-side encoder, reading age,
+    device tick) or at the instants the readings describe (``at="reading"``: without the reading age, which a
+    model's command delay can absorb)."""
+    ref = {"stamp": r.q_stamp, "reading": r.q_read}[at]
+    return float(np.mean(np.abs(r.position - ref)))
