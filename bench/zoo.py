@@ -28,7 +28,7 @@ Per truth, in one run:
   scored on heldout/excitation and heldout/gain only (the held-out masses are another bench);
 * the targets of issue 43: default held-out <= 2x the best member's (pooled over the three held-out
   splits), in-sample <= 3x the sensor floor, shared parameters within 10 %, and on truths outside the
-  family whether the fit's warning fired (read from the model file's ``diagnosis``; "n/a" until it exists).
+  family whether the fit's warning fired (read from the model file's ``diagnosis``).
 
 A rich table per truth, then one JSON line (``--out FILE`` also writes it). ``--baseline FILE`` (a previous
 JSON line) prints per-truth ratios of the held-out MAE and flags every truth more than 5 % worse: a rule
@@ -126,12 +126,12 @@ def mechanisms(a, d: dict) -> dict[str, bool]:
 
 
 def warning_of(d: dict) -> Any:
-    """The fit's "cannot represent" warning (issue 43 item 3) from the model file, or "n/a (not built yet)"."""
-    for key in ("diagnosis", "warning", "warnings"):
-        if key in d:
-            return d[key]
-    sel = d.get("selection") or {}
-    return sel.get("diagnosis", "n/a (not built yet)")
+    """The fit's "cannot represent" warning (issue 43 item 3) from the model file's ``diagnosis``:
+    ``{"fired", "ratio", "message"}``, or "n/a" for a model file written before it existed."""
+    diag = d.get("diagnosis")
+    if not isinstance(diag, dict):
+        return "n/a"
+    return {"fired": bool(diag.get("fired")), "ratio": diag.get("ratio"), "message": diag.get("message")}
 
 
 def fitted(a, ds: Path, run: Path, model: str | None, seed: int, budget: str, calibration: str | None) -> dict:
@@ -209,7 +209,8 @@ def targets(row: dict) -> dict[str, Any]:
     out["in_sample_vs_floor_at_reading"] = default["mae"]["in_sample"] / row["sensor_floor"]["train_at_reading"]
     errs = [abs(p["rel_error"]) for p in default["params"].values()]
     out["default_params_ok"] = bool(errs) and max(errs) <= PARAM_TOL
-    out["warning_fired"] = None if member else default["warning"]
+    w = default["warning"]
+    out["warning_fired"] = w.get("fired") if isinstance(w, dict) else None  # must be True outside the family
     return out
 
 
@@ -263,7 +264,7 @@ def print_tables(rows: list[dict]) -> None:
             ok.append(f"held-out {'ok' if tg['heldout_ok'] else 'NO'}")
             ok.append(f"best params {'ok' if tg['best_params_ok'] else 'NO'}")
         if not tg["in_family"]:
-            ok.append(f"warning: {tg['warning_fired']}")
+            ok.append(f"warning {'fired' if tg['warning_fired'] else 'SILENT' if tg['warning_fired'] is False else 'n/a'}")
         t.add_row(r["truth"], _mrad(r["sensor_floor"]["train"]), d["model"], _mrad(d["mae"]["in_sample"]),
                   ho(d["mae"]), f"{d['fit_wall_s']:.0f}/{d['fit_cpu_s']:.0f}", b["model"] if b else "-",
                   _mrad(b["mae"]["in_sample"]) if b else "-", ho(b["mae"]) if b else "-",
