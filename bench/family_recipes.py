@@ -26,7 +26,16 @@ with the same seeds and the same arithmetic as when they were library options:
   Sagawa et al. 2020) ("Group objectives", not adopted);
 * ``select_rule="one_se"``: among the eligible models, the one with the fewest free parameters
   within one paired standard error of the best (Breiman et al. 1984) ("The one-standard-error
-  rule", not adopted).
+  rule", not adopted);
+* ``walk`` (bench/journal/fit_rules.md, rule R42 in three forms, none adopted): "library",
+  :func:`~actuatorlab.identify.select.walk`, the base ladder and the extensions on its
+  ``top_bases`` best bases; "carried" (R42b), the delay tried on the first base right after it
+  and, when it earns its place, carried by every later base *instead of* the plain ladder (seeds
+  as the plain walk's, the lead model its own);
+  "carried_shifted" (R42a), the same with every later fit's seed shifted by the lead model;
+  "both" (R42c), the plain ladder and, when the delay earns its place on the first base, the
+  ladder again with the delay on every base (seeds of their own), the extensions on the best of
+  all of them.
 
 With every field at its default, :func:`fit_family_recipe` is the library's ``fit_family``.
 """
@@ -128,12 +137,13 @@ class Recipe:
     final_pick: str = "best"
     train_objective: str = "pooled"
     select_rule: str = "best"
+    walk: str = "library"  #: one of WALKS
 
     def check(self) -> None:
         for kind, value, known in (("fold score", self.fold_score, FOLD_SCORES), ("fold init", self.fold_init, FOLD_INITS),
                                    ("final pick", self.final_pick, FINAL_PICKS),
                                    ("training objective", self.train_objective, TRAIN_OBJECTIVES),
-                                   ("selection rule", self.select_rule, SELECT_RULES)):
+                                   ("selection rule", self.select_rule, SELECT_RULES), ("walk", self.walk, WALKS)):
             if value not in known:
                 raise UnknownNameError(kind, value, tuple(known))
         if self.fold_seeds < 1 or self.final_seeds < 1:
@@ -148,6 +158,61 @@ class Recipe:
         return replace(b, fold_evals=int(self.fold_evals or b.fold_evals), popsize=int(self.popsize or b.popsize),
                        final_evals=b.final_evals if self.final_evals is None else int(self.final_evals),
                        fold_starts=starts, final_starts=int(self.final_starts or max(S.FINAL_STARTS, starts)))
+
+
+#: fit index (seed offset) of the first model of a lead walk that the plain walk does not fit
+LEAD_INDEX = 1000
+
+
+def _walk_carried(fam, lad, run, shifted: bool) -> None:
+    """The first base, base+delay right after it, then every later base with the delay when it
+    earned its place (without it when not), then the extensions."""
+    first = fam.ladder[0]
+    run(first, 0)
+    walked, carried, i = [first], [], 1
+    me = get_model(first + "+delay").name
+    if "delay" in fam.extensions and "delay" not in get_model(first).extensions and me not in lad.rows:
+        run(me, i if shifted else LEAD_INDEX)
+        i += int(shifted)
+        walked.append(me)
+        carried = ["delay"] if lad.eligible[me] else []
+    for k, base in enumerate(fam.ladder[1:], start=1):
+        m = get_model("+".join([base, *carried])).name
+        if m in lad.rows:
+            continue
+        run(m, i if shifted else k)
+        i += 1
+        walked.append(m)
+    S.extend_bases(fam, lad, run, walked, i if shifted else len(fam.ladder))
+
+
+def _walk_both(fam, lad, run) -> None:
+    """The plain ladder; then the delay on the first base; when it earns its place there, the
+    ladder again with the delay on every base (seeds from LEAD_INDEX, so the plain walk's searches
+    are unchanged); then the extensions on the best of all of them."""
+    for k, base in enumerate(fam.ladder):
+        run(base, k)
+    first, walked = fam.ladder[0], list(fam.ladder)
+    me = get_model(first + "+delay").name
+    if "delay" in fam.extensions and "delay" not in get_model(first).extensions and me not in lad.rows:
+        run(me, LEAD_INDEX)
+        walked.append(me)
+        if lad.eligible[me]:
+            for k, base in enumerate(fam.ladder[1:], start=1):
+                m = get_model(base + "+delay").name
+                if m not in lad.rows:
+                    run(m, LEAD_INDEX + 1 + k)
+                    walked.append(m)
+    S.extend_bases(fam, lad, run, walked, len(fam.ladder))
+
+
+#: name -> walk(fam, lad, run) of the selection (Recipe.walk)
+WALKS: dict[str, Callable] = {
+    "library": S.walk,
+    "carried": lambda fam, lad, run: _walk_carried(fam, lad, run, False),
+    "carried_shifted": lambda fam, lad, run: _walk_carried(fam, lad, run, True),
+    "both": _walk_both,
+}
 
 
 @physics
@@ -193,7 +258,7 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
                  if R > 1 else None)
         lad.add(fam0, m, ff, FOLD_SCORES[recipe.fold_score](held), extra)
 
-    S.walk(fam, lad, run)
+    WALKS[recipe.walk](fam, lad, run)
     best_m = lad.lowest_mean()
     selected = SELECT_RULES[recipe.select_rule]({m: lad.val[m] for m in lad.rows if lad.eligible[m]},
                                                 {m: lad.rows[m]["n_free"] for m in lad.rows}, best_m)

@@ -33,9 +33,11 @@ the best of its fold optima; its fold optima are the leave-one-group-out estimat
 
 :func:`fit_family` runs the named steps :func:`prepare` (calibration, folds, weights),
 :func:`walk` over the ladder with :func:`fit_on_folds` per model (:class:`Ladder` records and
-judges), :func:`final_refit` and :func:`selection_result`. Variants measured on the XL330 bench and
-not adopted (optimizer replicas, warm starts, group objectives, the one-standard-error rule,
-other budgets) are composed from these steps in bench/family_recipes.py.
+judges; its second half is :func:`extend_bases`), :func:`final_refit` and :func:`selection_result`.
+Variants measured on the XL330 bench and not adopted (optimizer replicas, warm starts, group
+objectives, the one-standard-error rule, other budgets; the delay screened on m1 and carried up
+the ladder, rules R42a-c, judged on the zoo too: bench/journal/fit_rules.md) are composed from
+these steps in bench/family_recipes.py.
 """
 
 from __future__ import annotations
@@ -62,8 +64,8 @@ from .space import ParamSpace, effort_available, full_vectors, profile_for
 
 __all__ = ["LADDERS", "ladder_for", "SelectionBudget", "SELECTION_BUDGETS", "BUDGETS", "CALIBRATIONS",
            "CALIBRATION", "MIN_GAIN", "FamilyOptions", "Family", "prepare", "FoldFits", "fold_settings",
-           "fit_on_folds", "score_folds", "Ladder", "walk", "final_refit", "final_result", "selection_result",
-           "SelectionResult", "fit_family",
+           "fit_on_folds", "score_folds", "Ladder", "extend_bases", "walk", "final_refit", "final_result",
+           "selection_result", "SelectionResult", "fit_family",
            # groups and folds live in .folds; named here for the callers of the selection
            "GROUP_KEYS", "LOG_KEY", "Fold", "condition_folds", "group_ids", "group_jackknife",
            "resampled_uncertainty", "split_validation", "time_split"]
@@ -349,16 +351,12 @@ def _extended(base: str, exts) -> str:
     return get_model("+".join([base, *exts])).name
 
 
-def walk(fam: Family, lad: Ladder, run: Callable[[str, int], None]) -> None:
-    """The base ladder, then the extensions on the ``top_bases`` best eligible bases one at a time,
-    then forward selection among the extensions that earned their place on a base. ``run(m, i)``
-    fits model m (the i-th) and records it in ``lad``."""
-    i = 0
-    for m in fam.ladder:
-        run(m, i)
-        i += 1
-    bases = sorted((m for m in fam.ladder if lad.eligible[m]), key=lambda m: float(np.mean(lad.val[m])))
-    for b in bases[:fam.budget.top_bases]:
+def extend_bases(fam: Family, lad: Ladder, run: Callable[[str, int], None], bases: list[str], i: int) -> None:
+    """The extensions of ``fam`` on the ``top_bases`` best eligible models of ``bases`` one at a
+    time, then forward selection among those that earned their place on a base; fit indices from
+    ``i``."""
+    ranked = sorted((m for m in bases if lad.eligible[m]), key=lambda m: float(np.mean(lad.val[m])))
+    for b in ranked[:fam.budget.top_bases]:
         won = []
         for e in fam.extensions:
             spec_b = get_model(b)
@@ -383,6 +381,14 @@ def walk(fam: Family, lad: Ladder, run: Callable[[str, int], None]) -> None:
             if not lad.eligible[m]:
                 break
             current.append(e)
+
+
+def walk(fam: Family, lad: Ladder, run: Callable[[str, int], None]) -> None:
+    """The base ladder (base k is the k-th fit), then :func:`extend_bases` on it. ``run(m, i)``
+    fits model m (the i-th) and records it in ``lad``."""
+    for k, base in enumerate(fam.ladder):
+        run(base, k)
+    extend_bases(fam, lad, run, list(fam.ladder), len(fam.ladder))
 
 
 def final_result(fam: Family, spec: ModelSpec, space: ParamSpace, res: FoldSearch, t0: float) -> FitResult:
