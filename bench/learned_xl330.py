@@ -56,6 +56,8 @@ def main(argv=None) -> int:
     ap.add_argument("--archs", nargs="+", default=["mlp=1500,400", "transformer=300,200"],
                     help="ARCH=LEARNED_STEPS,RESIDUAL_STEPS (a step count of 0 skips that model)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--holdout", default=None,
+                    help="split by condition (bench/split.py): trajectory=FAMILY or kp=GAIN (default: balanced)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -66,7 +68,7 @@ def main(argv=None) -> int:
     from actuatorlab.identify.select import FamilyOptions
 
     console = Console(stderr=True)
-    train_files, test_files = bench_split.split_paths(args.data_dir, kind="raw")
+    train_files, test_files = bench_split.split_paths(args.data_dir, kind="raw", holdout=args.holdout)
     out = args.out
     rows = []
 
@@ -121,7 +123,7 @@ def main(argv=None) -> int:
     Console(width=max(Console().width, 150)).print(t)
     emit({"bench": "learned_xl330", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
           "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "seed": args.seed,
-          "split": {"train": [p.name for p in train_files], "heldout": [p.name for p in test_files]},
+          "holdout": args.holdout or "balanced", "split": {"train": [p.name for p in train_files], "heldout": [p.name for p in test_files]},
           "analytic": {"model": args.analytic, "budget": args.analytic_budget, "heldout_mae": analytic},
           "rows": rows}, args.json_out)
     return 0
