@@ -80,12 +80,10 @@ def run_train_job(job: TrainJob) -> TrainResult:
                                               ArmTrainConfig(arch=arch, residual=job.init if residual else None,
                                                              teacher=job.init, steps=job.steps, seed=job.seed),
                                               resume=job.resume), robot)
-    if job.init is not None and not residual:
-        raise ActuatorlabError(f"{job.init}: a one-joint model; for one joint --init is the base of a residual "
-                               "(--arch residual:ARCH): the warm start of a whole learned actuator is whole-robot only")
     return TrainResult(jobs.run_train(list(job.data), job.out,
-                                      jobs.JointTrainOptions(arch=arch, residual=job.init, steps=job.steps,
-                                                             seed=job.seed, validation=job.validation),
+                                      jobs.JointTrainOptions(arch=arch, residual=job.init if residual else None,
+                                                             teacher=job.init, steps=job.steps, seed=job.seed,
+                                                             validation=job.validation),
                                       resume=job.resume), None)
 
 
