@@ -12,6 +12,8 @@ when the effort it learned is not the teacher's (the untrained network drives th
 
 from __future__ import annotations
 
+import json
+
 import jax
 import numpy as np
 import pytest
@@ -125,3 +127,12 @@ def test_run_train_refuses_a_resume_with_another_teacher(case, tmp_path):
         run_train(paths, run, JointTrainOptions(**{**opts.__dict__, "teacher": b}), resume=True, progress=False)
     assert "different teacher" in str(e.value) and "\n" not in str(e.value)
     assert {p.name: p.read_bytes() for p in run.iterdir()} == before
+    # a run written before the warm start existed (no teacher in its meta) resumes cold, fitting nothing
+    cold = tmp_path / "cold"
+    run_train(paths, cold, JointTrainOptions(**{**opts.__dict__, "teacher": None, "distill": None}), progress=False)
+    cp = cold / "config.json"
+    c = json.loads(cp.read_text())
+    del c["meta"]["teacher"], c["meta"]["distill"]
+    cp.write_text(json.dumps(c))
+    d = run_train(paths, cold, JointTrainOptions(**{**opts.__dict__, "teacher": None}), resume=True, progress=False)
+    assert d["fit"]["warm_start"]["teacher"] == "none: the resumed run was a cold start" and d["fit"]["steps"] == 2

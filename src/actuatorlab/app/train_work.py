@@ -31,7 +31,7 @@ from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_S
 from ..models.nets import arch_sizes, ARCHS
 from ..learned.trainer import TrainConfig
 from ..learned.distill import DistillConfig
-from ..learned.learn import check_resume_teacher, stored_teacher
+from ..learned.learn import check_resume_teacher, run_meta
 from ..identify.select import FamilyOptions, fit_family
 from ..models.modelfile import model_to_dict
 from ..learned.arm import arm_log, load_arm_model
@@ -55,10 +55,11 @@ def _described(d: dict) -> dict:
     return {"model": d["model"], "parameters": {k: {"value": float(v["value"])} for k, v in d["parameters"].items()}}
 
 
-def _teacher(opts: "JointTrainOptions", base: dict | None, fit_part: list[Trajectory], dt: float,
-             stored: dict | None) -> tuple[dict | None, str]:
+def _teacher(opts: "JointTrainOptions", fit_part: list[Trajectory], dt: float,
+             resumed: dict | None) -> tuple[dict | None, str]:
     """(the warm start's teacher, a loaded analytic model.json, or None; a one-line account of where
-    it came from): ``opts.teacher``, else the residual's base, else the resumed run's, else the
+    it came from): ``opts.teacher``, else the residual's base, else the resumed run's (``resumed``:
+    its RUN/config.json meta; a run written before the warm start existed has no teacher), else the
     default analytic model fitted on ``fit_part`` first (:data:`TEACHER_FIT`)."""
     if opts.distill is None:
         return None, "no warm start (cold start)"
@@ -69,8 +70,10 @@ def _teacher(opts: "JointTrainOptions", base: dict | None, fit_part: list[Trajec
             raise ModelError(f"{src}: the warm start's teacher is a fitted analytic model (actuatorlab fit), "
                              f"not a {d['kind']} one")
         return _described(d), f"teacher {src}"
-    if stored is not None:
-        return _described(stored), f"teacher of the resumed run ({stored.get('model')})"
+    if resumed is not None:
+        stored = resumed.get("teacher")
+        return (None, "none: the resumed run was a cold start") if stored is None else (
+            _described(stored), f"teacher of the resumed run ({stored.get('model')})")
     t0 = time.perf_counter()
     sel = fit_family(fit_part, options=FamilyOptions(seed=opts.seed, dt=dt, budget=TEACHER_FIT["budget"]))
     d = model_to_dict(sel.final, setup=_setup_summary(fit_part), data={"dt": sel.final.dt}, metrics={})
@@ -151,8 +154,10 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
     vb = make_batches(val_part, dt)
     kind = "residual" if base is not None else "learned"
     out = Path(out)
-    teacher, said = _teacher(opts, base, fit_part, dt, stored_teacher(out, resume))
-    check_resume_teacher(out, resume, teacher)
+    resumed = run_meta(out, resume)
+    teacher, said = _teacher(opts, fit_part, dt, resumed)
+    if resumed is None or "teacher" in resumed:  # a run written before the warm start existed resumes cold
+        check_resume_teacher(out, resume, teacher)
     # a replacing network keeps the teacher's plant terms (armature, offsets) around it
     model = build_joint_model(kind, arch, fb, base=base if base is not None else teacher, history=history,
                               sizes=sizes, seed=seed)

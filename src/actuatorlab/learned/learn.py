@@ -33,7 +33,7 @@ from ..errors import ModelError
 from .distill import DistillConfig, distill
 from .trainer import CHECKPOINT_NAME, TrainConfig, TrainResult, train
 
-__all__ = ["Curriculum", "Problem", "learn", "stored_teacher", "check_resume_teacher"]
+__all__ = ["Curriculum", "Problem", "learn", "run_meta", "stored_teacher", "check_resume_teacher"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,16 +122,21 @@ def learn(out: str | Path | None, model, problem: Problem, tcfg: TrainConfig, cu
     return res
 
 
-def stored_teacher(out: Path, resume: bool) -> dict | None:
-    """The teacher ({"model", "params"} or a model file's dict) of the run being resumed (None: no
-    run or no teacher)."""
+def run_meta(out: Path, resume: bool) -> dict | None:
+    """The caller's meta of the run being resumed (RUN/config.json; None: no run to resume)."""
     cp = Path(out) / "config.json"
     if not resume or not cp.is_file():
         return None
     try:
-        return json.loads(cp.read_text()).get("meta", {}).get("teacher")
+        return json.loads(cp.read_text()).get("meta") or {}
     except json.JSONDecodeError:
         return None  # the trainer reports an unreadable configuration
+
+
+def stored_teacher(out: Path, resume: bool) -> dict | None:
+    """The teacher ({"model", "params"} or {"model", "parameters"}) of the run being resumed (None:
+    no run or no teacher)."""
+    return (run_meta(out, resume) or {}).get("teacher")
 
 
 def check_resume_teacher(out: Path, resume: bool, teacher_desc: dict | None) -> None:
