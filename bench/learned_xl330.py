@@ -4,13 +4,15 @@ One command (from the repo root)::
 
     python bench/learned_xl330.py                       # g1 (quick) + MLP and Transformer, learned and residual
     python bench/learned_xl330.py --archs mlp=300,100                 # a smoke run
+    python bench/learned_xl330.py --holdout trajectory=sin_time_square --cold   # another split, no warm start
 
 Split: ``bench/split.py`` (7 training logs, 4 held-out logs: one per trajectory family, each at a
 different gain), raw logs of ``../shared/data/bam/xl330/raw``. Everything is fitted / trained on
 the 7 training logs only: the analytic model with ``actuatorlab fit --model MODEL --budget
 BUDGET``; each learned model with ``actuatorlab train`` (which itself holds 2 of the 7 logs back
-for validation and keeps the best EMA parameters by validation), the residual ones over that
-analytic model.json. The held-out logs are used only for the reported score: the MAE [rad] of the
+for validation and keeps the best EMA parameters by validation), warm-started from that analytic
+model.json (its teacher; ``--cold``: no warm start, the networks start from random weights), the
+residual ones over it. The held-out logs are used only for the reported score: the MAE [rad] of the
 full closed-loop replay of each held-out log from its first measured state, averaged over the
 logs (BAM's convention, as in bench/xl330.py). The verdict column says whether the learned
 model is better or worse than the analytic one on those held-out conditions.
@@ -56,6 +58,9 @@ def main(argv=None) -> int:
     ap.add_argument("--archs", nargs="+", default=["mlp=1500,400", "transformer=300,200"],
                     help="ARCH=LEARNED_STEPS,RESIDUAL_STEPS (a step count of 0 skips that model)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--holdout", default=None,
+                    help="split by condition (bench/split.py): trajectory=FAMILY or kp=GAIN (default: balanced)")
+    ap.add_argument("--cold", action="store_true", help="no warm start (the networks start from random weights)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -63,10 +68,11 @@ def main(argv=None) -> int:
     from rich.table import Table
 
     from actuatorlab.app.jobs import JointTrainOptions, run_fit, run_train
+    from actuatorlab.learned.distill import DistillConfig
     from actuatorlab.identify.select import FamilyOptions
 
     console = Console(stderr=True)
-    train_files, test_files = bench_split.split_paths(args.data_dir, kind="raw")
+    train_files, test_files = bench_split.split_paths(args.data_dir, kind="raw", holdout=args.holdout)
     out = args.out
     rows = []
 
@@ -91,14 +97,15 @@ def main(argv=None) -> int:
 
                 shutil.rmtree(run)
             t0 = time.perf_counter()
-            d = run_train(train_files, run, JointTrainOptions(arch=arch, steps=steps, seed=args.seed,
-                                                              residual=ana_dir / "model.json" if kind == "residual"
-                                                              else None), progress=True)
+            d = run_train(train_files, run, JointTrainOptions(
+                arch=arch, steps=steps, seed=args.seed, residual=ana_dir / "model.json" if kind == "residual" else None,
+                teacher=ana_dir / "model.json", distill=None if args.cold else DistillConfig()), progress=True)
             wall = time.perf_counter() - t0
             f = d["fit"]
             row = {"model": d["model"], "kind": kind, "arch": arch, "steps": steps, "fit_wall_s": wall,
                    "train_wall_s": f["wall_s"], "s_per_1k_steps": f["s_per_1k_steps"], "compile_s": f["compile_s"],
                    "best_step": f["best_step"], "validation_mae": f["validation_mae"],
+                   "warm_start": {k: v for k, v in (f.get("warm_start") or {}).items() if k != "teacher"},
                    "train_mae": d["metrics"]["train"]["position_mae"], **heldout_mae(run / "model.json", test_files)}
             row["vs_analytic"] = row["heldout_mae"] / analytic
             rows.append(row)
@@ -120,8 +127,8 @@ def main(argv=None) -> int:
                   verdict)
     Console(width=max(Console().width, 150)).print(t)
     emit({"bench": "learned_xl330", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-          "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "seed": args.seed,
-          "split": {"train": [p.name for p in train_files], "heldout": [p.name for p in test_files]},
+          "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "seed": args.seed, "cold": args.cold,
+          "holdout": args.holdout or "balanced", "split": {"train": [p.name for p in train_files], "heldout": [p.name for p in test_files]},
           "analytic": {"model": args.analytic, "budget": args.analytic_budget, "heldout_mae": analytic},
           "rows": rows}, args.json_out)
     return 0

@@ -20,13 +20,13 @@ from test_arm_fit import chirp_logs as arm_chirp_logs
 
 from actuatorlab.errors import ModelError
 from actuatorlab.learned.arm import _base_of, _effort_scale, arm_log, learned_windows, make_learned_arm, native_mae
-from actuatorlab.learned.arm_train import distill_arm, resolve_teacher
+from actuatorlab.learned.arm_train import distill_targets, resolve_teacher
 from actuatorlab.learned.distill import DistillConfig, distill, teacher_effort
 from actuatorlab.models.features import Normalizer, fit_normalizer
 from actuatorlab.precision import physics_precision
 from actuatorlab.robots import load_robot
 from actuatorlab.sim.arm import initial_state, make_inputs
-from actuatorlab.sim.arm_learned import frames_of_log
+from actuatorlab.sim.arm_learned import frames_of_log, trainable
 from actuatorlab.sim.arm_native import rollout_native
 
 ROBOT = "open_manipulator_x"
@@ -68,6 +68,12 @@ def _model(case, residual=False, base=None):
         return make_learned_arm(robot, "mlp", channels=ch, per_channel=FEATS, normalizer=fit_normalizer(fr),
                                 effort_scale=s, base=base, residual=residual, history=2,
                                 key=jax.random.PRNGKey(0), width=128, depth=2, d=32, head_width=32)
+
+
+def distill_arm(model, robot, logs, teacher, base, cfg):
+    """The warm start of train_arm: its data builder, then distill."""
+    x, y, w = distill_targets(model, robot, logs, teacher, base, cfg)
+    return distill(model, lambda m, win: m.heads(win).torque, x, y, w, cfg, filter_spec=trainable(model))
 
 
 def test_teacher_effort_is_the_rollouts_own_effort(case):

@@ -27,8 +27,8 @@ class TrainJob:
     robot: whole-robot training through MJX, RUN/arm_model.json), resume (continue
     RUN/checkpoint.ckpt exactly), arch (transformer | mlp | gru | lstm | actuator_net |
     actuator_lstm; ``residual:ARCH``: learn a correction of ``init``), init (a fitted analytic
-    RUN/model.json or RUN/arm_model.json: the teacher of the whole-robot warm start, the base of a
-    residual), steps (optimizer steps; null: the default budget), seed, validation (one
+    RUN/model.json or RUN/arm_model.json: the teacher of the warm start, one joint or a robot,
+    and the base of a residual), steps (optimizer steps; null: the default budget), seed, validation (one
     joint: time = last 25 % of every log | logs = whole logs held back)."""
 
     data: tuple[Path, ...]
@@ -70,8 +70,8 @@ def check_train(job: TrainJob) -> None:
 
 
 def run_train_job(job: TrainJob) -> TrainResult:
-    """Train a learned actuator or a residual (:func:`~actuatorlab.app.jobs.run_train`, or
-    ``run_train_arm`` for a robot, warm-started from ``init``)."""
+    """Train a learned actuator or a residual, warm-started from ``init`` (else a default fit)
+    (:func:`~actuatorlab.app.jobs.run_train`, or ``run_train_arm`` for a robot)."""
     check_train(job)
     arch, residual = split_arch(job.arch)
     robot = robot_of_model(job.init, job.robot) if job.init is not None else job.robot
@@ -80,12 +80,10 @@ def run_train_job(job: TrainJob) -> TrainResult:
                                               ArmTrainConfig(arch=arch, residual=job.init if residual else None,
                                                              teacher=job.init, steps=job.steps, seed=job.seed),
                                               resume=job.resume), robot)
-    if job.init is not None and not residual:
-        raise ActuatorlabError(f"{job.init}: a one-joint model; for one joint --init is the base of a residual "
-                               "(--arch residual:ARCH): the warm start of a whole learned actuator is whole-robot only")
     return TrainResult(jobs.run_train(list(job.data), job.out,
-                                      jobs.JointTrainOptions(arch=arch, residual=job.init, steps=job.steps,
-                                                             seed=job.seed, validation=job.validation),
+                                      jobs.JointTrainOptions(arch=arch, residual=job.init if residual else None,
+                                                             teacher=job.init, steps=job.steps, seed=job.seed,
+                                                             validation=job.validation),
                                       resume=job.resume), None)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
+import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -29,6 +30,10 @@ from ..errors import ModelError, UnknownNameError
 from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint, WindowSampling
 from ..models.nets import arch_sizes, ARCHS
 from ..learned.trainer import TrainConfig
+from ..learned.distill import DistillConfig
+from ..learned.learn import check_resume_teacher, run_meta
+from ..identify.select import FamilyOptions, fit_family
+from ..models.modelfile import model_to_dict
 from ..learned.arm import arm_log, load_arm_model
 from ..learned.arm_train import ArmTrainConfig, DEFAULT_BUDGET, FULL_BUDGET, train_arm
 from ..sim.force import LearnedTelemetry, read_force_log
@@ -41,6 +46,39 @@ from .data_files import _setup_summary, load_data
 #: default one-joint training budget (``actuatorlab train`` without --steps): optimizer steps,
 #: windows per step, history frames; minutes on two CPU cores for the one-joint default sizes
 TRAIN_BUDGET = {"steps": 600, "n_windows": 16, "history": 8}
+#: the default analytic teacher when none is given: the family selection of ``actuatorlab fit`` at this budget
+TEACHER_FIT = {"budget": "quick"}
+
+
+def _described(d: dict) -> dict:
+    """What a teacher is (stored in RUN/config.json, compared on ``--resume``): model and parameters."""
+    return {"model": d["model"], "parameters": {k: {"value": float(v["value"])} for k, v in d["parameters"].items()}}
+
+
+def _teacher(opts: "JointTrainOptions", fit_part: list[Trajectory], dt: float,
+             resumed: dict | None) -> tuple[dict | None, str]:
+    """(the warm start's teacher, a loaded analytic model.json, or None; a one-line account of where
+    it came from): ``opts.teacher``, else the residual's base, else the resumed run's (``resumed``:
+    its RUN/config.json meta; a run written before the warm start existed has no teacher), else the
+    default analytic model fitted on ``fit_part`` first (:data:`TEACHER_FIT`)."""
+    if opts.distill is None:
+        return None, "no warm start (cold start)"
+    src = opts.teacher if opts.teacher is not None else opts.residual
+    if src is not None:
+        d = load_model(src)
+        if d.get("kind") in LEARNED_KINDS:
+            raise ModelError(f"{src}: the warm start's teacher is a fitted analytic model (actuatorlab fit), "
+                             f"not a {d['kind']} one")
+        return _described(d), f"teacher {src}"
+    if resumed is not None:
+        stored = resumed.get("teacher")
+        return (None, "none: the resumed run was a cold start") if stored is None else (
+            _described(stored), f"teacher of the resumed run ({stored.get('model')})")
+    t0 = time.perf_counter()
+    sel = fit_family(fit_part, options=FamilyOptions(seed=opts.seed, dt=dt, budget=TEACHER_FIT["budget"]))
+    d = model_to_dict(sel.final, setup=_setup_summary(fit_part), data={"dt": sel.final.dt}, metrics={})
+    return _described(d), (f"no teacher given: fitted the default analytic model ({sel.final.model}) on the training part "
+               f"first ({TEACHER_FIT['budget']} budget, {time.perf_counter() - t0:.0f} s)")
 
 
 @physics
@@ -49,7 +87,10 @@ class JointTrainOptions:
     """Options of :func:`run_train` (one joint): ``arch``; ``residual`` (a fitted analytic
     RUN/model.json the network corrects); ``steps``, ``n_windows``, ``history`` (None: the
     TRAIN_BUDGET's); ``seed``; ``lr``; ``sizes``; ``dt`` [s] (None: the logs' or the residual's);
-    ``curriculum`` (None: DEFAULT_CURRICULUM); ``validation`` "time" | "logs"."""
+    ``curriculum`` (None: DEFAULT_CURRICULUM); ``validation`` "time" | "logs"; ``teacher``: the
+    fitted analytic RUN/model.json of the warm start (None: the residual's base, else the default
+    analytic model fitted on the training part first, :data:`TEACHER_FIT`); ``distill``: the warm
+    start's :class:`~actuatorlab.learned.distill.DistillConfig` (None: a cold start, no teacher)."""
 
     arch: str = "transformer"
     residual: Any = None
@@ -62,6 +103,8 @@ class JointTrainOptions:
     dt: float | None = None
     curriculum: Any = None
     validation: str = "time"
+    teacher: Any = None
+    distill: DistillConfig | None = DistillConfig()
 
 
 def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTrainOptions(), *, resume: bool = False,
@@ -79,8 +122,6 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
     validation MAE are kept.
     Returns the model dict plus ``_summary`` (metrics of the replay on all given logs) and
     ``_train`` (wall times). ``opts``: :class:`JointTrainOptions`."""
-    import time
-
     arch, residual, steps, seed, lr = opts.arch, opts.residual, opts.steps, opts.seed, opts.lr
     n_windows, history, sizes, dt, curriculum, validation = (opts.n_windows, opts.history, opts.sizes, opts.dt,
                                                              opts.curriculum, opts.validation)
@@ -112,13 +153,20 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
     dt = fb[0].dt
     vb = make_batches(val_part, dt)
     kind = "residual" if base is not None else "learned"
-    model = build_joint_model(kind, arch, fb, base=base, history=history, sizes=sizes, seed=seed)
+    out = Path(out)
+    resumed = run_meta(out, resume)
+    teacher, said = _teacher(opts, fit_part, dt, resumed)
+    if resumed is None or "teacher" in resumed:  # a run written before the warm start existed resumes cold
+        check_resume_teacher(out, resume, teacher)
+    # a replacing network keeps the teacher's plant terms (armature, offsets) around it
+    model = build_joint_model(kind, arch, fb, base=base if base is not None else teacher, history=history,
+                              sizes=sizes, seed=seed)
     cfg = TrainConfig(steps=steps, lr=lr, warmup=min(50, steps // 10), seed=seed,
                       checkpoint_every=max(25, steps // 10), eval_every=max(25, steps // 10))
-    out = Path(out)
     meta = {"kind": kind, "arch": arch, "residual": None if residual is None else str(residual),
             "fit_logs": [t.name for t in fit_part], "validation_logs": [t.name for t in val_part],
-            "n_windows": n_windows, "history": history, "dt": dt, "validation": validation}
+            "n_windows": n_windows, "history": history, "dt": dt, "validation": validation, "teacher": teacher,
+            "distill": None if opts.distill is None else dataclasses.asdict(opts.distill)}
     t0 = time.perf_counter()
     curriculum = tuple(curriculum or DEFAULT_CURRICULUM)
     meta["curriculum"] = [list(c) for c in curriculum]
@@ -130,7 +178,8 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
     training = {"steps": steps, "n_windows": n_windows, "curriculum": meta["curriculum"], "lr": lr, "seed": seed,
                 "best_step": res.best_step, "validation_mae": res.best_val, "wall_s": wall,
                 "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
-                "fit_logs": meta["fit_logs"], "validation_logs": meta["validation_logs"]}
+                "fit_logs": meta["fit_logs"], "validation_logs": meta["validation_logs"],
+                "warm_start": {**(res.warm_start or {}), "teacher": said}}
     data = {"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in trajs],
             "n_samples": int(sum(b.n_samples for b in batches)), "dt": dt}
 
@@ -222,7 +271,6 @@ def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -
     on the same frame (:class:`~actuatorlab.sim.force.LearnedTelemetry`); the logs need not
     carry it."""
     import io
-    import time
 
 
     with physics_precision():

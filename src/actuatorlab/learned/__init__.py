@@ -1,6 +1,7 @@
 """Learned actuator models: feature layout and normalization (``features``), networks
 (``nets``: Transformer, MLP, GRU, LSTM), self-checking weight files (``checkpoint``); the generic
-training loop (``trainer``); learned and residual one-joint actuators in the one-joint replay
+training loop (``trainer``) and the one training algorithm over it (``learn``: warm start, curriculum,
+BPTT through a simulator); learned and residual one-joint actuators in the one-joint replay
 (``joint``, ``joint_train``) and whole-robot ones trained through MJX (``arm``; import those
 submodules directly).
 

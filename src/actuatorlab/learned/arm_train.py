@@ -1,6 +1,8 @@
 """Training a whole-robot learned actuator: warm start from an analytic teacher, then BPTT through MJX.
 
-:func:`train_arm` runs two phases (docs/learned_arm.md):
+:func:`train_arm` is the MJX instance of the one training algorithm
+(:func:`actuatorlab.learned.learn.learn`; the one-joint scan is the other,
+:func:`actuatorlab.learned.joint_train.train_joint`). Its two phases (docs/learned_arm.md):
 
 1. **Warm start** (:mod:`actuatorlab.learned.distill`): the network learns, teacher-forced on the
    training logs' measured frames and without the simulator, the effort of a fitted analytic model
@@ -21,7 +23,6 @@ teacher fitted and distilled before the trainer writes anything.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time as _time
 from pathlib import Path
 from typing import Any
@@ -41,11 +42,12 @@ from ..sim.arm_learned import TELEMETRY, LearnedArm, frames_of_log, trainable
 from ..sim.arm_native import native_model
 from .arm import (DEFAULT_FEATURES, ArmLog, LearnedWindows, _base_of, _effort_scale, _units, arm_log, arm_loss,
                   learned_windows, make_learned_arm, native_mae, save_arm_model)
-from .distill import DistillConfig, distill, teacher_effort
-from .trainer import TrainConfig, train
+from .distill import DistillConfig, teacher_effort
+from .learn import Curriculum, Problem, check_resume_teacher, learn, stored_teacher
+from .trainer import TrainConfig
 
 __all__ = ["ArmTrainConfig", "DEFAULT_BUDGET", "FULL_BUDGET", "TEACHER_FIT", "train_arm", "resolve_teacher",
-           "distill_arm"]
+           "distill_targets"]
 
 #: default budget (2 CPU cores, neural_actuator suite at --scale 0.1): windows of 64 / 96 / 128 control
 #: steps restarted from measured states (multiple shooting), padded to one compiled shape of 128;
@@ -115,11 +117,17 @@ def resolve_teacher(robot_name: str, teacher, residual, train_trajs: list[Trajec
                                  f"train MAE {1e3 * f['train_mae']:.1f} mrad)")
 
 
-def distill_arm(model: LearnedArm, robot: Robot, logs: list[ArmLog], teacher: tuple[Robot, dict],
-                base: tuple[Robot, dict] | None, cfg: DistillConfig) -> tuple[LearnedArm, dict]:
-    """The warm start of phase 1 (module docstring): ``model``'s network distilled to the effort of
-    ``teacher`` (robot, parameter sets) minus, for a residual, the effort of ``base`` at the
-    measured frames of ``logs``. Returns (model, info of :func:`~actuatorlab.learned.distill.distill`)."""
+def _torque(m: LearnedArm, win):
+    """The network's normalized effort (C,) on one raw window of frames (H+1, F)."""
+    return m.heads(win).torque
+
+
+def distill_targets(model: LearnedArm, robot: Robot, logs: list[ArmLog], teacher: tuple[Robot, dict],
+                    base: tuple[Robot, dict] | None, cfg: DistillConfig) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The warm start's data (module docstring): (windows (N, H+1, F), targets (N, C), weights
+    (N, C)): the effort of ``teacher`` (robot, parameter sets) minus, for a residual, the effort of
+    ``base`` at the measured frames of ``logs`` (and ``cfg.copies`` noisy copies), in the network's
+    units, for :func:`~actuatorlab.learned.distill.distill` with :func:`_torque`."""
     idx = [robot.index(j) for j in model.layout.channels]
     s = np.asarray(model.effort_scale)
     E = np.asarray(model.effort_limit)
@@ -142,9 +150,7 @@ def distill_arm(model: LearnedArm, robot: Robot, logs: list[ArmLog], teacher: tu
         ws.append(np.broadcast_to(b.scored[idx].astype(float), (fr.shape[0], len(idx))))
     x, y, w = np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
     sel = np.unique(np.linspace(0, len(x) - 1, min(len(x), MAX_DISTILL_FRAMES)).astype(int))
-    m, info = distill(model, lambda mm, win: mm.heads(win).torque, x[sel], y[sel], w[sel], cfg,
-                      filter_spec=trainable(model))
-    return m, info
+    return x[sel], y[sel], w[sel]
 
 
 def _new_model(robot: Robot, base: dict, tr: list[ArmLog], channels, feats, options: ArmTrainConfig) -> LearnedArm:
@@ -163,38 +169,14 @@ def _new_model(robot: Robot, base: dict, tr: list[ArmLog], channels, feats, opti
                             history=options.history, key=jax.random.PRNGKey(options.seed), **(options.sizes or {}))
 
 
-def _stored_teacher(out: Path, resume: bool) -> dict | None:
-    """The teacher ({"model", "params"}) of the run being resumed (None: no run or no teacher)."""
-    cp = out / "config.json"
-    if not resume or not cp.is_file():
-        return None
-    try:
-        return json.loads(cp.read_text()).get("meta", {}).get("teacher")
-    except json.JSONDecodeError:
-        return None  # the trainer reports an unreadable configuration
-
-
-def _check_resume_teacher(out: Path, resume: bool, teacher_desc: dict | None) -> None:
-    """``--resume`` with a teacher other than the run's is refused (one line)."""
-    cp = out / "config.json"
-    if not resume or not cp.is_file():
-        return
-    old = _stored_teacher(out, resume)
-    if json.loads(json.dumps(old, default=str)) != json.loads(json.dumps(teacher_desc, default=str)):
-        raise ModelError(f"{cp}: cannot resume with a different teacher (the run was warm-started from another "
-                         "analytic model; give the same --init or start a new run)")
-
-
-def _schedule(bud: dict, robot, tr, va, model, cfg):
-    """(curriculum lengths, stage ends, training stages, validation windows)."""
-    lengths = tuple(int(L) for L in bud["curriculum"])
-    fr = np.asarray(bud["stage_fraction"], float)[:len(lengths)]
-    ends = np.round(np.cumsum(fr / fr.sum()) * bud["steps"]).astype(int)
-    pad = max(lengths) if bud.get("one_shape") else None
-    stages = [learned_windows(robot, tr, L, model, cfg, pad_to=pad) for L in lengths]
-    vw = learned_windows(robot, va, lengths[-1], model, cfg)
+def _schedule(bud: dict, robot, tr, va, model, cfg) -> tuple[Curriculum, list[LearnedWindows], LearnedWindows]:
+    """(curriculum, training windows of each stage, validation windows)."""
+    cur = Curriculum(tuple(int(L) for L in bud["curriculum"]), tuple(float(f) for f in bud["stage_fraction"]))
+    pad = max(cur.lengths) if bud.get("one_shape") else None
+    stages = [learned_windows(robot, tr, L, model, cfg, pad_to=pad) for L in cur.lengths]
+    vw = learned_windows(robot, va, cur.lengths[-1], model, cfg)
     vw = vw.take(np.unique(np.linspace(0, vw.n - 1, min(vw.n, int(bud["max_val_windows"]))).astype(int)))
-    return lengths, ends, stages, vw
+    return cur, stages, vw
 
 
 def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory],
@@ -221,9 +203,9 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     warm = init is None and options.distill is not None
     given = options.teacher
     if given is None and residual is None:  # a resumed run keeps its own teacher (no second fit)
-        given = _stored_teacher(out, resume)
+        given = stored_teacher(out, resume)
     teacher = resolve_teacher(robot_name, given, residual, train_trajs) if warm else None
-    _check_resume_teacher(out, resume, None if teacher is None else teacher[2])
+    check_resume_teacher(out, resume, None if teacher is None else teacher[2])
     if teacher is not None and residual is None:  # a replacing model keeps the teacher off its channels
         robot, base, base_desc = teacher[0], teacher[1], teacher[2]
     cfg = ArmConfig.from_robot(robot)
@@ -246,23 +228,21 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     else:
         model = _new_model(robot, base, tr, channels, feats, options)
     warm_info: dict[str, Any] = {"teacher": None if teacher is None else teacher[3]}
-    if teacher is not None and options.distill is not None and not (resume and (out / "checkpoint.ckpt").exists()):
-        same = model.residual and teacher[2] == (base_desc or {})
-        if not same:
-            t0 = _time.perf_counter()
-            model, info = distill_arm(model, robot, tr, (teacher[0], teacher[1]),
-                                      (robot, base) if model.residual else None, options.distill)
-            warm_info.update(info, wall_s=_time.perf_counter() - t0)
-        else:
+    distill_data = None
+    if teacher is not None and options.distill is not None:
+        if model.residual and teacher[2] == (base_desc or {}):
             warm_info.update(steps=0, note="the teacher is the residual's base: the zeroed torque head reproduces it")
-    lengths, ends, stages, vw = _schedule(bud, robot, tr, va, model, cfg)
+        else:
+            def distill_data(m):
+                return distill_targets(m, robot, tr, (teacher[0], teacher[1]), (robot, base) if m.residual else None,
+                                       options.distill)
+    cur, stages, vw = _schedule(bud, robot, tr, va, model, cfg)
     B, seed = int(bud["batch"]), int(options.seed)
     units = _units(robot)
     roll = jax.vmap(make_mjx_rollout(robot, cfg).with_heads, in_axes=(None, 0, 0, None))
 
-    def batch_fn(step: int) -> LearnedWindows:
-        si = min(int(np.searchsorted(ends, step, side="right")), len(stages) - 1)
-        w = stages[si]
+    def batch(stage: int, step: int) -> LearnedWindows:
+        w = stages[stage]
         rng = np.random.default_rng([seed, int(step)])
         return w.take(rng.choice(w.n, size=B, replace=w.n < B))
 
@@ -276,17 +256,19 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 10),
                        eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=seed,
                        ema_decay=0.99, eval_at_start=teacher is not None)
-    meta = {"robot": robot_name, "arch": model.arch, "residual": base_desc, "curriculum": list(lengths),
+    meta = {"robot": robot_name, "arch": model.arch, "residual": base_desc, "curriculum": list(cur.lengths),
             "batch": B, "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs],
             "teacher": None if teacher is None else teacher[2]}
     val0 = native_mae(robot, model, vw, cfg) if init is not None else None
-    res = train(out, model, loss_fn, batch_fn, tcfg, val_fn=val_fn, resume=resume, progress=progress,
-                meta=meta, filter_spec=trainable(model))
+    problem = Problem(loss=loss_fn, batch=batch, validate=val_fn, trainable=trainable(model),
+                      distill_data=distill_data, torque=_torque, distill=options.distill, warm=warm_info)
+    res = learn(out, model, problem, tcfg, cur, resume=resume, progress=progress, meta=meta)
+    lengths, ends = cur.lengths, cur.ends(tcfg.steps)
     return save_arm_model(out, robot_name, res.best, base_desc, extra={
         "training": {"steps": res.steps, "best_step": res.best_step, "best_val_mae": res.best_val,
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
                      "wall_s": _time.perf_counter() - t_all, "curriculum": list(lengths), "batch": B,
                      "stage_ends": ends.tolist(), "lr": bud["lr"],
-                     "init_val_mae": None if val0 is None else val0["position_mae"], "warm_start": warm_info},
+                     "init_val_mae": None if val0 is None else val0["position_mae"], "warm_start": res.warm_start},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})

@@ -12,7 +12,8 @@ effort the teacher applies at that step, in the network's own output units::
 
 with s_c the channel's effort scale, E_c its effort limit and m_kc the weight (0 on padding).
 :func:`distill` knows nothing of robots: any network ``torque_fn(params, window) -> (C,)`` and any
-(windows, targets) pairs, so the one-joint trainer can call it with its own frames.
+(windows, targets) pairs: the one training algorithm (:func:`actuatorlab.learned.learn.learn`)
+calls it with a robot's frames and with a bench's.
 
 :func:`teacher_effort` gives the teacher's effort of a whole robot at every measured frame: one
 native rollout step (:func:`~actuatorlab.sim.arm_native.rollout_native`) restarted from the measured
@@ -53,7 +54,8 @@ class DistillConfig:
         lr: peak learning rate, cosine decay to 5 % (default 1e-3).
         seed: seed of the minibatches and of the state noise [-] (default 0).
         copies: noisy copies of every log besides the clean one [-] (default 2), for the data
-            builders (:func:`~actuatorlab.learned.arm_train.distill_arm`): the teacher is queried
+            builders (:func:`~actuatorlab.learned.arm_train.distill_targets`,
+            :func:`~actuatorlab.learned.joint_train.distill_targets`): the teacher is queried
             at states near the measured ones, where the student's own closed loop will take it.
         noise: std of the state noise, per joint, relative to the log's std of q and of dq [-]
             (default 0.05).

@@ -46,7 +46,8 @@ from ..models.plant import carriage, pendulum
 from ..sim.rollout import _delayed
 
 __all__ = ["JOINT_FEATURES", "KINDS", "JointModel", "Window", "LogSet", "frame", "effort",
-           "simulate", "log_set", "windows", "rollout_logs", "onestep_logs", "window_loss"]
+           "simulate", "log_set", "windows", "rollout_logs", "onestep_logs", "window_loss", "analytic_effort",
+           "measured_windows"]
 
 #: per-channel features of a one-joint frame, in layout order: logged command q_target [rad|m],
 #: simulated q [rad|m] and dq [rad/s|m/s], tracking error q_target - q [rad|m], the firmware
@@ -292,3 +293,42 @@ def window_loss(model: JointModel, w: Window, delta: float = 0.05):
     hub = jnp.where(a < delta, 0.5 * e**2, delta * (a - 0.5 * delta)) / delta
     n = jnp.maximum(m.sum(), 1.0)
     return (hub * m).sum() / n, {"mae": (a * m).sum() / n}
+
+
+@partial(jax.jit, static_argnames=("cfg",))
+def analytic_effort(cfg: StepConfig, params: dict, logs: LogSet) -> jax.Array:
+    """(B, T) [N.m|N] effort an analytic model (``cfg``, ``params``) applies to the joint at every
+    measured frame of ``logs``, teacher-forced: one control period restarted from the measured q,
+    dq (q_prev, q_prev2 the measured positions before, reconstructed from dq before the log starts,
+    as :func:`windows`), the command delayed by the model's own ``delay``; the effort of its first
+    physics step, drive + friction (the effort a ``learned`` model's network replaces). A
+    ``+thermal`` model needs the winding temperature, which a frame does not carry: give ``cfg``
+    without thermal (the resistance at 25 degC)."""
+    step = make_step(cfg)
+    dt = jnp.asarray(logs.consts.law.dt)  # (B,)
+    dl = jax.vmap(lambda x, d: _delayed(x, params["delay"], d))
+    qt_d, en_d = dl(logs.qt, dt), dl(logs.en, dt)
+    q, dq = logs.q_meas, logs.dq_meas
+    qp1 = jnp.concatenate([q[:, :1] - dq[:, :1] * dt[:, None], q[:, :-1]], axis=1)
+    qp2 = jnp.concatenate([qp1[:, :1] - dq[:, :1] * dt[:, None], qp1[:, :-1]], axis=1)
+
+    def one(c, qt, en, vs, qk, dqk, a, b):
+        _, out = step(params, c, State(qk, dqk, qk, dqk, a, b), Inputs(qt, en, vs, None))
+        return out.tau_motor + out.tau_friction
+
+    per_log = jax.vmap(one, in_axes=(None, 0, 0, 0, 0, 0, 0, 0))
+    return jax.vmap(per_log)(logs.consts, qt_d, en_d, logs.vs, q, dq, qp1, qp2)
+
+
+@partial(jax.jit, static_argnames=("layout",))
+def measured_windows(layout: FeatureLayout, logs: LogSet) -> jax.Array:
+    """(B, T, history+1, n_features) float32: the raw frames the network reads at every measured
+    state of ``logs`` (frames k-history .. k, index clipped at 0; the window :func:`simulate`
+    gives the network at step k of a window restarted at k)."""
+    H = layout.history
+    f = jax.vmap(jax.vmap(lambda c, qt, en, vs, q, dq: frame(layout, c, qt, en, vs, q, dq),
+                          in_axes=(None, 0, 0, 0, 0, 0)))(logs.consts, logs.qt, logs.en, logs.vs, logs.q_meas,
+                                                          logs.dq_meas)
+    T = f.shape[1]
+    idx = jnp.clip(jnp.arange(T)[:, None] + jnp.arange(-H, 1)[None, :], 0, T - 1)  # (T, H+1)
+    return f[:, idx]

@@ -4,7 +4,10 @@ model file (RUN/model.json with ``"kind": "learned" | "residual"``, weights besi
 Precision: the entry points here run under :func:`~actuatorlab.precision.physics` (float64
 physics); the networks stay float32 (:mod:`actuatorlab.models.nets`).
 
-Training (:func:`train_joint`): windows of ``horizon`` control steps cut at random places of the
+Training (:func:`train_joint`, the one-joint instance of the one training algorithm
+:func:`actuatorlab.learned.learn.learn`, whose other instance is the whole robot's through MJX):
+a warm start by distillation of an analytic teacher (:func:`distill_targets`), then windows of
+``horizon`` control steps cut at random places of the
 training logs, each restarted from the measured state (and measured history) at its start, are
 replayed closed loop by :func:`~actuatorlab.learned.joint.simulate`; the loss is the Huber loss of
 simulated vs measured positions (:func:`~actuatorlab.learned.joint.window_loss`), differentiated
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Literal
 
 import jax
 import jax.numpy as jnp
@@ -29,9 +33,11 @@ from ..models.actuator import StepConfig
 from ..models.params import neutral_params
 from ..precision import physics, x64_enabled
 from ..models.features import FeatureLayout, Normalizer, fit_normalizer
-from .joint import JOINT_FEATURES, KINDS, JointModel, frame, log_set, rollout_logs, \
-    trainable, window_loss, windows
-from .trainer import TrainConfig, TrainResult, train
+from .distill import DistillConfig
+from .joint import JOINT_FEATURES, KINDS, JointModel, LogSet, analytic_effort, frame, log_set, measured_windows, \
+    rollout_logs, trainable, window_loss, windows
+from .learn import Curriculum, Problem, learn
+from .trainer import TrainConfig, TrainResult
 from ..identify.fit import substeps_for
 from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, params_from_model, save_model
 from ..models.registry import get_model
@@ -40,7 +46,8 @@ from ..files import git_revision
 from .checkpoint import load_learned, save_learned
 from .. import __version__
 
-__all__ = ["JOINT_SIZES", "ARCH_FEATURES", "DEFAULT_CURRICULUM", "build_joint_model", "WindowSampling", "train_joint", "save_joint_model",
+__all__ = ["JOINT_SIZES", "ARCH_FEATURES", "DEFAULT_CURRICULUM", "build_joint_model", "WindowSampling", "train_joint",
+           "teacher_step", "distill_targets", "save_joint_model",
            "load_joint_model", "WEIGHTS_NAME"]
 
 #: one-joint default network sizes (a single channel of 7 features needs far less than the
@@ -62,6 +69,8 @@ ARCH_HISTORY = {"actuator_lstm": 0}
 #: (fraction of the run at which the horizon starts, horizon [control steps])
 DEFAULT_CURRICULUM = ((0.0, 32), (1 / 3, 64), (2 / 3, 128))
 WEIGHTS_NAME = "weights.eqx"
+#: at most this many (window, target) pairs are distilled, evenly spread over the training frames
+MAX_DISTILL_FRAMES = 20000
 
 
 def _gravity_effort(batches) -> float:
@@ -135,47 +144,102 @@ def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None
                       effort_scale=float(effort_scale or scale), effort_bound=float(effort_bound or bound))
 
 
-def _horizon(step: int, steps: int, curriculum) -> int:
-    h = curriculum[0][1]
-    for frac, hz in curriculum:
-        if step >= frac * steps:
-            h = hz
-    return int(h)
-
-
 @physics
 @dataclasses.dataclass(frozen=True)
 class WindowSampling:
     """The training windows of :func:`train_joint`: ``n_windows`` per step [-] (default 16) and the
-    horizon ``curriculum`` ((fraction of the run, horizon [steps]) stages; default
-    :data:`DEFAULT_CURRICULUM`)."""
+    horizon ``curriculum`` ((fraction of the run at which the stage starts, horizon [steps]) stages;
+    default :data:`DEFAULT_CURRICULUM`)."""
 
     n_windows: int = 16
     curriculum: tuple = DEFAULT_CURRICULUM
+
+    def stages(self) -> Curriculum:
+        """The :class:`~actuatorlab.learned.learn.Curriculum` of ``curriculum``."""
+        starts = [float(f) for f, _ in self.curriculum] + [1.0]
+        return Curriculum(tuple(int(h) for _, h in self.curriculum),
+                          tuple(max(b - a, 0.0) for a, b in zip(starts[:-1], starts[1:])))
+
+
+def teacher_step(teacher: dict, law: str, plant: Literal["pendulum", "carriage"]) -> tuple[StepConfig, dict]:
+    """(StepConfig without thermal, parameters) of a loaded analytic model.json ``teacher`` on a
+    bench of ``law`` and ``plant``, for :func:`~actuatorlab.learned.joint.analytic_effort`; a
+    learned model is a one-line ModelError."""
+    if teacher.get("kind") in ("learned", "residual") or "parameters" not in teacher or "model" not in teacher:
+        raise ModelError(f"{teacher.get('source', 'teacher')}: the warm start's teacher is a fitted analytic "
+                         "model.json (actuatorlab fit), not a learned one")
+    spec = get_model(teacher["model"])
+    return StepConfig(law, plant, spec.compliant, substeps_for(spec), False), params_from_model(teacher)
+
+
+def distill_targets(model: JointModel, logs: LogSet, teacher: dict, cfg: DistillConfig) -> tuple:
+    """The one-joint warm start's data: (windows (N, H+1, F), targets (N, 1), weights (N, 1)) at
+    the measured frames of ``logs`` and ``cfg.copies`` noisy copies (state noise ``cfg.noise`` x the
+    logs' std of q and dq): the effort of ``teacher`` (a loaded analytic model.json; a residual's
+    own base subtracted) in the network's units, clipped to its bound."""
+    tcfg, tp = teacher_step(teacher, model.cfg.law, model.cfg.plant)
+    dtype = logs.q_meas.dtype
+    tp = {k: jnp.asarray(v, dtype) for k, v in tp.items()}
+    rng = np.random.default_rng(cfg.seed)
+    mask = np.asarray(logs.mask)
+    sq, sdq = (float(np.std(np.asarray(a)[mask])) for a in (logs.q_meas, logs.dq_meas))
+    xs, ys = [], []
+    for c in range(1 + max(int(cfg.copies), 0)):
+        lg = logs
+        if c:  # the teacher's effort at states near the measured ones
+            lg = logs._replace(q_meas=logs.q_meas + cfg.noise * sq * rng.standard_normal(logs.q_meas.shape),
+                               dq_meas=logs.dq_meas + cfg.noise * sdq * rng.standard_normal(logs.dq_meas.shape))
+        tau = np.asarray(analytic_effort(tcfg, tp, lg))
+        if model.kind == "residual":
+            tau = tau - np.asarray(analytic_effort(dataclasses.replace(model.cfg, thermal=False), model.params,
+                                                   lg))
+        xs.append(np.asarray(measured_windows(model.layout, lg))[mask])
+        ys.append(tau[mask][:, None])
+    x, y = np.concatenate(xs), np.concatenate(ys)
+    b = model.effort_bound / model.effort_scale
+    sel = np.unique(np.linspace(0, len(x) - 1, min(len(x), MAX_DISTILL_FRAMES)).astype(int))
+    return x[sel], np.clip(y[sel] / model.effort_scale, -b, b), np.ones((len(sel), 1))
+
+
+def _torque(m: JointModel, win):
+    """The network's normalized effort (1,) on one raw window of frames (H+1, F)."""
+    return m.net(m.norm.apply(win)).torque
 
 
 def train_joint(run_dir, fit_batches, val_batches, model: JointModel, cfg: TrainConfig, *,
                 sampling: WindowSampling = WindowSampling(), resume: bool = False,
                 progress: bool = True, meta: dict | None = None) -> tuple[JointModel, TrainResult]:
-    """Train ``model`` on windows of ``fit_batches`` (one Batch: one law/plant) with the generic
-    trainer, ``sampling`` the windows; validation = full-replay MAE on ``val_batches`` (None: no
-    validation, the final EMA is kept). Returns (best model, TrainResult)."""
-    curriculum, n_windows = sampling.curriculum, int(sampling.n_windows)
+    """Train ``model`` on windows of ``fit_batches`` (one Batch: one law/plant) by the one algorithm
+    of :func:`~actuatorlab.learned.learn.learn` through the one-joint scan, ``sampling`` the
+    windows; validation = full-replay MAE on ``val_batches`` (None: no validation, the final EMA is
+    kept). ``meta``: the run's record (RUN/config.json); its ``"teacher"``, an analytic model
+    ({"model", "parameters"} as in a model.json), is the warm start's: the network first learns its
+    effort (``meta["distill"]``: :class:`~actuatorlab.learned.distill.DistillConfig` fields,
+    default the defaults; a residual over the teacher itself starts exactly from it, its torque
+    head being zero, so nothing is distilled) and the initial model is validated too. No teacher:
+    a cold start. Returns (best model, TrainResult with ``warm_start``)."""
+    teacher = (meta or {}).get("teacher")
+    distill = DistillConfig(**((meta or {}).get("distill") or {}))
+    n_windows = int(sampling.n_windows)
     if len(fit_batches) != 1:
         raise DataError(None, "one-joint training needs logs of one control law and bench")
     logs = log_set(model, fit_batches[0])
     n_valid = np.asarray(fit_batches[0].mask).sum(1)
     val_logs = [log_set(model, b) for b in (val_batches or [])]
     base_key = jax.random.PRNGKey(cfg.seed + 1)
+    cur = sampling.stages()
 
-    def batch_fn(step: int):
-        hz = _horizon(step, cfg.steps, curriculum)
+    def batch(stage: int, step: int):
+        hz = cur.lengths[stage]
         k = jax.random.fold_in(base_key, step)
         ka, kb = jax.random.split(k)
         idx = np.asarray(jax.random.randint(ka, (n_windows,), 0, len(n_valid)))
         span = np.maximum(n_valid[idx] - hz, 1)
         k0 = np.floor(np.asarray(jax.random.uniform(kb, (n_windows,))) * span).astype(np.int32)
         return windows(model, logs, idx, k0, hz)
+
+    def loss_fn(m, w):
+        return window_loss(m, w)
 
     def val_fn(m):
         num = den = 0.0
@@ -185,8 +249,21 @@ def train_joint(run_dir, fit_batches, val_batches, model: JointModel, cfg: Train
             num, den = num + float(np.sum(e)), den + e.size
         return {"val": num / max(den, 1), "val_mae": num / max(den, 1)}
 
-    res = train(run_dir, model, window_loss, batch_fn, cfg, val_fn=val_fn if val_logs else None,
-                resume=resume, progress=progress, meta=meta, filter_spec=trainable(model))
+    warm: dict = {"teacher": None if teacher is None else teacher.get("model")}
+    distill_data = None
+    if teacher is not None:
+        if hasattr(model.net, "step"):
+            warm.update(steps=0, note=f"{model.net.__class__.__name__} carries a state: no warm start")
+        elif model.kind == "residual" and teacher_step(teacher, model.cfg.law, model.cfg.plant)[1] == {
+                k: float(v) for k, v in model.params.items()}:
+            warm.update(steps=0, note="the teacher is the residual's base: the zeroed torque head reproduces it")
+        else:
+            def distill_data(m):
+                return distill_targets(m, logs, teacher, distill)
+        cfg = dataclasses.replace(cfg, eval_at_start=bool(val_logs))
+    problem = Problem(loss=loss_fn, batch=batch, validate=val_fn if val_logs else None, trainable=trainable(model),
+                      distill_data=distill_data, torque=_torque, distill=distill, warm=warm)
+    res = learn(run_dir, model, problem, cfg, cur, resume=resume, progress=progress, meta=meta)
     return res.best, res
 
 

@@ -132,7 +132,8 @@ class TrainResult:
     (None without validation); steps: steps done in total; wall_s [s]: wall time of this call's
     steps (excluding compilation of the first step); s_per_1k_steps [s]: its rate; compile_s [s]:
     the first step of this call (compilation + one step); metrics: every per-step record of the
-    run (resumed ones included); run_dir: the run folder.
+    run (resumed ones included); run_dir: the run folder; warm_start: what the warm start did
+    (:func:`actuatorlab.learned.learn.learn`; None: not run through it).
     """
 
     params: Any
@@ -146,6 +147,7 @@ class TrainResult:
     compile_s: float
     metrics: list[dict] = field(default_factory=list)
     run_dir: Path | None = None
+    warm_start: dict | None = None
 
 
 def make_optimizer(cfg: TrainConfig):

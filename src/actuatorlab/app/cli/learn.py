@@ -23,7 +23,7 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
                                   "(one joint: the Isaac Lab / mjlab actuator-net inputs, docs/export.md); "
                                   "residual:ARCH learns a correction of the --init model instead of the whole actuator"),
           init: Optional[Path] = typer.Option(None, "--init", help="fitted analytic RUN/model.json (RUN/arm_model.json with --robot): "
-                                              "the teacher of the warm start (--robot; default: fit one first) and "
+                                              "the teacher of the warm start (default: fit one first) and "
                                               "the base of a residual:ARCH"),
           steps: Optional[int] = typer.Option(None, "--steps", help="optimizer steps (default: the default budget)"),
           out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder"),
@@ -34,20 +34,20 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
           config: Config = None):
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
     write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`.
-    With --robot the network first learns the --init model's effort on the logs' measured frames
-    (warm start), then trains through MJX."""
+    The network first learns the --init model's effort on the logs' measured frames (warm start),
+    then trains through the simulator (the one-joint scan; MJX with --robot)."""
 
     job = job_of(ctx, TrainJob, config, data="data", arch="arch", init="init", steps="steps", out="out",
                  seed="seed", resume="resume", robot="robot")
     res = learn_jobs.run_train_job(job)
     d, out = res.record, job.out
+    ws = (d.get("training") if res.robot is not None else d.get("fit", {})).get("warm_start") or {}
+    if ws.get("teacher"):
+        r2 = ws.get("r2")
+        console.print(f"warm start: {ws['teacher']}" + (f"; distilled in {ws['steps']} steps, R^2 {r2:.3f}"
+                                                        if r2 is not None else ""))
     if res.robot is not None:
         tr = d["training"]
-        ws = tr.get("warm_start") or {}
-        if ws.get("teacher"):
-            r2 = ws.get("r2")
-            console.print(f"warm start: {ws['teacher']}" + (f"; distilled in {ws['steps']} steps, R^2 {r2:.3f}"
-                                                            if r2 is not None else ""))
         console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation MAE "
                       f"{tr['best_val_mae']:.4g} rad at step {tr['best_step']} of {tr['steps']} "
                       f"({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
