@@ -11,7 +11,6 @@ on a loaded CPU): it is measured in bench/adapt.py, not here (``steps=0``: the b
 
 from __future__ import annotations
 
-import dataclasses
 import json
 
 import jax
@@ -20,8 +19,7 @@ import pytest
 
 import actuatorlab.learned.adapt as adapt_mod
 from actuatorlab.errors import ActuatorlabError
-from actuatorlab.learned.adapt import AdaptConfig, adapt_arm, adaptation_logs, shift_network
-from actuatorlab.learned.distill import DistillConfig
+from actuatorlab.learned.adapt import AdaptConfig, adapt_arm, adaptation_logs
 from actuatorlab.learned.arm import arm_log, evaluate_learned_arm, load_arm_model, make_learned_arm, save_arm_model
 from actuatorlab.models.features import Normalizer, fit_normalizer
 from actuatorlab.precision import physics_precision
@@ -55,21 +53,7 @@ def case(tmp_path_factory):
         run.mkdir()
         save_arm_model(run, ROBOT, model, {"model": None, "params": {
             k: {g.name: float(x) for g, x in zip(robot.groups, np.atleast_1d(v))} for k, v in old.items()}})
-        replacing = make_learned_arm(robot, "mlp", channels=ch, per_channel=FEATS, normalizer=fit_normalizer(fr),
-                                     effort_scale=0.5, base=old, residual=False, history=2,
-                                     key=jax.random.PRNGKey(1), width=32, depth=2, d=8, head_width=32)
-    return dict(robot=robot, run=run, adapt_logs=adapt_logs, test_logs=test_logs, old=old, new=new,
-                replacing=replacing)
-
-
-def test_shift_adds_the_change_of_the_analytic_effort_to_a_replacing_network(case):
-    """The shifted network's effort at the measured frames moves by the teacher's effort change
-    (new unit - old unit): the distillation removes more than half of the shift's squared error."""
-    with physics_precision():
-        m, info = shift_network(case["replacing"], case["robot"], case["old"], case["new"], case["adapt_logs"],
-                                DistillConfig(steps=300, lr=3e-3, copies=0, batch=128))
-    assert info["mse_before"] > 1e-4, info  # the change is visible in the network's output units
-    assert info["mse_after"] < 0.5 * info["mse_before"], info  # 0.40 measured (a Coulomb step at reversals)
+    return dict(robot=robot, run=run, adapt_logs=adapt_logs, test_logs=test_logs)
 
 
 def _snapshot(folder):
@@ -138,4 +122,4 @@ def test_adaptation_logs_are_at_most_n_spread_and_split():
     assert few == same and len(few) == 3
     with pytest.raises(Exception, match="no logs"):
         adaptation_logs([], AdaptConfig())
-    json.dumps(dataclasses.asdict(AdaptConfig()))  # stored in OUT/arm_model.json
+    json.dumps(AdaptConfig().__dict__)

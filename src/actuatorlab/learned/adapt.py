@@ -3,22 +3,12 @@
 :func:`adapt_arm` takes a trained RUN/arm_model.json and at most ``AdaptConfig.max_trajectories``
 logs of the new unit (docs/learned_arm.md, "Adaptation to another unit"):
 
-1. **The analytic model is refitted** on the new logs: a residual's base, a replacing model's
-   teacher (its model of the joints that are not channels)
-   (:func:`~actuatorlab.identify.arm_fit.fit_arm`, CMA-ES started from it, step 0.1: a local
-   refinement, never worse on the fit windows). The unit-to-unit variation of the virtual
-   hardware is in the analytic parameters (friction, armature, motor gain; synth/truth.py
-   ``VARIATION``), which a network trained through the simulator on a dozen short logs barely
-   picks up. A residual's correction applies to the new base as it is.
-2. **A replacing network is shifted** by the change of its teacher's effort, teacher-forced on the
-   new logs' measured frames (:func:`~actuatorlab.learned.distill.distill`, no simulator)::
-
-       y_kc = net_old(window_k)_c + (tau_new_kc - tau_old_kc) / s_c
-
-   (tau_old / tau_new: the teacher's effort before / after the refit, :func:`teacher_effort`):
-   what the network learned beyond its teacher is kept, the unit's difference is added. The shift
-   is kept only when it lowers the rollout MAE on the checkpoint logs.
-3. **Both kinds**: the network is fine-tuned through MJX from its trained weights
+1. **Residual model**: the analytic base's parameter sets are refitted first on the new logs
+   (:func:`~actuatorlab.identify.arm_fit.fit_arm`, CMA-ES started from the base, step 0.1: a local
+   refinement, never worse on the fit windows than the base). The unit-to-unit variation of the
+   virtual hardware is in the analytic parameters (friction, armature, motor gain; synth/truth.py
+   ``VARIATION``), which a network correction trained on a dozen short logs barely picks up.
+2. **Both kinds**: the network is fine-tuned through MJX from its trained weights
    (:func:`~actuatorlab.learned.arm_train.train_arm` with ``init``: layout and normalizer kept, no
    warm start) at a low learning rate for ``steps`` steps. The last ``n_val`` adaptation logs choose
    the checkpoint; when fine-tuning never beats the starting network on them the starting network
@@ -39,23 +29,17 @@ from pathlib import Path
 from typing import Any
 
 import equinox as eqx
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ActuatorlabError, DataError, ModelError
 from ..identify.arm_fit import fit_arm
 from ..logs.format import Trajectory
-from ..models.features import sliding_windows
 from ..precision import physics
-from ..robots.loader import Robot
-from ..sim.arm_learned import LearnedArm, frames_of_log, trainable
-from ..sim.arm_native import native_model
-from .arm import arm_log, evaluate_learned_arm, load_arm_model, save_arm_model
+from .arm import load_arm_model, save_arm_model
 from .arm_train import ArmTrainConfig, train_arm
-from .distill import DistillConfig, distill, teacher_effort
 
-__all__ = ["AdaptConfig", "adapt_arm", "adaptation_logs", "check_adapt_out", "shift_network"]
+__all__ = ["AdaptConfig", "adapt_arm", "adaptation_logs", "check_adapt_out"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,8 +55,6 @@ class AdaptConfig:
         n_val: of those, the last this many (every k-th) choose the checkpoint [-] (default 2).
         refit_evals: CMA-ES evaluations of a residual's base refit [-] (default 40; 0: no refit).
         refit_windows: fit windows of the base refit, evenly spread [-] (default 16).
-        shift: the teacher-forced shift of a replacing network (module docstring, step 2;
-            ``steps`` 0: none).
     """
 
     steps: int = 40
@@ -82,7 +64,6 @@ class AdaptConfig:
     n_val: int = 2
     refit_evals: int = 40
     refit_windows: int = 16
-    shift: DistillConfig = DistillConfig(steps=300, lr=3e-4, copies=0)
 
 
 def adaptation_logs(trajs: list[Trajectory], cfg: AdaptConfig) -> tuple[list[Trajectory], list[Trajectory]]:
@@ -127,31 +108,6 @@ def _refit_base(robot_name: str, desc: dict, base: dict, logs: list[Trajectory],
                                                           for k, v in f["param_sets"].items()}, rec
 
 
-def shift_network(model: LearnedArm, robot: Robot, old: dict, new: dict, trajs: list[Trajectory],
-                  cfg: DistillConfig) -> tuple[LearnedArm, dict]:
-    """A replacing ``model`` (on ``robot``) whose network's effort is shifted by the change of the
-    analytic effort from parameter sets ``old`` to ``new`` at the measured frames of ``trajs``
-    (module docstring, step 2). Returns (model, :func:`distill`'s info)."""
-    idx = [robot.index(j) for j in model.layout.channels]
-    s, E = np.asarray(model.effort_scale), np.asarray(model.effort_limit)
-    mo, mn = native_model(robot, old), native_model(robot, new)
-    torque = eqx.filter_jit(jax.vmap(lambda m, w: m.heads(w).torque, in_axes=(None, 0)))
-    xs, ys, ws = [], [], []
-    for t in trajs:
-        lg = arm_log(robot, t, model.layout.channels, model.layout.per_channel)
-        b = lg.base
-        x = np.asarray(sliding_windows(frames_of_log(model, b.inputs.q_target, b.q_meas, b.dq_meas, b.inputs.v_supply,
-                                                     b.inputs.enable, lg.telemetry), model.layout.history))
-        d = (teacher_effort(robot, new, b.q_meas, b.dq_meas, b.inputs, temperature=b.temperature, model=mn)
-             - teacher_effort(robot, old, b.q_meas, b.dq_meas, b.inputs, temperature=b.temperature, model=mo))
-        y0 = np.concatenate([np.asarray(torque(model, x[i:i + 2048])) for i in range(0, len(x), 2048)])
-        xs.append(x)
-        ys.append(np.clip(y0 + d[:, idx] / s, -E / s, E / s))
-        ws.append(np.broadcast_to(b.scored[idx].astype(float), y0.shape))
-    return distill(model, lambda m, w: m.heads(w).torque, np.concatenate(xs), np.concatenate(ys), np.concatenate(ws),
-                   cfg, filter_spec=trainable(model))
-
-
 def _build(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tmp: Path, progress: bool) -> dict[str, Any]:
     """Adapt the model of ``model_path`` into the (new, empty) folder ``tmp``; returns the saved dict."""
     t_wall, t_cpu = _time.perf_counter(), _time.process_time()
@@ -160,15 +116,10 @@ def _build(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tmp: Pat
     tr, va = adaptation_logs(trajs, cfg)
     used = sorted({t.name for t in tr + va})
     desc = d0.get("base")
-    model, refit, shift = m0, None, None
-    if cfg.refit_evals > 0 and (m0.residual or desc):
+    model, refit = m0, None
+    if m0.residual and cfg.refit_evals > 0:
         desc, base, refit = _refit_base(robot_name, desc or {}, m0.base, tr + [t for t in va if t not in tr], cfg)
         model = eqx.tree_at(lambda m: m.base, m0, base)
-        if not m0.residual and cfg.shift.steps > 0:
-            shifted, info = shift_network(model, robot, m0.base, base, tr, cfg.shift)
-            mae = [evaluate_learned_arm(robot, m, va, (128,))["position_mae"] for m in (model, shifted)]
-            shift = {**info, "checkpoint_mae": mae, "kept": bool(mae[1] < mae[0])}
-            model = shifted if shift["kept"] else model
     training: dict[str, Any] = {"steps": 0}
     if cfg.steps > 0:
         opts = ArmTrainConfig(arch=m0.arch, residual=desc if m0.residual else None, steps=int(cfg.steps),
@@ -182,7 +133,7 @@ def _build(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tmp: Pat
             training = {**training, "kept": "the starting network: fine-tuning never beat it on the checkpoint logs"}
     adaptation = {"from": str(model_path), "n_trajectories": len(used), "logs": used,
                   "checkpoint_logs": sorted(t.name for t in va), "config": dataclasses.asdict(cfg),
-                  "base_refit": refit, "shift": shift, "wall_s": _time.perf_counter() - t_wall, "cpu_s": _time.process_time() - t_cpu}
+                  "base_refit": refit, "wall_s": _time.perf_counter() - t_wall, "cpu_s": _time.process_time() - t_cpu}
     return save_arm_model(tmp, robot_name, model, desc, extra={"training": training, "adaptation": adaptation,
                                                                "data": {"adapt": used}})
 
