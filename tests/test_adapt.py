@@ -87,7 +87,8 @@ def test_out_equal_to_run_or_existing_is_refused(case, tmp_path):
 
     run, before_files = case["run"], _snapshot(case["run"])
     (tmp_path / "taken").mkdir()
-    for out, what in ((run, "is the run being adapted"), (tmp_path / "taken", "already exists")):
+    for out, what in ((run, "is (inside) the run being adapted"), (run / "new", "is (inside) the run being adapted"),
+                      (tmp_path / "taken", "already exists")):
         with pytest.raises(ActuatorlabError) as e:
             adapt_arm(run / "arm_model.json", case["adapt_logs"], AdaptConfig(steps=0), out=out)
         assert "\n" not in str(e.value) and what in str(e.value)

@@ -15,7 +15,7 @@ logs of the new unit (docs/learned_arm.md, "Adaptation to another unit"):
    is kept (for a residual: with its refitted base).
 
 The adapted model is written to OUT atomically: it is built in a temporary sibling folder and
-renamed to OUT at the end, so a failed run leaves neither OUT nor RUN changed. OUT equal to RUN,
+renamed to OUT at the end, so a failed run leaves neither OUT nor RUN changed. OUT equal to RUN or inside it,
 or an existing OUT, is refused before any work.
 """
 
@@ -84,13 +84,13 @@ def adaptation_logs(trajs: list[Trajectory], cfg: AdaptConfig) -> tuple[list[Tra
 
 
 def check_adapt_out(run: Path, out: Path) -> Path:
-    """RUN/arm_model.json of ``run`` (a run folder or the file). OUT equal to RUN, or an OUT that
-    already exists, is a one-line error (nothing is ever written over)."""
+    """RUN/arm_model.json of ``run`` (a run folder or the file). OUT equal to RUN or inside it, or
+    an OUT that already exists, is a one-line error (nothing is ever written over)."""
     model = run / "arm_model.json" if run.is_dir() else run
     if not model.is_file():
         raise ModelError(f"{run}: no arm_model.json to adapt (give a run folder of `train --robot` or its arm_model.json)")
-    if out.resolve() == model.parent.resolve():
-        raise ActuatorlabError(f"--out {out}: is the run being adapted; give a new folder (RUN is never overwritten)")
+    if out.resolve() == model.parent.resolve() or model.parent.resolve() in out.resolve().parents:
+        raise ActuatorlabError(f"--out {out}: is (inside) the run being adapted; give a new folder (RUN is never changed)")
     if out.exists():
         raise ActuatorlabError(f"--out {out}: already exists; give a new folder (adapt never writes over a run)")
     return model
