@@ -1,11 +1,10 @@
 """Learned whole-robot actuators vs the best nested analytic model on virtual hardware.
 
-    python bench/learned_arm.py --data DIR [--adapt-data DIR1] [--out bench/out/learned_arm]
-                                [--steps N] [--models analytic transformer residual adapt adapt_residual mlp gru lstm]
+    python bench/learned_arm.py --data DIR [--out bench/out/learned_arm]
+                                [--steps N] [--models analytic transformer residual mlp gru lstm cold]
 
 DIR is a dataset of ``actuatorlab synth --robot open_manipulator_x --suite neural_actuator --seed 0
---scale S`` (train/ val/ test/ heldout/); DIR1 one of another virtual unit (``--seed 1``) for the
-online adaptation. For every model: rollout joint MAE per joint at 100 / 300 / 600 control steps
+--scale S`` (train/ val/ test/ heldout/). For every model: rollout joint MAE per joint at 100 / 300 / 600 control steps
 from measured states (windows restarted from the log, native path) on the test split and on the
 held-out conditions (payload 400 g, push -y), training wall time per 1,000 steps and to the
 reported checkpoint. The analytic model is the nested ladder fitted by ``fit --robot``
@@ -14,7 +13,8 @@ learned models are trained through MJX by :func:`actuatorlab.learned.arm_train.t
 default budget (``--steps`` overrides the steps), warm-started from the analytic model (the teacher;
 ``cold``: the replacing Transformer from random weights, no teacher). Each model's result is written to OUT/results.json
 as soon as it is done (a model whose run folder already holds arm_model.json is loaded, not
-retrained), then one table and one JSON line.
+retrained), then one table and one JSON line. The adaptation of these runs to another unit is
+bench/adapt.py's.
 """
 
 from __future__ import annotations
@@ -36,12 +36,10 @@ HORIZONS = (100, 300, 600)
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", type=Path, required=True)
-    ap.add_argument("--adapt-data", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=Path("bench/out/learned_arm"))
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--analytic-evals", type=int, default=40)
-    ap.add_argument("--adapt-steps", type=int, default=20)
-    ap.add_argument("--models", nargs="+", default=["analytic", "transformer", "residual", "adapt", "adapt_residual", "mlp", "gru", "lstm"])
+    ap.add_argument("--models", nargs="+", default=["analytic", "transformer", "residual", "mlp", "gru", "lstm"])
     a = ap.parse_args(argv)
 
     from actuatorlab.identify.arm_fit import select_arm
@@ -101,26 +99,6 @@ def main(argv=None) -> int:
                                                             distill=None if name == "cold" else DistillConfig()),
                               out=run, resume=(run / "checkpoint.ckpt").exists(), progress=False)
                 results[name] = score_learned(run)
-            elif name in ("adapt", "adapt_residual"):
-                src = "transformer" if name == "adapt" else "residual"
-                if a.adapt_data is None or not (out / src / "arm_model.json").exists():
-                    print(f"{name} needs --adapt-data and the {src} run; skipped", file=sys.stderr)
-                    continue
-                tr1 = load_logs([a.adapt_data / "train"])[:12]
-                va1 = load_logs([a.adapt_data / "val"])
-                te1 = load_logs([a.adapt_data / "test"])
-                r, m, _ = load_arm_model(out / src / "arm_model.json")
-                before = evaluate_learned_arm(r, m, te1, HORIZONS)
-                run = out / name
-                if not (run / "arm_model.json").exists():
-                    train_arm(ROBOT, tr1, va1, ArmTrainConfig(arch="transformer", steps=a.adapt_steps, seed=1,
-                                                              residual=analytic_json if m.residual else None,
-                                                              budget={"lr": 1e-4,
-                                                                      "eval_every": max(1, a.adapt_steps // 2)}),
-                              out=run, init=m, progress=False)
-                r2, m2, d2 = load_arm_model(run / "arm_model.json")
-                results[name] = {"from": src, "n_trajectories": len(tr1), "before": before,
-                                 "after": evaluate_learned_arm(r2, m2, te1, HORIZONS), "training": d2["training"]}
             results[name]["bench_wall_s"] = time.perf_counter() - t0
             save()
 
@@ -157,16 +135,6 @@ def main(argv=None) -> int:
         for key, n in (("replacing_ratio", "transformer"), ("residual_ratio", "residual"), ("cold_ratio", "cold")):
             if n in summary["models"]:
                 summary[key] = [summary["models"][n]["ratio_test"], summary["models"][n]["ratio_heldout"]]
-    for name in ("adapt", "adapt_residual"):
-        if name in results:
-            ad = results[name]
-            print(f"adaptation of {ad.get('from', 'transformer')} to the seed-1 unit ({ad['n_trajectories']} "
-                  f"trajectories): test MAE {1e3 * ad['before']['position_mae']:.1f} -> "
-                  f"{1e3 * ad['after']['position_mae']:.1f} mrad (horizon {ad['after']['horizon']}), "
-                  f"{ad['training']['wall_s']:.0f} s")
-            summary[name] = {"from": ad.get("from", "transformer"), "before": ad["before"]["position_mae"],
-                             "after": ad["after"]["position_mae"], "wall_s": ad["training"]["wall_s"],
-                             "n_trajectories": ad["n_trajectories"]}
     emit(summary, out / "summary.json")
     return 0
 

@@ -1,4 +1,4 @@
-"""Typed jobs of the training commands: train, train-heads (see :mod:`.identify_jobs`)."""
+"""Typed jobs of the training commands: train, train-heads, adapt (see :mod:`.identify_jobs`)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,13 @@ from pathlib import Path
 from . import jobs
 from ..errors import ActuatorlabError
 from ..learned import heads
+from ..learned.adapt import AdaptConfig, adapt_arm, check_adapt_out
 from ..learned.arm import load_arm_model
 from ..learned.arm_train import ArmTrainConfig
 from ..learned.heads import HeadsConfig
+from ..logs import load_logs
 from .identify_jobs import Result, check_range, robot_of_model
+from .train_work import compilation_cache
 
 
 def check_resume(out: Path, resume: bool) -> None:
@@ -115,3 +118,28 @@ def run_train_heads_job(job: TrainHeadsJob) -> Result:
     tr, va = jobs.split_arm_data(list(job.data))
     m = load_arm_model(job.init, job.robot)[1] if job.init is not None else None
     return Result(heads.train_heads(job.robot, tr, va, job.heads, out=job.out, init=m, resume=job.resume))
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptJob:
+    """Fields: run (a run folder of ``train --robot`` or its arm_model.json: the model to adapt;
+    only read), data (logs of the new unit: files or folders; a dataset folder written by
+    ``synth`` gives its train/ logs), out (new run folder, must not exist), adapt (AdaptConfig:
+    steps, lr, seed, max_trajectories, n_val, refit_evals, refit_windows;
+    docs/learned_arm.md, "Adaptation to another unit")."""
+
+    run: Path
+    data: tuple[Path, ...]
+    out: Path
+    adapt: AdaptConfig = AdaptConfig()
+
+
+def run_adapt_job(job: AdaptJob) -> Result:
+    """Adapt a trained whole-robot model to another unit (:func:`actuatorlab.learned.adapt.adapt_arm`);
+    OUT equal to RUN or existing is refused before any logs are read."""
+    check_adapt_out(Path(job.run), Path(job.out))
+    check_range("adapt.steps", job.adapt.steps, low_ok=True)
+    paths = [p / "train" if (p / "train").is_dir() and (p / "dataset.json").is_file() else p for p in map(Path, job.data)]
+    trajs = load_logs(paths)
+    with compilation_cache():
+        return Result(adapt_arm(job.run, trajs, job.adapt, out=job.out))

@@ -2,7 +2,7 @@
 
 One module per command group, in the order the data flows: :mod:`.data` (import, import-bam,
 audit, synth), :mod:`.identify` (fit, compare, fit-fleet, excite, models), :mod:`.evaluate`
-(evaluate, replay, infer), :mod:`.learn` (train, train-heads), :mod:`.estimate` (estimate-force,
+(evaluate, replay, infer), :mod:`.learn` (train, train-heads, adapt), :mod:`.estimate` (estimate-force,
 condition, report-heads), :mod:`.use` (export, randomize), :mod:`.policy` (train-policy,
 eval-policy); :mod:`._common` holds the typer ``app`` and the shared console, ``--json``,
 progress and range-check helpers.

@@ -1,4 +1,4 @@
-"""Commands that train learned actuators: train, train-heads."""
+"""Commands that train learned actuators: train, train-heads, adapt."""
 
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from typing import List, Optional
 import typer
 
 from .. import learn_jobs
-from ..learn_jobs import TrainHeadsJob, TrainJob
+from ..learn_jobs import AdaptJob, TrainHeadsJob, TrainJob
 from ._common import Config, documents, job_of, app, console, _mrad
 
 #: the commands this module registers on the CLI's typer app
-__all__ = ["train", "train_heads_cmd"]
+__all__ = ["train", "train_heads_cmd", "adapt"]
 
 
 @app.command()
@@ -69,18 +69,41 @@ def train_heads_cmd(ctx: typer.Context,
                     data: Optional[List[Path]] = typer.Argument(None, help="labelled multi-joint logs or a synth folder (train/ val/)"),
                     robot: Optional[str] = typer.Option(None, "--robot", help="robot name"),
                     out: Path = typer.Option(Path("run_heads"), "--out", "-o", help="run folder"),
-                    init: Optional[Path] = typer.Option(None, "--init", help="RUN/arm_model.json to start from (only "
-                                                        "its force/gate/condition heads are trained)"),
-                    steps: Optional[int] = typer.Option(None, "--steps"), seed: int = typer.Option(0, "--seed"),
-                    resume: bool = typer.Option(False, "--resume"), config: Config = None):
+                    steps: Optional[int] = typer.Option(None, "--steps"), config: Config = None):
     """Train the force, contact-gate and condition heads on measured frames (teacher forcing, no
-    simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`."""
+    simulator: minutes on a CPU); writes RUN/arm_model.json for `estimate-force` / `infer`. The
+    model to start from, the seed and a resume are job fields (``init``, ``heads.seed``, ``resume``)."""
 
-    job = job_of(ctx, TrainHeadsJob, config, data="data", robot="robot", out="out", init="init", resume="resume",
-                 **{"heads.steps": "steps", "heads.seed": "seed"})
+    job = job_of(ctx, TrainHeadsJob, config, data="data", robot="robot", out="out", **{"heads.steps": "steps"})
     d = learn_jobs.run_train_heads_job(job).record
     out = job.out
     t = d["training"]
     console.print(f"{d['arch']} ({d['params_count']:,} parameters): validation force MAE {t['best_val_force_mae']:.3f} N "
                   f"at step {t['best_step']} of {t['steps']} ({t['wall_s']:.0f} s); torque head {t['torque_head']}")
     console.print(f"wrote {out / 'arm_model.json'}")
+
+
+@app.command()
+@documents(AdaptJob)
+def adapt(ctx: typer.Context, run: Optional[Path] = typer.Argument(None, help="run folder of `train --robot` (or its "
+                                                                   "arm_model.json): the model to adapt, only read"),
+          data: Optional[List[Path]] = typer.Argument(None, help="logs of the new unit (at most 12 are used; a "
+                                                      "synth dataset folder gives its train/ logs)"),
+          out: Optional[Path] = typer.Option(None, "--out", "-o", help="new run folder (must not exist; never RUN)"),
+          config: Config = None):
+    """Adapt a trained whole-robot learned or residual actuator to another unit from a few of its
+    logs: a residual's analytic base is refitted, then the network fine-tuned through MJX
+    (docs/learned_arm.md). Writes OUT/arm_model.json atomically; a failed run leaves nothing."""
+
+    job = job_of(ctx, AdaptJob, config, run="run", data="data", out="out")
+    d = learn_jobs.run_adapt_job(job).record
+    a, t = d["adaptation"], d["training"]
+    refit = a.get("base_refit")
+    if refit:
+        console.print(f"base refitted ({refit['model'] or 'the config model'}, {refit['evaluations']} CMA-ES "
+                      f"evaluations): train MAE {1e3 * refit['train_mae']:.1f} mrad")
+    if t.get("steps"):
+        console.print(f"fine-tuned {t['steps']} steps: checkpoint-log MAE {1e3 * (t.get('init_val_mae') or float('nan')):.1f}"
+                      f" -> {1e3 * t['best_val_mae']:.1f} mrad" + (f" ({t['kept']})" if t.get("kept") else ""))
+    console.print(f"{d['kind']} {d['arch']} adapted on {a['n_trajectories']} logs in {a['wall_s']:.0f} s "
+                  f"(CPU {a['cpu_s']:.0f} s); wrote {job.out / 'arm_model.json'}")

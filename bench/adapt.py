@@ -1,0 +1,103 @@
+"""Online adaptation of trained whole-robot learned actuators to another virtual unit: the adaptation table.
+
+    python bench/adapt.py --runs RUN_TF RUN_RES --data D1 [--n 12] [--steps N] [--out bench/out/adapt]
+
+RUN_TF / RUN_RES: runs of ``actuatorlab train D0 --robot open_manipulator_x --arch transformer`` /
+``--arch residual:transformer`` on one unit (``synth --suite neural_actuator --seed 0``); D1: a
+dataset of another unit (``--seed 11``: another draw of the unit-to-unit variation). Each run is
+adapted (:func:`actuatorlab.learned.adapt.adapt_arm`, the ``actuatorlab adapt`` command) on ``--n``
+of D1's training logs, evenly spread by name; D1/test is never used for adapting or choosing.
+Rows per run: the unadapted model, the adapted model, and next to them the run's analytic model
+(its residual base or its teacher) as given and refitted (CMA-ES from its values, the residual base
+refit of ``adapt``) on the same logs. Columns: pooled window-rollout MAE on D1/test at the longest
+horizon (600 control steps), its change against the unadapted model, wall and CPU seconds. The
+machine may be shared: CPU seconds are the comparable figure. One table, one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import emit  # noqa: E402
+
+HORIZONS = (100, 300, 600)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=Path, nargs="+", required=True)
+    ap.add_argument("--data", type=Path, required=True)
+    ap.add_argument("--n", type=int, default=12)
+    ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=Path("bench/out/adapt"))
+    a = ap.parse_args(argv)
+
+    from actuatorlab.app.train_work import compilation_cache
+    from actuatorlab.identify.arm_fit import fit_arm
+    from actuatorlab.learned.adapt import AdaptConfig, adapt_arm, adaptation_logs
+    from actuatorlab.learned.arm import evaluate_learned_arm, load_arm_model
+    from actuatorlab.logs import load_logs
+    from actuatorlab.precision import physics_precision
+    from actuatorlab.sim.arm_data import evaluate_arm
+
+    cfg = AdaptConfig(max_trajectories=a.n, **({} if a.steps is None else {"steps": a.steps}))
+    a.out.mkdir(parents=True, exist_ok=True)
+    res_path = a.out / "results.json"
+    results = json.loads(res_path.read_text()) if res_path.exists() else {}
+    new = load_logs([a.data / "train"])
+    te = load_logs([a.data / "test"])
+    tr, va = adaptation_logs(new, cfg)
+    logs = tr + [t for t in va if t not in tr]
+    with physics_precision(), compilation_cache():
+        for run in a.runs:
+            key = run.name
+            if key in results:
+                continue
+            robot, m, d = load_arm_model(run / "arm_model.json")
+            rec: dict = {"kind": d["kind"], "arch": d["arch"],
+                         "before": evaluate_learned_arm(robot, m, te, HORIZONS)["position_mae"]}
+            out = a.out / f"{key}_adapted"
+            if not (out / "arm_model.json").exists():
+                adapt_arm(run, new, cfg, out=out)
+            r2, m2, d2 = load_arm_model(out / "arm_model.json")
+            rec["after"] = evaluate_learned_arm(r2, m2, te, HORIZONS)["position_mae"]
+            rec["adaptation"] = {k: d2["adaptation"][k] for k in ("n_trajectories", "logs", "wall_s", "cpu_s")}
+            rec["fine_tune"] = {k: d2["training"].get(k) for k in ("steps", "best_step", "best_val_mae", "init_val_mae",
+                                                                  "compile_s", "wall_s", "kept")}
+            base = d.get("base") or {}
+            rec["analytic_before"] = evaluate_arm(robot.name, base.get("params"), te, HORIZONS,
+                                                  model=base.get("model"))["position_mae"]
+            t0, c0 = time.perf_counter(), time.process_time()
+            f = fit_arm(robot.name, logs, model=base.get("model"), init=[{k: v for k, v in m.base.items()}],
+                        max_evals=cfg.refit_evals, max_windows=cfg.refit_windows, seed=cfg.seed)
+            rec["analytic_refit"] = evaluate_arm(robot.name, f["params"], te, HORIZONS, model=f["model"])["position_mae"]
+            rec["analytic_refit_s"] = [time.perf_counter() - t0, time.process_time() - c0]
+            results[key] = rec
+            res_path.write_text(json.dumps(results, indent=2, default=float) + "\n")
+
+    card = json.loads((a.data / "dataset.json").read_text())
+    print(f"adaptation to the unit of {a.data.name} (synth seed {card.get('seed')}, scale {card.get('scale')}) on "
+          f"{len(logs)} of its training logs; pooled rollout MAE [mrad] on its test split, 600 control steps")
+    print(f"{'run':<16}{'kind':<10}{'unadapted':>11}{'adapted':>9}{'change':>9}{'wall s':>8}{'cpu s':>8}"
+          f"{'analytic':>10}{'refit':>8}")
+    summary: dict = {"seed": card.get("seed"), "scale": card.get("scale"), "n_trajectories": len(logs), "runs": {}}
+    for key, r in results.items():
+        ch = r["after"] / r["before"] - 1.0
+        print(f"{key:<16}{r['kind']:<10}{1e3 * r['before']:>11.1f}{1e3 * r['after']:>9.1f}{100 * ch:>8.1f}%"
+              f"{r['adaptation']['wall_s']:>8.0f}{r['adaptation']['cpu_s']:>8.0f}"
+              f"{1e3 * r['analytic_before']:>10.1f}{1e3 * r['analytic_refit']:>8.1f}")
+        summary["runs"][key] = {"kind": r["kind"], "before": r["before"], "after": r["after"], "change": ch,
+                                "wall_s": r["adaptation"]["wall_s"], "cpu_s": r["adaptation"]["cpu_s"],
+                                "analytic": r["analytic_before"], "analytic_refit": r["analytic_refit"]}
+    emit(summary, a.out / "summary.json")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
