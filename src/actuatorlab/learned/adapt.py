@@ -131,6 +131,8 @@ def _build(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tmp: Pat
             model = eqx.tree_at(lambda m: m.net, model, tuned.net)
         else:
             training = {**training, "kept": "the starting network: fine-tuning never beat it on the checkpoint logs"}
+            for name in ("checkpoint.ckpt", "best.ckpt"):  # the fine-tuning's, not the saved model's
+                (tmp / name).unlink(missing_ok=True)
     adaptation = {"from": str(model_path), "n_trajectories": len(used), "logs": used,
                   "checkpoint_logs": sorted(t.name for t in va), "config": dataclasses.asdict(cfg),
                   "base_refit": refit, "wall_s": _time.perf_counter() - t_wall, "cpu_s": _time.process_time() - t_cpu}
