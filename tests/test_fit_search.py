@@ -77,3 +77,15 @@ def test_m2_delay_fit_recovers_the_delay_at_the_quick_budget(m2_delay_logs, seed
     assert p["R"] == pytest.approx(TRUTH_M2_DELAY["R"], rel=0.1)
     assert p["friction_viscous"] == pytest.approx(TRUTH_M2_DELAY["friction_viscous"], rel=0.1)
     assert r.train_mae < 3 * NOISE_FLOOR, r.train_mae
+
+
+def test_without_a_stall_test_every_start_runs_its_share(m2_delay_logs):
+    """``stall=None`` (the free-swing calibration's search): n_starts starts, each to max_evals
+    (or pycma's own stop), never a restart in between."""
+    r = fit_model(m2_delay_logs, "m2+delay", seed=0, max_evals=400, n_starts=3, grad_steps=0, stall=None)
+    assert [h["start"] for h in r.history] == [0, 1, 2]
+    assert all(h["evals"] <= 400 + 16 for h in r.history)
+    with_stall = fit_model(m2_delay_logs, "m2+delay", seed=0, max_evals=400, n_starts=3, grad_steps=0,
+                           stall=Stall(generations=5, rel=0.5))  # stalls: < 50 % better in 5 generations
+    used = [h["evals"] for h in with_stall.history]
+    assert len(used) > 3 and min(used) >= 6 * 16 and sum(used) <= 3 * 400 + 16

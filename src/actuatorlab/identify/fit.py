@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, cast
 
 import jax
@@ -112,7 +112,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
               init: dict | list[dict] | None = None, dt: float | None = None,
               progress: Callable | None = None, profile: str | None = None,
               sigma0: float = 0.25, effort_weight: float | None = None, workers: int | None = None,
-              bounds: dict | None = None) -> FitResult:
+              bounds: dict | None = None, stall: Stall | None = Stall()) -> FitResult:
     """Fit ``model`` to the logs.
 
     bounds: name -> (lower, upper) replacing the profile's box of those parameters (e.g.
@@ -124,14 +124,13 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     max_evals: rollout evaluations for CMA-ES per start, n_starts x max_evals for all starts
     together; a start that stalls (:class:`~actuatorlab.identify.search.Stall`) hands the rest to
     a restart from the first start's point with a fresh CMA-ES stream, as long as at least one
-    stall window (40 generations) is left, so a fit may run more than ``n_starts`` starts.
-    Measured (bench/journal/fit_rules.md, 2026-12-05): on the in-family truth xl330_family
-    (m2+delay) the objective has two basins, the truth's (0.355 mrad, the sensor floor 0.36) and
-    one where the motor's back-EMF damping kt^2/R is traded for viscous friction at the same kt/R
-    (22 mrad: only the torque-off drops tell them apart); at the default budget (4000 x 2) seed 0
-    ended at 21.2 mrad with the old second start (a 0.2-wide perturbation of the best point,
-    which never left that basin in 4 of 4 tries), at 0.355-0.39 mrad in 5 of 5 seeds now.
-    sigma0: initial CMA-ES step in the normalised box (small values refine around ``init``). progress(stage, done, total) is called.
+    stall window is left, so a fit may run more than ``n_starts`` starts (measured: in-family
+    m2+delay truth 21.2 -> 0.36 mrad on seed 0, see :class:`~actuatorlab.identify.search.Stall`).
+    ``stall`` None: the search before that rule (starts to max_evals, later ones from a 0.2-wide
+    perturbation of the best point), kept by the free-swing calibration, where the rule moved the
+    selection after it (bench/journal/fit_rules.md, R44).
+    sigma0: initial CMA-ES step in the normalised box (small values refine around ``init``).
+    progress(stage, done, total) is called.
     effort_weight: weight of the controller-output error (see :func:`make_loss`); None means 1.0
     when every log has a measured controller output and 0 otherwise. workers: threads each CMA-ES
     population is scored on, in slices of one compiled shape (default :func:`default_workers`;
@@ -180,13 +179,16 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
 
     pool = n_starts * max_evals  # CMA-ES evaluations of all starts together
     total_work = pool + grad_steps
-    stall = Stall(log_objective=effort_weight > 0)
+    if stall is not None:
+        stall = replace(stall, log_objective=effort_weight > 0)
+    window = stall.generations * popsize if stall is not None else max_evals
     spent, si = 0, 0
-    while si == 0 or pool - spent >= stall.generations * popsize:
+    while si == 0 or pool - spent >= window:
         # a start ends at max_evals or when it stalls (converged, or caught in a basin); the
         # evaluations left go to a restart from the same first point with a fresh stream (the wide
         # perturbation of the best point that later starts used before stayed in that basin)
-        es = UnitBoxCMA(z_init, sigma0, {
+        z0 = z_init if si == 0 or stall is not None else np.clip(best.x + rng.normal(0.0, 0.2, space.n), 0.0, 1.0)
+        es = UnitBoxCMA(z0, sigma0, {
             "popsize": popsize, **cma_stream(int(rng.integers(1, 2**31 - 1))),
             "maxfevals": max_evals, "verbose": -9, "tolfun": 1e-9, "tolx": 1e-7})
         done = spent
@@ -194,7 +196,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
                            (lambda u: progress("cma", done + int(u[0]), total_work)) if progress else None,
                            stall)[0])
         history.append({"start": si, "evals": used, "best_f": float(es.result.fbest)})
-        spent, si = spent + used, si + 1
+        spent, si = spent + (used if stall is not None else max_evals), si + 1
 
     if grad_steps > 0 and space.n > 0:  # gradient refinement from the best point
         step = (lambda k: progress("grad", pool + k + 1, total_work)) if progress else None
