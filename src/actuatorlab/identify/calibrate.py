@@ -107,7 +107,8 @@ def torque_off_runs(trajs: list[Trajectory], min_s: float = MIN_RUN_S, min_swing
 def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float | None = None,
                            workers: int | None = None, min_s: float = MIN_RUN_S) -> FreeSwing | None:
     """Fit :data:`CALIBRATION_MODEL` to the torque-off runs of ``trajs`` (:func:`torque_off_runs`)
-    with :func:`~actuatorlab.identify.fit.fit_model`'s default budget and return the armature, the
+    with :func:`~actuatorlab.identify.fit.fit_model`'s default budget (without its stall restarts:
+    ``stall=None``, bench/journal/fit_rules.md R44) and return the armature, the
     encoder offset and the boxes the selection confines them to; None when there is no such run or
     the logs are not on a servo pendulum bench (EMPS-like drives have their own profile)."""
 
@@ -117,7 +118,7 @@ def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float 
     if not runs:
         return None
     t0 = time.perf_counter()
-    fit = fit_model(runs, CALIBRATION_MODEL, seed=seed, dt=dt, workers=workers)
+    fit = fit_model(runs, CALIBRATION_MODEL, seed=seed, dt=dt, workers=workers, stall=None)
     J, q0 = float(fit.params["armature"]), float(fit.params["q_offset"])
     bounds = {"armature": ((1.0 - ARMATURE_BAND) * J, (1.0 + ARMATURE_BAND) * J),
               "q_offset": (q0 - OFFSET_BAND, q0 + OFFSET_BAND)}

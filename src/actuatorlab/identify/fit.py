@@ -6,7 +6,9 @@ parameter has bounds and CMA-ES steps are scale-free. Each candidate is scored b
 mean absolute error of full closed-loop rollouts of every log from its measured initial state;
 CMA-ES (Hansen, ``cma`` package) evaluates whole populations in one batched ``vmap`` call. The
 best point is then refined with Adam (optax) on the same loss through ``jax.grad`` of the rollout.
-Several starts (``n_starts``) with deterministic seeds; the best training loss wins. A richer model
+The CMA-ES budget is a pool of ``n_starts x max_evals`` evaluations: a start ends at ``max_evals``
+or when it stalls (:class:`~actuatorlab.identify.search.Stall`), and what is left goes to a restart
+from the same first point with a fresh stream (deterministic seeds); the best training loss wins. A richer model
 starts from its parent's optimum with its extra mechanisms switched off, and that point is scored
 first, so a child never ends worse than its parent on the training data.
 """
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, cast
 
 import jax
@@ -28,7 +30,7 @@ from ..logs.format import Trajectory
 from ..models.params import PARAMS
 from ..models.registry import ModelSpec, embed_params, get_model
 from ..sim.rollout import Batch, make_batches, rollout_batch
-from .search import BestSoFar, UnitBoxCMA, cma_stream, default_workers, run_cma, run_sliced
+from .search import BestSoFar, Stall, UnitBoxCMA, cma_stream, default_workers, run_cma, run_sliced
 from .space import ParamSpace, box_adam_step, effort_available, profile_for, substeps_for
 
 __all__ = ["FitResult", "fit_model", "make_loss", "ParamSpace", "profile_for", "substeps_for", "effort_available"]
@@ -110,7 +112,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
               init: dict | list[dict] | None = None, dt: float | None = None,
               progress: Callable | None = None, profile: str | None = None,
               sigma0: float = 0.25, effort_weight: float | None = None, workers: int | None = None,
-              bounds: dict | None = None) -> FitResult:
+              bounds: dict | None = None, stall: Stall | None = Stall()) -> FitResult:
     """Fit ``model`` to the logs.
 
     bounds: name -> (lower, upper) replacing the profile's box of those parameters (e.g.
@@ -119,8 +121,16 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     init: parameters of models this one contains (one dict or several). Each is scored first and
     the best is the first CMA-ES start, so the result is never worse on these logs than any of them.
 
-    max_evals: rollout evaluations for CMA-ES per start; sigma0: initial CMA-ES step in the
-    normalised box (small values refine around ``init``). progress(stage, done, total) is called.
+    max_evals: rollout evaluations for CMA-ES per start, n_starts x max_evals for all starts
+    together; a start that stalls (:class:`~actuatorlab.identify.search.Stall`) hands the rest to
+    a restart from the first start's point with a fresh CMA-ES stream, as long as at least one
+    stall window is left, so a fit may run more than ``n_starts`` starts (measured: in-family
+    m2+delay truth 21.2 -> 0.36 mrad on seed 0, see :class:`~actuatorlab.identify.search.Stall`).
+    ``stall`` None: the search before that rule (starts to max_evals, later ones from a 0.2-wide
+    perturbation of the best point), kept by the free-swing calibration, where the rule moved the
+    selection after it (bench/journal/fit_rules.md, R44).
+    sigma0: initial CMA-ES step in the normalised box (small values refine around ``init``).
+    progress(stage, done, total) is called.
     effort_weight: weight of the controller-output error (see :func:`make_loss`); None means 1.0
     when every log has a measured controller output and 0 otherwise. workers: threads each CMA-ES
     population is scored on, in slices of one compiled shape (default :func:`default_workers`;
@@ -167,20 +177,29 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
         z_init = np.where([PARAMS[n].neutral == 0.0 for n in space.names], z_init, 0.5)
     score(z_init[None])
 
-    total_work = n_starts * max_evals + grad_steps
-    for si in range(n_starts):
-        # later starts: a wide perturbation of the best point so far (a uniform draw in the box
-        # often lands where the joint never leaves stiction and the loss is flat)
-        z0 = z_init if si == 0 else np.clip(best.x + rng.normal(0.0, 0.2, space.n), 0.0, 1.0)
+    pool = n_starts * max_evals  # CMA-ES evaluations of all starts together
+    total_work = pool + grad_steps
+    if stall is not None:
+        stall = replace(stall, log_objective=effort_weight > 0)
+    window = stall.generations * popsize if stall is not None else max_evals
+    spent, si = 0, 0
+    while si == 0 or pool - spent >= window:
+        # a start ends at max_evals or when it stalls (converged, or caught in a basin); the
+        # evaluations left go to a restart from the same first point with a fresh stream (the wide
+        # perturbation of the best point that later starts used before stayed in that basin)
+        z0 = z_init if si == 0 or stall is not None else np.clip(best.x + rng.normal(0.0, 0.2, space.n), 0.0, 1.0)
         es = UnitBoxCMA(z0, sigma0, {
             "popsize": popsize, **cma_stream(int(rng.integers(1, 2**31 - 1))),
             "maxfevals": max_evals, "verbose": -9, "tolfun": 1e-9, "tolx": 1e-7})
-        used = int(run_cma([es], lambda Zs: {0: score(Zs[0])}, max_evals,
-                           (lambda u: progress("cma", si * max_evals + int(u[0]), total_work)) if progress else None)[0])
+        done = spent
+        used = int(run_cma([es], lambda Zs: {0: score(Zs[0])}, min(max_evals, pool - spent),
+                           (lambda u: progress("cma", done + int(u[0]), total_work)) if progress else None,
+                           stall)[0])
         history.append({"start": si, "evals": used, "best_f": float(es.result.fbest)})
+        spent, si = spent + (used if stall is not None else max_evals), si + 1
 
     if grad_steps > 0 and space.n > 0:  # gradient refinement from the best point
-        step = (lambda k: progress("grad", n_starts * max_evals + k + 1, total_work)) if progress else None
+        step = (lambda k: progress("grad", pool + k + 1, total_work)) if progress else None
         score(_adam_path(make_loss(spec, space, batches, "smooth", effort_weight), space, best.x, grad_steps,
                          step))  # the refined point is kept only if it is better in MAE
     theta = np.asarray(space.to_theta(jnp.asarray(best.x)))
