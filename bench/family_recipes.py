@@ -35,7 +35,13 @@ with the same seeds and the same arithmetic as when they were library options:
   "carried_shifted" (R42a), the same with every later fit's seed shifted by the lead model;
   "both" (R42c), the plain ladder and, when the delay earns its place on the first base, the
   ladder again with the delay on every base (seeds of their own), the extensions on the best of
-  all of them.
+  all of them;
+* ``fold_step`` and ``fold_line`` (bench/journal/fit_rules.md, 2026-12-05, "The fold searches'
+  step"; not adopted): "physical", the inherited parameters' CMA-ES step in physical terms
+  (:func:`physical_stds`: 5 % of the value for a log-scaled parameter, 1 ms for the delay) instead
+  of INHERITED_STEP x sigma0 of the unit box; ``fold_line``, before CMA-ES a 1-D line search on each
+  new parameter alone from the parents' best fold optimum (:func:`line_inits`: LINE_GRID in the unit
+  box plus the current value, one parameter after the other), the best point then one more init.
 
 With every field at its default, :func:`fit_family_recipe` is the library's ``fit_family``.
 """
@@ -51,7 +57,8 @@ import numpy as np
 from actuatorlab.errors import ActuatorlabError, UnknownNameError
 from actuatorlab.identify import select as S
 from actuatorlab.identify.search import SearchSettings, objective_from_sums, search_folds
-from actuatorlab.models.registry import get_model
+from actuatorlab.identify.space import full_vectors
+from actuatorlab.models.registry import embed_params, get_model
 from actuatorlab.precision import physics
 
 #: how the replicas' held-out MAE of one group combine into the model's score on that group
@@ -62,6 +69,16 @@ FOLD_SCORES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 FOLD_INITS = ("parents", "all")
 #: CMA-ES step of the fold searches that refine the all-logs optimum (fold_init="all")
 WARM_SIGMA = 0.1
+#: fold_step values: "library" (select.fold_settings as is) or "physical" (physical_stds)
+FOLD_STEPS = ("library", "physical")
+#: physical CMA-ES step of an inherited parameter: relative for a log-scaled one [1] ...
+PHYSICAL_REL = 0.05
+#: ... absolute for a linear one where the name is listed [its unit: s for the delay], else PHYSICAL_REL
+#: of the parents' mean value (at least PHYSICAL_FLOOR of the unit box)
+PHYSICAL_ABS = {"delay": 1e-3}
+PHYSICAL_FLOOR = 0.01
+#: unit-box points of the line search on each new parameter (fold_line), beside its current value
+LINE_GRID = (0.02, 0.05, 0.1, 0.2, 0.35, 0.5, 0.75)
 #: how a training objective combines the condition groups of its logs
 TRAIN_OBJECTIVES = ("pooled", "mean_std", "worst")
 #: weight of the spread across groups in the "mean_std" objective
@@ -138,12 +155,15 @@ class Recipe:
     train_objective: str = "pooled"
     select_rule: str = "best"
     walk: str = "library"  #: one of WALKS
+    fold_step: str = "library"  #: one of FOLD_STEPS
+    fold_line: bool = False  #: a line search on each new parameter before the fold searches
 
     def check(self) -> None:
         for kind, value, known in (("fold score", self.fold_score, FOLD_SCORES), ("fold init", self.fold_init, FOLD_INITS),
                                    ("final pick", self.final_pick, FINAL_PICKS),
                                    ("training objective", self.train_objective, TRAIN_OBJECTIVES),
-                                   ("selection rule", self.select_rule, SELECT_RULES), ("walk", self.walk, WALKS)):
+                                   ("selection rule", self.select_rule, SELECT_RULES), ("walk", self.walk, WALKS),
+                                   ("fold step", self.fold_step, FOLD_STEPS)):
             if value not in known:
                 raise UnknownNameError(kind, value, tuple(known))
         if self.fold_seeds < 1 or self.final_seeds < 1:
@@ -158,6 +178,57 @@ class Recipe:
         return replace(b, fold_evals=int(self.fold_evals or b.fold_evals), popsize=int(self.popsize or b.popsize),
                        final_evals=b.final_evals if self.final_evals is None else int(self.final_evals),
                        fold_starts=starts, final_starts=int(self.final_starts or max(S.FINAL_STARTS, starts)))
+
+
+def physical_stds(space, stds: np.ndarray, parents: list[dict], sigma0: float) -> np.ndarray:
+    """Multipliers of ``sigma0`` (space.n,): new parameters (``stds`` >= 1) keep theirs; an
+    inherited one gets the unit-box step of PHYSICAL_REL of its value (log scale:
+    ln(1 + PHYSICAL_REL) / ln(upper / lower)) or of PHYSICAL_ABS[name] (linear), at least
+    PHYSICAL_FLOOR of the box and at most the library's (``stds``). ``parents``: the fold optima
+    the search starts from (their mean value sets a linear parameter's step)."""
+    out = np.array(stds, float)
+    for j, n in enumerate(space.names):
+        if out[j] >= 1.0:
+            continue
+        lo, hi = float(space.lower[j]), float(space.upper[j])
+        if space.log[j]:
+            dz = np.log1p(PHYSICAL_REL) / np.log(hi / lo)
+        else:
+            v = float(np.mean([abs(d.get(n, 0.0)) for d in parents])) if parents else 0.0
+            dz = PHYSICAL_ABS.get(n, PHYSICAL_REL * v) / (hi - lo)
+        out[j] = min(max(dz, PHYSICAL_FLOOR) / sigma0, out[j])
+    return out
+
+
+def line_inits(spec, space, scorer, weights: np.ndarray, inits: list[list[dict]], new: np.ndarray,
+               objective: Callable) -> list[dict]:
+    """Per fold (row of ``weights``), the best of its ``inits`` after a line search on each new
+    parameter (``new`` (space.n,) bool) alone: LINE_GRID and the current value, one parameter after
+    the other, all folds in one scorer call per parameter. Returns one parameter dict per fold."""
+    F = weights.shape[0]
+
+    def values(Zs):
+        P = np.concatenate([full_vectors(space, space.to_theta(Z, np)) for Z in Zs])
+        sums = scorer(P)
+        out, k = [], 0
+        for f, Z in enumerate(Zs):
+            sl = slice(k, k + len(Z))
+            fs = objective({c: v[sl] for c, v in sums.items()}, scorer.n, weights[f])
+            out.append(np.where(np.isfinite(fs), fs, np.inf))
+            k += len(Z)
+        return out
+
+    Z0 = [np.array([space.to_z(space.theta_from(embed_params(d, spec.name))) for d in inits[f]]) for f in range(F)]
+    z = [Z[int(np.argmin(v))] for Z, v in zip(Z0, values(Z0))]
+    for j in np.flatnonzero(new):
+        Zs = []
+        for f in range(F):
+            Z = np.repeat(z[f][None], len(LINE_GRID) + 1, 0)
+            Z[1:, j] = LINE_GRID
+            Zs.append(Z)
+        z = [Z[int(np.argmin(v))] for Z, v in zip(Zs, values(Zs))]
+    return [{**space.base, **dict(zip(space.names, map(float, np.asarray(space.to_theta(zf[None], np))[0])))}
+            for zf in z]
 
 
 #: fit index (seed offset) of the first model of a lead walk that the plain walk does not fit
@@ -241,6 +312,13 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
         t0 = time.perf_counter()
         st = S.fold_settings(fam, m, inner, space, i)
         kw = dict(effort_weight=fam.effort_weight, objective=objective(fam.log_groups))
+        inits = [[lad.fold_params[x][k] for x in inner] for k in range(R * F)]
+        if recipe.fold_step == "physical" and st.stds is not None:
+            st = replace(st, stds=physical_stds(space, st.stds, [d for row in inits for d in row], st.sigma0))
+        if recipe.fold_line and st.stds is not None and np.any(st.stds >= 1.0):
+            lined = line_inits(spec, space, fam.scorer(spec), fam.W, inits, np.asarray(st.stds) >= 1.0,
+                               kw["objective"])
+            inits = [row + [d] for row, d in zip(inits, lined)]
         if recipe.fold_init == "all":  # the model on all given logs first; every fold then starts from it
             (ra,) = search_folds(spec, space, fam.scorer(spec), np.ones((1, L)), [[all_params[x] for x in inner]],
                                  SearchSettings(st.max_evals, final_pop, 1, 0.25, st.seed + 5, st.stds), **kw)
@@ -249,8 +327,7 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
                                SearchSettings(b.fold_evals, b.popsize, b.fold_starts, WARM_SIGMA, st.seed),
                                progress=cb, **kw)
         else:
-            res = search_folds(spec, space, fam.scorer(spec), fam.W,
-                               [[lad.fold_params[x][k] for x in inner] for k in range(R * F)], st, progress=cb, **kw)
+            res = search_folds(spec, space, fam.scorer(spec), fam.W, inits, st, progress=cb, **kw)
         ff = S.score_folds(fam, spec, space, res, t0)
         held = ff.held.reshape(R, F)
         val_seeds[m] = held
