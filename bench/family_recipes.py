@@ -39,7 +39,8 @@ with the same seeds and the same arithmetic as when they were library options:
 * ``fold_step`` and ``fold_line`` (bench/journal/fit_rules.md, 2026-12-05, "The fold searches'
   step"; not adopted): "physical", the inherited parameters' CMA-ES step in physical terms
   (:func:`physical_stds`: 5 % of the value for a log-scaled parameter, 1 ms for the delay) instead
-  of INHERITED_STEP x sigma0 of the unit box; ``fold_line``, before CMA-ES a 1-D line search on each
+  of INHERITED_STEP x sigma0 of the unit box ("physical_unless_delay": the same except in a search
+  where the delay is a new parameter); ``fold_line``, before CMA-ES a 1-D line search on each
   new parameter alone from the parents' best fold optimum (:func:`line_inits`: LINE_GRID in the unit
   box plus the current value, one parameter after the other), the best point then one more init.
 
@@ -69,8 +70,9 @@ FOLD_SCORES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 FOLD_INITS = ("parents", "all")
 #: CMA-ES step of the fold searches that refine the all-logs optimum (fold_init="all")
 WARM_SIGMA = 0.1
-#: fold_step values: "library" (select.fold_settings as is) or "physical" (physical_stds)
-FOLD_STEPS = ("library", "physical")
+#: fold_step values: "library" (select.fold_settings as is), "physical" (physical_stds) or
+#: "physical_unless_delay" (physical_stds, except in a search where the delay is a new parameter)
+FOLD_STEPS = ("library", "physical", "physical_unless_delay")
 #: physical CMA-ES step of an inherited parameter: relative for a log-scaled one [1] ...
 PHYSICAL_REL = 0.05
 #: ... absolute for a linear one where the name is listed [its unit: s for the delay], else PHYSICAL_REL
@@ -313,7 +315,9 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
         st = S.fold_settings(fam, m, inner, space, i)
         kw = dict(effort_weight=fam.effort_weight, objective=objective(fam.log_groups))
         inits = [[lad.fold_params[x][k] for x in inner] for k in range(R * F)]
-        if recipe.fold_step == "physical" and st.stds is not None:
+        new_delay = st.stds is not None and "delay" in space.names and st.stds[space.names.index("delay")] >= 1.0
+        if st.stds is not None and (recipe.fold_step == "physical"
+                                    or (recipe.fold_step == "physical_unless_delay" and not new_delay)):
             st = replace(st, stds=physical_stds(space, st.stds, [d for row in inits for d in row], st.sigma0))
         if recipe.fold_line and st.stds is not None and np.any(st.stds >= 1.0):
             lined = line_inits(spec, space, fam.scorer(spec), fam.W, inits, np.asarray(st.stds) >= 1.0,

@@ -8,16 +8,20 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from synthetic import TRUTH_M1, synthetic_set
 
 from actuatorlab.identify import select
+from actuatorlab.identify.search import PopulationScorer, objective_from_sums
 from actuatorlab.identify.select import FamilyOptions, SelectionBudget, fit_family
+from actuatorlab.identify.space import ParamSpace, full_vectors
 from actuatorlab.models.registry import get_model
+from actuatorlab.sim.rollout import make_batches
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-from family_recipes import Recipe, fit_family_recipe  # noqa: E402
+from family_recipes import Recipe, fit_family_recipe, line_inits, physical_stds  # noqa: E402
 
 SPECS = [("chirp400", "chirp", 400), ("sine800", "sine", 800), ("drop400", "drop", 400),
          ("steps800", "steps", 800), ("chirp800", "chirp", 800), ("drop800", "drop", 400)]
@@ -57,13 +61,6 @@ def test_the_fold_step_recipes_step_in_physical_terms_and_line_search_the_new_pa
     (0-50 ms) 1 ms; new parameters keep a full step. ``line_inits``: from the m3+delay truth with
     its load friction switched off, the line search on that new parameter alone moves it into its
     box, downhill, to the grid point nearest the truth (0.15 on a 0-1 box: 0.1 or 0.2)."""
-    import numpy as np
-
-    from actuatorlab.identify.search import PopulationScorer, objective_from_sums
-    from actuatorlab.identify.space import ParamSpace, full_vectors
-    from actuatorlab.sim.rollout import make_batches
-    from family_recipes import line_inits, physical_stds
-
     batches = make_batches(m3_delay_logs, None)
     spec = get_model("m3+delay")
     space = ParamSpace.build(spec, batches, "servo")
