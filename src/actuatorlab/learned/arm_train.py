@@ -49,11 +49,13 @@ from .trainer import TrainConfig
 __all__ = ["ArmTrainConfig", "DEFAULT_BUDGET", "FULL_BUDGET", "TEACHER_FIT", "train_arm", "resolve_teacher",
            "distill_targets"]
 
-#: default budget (2 CPU cores, neural_actuator suite at --scale 0.1): windows of 64 / 96 / 128 control
-#: steps restarted from measured states (multiple shooting), padded to one compiled shape of 128;
-#: about 1.8 s per step against 4.1 s for the earlier 320 (bench/journal/learned_speed.md)
-DEFAULT_BUDGET: dict[str, Any] = dict(steps=40, batch=2, curriculum=(64, 96, 128), stage_fraction=(0.5, 0.3, 0.2),
-                                      lr=3e-4, eval_every=20, max_val_windows=8, one_shape=True)
+#: default budget (2 CPU cores, neural_actuator suite at --scale 0.1): 300 steps of 4 windows of 64 / 96 /
+#: 128 control steps restarted from measured states (multiple shooting), padded to one compiled shape of
+#: 128, validated every 25 steps; 1.3-2.1 s per step, about 10-13 min for the whole `train --robot` on 2
+#: idle cores (extrapolated from loaded runs); replacing Transformer 0.50x / 0.65x and residual 0.57x /
+#: 0.59x the analytic fit at 600 steps on synth seed 0 (bench/journal/learned_speed.md)
+DEFAULT_BUDGET: dict[str, Any] = dict(steps=300, batch=4, curriculum=(64, 96, 128), stage_fraction=(0.5, 0.3, 0.2),
+                                      lr=3e-4, eval_every=25, max_val_windows=8, one_shape=True)
 #: documented full budget (GPU or a long CPU run)
 FULL_BUDGET: dict[str, Any] = dict(steps=6000, batch=32, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
                                    lr=3e-4, eval_every=250, max_val_windows=64, one_shape=False)
