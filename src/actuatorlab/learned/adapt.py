@@ -42,6 +42,11 @@ from .arm_train import ArmTrainConfig, train_arm
 __all__ = ["AdaptConfig", "adapt_arm", "adaptation_logs", "check_adapt_out"]
 
 
+#: windows per fine-tuning step: 2, as measured (bench/journal/adapt.md); training's default batch
+#: (learned.arm_train.DEFAULT_BUDGET) grew to 4 after those runs, which would cost a new compile
+ADAPT_BATCH = 2
+
+
 @dataclasses.dataclass(frozen=True)
 class AdaptConfig:
     """Settings of :func:`adapt_arm`.
@@ -123,7 +128,8 @@ def _build(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tmp: Pat
     training: dict[str, Any] = {"steps": 0}
     if cfg.steps > 0:
         opts = ArmTrainConfig(arch=m0.arch, residual=desc if m0.residual else None, steps=int(cfg.steps),
-                              seed=int(cfg.seed), budget={"lr": float(cfg.lr), "eval_every": max(1, int(cfg.steps) // 4)})
+                              seed=int(cfg.seed), budget={"lr": float(cfg.lr), "eval_every": max(1, int(cfg.steps) // 4),
+                                                                    "batch": ADAPT_BATCH})
         d1 = train_arm(robot_name, tr, va, opts, out=tmp, init=model, progress=progress)
         training = d1["training"]
         tuned = load_arm_model(tmp / "arm_model.json")[1]
