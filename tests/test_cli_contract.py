@@ -18,36 +18,19 @@ import re
 import shutil
 import subprocess
 import sys
-import traceback
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
+from cli_run import cli
 from synthetic import TRUTH_M1, synthetic_set
 
-from actuatorlab.app.cli import app, main
+from actuatorlab.app.cli import app
 from actuatorlab.logs import load_log, save_trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOT = "open_manipulator_x"
 TOY = ["--robot", "toy", "--task", "point_mass", "--steps", "512", "--envs", "4", "--points", "2"]
-
-
-def cli(*argv, env: dict | None = None) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of ``actuatorlab ARGV`` run by the entry point in-process; an
-    exception that escapes it is printed as Python would (a traceback) with exit code 1."""
-    with CliRunner().isolation(env=env) as (out, err, _):
-        try:
-            rc = main([str(a) for a in argv])
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 1
-        except BaseException:  # noqa: BLE001 - what the user would see
-            traceback.print_exc()
-            rc = 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return rc, out.getvalue().decode(), err.getvalue().decode()
 
 
 def digest(*paths: Path) -> dict[str, str]:

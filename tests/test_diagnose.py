@@ -7,14 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from actuatorlab.app.cli import main
+from cli_run import run as _cli
 from actuatorlab.evaluate import LogResult
 from actuatorlab.evaluate.diagnose import DiagnoseConfig, diagnose, lattice_step, log_floor, structure_tests
 from actuatorlab.evaluate.replay import replay_batches
@@ -112,18 +109,6 @@ def test_silent_on_logs_made_by_the_fitted_model():
     assert d["floor"] == pytest.approx(ENCODER_STEP / 4, rel=1e-6)  # on-grid stamps: no jitter term
     assert d["ratio"] <= d["ratio_limit"] and not d["structured"]
     assert not d["fired"] and "no structure" in d["message"]
-
-
-def _cli(*args):
-    """(exit code, stdout, stderr) of ``actuatorlab ARGS`` run in-process by the entry point."""
-    with CliRunner().isolation() as (out, err, _):
-        try:
-            rc = main([str(a) for a in args])
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return SimpleNamespace(returncode=rc, stdout=out.getvalue().decode(), stderr=err.getvalue().decode())
 
 
 def test_fit_warns_on_a_harmonic_drive(tmp_path):

@@ -7,14 +7,11 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import sys
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from actuatorlab.app.cli import main
+from cli_run import run as _cli
 from actuatorlab.errors import UnknownNameError
 from actuatorlab.logs import load_logs, save_trajectory, validate_trajectory
 from actuatorlab.evaluate.replay import replay_batches
@@ -190,18 +187,6 @@ def test_bench_suite_is_deterministic_and_split_by_condition(tmp_path):
                                                              "lift_and_drop"}
     with pytest.raises(Exception, match="not empty"):
         run_bench("sts3250_like", tmp_path / "a", seed=3, scale=0.01)
-
-
-def _cli(*args):
-    """(exit code, stdout, stderr) of ``actuatorlab ARGS`` run in-process by the entry point."""
-    with CliRunner().isolation() as (out, err, _):
-        try:
-            rc = main([str(a) for a in args])
-        except SystemExit as e:
-            rc = e.code if isinstance(e.code, int) else 1
-        sys.stdout.flush()
-        sys.stderr.flush()
-        return SimpleNamespace(returncode=rc, stdout=out.getvalue().decode(), stderr=err.getvalue().decode())
 
 
 def test_cli_bad_actuator_names_and_suite_mismatch(tmp_path):
