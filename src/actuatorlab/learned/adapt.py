@@ -127,14 +127,15 @@ def _build(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tmp: Pat
         model = eqx.tree_at(lambda m: m.base, m0, base)
     training: dict[str, Any] = {"steps": 0}
     if cfg.steps > 0:
-        opts = ArmTrainConfig(arch=m0.arch, residual=desc if m0.residual else None, steps=int(cfg.steps),
+        opts = ArmTrainConfig(arch=m0.arch, residual=desc if m0.residual else None,
+                              teacher=None if m0.residual else desc, steps=int(cfg.steps),
                               seed=int(cfg.seed), budget={"lr": float(cfg.lr), "eval_every": max(1, int(cfg.steps) // 4),
                                                                     "batch": ADAPT_BATCH})
         d1 = train_arm(robot_name, tr, va, opts, out=tmp, init=model, progress=progress)
         training = d1["training"]
         tuned = load_arm_model(tmp / "arm_model.json")[1]
         if training.get("init_val_mae") is None or training["best_val_mae"] < training["init_val_mae"]:
-            model = eqx.tree_at(lambda m: m.net, model, tuned.net)
+            model = tuned
         else:
             training = {**training, "kept": "the starting network: fine-tuning never beat it on the checkpoint logs"}
             for name in ("checkpoint.ckpt", "best.ckpt"):  # the fine-tuning's, not the saved model's
