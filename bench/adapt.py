@@ -1,6 +1,6 @@
 """Online adaptation of trained whole-robot learned actuators to another virtual unit: the adaptation table.
 
-    python bench/adapt.py --runs RUN_TF RUN_RES --data D1 [--n 12] [--steps N] [--out bench/out/adapt]
+    python bench/adapt.py --runs RUN_TF RUN_RES --data D1 [--n 12] [--steps N] [--lr LR] [--out bench/out/adapt]
 
 RUN_TF / RUN_RES: runs of ``actuatorlab train D0 --robot open_manipulator_x --arch transformer`` /
 ``--arch residual:transformer`` on one unit (``synth --suite neural_actuator --seed 0``); D1: a
@@ -35,6 +35,7 @@ def main(argv=None) -> int:
     ap.add_argument("--data", type=Path, required=True)
     ap.add_argument("--n", type=int, default=12)
     ap.add_argument("--steps", type=int, default=None)
+    ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--out", type=Path, default=Path("bench/out/adapt"))
     a = ap.parse_args(argv)
 
@@ -46,7 +47,8 @@ def main(argv=None) -> int:
     from actuatorlab.precision import physics_precision
     from actuatorlab.sim.arm_data import evaluate_arm
 
-    cfg = AdaptConfig(max_trajectories=a.n, **({} if a.steps is None else {"steps": a.steps}))
+    cfg = AdaptConfig(max_trajectories=a.n, **({} if a.steps is None else {"steps": a.steps}),
+                      **({} if a.lr is None else {"lr": a.lr}))
     a.out.mkdir(parents=True, exist_ok=True)
     res_path = a.out / "results.json"
     results = json.loads(res_path.read_text()) if res_path.exists() else {}

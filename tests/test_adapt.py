@@ -5,8 +5,10 @@ base is that nominal model (its zeroed torque head: exactly the base). The new u
 Coulomb friction and 1.5x the armature of the old one (a known change in the synthetic truth).
 Adapting on four chirp logs of the new unit must cut the rollout error on two other logs of it by
 more than half; nothing is written over the run, and a failed adaptation leaves nothing behind.
-The network fine-tuning through MJX (``AdaptConfig.steps``) compiles the training step (minutes
-on a loaded CPU): it is measured in bench/adapt.py, not here (``steps=0``: the base refit alone).
+By default a residual's adaptation is that base refit alone; the network fine-tuning through MJX
+(a replacing model's default, ``AdaptConfig.steps``) compiles the training step (minutes on a
+loaded CPU): it is measured in bench/adapt.py, not here. A replacing model fine-tuned with
+``train_arm(init=)`` keeps its own analytic base (the training through MJX stubbed out).
 """
 
 from __future__ import annotations
@@ -18,8 +20,10 @@ import numpy as np
 import pytest
 
 import actuatorlab.learned.adapt as adapt_mod
-from actuatorlab.errors import ActuatorlabError
+import actuatorlab.learned.arm_train as arm_train
+from actuatorlab.errors import ActuatorlabError, ModelError
 from actuatorlab.learned.adapt import AdaptConfig, adapt_arm, adaptation_logs
+from actuatorlab.learned.arm_train import ArmTrainConfig, train_arm
 from actuatorlab.learned.arm import arm_log, evaluate_learned_arm, load_arm_model, make_learned_arm, save_arm_model
 from actuatorlab.models.features import Normalizer, fit_normalizer
 from actuatorlab.precision import physics_precision
@@ -63,7 +67,7 @@ def _snapshot(folder):
 def test_adaptation_lowers_the_error_on_a_unit_with_a_known_change(case, tmp_path):
     run, before_files = case["run"], _snapshot(case["run"])
     out = tmp_path / "run2"
-    cfg = AdaptConfig(steps=0, refit_evals=24, refit_windows=8)
+    cfg = AdaptConfig(refit_evals=24, refit_windows=8)  # default steps: a residual's base refit alone
     with physics_precision():
         r0, m0, _ = load_arm_model(run / "arm_model.json")
         before = evaluate_learned_arm(r0, m0, case["test_logs"], (100,))["position_mae"]
@@ -73,8 +77,9 @@ def test_adaptation_lowers_the_error_on_a_unit_with_a_known_change(case, tmp_pat
     assert before > 2e-3, before  # the change is visible: the old unit's model is off on the new one
     assert after < 0.5 * before, (before, after)
     print(f"rollout MAE on the new unit: {1e3 * before:.2f} -> {1e3 * after:.2f} mrad")
-    # the base was refitted (the residual network is the one the run trained: steps=0)
-    assert d["adaptation"]["base_refit"]["evaluations"] >= 24
+    # the base was refitted; the residual network is the one the run trained (no fine-tuning by default)
+    assert d["adaptation"]["base_refit"]["evaluations"] >= 24 and d["training"] == {"steps": 0}
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(m1.net), jax.tree.leaves(m0.net)))
     assert any(not np.allclose(m1.base[k], m0.base[k]) for k in ("kt", "friction_base", "friction_viscous", "armature"))
     a = d["adaptation"]
     assert a["n_trajectories"] == 4 and not set(a["logs"]) & {t.name for t in case["test_logs"]}
@@ -124,3 +129,44 @@ def test_adaptation_logs_are_at_most_n_spread_and_split():
     with pytest.raises(Exception, match="no logs"):
         adaptation_logs([], AdaptConfig())
     json.dumps(AdaptConfig().__dict__)
+
+
+def test_a_replacing_model_fine_tuned_keeps_its_own_base(case, tmp_path, monkeypatch):
+    """train_arm(init=) of a replacing model saves (and trains with) the model's own analytic base,
+    the model of the joints that are not channels (the gripper), given as its teacher; not the
+    robot's nominal one. Without it, a base that is not the nominal one is refused. The training
+    through MJX is stubbed: it is the base around it that is checked."""
+    robot = case["robot"]
+    own = {k: np.array(v, float) for k, v in robot.nominal_params().items()}
+    own["friction_base"] = own["friction_base"] * 3.0
+    own["kt"] = own["kt"] * 0.8
+    desc = {"model": None, "params": {k: {g.name: float(x) for g, x in zip(robot.groups, v)} for k, v in own.items()}}
+    m0 = load_arm_model(case["run"] / "arm_model.json")[1]
+    init = make_learned_arm(robot, "mlp", channels=m0.layout.channels, per_channel=FEATS, normalizer=m0.normalizer,
+                            effort_scale=1.0, base=own, residual=False, history=2, key=jax.random.PRNGKey(1),
+                            width=8, depth=1, d=8, head_width=8)
+    seen = []
+
+    def no_mjx(out, model, problem, tcfg, cur, **k):  # the fine-tuning returns the model it was given
+        seen.append(model)
+        return type("R", (), dict(best=model, steps=tcfg.steps, best_step=0, best_val=1.0, s_per_1k_steps=0.0,
+                                  compile_s=0.0, warm_start=None))()
+
+    monkeypatch.setattr(arm_train, "learn", no_mjx)
+    budget = dict(batch=1, curriculum=(8,), stage_fraction=(1.0,), max_val_windows=1, one_shape=False)
+    logs = case["adapt_logs"]
+    with physics_precision():
+        d = train_arm(ROBOT, logs[:2], logs[2:], ArmTrainConfig(teacher=desc, steps=1, budget=budget),
+                      out=tmp_path / "tuned", init=init, progress=False)
+        _, m1, _ = load_arm_model(tmp_path / "tuned" / "arm_model.json")
+        assert d["base"] == desc and seen[0].base is not None
+        gripper = next(j.group for j in robot.joints if j.name not in init.layout.channels)
+        for k in own:  # trained with and saved with its own base, the gripper's group included
+            np.testing.assert_allclose(np.asarray(seen[0].base[k]), own[k])
+            np.testing.assert_allclose(np.asarray(m1.base[k]), own[k])
+        assert not np.isclose(m1.base["friction_base"][gripper], robot.nominal_params()["friction_base"][gripper])
+        with pytest.raises(ModelError) as e:
+            train_arm(ROBOT, logs[:2], logs[2:], ArmTrainConfig(steps=1, budget=budget), out=tmp_path / "lost",
+                      init=init, progress=False)
+    assert "teacher" in str(e.value) and "\n" not in str(e.value)
+    assert not (tmp_path / "lost").exists() and len(seen) == 1

@@ -27,7 +27,9 @@ import time as _time
 from pathlib import Path
 from typing import Any
 
+import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..errors import DataError, ModelError
@@ -82,7 +84,8 @@ class ArmTrainConfig:
         teacher: the analytic model of the warm start, an arm_model.json / model.json path or a
             {"model", "params"} dict (default None: the residual's base, else the default analytic
             model fitted on the training logs, :data:`TEACHER_FIT`). A replacing network also keeps
-            it for the joints that are not channels.
+            it for the joints that are not channels; when fine-tuning (``train_arm``'s ``init``) it
+            is only that base (no fit, no warm start).
         distill: :class:`~actuatorlab.learned.distill.DistillConfig` of the warm start (default
             300 steps); None: a cold start from random weights (no teacher).
     """
@@ -117,6 +120,21 @@ def resolve_teacher(robot_name: str, teacher, residual, train_trajs: list[Trajec
     return robot, params, desc, (f"no teacher given: fitted the default analytic model ({name}) on the training "
                                  f"logs first ({f['evaluations']} CMA-ES evaluations, {_time.perf_counter() - t0:.0f} s, "
                                  f"train MAE {1e3 * f['train_mae']:.1f} mrad)")
+
+
+def _fine_tuning_base(robot_name: str, init: LearnedArm, teacher) -> tuple[Robot, dict, dict | None]:
+    """(robot with the base model, base parameter sets, description) that a replacing model
+    fine-tuned from ``init`` keeps for the joints that are not channels: ``teacher`` (its analytic
+    model, as :func:`resolve_teacher` reads it, without any fit) when given, else the robot's nominal
+    model, which ``init``'s base must then be (a one-line ModelError otherwise: the description of
+    another base is not in the network, and saving the nominal one would lose it)."""
+    robot, base, desc = _base_of(robot_name, teacher)
+    own = {k: np.asarray(v) for k, v in init.base.items()}
+    if teacher is None and (own.keys() != base.keys() or any(
+            own[k].shape != np.shape(v) or not np.allclose(own[k], v) for k, v in base.items())):
+        raise ModelError("fine-tuning a replacing model whose base (the model of the joints that are not channels) "
+                         "is not the robot's nominal one: give that base as ArmTrainConfig.teacher")
+    return robot, base, desc
 
 
 def _torque(m: LearnedArm, win):
@@ -190,7 +208,9 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
 
     ``options``: :class:`ArmTrainConfig` (its ``steps`` overrides the budget's). ``init``: start
     from this model's network (fine-tuning / online adaptation; its layout and normalizer are
-    kept, no warm start). Returns the arm_model.json dict."""
+    kept, no warm start); its analytic base becomes ``options.residual`` for a residual model and
+    ``options.teacher`` for a replacing one (:func:`_fine_tuning_base`), the base that is saved.
+    Returns the arm_model.json dict."""
 
     t_all = _time.perf_counter()
     bud = {**DEFAULT_BUDGET, **(options.budget or {})}
@@ -201,6 +221,8 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
                               f"{len(val_trajs)})")
     out = Path(out)
     residual = options.residual
+    if init is not None and init.residual != (residual is not None):
+        raise ModelError("fine-tuning keeps the model kind: give --residual exactly when the model is residual")
     robot, base, base_desc = _base_of(robot_name, residual)
     warm = init is None and options.distill is not None
     given = options.teacher
@@ -210,6 +232,8 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     check_resume_teacher(out, resume, None if teacher is None else teacher[2])
     if teacher is not None and residual is None:  # a replacing model keeps the teacher off its channels
         robot, base, base_desc = teacher[0], teacher[1], teacher[2]
+    if init is not None and residual is None:
+        robot, base, base_desc = _fine_tuning_base(robot_name, init, options.teacher)
     cfg = ArmConfig.from_robot(robot)
     scored = np.any([log_arrays(robot, t).scored for t in train_trajs[:1]], axis=0)
     if init is not None and init.force_prior is not None:
@@ -224,9 +248,7 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     tr = [arm_log(robot, t, channels, feats) for t in train_trajs]
     va = [arm_log(robot, t, channels, feats) for t in val_trajs]
     if init is not None:
-        model = init
-        if init.residual != (residual is not None):
-            raise ModelError("fine-tuning keeps the model kind: give --residual exactly when the model is residual")
+        model = eqx.tree_at(lambda m: m.base, init, {k: jnp.asarray(v, jnp.float64) for k, v in base.items()})
     else:
         model = _new_model(robot, base, tr, channels, feats, options)
     warm_info: dict[str, Any] = {"teacher": None if teacher is None else teacher[3]}

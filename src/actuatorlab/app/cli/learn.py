@@ -92,7 +92,7 @@ def adapt(ctx: typer.Context, run: Optional[Path] = typer.Argument(None, help="r
           out: Optional[Path] = typer.Option(None, "--out", "-o", help="new run folder (must not exist; never RUN)"),
           config: Config = None):
     """Adapt a trained whole-robot learned or residual actuator to another unit from a few of its
-    logs: a residual's analytic base is refitted, then the network fine-tuned through MJX
+    logs: a residual's analytic base is refitted, a replacing network fine-tuned through MJX
     (docs/learned_arm.md). Writes OUT/arm_model.json atomically; a failed run leaves nothing."""
 
     job = job_of(ctx, AdaptJob, config, run="run", data="data", out="out")
