@@ -74,9 +74,9 @@ WEIGHTS_NAME = "weights.eqx"
 #: at most this many (window, target) pairs are distilled, evenly spread over the training frames
 MAX_DISTILL_FRAMES = 80000
 #: the one-joint warm start (``actuatorlab train`` on bench logs): 16 envelope logs per training log
-#: and a longer distillation, measured on the real XL330 splits (bench/journal/learned_xl330.md):
-#: the distilled replacing MLP replays the held-out logs within 1.02-1.09x of its teacher, 2.6-3.9x
-#: without the envelope
+#: and a longer distillation, measured on the real logs (bench/journal/learned_xl330.md): the
+#: distilled replacing MLP replays held-out XL330 logs at 0.95-1.25x its teacher (3.9x without the
+#: envelope), held-out STS3250 logs at 0.99-1.04x
 JOINT_DISTILL = DistillConfig(steps=4000, lr=3e-3, envelope=16)
 #: dwell of a step [s] and frequency of a sine [Hz] of the envelope's random commands (:func:`envelope_logs`)
 ENVELOPE_DWELL = (0.05, 1.0)
