@@ -2,14 +2,18 @@
 
 One command (from the repo root)::
 
-    python bench/learned_xl330.py                       # g1 (quick) + MLP and Transformer, learned and residual
+    python bench/learned_xl330.py                       # the default fit + MLP and Transformer, learned and residual
     python bench/learned_xl330.py --archs mlp=300,100                 # a smoke run
-    python bench/learned_xl330.py --holdout trajectory=sin_time_square --cold   # another split, no warm start
+    python bench/learned_xl330.py --holdout trajectory=sin_time_square --seed 1  # another split, another seed
+    python bench/learned_xl330.py --holdout sts3250=2024-10-26_12h23m27   # STS3250, that log held out
+    python bench/learned_xl330.py --analytic g1 --analytic-budget quick --cold  # a named teacher; no warm start
 
 Split: ``bench/split.py`` (7 training logs, 4 held-out logs: one per trajectory family, each at a
-different gain), raw logs of ``../shared/data/bam/xl330/raw``. Everything is fitted / trained on
-the 7 training logs only: the analytic model with ``actuatorlab fit --model MODEL --budget
-BUDGET``; each learned model with ``actuatorlab train`` (which itself holds 2 of the 7 logs back
+different gain), raw logs of ``../shared/data/bam/xl330/raw``; ``--holdout sts3250=STEM``: the
+3 STS3250 logs, that one held out (leave-one-log-out). Everything is fitted / trained on
+the training logs only: the analytic model with ``actuatorlab fit`` (default: no ``--model``,
+the default fit's selection, as bench/xl330.py; ``--analytic MODEL --analytic-budget BUDGET``:
+``fit --model MODEL --budget BUDGET``); each learned model with ``actuatorlab train`` (which itself holds 2 of the 7 logs back
 for validation and keeps the best EMA parameters by validation), warm-started from that analytic
 model.json (its teacher; ``--cold``: no warm start, the networks start from random weights), the
 residual ones over it. The held-out logs are used only for the reported score: the MAE [rad] of the
@@ -37,6 +41,8 @@ sys.path.insert(0, str(BENCH))
 import split as bench_split  # noqa: E402
 from common import emit  # noqa: E402
 
+STS3250_DIR = bench_split.SHARED_DIR / "data" / "bam" / "sts3250" / "raw"
+
 
 def heldout_mae(model_json, files) -> dict:
     import numpy as np
@@ -53,14 +59,22 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data-dir", type=Path, default=bench_split.DEFAULT_DATA_DIR)
     ap.add_argument("--out", type=Path, default=BENCH / "out" / "learned_xl330")
-    ap.add_argument("--analytic", default="g1", help="analytic model fitted on the training logs (residual base)")
-    ap.add_argument("--analytic-budget", default="quick")
+    ap.add_argument("--analytic", default="default",
+                    help="analytic model fitted on the training logs (teacher and residual base); "
+                         "default: the default fit's selection (fit without --model)")
+    ap.add_argument("--analytic-budget", default="default")
     ap.add_argument("--archs", nargs="+", default=["mlp=1500,400", "transformer=300,200"],
                     help="ARCH=LEARNED_STEPS,RESIDUAL_STEPS (a step count of 0 skips that model)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--holdout", default=None,
-                    help="split by condition (bench/split.py): trajectory=FAMILY or kp=GAIN (default: balanced)")
+                    help="split by condition (bench/split.py): trajectory=FAMILY or kp=GAIN (default: balanced); "
+                         "sts3250=STEM: the STS3250 logs, that one held out")
     ap.add_argument("--cold", action="store_true", help="no warm start (the networks start from random weights)")
+    ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of the training through the simulator")
+    ap.add_argument("--validation", default="time", choices=("time", "logs"),
+                    help="validation split of the training logs: the last 25 %% of each (time) or whole logs (logs)")
+    ap.add_argument("--distilled", action="store_true",
+                    help="also the distilled replacing network alone (diagnostic: its held-out MAE vs the teacher's)")
     ap.add_argument("--json-out", type=Path, default=None)
     args = ap.parse_args(argv)
 
@@ -68,41 +82,54 @@ def main(argv=None) -> int:
     from rich.table import Table
 
     from actuatorlab.app.jobs import JointTrainOptions, run_fit, run_train
-    from actuatorlab.learned.distill import DistillConfig
+    from actuatorlab.learned.joint_train import JOINT_DISTILL
     from actuatorlab.identify.select import FamilyOptions
 
     console = Console(stderr=True)
-    train_files, test_files = bench_split.split_paths(args.data_dir, kind="raw", holdout=args.holdout)
+    if (args.holdout or "").startswith("sts3250="):
+        logs = sorted(STS3250_DIR.glob("*.json"))
+        stem = args.holdout.partition("=")[2]
+        if stem not in [f.stem for f in logs]:
+            ap.error(f"--holdout {args.holdout}: no such log in {STS3250_DIR} ({', '.join(f.stem for f in logs)})")
+        train_files, test_files = [f for f in logs if f.stem != stem], [f for f in logs if f.stem == stem]
+    else:
+        train_files, test_files = bench_split.split_paths(args.data_dir, kind="raw", holdout=args.holdout)
     out = args.out
     rows = []
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     ana_dir = out / f"analytic_{args.analytic}"
-    d = run_fit(train_files, ana_dir, model=args.analytic, options=FamilyOptions(seed=args.seed, budget=args.analytic_budget))
-    rows.append({"model": args.analytic, "kind": "analytic", "steps": None, "fit_wall_s": time.perf_counter() - t0,
+    d = run_fit(train_files, ana_dir, model=None if args.analytic == "default" else args.analytic,
+                options=FamilyOptions(seed=args.seed, budget=args.analytic_budget))
+    rows.append({"model": d["model"] if args.analytic == "default" else args.analytic, "kind": "analytic",
+                 "steps": None, "fit_wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
                  "s_per_1k_steps": None, "validation_mae": None, "train_mae": d["fit"]["train_mae"],
                  **heldout_mae(ana_dir / "model.json", test_files)})
-    console.print(f"analytic {args.analytic}: held-out {rows[-1]['heldout_mae'] * 1e3:.1f} mrad")
+    console.print(f"analytic {rows[-1]['model']}: held-out {rows[-1]['heldout_mae'] * 1e3:.1f} mrad")
     analytic = rows[0]["heldout_mae"]
 
     for spec in args.archs:
         arch, _, counts = spec.partition("=")
         n_learned, n_residual = (int(x) for x in (counts or "1500,400").split(","))
-        for kind, steps in (("learned", n_learned), ("residual", n_residual)):
+        plan = [("learned", n_learned, args.lr), ("residual", n_residual, args.lr)]
+        if args.distilled and not args.cold:  # the warm start alone: one step at a negligible learning rate
+            plan.insert(0, ("distilled", 1, 1e-12))
+        for label, steps, lr in plan:
+            kind = "residual" if label == "residual" else "learned"
             if steps <= 0:
                 continue
-            run = out / f"{kind}_{arch}"
+            run = out / f"{label}_{arch}"
             if (run / "checkpoint.ckpt").exists():
                 import shutil
 
                 shutil.rmtree(run)
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             d = run_train(train_files, run, JointTrainOptions(
                 arch=arch, steps=steps, seed=args.seed, residual=ana_dir / "model.json" if kind == "residual" else None,
-                teacher=ana_dir / "model.json", distill=None if args.cold else DistillConfig()), progress=True)
-            wall = time.perf_counter() - t0
+                teacher=ana_dir / "model.json", distill=None if args.cold else JOINT_DISTILL, lr=lr, validation=args.validation), progress=True)
+            wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             f = d["fit"]
-            row = {"model": d["model"], "kind": kind, "arch": arch, "steps": steps, "fit_wall_s": wall,
+            row = {"model": d["model"] + (" distilled (step 0)" if label == "distilled" else ""), "kind": kind, "arch": arch, "steps": steps, "fit_wall_s": wall, "cpu_s": cpu,
                    "train_wall_s": f["wall_s"], "s_per_1k_steps": f["s_per_1k_steps"], "compile_s": f["compile_s"],
                    "best_step": f["best_step"], "validation_mae": f["validation_mae"],
                    "warm_start": {k: v for k, v in (f.get("warm_start") or {}).items() if k != "teacher"},
@@ -110,10 +137,10 @@ def main(argv=None) -> int:
             row["vs_analytic"] = row["heldout_mae"] / analytic
             rows.append(row)
             console.print(f"{d['model']}: held-out {row['heldout_mae'] * 1e3:.1f} mrad "
-                          f"({row['vs_analytic']:.2f}x the analytic {args.analytic})")
+                          f"({row['vs_analytic']:.2f}x the analytic {rows[0]['model']})")
 
-    t = Table(title=f"One-joint learned actuators on the real XL330 split (7 training / 4 held-out logs, "
-                    f"seed {args.seed}); held-out = mean per-log full-replay MAE")
+    t = Table(title=f"One-joint learned actuators, split {args.holdout or 'balanced'} ({len(train_files)} training / "
+                    f"{len(test_files)} held-out logs, seed {args.seed}); held-out = mean per-log full-replay MAE")
     for c in ("model", "kind", "steps", "wall s", "s / 1k steps", "validation MAE", "held-out MAE", "vs analytic",
               "held-out verdict"):
         t.add_column(c)
@@ -129,7 +156,7 @@ def main(argv=None) -> int:
     emit({"bench": "learned_xl330", "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
           "machine": f"{platform.machine()} {platform.processor() or ''}".strip(), "seed": args.seed, "cold": args.cold,
           "holdout": args.holdout or "balanced", "split": {"train": [p.name for p in train_files], "heldout": [p.name for p in test_files]},
-          "analytic": {"model": args.analytic, "budget": args.analytic_budget, "heldout_mae": analytic},
+          "analytic": {"model": rows[0]["model"], "budget": args.analytic_budget, "heldout_mae": analytic},
           "rows": rows}, args.json_out)
     return 0
 

@@ -27,7 +27,7 @@ from ..identify.folds import split_validation, time_split
 from ..models.modelfile import load_model
 from ..files import atomic_write
 from ..errors import ModelError, UnknownNameError
-from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_SIZES, save_joint_model, train_joint, WindowSampling
+from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_DISTILL, JOINT_SIZES, save_joint_model, train_joint, WindowSampling
 from ..models.nets import arch_sizes, ARCHS
 from ..learned.trainer import TrainConfig
 from ..learned.distill import DistillConfig
@@ -90,7 +90,9 @@ class JointTrainOptions:
     ``curriculum`` (None: DEFAULT_CURRICULUM); ``validation`` "time" | "logs"; ``teacher``: the
     fitted analytic RUN/model.json of the warm start (None: the residual's base, else the default
     analytic model fitted on the training part first, :data:`TEACHER_FIT`); ``distill``: the warm
-    start's :class:`~actuatorlab.learned.distill.DistillConfig` (None: a cold start, no teacher)."""
+    start's :class:`~actuatorlab.learned.distill.DistillConfig` (default
+    :data:`~actuatorlab.learned.joint_train.JOINT_DISTILL`, its seed offset by ``seed``; None: a
+    cold start, no teacher)."""
 
     arch: str = "transformer"
     residual: Any = None
@@ -104,7 +106,7 @@ class JointTrainOptions:
     curriculum: Any = None
     validation: str = "time"
     teacher: Any = None
-    distill: DistillConfig | None = DistillConfig()
+    distill: DistillConfig | None = JOINT_DISTILL
 
 
 def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTrainOptions(), *, resume: bool = False,
@@ -166,7 +168,8 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
     meta = {"kind": kind, "arch": arch, "residual": None if residual is None else str(residual),
             "fit_logs": [t.name for t in fit_part], "validation_logs": [t.name for t in val_part],
             "n_windows": n_windows, "history": history, "dt": dt, "validation": validation, "teacher": teacher,
-            "distill": None if opts.distill is None else dataclasses.asdict(opts.distill)}
+            "distill": None if opts.distill is None else dataclasses.asdict(  # the run's seed draws the warm start's too
+                dataclasses.replace(opts.distill, seed=opts.distill.seed + seed))}
     t0 = time.perf_counter()
     curriculum = tuple(curriculum or DEFAULT_CURRICULUM)
     meta["curriculum"] = [list(c) for c in curriculum]

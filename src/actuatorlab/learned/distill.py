@@ -59,6 +59,11 @@ class DistillConfig:
             at states near the measured ones, where the student's own closed loop will take it.
         noise: std of the state noise, per joint, relative to the log's std of q and of dq [-]
             (default 0.05).
+        envelope: synthetic logs per training log [-] (default 0: none; one joint only,
+            :func:`~actuatorlab.learned.joint_train.envelope_logs`): random commands within the
+            range of the training logs' commands, at their gains and benches, and the teacher's own
+            closed-loop rollout as the state, so that the network learns the teacher outside the
+            logged frames too (the robot path ignores it).
     """
 
     steps: int = 300
@@ -67,6 +72,7 @@ class DistillConfig:
     seed: int = 0
     copies: int = 2
     noise: float = 0.05
+    envelope: int = 0
 
 
 def teacher_effort(robot: Robot, params, q_meas, dq_meas, inputs: ArmInputs, cfg: ArmConfig | None = None,
