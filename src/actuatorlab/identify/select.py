@@ -483,12 +483,13 @@ def final_refit(fam: Family, selected: str, inits: list[dict],
                           SearchSettings(b.final_evals, pop, b.final_starts, 0.1, fam.seed + 100),
                           effort_weight=fam.effort_weight,
                           progress=(lambda s, d, t: progress(selected + " (all data)", s, d / t)) if progress else None)
+    cma_evals = res.evaluations  # the record's; the polish's rollouts count in the result's
     (res,) = polish_folds(spec, space, ff.jacobian(spec), ff.W, [res], fam.effort_weight)
     record = None
     if res.history:
         fw = np.zeros(len(res.history), int)
         fw[int(np.argmin([h["best_f"] for h in res.history]))] = 1
-        record = {"wins_per_start": fw.tolist(), "evaluations": int(res.evaluations),
+        record = {"wins_per_start": fw.tolist(), "evaluations": int(cma_evals),
                   "best_f_per_start": [float(h["best_f"]) for h in res.history]}
     return final_result(ff, spec, space, res, t0), record
 
@@ -568,7 +569,9 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None,
     (paired comparison with the reference), ``sign_p``, ``paired_t``, ``earns_place``, ``selected``.
     """
     t_begin, cpu_begin = time.perf_counter(), _cpu()
-    fam, lad, first = judge_first_base(prepare(trajs, ladder, options, progress), progress)
+    fam = prepare(trajs, ladder, options, progress)
+    cal_s = fam.calibration.wall_s if fam.calibration is not None else 0.0
+    fam, lad, first = judge_first_base(fam, progress)
     walk(fam, lad, lambda m, i: fit_on_folds(fam, lad, m, i, progress))
     selected = lad.lowest_mean()
     fam, judged = judge_calibration(fam, lad, selected, first)
@@ -577,7 +580,6 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None,
     if record is not None:
         lad.starts["final (all data)"] = record
     b = fam.budget
-    cal_s = (fam.calibration.wall_s if fam.calibration is not None else 0.0)
     timing = {"selection_s": t_sel, "final_fit_s": final.wall_s, "selection_cpu_s": cpu_sel,
               "final_fit_cpu_s": _cpu() - cpu_begin - cpu_sel, "models": len(lad.rows), "folds": len(fam.folds),
               "evaluations": int(sum(f.evaluations for f in lad.fits.values())) + final.evaluations,
