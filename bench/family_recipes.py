@@ -337,7 +337,8 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
                                progress=cb, **kw)
         else:
             res = search_folds(spec, space, fam.scorer(spec), fam.W, inits, st, progress=cb, **kw)
-        res = S.polish_folds(spec, space, fam.jacobian(spec), fam.W, res, fam.effort_weight)  # pooled objective
+        res = S.polish_folds(spec, space, fam.jacobian(spec), fam.W, res, fam.effort_weight,
+                             workers=fam.workers)  # pooled objective
         ff = S.score_folds(fam, spec, space, res, t0)
         held = ff.held.reshape(R, F)
         val_seeds[m] = held

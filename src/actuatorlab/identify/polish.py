@@ -40,7 +40,7 @@ import numpy as np
 
 from ..models.registry import ModelSpec
 from ..sim.rollout import Batch, rollout_batch
-from .search import FoldSearch
+from .search import FoldSearch, default_workers, run_sliced
 from .space import PARAM_ORDER, ParamSpace, full_vectors, substeps_for
 
 __all__ = ["PolishSettings", "POLISH", "DIRECTIONS", "ResidualJacobian", "polish_folds"]
@@ -186,22 +186,24 @@ def _polish_one(space: ParamSpace, jac: ResidualJacobian, z0: np.ndarray, w: np.
 
 def polish_folds(spec: ModelSpec, space: ParamSpace, jac: ResidualJacobian, weights: np.ndarray,
                  res: list[FoldSearch], effort_weight: float = 0.0,
-                 settings: PolishSettings = POLISH) -> list[FoldSearch]:
+                 settings: PolishSettings = POLISH, workers: int | None = None) -> list[FoldSearch]:
     """Polish every fold search's optimum (``res[f].theta``) on the logs with ``weights[f] == 1``
     (weights (F, L), scorer order); a fold keeps its point when the polish finds nothing lower.
     Returns new :class:`~actuatorlab.identify.search.FoldSearch` records (objective: float64;
-    evaluations: rollouts, a Jacobian counting one per direction plus one)."""
+    evaluations: rollouts, a Jacobian counting one per direction plus one). The folds run on
+    ``workers`` threads (default :func:`~actuatorlab.identify.search.default_workers`); each fold's
+    result does not depend on it."""
     if space.n == 0 or settings.max_iters < 1:
         return res
-    out = []
-    for f, r in enumerate(res):
+
+    def one(f: int) -> FoldSearch:
+        r = res[f]
         w = np.asarray(weights[f], float)[jac.log] * jac.valid
-        n = float(w.sum())
         z0 = space.to_z(r.theta)
-        z, obj, ev = _polish_one(space, jac, z0, w, n, effort_weight, settings)
+        z, obj, ev = _polish_one(space, jac, z0, w, float(w.sum()), effort_weight, settings)
         if np.array_equal(z, z0):  # nothing lower than the search's own point
-            out.append(FoldSearch(r.theta, r.objective, r.evaluations + ev, r.history))
-        else:
-            out.append(FoldSearch(np.asarray(space.to_theta(z[None], np), float)[0], obj, r.evaluations + ev,
-                                  r.history))
-    return out
+            return FoldSearch(r.theta, r.objective, r.evaluations + ev, r.history)
+        return FoldSearch(np.asarray(space.to_theta(z[None], np), float)[0], obj, r.evaluations + ev, r.history)
+
+    # the folds are independent: side by side on the scorer's threads (one XLA call runs on ~one core)
+    return run_sliced(one, range(len(res)), default_workers() if workers is None else workers)
