@@ -295,16 +295,21 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
     recipe.check()
     t_begin, cpu_begin = time.perf_counter(), S._cpu()
     fam0 = S.prepare(trajs, ladder, replace(options, budget=recipe.budget(options.budget)), progress)
+    cal_s = fam0.calibration.wall_s if fam0.calibration is not None else 0.0
     R, F, L = recipe.fold_seeds, len(fam0.folds), fam0.W.shape[1]
+    lad, first = S.Ladder(), None
+    if R == 1:  # the judged calibration's first half (with replicas the boxes stay, as "free_swing")
+        fam0, lad, first = S.judge_first_base(fam0, progress)
     Wr = np.tile(fam0.W, (R, 1))  # row r F + f: replica r of fold f
-    fam = replace(fam0, W=Wr, V=np.tile(fam0.V, (R, 1)), scorer_size=int(fam0.budget.popsize * Wr.sum()), scorers={})
+    fam = replace(fam0, W=Wr, V=np.tile(fam0.V, (R, 1)), scorer_size=int(fam0.budget.popsize * Wr.sum()),
+                  scorers=fam0.scorers if R == 1 else {}, jacobians=fam0.jacobians if R == 1 else {})
     b = fam.budget
     final_pop = max(b.popsize, int(b.popsize * fam0.W.sum()) // L)  # population of an all-logs search
 
     def objective(groups):
         return lambda sums, n, w: group_objective(sums, n, w, fam.effort_weight, groups, recipe.train_objective)
 
-    lad, all_params, val_seeds = S.Ladder(), {}, {}
+    all_params, val_seeds = {}, {}
 
     def run(m: str, i: int) -> None:
         spec = get_model(m)
@@ -332,6 +337,8 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
                                progress=cb, **kw)
         else:
             res = search_folds(spec, space, fam.scorer(spec), fam.W, inits, st, progress=cb, **kw)
+        res = S.polish_folds(spec, space, fam.jacobian(spec), fam.W, res, fam.effort_weight,
+                             workers=fam.workers)  # pooled objective
         ff = S.score_folds(fam, spec, space, res, t0)
         held = ff.held.reshape(R, F)
         val_seeds[m] = held
@@ -344,6 +351,9 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
     selected = SELECT_RULES[recipe.select_rule]({m: lad.val[m] for m in lad.rows if lad.eligible[m]},
                                                 {m: lad.rows[m]["n_free"] for m in lad.rows}, best_m)
     t_sel, cpu_sel = time.perf_counter() - t_begin, S._cpu() - cpu_begin
+    judged = None
+    if R == 1:  # the judged calibration's second half: the selected model with the boxes lifted
+        fam, judged = S.judge_calibration(fam, lad, selected, first)
 
     # the final refit(s): replica s of the S searches starts from the best of replica s's fold optima
     t0 = time.perf_counter()
@@ -361,14 +371,14 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
                           effort_weight=fam.effort_weight, objective=objective(ff.log_groups),
                           progress=(lambda s_, d, t: progress(selected + " (all data)", s_, d / t)) if progress else None)
     pick = FINAL_PICKS[recipe.final_pick](space, finals)
-    res = finals[pick]
+    (res,) = S.polish_folds(spec, space, ff.jacobian(spec), np.ones((1, n_final)), [finals[pick]], fam.effort_weight)
     if Sn > 1:
         lad.starts["final seeds"] = {"objective": [float(r.objective) for r in finals], "picked": int(pick),
                                      "rule": recipe.final_pick}
     if res.history:
         fw = np.zeros(len(res.history), int)
         fw[int(np.argmin([h["best_f"] for h in res.history]))] = 1
-        lad.starts["final (all data)"] = {"wins_per_start": fw.tolist(), "evaluations": int(res.evaluations),
+        lad.starts["final (all data)"] = {"wins_per_start": fw.tolist(), "evaluations": int(finals[pick].evaluations),
                                           "best_f_per_start": [float(h["best_f"]) for h in res.history]}
     final = S.final_result(ff, spec, space, res, t0)
     timing = {"selection_s": t_sel, "final_fit_s": final.wall_s, "selection_cpu_s": cpu_sel,
@@ -380,8 +390,9 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
               "select_rule": recipe.select_rule,
               "workers": next(iter(fam.scorers.values())).workers if fam.scorers else None,
               "calibration": options.calibration,
-              "calibration_s": fam.calibration.wall_s if fam.calibration is not None else 0.0}
-    sel = S.selection_result(fam0, lad, selected, final, timing)
+              "calibration_s": cal_s}
+    sel = S.selection_result(replace(fam0, calibration=fam.calibration), lad, selected, final, timing)
+    sel.extras["calibration_judged"] = judged
     if recipe.select_rule == "one_se":
         sel.rule = sel.rule.replace("eligible model with the lowest mean held-out MAE is selected",
                                     "eligible model with the fewest free parameters within one paired standard "

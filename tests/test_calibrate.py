@@ -3,6 +3,8 @@ torque-off runs of synthetic pendulum logs with known ground truth, and how the 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -10,6 +12,7 @@ from actuatorlab.errors import ActuatorlabError, UnknownNameError
 from actuatorlab.identify.calibrate import (ARMATURE_BAND, OFFSET_BAND, free_swing_calibration,
                                             torque_off_runs)
 from actuatorlab.identify.fit import ParamSpace, fit_model
+from actuatorlab.identify import select
 from actuatorlab.identify.select import FamilyOptions, fit_family
 from actuatorlab.models.registry import get_model
 from actuatorlab.sim.rollout import make_batches
@@ -76,7 +79,7 @@ def test_logs_without_torque_off_runs_are_not_calibrated(logs):
 
 
 def test_family_fit_carries_the_calibrated_offset_and_boxes(logs, calibration):
-    sel = fit_family(logs, ("m1",), FamilyOptions(extensions=(), budget="quick", seed=0))
+    sel = fit_family(logs, ("m1",), FamilyOptions(extensions=(), budget="quick", seed=0, calibration="free_swing"))
     assert sel.selected == get_model("m1+qoffset").name
     cal = sel.extras["calibration"]
     assert cal["armature"] == pytest.approx(calibration.armature) and cal["q_offset"] == pytest.approx(calibration.q_offset)
@@ -106,3 +109,20 @@ def test_bounds_override_is_checked(logs):
         ParamSpace.build(spec, batches, "servo", bounds={"armatur": (0.001, 0.003)})
     with pytest.raises(ActuatorlabError, match="lower"):
         ParamSpace.build(spec, batches, "servo", bounds={"armature": (0.003, 0.001)})
+
+
+def test_judged_calibration_lifts_a_wrong_box_and_keeps_a_right_one(logs, calibration, monkeypatch):
+    """``calibration="judged"`` (the default): the selected model's fold optima are polished again
+    with the boxes lifted; a box that excludes the truth's armature is lifted, the right one kept."""
+    J = TRUTH["armature"]
+    wrong = replace(calibration, armature=0.7 * J, bounds={**calibration.bounds, "armature": (0.63 * J, 0.77 * J)})
+    monkeypatch.setattr(select, "free_swing_calibration", lambda *a, **k: wrong)
+    sel = fit_family(logs, ("m3",), FamilyOptions(extensions=(), budget="quick", seed=0))
+    rec = sel.extras["calibration_judged"]
+    assert sel.selected == MODEL and not rec["kept"] and rec["uncalibrated_score"] < 0.98 * rec["calibrated_score"]
+    i = sel.final.space.names.index("armature")
+    assert sel.extras["calibration"] is None and sel.final.space.upper[i] > 0.77 * J  # the profile's box
+    assert sel.final.params["armature"] == pytest.approx(J, rel=0.05)  # out of the wrong box, at the truth
+    monkeypatch.setattr(select, "free_swing_calibration", lambda *a, **k: calibration)
+    sel = fit_family(logs, ("m3",), FamilyOptions(extensions=(), budget="quick", seed=0))
+    assert sel.extras["calibration_judged"]["kept"] and sel.extras["calibration"] is not None

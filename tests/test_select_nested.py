@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from actuatorlab.identify.nested import MIN_GAIN, contained, judge, lowest
+from actuatorlab.identify.nested import MIN_GAIN, center, contained, judge, lowest
 
 
 def test_contained_lists_the_fitted_models_a_model_contains_in_fitting_order():
@@ -18,7 +18,7 @@ def test_the_reference_is_the_best_eligible_contained_model_and_the_gain_is_rela
     eligible = {"m1": True, "m2": True}
     v = judge(np.array([0.8, 0.85, 0.86]), ["m1", "m2"], scores, eligible, first=False)
     assert v.parent == "m2"
-    assert v.gain == 1.0 - np.mean([0.8, 0.85, 0.86]) / 0.9
+    assert v.gain == 1.0 - np.exp(np.mean(np.log([0.8, 0.85, 0.86]))) / 0.9
     assert (v.wins, v.losses) == (3, 0) and v.earns_place
     # an ineligible model is never a reference
     v = judge(np.array([0.99, 0.99, 0.99]), ["m1", "m2"], scores, {"m1": True, "m2": False}, first=False)
@@ -35,6 +35,18 @@ def test_a_model_earns_its_place_only_by_the_mean_gain_and_more_wins_than_losses
     # ties (within 1e-9) drop out of the count
     v = judge(np.array([1.0, 0.9, 0.9]), ["m1"], scores, eligible, first=False)
     assert (v.wins, v.losses) == (2, 0) and v.earns_place
+
+
+def test_the_mean_over_groups_is_geometric_so_every_condition_counts_by_its_ratio():
+    """Held-out groups differ in difficulty by 10x and more (one excitation family that the others
+    do not cover): the arithmetic mean lets the hardest group alone decide, the geometric mean
+    weighs each group's ratio to the reference the same (bench/journal/fit_rules.md, R45)."""
+    assert center([1.0, 4.0]) == 2.0 and center([0.02]) == 0.02
+    scores, eligible = {"m1+delay": np.array([110.0, 2.6, 4.4, 2.9])}, {"m1+delay": True}
+    # the in-family zoo truth's member: at the floor on three groups, worse on the fourth
+    v = judge(np.array([104.8 * 1.3, 0.39, 0.38, 0.35]), ["m1+delay"], scores, eligible, first=False)
+    assert v.earns_place and v.gain > 0.75 and (v.wins, v.losses) == (3, 1)
+    assert np.mean([104.8 * 1.3, 0.39, 0.38, 0.35]) > np.mean(scores["m1+delay"])  # what the arithmetic mean said
 
 
 def test_one_validation_score_the_whole_robot_case():

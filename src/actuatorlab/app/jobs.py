@@ -41,7 +41,7 @@ from ..files import atomic_write, git_revision
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..learned.arm import evaluate_learned_arm, load_arm_model
 from ..identify.arm_grad import fit_arm_grad
-from ..identify.calibrate import describe
+from ..identify.calibrate import describe, describe_judgement
 from .. import __version__
 from .data_files import _setup_summary, example_data_dir, load_data
 from .train_work import JointTrainOptions, TRAIN_BUDGET, run_infer, run_train, run_train_arm, split_arm_data
@@ -128,7 +128,8 @@ def _selection_record(sel, group_by: tuple[str, ...]) -> dict:
                            for f, g in zip(sel.folds, sel.groups)],
                  "fit_logs": sel.fit_names, "validation_logs": sel.val_names, "rule": sel.rule,
                  "timing": sel.extras.get("timing"), "starts": sel.extras.get("starts"),
-                 "calibration": sel.extras.get("calibration")}
+                 "calibration": sel.extras.get("calibration"),
+                 "calibration_judged": sel.extras.get("calibration_judged")}
     if sel.scheme != "logo":
         selection["note"] = (f"fewer than 2 condition groups for {', '.join(group_by)}: selected on a single "
                              "validation split instead of leave-one-group-out")
@@ -248,6 +249,8 @@ def _write_fit_report(out: Path, d: dict, fit, results, summary, ident, selectio
             models = [r["model"] for r in selection["table"]]
             extra["Held-out MAE per condition group"] = _html_table(groups, ["group"] + models)
         cal = selection.get("calibration")
+        if selection.get("calibration_judged"):
+            extra["Calibration judged"] = f"<p>{describe_judgement(selection['calibration_judged'])}.</p>"
         if cal:
             text = describe(cal)
             extra["Free-swing calibration (armature and encoder offset)"] = (

@@ -27,10 +27,22 @@ import numpy as np
 
 from ..models.registry import contains
 
-__all__ = ["MIN_GAIN", "Verdict", "contained", "judge", "lowest"]
+__all__ = ["MIN_GAIN", "MEAN", "center", "Verdict", "contained", "judge", "lowest"]
 
 #: relative improvement of the mean held-out score a model needs over its reference
 MIN_GAIN = 0.02
+
+#: how a model's per-group scores combine: "arithmetic" or "geometric" mean
+MEAN = "geometric"
+
+
+def center(score) -> float:
+    """A model's mean score over its groups (:data:`MEAN`)."""
+    x = np.atleast_1d(np.asarray(score, float))
+    if MEAN == "geometric":
+        with np.errstate(divide="ignore"):
+            return float(np.exp(np.mean(np.log(x))))
+    return float(np.mean(x))
 
 
 @dataclass(frozen=True)
@@ -59,11 +71,11 @@ def judge(score: np.ndarray, inner: list[str], scores: Mapping[str, np.ndarray],
     score = np.atleast_1d(np.asarray(score, float))
     finite = bool(np.all(np.isfinite(score)))
     ref = [x for x in inner if eligible.get(x)]
-    parent = min(ref, key=lambda x: float(np.mean(scores[x]))) if ref else None
+    parent = min(ref, key=lambda x: center(scores[x])) if ref else None
     if parent is None:
         return Verdict(None, None, None, None, None, None, finite and (first or not inner))
     pv = np.atleast_1d(np.asarray(scores[parent], float))
-    gain = 1.0 - float(np.mean(score)) / float(np.mean(pv))
+    gain = 1.0 - center(score) / center(pv)
     tie = np.isclose(score, pv, rtol=1e-9, atol=0.0)
     wins, losses = int(np.sum((score < pv) & ~tie)), int(np.sum((score > pv) & ~tie))
     return Verdict(parent, gain, wins, losses, _sign_p(wins, wins + losses), _paired_t(score / pv),
@@ -72,7 +84,7 @@ def judge(score: np.ndarray, inner: list[str], scores: Mapping[str, np.ndarray],
 
 def lowest(scores: Mapping[str, np.ndarray], eligible: Mapping[str, bool]) -> str:
     """The eligible model with the lowest mean score (the selection), first in order on ties."""
-    return min((m for m in scores if eligible[m]), key=lambda m: float(np.mean(scores[m])))
+    return min((m for m in scores if eligible[m]), key=lambda m: center(scores[m]))
 
 
 def _sign_p(wins: int, n: int) -> float:

@@ -13,9 +13,11 @@ as CMA-ES searches in lockstep, scored by one compiled scorer shared by every mo
 structure (:func:`~actuatorlab.identify.search.search_folds`).
 
 Rule (:data:`~actuatorlab.identify.nested.MIN_GAIN` = 0.02; :mod:`actuatorlab.identify.nested`,
-the rule of every selection, here with one score per held-out group). For model m, its
-*reference* is the eligible model it contains with the lowest mean held-out MAE (mean over groups of each group's pooled position MAE); the first
-model of the ladder is always eligible. m *earns its place* when both hold:
+the rule of every selection, here with one score per held-out group). A model's *mean* score is the
+geometric mean over groups of each group's pooled position MAE (:func:`~actuatorlab.identify.nested.
+center`): held-out groups differ in difficulty by 10x and more, and every group counts by its ratio.
+For model m, its *reference* is the eligible model it contains with the lowest mean score; the
+first model of the ladder is always eligible. m *earns its place* when both hold:
 
 1. mean rule: ``1 - mean_g(MAE_m,g) / mean_g(MAE_ref,g) >= MIN_GAIN``;
 2. paired rule: m has a lower held-out MAE than its reference in more groups than it has a higher
@@ -27,8 +29,13 @@ The selected model is the eligible one with the lowest mean held-out MAE. Extens
 (:data:`~actuatorlab.models.registry.SELECTION_EXTENSIONS`) are tried on top of the
 ``top_bases`` best eligible models of the base ladder, one at a time; when several earn their
 place on the same base they are then added one by one to the best of them (forward selection, each
-step judged by the same rule). The selected model is finally refitted on all the given logs from
-the best of its fold optima; its fold optima are the leave-one-group-out estimates reused by
+step judged by the same rule). An extension that earned its place on one of those bases is then
+tried on every other base of the ladder (rule R45): a mechanism whose absence hides the others
+(a command delay: without it no friction law beats m1) no longer keeps the richer members out.
+Every fold search is CMA-ES followed by a Levenberg-Marquardt polish that stops on convergence
+(:mod:`actuatorlab.identify.polish`), so the scores compare optima rather than searches cut short.
+The selected model is finally refitted on all the given logs from the best of its fold optima
+(and polished); its fold optima are the leave-one-group-out estimates reused by
 :func:`~actuatorlab.identify.folds.group_jackknife` for the parameter uncertainty.
 
 :func:`fit_family` runs the named steps :func:`prepare` (calibration, folds, weights),
@@ -37,7 +44,8 @@ judges; its second half is :func:`extend_bases`), :func:`final_refit` and :func:
 Variants measured on the XL330 bench and not adopted (optimizer replicas, warm starts, group
 objectives, the one-standard-error rule, other budgets; the delay screened on m1 and carried up
 the ladder, rules R42a-c, judged on the zoo too: bench/journal/fit_rules.md) are composed from
-these steps in bench/family_recipes.py.
+these steps in bench/family_recipes.py. Rule R45 (2026-12-05, bench/journal/fit_rules.md): the
+polish, the geometric mean, the carried extensions and no free-swing calibration by default.
 """
 
 from __future__ import annotations
@@ -56,16 +64,17 @@ from ..models.registry import SELECTION_EXTENSIONS, ModelSpec, get_model, tied_e
 from ..sim.rollout import Batch, make_batches
 from .calibrate import FreeSwing, free_swing_calibration
 from .fit import FitResult, make_loss
-from .nested import MIN_GAIN, contained, judge, lowest
+from .nested import MIN_GAIN, center, contained, judge, lowest
 from .folds import (GROUP_KEYS, LOG_KEY, Fold, condition_folds, group_ids, group_jackknife, resampled_uncertainty,
                     split_validation, time_split)
+from .polish import ResidualJacobian, polish_folds
 from .search import FoldSearch, PopulationScorer, SearchSettings, search_folds
 from .space import ParamSpace, effort_available, full_vectors, profile_for
 
 __all__ = ["LADDERS", "ladder_for", "SelectionBudget", "SELECTION_BUDGETS", "BUDGETS", "CALIBRATIONS",
            "CALIBRATION", "MIN_GAIN", "FamilyOptions", "Family", "prepare", "FoldFits", "fold_settings",
-           "fit_on_folds", "score_folds", "Ladder", "extend_bases", "walk", "final_refit", "final_result",
-           "selection_result", "SelectionResult", "fit_family",
+           "fit_on_folds", "score_folds", "Ladder", "extend_bases", "walk", "judge_first_base", "judge_calibration",
+           "final_refit", "final_result", "selection_result", "SelectionResult", "fit_family",
            # groups and folds live in .folds; named here for the callers of the selection
            "GROUP_KEYS", "LOG_KEY", "Fold", "condition_folds", "group_ids", "group_jackknife",
            "resampled_uncertainty", "split_validation", "time_split"]
@@ -116,13 +125,12 @@ BUDGETS: dict[str, tuple[int, int, int]] = {
     "thorough": (12000, 3, 200),
 }
 
-#: what the selection calibrates before it fits the family: "free_swing" (the armature and the
-#: encoder offset from the torque-off runs of pendulum logs, :mod:`actuatorlab.identify.calibrate`;
-#: every base then carries q_offset and both parameters are fitted in narrow boxes around the
-#: free-swing values; nothing changes for logs without such runs) or "none"
-CALIBRATIONS = ("free_swing", "none")
-CALIBRATION = "free_swing"
-
+#: what the selection calibrates first: "free_swing" (armature and encoder offset from the torque-off
+#: runs, :mod:`actuatorlab.identify.calibrate`; every base carries q_offset, both fitted in narrow boxes
+#: around the free-swing values), "judged" (the default since R45: those boxes must earn their place,
+#: :func:`judge_first_base` and :func:`judge_calibration`; bench/journal/fit_rules.md) or "none"
+CALIBRATIONS = ("judged", "free_swing", "none")
+CALIBRATION = "judged"
 
 @dataclass(frozen=True)
 class FamilyOptions:
@@ -172,7 +180,9 @@ class Family:
     calibration: FreeSwing | None
     workers: int | None
     scorer_size: int  # candidates (or candidate-log pairs) per compiled scorer call
+    judged: bool = False  # whether the calibration must earn its place (judge_first_base, judge_calibration)
     scorers: dict = field(default_factory=dict)
+    jacobians: dict = field(default_factory=dict)
 
     @property
     def bounds(self) -> dict | None:
@@ -188,6 +198,12 @@ class Family:
                                                  workers=self.workers)
         return self.scorers[key]
 
+    def jacobian(self, spec: ModelSpec) -> ResidualJacobian:
+        key = (spec.compliant, spec.thermal)
+        if key not in self.jacobians:
+            self.jacobians[key] = ResidualJacobian(self.batches, spec)
+        return self.jacobians[key]
+
     def for_final(self) -> "Family":
         """The problem of the final all-logs refit: the logs as given (the split scheme worked on
         cut logs), one all-ones weight row, fresh scorers of the same size."""
@@ -197,7 +213,7 @@ class Family:
         given = {t.name: t for t in self.logs}
         groups = group_ids([given[n] for b in batches for n in b.names], self.group_by)
         return replace(self, batches=batches, log_groups=groups, W=np.ones((1, sum(b.size for b in batches))),
-                       scorers={})
+                       scorers={}, jacobians={})
 
 
 def prepare(trajs: list[Trajectory], ladder: tuple[str, ...] | None, options: FamilyOptions,
@@ -217,7 +233,7 @@ def prepare(trajs: list[Trajectory], ladder: tuple[str, ...] | None, options: Fa
     if budget.final_evals < 1:
         raise ActuatorlabError(f"final_evals must be >= 1 (got {budget.final_evals})")
     cal = None
-    if options.calibration == "free_swing":
+    if options.calibration in ("free_swing", "judged"):
         if progress:
             progress("calibration", "free swing", 0.0)
         cal = free_swing_calibration(trajs, seed=options.seed, dt=options.dt, workers=options.workers)
@@ -246,7 +262,7 @@ def prepare(trajs: list[Trajectory], ladder: tuple[str, ...] | None, options: Fa
     return Family(list(trajs), work, ladder, extensions, budget, options.seed, tuple(options.group_by), scheme,
                   folds, batches, batches[0].dt, group_ids([by_name[n] for n in names], options.group_by), W, V,
                   profile_for(batches), 1.0 if effort_available(batches) else 0.0, cal, options.workers,
-                  int(budget.popsize * W.sum()))
+                  int(budget.popsize * W.sum()), options.calibration == "judged")
 
 
 @dataclass(frozen=True)
@@ -343,6 +359,7 @@ def fit_on_folds(fam: Family, lad: Ladder, m: str, i: int, progress: Callable | 
     res = search_folds(spec, space, fam.scorer(spec), fam.W,
                        [[lad.fold_params[x][k] for x in inner] for k in range(len(fam.W))],
                        fold_settings(fam, m, inner, space, i), effort_weight=fam.effort_weight, progress=cb)
+    res = polish_folds(spec, space, fam.jacobian(spec), fam.W, res, fam.effort_weight, workers=fam.workers)
     ff = score_folds(fam, spec, space, res, t0)
     lad.add(fam, m, ff, ff.held)
 
@@ -353,9 +370,10 @@ def _extended(base: str, exts) -> str:
 
 def extend_bases(fam: Family, lad: Ladder, run: Callable[[str, int], None], bases: list[str], i: int) -> None:
     """The extensions of ``fam`` on the ``top_bases`` best eligible models of ``bases`` one at a
-    time, then forward selection among those that earned their place on a base; fit indices from
-    ``i``."""
-    ranked = sorted((m for m in bases if lad.eligible[m]), key=lambda m: float(np.mean(lad.val[m])))
+    time, then forward selection among those that earned their place on a base, then each
+    extension that earned its place there on every other base of ``bases``; fit indices from ``i``."""
+    ranked = sorted((m for m in bases if lad.eligible[m]), key=lambda m: center(lad.val[m]))
+    carried: list[str] = []
     for b in ranked[:fam.budget.top_bases]:
         won = []
         for e in fam.extensions:
@@ -371,7 +389,7 @@ def extend_bases(fam: Family, lad: Ladder, run: Callable[[str, int], None], base
                 won.append(e)
         # forward: from the best single extension, add the other winners one at a time (best
         # first); each must earn its place against what it contains, else the search stops there
-        won.sort(key=lambda e: float(np.mean(lad.val[_extended(b, [e])])))
+        won.sort(key=lambda e: center(lad.val[_extended(b, [e])]))
         current = won[:1]
         for e in won[1:]:
             m = _extended(b, current + [e])
@@ -381,14 +399,64 @@ def extend_bases(fam: Family, lad: Ladder, run: Callable[[str, int], None], base
             if not lad.eligible[m]:
                 break
             current.append(e)
+        carried += [e for e in won if e not in carried]
+    for b in bases:  # an extension that earned its place on a best base, on every other base too (R45)
+        for e in carried:
+            m = _extended(b, [e])
+            if e in get_model(b).extensions or m in lad.rows or fam.space(get_model(m)).n == fam.space(get_model(b)).n:
+                continue
+            run(m, i)
+            i += 1
 
 
 def walk(fam: Family, lad: Ladder, run: Callable[[str, int], None]) -> None:
-    """The base ladder (base k is the k-th fit), then :func:`extend_bases` on it. ``run(m, i)``
-    fits model m (the i-th) and records it in ``lad``."""
+    """The base ladder (base k is the k-th fit; one in ``lad`` already is not refitted), then
+    :func:`extend_bases` on it. ``run(m, i)`` fits model m (the i-th) and records it in ``lad``."""
     for k, base in enumerate(fam.ladder):
-        run(base, k)
+        if base not in lad.rows:
+            run(base, k)
     extend_bases(fam, lad, run, list(fam.ladder), len(fam.ladder))
+
+
+def judge_first_base(fam: Family, progress: Callable | None = None) -> tuple[Family, Ladder, dict | None]:
+    """The first base on the folds with the calibrated boxes (``fam``) and lifted (q_offset still
+    free); returns the problem of lower mean held-out score (``fam`` on ties), its ladder record
+    and the judgement's record (None: nothing judged)."""
+    lad = Ladder()
+    if fam.calibration is None or not fam.judged:
+        return fam, lad, None
+    plain = replace(fam, calibration=None)  # the same models (q_offset free), the profile's boxes
+    lad_plain = Ladder()
+    fit_on_folds(fam, lad, fam.ladder[0], 0, progress)
+    fit_on_folds(plain, lad_plain, plain.ladder[0], 0, progress)
+    with_cal, without = center(lad.val[fam.ladder[0]]), center(lad_plain.val[plain.ladder[0]])
+    record = {"first_base": fam.ladder[0], "first_calibrated_score": with_cal, "first_uncalibrated_score": without,
+              "first_kept": with_cal <= without}
+    return (fam, lad, record) if with_cal <= without else (plain, lad_plain, record)
+
+
+def judge_calibration(fam: Family, lad: Ladder, selected: str, first: dict | None = None
+                      ) -> tuple[Family, dict | None]:
+    """The selected model's fold optima polished again with the boxes lifted; lifted when that earns
+    its place by the nested rule (``lad`` then holds the lifted optima). Returns the problem of the
+    final refit and the judgement's record (``first``: :func:`judge_first_base`'s)."""
+    if fam.calibration is None or not fam.judged:
+        return fam, (None if first is None else {**first, "kept": False})
+    t0 = time.perf_counter()
+    plain = replace(fam, calibration=None)
+    spec = get_model(selected)
+    space = plain.space(spec)
+    start = [FoldSearch(space.theta_from(d), np.inf, 0) for d in lad.fold_params[selected]]
+    res = polish_folds(spec, space, plain.jacobian(spec), plain.W, start, plain.effort_weight, workers=fam.workers)
+    ff = score_folds(plain, spec, space, res, t0)
+    v = judge(ff.held, [selected], {selected: lad.val[selected]}, {selected: True}, False)
+    record = {"model": selected, "calibrated_score": center(lad.val[selected]), "uncalibrated_score": center(ff.held),
+              "per_group_uncalibrated": {fold.label: float(x) for fold, x in zip(fam.folds, ff.held)},
+              "wins": v.wins, "losses": v.losses, "kept": not v.earns_place, **(first or {})}
+    if v.earns_place:
+        lad.fold_params[selected], lad.val[selected] = ff.params, ff.held
+        return plain, record
+    return fam, record
 
 
 def final_result(fam: Family, spec: ModelSpec, space: ParamSpace, res: FoldSearch, t0: float) -> FitResult:
@@ -415,11 +483,13 @@ def final_refit(fam: Family, selected: str, inits: list[dict],
                           SearchSettings(b.final_evals, pop, b.final_starts, 0.1, fam.seed + 100),
                           effort_weight=fam.effort_weight,
                           progress=(lambda s, d, t: progress(selected + " (all data)", s, d / t)) if progress else None)
+    cma_evals = res.evaluations  # the record's; the polish's rollouts count in the result's
+    (res,) = polish_folds(spec, space, ff.jacobian(spec), ff.W, [res], fam.effort_weight)
     record = None
     if res.history:
         fw = np.zeros(len(res.history), int)
         fw[int(np.argmin([h["best_f"] for h in res.history]))] = 1
-        record = {"wins_per_start": fw.tolist(), "evaluations": int(res.evaluations),
+        record = {"wins_per_start": fw.tolist(), "evaluations": int(cma_evals),
                   "best_f_per_start": [float(h["best_f"]) for h in res.history]}
     return final_result(ff, spec, space, res, t0), record
 
@@ -500,9 +570,11 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None,
     """
     t_begin, cpu_begin = time.perf_counter(), _cpu()
     fam = prepare(trajs, ladder, options, progress)
-    lad = Ladder()
+    cal_s = fam.calibration.wall_s if fam.calibration is not None else 0.0
+    fam, lad, first = judge_first_base(fam, progress)
     walk(fam, lad, lambda m, i: fit_on_folds(fam, lad, m, i, progress))
     selected = lad.lowest_mean()
+    fam, judged = judge_calibration(fam, lad, selected, first)
     t_sel, cpu_sel = time.perf_counter() - t_begin, _cpu() - cpu_begin
     final, record = final_refit(fam, selected, lad.fold_params[selected], progress)
     if record is not None:
@@ -513,9 +585,10 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None,
               "evaluations": int(sum(f.evaluations for f in lad.fits.values())) + final.evaluations,
               "fold_starts": b.fold_starts, "fold_evals": b.fold_evals, "popsize": b.popsize,
               "final_evals": b.final_evals, "workers": next(iter(fam.scorers.values())).workers if fam.scorers else None,
-              "calibration": options.calibration,
-              "calibration_s": fam.calibration.wall_s if fam.calibration is not None else 0.0}
-    return selection_result(fam, lad, selected, final, timing)
+              "calibration": options.calibration, "calibration_s": cal_s}
+    result = selection_result(fam, lad, selected, final, timing)
+    result.extras["calibration_judged"] = judged
+    return result
 
 
 def _cpu() -> float:

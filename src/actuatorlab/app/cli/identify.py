@@ -12,7 +12,7 @@ from rich.table import Table
 
 from ...models.control import CONTROL_LAWS
 from ...models.registry import BASE_MODELS, EXTENSIONS
-from ...identify.calibrate import describe
+from ...identify.calibrate import describe, describe_judgement
 from .. import identify_jobs
 from ..identify_jobs import CompareJob, ExciteJob, FitJob, FleetJob
 from ._common import Config, documents, job_of, app, console, _progress, _Bars, _json_command, _emit_json, _mrad, _print_per_joint
@@ -114,6 +114,8 @@ def _print_selection(sel: dict, unit: str) -> None:
     if sel.get("note"):
         console.print(f"[yellow]{sel['note']}[/]")
     cal = sel.get("calibration")
+    if sel.get("calibration_judged"):
+        console.print(describe_judgement(sel["calibration_judged"]))
     if cal:
         console.print(describe(cal))
     groups = sel.get("groups") or []
