@@ -337,7 +337,7 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
                                progress=cb, **kw)
         else:
             res = search_folds(spec, space, fam.scorer(spec), fam.W, inits, st, progress=cb, **kw)
-        res = S.polish_folds(spec, space, fam.jacobian(spec), fam.W, res, fam.effort_weight,
+        res = S.polish_folds(space, fam.jacobian(spec), fam.W, res, fam.effort_weight,
                              workers=fam.workers)  # pooled objective
         ff = S.score_folds(fam, spec, space, res, t0)
         held = ff.held.reshape(R, F)
@@ -371,7 +371,7 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
                           effort_weight=fam.effort_weight, objective=objective(ff.log_groups),
                           progress=(lambda s_, d, t: progress(selected + " (all data)", s_, d / t)) if progress else None)
     pick = FINAL_PICKS[recipe.final_pick](space, finals)
-    (res,) = S.polish_folds(spec, space, ff.jacobian(spec), np.ones((1, n_final)), [finals[pick]], fam.effort_weight)
+    (res,) = S.polish_folds(space, ff.jacobian(spec), np.ones((1, n_final)), [finals[pick]], fam.effort_weight)
     if Sn > 1:
         lad.starts["final seeds"] = {"objective": [float(r.objective) for r in finals], "picked": int(pick),
                                      "rule": recipe.final_pick}

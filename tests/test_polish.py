@@ -41,7 +41,7 @@ def case():
         start = {**p_space.base, **dict(zip(p_space.names, map(float, pr.theta)))}
         # the member's own short CMA-ES search from there (what the fold searches get)
         (cr,) = search_folds(spec, space, scorer, W, [[start]], SearchSettings(300, 16, 1, 0.25, 1))
-        (pol,) = polish_folds(spec, space, jac, W, [cr])
+        (pol,) = polish_folds(space, jac, W, [cr])
     return dict(batches=batches, spec=spec, space=space, scorer=scorer, jac=jac, W=W, cma=cr, polished=pol)
 
 
@@ -71,14 +71,14 @@ def test_polish_never_returns_a_worse_point(case):
     truth = space.theta_from(embed_params(TRUTH, "m2+delay"))
     start = FoldSearch(truth, _mae(case, truth), 0)
     with physics_precision():
-        (out,) = polish_folds(case["spec"], space, case["jac"], case["W"], [start])
+        (out,) = polish_folds(space, case["jac"], case["W"], [start])
     assert out.objective <= start.objective * (1 + 1e-4)
     assert _mae(case, out.theta) <= start.objective * (1 + 1e-4)
 
 
 def test_no_iterations_leave_the_search_as_it_was(case):
     res = [case["cma"]]
-    assert polish_folds(case["spec"], case["space"], case["jac"], case["W"], res, settings=PolishSettings(0)) is res
+    assert polish_folds(case["space"], case["jac"], case["W"], res, settings=PolishSettings(0)) is res
 
 
 def test_one_compiled_jacobian_per_padded_direction_count(case):
@@ -91,5 +91,5 @@ def test_one_compiled_jacobian_per_padded_direction_count(case):
             spec = get_model(m)
             sp = ParamSpace.build(spec, case["batches"], "servo")
             th = sp.theta_from(embed_params(TRUTH, m))
-            polish_folds(spec, sp, jac, case["W"], [FoldSearch(th, 1.0, 0)], settings=PolishSettings(1))
+            polish_folds(sp, jac, case["W"], [FoldSearch(th, 1.0, 0)], settings=PolishSettings(1))
     assert jac._lin._cache_size() == before + 1

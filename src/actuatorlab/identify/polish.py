@@ -138,15 +138,15 @@ def _polish_one(space: ParamSpace, jac: ResidualJacobian, z0: np.ndarray, w: np.
                 effort_weight: float, settings: PolishSettings) -> tuple[np.ndarray, float, int]:
     """One fold: the LM iterates from z0 on the samples weighted by w (N,). Returns the best
     point by the objective (z0 included), its objective and the rollouts spent."""
+    def merit(rq, ru) -> float:  # what the steps lower: the squared error, or the scale-free objective
+        return _objective(rq, ru, w, n, effort_weight) if effort_weight > 0 else float(w @ rq**2)
+
     z = np.asarray(z0, float)
-    p = full_vectors(space, space.to_theta(z[None], np))[0]
-    rq, ru = jac.residuals(p)
-    obj = _objective(rq, ru, w, n, effort_weight)
-    best_z, best_obj, evals, lam = z, obj, 1, settings.lambda0
-    ss = w @ rq**2  # the squared-error model's value (effort: the scale-free objective itself)
+    rq, ru = jac.residuals(full_vectors(space, space.to_theta(z[None], np))[0])
+    m = merit(rq, ru)
+    best_z, best_obj, evals, lam = z, _objective(rq, ru, w, n, effort_weight), 1, settings.lambda0
     for _ in range(settings.max_iters):
-        D = _directions(space, z)
-        rq, Jq, ru, Ju = jac(full_vectors(space, space.to_theta(z[None], np))[0], D)
+        rq, Jq, ru, Ju = jac(full_vectors(space, space.to_theta(z[None], np))[0], _directions(space, z))
         evals += 1 + space.n
         Jq, Ju = Jq[:, :space.n], Ju[:, :space.n]
         if effort_weight > 0:  # Gauss-Newton model of log SSq + w log SSu at z
@@ -156,7 +156,7 @@ def _polish_one(space: ParamSpace, jac: ResidualJacobian, z0: np.ndarray, w: np.
         else:
             A, g = (Jq.T * w) @ Jq, (Jq.T * w) @ rq
         free = ~(((z <= 0.0) & (g > 0)) | ((z >= 1.0) & (g < 0)))  # held on a bound it presses on
-        accepted = False
+        gain = None
         while lam <= settings.max_lambda:
             Af = A[np.ix_(free, free)]
             dz = np.zeros_like(z)
@@ -168,23 +168,21 @@ def _polish_one(space: ParamSpace, jac: ResidualJacobian, z0: np.ndarray, w: np.
             zn = np.clip(z + dz, 0.0, 1.0)
             rqn, run = jac.residuals(full_vectors(space, space.to_theta(zn[None], np))[0])
             evals += 1
-            ssn = (_objective(rqn, run, w, n, effort_weight) if effort_weight > 0 else w @ rqn**2)
-            ref = obj if effort_weight > 0 else ss
-            if np.isfinite(ssn) and ssn < ref:
-                gain = (ref - ssn) / max(abs(ref), 1e-300)
-                z, ss, obj = zn, ssn, _objective(rqn, run, w, n, effort_weight)
+            mn = merit(rqn, run)
+            if np.isfinite(mn) and mn < m:
+                gain, z, m = (m - mn) / max(abs(m), 1e-300), zn, mn
+                obj = _objective(rqn, run, w, n, effort_weight)
                 if obj < best_obj:
                     best_z, best_obj = z, obj
                 lam = max(lam / 3.0, 1e-9)
-                accepted = True
                 break
             lam *= 10.0
-        if not accepted or gain < settings.rtol:
+        if gain is None or gain < settings.rtol:
             break
     return best_z, best_obj, evals
 
 
-def polish_folds(spec: ModelSpec, space: ParamSpace, jac: ResidualJacobian, weights: np.ndarray,
+def polish_folds(space: ParamSpace, jac: ResidualJacobian, weights: np.ndarray,
                  res: list[FoldSearch], effort_weight: float = 0.0,
                  settings: PolishSettings = POLISH, workers: int | None = None) -> list[FoldSearch]:
     """Polish every fold search's optimum (``res[f].theta``) on the logs with ``weights[f] == 1``

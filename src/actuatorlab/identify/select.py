@@ -359,7 +359,7 @@ def fit_on_folds(fam: Family, lad: Ladder, m: str, i: int, progress: Callable | 
     res = search_folds(spec, space, fam.scorer(spec), fam.W,
                        [[lad.fold_params[x][k] for x in inner] for k in range(len(fam.W))],
                        fold_settings(fam, m, inner, space, i), effort_weight=fam.effort_weight, progress=cb)
-    res = polish_folds(spec, space, fam.jacobian(spec), fam.W, res, fam.effort_weight, workers=fam.workers)
+    res = polish_folds(space, fam.jacobian(spec), fam.W, res, fam.effort_weight, workers=fam.workers)
     ff = score_folds(fam, spec, space, res, t0)
     lad.add(fam, m, ff, ff.held)
 
@@ -447,7 +447,7 @@ def judge_calibration(fam: Family, lad: Ladder, selected: str, first: dict | Non
     spec = get_model(selected)
     space = plain.space(spec)
     start = [FoldSearch(space.theta_from(d), np.inf, 0) for d in lad.fold_params[selected]]
-    res = polish_folds(spec, space, plain.jacobian(spec), plain.W, start, plain.effort_weight, workers=fam.workers)
+    res = polish_folds(space, plain.jacobian(spec), plain.W, start, plain.effort_weight, workers=fam.workers)
     ff = score_folds(plain, spec, space, res, t0)
     v = judge(ff.held, [selected], {selected: lad.val[selected]}, {selected: True}, False)
     record = {"model": selected, "calibrated_score": center(lad.val[selected]), "uncalibrated_score": center(ff.held),
@@ -484,7 +484,7 @@ def final_refit(fam: Family, selected: str, inits: list[dict],
                           effort_weight=fam.effort_weight,
                           progress=(lambda s, d, t: progress(selected + " (all data)", s, d / t)) if progress else None)
     cma_evals = res.evaluations  # the record's; the polish's rollouts count in the result's
-    (res,) = polish_folds(spec, space, ff.jacobian(spec), ff.W, [res], fam.effort_weight)
+    (res,) = polish_folds(space, ff.jacobian(spec), ff.W, [res], fam.effort_weight)
     record = None
     if res.history:
         fw = np.zeros(len(res.history), int)
