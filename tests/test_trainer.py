@@ -142,3 +142,26 @@ def test_in_memory_run_constant_rate_no_average_equals_a_hand_written_loop(tmp_p
         np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
     assert all(np.array_equal(np.asarray(a), np.asarray(b)) for a, b in zip(jax.tree.leaves(r.params),
                                                                            jax.tree.leaves(r.ema)))
+
+
+def test_frozen_arrays_are_inputs_of_the_compiled_step_not_constants():
+    """A frozen (not trained) array is an argument of the compiled training step: two runs whose
+    frozen arrays differ (a residual's refitted analytic base) lower to the same program, so the
+    second finds the first's compilation in the persistent cache. Constants folded into the program
+    would make the two texts differ."""
+    from actuatorlab.learned.trainer import _make_step, make_optimizer
+
+    def model(base):
+        return {"w": jnp.ones((3, 2), jnp.float32), "base": jnp.asarray(base, jnp.float32)}
+
+    def loss(p, batch):
+        x, y = batch
+        return jnp.mean((x @ p["w"] + p["base"] - y) ** 2)
+
+    opt, _ = make_optimizer(CFG)
+    step = _make_step(loss, opt, 0.9)
+    texts = []
+    for base in ([0.25, -1.0], [3.0, 7.5]):
+        diff, static = eqx.partition(model(base), {"w": True, "base": False})
+        texts.append(step.lower(diff, diff, opt.init(diff), _batch_fn(0), jnp.asarray(0, jnp.int32), static).as_text())
+    assert texts[0] == texts[1]

@@ -212,16 +212,21 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
 
 def _adam_path(smooth: Callable, space: ParamSpace, z0: np.ndarray, steps: int, step: Callable | None) -> np.ndarray:
     """Adam (3e-3) on ``smooth(theta(z))`` from z0, projected into the unit box after every step;
-    returns the points every 10 steps and the last one (k, space.n). step(k) is called per step."""
-    vg = jax.jit(jax.value_and_grad(lambda z: smooth(space.to_theta(z))))
+    returns the points every 10 steps and the last one (k, space.n). step(k) is called per step.
+    One compiled call per step: the gradient, the optimiser's update and the projection."""
     opt = optax.adam(3e-3)
+    vg = jax.value_and_grad(lambda z: smooth(space.to_theta(z)))
+
+    @jax.jit
+    def one(z, state):
+        g = vg(z)[1]
+        return box_adam_step(opt, jnp.where(jnp.isfinite(g), g, 0.0), state, z)
+
     z = jnp.asarray(z0)
     state = opt.init(z)
     zs = []
     for k in range(steps):
-        f, g = vg(z)
-        g = jnp.where(jnp.isfinite(g), g, 0.0)
-        z, state = box_adam_step(opt, g, state, z)
+        z, state = one(z, state)
         if k % 10 == 9 or k == steps - 1:
             zs.append(np.asarray(z))
         if step:

@@ -284,12 +284,15 @@ def _progress_bar(progress, start: int, steps: int):
     return bar, bar.add_task("train", total=steps, completed=start, loss="-", val="-")
 
 
-def _make_step(loss_fn, static, opt, decay: float):
-    """The compiled training step (diff, ema, opt_state, batch, k) -> (diff, ema, opt_state, loss,
-    grad norm, aux); with ``decay`` = 0 the EMA is the raw parameters."""
+def _make_step(loss_fn, opt, decay: float):
+    """The compiled training step (diff, ema, opt_state, batch, k, static) -> (diff, ema, opt_state,
+    loss, grad norm, aux); with ``decay`` = 0 the EMA is the raw parameters. ``static`` (the
+    parameters that are not trained) is an argument: its arrays are traced inputs, not constants of
+    the program, so a run whose frozen arrays differ (a residual's refitted analytic base, another
+    normalizer) compiles the same program and finds it in the persistent compilation cache."""
 
     @eqx.filter_jit
-    def step_fn(diff, ema, opt_state, batch, k):
+    def step_fn(diff, ema, opt_state, batch, k, static):
         def f(d):
             return _split_loss(loss_fn(eqx.combine(d, static), batch))
 
@@ -403,7 +406,7 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
     run = _Run(run_dir, val_fn, static)
     (diff, ema, opt_state), start = _open_run(run_dir, cfg, (diff, diff, opt.init(diff)), resume, run, meta,
                                               int(sum(x.size for x in jax.tree.leaves(diff))))
-    step_fn = _make_step(loss_fn, static, opt, float(cfg.ema_decay))
+    step_fn = _make_step(loss_fn, opt, float(cfg.ema_decay))
     ckpt_path = None if run_dir is None else run_dir / CHECKPOINT_NAME
     if val_fn is not None and cfg.eval_at_start and start == 0:
         run.validate(0, ema)
@@ -414,7 +417,7 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
             for step in range(start, cfg.steps):
                 ts = time.perf_counter()
                 diff, ema, opt_state, loss, gnorm, aux = step_fn(diff, ema, opt_state, batch_fn(step),
-                                                                 jnp.asarray(step, jnp.int32))
+                                                                 jnp.asarray(step, jnp.int32), static)
                 lv = _scalar(loss)
                 if t0 is None:
                     compile_s, t0, t_first = time.perf_counter() - ts, time.perf_counter(), step + 1
