@@ -13,7 +13,7 @@ pytest.importorskip("mujoco.mjx")
 
 from actuatorlab.envs import make_policy_env  # noqa: E402
 from actuatorlab.envs.actuators import builtin_model  # noqa: E402
-from actuatorlab.errors import ActuatorlabError, ModelError  # noqa: E402
+from actuatorlab.errors import ActuatorlabError, ModelError, UnknownNameError  # noqa: E402
 from actuatorlab.robots import load_robot  # noqa: E402
 from actuatorlab.sim.homotopy import BIAS_TOLERANCE, composite_inertia, constant_bias, make_homotopy  # noqa: E402
 
@@ -273,3 +273,36 @@ def test_bad_robot_task_actuator_and_model_names_give_clear_errors():
         make_homotopy(load_robot("open_manipulator_x").model())
     with pytest.raises(ModelError, match="eps"):
         make_homotopy(builtin_model(load_robot("anymal_c")), eps=0.0)
+
+
+def test_proprioceptive_observation_hides_the_trunk_velocity_and_stacks_its_history(env):
+    """observation='proprioceptive', history 2: the actor sees [f_t, command, f_{t-1}, f_{t-2}]
+    (f: gyro, gravity, joint positions and velocities, last action; no trunk linear velocity), the
+    critic the true trunk velocity and the feet's contacts (privileged, 7). Same random stream as
+    the privileged observation, whose entries 3..44 are the frame."""
+    e, reset, _ = env
+    pe = make_policy_env("anymal_c", "trot", episode_length=100, config={"observation": "proprioceptive", "history": 2})
+    assert pe.observation_size == 3 * 42 + 3 and pe.privileged_size == 7 and e.privileged_size == 0
+    p = pe.default_env_params()
+    keys = jax.random.split(jax.random.PRNGKey(3), B)
+    s0 = jax.jit(jax.vmap(pe.reset, in_axes=(0, None)))(keys, p)
+    r = reset(keys, p)
+    o0 = np.asarray(s0.obs)
+    np.testing.assert_array_equal(o0[:, :42], np.asarray(r.obs[:, 3:45]))      # the frame, without v_b
+    np.testing.assert_array_equal(o0[:, 42:45], np.asarray(r.obs[:, 45:48]))    # the command
+    np.testing.assert_array_equal(o0[:, 45:87], o0[:, :42])                     # history after a reset
+    np.testing.assert_array_equal(o0[:, 87:129], o0[:, :42])
+    np.testing.assert_allclose(np.asarray(s0.privileged[:, :3]), np.asarray(r.obs[:, :3]), rtol=0, atol=1e-6)
+    step = jax.jit(jax.vmap(pe.step, in_axes=(0, 0, None)))
+    s1 = step(s0, jnp.full((B, 12), 0.3, jnp.float32), p)
+    s2 = step(s1, jnp.full((B, 12), -0.3, jnp.float32), p)
+    o1, o2 = np.asarray(s1.obs), np.asarray(s2.obs)
+    np.testing.assert_array_equal(o2[:, 45:87], o1[:, :42])                     # f_{t-1}
+    np.testing.assert_array_equal(o2[:, 87:129], o1[:, 45:87])                  # f_{t-2}
+    assert not np.allclose(o2[:, :42], o1[:, :42])
+    np.testing.assert_allclose(o2[:, 30:42], -0.3)                               # the last action is in the frame
+    assert s2.privileged.shape == (B, 7) and set(np.unique(np.asarray(s2.privileged[:, 3:]))) <= {0.0, 1.0}
+    with pytest.raises(UnknownNameError, match="proprioceptive"):
+        make_policy_env("anymal_c", "trot", config={"observation": "camera"})
+    with pytest.raises(ModelError, match="history"):
+        make_policy_env("anymal_c", "trot", config={"history": 2})

@@ -23,7 +23,16 @@ entries (signals ``linvel``, ``gyro``, ``gravity``, ``position``, ``velocity``):
      (2 cx, 2 cy, 0.25 cyaw) (3)]
 
 v_b, w_b: trunk linear and angular velocity in the trunk frame [m/s, rad/s]; g_b: unit gravity in
-the trunk frame. Reward (true state at the end of the step; weights ``TrotConfig``, the sum times
+the trunk frame. That is ``TrotConfig.observation = "privileged"``: a robot does not measure v_b
+(an IMU integrates it with drift). ``"proprioceptive"`` observes what the robot measures, the
+frame ``f_t = [0.25 w_b (3), g_b (3), q - q_home (n), 0.05 dq (n), last action (n)]`` (6 + 3n)::
+
+    [f_t, (2 cx, 2 cy, 0.25 cyaw) (3), f_{t-1}, ..., f_{t-H}]        H = TrotConfig.history
+
+(the previous frames repeat f_0 after a reset) and hands the critic ``privileged`` (7,) =
+[2 v_b (3) true, not delayed, not noised; the feet's contacts (4)]: the asymmetric actor-critic
+of policy.ppo (``privileged_size``), as MuJoCo Playground's joystick tasks train a deployable
+policy. Reward (true state at the end of the step; weights ``TrotConfig``, the sum times
 the policy period dt, clipped at 0 like Playground's joystick tasks when ``clip_reward``)::
 
     tracking_lin_vel   exp(-|c_xy - v_b,xy|^2 / sigma)
@@ -71,7 +80,8 @@ from .backends import _mjx
 #: default action scale [rad per unit action] around the standing posture (docs/locomotion.md)
 DEFAULT_ACTION_SCALE = 1.0
 
-__all__ = ["DEFAULT_ACTION_SCALE", "TrotConfig", "LocoState", "LocomotionEnv", "ACTUATOR_OPTIONS", "actuator_option"]
+__all__ = ["DEFAULT_ACTION_SCALE", "TrotConfig", "OBSERVATIONS", "LocoState", "LocomotionEnv", "ACTUATOR_OPTIONS",
+           "actuator_option"]
 
 #: named actuator options of the locomotion env: name -> what load_actuator receives
 ACTUATOR_OPTIONS = {
@@ -118,13 +128,20 @@ class TrotConfig:
     clip_reward: bool = True
     obs_scales: tuple = (("linvel", 2.0), ("gyro", 0.25), ("position", 1.0), ("velocity", 0.05),
                          ("command", (2.0, 2.0, 0.25)))
+    observation: str = "privileged"   #: "privileged" (v_b observed) | "proprioceptive" (module docstring)
+    history: int = 0                  #: previous proprioceptive frames in the observation ("proprioceptive")
+
+
+#: the actor's observations of the trot task (TrotConfig.observation)
+OBSERVATIONS = ("privileged", "proprioceptive")
 
 
 class LocoState(NamedTuple):
     """core: :class:`~actuatorlab.envs.mjx_env.EnvState` (MuJoCo + actuator + timing state);
     command (3,) [m/s, m/s, rad/s]; air_time (4,) [s] per foot since lift-off; contact (4,) 0/1 last
     step's foot contacts; obs (observation_size,); reward, done (); metrics {name: ()}; info
-    {"truncation": (), "envelope_outside_s": (5, n) [s]}; all float32."""
+    {"truncation": (), "envelope_outside_s": (5, n) [s]}; privileged (privileged_size,) the
+    critic's extra inputs (empty with the privileged observation); all float32."""
 
     core: EnvState
     command: Any
@@ -135,6 +152,7 @@ class LocoState(NamedTuple):
     done: Any
     metrics: dict
     info: dict
+    privileged: Any
 
 
 class _CoreTask:
@@ -212,7 +230,13 @@ class LocomotionEnv:
                 raise ModelError(f"physics_dt {physics_dt} s must divide the command period {r.control_dt} s")
             r = dataclasses.replace(r, physics_dt=float(physics_dt), firmware_dt=float(physics_dt))
         self.robot = r
+        if isinstance(config, dict):   # a job file's env_options
+            config = TrotConfig(**config)
         self.config = cfg = config or TrotConfig()
+        if cfg.observation not in OBSERVATIONS:
+            raise UnknownNameError("observation", cfg.observation, OBSERVATIONS)
+        if int(cfg.history) != cfg.history or cfg.history < 0 or (cfg.history and cfg.observation != "proprioceptive"):
+            raise ModelError(f"history {cfg.history}: a whole number of frames >= 0, with observation='proprioceptive'")
         if randomization is not None and not hasattr(randomization, "sample_episode"):
             randomization = Randomizer(randomization)
         self.randomization = randomization
@@ -246,7 +270,11 @@ class LocomotionEnv:
         unknown = set(self.weights) - {k for k, _ in TrotConfig().weights}
         if unknown:
             raise ModelError(f"unknown reward terms {sorted(unknown)}; known: {[k for k, _ in TrotConfig().weights]}")
-        self.observation_size = 9 + 3 * self.n + 3
+        self.frame_size = 6 + 3 * self.n   # one proprioceptive frame
+        if cfg.observation == "privileged":
+            self.observation_size, self.privileged_size = 9 + 3 * self.n + 3, 0
+        else:
+            self.observation_size, self.privileged_size = (1 + int(cfg.history)) * self.frame_size + 3, 7
         self.action_size = self.n
         self.home_q = np.asarray(self.core.home[self.core.qadr], np.float32)
         # pose term's per-joint weights: 1 on hip joints, 0.1 on knees (*_KFE) as Playground's Go1 joystick
@@ -284,16 +312,33 @@ class LocomotionEnv:
         return {"linvel": Rt @ qvel[0:3], "gyro": qvel[3:6], "gravity": Rt @ jnp.array([0.0, 0.0, -1.0], qpos.dtype),
                 "position": qpos[self.core.qadr] - self.home_q, "velocity": qvel[self.core.dadr]}
 
-    def _observe(self, core: EnvState, command, key):
+    def _observe(self, core: EnvState, command, key, previous=None):
+        """The actor's observation; ``previous``: the last one (its frames become the history; None
+        after a reset: the history repeats this frame)."""
         seen = core.obs  # [qpos, qvel] from the contract's observation FIFO
         sig = self._signals(seen[:self.nq], seen[self.nq:])
         if self.randomization is not None:
             sig = self.randomization.step_noise(key, sig)
         s = dict(self.config.obs_scales)
-        return jnp.concatenate([s["linvel"] * sig["linvel"], s["gyro"] * sig["gyro"], sig["gravity"],
-                                s["position"] * sig["position"], s["velocity"] * sig["velocity"],
-                                core.ctl.last_action, jnp.asarray(s["command"], jnp.float32) * command]
-                               ).astype(jnp.float32)
+        frame = [s["gyro"] * sig["gyro"], sig["gravity"], s["position"] * sig["position"],
+                 s["velocity"] * sig["velocity"], core.ctl.last_action]
+        cmd = jnp.asarray(s["command"], jnp.float32) * command
+        if self.config.observation == "privileged":
+            return jnp.concatenate([s["linvel"] * sig["linvel"], *frame, cmd]).astype(jnp.float32)
+        f = jnp.concatenate(frame).astype(jnp.float32)
+        H, F = int(self.config.history), self.frame_size
+        if previous is None:
+            hist = jnp.tile(f, H)
+        else:   # [f_{t-1}, ..., f_{t-H}] from the last observation [f_{t-1}, c, f_{t-2}, ...]
+            hist = jnp.concatenate([previous[:F], previous[F + 3:F + 3 + (H - 1) * F]])[:H * F]
+        return jnp.concatenate([f, cmd.astype(jnp.float32), hist]).astype(jnp.float32)
+
+    def _privileged(self, qpos, qvel, contact):
+        """The critic's extra inputs (privileged_size,): 2 v_b (true) and the feet's contacts."""
+        if not self.privileged_size:
+            return jnp.zeros((0,), jnp.float32)
+        v = self._signals(qpos, qvel)["linvel"] * dict(self.config.obs_scales)["linvel"]
+        return jnp.concatenate([v, contact]).astype(jnp.float32)
 
     def _feet_height(self, qpos):
         d = _mjx().kinematics(self.core.mx, self._kin.replace(qpos=qpos))
@@ -325,8 +370,9 @@ class LocomotionEnv:
         zero = jnp.zeros((), jnp.float32)
         metrics = {k: zero for k in self.metric_names()}
         info = {"truncation": zero, "envelope_outside_s": core.info["envelope_outside_s"].astype(jnp.float32)}
-        return LocoState(core, command, jnp.zeros(4, jnp.float32), jnp.ones(4, jnp.float32), obs, zero, zero,
-                         metrics, info)
+        ones = jnp.ones(4, jnp.float32)
+        return LocoState(core, command, jnp.zeros(4, jnp.float32), ones, obs, zero, zero, metrics, info,
+                         self._privileged(core.arm.qpos, core.arm.qvel, ones))
 
     def metric_names(self) -> list[str]:
         return ["lin_vel_err_sq", "yaw_rate_err_sq", *[k for k, _ in self.config.weights], "base_height",
@@ -374,7 +420,7 @@ class LocomotionEnv:
         reward = jnp.maximum(total, 0.0) if cfg.clip_reward else total
         air = air * (1.0 - filt)
         k_obs = jax.random.fold_in(core.ctl.rng, 1)
-        obs = self._observe(core, cmd, k_obs)
+        obs = self._observe(core, cmd, k_obs, state.obs)
         obs = jnp.where(jnp.isfinite(obs), obs, 0.0)
         metrics = {"lin_vel_err_sq": lin_err.astype(jnp.float32), "yaw_rate_err_sq": yaw_err.astype(jnp.float32),
                    **contrib, "base_height": qpos[2].astype(jnp.float32),
@@ -382,4 +428,6 @@ class LocomotionEnv:
         info = {"truncation": trunc.astype(jnp.float32),
                 "envelope_outside_s": core.info["envelope_outside_s"].astype(jnp.float32)}
         done = (fell | (steps >= self.episode_length)).astype(jnp.float32)
-        return LocoState(core, cmd, air, contact, obs, reward.astype(jnp.float32), done, metrics, info)
+        priv = self._privileged(qpos, qvel, contact)
+        return LocoState(core, cmd, air, contact, obs, reward.astype(jnp.float32), done, metrics, info,
+                         jnp.where(jnp.isfinite(priv), priv, 0.0))

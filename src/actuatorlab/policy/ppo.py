@@ -18,6 +18,14 @@ Policy: a Gaussian with state-independent standard deviation whose sample is *cl
 the deterministic policy is the clipped mean. Actor and critic are separate equinox MLPs on
 observations normalized by running mean and variance (clipped to +-5 standard deviations).
 
+Asymmetric actor-critic: an environment with ``privileged_size`` > 0 returns ``state.privileged``
+(privileged_size,), quantities a robot does not measure (e.g. the trunk's true linear velocity);
+the critic sees ``[obs, privileged]``, the actor ``obs`` only, so the policy can be deployed on
+the robot's sensors while its value function still sees the state (Pinto et al. 2018, "Asymmetric
+Actor Critic for Image-Based Robot Learning"; MuJoCo Playground's locomotion tasks train so). The
+running statistics cover ``[obs, privileged]``; the actor uses their first ``observation_size``
+entries.
+
 Advantages (per step t of one environment, gamma = ``discount``, lambda = ``gae_lambda``)::
 
     delta_t = r_t + gamma * (1 - terminated_t) * V(s'_t) - V(s_t)
@@ -60,7 +68,7 @@ import optax
 
 from ..errors import ModelError, UnknownNameError
 
-__all__ = ["PPOConfig", "PPO", "TrainState", "RunningStats", "ActorCritic", "gae", "update_stats",
+__all__ = ["PPOConfig", "PPO", "TrainState", "RunningStats", "ActorCritic", "gae", "update_stats", "actor_stats",
            "normalize", "policy_action"]
 
 F32 = jnp.float32
@@ -176,7 +184,7 @@ class ActorCritic(eqx.Module):
     critic: eqx.nn.MLP
     log_std: jax.Array   # (action_size,)
 
-    def __init__(self, obs_size: int, action_size: int, cfg: PPOConfig, key):
+    def __init__(self, obs_size: int, action_size: int, cfg: PPOConfig, key, privileged_size: int = 0):
         ka, kc = jax.random.split(key)
         act = _ACTIVATIONS[cfg.activation]
         self.actor = eqx.nn.MLP(obs_size, action_size, cfg.policy_hidden[0], len(cfg.policy_hidden),
@@ -186,7 +194,7 @@ class ActorCritic(eqx.Module):
         assert last.bias is not None, "eqx.nn.MLP layers have biases (use_final_bias defaults to True)"
         self.actor = eqx.tree_at(lambda m: (m.layers[-1].weight, m.layers[-1].bias), self.actor,
                                  (last.weight * 0.01, jnp.zeros_like(last.bias)))
-        self.critic = eqx.nn.MLP(obs_size, "scalar", cfg.value_hidden[0], len(cfg.value_hidden),
+        self.critic = eqx.nn.MLP(obs_size + privileged_size, "scalar", cfg.value_hidden[0], len(cfg.value_hidden),
                                  activation=act, key=kc, dtype=F32)
         self.log_std = jnp.full((action_size,), cfg.init_log_std, F32)
 
@@ -195,9 +203,17 @@ def _gauss_logp(x, mean, log_std):
     return jnp.sum(-0.5 * ((x - mean) / jnp.exp(log_std)) ** 2 - log_std - 0.5 * math.log(2 * math.pi), axis=-1)
 
 
+def actor_stats(stats: RunningStats, obs_size: int) -> RunningStats:
+    """The statistics of the actor's observation: the first ``obs_size`` entries (the rest are the
+    critic's privileged inputs)."""
+    if stats.mean.shape[-1] == obs_size:
+        return stats
+    return RunningStats(stats.mean[..., :obs_size], stats.var[..., :obs_size], stats.n_seen)
+
+
 def policy_action(model: ActorCritic, stats: RunningStats, obs: jax.Array, normalize_obs: bool = True) -> jax.Array:
     """Deterministic action of one observation: the clipped mean, in [-1, 1]."""
-    return jnp.clip(model.actor(normalize(stats, obs, normalize_obs)), -1.0, 1.0)
+    return jnp.clip(model.actor(normalize(actor_stats(stats, obs.shape[-1]), obs, normalize_obs)), -1.0, 1.0)
 
 
 def gae(reward, value, next_value, terminated, done, discount: float, lam: float):
@@ -251,8 +267,9 @@ class PPO:
     def __init__(self, env: Any, config: PPOConfig, total_updates: int):
         self.env, self.cfg = env, config
         self.obs_size, self.action_size = int(env.observation_size), int(env.action_size)
+        self.privileged_size = int(getattr(env, "privileged_size", 0))
         self.total_updates = max(int(total_updates), 1)
-        like = ActorCritic(self.obs_size, self.action_size, config, jax.random.PRNGKey(0))
+        like = ActorCritic(self.obs_size, self.action_size, config, jax.random.PRNGKey(0), self.privileged_size)
         _, self._static = eqx.partition(like, eqx.is_array)
         steps = self.total_updates * config.num_epochs * config.num_minibatches
         if config.lr_schedule == "linear":
@@ -281,9 +298,10 @@ class PPO:
     def init(self, key, env_params) -> TrainState:
         """Fresh networks, optimizer, statistics and environments (``key``: a PRNGKey)."""
         k_model, k_env, k_next = jax.random.split(key, 3)
-        model = ActorCritic(self.obs_size, self.action_size, self.cfg, k_model)
+        model = ActorCritic(self.obs_size, self.action_size, self.cfg, k_model, self.privileged_size)
         params = eqx.filter(model, eqx.is_array)
-        stats = RunningStats(jnp.zeros((self.obs_size,), F32), jnp.ones((self.obs_size,), F32), jnp.zeros((), F32))
+        n_in = self.obs_size + self.privileged_size
+        stats = RunningStats(jnp.zeros((n_in,), F32), jnp.ones((n_in,), F32), jnp.zeros((), F32))
         env = self._reset_jit(k_env, env_params)
         n = self.cfg.num_envs
         eps = EpisodeState(env, jnp.zeros((n,), F32), jnp.zeros((n,), F32))
@@ -298,7 +316,7 @@ class PPO:
 
         def body(e: EpisodeState, k):
             obs = e.env.obs.astype(F32)
-            mean = jax.vmap(model.actor)(normalize(stats, obs, cfg.normalize_obs))
+            mean = jax.vmap(model.actor)(normalize(actor_stats(stats, self.obs_size), obs, cfg.normalize_obs))
             raw = mean + jnp.exp(model.log_std) * jax.random.normal(k, mean.shape, F32)
             logp = _gauss_logp(raw, mean, model.log_std)
             s = step(e.env, jnp.clip(raw, -1.0, 1.0), env_params)
@@ -307,9 +325,11 @@ class PPO:
             trunc = s.info["truncation"].astype(F32) * done
             ret, length = e.ep_return + reward, e.ep_length + 1.0
             out = {"obs": obs, "action": raw, "logp": logp, "reward": reward, "done": done,
-                   "terminated": done * (1.0 - trunc), "next_obs": s.obs.astype(F32),
+                   "terminated": done * (1.0 - trunc), "next_cobs": self._critic_input(s),
                    "ep_return": ret * done, "ep_length": length * done,
                    "metrics": {k: v.astype(F32) for k, v in s.metrics.items()}}
+            if self.privileged_size:
+                out["cobs"] = self._critic_input(e.env)
             if cfg.lr_schedule == "adaptive":   # the collecting policy's mean, for the closed-form KL
                 out["mean"] = mean
             nxt = EpisodeState(_where(done > 0.5, fresh, s), ret * (1.0 - done), length * (1.0 - done))
@@ -317,12 +337,20 @@ class PPO:
 
         return jax.lax.scan(body, eps, jax.random.split(k_steps, cfg.unroll_length))
 
+    def _critic_input(self, state) -> jax.Array:
+        """[obs, privileged] of a (batched) environment state: the critic's input."""
+        obs = state.obs.astype(F32)
+        if not self.privileged_size:
+            return obs
+        return jnp.concatenate([obs, state.privileged.astype(F32)], axis=-1)
+
     def _loss(self, params, stats, batch):
         cfg = self.cfg
         model = self.model(params)
-        x = normalize(stats, batch["obs"], cfg.normalize_obs)
+        x = normalize(actor_stats(stats, self.obs_size), batch["obs"], cfg.normalize_obs)
         mean = jax.vmap(model.actor)(x)
-        value = jax.vmap(model.critic)(x)
+        value = jax.vmap(model.critic)(normalize(stats, batch["cobs"], cfg.normalize_obs) if self.privileged_size
+                                       else x)
         logp = _gauss_logp(batch["action"], mean, model.log_std)
         ratio = jnp.exp(logp - batch["logp"])
         adv = batch["adv"]
@@ -344,7 +372,7 @@ class PPO:
         """Mean KL(pi_old || pi_new) of a minibatch's samples, Gaussian in closed form: the old
         policy's mean and log std were stored at collection time."""
         model = self.model(params)
-        mean = jax.vmap(model.actor)(normalize(stats, batch["obs"], self.cfg.normalize_obs))
+        mean = jax.vmap(model.actor)(normalize(actor_stats(stats, self.obs_size), batch["obs"], self.cfg.normalize_obs))
         ls0, ls1 = batch["log_std"], model.log_std
         kl = ls1 - ls0 + (jnp.exp(2 * ls0) + (batch["mean"] - mean) ** 2) / (2 * jnp.exp(2 * ls1)) - 0.5
         return jnp.mean(jnp.sum(kl, axis=-1))
@@ -372,16 +400,20 @@ class PPO:
         cfg = self.cfg
         key, k_roll, k_perm = jax.random.split(ts.key, 3)
         eps, tr = self._rollout(ts.params, ts.stats, ts.episodes, env_params, k_roll)
-        stats = update_stats(ts.stats, tr["obs"].reshape(-1, self.obs_size)) if cfg.normalize_obs else ts.stats
+        cobs = tr["cobs"] if self.privileged_size else tr["obs"]
+        n_in = self.obs_size + self.privileged_size
+        stats = update_stats(ts.stats, cobs.reshape(-1, n_in)) if cfg.normalize_obs else ts.stats
         model = self.model(ts.params)
         critic = jax.vmap(jax.vmap(model.critic))
-        value = critic(normalize(stats, tr["obs"], cfg.normalize_obs))
-        next_value = critic(normalize(stats, tr["next_obs"], cfg.normalize_obs))
+        value = critic(normalize(stats, cobs, cfg.normalize_obs))
+        next_value = critic(normalize(stats, tr["next_cobs"], cfg.normalize_obs))
         adv, target = gae(tr["reward"] * cfg.reward_scaling, value, next_value, tr["terminated"], tr["done"],
                           cfg.discount, cfg.gae_lambda)
         n = cfg.steps_per_update
         data = {"obs": tr["obs"].reshape(n, -1), "action": tr["action"].reshape(n, -1), "logp": tr["logp"].reshape(n),
                 "adv": adv.reshape(n), "target": target.reshape(n), "value": value.reshape(n)}
+        if self.privileged_size:
+            data["cobs"] = cobs.reshape(n, -1)
         if cfg.lr_schedule == "adaptive":   # the collecting policy, for the closed-form KL
             data["mean"] = tr["mean"].reshape(n, -1)
             data["log_std"] = jnp.broadcast_to(model.log_std, (n, self.action_size))

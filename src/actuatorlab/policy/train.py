@@ -224,6 +224,8 @@ def _resolve(cfg: TrainConfig, env: Any, ppo_obj: PPO | None):
               "checkpoint_every": int(cfg.checkpoint_every), "ppo": pc.to_dict(),
               "env_options": dict(cfg.env_options or {}), "observation_size": int(env.observation_size),
               "action_size": int(env.action_size)}
+    if getattr(env, "privileged_size", 0):   # the critic's extra inputs (asymmetric actor-critic)
+        config["privileged_size"] = int(env.privileged_size)
     if ppo_obj is not None and (ppo_obj.cfg != pc or ppo_obj.total_updates != plan.updates):
         raise ModelError(f"ppo_obj was built for other PPO settings or another budget ({plan.updates} updates)")
     out = Path(cfg.out)
@@ -357,11 +359,12 @@ def load_policy(run: str | Path) -> LoadedPolicy:
     if config.get("format") != "actuatorlab-policy":
         raise ModelError(f"{run / 'policy.json'}: not an actuatorlab policy file")
     cfg = PPOConfig.from_dict(config["ppo"])
-    like = ActorCritic(int(config["observation_size"]), int(config["action_size"]), cfg, jax.random.PRNGKey(0))
+    like = ActorCritic(int(config["observation_size"]), int(config["action_size"]), cfg, jax.random.PRNGKey(0),
+                       int(config.get("privileged_size", 0)))
     import equinox as eqx
 
     params, static = eqx.partition(like, eqx.is_array)
-    stats = RunningStats(jnp.zeros(like.actor.in_size, jnp.float32), jnp.zeros(like.actor.in_size, jnp.float32),
+    stats = RunningStats(jnp.zeros(like.critic.in_size, jnp.float32), jnp.zeros(like.critic.in_size, jnp.float32),
                          jnp.zeros((), jnp.float32))
     flat, tree = jax.tree_util.tree_flatten((params, stats))
     try:
