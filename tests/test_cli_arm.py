@@ -17,7 +17,8 @@ def test_synth_fit_evaluate_robot(tmp_path, capsys):
     data = tmp_path / "syn"
     assert main(["synth", "--suite", "smoke", "--out", str(data), "--seed", "1"]) == 0
     run = tmp_path / "run"
-    assert main(["fit", str(data / "train"), "--robot", "open_manipulator_x", "--max-evals", "16",
+    (tmp_path / "fit.json").write_text(json.dumps({"max_evals": 16}))
+    assert main(["fit", str(data / "train"), "--robot", "open_manipulator_x", "--config", str(tmp_path / "fit.json"),
                  "--out", str(run)]) == 0
     d = json.loads((run / "arm_model.json").read_text())
     assert d["format"] == "actuatorlab-model" and d["kind"] == "analytic" and d["robot"] == "open_manipulator_x"

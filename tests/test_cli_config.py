@@ -53,8 +53,7 @@ def test_every_command_with_options_takes_config():
 
 
 def test_fit_job_json_reproduces_the_flags_job(captured, tmp_path):
-    by_flags = captured(EXAMPLE, "--model", "m1", "--budget", "quick", "--seed", "3", "--dt", "0.01", "--out",
-                        tmp_path / "a")
+    by_flags = captured(EXAMPLE, "--model", "m1", "--budget", "quick", "--seed", "3", "--out", tmp_path / "a")
     cfg = tmp_path / "fit.json"
     cfg.write_text(json.dumps(job_to_json(by_flags)))
     assert captured("--config", cfg) == by_flags

@@ -30,7 +30,7 @@ from actuatorlab.logs import load_log, save_trajectory
 
 ROOT = Path(__file__).resolve().parents[1]
 ROBOT = "open_manipulator_x"
-TOY = ["--robot", "toy", "--task", "point_mass", "--steps", "512", "--envs", "4", "--points", "2"]
+TOY = ["--robot", "toy", "--task", "point_mass", "--steps", "512", "--envs", "4"]
 
 
 def digest(*paths: Path) -> dict[str, str]:
@@ -87,7 +87,8 @@ def arm(tmp_path_factory):
     root = tmp_path_factory.mktemp("arm")
     rc, synth_out, err = cli("synth", "--suite", "smoke", "--out", root / "syn", "--seed", "1")
     assert rc == 0, err
-    rc, _, err = cli("fit", root / "syn" / "train", "--robot", ROBOT, "--model", "m1", "--max-evals", "16",
+    (root / "fit.json").write_text(json.dumps({"max_evals": 16}))
+    rc, _, err = cli("fit", root / "syn" / "train", "--robot", ROBOT, "--model", "m1", "--config", root / "fit.json",
                      "--out", root / "run")
     assert rc == 0, err
     return dict(root=root, data=root / "syn", model=root / "run" / "arm_model.json", synth_out=synth_out)
@@ -311,10 +312,11 @@ def test_eval_policy_of_a_truncated_policy_file(policy_run, tmp_path):
 @pytest.mark.parametrize("argv, option, work", [
     (["excite", "--model-file", "{model}", "--budget", "-5", "--out", "{out}"], "--budget", None),
     (["excite", "--model-file", "{model}", "--budget", "0", "--out", "{out}"], "--budget", None),
-    (["excite", "--model-file", "{model}", "--segment", "-1", "--out", "{out}"], "--segment", None),
+    (["excite", "--model-file", "{model}", "--config", "JOB segment_s -1", "--out", "{out}"], "segment_s", None),
     (["synth", "--suite", "smoke", "--scale", "0", "--out", "{out}"], "--scale", None),
     (["synth", "--suite", "smoke", "--scale", "-0.5", "--out", "{out}"], "--scale", None),
-    (["fit", "{logs}", "--model", "m1", "--dt", "-0.005", "--out", "{out}"], "--dt", ("actuatorlab.app.jobs", "run_fit")),
+    (["fit", "{logs}", "--model", "m1", "--config", "JOB options.dt -0.005", "--out", "{out}"], "options.dt",
+     ("actuatorlab.app.jobs", "run_fit")),
     (["train", "{logs}", "--steps", "-10", "--out", "{out}"], "--steps", ("actuatorlab.app.jobs", "run_train")),
     (["train-policy", "--robot", "toy", "--task", "point_mass", "--steps", "-1", "--out", "{out}"], "--steps",
      ("actuatorlab.policy.train", "train_policy")),
@@ -328,6 +330,13 @@ def test_bad_numeric_options_are_refused_before_any_work(one, tmp_path, monkeypa
         _no_work(monkeypatch, *work)
     out = tmp_path / "OUT"
     argv = [a.format(model=one["model"], out=out, logs=one["logs"]) for a in argv]
+    for i, a in enumerate(argv):  # "JOB field value": a --config file setting a field that has no flag
+        if a.startswith("JOB "):
+            _, field, value = a.split()
+            head, _, leaf = field.rpartition(".")
+            job = {leaf: float(value)} if not head else {head: {leaf: float(value)}}
+            argv[i] = tmp_path / "job.json"
+            argv[i].write_text(json.dumps(job))
     refused(argv, option, inputs=[one["model"], one["logs"]],
             absent=[] if argv[0] == "eval-policy" else [out])
 

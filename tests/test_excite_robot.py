@@ -130,8 +130,8 @@ def test_designed_set_identifies_a_synthetic_truth_better_than_sines(setup, repo
 
 def test_cli_writes_replayable_command_files(tmp_path):
     out = tmp_path / "ex"
-    assert main(["excite", "--robot", "so101", "--segment", "1", "--budget", "2", "--out", str(out), "--config",
-                 job_config(tmp_path / "excite.json", {"joints": ["elbow_flex"], "lerobot": True})]) == 0
+    assert main(["excite", "--robot", "so101", "--budget", "2", "--out", str(out), "--config",
+                 job_config(tmp_path / "excite.json", {"joints": ["elbow_flex"], "lerobot": True, "segment_s": 1})]) == 0
     d = json.loads((out / "excitation.json").read_text())
     assert d["format"] == "actuatorlab-excitation" and d["robot"] == "so101" and d["joints"] == ["elbow_flex"]
     assert d["design"]["model"] == "m3+delay+gain" and "R@elbow_flex" not in d["design"]["parameters"]
@@ -158,7 +158,7 @@ def test_cli_reads_a_whole_robot_fit(tmp_path):
     (tmp_path / "arm_model.json").write_text(json.dumps(fit))
     out = tmp_path / "ex"
     assert main(["excite", "--robot", "so101", "--model-file", str(tmp_path / "arm_model.json"), "--config",
-                 job_config(tmp_path / "joints.json", {"joints": ["wrist_flex"]}), "--segment", "1", "--budget", "1", "--out", str(out)]) == 0
+                 job_config(tmp_path / "joints.json", {"joints": ["wrist_flex"], "segment_s": 1}), "--budget", "1", "--out", str(out)]) == 0
     d = json.loads((out / "excitation.json").read_text())["design"]
     assert d["model"] == "m1" and d["parameters"] == [f"{k}@wrist_flex" for k in ("kt", "armature", "friction_base",
                                                                                  "friction_viscous")]

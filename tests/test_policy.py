@@ -304,7 +304,8 @@ def test_cli_train_and_eval_policy(scratch_run, tmp_path, capsys):
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
     # a tiny run through the command line (2 chunks of 1 update), then --resume of the finished run
     args = ["train-policy", "--robot", "toy", "--task", "pendulum", "--schedule", "direct", "--steps", "1000",
-            "--envs", "32", "--points", "2", "--out", str(tmp_path / "run"), "--json"]
+            "--envs", "32", "--out", str(tmp_path / "run"), "--json",
+            "--config", job_config(tmp_path / "points.json", {"points": 2})]
     assert main(args) == 0
     d = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert d["finished"] and d["env_steps"] == 1024 and d["stages"] == 2

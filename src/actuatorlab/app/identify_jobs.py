@@ -92,8 +92,8 @@ class FitResult(Result):
 def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
     """Fit (:func:`actuatorlab.app.jobs.run_fit`: one joint, or a robot named by ``robot`` or by
     the logs) and write RUN/."""
-    check_range("--dt", job.options.dt)
-    check_range("--max-evals", job.max_evals)
+    check_range("options.dt", job.options.dt)
+    check_range("max_evals", job.max_evals)
     if job.robot is not None and not job.data:
         raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
     if job.robot is None and job.model is not None and job.options.calibration not in (CALIBRATION, "none"):
@@ -177,7 +177,7 @@ class ExciteResult(Result):
 def run_excite_job(job: ExciteJob) -> ExciteResult:
     """Design an excitation for one joint or a robot (:func:`~actuatorlab.excite.design.excite`)
     and write it to ``out``."""
-    for option, value, kw in (("--budget", job.budget_s, {}), ("--segment", job.segment_s, {}), ("--dt", job.dt, {}),
+    for option, value, kw in (("--budget", job.budget_s, {}), ("segment_s", job.segment_s, {}), ("--dt", job.dt, {}),
                               ("--v-max", job.v_max, {}), ("--margin", job.margin, {"low_ok": True}),
                               ("--duty", job.duty, {"high": 1.0}), ("--effort-max", job.effort_max, {}),
                               ("--effort-share", job.effort_share, {})):

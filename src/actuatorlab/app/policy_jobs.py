@@ -41,7 +41,7 @@ def check_train_policy(job: TrainPolicyJob) -> None:
     """Refuse bad numbers, a missing run to resume and a bad schedule before any work."""
     check_range("--steps", job.steps)
     check_range("--envs", job.envs)
-    check_range("--points", job.points)
+    check_range("points", job.points)
     check_resume(job.out, job.resume)
     make_schedule(job.schedule, **job.schedule_options)  # a bad name or option fails before the progress bar
 

@@ -29,15 +29,13 @@ def fit(ctx: typer.Context,
         out: Path = typer.Option(Path("run"), "--out", "-o", help="run folder for model.json and report.html"),
         seed: int = typer.Option(0, "--seed"),
         budget: str = typer.Option("default", "--budget", help="quick | default | thorough"),
-        dt: Optional[float] = typer.Option(None, "--dt", help="control period [s] (default: median sample period)"),
         robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot (e.g. open_manipulator_x)"),
-        max_evals: int = typer.Option(300, "--max-evals", help="with --robot: CMA-ES evaluations per model"),
         config: Config = None):
     """Fit actuator models to logs; write RUN/model.json, RUN/report.html, RUN/identifiability.json
     (a whole robot, named by --robot or by its multi-joint logs: RUN/arm_model.json)."""
 
-    job = job_of(ctx, FitJob, config, data="data", model="model", out="out", robot="robot", max_evals="max_evals",
-                 **{"options.seed": "seed", "options.budget": "budget", "options.dt": "dt"})
+    job = job_of(ctx, FitJob, config, data="data", model="model", out="out", robot="robot",
+                 **{"options.seed": "seed", "options.budget": "budget"})
     with _progress() as p:
         bars = _Bars(p)
         res = identify_jobs.run_fit_job(job, progress=bars)
@@ -175,16 +173,13 @@ def excite(ctx: typer.Context,
            model_file: Optional[Path] = typer.Option(None, "--model-file", help="fitted RUN/model.json (model, "
                                                      "parameters and bench); RUN/arm_model.json with --robot"),
            budget_s: float = typer.Option(10.0, "--budget", help="[s] total duration of the design"),
-           segment_s: Optional[float] = typer.Option(None, "--segment", help="[s] length of one segment (default 2; "
-                                                     "3 with --robot)"),
            robot: Optional[str] = typer.Option(None, "--robot", help="design for a whole robot (bundled name or "
                                                "config file)"),
            config: Config = None):
     """Design an excitation: safe candidates ranked by Fisher information, a D-optimal set within
     the budget, written as replayable CSV command files + excitation.json. One joint on a bench, or
     (--robot) every joint of a robot with the per-joint parameters of its model."""
-    job = job_of(ctx, ExciteJob, config, out="out", model_file="model_file", budget_s="budget_s",
-                 segment_s="segment_s", robot="robot")
+    job = job_of(ctx, ExciteJob, config, out="out", model_file="model_file", budget_s="budget_s", robot="robot")
     res = identify_jobs.run_excite_job(job)
     r, out = res.record, job.out
     if res.robot is not None:

@@ -29,14 +29,13 @@ def train_policy_cmd(ctx: typer.Context,
                      seed: int = typer.Option(0, "--seed"),
                      out: Path = typer.Option(Path("runs/policy"), "--out", "-o", help="run folder"),
                      resume: bool = typer.Option(False, "--resume", help="continue RUN/ckpt/latest.npz exactly"),
-                     points: int = typer.Option(50, "--points", help="learning-curve points (chunks) in the run"),
                      as_json: bool = typer.Option(False, "--json", help="print the run summary as one JSON line"),
                      config: Config = None):
     """Train a policy with PPO under an alpha schedule of the model homotopy; write RUN/policy.npz,
     RUN/curve.json, RUN/stages.json, RUN/metrics.jsonl, RUN/report.html and checkpoints (docs/policy.md)."""
 
     job = job_of(ctx, TrainPolicyJob, config, robot="robot", task="task", schedule="schedule", steps="steps", envs="envs",
-                 seed="seed", out="out", resume="resume", points="points")
+                 seed="seed", out="out", resume="resume")
     policy_jobs.check_train_policy(job)  # before the progress bar
     out, schedule = job.out, job.schedule
     with _progress() as p:
