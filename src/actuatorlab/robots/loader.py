@@ -1,9 +1,8 @@
 """Robot configs: a MuJoCo model plus an actuatorlab actuator model on every listed joint.
 
-A robot is described by one JSON file in ``robots/configs/<name>.json`` (format in
-docs/robots.md). :func:`load_robot` reads and validates it against the MJCF (every joint is
-looked up by *name*) and returns a frozen :class:`Robot`. Nothing is simulated here: the
-rollouts live in :mod:`actuatorlab.sim.arm` (MJX) and :mod:`actuatorlab.sim.arm_native` (MuJoCo).
+A robot is one JSON file ``robots/configs/<name>.json`` (docs/robots.md). :func:`load_robot` validates
+it against the MJCF (joints looked up by *name*) and returns a frozen :class:`Robot`. Nothing is
+simulated here: see :mod:`actuatorlab.sim.arm` (MJX) and :mod:`actuatorlab.sim.arm_native` (MuJoCo).
 
 Units. Actuator parameters and gains in a config are given at the *servo output shaft*
 (rotational units, gear ratio folded in, the convention of :mod:`actuatorlab.models.params`). A
@@ -142,8 +141,8 @@ class Robot:
     joints that carry no actuator model; nq, nv: MuJoCo sizes; ee_body: the body whose origin is the
     end-effector point (force labels and estimates act there), or None; bench: a one-joint bench's
     plant constants ((name, value) of :class:`~actuatorlab.models.plant.PlantConstants`: mass [kg],
-    length [m], arm_mass [kg], gravity [m/s^2]; what the one-joint scan needs), () for other robots.
-    """
+    length [m], arm_mass [kg], gravity [m/s^2]; what the one-joint scan needs), () for other robots;
+    fixed_base: the floating base welded where the MJCF puts it (:mod:`~actuatorlab.robots.fixed_base`)."""
 
     name: str
     config_path: str
@@ -164,6 +163,7 @@ class Robot:
     nv: int
     ee_body: str | None = None
     bench: tuple[tuple[str, float], ...] = ()
+    fixed_base: bool = False
 
     # ---- structure -------------------------------------------------------------------------
     @property
@@ -546,6 +546,10 @@ def model_spec(robot: Robot, for_mjx: bool = False, *, config_integrator: bool =
         for g in spec.geoms:
             g.contype = 0
             g.conaffinity = 0
+    for fj in [j for j in spec.joints if robot.fixed_base and j.type == mujoco.mjtJoint.mjJNT_FREE]:
+        spec.delete(fj)  # the base welded where the MJCF puts it; keyframes lose its 7 qpos / 6 qvel entries
+        for k in spec.keys:
+            k.qpos, k.qvel = list(k.qpos)[7:], list(k.qvel)[6:]
     if for_mjx:
         spec.option.iterations = 1
         spec.option.ls_iterations = 4
