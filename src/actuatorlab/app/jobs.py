@@ -36,6 +36,7 @@ from ..report.fit import write_report
 from ..report.diagnosis import diagnosis_section
 from ..models.modelfile import load_model, model_to_dict, save_model
 from ..identify.arm_fit import fit_arm, select_arm
+from ..identify.arm_space import robot_for_logs
 from ..sim.arm_data import evaluate_arm
 from ..files import atomic_write, git_revision
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
@@ -432,26 +433,27 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     or a 70/30 time split of fewer than 3 logs), and the selected model is refitted on all of them
     (:func:`~actuatorlab.identify.arm_fit.select_arm`)."""
     selection = None
+    rb = robot_for_logs(robot, trajs)  # in-air logs: base welded, their gains, sets by joint type
     if ro.method not in ("cma", "grad"):
         raise UnknownNameError("fit method", ro.method, ("cma", "grad"))
     if model is not None and ro.method == "grad":
-        r = fit_arm_grad(robot, trajs, model=model, seed=seed, per_joint=ro.per_joint)
+        r = fit_arm_grad(rb, trajs, model=model, seed=seed, per_joint=ro.per_joint)
     elif model is not None:
-        r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
+        r = fit_arm(rb, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
                     horizon=ro.horizon, max_windows=ro.max_windows)
     else:
         fit_part, val_part = split_validation(trajs)
         cb = (lambda m, i, n: progress(m, f"{i + 1}/{n + 1}", 0.0)) if progress else None
-        res = select_arm(robot, fit_part, val_part, per_joint=ro.per_joint, max_evals=ro.max_evals, seed=seed,
+        res = select_arm(rb, fit_part, val_part, per_joint=ro.per_joint, max_evals=ro.max_evals, seed=seed,
                          horizon=ro.horizon, max_windows=ro.max_windows, method=ro.method, progress=cb)
         r = res["final"]
         selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
                      "val_horizon": res["val_horizon"]}
-    ev = evaluate_arm(robot, r["params"], trajs, model=r["model"])
+    ev = evaluate_arm(rb, r["params"], trajs, model=r["model"])
 
     d = {"format": FORMAT, "format_version": FORMAT_VERSION, "robot": robot, "kind": "analytic", "model": r["model"],
          "per_joint": ro.per_joint, "params": r["params"], "nominal": r["nominal"],
-         "envelope": robot_envelope(robot, trajs),
+         "envelope": robot_envelope(rb, trajs),
          "fit": {"method": ro.method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
                                                             "horizon")}},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],

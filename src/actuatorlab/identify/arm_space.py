@@ -10,14 +10,16 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import DataError, ModelError
+from ..logs.format import Trajectory
 from ..models.params import PARAMS, bounds_for
 from ..models.registry import get_model
-from ..robots.loader import Robot
+from ..robots.fixed_base import on_fixed_base
+from ..robots.loader import ParamGroup, Robot
 from ..sim.arm_data import _check_name, _robot, model_params, robot_with_model
 from .space import unit_to_theta, unit_to_z
 
-__all__ = ["DEFAULT_FIT_PARAMS", "BOX_FACTORS", "ArmSpace", "fit_setup", "fit_result"]
+__all__ = ["DEFAULT_FIT_PARAMS", "BOX_FACTORS", "ArmSpace", "fit_setup", "fit_result", "robot_for_logs"]
 
 #: actuator parameters fitted by default
 DEFAULT_FIT_PARAMS: tuple[str, ...] = ("kt", "friction_base", "friction_viscous", "armature")
@@ -137,3 +139,32 @@ def fit_result(model: str | None, names, labels, sets, best: dict, nominal: dict
             "param_sets": {k: [float(v) for v in best[k]] for k in PARAMS},
             "train_mae": mae, "train_mse": mse, "train_mae_nominal": mae0, **extra,
             "unit": "rad", "per_joint": bool(per_joint)}
+
+
+def robot_for_logs(robot: str | Robot, trajs: list[Trajectory]) -> Robot:
+    """The robot as the logs were recorded on it. Logs of the in-air protocol (``Setup.extra["base"] ==
+    "fixed"``, ``synth --suite legged``) give the robot with its base welded
+    (:func:`~actuatorlab.robots.fixed_base.on_fixed_base`), the logs' drive gains (kp, kd: one set; the
+    config's are the policy's) and, where the config shares one parameter set across joints whose names end
+    in a type (ANYmal C: _HAA, _HFE, _KFE), one parameter set per joint type. Other logs: the robot as it is."""
+    r = _robot(robot)
+    fixed = [(t.setup.extra or {}).get("base") == "fixed" for t in trajs]
+    if not any(fixed):
+        return r
+    if not all(fixed):
+        raise DataError(None, "the logs mix the in-air protocol (base fixed) with other logs; fit them apart")
+    gains = sorted({(float(t.setup.gains.get("kp", 0.0)), float(t.setup.gains.get("kd", 0.0))) for t in trajs})
+    if len(gains) != 1:
+        raise DataError(None, f"in-air logs at {len(gains)} drive gain sets {gains}; fit one gain set at a time")
+    kp, kd = gains[0]
+    r = on_fixed_base(r)
+    joints = tuple(dataclasses.replace(j, gains=tuple(sorted({**dict(j.gains), "kp": kp, "kd": kd}.items())))
+                   for j in r.joints)
+    types = sorted({j.name.rsplit("_", 1)[-1] for j in joints})
+    if len(r.groups) == 1 and 1 < len(types) < len(joints):
+        g = r.groups[0]
+        groups = tuple(ParamGroup(f"{g.actuator}@{t}", g.actuator, g.model,
+                                  tuple(j.name for j in joints if j.name.endswith("_" + t)), g.nominal) for t in types)
+        joints = tuple(dataclasses.replace(j, group=types.index(j.name.rsplit("_", 1)[-1])) for j in joints)
+        return dataclasses.replace(r, joints=joints, groups=groups)
+    return dataclasses.replace(r, joints=joints)
