@@ -46,6 +46,23 @@ def test_more_delay_more_phase_lag():
     assert lags[1] - lags[0] > 0.1, lags
 
 
+def test_more_backlash_wider_dead_band_at_reversals():
+    # LF_HFE swung slowly around the pose where its gravity torque is zero (0.35 rad below standing): the
+    # spring torque changes sign at every pass, so the rotor crosses the dead band
+    t = np.arange(201) * 0.02
+    x = np.mod(t / 2.0 + 0.25, 1.0)
+    tgt = -0.35 + 0.2 * (1.0 - 4.0 * np.abs(x - 0.5))  # triangle +-0.2 rad, 0.4 rad/s
+    swing = []
+    for b in (0.0005, 0.02):
+        u = dataclasses.replace(ANYDRIVE, gear=dataclasses.replace(ANYDRIVE.gear, backlash=b))
+        r = _one(u, tgt)
+        assert np.min(r.tau_c[50:, J]) < 0 < np.max(r.tau_c[50:, J])
+        defl = r.motor_position[50:, J] - r.position[50:, J]  # the logged deflection, both encoders
+        swing.append(float(defl.max() - defl.min()))
+    # the dead band adds its width to the deflection swing between the two torque directions
+    assert swing[1] - swing[0] > 0.5 * (0.02 - 0.0005), swing
+
+
 def test_simulation_deterministic_by_seed():
     log = LeggedLog("x", "train", "chirp", 1.0, TRAIN_GAIN, 1, 1.0)
     runs = []
