@@ -35,9 +35,8 @@ from ..models.registry import contains, EXTENSIONS, get_model
 from ..report.fit import write_report
 from ..report.diagnosis import diagnosis_section
 from ..models.modelfile import load_model, model_to_dict, save_model
-from ..identify.arm_fit import fit_arm, select_arm
-from ..identify.arm_space import robot_for_logs
-from ..sim.arm_data import evaluate_arm
+from ..identify.arm_fit import evaluate_logs, fit_arm, select_arm
+from ..identify.arm_space import log_groups
 from ..files import atomic_write, git_revision
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..learned.arm import evaluate_learned_arm, load_arm_model
@@ -433,23 +432,27 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     or a 70/30 time split of fewer than 3 logs), and the selected model is refitted on all of them
     (:func:`~actuatorlab.identify.arm_fit.select_arm`)."""
     selection = None
-    rb = robot_for_logs(robot, trajs)  # in-air logs: base welded, their gains, sets by joint type
+    groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
+    if ro.method == "grad" and len(groups) > 1:
+        raise ActuatorlabError(f"--robot {robot}: the logs were recorded at {len(groups)} gain / load settings; "
+                               "the grad method fits one (use method cma)")
+    rb = groups[0][0]
     if ro.method not in ("cma", "grad"):
         raise UnknownNameError("fit method", ro.method, ("cma", "grad"))
     if model is not None and ro.method == "grad":
         r = fit_arm_grad(rb, trajs, model=model, seed=seed, per_joint=ro.per_joint)
     elif model is not None:
-        r = fit_arm(rb, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
+        r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
                     horizon=ro.horizon, max_windows=ro.max_windows)
     else:
         fit_part, val_part = split_validation(trajs)
         cb = (lambda m, i, n: progress(m, f"{i + 1}/{n + 1}", 0.0)) if progress else None
-        res = select_arm(rb, fit_part, val_part, per_joint=ro.per_joint, max_evals=ro.max_evals, seed=seed,
+        res = select_arm(robot, fit_part, val_part, per_joint=ro.per_joint, max_evals=ro.max_evals, seed=seed,
                          horizon=ro.horizon, max_windows=ro.max_windows, method=ro.method, progress=cb)
         r = res["final"]
         selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
                      "val_horizon": res["val_horizon"]}
-    ev = evaluate_arm(rb, r["params"], trajs, model=r["model"])
+    ev = evaluate_logs(robot, r["params"], trajs, model=r["model"])
 
     d = {"format": FORMAT, "format_version": FORMAT_VERSION, "robot": robot, "kind": "analytic", "model": r["model"],
          "per_joint": ro.per_joint, "params": r["params"], "nominal": r["nominal"],
@@ -490,12 +493,14 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         params = am.parameters
         model = am.model
     trajs = load_logs(list(paths))
-    res = evaluate_arm(robot, None if params is None else dict(params), trajs, model=model)
-    if res["horizon"] is not None:  # errors by regime, defined once (evaluate.metrics)
-        res.update(robot_regimes(robot, None if params is None else dict(params), trajs, res["horizon"], model))
+    groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
+    rb = groups[0][0]
+    res = evaluate_logs(robot, None if params is None else dict(params), trajs, model=model)
+    if res["horizon"] is not None and len(groups) == 1:  # errors by regime, defined once (evaluate.metrics)
+        res.update(robot_regimes(rb, None if params is None else dict(params), trajs, res["horizon"], model))
     env = d.get("envelope") if params is not None else None
     if env:  # each log's share of samples outside the fit's per-joint envelope
-        o = robot_outside(robot, env, trajs)
+        o = robot_outside(rb, env, trajs)
         res.update(envelope_outside_fraction=o["outside_fraction"], envelope_outside_per_joint=o["per_joint"],
                    envelope_outside_dimensions=o["outside_dimensions"], envelope_warnings=o["warnings"])
     return _note_skipped_horizons(res, trajs)

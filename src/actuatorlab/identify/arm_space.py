@@ -19,7 +19,7 @@ from ..robots.loader import ParamGroup, Robot
 from ..sim.arm_data import _check_name, _robot, model_params, robot_with_model
 from .space import unit_to_theta, unit_to_z
 
-__all__ = ["DEFAULT_FIT_PARAMS", "BOX_FACTORS", "ArmSpace", "fit_setup", "fit_result", "robot_for_logs"]
+__all__ = ["DEFAULT_FIT_PARAMS", "BOX_FACTORS", "ArmSpace", "fit_setup", "fit_result", "robot_for_log", "log_groups"]
 
 #: actuator parameters fitted by default
 DEFAULT_FIT_PARAMS: tuple[str, ...] = ("kt", "friction_base", "friction_viscous", "armature")
@@ -141,23 +141,23 @@ def fit_result(model: str | None, names, labels, sets, best: dict, nominal: dict
             "unit": "rad", "per_joint": bool(per_joint)}
 
 
-def robot_for_logs(robot: str | Robot, trajs: list[Trajectory]) -> Robot:
-    """The robot as the logs were recorded on it. Logs of the in-air protocol (``Setup.extra["base"] ==
-    "fixed"``, ``synth --suite legged``) give the robot with its base welded
-    (:func:`~actuatorlab.robots.fixed_base.on_fixed_base`), the logs' drive gains (kp, kd: one set; the
-    config's are the policy's) and, where the config shares one parameter set across joints whose names end
-    in a type (ANYmal C: _HAA, _HFE, _KFE), one parameter set per joint type. Other logs: the robot as it is."""
+
+def robot_for_log(robot: str | Robot, traj: Trajectory) -> Robot:
+    """The robot as one log was recorded on it. A log of the in-air protocol (``Setup.extra["base"] ==
+    "fixed"``, ``synth --suite legged``) gives the robot with its base welded
+    (:func:`~actuatorlab.robots.fixed_base.on_fixed_base`), the log's drive gains (kp, kd; the config's are
+    the policy's), its known loads (``Setup.extra["point_masses"]``: [body, mass [kg], [x, y, z] [m]] each,
+    :attr:`~actuatorlab.robots.loader.Robot.point_masses`) and, where the config shares one parameter set
+    across joints whose names end in a type (ANYmal C: _HAA, _HFE, _KFE), one parameter set per joint type.
+    Other logs: the robot as it is."""
     r = _robot(robot)
-    fixed = [(t.setup.extra or {}).get("base") == "fixed" for t in trajs]
-    if not any(fixed):
+    extra = traj.setup.extra or {}
+    if extra.get("base") != "fixed":
         return r
-    if not all(fixed):
-        raise DataError(None, "the logs mix the in-air protocol (base fixed) with other logs; fit them apart")
-    gains = sorted({(float(t.setup.gains.get("kp", 0.0)), float(t.setup.gains.get("kd", 0.0))) for t in trajs})
-    if len(gains) != 1:
-        raise DataError(None, f"in-air logs at {len(gains)} drive gain sets {gains}; fit one gain set at a time")
-    kp, kd = gains[0]
-    r = on_fixed_base(r)
+    kp, kd = float(traj.setup.gains.get("kp", 0.0)), float(traj.setup.gains.get("kd", 0.0))
+    loads = tuple((str(b), float(m), (float(p[0]), float(p[1]), float(p[2])))
+                  for b, m, p in extra.get("point_masses") or ())
+    r = on_fixed_base(dataclasses.replace(r, point_masses=loads))
     joints = tuple(dataclasses.replace(j, gains=tuple(sorted({**dict(j.gains), "kp": kp, "kd": kd}.items())))
                    for j in r.joints)
     types = sorted({j.name.rsplit("_", 1)[-1] for j in joints})
@@ -168,3 +168,18 @@ def robot_for_logs(robot: str | Robot, trajs: list[Trajectory]) -> Robot:
         joints = tuple(dataclasses.replace(j, group=types.index(j.name.rsplit("_", 1)[-1])) for j in joints)
         return dataclasses.replace(r, joints=joints, groups=groups)
     return dataclasses.replace(r, joints=joints)
+
+
+def log_groups(robot: str | Robot, trajs: Iterable[Trajectory]) -> list[tuple[Robot, list[Trajectory]]]:
+    """The logs grouped by the robot they were recorded on (:func:`robot_for_log`: one group for ordinary
+    logs; in-air logs by drive gains and loads), in order of first appearance. Every group's robot has the
+    same joints and parameter sets, so one set of parameters replays them all. In-air logs mixed with
+    others are refused (one line)."""
+    out: dict[Robot, list[Trajectory]] = {}
+    kinds = set()
+    for t in trajs:
+        kinds.add((t.setup.extra or {}).get("base") == "fixed")
+        out.setdefault(robot_for_log(robot, t), []).append(t)
+    if len(kinds) > 1:
+        raise DataError(None, "the logs mix the in-air protocol (base fixed) with other logs; fit them apart")
+    return list(out.items())

@@ -4,7 +4,7 @@
 MjSpec (:func:`~actuatorlab.robots.loader.model_spec`), so the base body stays where the MJCF puts it
 (ANYmal C: 0.62 m above the floor), contacts off (the legs swing in the air), and the joint addresses
 of the compiled model. The virtual hardware's in-air protocol (:mod:`actuatorlab.synth.legged`) and
-the whole-robot fit of its logs (:func:`actuatorlab.identify.arm_space.robot_for_logs`) use the same edit.
+the whole-robot fit of its logs (:func:`actuatorlab.identify.arm_space.robot_for_log`) use the same edit.
 """
 
 from __future__ import annotations

@@ -200,11 +200,8 @@ def leg_command(family: str, t: np.ndarray, joint_type: str, rng: np.random.Gene
         w = min(0.9 * v / (box * s), 2 * math.pi * 0.8)
         q = box * s * np.sin(w * t) * np.clip(t / 0.5, 0.0, 1.0)
     elif family == "reversals":
-        off = np.repeat(rng.uniform(-0.6 * box, 0.6 * box, size=int(D // 4) + 1), 1)
-        q = np.zeros_like(t)
-        for i, o in enumerate(off):
-            sel = (t >= 4 * i) & (t < 4 * (i + 1))
-            q[sel] = o
+        off = rng.uniform(-0.6 * box, 0.6 * box, size=int(D // 4) + 1)  # a new offset every 4 s, blended over 1 s
+        q = off[np.minimum((t // 4.0).astype(int), off.size - 1)]
         q = _smooth_triangle(t, 0.05, 0.15) + np.convolve(np.pad(q, 25, mode="edge"), np.ones(51) / 51, mode="valid")
     elif family == "steps":
         q = np.zeros_like(t)

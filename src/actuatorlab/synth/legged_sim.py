@@ -34,10 +34,11 @@ from .truth import thermal_step
 from .zoo import ZooActuator
 from .zoo_sim import ZooRun, _Firmware, _plant, _State, rotor_step
 
-__all__ = ["LeggedRun", "LeggedTruth", "legged_robot", "simulate_legged", "run_legged", "GENERATOR"]
+__all__ = ["LeggedRun", "LeggedTruth", "legged_robot", "simulate_legged", "run_legged", "foot_masses",
+           "log_target", "GENERATOR"]
 
 GENERATOR = "actuatorlab.synth.legged"
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 LEGS = ("LF", "RF", "LH", "RH")
 #: [counts/rev] motor-side encoder (divided by the ratio on the output side)
 MOTOR_COUNTS = 2 ** 14
@@ -86,10 +87,23 @@ class LeggedTruth:
     supply: np.ndarray
 
 
-def _scene(robot: Robot, load: float) -> mujoco.MjModel:
-    """The in-air MuJoCo model of the truth: actuators removed, joint armature/damping/friction 0, a point
-    mass ``load`` [kg] at each foot (the foot sphere's centre)."""
+def foot_masses(robot: Robot, load: float) -> tuple[tuple[str, float, tuple[float, float, float]], ...]:
+    """The load as :attr:`~actuatorlab.robots.loader.Robot.point_masses`: ``load`` [kg] at the centre of each
+    foot sphere (in its shank's frame); () without a load. The logs carry the same in ``Setup.extra``."""
+    if load <= 0:
+        return ()
     spec = model_spec(robot)
+    out = []
+    for leg in LEGS:
+        foot = [g for g in spec.body(f"{leg}_SHANK").geoms if g.type == mujoco.mjtGeom.mjGEOM_SPHERE][0]
+        out.append((f"{leg}_SHANK", float(load), (float(foot.pos[0]), float(foot.pos[1]), float(foot.pos[2]))))
+    return tuple(out)
+
+
+def _scene(robot: Robot, load: float) -> mujoco.MjModel:
+    """The in-air MuJoCo model of the truth: actuators removed, joint armature/damping/friction 0, the load
+    at the feet (:func:`foot_masses`, the loader's point masses: the same edit the fit's robot gets)."""
+    spec = model_spec(dataclasses.replace(robot, point_masses=foot_masses(robot, load)))
     for a in list(spec.actuators):
         spec.delete(a)
     for j in robot.joints:
@@ -98,11 +112,6 @@ def _scene(robot: Robot, load: float) -> mujoco.MjModel:
         sj.damping = np.zeros_like(np.asarray(sj.damping, dtype=float))
     for k in spec.keys:
         k.ctrl = []
-    if load > 0:
-        for leg in LEGS:
-            shank = spec.body(f"{leg}_SHANK")
-            foot = [g for g in shank.geoms if g.type == mujoco.mjtGeom.mjGEOM_SPHERE][0]
-            shank.add_body(name=f"{leg}_LOAD", pos=foot.pos, mass=load, inertia=[1e-5] * 3, explicitinertial=True)
     return spec.compile()
 
 
@@ -227,6 +236,7 @@ def _trajectory(robot: Robot, log: LeggedLog, target: np.ndarray, r: LeggedTruth
                   gains={"kp": kp, "kd": kd, "effort_limit": ANYDRIVE.interface.effort_limit},
                   supply_voltage=ANYDRIVE.motor.supply,
                   extra={"robot": robot.name, "joints": list(robot.joint_names), "base": "fixed",
+                         "point_masses": [[b, m, list(p)] for b, m, p in foot_masses(robot, log.load)],
                          "per_joint_gains": {j: {"kp": kp, "kd": kd} for j in robot.joint_names},
                          "excited": excited, "generator": f"{GENERATOR} {GENERATOR_VERSION}", "suite": LEGGED_SUITE,
                          "family": log.family, "truth": "dataset.json of the dataset folder"})
