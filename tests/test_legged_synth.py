@@ -11,7 +11,8 @@ from actuatorlab.robots.loader import home_qpos
 from actuatorlab.logs.io import load_native
 from actuatorlab.synth.legged import (ANYDRIVE, JOINT_TYPES, SAFETY, TRAIN_GAIN, LeggedLog, draw_units, leg_command,
                                       legged_logs)
-from actuatorlab.synth.legged_sim import LeggedRun, legged_robot, log_target, run_legged, simulate_legged
+from actuatorlab.synth.legged_sim import (LeggedRun, legged_robot, log_target, protocol_log, run_legged,
+                                          simulate_legged)
 from actuatorlab.synth.suites import SynthError
 
 ROBOT = legged_robot()
@@ -93,27 +94,30 @@ def tiny(tmp_path_factory):
 def test_protocol_never_leaves_its_safety_limits(tiny):
     card = json.loads((tiny / "dataset.json").read_text())
     assert set(card["splits"]) == {"train", "heldout/excitation", "heldout/load", "heldout/gain"}
+    # the check bites: the chirps resonate past the HAA box at full amplitude and were run again smaller
+    assert any(rec["rejected_amplitudes"] for rec in card["logs"] if rec["family"] == "chirp")
     for rec in card["logs"]:
         ex = rec["truth_extremes"]
         for jt in JOINT_TYPES:
             assert ex[f"{jt}_max_offset_rad"] <= SAFETY.box(jt), (rec["name"], jt, ex)
             assert ex[f"{jt}_max_speed_rad_s"] <= SAFETY.speed, (rec["name"], jt, ex)
             assert ex[f"{jt}_max_torque_nm"] <= SAFETY.torque, (rec["name"], jt, ex)
+        assert SAFETY.violations(ex) == []
+        for tried in rec["rejected_amplitudes"]:  # a rejected amplitude was larger and broke a limit
+            assert tried["amplitude"] > rec["amplitude"] and tried["broken"]
         # something moved: the excited joints leave the standing pose
         assert max(ex[f"{jt}_max_offset_rad"] for jt in JOINT_TYPES) > 0.02
 
 
 def test_same_seed_same_logs(tiny):
-    """A log of the dataset is the simulation of its own streams (seed, 1, k) with the units of stream (seed, 0)."""
+    """A log of the dataset is the protocol run of its own streams (seed, 1 | 2, k) with the units of stream (seed, 0)."""
     card = json.loads((tiny / "dataset.json").read_text())
     assert card["units"]["LF_HFE"] != card["units"]["RF_HFE"]  # unit-to-unit variation
     logs = legged_logs(0.02)
     k = next(i for i, lg in enumerate(logs) if lg.split == "heldout/load")
     units = draw_units(np.random.default_rng([0, 0]), 12)
-    rng = np.random.default_rng([0, 1, k])
-    tg = log_target(ROBOT, logs[k], rng)
-    temp0 = np.array([a.thermal.ambient + a.thermal.start_rise for a in units]) + rng.uniform(0, 5, 12)
-    r = simulate_legged(ROBOT, units, LeggedRun(tg, logs[k].gain, logs[k].load, temp0), rng)
+    target, amp, r, tries = protocol_log(ROBOT, units, logs[k], 0, k, HOME)
+    assert card["logs"][k]["amplitude"] == amp and len(tries) == len(card["logs"][k]["rejected_amplitudes"])
     traj = load_native(tiny / logs[k].split / f"{logs[k].name}.parquet", strict=False)
     for j in ("LF_HAA", "RH_KFE"):
         np.testing.assert_array_equal(traj[f"position/{j}"], r.position[:, ROBOT.index(j)])

@@ -39,7 +39,7 @@ LEGGED_SUITE = "legged"
 JOINT_TYPES = ("HAA", "HFE", "KFE")
 #: (kp [N.m/rad], kd [N.m.s/rad]) of the drive PD: training logs, held-out logs (the policy's gains)
 TRAIN_GAIN = (80.0, 2.0)
-HELDOUT_GAIN = (40.0, 1.0)
+HELDOUT_GAIN = (40.0, 5.0)
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,15 @@ class Safety:
 
     def box(self, joint_type: str) -> float:
         return dict(self.half_range)[joint_type]
+
+    def violations(self, extremes: dict[str, float]) -> list[str]:
+        """The limits a log's truth extremes (``<type>_max_offset_rad``, ``_speed_rad_s``, ``_torque_nm``) break."""
+        out = []
+        for jt, half in self.half_range:
+            for key, cap in (("offset_rad", half), ("speed_rad_s", self.speed), ("torque_nm", self.torque)):
+                if extremes[f"{jt}_max_{key}"] > cap:
+                    out.append(f"{jt} {key} {extremes[f'{jt}_max_{key}']:.3g} > {cap:g}")
+        return out
 
 
 SAFETY = Safety()
@@ -182,23 +191,25 @@ def leg_command(family: str, t: np.ndarray, joint_type: str, rng: np.random.Gene
     """(T,) [rad] target offset from the standing pose for one excited joint on times ``t`` [s]; every
     value inside ``command_share`` of the safety box, every commanded speed below ``command_speed``.
 
-    chirp: A sin(2 pi (0.2 t + (f1 - 0.2) t^2 / (2 D))), f1 = 3 Hz, A = min(box, v_cap / (2 pi f1));
-    sweep_slow: triangle over the box at 0.3 rad/s; sweep_fast: raised cosine over the box at <= v_cap;
+    chirp: A sin(2 pi (0.2 t + (f1 - 0.2) t^2 / (2 D))), f1 = 3 Hz, A = min(box / 2, 0.9 v_cap / (2 pi f1));
+    sweep_slow: triangle over the box at 0.3 rad/s; sweep_fast: sine over 70 % of the box at <= 0.9 v_cap;
     reversals: +-0.05 rad triangles at 0.15 rad/s around random offsets (backlash, stick-slip);
-    steps: random levels in the box, minimum-jerk moves of 0.3 s, held 0.5-1.5 s (held out)."""
+    steps: random levels in 70 % of the box, minimum-jerk moves of 0.4 s, held 0.5-1.5 s (held out).
+    (box = ``command_share`` of the safety box; every amplitude times a draw in [0.8, 1].)"""
     box = safety.command_share * safety.box(joint_type)
     v = safety.command_speed
     D = float(t[-1] - t[0]) if t.size > 1 else 1.0
     s = float(rng.uniform(0.8, 1.0))
     if family == "chirp":
         f1 = 3.0
-        a = min(box, 0.9 * v / (2 * math.pi * f1)) * s
+        a = min(0.5 * box, 0.9 * v / (2 * math.pi * f1)) * s
         q = a * np.sin(2 * np.pi * (0.2 * t + (f1 - 0.2) * t ** 2 / (2 * D)))
     elif family == "sweep_slow":
         q = _smooth_triangle(t, box * s, 0.3)
     elif family == "sweep_fast":
-        w = min(0.9 * v / (box * s), 2 * math.pi * 0.8)
-        q = box * s * np.sin(w * t) * np.clip(t / 0.5, 0.0, 1.0)
+        a = 0.7 * box * s
+        w = min(0.9 * v / a, 2 * math.pi * 0.8)
+        q = a * np.sin(w * t) * np.clip(t / 0.5, 0.0, 1.0)
     elif family == "reversals":
         off = rng.uniform(-0.6 * box, 0.6 * box, size=int(D // 4) + 1)  # a new offset every 4 s, blended over 1 s
         q = off[np.minimum((t // 4.0).astype(int), off.size - 1)]
@@ -207,10 +218,10 @@ def leg_command(family: str, t: np.ndarray, joint_type: str, rng: np.random.Gene
         q = np.zeros_like(t)
         t0, level = 0.5, 0.0
         while t0 < D:
-            new = float(rng.uniform(-box, box))
-            x = np.clip((t - t0) / 0.3, 0.0, 1.0)
+            new = float(rng.uniform(-0.7 * box, 0.7 * box))
+            x = np.clip((t - t0) / 0.4, 0.0, 1.0)
             q = np.where(t >= t0, level + (new - level) * x ** 3 * (10 - 15 * x + 6 * x ** 2), q)
-            level, t0 = new, t0 + 0.3 + float(rng.uniform(0.5, 1.5))
+            level, t0 = new, t0 + 0.4 + float(rng.uniform(0.5, 1.5))
     else:
         raise ValueError(f"unknown legged family {family!r}; known: {', '.join(TRAIN_FAMILIES + (HELDOUT_FAMILY,))}")
     q = np.clip(q, -box, box)

@@ -35,10 +35,10 @@ from .zoo import ZooActuator
 from .zoo_sim import ZooRun, _Firmware, _plant, _State, rotor_step
 
 __all__ = ["LeggedRun", "LeggedTruth", "legged_robot", "simulate_legged", "run_legged", "foot_masses",
-           "log_target", "GENERATOR"]
+           "log_target", "protocol_log", "GENERATOR"]
 
 GENERATOR = "actuatorlab.synth.legged"
-GENERATOR_VERSION = "2"
+GENERATOR_VERSION = "3"
 LEGS = ("LF", "RF", "LH", "RH")
 #: [counts/rev] motor-side encoder (divided by the ratio on the output side)
 MOTOR_COUNTS = 2 ** 14
@@ -100,10 +100,12 @@ def foot_masses(robot: Robot, load: float) -> tuple[tuple[str, float, tuple[floa
     return tuple(out)
 
 
-def _scene(robot: Robot, load: float) -> mujoco.MjModel:
-    """The in-air MuJoCo model of the truth: actuators removed, joint armature/damping/friction 0, the load
-    at the feet (:func:`foot_masses`, the loader's point masses: the same edit the fit's robot gets)."""
+def _scene(robot: Robot, load: float, h: float) -> mujoco.MjModel:
+    """The in-air MuJoCo model of the truth at the truth's step ``h`` [s]: actuators removed, joint
+    armature/damping/friction 0, the load at the feet (:func:`foot_masses`, the loader's point masses: the
+    same edit the fit's robot gets)."""
     spec = model_spec(dataclasses.replace(robot, point_masses=foot_masses(robot, load)))
+    spec.option.timestep = h
     for a in list(spec.actuators):
         spec.delete(a)
     for j in robot.joints:
@@ -118,10 +120,10 @@ def _scene(robot: Robot, load: float) -> mujoco.MjModel:
 def simulate_legged(robot: Robot, units: tuple[ZooActuator, ...], run: LeggedRun, rng: np.random.Generator
                     ) -> LeggedTruth:
     """Simulate one in-air log (module docstring); ``rng`` draws the sensor noise."""
-    m = _scene(robot, run.load)
-    d = mujoco.MjData(m)
     a0 = units[0]
     h, n = float(a0.physics_dt), robot.n_joints
+    m = _scene(robot, run.load, h)
+    d = mujoco.MjData(m)
     T, log_dt = int(run.target.shape[0]), float(a0.sensors.log_dt)
     qadr, dadr = robot.qpos_adr, robot.dof_adr
     d.qpos[:] = home_qpos(m)
@@ -267,6 +269,32 @@ def _extremes(robot: Robot, r: LeggedTruth, home: np.ndarray) -> dict[str, float
     return out
 
 
+#: the operator's rule: an excitation whose truth leaves a safety limit is run again at this share of its amplitude
+AMPLITUDE_BACKOFF, MAX_TRIES = 0.7, 5
+
+
+def protocol_log(robot: Robot, units: tuple[ZooActuator, ...], log: LeggedLog, seed: int, k: int, home: np.ndarray
+                 ) -> tuple[np.ndarray, float, LeggedTruth, list[dict[str, Any]]]:
+    """Log ``k`` as the protocol runs it: the excitation (stream (seed, 1, k): commands, start temperatures)
+    simulated (stream (seed, 2, k): sensor noise) and, while the truth leaves a :data:`SAFETY` limit, run
+    again at :data:`AMPLITUDE_BACKOFF` times the amplitude (as an operator backs off). Returns (target
+    offsets (T, 12) [rad] at amplitude 1, the amplitude kept, its truth, the rejected tries: amplitude and
+    the limits broken). A log still outside after :data:`MAX_TRIES` raises :class:`SynthError`."""
+    rng = np.random.default_rng([seed, 1, k])
+    target = log_target(robot, log, rng)
+    temp0 = np.array([a.thermal.ambient + a.thermal.start_rise for a in units]) + rng.uniform(0, 5, len(units))
+    amp, tries = 1.0, []
+    for _ in range(MAX_TRIES):
+        res = simulate_legged(robot, units, LeggedRun(amp * target, log.gain, log.load, temp0),
+                              np.random.default_rng([seed, 2, k]))
+        broken = SAFETY.violations(_extremes(robot, res, home))
+        if not broken:
+            return target, amp, res, tries
+        tries.append({"amplitude": amp, "broken": broken})
+        amp = round(amp * AMPLITUDE_BACKOFF, 6)
+    raise SynthError(f"legged protocol: log {log.name} leaves its safety limits at every amplitude tried ({tries})")
+
+
 def run_legged(robot: str, out: str | Path, seed: int, scale: float = 1.0,
                progress: Callable[[int, int, str], None] | None = None, *, overwrite: bool = False) -> dict[str, Any]:
     """Write the legged in-air suite into ``out`` (module docstring); the same (seed, scale) gives the same
@@ -286,15 +314,13 @@ def run_legged(robot: str, out: str | Path, seed: int, scale: float = 1.0,
     logs = legged_logs(scale)
     records = []
     for k, log in enumerate(logs):
-        rng = np.random.default_rng([seed, 1, k])
-        target = log_target(r_, log, rng)
-        temp0 = np.array([a.thermal.ambient + a.thermal.start_rise for a in units]) + rng.uniform(0, 5, len(units))
-        res = simulate_legged(r_, units, LeggedRun(target, log.gain, log.load, temp0), rng)
-        traj = _trajectory(r_, log, home + target, res)
+        target, amp, res, tries = protocol_log(r_, units, log, seed, k, home)
+        traj = _trajectory(r_, log, home + amp * target, res)
         save_trajectory(traj, tmp / log.split / log.name)
         records.append({"name": log.name, "split": log.split, "family": log.family, "load_kg": log.load,
                         "gain": list(log.gain), "excited": traj.setup.extra["excited"], "n_samples": traj.n,
-                        "conditions": traj.conditions, "truth_extremes": _extremes(r_, res, home)})
+                        "conditions": traj.conditions, "amplitude": amp, "rejected_amplitudes": tries,
+                        "truth_extremes": _extremes(r_, res, home)})
         if progress is not None:
             progress(k + 1, len(logs), log.name)
     splits: dict[str, int] = {}
