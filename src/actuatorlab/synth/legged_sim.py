@@ -283,7 +283,8 @@ def protocol_log(robot: Robot, units: tuple[ZooActuator, ...], log: LeggedLog, s
     rng = np.random.default_rng([seed, 1, k])
     target = log_target(robot, log, rng)
     temp0 = np.array([a.thermal.ambient + a.thermal.start_rise for a in units]) + rng.uniform(0, 5, len(units))
-    amp, tries = 1.0, []
+    amp = 1.0
+    tries: list[dict[str, Any]] = []
     for _ in range(MAX_TRIES):
         res = simulate_legged(robot, units, LeggedRun(amp * target, log.gain, log.load, temp0),
                               np.random.default_rng([seed, 2, k]))
