@@ -90,6 +90,9 @@ def check_synth(job: SynthJob) -> None:
         synth.get_actuator(job.actuator)
         if job.restricted_pairs or job.push_pairs:
             raise SynthError(f"--restricted-pairs / --push-pairs are arm-suite options, not {synth.BENCH_SUITE}'s")
+    elif job.suite == synth.LEGGED_SUITE:
+        if job.actuator is not None or job.restricted_pairs or job.push_pairs:
+            raise SynthError(f"--suite {synth.LEGGED_SUITE} takes --robot anymal_c, --out, --seed, --scale only")
     elif job.actuator is not None:
         raise SynthError(f"--actuator applies to --suite {synth.BENCH_SUITE} only (suite {job.suite!r} is a robot "
                          f"suite: its joints are the robot's servos)")
@@ -103,6 +106,9 @@ def run_synth_job(job: SynthJob, progress: Callable | None = None) -> Result:
     if job.suite == synth.BENCH_SUITE and job.actuator is not None:
         return Result(synth.run_bench(job.actuator, job.out, job.seed, job.scale, progress=progress,
                                       overwrite=job.overwrite))
+    if job.suite == synth.LEGGED_SUITE:
+        return Result(synth.run_legged(job.robot, job.out, job.seed, job.scale, progress=progress,
+                                       overwrite=job.overwrite))
     return Result(synth.run_synth(job.robot, job.suite, job.out, job.seed, job.scale, progress=progress,
                                   overwrite=job.overwrite, restricted_pairs=job.restricted_pairs,
                                   push_pairs=job.push_pairs))

@@ -35,8 +35,8 @@ from ..models.registry import contains, EXTENSIONS, get_model
 from ..report.fit import write_report
 from ..report.diagnosis import diagnosis_section
 from ..models.modelfile import load_model, model_to_dict, save_model
-from ..identify.arm_fit import fit_arm, select_arm
-from ..sim.arm_data import evaluate_arm
+from ..identify.arm_fit import evaluate_logs, fit_arm, select_arm
+from ..identify.arm_space import log_groups
 from ..files import atomic_write, git_revision
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..learned.arm import evaluate_learned_arm, load_arm_model
@@ -432,10 +432,15 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     or a 70/30 time split of fewer than 3 logs), and the selected model is refitted on all of them
     (:func:`~actuatorlab.identify.arm_fit.select_arm`)."""
     selection = None
+    groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
+    if ro.method == "grad" and len(groups) > 1:
+        raise ActuatorlabError(f"--robot {robot}: the logs were recorded at {len(groups)} gain / load settings; "
+                               "the grad method fits one (use method cma)")
+    rb = groups[0][0]
     if ro.method not in ("cma", "grad"):
         raise UnknownNameError("fit method", ro.method, ("cma", "grad"))
     if model is not None and ro.method == "grad":
-        r = fit_arm_grad(robot, trajs, model=model, seed=seed, per_joint=ro.per_joint)
+        r = fit_arm_grad(rb, trajs, model=model, seed=seed, per_joint=ro.per_joint)
     elif model is not None:
         r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
                     horizon=ro.horizon, max_windows=ro.max_windows)
@@ -447,11 +452,11 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
         r = res["final"]
         selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
                      "val_horizon": res["val_horizon"]}
-    ev = evaluate_arm(robot, r["params"], trajs, model=r["model"])
+    ev = evaluate_logs(robot, r["params"], trajs, model=r["model"])
 
     d = {"format": FORMAT, "format_version": FORMAT_VERSION, "robot": robot, "kind": "analytic", "model": r["model"],
          "per_joint": ro.per_joint, "params": r["params"], "nominal": r["nominal"],
-         "envelope": robot_envelope(robot, trajs),
+         "envelope": robot_envelope(rb, trajs),
          "fit": {"method": ro.method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
                                                             "horizon")}},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
@@ -488,12 +493,14 @@ def run_evaluate_arm(robot: str, model_path, paths) -> dict:
         params = am.parameters
         model = am.model
     trajs = load_logs(list(paths))
-    res = evaluate_arm(robot, None if params is None else dict(params), trajs, model=model)
-    if res["horizon"] is not None:  # errors by regime, defined once (evaluate.metrics)
-        res.update(robot_regimes(robot, None if params is None else dict(params), trajs, res["horizon"], model))
+    groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
+    rb = groups[0][0]
+    res = evaluate_logs(robot, None if params is None else dict(params), trajs, model=model)
+    if res["horizon"] is not None and len(groups) == 1:  # errors by regime, defined once (evaluate.metrics)
+        res.update(robot_regimes(rb, None if params is None else dict(params), trajs, res["horizon"], model))
     env = d.get("envelope") if params is not None else None
     if env:  # each log's share of samples outside the fit's per-joint envelope
-        o = robot_outside(robot, env, trajs)
+        o = robot_outside(rb, env, trajs)
         res.update(envelope_outside_fraction=o["outside_fraction"], envelope_outside_per_joint=o["per_joint"],
                    envelope_outside_dimensions=o["outside_dimensions"], envelope_warnings=o["warnings"])
     return _note_skipped_horizons(res, trajs)

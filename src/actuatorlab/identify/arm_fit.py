@@ -38,13 +38,14 @@ from ..robots.loader import Robot
 from ..sim.arm import ArmConfig, ArmInputs, ArmState
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import Windows
-from ..sim.arm_data import (_pick, _robot, evaluate_arm, fit_windows, log_arrays, per_joint_robot)
+from ..sim.arm_data import (_pick, _robot, evaluate_arm, fit_windows, log_arrays, per_joint_robot,
+                             robot_with_model)
 from .arm_grad import fit_arm_grad
-from .arm_space import DEFAULT_FIT_PARAMS, ArmSpace, fit_result, fit_setup
+from .arm_space import DEFAULT_FIT_PARAMS, ArmSpace, fit_result, fit_setup, log_groups
 from .nested import contained, judge, lowest
 from .search import BestSoFar, UnitBoxCMA, cma_stream, run_cma
 
-__all__ = ["DEFAULT_FIT_PARAMS", "ARM_LADDER", "ArmSpace", "select_arm", "fit_arm"]
+__all__ = ["DEFAULT_FIT_PARAMS", "ARM_LADDER", "ArmSpace", "select_arm", "fit_arm", "evaluate_logs"]
 
 def _box_cma(z0: np.ndarray, sigma0: float, stream: dict, **opts) -> UnitBoxCMA:
     """The whole-robot fit's CMA-ES from ``z0`` in the unit box (one-dimensional searches padded,
@@ -109,21 +110,25 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     return best.x, 1 + int(used.max(initial=0))
 
 
-def _window_scorers(robot: Robot, r: Robot, w: Windows, wgt: np.ndarray, den: float, nominal: dict, cfg: ArmConfig,
-                    model_) -> tuple[Callable, Callable]:
-    """(scores, scores_per_joint) of candidate parameter sets on the fit windows ``w`` of robot
-    ``r`` (fitted sets; ``robot`` the robot of the logs), all candidates in one batched rollout."""
-    W = len(w.start)
+def _window_scorers(robot: Robot, parts: list[tuple[Robot, Windows, Any]], wgt: np.ndarray, den: float,
+                    nominal: dict, cfg: ArmConfig) -> tuple[Callable, Callable]:
+    """(scores, scores_per_joint) of candidate parameter sets on the fit windows, all candidates in one
+    batched rollout per group of logs (``parts``: (robot of the group, its windows, its private MuJoCo
+    model), :func:`~actuatorlab.identify.arm_space.log_groups`); ``robot`` gives the joint order and the
+    parameter sets, ``wgt`` (W, L, n) the weights of the windows of all parts in order."""
 
     def errors(cands: list[dict]) -> np.ndarray:
-        """(P, W, L, n) position errors of the candidates, all in one batched rollout (the windows
-        repeated once per candidate)."""
+        """(P, W, L, n) position errors of the candidates (the windows repeated once per candidate)."""
         P = len(cands)
-        batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
-        x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
-        s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
-        _, out = rollout_native(r, batch, x, s0, cfg, model=model_)
-        return out.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None]
+        out = []
+        for r, w, model_ in parts:
+            W = len(w.start)
+            batch = {k: np.repeat(np.stack([np.asarray(c[k], float) for c in cands]), W, axis=0) for k in nominal}
+            x = ArmInputs(*[np.concatenate([v] * P) for v in w.inputs])
+            s0 = type(w.state0)(*[np.concatenate([v] * P) for v in w.state0])
+            _, o = rollout_native(r, batch, x, s0, cfg, model=model_)
+            out.append(o.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None])
+        return np.concatenate(out, axis=1)
 
     def scores(cands: list[dict]) -> list[tuple[float, float]]:
         """(mean squared, mean absolute) position error of each candidate."""
@@ -136,9 +141,41 @@ def _window_scorers(robot: Robot, r: Robot, w: Windows, wgt: np.ndarray, den: fl
         per_joint_err = e2.sum(axis=(1, 2)) / np.maximum(wgt.sum(axis=(0, 1)), 1.0)  # (P, n)
         per_joint_err = np.where(np.isfinite(per_joint_err), per_joint_err, 1e6)
         return np.stack([per_joint_err[:, [robot.index(j) for j in grp.joints]].sum(axis=1)
-                         for grp in r.groups], axis=1)
+                         for grp in parts[0][0].groups], axis=1)
 
     return scores, scores_per_joint
+
+
+def _fit_parts(robot_name: str | Robot, trajs: Iterable[Trajectory], model: str | None, per_joint: bool,
+               horizon: int, max_windows: int | None) -> tuple[Robot, list, np.ndarray, np.ndarray, ArmConfig]:
+    """The fit windows of the logs, per group of logs recorded on the same robot
+    (:func:`~actuatorlab.identify.arm_space.log_groups`; one group but for in-air logs at several gains or
+    loads): (first group's fitted robot, [(fitted robot, windows, None)], (W, n) scored joints of the kept
+    windows, kept window indices per part concatenated, timing). At most ``max_windows`` windows, evenly
+    spread over all logs."""
+    parts, scs = [], []
+    cfg = None
+    for rg, tg in log_groups(robot_name, trajs):
+        rm = robot_with_model(rg, model) if model is not None else rg
+        r = per_joint_robot(rm) if per_joint else rm
+        cfg = cfg or ArmConfig.from_robot(r)
+        w, sc = fit_windows(r, [log_arrays(rm, t) for t in tg], int(horizon), cfg)
+        parts.append((r, w))
+        scs.append(sc)
+    if not parts or cfg is None:
+        raise DataError(None, "no logs to fit")
+    n = [len(w.start) for _, w in parts]
+    keep = _pick(sum(n), max_windows)
+    out, sc_all, off = [], [], 0
+    for (r, w), sc, k in zip(parts, scs, n):
+        idx = keep[(keep >= off) & (keep < off + k)] - off
+        off += k
+        if idx.size:
+            out.append((r, Windows(w.start[idx], ArmInputs(*[x[idx] for x in w.inputs]),
+                                   ArmState(*[x[idx] for x in w.state0]), w.q_meas[idx], w.dq_meas[idx],
+                                   w.mask[idx])))
+            sc_all.append(sc[idx])
+    return out[0][0], out, np.concatenate(sc_all), keep, cfg
 
 
 @physics
@@ -183,26 +220,22 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     robot, names = fit_setup(robot_name, model, params, fixed, "fit_arm")
     if horizon < 1 or max_evals < 1:
         raise ModelError(f"fit_arm: horizon ({horizon}) and max_evals ({max_evals}) must be >= 1")
-    r = per_joint_robot(robot) if per_joint else robot
-    labels = [g.joints[0] if per_joint else g.name for g in r.groups]
-    cfg = ArmConfig.from_robot(r)
-    logs = [log_arrays(robot, t) for t in trajs]
-    if not logs:
+    trajs = list(trajs)
+    if not trajs:
         raise DataError(None, "no logs to fit")
-    w, sc = fit_windows(r, logs, int(horizon), cfg)
-    keep = _pick(len(w.start), max_windows)
-    w = Windows(w.start[keep], ArmInputs(*[x[keep] for x in w.inputs]), ArmState(*[x[keep] for x in w.state0]),
-                w.q_meas[keep], w.dq_meas[keep], w.mask[keep])
-    wgt = w.mask[..., None] * sc[keep][:, None, :]
+    r, parts, sc, keep, cfg = _fit_parts(robot_name, trajs, model, per_joint, horizon, max_windows)
+    labels = [g.joints[0] if per_joint else g.name for g in r.groups]
+    mask = np.concatenate([w.mask for _, w in parts])
+    wgt = mask[..., None] * sc[:, None, :]
     den = max(float(wgt.sum()), 1.0)
     scored = np.any(sc, axis=0)
-    sets = [g for g, grp in enumerate(r.groups) if any(scored[robot.index(j)] for j in grp.joints)]
+    sets = [g for g, grp in enumerate(r.groups) if any(scored[r.index(j)] for j in grp.joints)]
 
     nominal = r.nominal_params()
     space = ArmSpace.build(names, nominal, sets)
-    model_ = native_model(r, nominal)  # private copy: the armature is written in per evaluation
-
-    scores, scores_per_joint = _window_scorers(robot, r, w, wgt, den, nominal, cfg, model_)
+    # private copies per group: the armature is written in per evaluation
+    scores, scores_per_joint = _window_scorers(r, [(rg, w, native_model(rg, nominal)) for rg, w in parts], wgt,
+                                               den, nominal, cfg)
 
     init = list(init)
     sigma0 = float(sigma0 if sigma0 is not None else (0.1 if init else 0.3))
@@ -231,7 +264,37 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     (mse, mae), (_, mae0) = scores([best_p, nominal])
     return fit_result(model, names, labels, sets, best_p, nominal, (mse, mae, mae0), per_joint,
                       evaluations=evals, wall_s=float(_time.perf_counter() - t0), horizon=int(horizon),
-                      n_windows=int(len(w.start)))
+                      n_windows=int(len(keep)), n_log_groups=len(parts))
+
+
+def evaluate_logs(robot_name: str | Robot, params: dict | None, trajs: Iterable[Trajectory],
+                  horizons: Iterable[int] = (100, 300, 600), model: str | None = None) -> dict[str, Any]:
+    """:func:`~actuatorlab.sim.arm_data.evaluate_arm` per group of logs recorded on the same robot
+    (:func:`~actuatorlab.identify.arm_space.log_groups`: in-air logs at their gains and loads), pooled:
+    per joint and horizon the groups' MAEs weighted by their window counts (windows of one horizon hold the
+    same number of samples but for a log's last, padded one), ``position_mae`` at the longest horizon every
+    group reaches (the mean over the scored joints, as evaluate_arm pools); ``n_log_groups`` added. One group: evaluate_arm's result as it is."""
+    groups = log_groups(robot_name, trajs)
+    evs = [evaluate_arm(rg, params, tg, horizons=horizons, model=model) for rg, tg in groups]
+    if len(evs) == 1:
+        return {**evs[0], "n_log_groups": 1}
+    per_joint: dict[str, dict[str, float]] = {}
+    n_windows: dict[str, int] = {}
+    for h in sorted({h for ev in evs for h in ev["n_windows"]}, key=int):
+        n_windows[h] = sum(ev["n_windows"].get(h, 0) for ev in evs)
+        for j in {j for ev in evs for j in ev["per_joint"]}:
+            got = [(ev["per_joint"][j][h], ev["n_windows"][h]) for ev in evs if h in ev["per_joint"].get(j, {})]
+            if got:
+                per_joint.setdefault(j, {})[h] = float(sum(v * w for v, w in got) / sum(w for _, w in got))
+    common = [h for h in n_windows if all(h in ev["n_windows"] for ev in evs)]
+    h = common[-1] if common else None
+    # evaluate_arm pools over the scored joints' samples, which are equal in number per joint: their mean MAE
+    pooled = None if h is None else float(np.mean([v[h] for v in per_joint.values() if h in v]))
+    units: dict = {}
+    for ev in evs:
+        units.update(ev["units"])
+    return {"per_joint": per_joint, "position_mae": pooled, "horizon": None if h is None else int(h), "unit": "rad",
+            "units": units, "n_windows": n_windows, "n_log_groups": len(evs)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +366,7 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
                         seed=seed + i, horizon=horizon, init=starts, max_windows=max_windows,
                         sigma0=child_sigma0 if starts else None)
         fits[m] = r
-        ev = evaluate_arm(robot, r["params"], val_trajs, horizons=(vh,), model=m)
+        ev = evaluate_logs(robot, r["params"], val_trajs, horizons=(vh,), model=m)
         v = ev["position_mae"]
         val_mae[m] = np.array([np.inf if v is None or not np.isfinite(v) else float(v)])
         verdict = judge(val_mae[m], inner, val_mae, eligible, i == 0, min_gain)

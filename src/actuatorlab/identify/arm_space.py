@@ -10,14 +10,16 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from ..errors import ModelError
+from ..errors import DataError, ModelError
+from ..logs.format import Trajectory
 from ..models.params import PARAMS, bounds_for
 from ..models.registry import get_model
-from ..robots.loader import Robot
+from ..robots.fixed_base import on_fixed_base
+from ..robots.loader import ParamGroup, Robot
 from ..sim.arm_data import _check_name, _robot, model_params, robot_with_model
 from .space import unit_to_theta, unit_to_z
 
-__all__ = ["DEFAULT_FIT_PARAMS", "BOX_FACTORS", "ArmSpace", "fit_setup", "fit_result"]
+__all__ = ["DEFAULT_FIT_PARAMS", "BOX_FACTORS", "ArmSpace", "fit_setup", "fit_result", "robot_for_log", "log_groups"]
 
 #: actuator parameters fitted by default
 DEFAULT_FIT_PARAMS: tuple[str, ...] = ("kt", "friction_base", "friction_viscous", "armature")
@@ -137,3 +139,47 @@ def fit_result(model: str | None, names, labels, sets, best: dict, nominal: dict
             "param_sets": {k: [float(v) for v in best[k]] for k in PARAMS},
             "train_mae": mae, "train_mse": mse, "train_mae_nominal": mae0, **extra,
             "unit": "rad", "per_joint": bool(per_joint)}
+
+
+
+def robot_for_log(robot: str | Robot, traj: Trajectory) -> Robot:
+    """The robot as one log was recorded on it. A log of the in-air protocol (``Setup.extra["base"] ==
+    "fixed"``, ``synth --suite legged``) gives the robot with its base welded
+    (:func:`~actuatorlab.robots.fixed_base.on_fixed_base`), the log's drive gains (kp, kd; the config's are
+    the policy's), its known loads (``Setup.extra["point_masses"]``: [body, mass [kg], [x, y, z] [m]] each,
+    :attr:`~actuatorlab.robots.loader.Robot.point_masses`) and, where the config shares one parameter set
+    across joints whose names end in a type (ANYmal C: _HAA, _HFE, _KFE), one parameter set per joint type.
+    Other logs: the robot as it is."""
+    r = _robot(robot)
+    extra = traj.setup.extra or {}
+    if extra.get("base") != "fixed":
+        return r
+    kp, kd = float(traj.setup.gains.get("kp", 0.0)), float(traj.setup.gains.get("kd", 0.0))
+    loads = tuple((str(b), float(m), (float(p[0]), float(p[1]), float(p[2])))
+                  for b, m, p in extra.get("point_masses") or ())
+    r = on_fixed_base(dataclasses.replace(r, point_masses=loads))
+    joints = tuple(dataclasses.replace(j, gains=tuple(sorted({**dict(j.gains), "kp": kp, "kd": kd}.items())))
+                   for j in r.joints)
+    types = sorted({j.name.rsplit("_", 1)[-1] for j in joints})
+    if len(r.groups) == 1 and 1 < len(types) < len(joints):
+        g = r.groups[0]
+        groups = tuple(ParamGroup(f"{g.actuator}@{t}", g.actuator, g.model,
+                                  tuple(j.name for j in joints if j.name.endswith("_" + t)), g.nominal) for t in types)
+        joints = tuple(dataclasses.replace(j, group=types.index(j.name.rsplit("_", 1)[-1])) for j in joints)
+        return dataclasses.replace(r, joints=joints, groups=groups)
+    return dataclasses.replace(r, joints=joints)
+
+
+def log_groups(robot: str | Robot, trajs: Iterable[Trajectory]) -> list[tuple[Robot, list[Trajectory]]]:
+    """The logs grouped by the robot they were recorded on (:func:`robot_for_log`: one group for ordinary
+    logs; in-air logs by drive gains and loads), in order of first appearance. Every group's robot has the
+    same joints and parameter sets, so one set of parameters replays them all. In-air logs mixed with
+    others are refused (one line)."""
+    out: dict[Robot, list[Trajectory]] = {}
+    kinds = set()
+    for t in trajs:
+        kinds.add((t.setup.extra or {}).get("base") == "fixed")
+        out.setdefault(robot_for_log(robot, t), []).append(t)
+    if len(kinds) > 1:
+        raise DataError(None, "the logs mix the in-air protocol (base fixed) with other logs; fit them apart")
+    return list(out.items())

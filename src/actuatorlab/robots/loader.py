@@ -1,9 +1,8 @@
 """Robot configs: a MuJoCo model plus an actuatorlab actuator model on every listed joint.
 
-A robot is described by one JSON file in ``robots/configs/<name>.json`` (format in
-docs/robots.md). :func:`load_robot` reads and validates it against the MJCF (every joint is
-looked up by *name*) and returns a frozen :class:`Robot`. Nothing is simulated here: the
-rollouts live in :mod:`actuatorlab.sim.arm` (MJX) and :mod:`actuatorlab.sim.arm_native` (MuJoCo).
+A robot is one JSON file ``robots/configs/<name>.json`` (docs/robots.md). :func:`load_robot` validates
+it against the MJCF (joints looked up by *name*) and returns a frozen :class:`Robot`. Nothing is
+simulated here: see :mod:`actuatorlab.sim.arm` (MJX) and :mod:`actuatorlab.sim.arm_native` (MuJoCo).
 
 Units. Actuator parameters and gains in a config are given at the *servo output shaft*
 (rotational units, gear ratio folded in, the convention of :mod:`actuatorlab.models.params`). A
@@ -142,8 +141,9 @@ class Robot:
     joints that carry no actuator model; nq, nv: MuJoCo sizes; ee_body: the body whose origin is the
     end-effector point (force labels and estimates act there), or None; bench: a one-joint bench's
     plant constants ((name, value) of :class:`~actuatorlab.models.plant.PlantConstants`: mass [kg],
-    length [m], arm_mass [kg], gravity [m/s^2]; what the one-joint scan needs), () for other robots.
-    """
+    length [m], arm_mass [kg], gravity [m/s^2]; what the one-joint scan needs), () for other robots;
+    fixed_base: the floating base welded where the MJCF puts it (:mod:`~actuatorlab.robots.fixed_base`);
+    point_masses: known loads, (body, mass [kg], position (3,) [m] in the body's frame) each."""
 
     name: str
     config_path: str
@@ -164,6 +164,8 @@ class Robot:
     nv: int
     ee_body: str | None = None
     bench: tuple[tuple[str, float], ...] = ()
+    fixed_base: bool = False
+    point_masses: tuple[tuple[str, float, tuple[float, float, float]], ...] = ()
 
     # ---- structure -------------------------------------------------------------------------
     @property
@@ -322,8 +324,7 @@ def _keys(path: Path, where: str, d: Any, allowed: set[str], required: tuple[str
     for k in required:
         if k not in d:
             raise _err(path, f"{where}: missing field {k!r}")
-    extra = sorted(set(d) - allowed)
-    if extra:
+    if extra := sorted(set(d) - allowed):
         raise _err(path, f"{where}: unknown field(s) {', '.join(map(repr, extra))}; "
                          f"allowed: {', '.join(sorted(allowed))}")
     return d
@@ -526,8 +527,7 @@ def build_model(robot: Robot, for_mjx: bool = False) -> mujoco.MjModel:
     * ``for_mjx``: solver iterations = 1, ls_iterations = 4 (what MJX needs to differentiate
       through the constraint solver). The native model keeps the MJCF's solver settings.
 
-    The returned model is shared: copy it (``copy.copy``) before writing into it.
-    """
+    The returned model is shared: copy it (``copy.copy``) before writing into it."""
     return _compile(robot, for_mjx)
 
 
@@ -544,11 +544,15 @@ def model_spec(robot: Robot, for_mjx: bool = False, *, config_integrator: bool =
         spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
         spec.option.cone = mujoco.mjtCone.mjCONE_PYRAMIDAL
         for g in spec.geoms:
-            g.contype = 0
-            g.conaffinity = 0
+            g.contype, g.conaffinity = 0, 0
+    for fj in [j for j in spec.joints if robot.fixed_base and j.type == mujoco.mjtJoint.mjJNT_FREE]:
+        spec.delete(fj)  # the base welded where the MJCF puts it; keyframes lose its 7 qpos / 6 qvel entries
+        for k in spec.keys:
+            k.qpos, k.qvel = list(k.qpos)[7:], list(k.qvel)[6:]
+    for body, mass, pos in robot.point_masses:  # known loads (a mass at a foot), tiny inertia
+        spec.body(body).add_body(pos=list(pos), mass=mass, inertia=[1e-6] * 3, explicitinertial=True)
     if for_mjx:
-        spec.option.iterations = 1
-        spec.option.ls_iterations = 4
+        spec.option.iterations, spec.option.ls_iterations = 1, 4
     return spec
 
 

@@ -43,9 +43,11 @@ from .zoo import get_actuator as get_actuator
 from .zoo_bench import BENCH_SUITE as BENCH_SUITE
 from .zoo_bench import run_bench as run_bench
 from .zoo_sim import ZooRun as ZooRun
+from .legged import LEGGED_SUITE as LEGGED_SUITE
+from .legged_sim import run_legged as run_legged
 from .zoo_sim import simulate_zoo as simulate_zoo
 
-__all__ = ["BENCH_SUITE", "GENERATOR_VERSION", "NOMINAL_XM430_W350", "ROBOTS", "SUITES", "ZOO", "JointTruth", "Rates",
+__all__ = ["BENCH_SUITE", "LEGGED_SUITE", "run_legged", "GENERATOR_VERSION", "NOMINAL_XM430_W350", "ROBOTS", "SUITES", "ZOO", "JointTruth", "Rates",
            "Restriction", "SimResult", "TrajectorySpec", "ZooActuator", "ZooError", "ZooRun", "actuator_from_dict",
            "draw_joint_truths", "get_actuator", "get_suite", "locate_mjcf", "run_bench", "run_synth", "simulate",
            "simulate_zoo", "split_groups"]

@@ -40,7 +40,7 @@ from ..models.control import DEFAULT_ERROR_GAIN
 from .truth import G, stick_slip, thermal_step
 from .zoo import ZooActuator
 
-__all__ = ["ZooRun", "ZooResult", "simulate_zoo", "mechanical_energy", "log_times", "sensor_floor"]
+__all__ = ["ZooRun", "ZooResult", "simulate_zoo", "rotor_step", "mechanical_energy", "log_times", "sensor_floor"]
 
 _SQRT3 = math.sqrt(3.0)
 #: [duty/(rad . register unit)] the fitted family's Dynamixel error gain (models/control.py)
@@ -184,10 +184,13 @@ def _current(p: _Plant, s: _State, u: float, ke: float, R: float, v_bus: float, 
     return i
 
 
-def _physics_step(p: _Plant, s: _State, u: float, drive: tuple[float, float, float, float], h: float
-                  ) -> tuple[_State, float, float]:
-    """One step of the two-mass system; drive = (kt_out(T) [N.m/A], R(T) [ohm], V_bus [V], enable);
-    returns (state, tau_c, tau_m)."""
+def rotor_step(p: _Plant, s: _State, u: float, drive: tuple[float, float, float, float], h: float
+               ) -> tuple[float, float, float, float, float]:
+    """The rotor half of one physics step (module docstring): transmission torque from the state before
+    the step, drive current, ripple, the friction budget with load dependence, stick-slip; drive =
+    (kt_out(T) [N.m/A], R(T) [ohm], V_bus [V], enable). Returns (theta [rad], omega [rad/s], i [A] after
+    the step, tau_c [N.m] on the link, tau_m [N.m] motor torque). The link side is the caller's: the
+    pendulum here, MuJoCo's multi-body dynamics in :mod:`actuatorlab.synth.legged_sim`."""
     kt, R, v_bus, en = drive
     tc = _transmission(p, s.theta - s.q, s.omega - s.dq, s.z)
     i = _current(p, s, u, kt, R, v_bus, h, en)
@@ -199,7 +202,13 @@ def _physics_step(p: _Plant, s: _State, u: float, drive: tuple[float, float, flo
          + abs(tc) * (p.eta_d if driving else p.eta_b))
     net = tm - tc + tr
     omega = s.omega + h * (net + stick_slip(p.J, s.omega, net, F, h)) / p.J
-    theta = s.theta + h * omega
+    return s.theta + h * omega, omega, i, tc, tm
+
+
+def _physics_step(p: _Plant, s: _State, u: float, drive: tuple[float, float, float, float], h: float
+                  ) -> tuple[_State, float, float]:
+    """One step of the two-mass system (:func:`rotor_step`, then the pendulum link); returns (state, tau_c, tau_m)."""
+    theta, omega, i, tc, tm = rotor_step(p, s, u, drive, h)
     tl = tc - p.mgl * math.sin(s.q)
     dq = s.dq + h * (tl + stick_slip(p.I, s.dq, tl, p.Fb, h)) / p.I
     q = s.q + h * dq

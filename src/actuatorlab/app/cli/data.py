@@ -89,5 +89,5 @@ def synth(ctx: typer.Context, robot: str = typer.Option("open_manipulator_x", "-
         summary = data_jobs.run_synth_job(job, progress=cb).record
     console.print(json.dumps({k: v for k, v in summary.items() if not isinstance(v, (list, dict))}, indent=1,
                              default=str), markup=False, highlight=False, soft_wrap=True)
-    card = "README.md" if job.suite == "bench" else "DATASET.md"
+    card = "README.md" if job.suite in ("bench", "legged") else "DATASET.md"
     console.print(f"wrote {job.out} (dataset card: {Path(job.out) / card})")

@@ -1,0 +1,29 @@
+"""A floating-base robot hung in the air: its base welded to the world (the identification protocol).
+
+:func:`on_fixed_base` returns the same robot config with the MJCF's free joint removed in the in-memory
+MjSpec (:func:`~actuatorlab.robots.loader.model_spec`), so the base body stays where the MJCF puts it
+(ANYmal C: 0.62 m above the floor), contacts off (the legs swing in the air), and the joint addresses
+of the compiled model. The virtual hardware's in-air protocol (:mod:`actuatorlab.synth.legged`) and
+the whole-robot fit of its logs (:func:`actuatorlab.identify.arm_space.robot_for_log`) use the same edit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import mujoco
+
+from .loader import Robot, build_model
+
+__all__ = ["on_fixed_base"]
+
+
+def on_fixed_base(robot: Robot) -> Robot:
+    """``robot`` with its base welded to the world (no free joint, contacts off); a robot without a free
+    joint comes back with only the contacts switched off."""
+    r = dataclasses.replace(robot, fixed_base=True, contacts=False)
+    m = build_model(r)
+    joints = tuple(dataclasses.replace(
+        j, qpos_adr=int(m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)]),
+        dof_adr=int(m.jnt_dofadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)])) for j in r.joints)
+    return dataclasses.replace(r, joints=joints, nq=int(m.nq), nv=int(m.nv))
