@@ -3,7 +3,7 @@
 One command (from the repo root)::
 
     python bench/visual.py                          # synth suite "cameras" (seed 0), both cameras
-    python bench/visual.py --seed 1 --cameras 1 --out /tmp/visual.json
+    python bench/visual.py --seed 1 --cameras 1 --out visual.json
 
 Writes the dataset (``actuatorlab synth --suite cameras``) into a temporary folder, then for every
 camera runs :func:`actuatorlab.identify.handeye.calibrate_camera` on the train logs from the
