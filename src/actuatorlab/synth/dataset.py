@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,6 +28,7 @@ from ..errors import DataError
 from ..logs.format import Channel, Setup, Trajectory
 from ..logs.io import save_trajectory
 from . import commands as cmd
+from .cameras import record_cameras
 from .robot import Kinematics, Scene, build_scene, get_robot
 from .simulate import Rates, Restriction, RunConditions, SimResult, simulate
 from .suites import (FAMILIES, PUSH_DIRECTIONS, Suite, SynthError, TrajectorySpec, check_scale, get_suite,
@@ -287,7 +289,7 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
         if not ours:
             raise DataError(out, "folder is not empty and holds no dataset.json made by actuatorlab synth; "
                                  "refusing to overwrite it")
-        for sub in ("train", "val", "test", "heldout"):
+        for sub in ("train", "val", "test", "heldout", "masks"):
             if (out / sub).is_dir():
                 shutil.rmtree(out / sub)
         for f in ("DATASET.md", "dataset.json"):
@@ -396,6 +398,7 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     records: list[dict[str, Any]] = []
     session_info: dict[str, dict[str, Any]] = {}
     n_samples = 0
+    true_q: dict[str, tuple[np.ndarray, np.ndarray]] = {}  # (time, q): camera masks show the true angles
     for session, members in sessions:
         ambient = float(session_rng.uniform(21.0, 26.0))
         temp = ambient + session_rng.uniform(2.0, 12.0, size=len(joints))  # the arm was in use before
@@ -410,6 +413,7 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
             traj = _sim_to_trajectory(spec, session, sim, robot, joints, truths, 12.0,
                                       _rng(seed, 12, index[spec.name]), suite, plan.events)
             save_trajectory(traj, out / split[spec.name] / spec.name)
+            true_q[spec.name] = (sim.time, sim.q)
             rest = float(session_rng.uniform(3.0, 15.0))
             tau = np.array([truths[j].thermal_resistance * truths[j].thermal_capacitance for j in joints])
             temp = ambient + (sim.final_temperature - ambient) * np.exp(-rest / tau)
@@ -420,14 +424,14 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
                 progress(done, total, spec.name)
 
     records.sort(key=lambda r: r["name"])
-    split_counts: dict[str, int] = {}
-    for r in records:
-        split_counts[r["split"]] = split_counts.get(r["split"], 0) + 1
+    split_counts: dict[str, int] = dict(Counter(r["split"] for r in records))
     card = _card(robot, suite_obj, seed, scale, rates, truths, supply, scene, session_info, records, split_counts)
     if restricted_pairs:
         card["restricted_pairs"] = int(restricted_pairs)
     if push_pairs:
         card["push_pairs"] = int(push_pairs)
+    if suite_obj.cameras:
+        card["ground_truth"]["cameras"] = record_cameras(out, scene.mjcf, joints, suite_obj.cameras, true_q, split, seed)
     (out / "dataset.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
     (out / "DATASET.md").write_text(_card_markdown(card), encoding="utf-8")
     return {

@@ -102,6 +102,8 @@ class Suite:
         build: (scale, rng) -> list of specs (deterministic given rng).
         heldout: (condition key, value) pairs whose trajectories go only to heldout/<value>.
         session_size: trajectories per recording session (temperature carries over within one).
+        cameras: number of cameras that record robot masks beside the logs (0: none;
+            :mod:`actuatorlab.synth.cameras`).
     """
 
     name: str
@@ -110,6 +112,7 @@ class Suite:
     heldout: tuple[tuple[str, str], ...] = ()
     session_size: int = 15
     notes: tuple[str, ...] = field(default=())
+    cameras: int = 0
 
 
 class SynthError(ActuatorlabError, ValueError):
@@ -280,6 +283,17 @@ def _smoke(scale: float, rng: np.random.Generator) -> list[TrajectorySpec]:
     return b.specs
 
 
+def _cameras(scale: float, rng: np.random.Generator) -> list[TrajectorySpec]:
+    """Five 4 s free-motion trajectories (teleop, whole-arm key poses, all-joint steps) under cameras."""
+    b = _Builder(1.0, rng)
+    for _ in range(2):
+        b.add("teleop", "teleop", 4.0, kp=800.0)
+    b.add("lean_extend", "lean_extend", 4.0, kp=800.0)
+    b.add("steps_all", "steps", 4.0, variant="all", kp=800.0)
+    b.add("teleop", "teleop", 4.0, kp=800.0)
+    return b.specs
+
+
 SUITES: dict[str, Suite] = {
     "neural_actuator": Suite(
         "neural_actuator",
@@ -288,6 +302,8 @@ SUITES: dict[str, Suite] = {
         _neural_actuator, heldout=(("load", "payload_400g"), ("contact", "push_-y")), session_size=15),
     "smoke": Suite("smoke", "four 3-4 s trajectories for tests (teleop, 400 g lift-and-hold, push -y + pair)",
                    _smoke, heldout=(("load", "payload_400g"), ("contact", "push_-y")), session_size=4),
+    "cameras": Suite("cameras", "five 4 s free-motion trajectories with robot masks from two cameras (hand-eye "
+                     "calibration, docs/visual.md)", _cameras, session_size=5, cameras=2),
 }
 
 

@@ -25,7 +25,7 @@ from ...precision import physics_precision
 # the command modules import MuJoCo's MJX, which prints "Failed to import warp" on stdout without the
 # optional warp package: that line goes to stderr, so that a --json command's stdout stays one document
 with contextlib.redirect_stdout(sys.stderr):
-    from . import data, identify, evaluate, learn, estimate, use, policy  # noqa: F401  (registers the commands)
+    from . import data, identify, evaluate, learn, estimate, use, policy, visual  # noqa: F401  (registers the commands)
 from ._common import _key_values, _plain_output, app, console, err_console
 
 __all__ = ["app", "main", "_key_values"]
