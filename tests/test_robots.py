@@ -134,6 +134,14 @@ BAD = [
     ("compliant model without nominals", lambda c: c["actuators"]["xm430_w350"].update(model="m3+backlash"),
      "needs a nominal value for backlash, stiffness"),
     ("wrong format", lambda c: c.update(format="urdf"), "format must be"),
+    ("bounds of an unknown parameter", lambda c: c["actuators"]["xm430_w350"].update(bounds={"kt2": [1, 2]}),
+     "actuators.xm430_w350.bounds.kt2: unknown parameter"),
+    ("bounds lower >= upper", lambda c: c["actuators"]["xm430_w350"].update(bounds={"stiffness": [100, 50]}),
+     "bounds.stiffness: lower 100 must be < upper 50"),
+    ("log bounds at zero", lambda c: c["actuators"]["xm430_w350"].update(bounds={"armature": [0, 0.1]}),
+     "bounds.armature: lower 0 must be > 0"),
+    ("bounds not a pair", lambda c: c["actuators"]["xm430_w350"].update(bounds={"friction_base": [0.1]}),
+     "bounds.friction_base: must be [lower, upper]"),
 ]
 
 

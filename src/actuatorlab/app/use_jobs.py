@@ -7,9 +7,10 @@ from pathlib import Path
 
 from ..errors import ActuatorlabError
 from ..export import targets
-from ..models.modelfile import load_model
+from ..models.actuator_model import load
+from ..models.modelfile import joint_dict
 from ..sim.randomization import load_spec, save_spec
-from ..sim.randomization_proposal import propose_spec
+from ..sim.randomization_proposal import propose_fleet_spec, propose_spec
 from .identify_jobs import Result
 
 
@@ -43,7 +44,8 @@ def run_export_job(job: ExportJob) -> Result:
 @dataclasses.dataclass(frozen=True)
 class RandomizeJob:
     """Fields: models (RUN/model.json files; several = several units of one actuator, their spread
-    becomes unit variation), out (randomization spec to write), check (only validate the spec given
+    becomes unit variation; or one RUN/arm_model.json fitted per joint: the robot's joints are the
+    units, :func:`~actuatorlab.sim.randomization_proposal.propose_fleet_spec`), out (randomization spec to write), check (only validate the spec given
     as the first of models)."""
 
     models: tuple[Path, ...]
@@ -59,6 +61,13 @@ def run_randomize_job(job: RandomizeJob) -> Result:
         return Result({"entries": [[e.kind, e.name] for e in s.entries]})
     if job.out is None:
         raise ActuatorlabError("randomize: give --out SPEC (or --check to validate a spec)")
-    doc = propose_spec([load_model(p) for p in job.models], [str(p) for p in job.models])
+    loaded = [load(p) for p in job.models]
+    if any(not m.one_joint for m in loaded):
+        if len(loaded) != 1:
+            raise ActuatorlabError("randomize: give one arm_model.json fitted per joint (its joints are the units), "
+                                   f"not {len(loaded)} model files")
+        doc = propose_fleet_spec(loaded[0].document, str(job.models[0]))
+    else:
+        doc = propose_spec([joint_dict(m) for m in loaded], [str(p) for p in job.models])
     save_spec(doc, job.out)
     return Result(doc)

@@ -16,8 +16,9 @@ Robot joints the log does not list (the OpenManipulator-X gripper in the synth l
 their rest position (target = qpos0) and not scored.
 
 Fit. CMA-ES (Hansen, "The CMA Evolution Strategy: A Tutorial", arXiv:1604.00772) over the chosen
-actuator parameters in a normalised box z in [0, 1]: parameters with a positive nominal value
-p0 move on a log scale in [0.2 p0, 5 p0]; parameters whose nominal is 0 move linearly in the
+actuator parameters in a normalised box z in [0, 1]: parameters with search bounds in the robot
+config move in them (:mod:`actuatorlab.robots.bounds`, starting inside); others with a positive nominal
+value p0 move on a log scale in [0.2 p0, 5 p0]; parameters whose nominal is 0 move linearly in the
 "servo" bound profile of :data:`actuatorlab.models.params.BOUND_PROFILES` (the same normalisation
 as :class:`actuatorlab.identify.fit.ParamSpace`). The score is the mean squared position error
 of window rollouts of ``horizon`` control steps.
@@ -34,6 +35,7 @@ from ..precision import physics
 from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.registry import embed_params, get_model
+from ..robots.bounds import set_bounds
 from ..robots.loader import Robot
 from ..sim.arm import ArmConfig, ArmInputs, ArmState
 from ..sim.arm_native import native_model, rollout_native
@@ -68,7 +70,7 @@ def _inside(space: ArmSpace, p: dict) -> dict:
 
 
 def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_evals: int,
-              seed: int, sigma0: float, z_start: dict | None = None) -> tuple[dict, int]:
+              seed: int, sigma0: float, z_start: dict | None = None, bounds=None) -> tuple[dict, int]:
     """Per-joint fit by cooperative coevolution: one CMA-ES per parameter set (joint), each on the
     position error of its own joint(s). Generation g draws candidate c of every set, assembles
     them into one parameter vector per c, scores all c in one batched rollout, and tells each set's
@@ -80,7 +82,7 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     assembled values.
     (Potter & De Jong, "A cooperative coevolutionary approach to function optimization", PPSN 1994,
     with CMA-ES sub-searches: Hansen, arXiv:1604.00772.)"""
-    spaces = [ArmSpace.build(names, nominal, [g]) for g in sets]
+    spaces = [ArmSpace.build(names, nominal, [g], bounds) for g in sets]
     # the sub-searches share one private stream, seeded as pycma's global reseeding left it (by the
     # last sub-search's seed): same draws as before, NumPy's global generator untouched
     stream = cma_stream(int(seed) + 1 + sets[-1]) if sets else {}
@@ -232,21 +234,21 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     sets = [g for g, grp in enumerate(r.groups) if any(scored[r.index(j)] for j in grp.joints)]
 
     nominal = r.nominal_params()
-    space = ArmSpace.build(names, nominal, sets)
+    space = ArmSpace.build(names, nominal, sets, set_bounds(r.groups))  # the config's bounds, if any
     # private copies per group: the armature is written in per evaluation
     scores, scores_per_joint = _window_scorers(r, [(rg, w, native_model(rg, nominal)) for rg, w in parts], wgt,
                                                den, nominal, cfg)
 
     init = list(init)
     sigma0 = float(sigma0 if sigma0 is not None else (0.1 if init else 0.3))
-    starts = [nominal] + [{k: np.asarray(st.get(k, nominal[k]), float).copy() for k in nominal} for st in init]
+    starts = [space.nominal] + [{k: np.asarray(st.get(k, nominal[k]), float).copy() for k in nominal} for st in init]
     f0 = [f for f, _ in scores(starts)]
     evals = len(starts)
     b = int(np.argmin(f0))
     best_p, best_f = starts[b], f0[b]
     if per_joint and len(sets) > 1:
         best_p, n_ev = _coevolve(names, nominal, sets, best_p, scores_per_joint, max_evals, seed, sigma0,
-                                 _inside(space, best_p))
+                                 _inside(space, best_p), set_bounds(r.groups))
         evals += n_ev
     else:
         best = BestSoFar(best_f, best_p)

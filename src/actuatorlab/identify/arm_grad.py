@@ -64,6 +64,7 @@ import optax
 from ..precision import physics, physics_fn
 from ..errors import DataError, ModelError
 from ..logs.format import Trajectory
+from ..robots.bounds import set_bounds
 from ..robots.loader import Robot
 from ..sim.arm import ArmConfig, ArmInputs, make_mjx_rollout
 from ..sim.arm_native import native_model, rollout_native
@@ -109,7 +110,7 @@ def window_objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig | None
     :class:`~actuatorlab.sim.arm.ArmState` with a leading window axis B; q_meas, wgt (B, L, n)
     (wgt already multiplied by the padding weight c_w). ``robot`` is the robot whose parameter
     sets are fitted (:func:`per_joint_robot` for one set per joint); ``space`` is
-    ``ArmSpace.build(names, robot.nominal_params(), sets)`` (``sets``: indices of the fitted
+    ``ArmSpace.build(names, robot.nominal_params(), sets, bounds)`` (config bounds; ``sets``: indices of the fitted
     parameter sets, default all; the others stay nominal). Cached per arguments, so the jit cache
     (one executable per (B, L)) lives as long as the process.
 
@@ -134,7 +135,7 @@ def window_objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig | None
 @functools.lru_cache(maxsize=8)
 def _objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig, mode: str, sets: tuple[int, ...]
                ) -> tuple[ArmSpace, Callable]:
-    space = ArmSpace.build(names, robot.nominal_params(), sets)
+    space = ArmSpace.build(names, robot.nominal_params(), sets, set_bounds(robot.groups))
     roll = jax.vmap(make_mjx_rollout(robot, cfg), in_axes=(None, 0, 0, None))
 
     def objective(z, base, inputs, state0, q_meas, wgt):
@@ -292,7 +293,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
         return {k: np.asarray(v, float) for k, v in sp.unpack(space.to_theta(np.asarray(z))).items()}
 
     inits = [init] if isinstance(init, dict) else list(init or [])
-    starts = [nominal] + [_start_sets(nominal, labels, groups, d) for d in inits]
+    starts = [space.nominal] + [_start_sets(nominal, labels, groups, d) for d in inits]
     scores = [native_score(p) for p in starts]
     i0 = int(np.argmin([f for f, _ in scores]))
     mse0, mae0 = scores[i0]

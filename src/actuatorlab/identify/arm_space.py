@@ -6,7 +6,7 @@ shared by the CMA-ES fit (:mod:`actuatorlab.identify.arm_fit`) and the gradient 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Iterable
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -14,8 +14,9 @@ from ..errors import DataError, ModelError
 from ..logs.format import Trajectory
 from ..models.params import PARAMS, bounds_for
 from ..models.registry import get_model
-from ..robots.fixed_base import on_fixed_base
-from ..robots.loader import ParamGroup, Robot
+from ..robots.fixed_base import joint_types, on_fixed_base
+from ..robots.bounds import start_inside
+from ..robots.loader import Robot
 from ..sim.arm_data import _check_name, _robot, model_params, robot_with_model
 from .space import unit_to_theta, unit_to_z
 
@@ -34,9 +35,12 @@ class ArmSpace:
     names: P parameter names; G: fitted parameter sets (groups, or joints when fitted per joint;
     ``sets`` their indices among all sets, the others stay nominal);
     lower, upper: (P G,) bounds, parameter-major (``theta[a G + g]`` is parameter a of set g);
-    log: (P G,) True where the parameter moves on a log scale. A parameter with positive nominal
-    value p0 moves log-uniformly in [0.2 p0, 5 p0] (:data:`BOX_FACTORS`); one whose nominal is 0
-    moves linearly in the "servo" profile of :data:`~actuatorlab.models.params.BOUND_PROFILES`.
+    log: (P G,) True where the parameter moves on a log scale. A parameter with search bounds in the
+    robot config (:mod:`actuatorlab.robots.bounds`) moves in them (log-uniformly for a log-scale
+    parameter, linearly otherwise), starting from its nominal value if inside, else from their geometric
+    mean (log) or middle (linear): ``nominal`` holds that start. Without bounds, a parameter with
+    positive nominal value p0 moves log-uniformly in [0.2 p0, 5 p0] (:data:`BOX_FACTORS`); one whose
+    nominal is 0 moves linearly in the "servo" profile of :data:`~actuatorlab.models.params.BOUND_PROFILES`.
     The map to and from z is the one of every search box (:func:`~actuatorlab.identify.space.
     unit_to_theta`, the one-joint :class:`~actuatorlab.identify.space.ParamSpace`'s).
     """
@@ -50,19 +54,28 @@ class ArmSpace:
     sets: tuple[int, ...] = ()
 
     @staticmethod
-    def build(names: Iterable[str], nominal: dict, sets: Iterable[int] | None = None) -> "ArmSpace":
+    def build(names: Iterable[str], nominal: dict, sets: Iterable[int] | None = None,
+              bounds: Sequence[dict] | None = None) -> "ArmSpace":
         """Box of ``names`` around ``nominal`` (name -> (n_sets,)) for the parameter sets ``sets``
-        (indices; default all). Sets not fitted keep their nominal values."""
+        (indices; default all). Sets not fitted keep their nominal values. ``bounds``: per parameter
+        set, {name: (lower, upper)} of the robot config (:func:`~actuatorlab.robots.bounds.set_bounds`)."""
         names = tuple(names)
         n_sets = len(next(iter(nominal.values())))
         sets = tuple(range(n_sets)) if sets is None else tuple(int(g) for g in sets)
         if not sets:
             raise ModelError("ArmSpace: no parameter set to fit")
+        start = {k: np.asarray(v, float).copy() for k, v in nominal.items()}
         lo, hi, log = [], [], []
         for k in names:
             for g in sets:
                 p0 = float(nominal[k][g])
-                if p0 > 0:
+                if bounds is not None and k in bounds[g]:
+                    b = bounds[g][k]
+                    lo.append(b[0])
+                    hi.append(b[1])
+                    log.append(PARAMS[k].scale == "log")
+                    start[k][g] = start_inside(k, p0, *b)
+                elif p0 > 0:
                     lo.append(BOX_FACTORS[0] * p0)
                     hi.append(BOX_FACTORS[1] * p0)
                     log.append(True)
@@ -71,8 +84,7 @@ class ArmSpace:
                     lo.append(b[0])
                     hi.append(b[1])
                     log.append(False)
-        return ArmSpace(names, len(sets), np.array(lo), np.array(hi), np.array(log),
-                        {k: np.asarray(v, float).copy() for k, v in nominal.items()}, sets)
+        return ArmSpace(names, len(sets), np.array(lo), np.array(hi), np.array(log), start, sets)
 
     @property
     def n(self) -> int:
@@ -160,12 +172,12 @@ def robot_for_log(robot: str | Robot, traj: Trajectory) -> Robot:
     r = on_fixed_base(dataclasses.replace(r, point_masses=loads))
     joints = tuple(dataclasses.replace(j, gains=tuple(sorted({**dict(j.gains), "kp": kp, "kd": kd}.items())))
                    for j in r.joints)
-    types = sorted({j.name.rsplit("_", 1)[-1] for j in joints})
-    if len(r.groups) == 1 and 1 < len(types) < len(joints):
-        g = r.groups[0]
-        groups = tuple(ParamGroup(f"{g.actuator}@{t}", g.actuator, g.model,
-                                  tuple(j.name for j in joints if j.name.endswith("_" + t)), g.nominal) for t in types)
-        joints = tuple(dataclasses.replace(j, group=types.index(j.name.rsplit("_", 1)[-1])) for j in joints)
+    of = joint_types(j.name for j in joints)
+    if len(r.groups) == 1 and of is not None:
+        g, types = r.groups[0], sorted(set(of.values()))
+        groups = tuple(dataclasses.replace(g, name=f"{g.actuator}@{t}",
+                                           joints=tuple(j.name for j in joints if of[j.name] == t)) for t in types)
+        joints = tuple(dataclasses.replace(j, group=types.index(of[j.name])) for j in joints)
         return dataclasses.replace(r, joints=joints, groups=groups)
     return dataclasses.replace(r, joints=joints)
 

@@ -15,7 +15,7 @@ import mujoco
 
 from .loader import Robot, build_model
 
-__all__ = ["on_fixed_base"]
+__all__ = ["on_fixed_base", "joint_types"]
 
 
 def on_fixed_base(robot: Robot) -> Robot:
@@ -27,3 +27,12 @@ def on_fixed_base(robot: Robot) -> Robot:
         j, qpos_adr=int(m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)]),
         dof_adr=int(m.jnt_dofadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)])) for j in r.joints)
     return dataclasses.replace(r, joints=joints, nq=int(m.nq), nv=int(m.nv))
+
+
+def joint_types(joint_names) -> dict[str, str] | None:
+    """{joint: type} where the joints' names end in a type shared by several joints (ANYmal C: ``LF_HAA``
+    -> ``HAA``, three types of four joints), else None (every suffix distinct, or one for all): the
+    parameter sets of the in-air fit (:func:`~actuatorlab.identify.arm_space.robot_for_log`)."""
+    names = list(joint_names)
+    of = {j: j.rsplit("_", 1)[-1] for j in names}
+    return of if 1 < len(set(of.values())) < len(names) else None

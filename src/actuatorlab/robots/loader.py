@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import ModelError, UnknownNameError
 from ..models.actuator_model import BENCH_PREFIX, ActuatorModel, check_robot
 from .bench import bench_files
+from .bounds import parse_bounds
 from ..models.control import DEFAULT_ERROR_GAIN, CONTROL_LAWS, LawConstants
 from ..models.params import PARAMS, neutral_params
 from ..models.plant import PlantConstants
@@ -62,7 +63,7 @@ _TOP_KEYS = {"format", "format_version", "name", "description", "mjcf", "physics
 _TOP_REQUIRED = ("format", "format_version", "name", "mjcf", "physics_dt", "control_dt",
                  "actuators", "joints")
 _ACT_KEYS = {"model", "law", "shared", "gear_ratio", "supply_voltage", "effort_limit",
-             "velocity_limit", "saturation_effort", "gains", "params", "sources"}
+             "velocity_limit", "saturation_effort", "gains", "params", "bounds", "sources"}
 _ACT_REQUIRED = ("model", "law", "gear_ratio", "effort_limit", "velocity_limit", "gains", "params")
 _JOINT_KEYS = {"actuator", "gains", "effort_limit", "velocity_limit", "saturation_effort",
                "output_to_joint", "supply_voltage"}
@@ -116,15 +117,16 @@ class JointSpec:
 
 @dataclass(frozen=True)
 class ParamGroup:
-    """One parameter set: name ("<actuator>" if shared, "<actuator>@<joint>" if not), the
-    actuator type, its model, the joints reading it, and its nominal values (every parameter of
-    :data:`~actuatorlab.models.params.PARAMS`, servo-side units, neutral where not configured)."""
+    """One parameter set: name ("<actuator>" if shared, "<actuator>@<joint>" if not), the actuator type,
+    its model, the joints reading it, its nominal values (every parameter of :data:`~actuatorlab.models.params.
+    PARAMS`, servo-side units, neutral where not configured) and the config's search bounds (:mod:`.bounds`)."""
 
     name: str
     actuator: str
     model: str
     joints: tuple[str, ...]
     nominal: tuple[tuple[str, float], ...]
+    bounds: tuple[tuple[str, float, float], ...] = ()  #: (parameter, lower, upper) [servo-side units]
 
 
 @dataclass(frozen=True)
@@ -332,8 +334,7 @@ def _keys(path: Path, where: str, d: Any, allowed: set[str], required: tuple[str
 
 def _multiple(a: float, b: float) -> int | None:
     """a / b if it is a whole number >= 1, else None."""
-    n = a / b
-    return int(round(n)) if abs(n - round(n)) < 1e-6 and round(n) >= 1 else None
+    return int(round(a / b)) if abs(a / b - round(a / b)) < 1e-6 and round(a / b) >= 1 else None
 
 
 def _parse(cfg: Any, path: Path) -> Robot:
@@ -420,9 +421,9 @@ def _parse(cfg: Any, path: Path) -> Robot:
         key = an if a["shared"] else f"{an}@{jn}"
         if key not in group_of:
             group_of[key] = len(groups)
-            groups.append(ParamGroup(key, an, a["model"], (), a["nominal"]))
+            groups.append(ParamGroup(key, an, a["model"], (), a["nominal"], a["bounds"]))
         g = groups[group_of[key]]
-        groups[group_of[key]] = ParamGroup(g.name, g.actuator, g.model, g.joints + (jn,), g.nominal)
+        groups[group_of[key]] = replace(g, joints=g.joints + (jn,))
         gains = dict(a["gains"])
         if "gains" in d:
             gains.update(_gains(path, f"{where}.gains", d["gains"]))
@@ -506,7 +507,7 @@ def _parse_actuator(path: Path, name: str, d: Any) -> dict:
                 saturation_effort=(_num(path, f"{where}.saturation_effort", d["saturation_effort"], True)
                                    if "saturation_effort" in d else None),
                 gains=_gains(path, f"{where}.gains", d["gains"]),
-                nominal=tuple(nominal.items()))
+                nominal=tuple(nominal.items()), bounds=parse_bounds(path, where, d.get("bounds")))
 
 
 # ------------------------------------------------------------------------------------------
@@ -571,9 +572,7 @@ def _compile(robot: Robot, for_mjx: bool) -> mujoco.MjModel:
         sj = spec.joint(jn)
         for k, v in attrs:
             if k == "damping":
-                dmp = np.zeros_like(np.asarray(sj.damping, dtype=float))
-                dmp[0] = v
-                sj.damping = dmp
+                sj.damping = np.concatenate([[v], np.zeros(np.asarray(sj.damping).size - 1)])
             else:
                 setattr(sj, k, v)
     acts = list(spec.actuators)

@@ -28,7 +28,7 @@ from ..logs.format import Trajectory
 from ..models.params import PARAMS, bounds_for, neutral_params
 from ..models.registry import get_model
 from ..precision import physics
-from ..robots.loader import ParamGroup, Robot, load_robot
+from ..robots.loader import Robot, load_robot
 from .arm import ArmConfig, ArmInputs
 from .arm_native import native_model
 from .backends import rollout
@@ -129,33 +129,51 @@ def log_arrays(robot: Robot, traj: Trajectory) -> LogArrays:
 
 # ---------------------------------------------------------------------------------------------
 def per_joint_robot(robot: Robot) -> Robot:
-    """The same robot with one parameter set per joint (group ``<actuator>@<joint>``)."""
-    groups = tuple(ParamGroup(f"{robot.groups[j.group].actuator}@{j.name}", robot.groups[j.group].actuator,
-                              robot.groups[j.group].model, (j.name,), robot.groups[j.group].nominal)
-                   for j in robot.joints)
+    """The same robot with one parameter set per joint (group ``<actuator>@<joint>``, its type's nominal
+    values and search bounds)."""
+    groups = tuple(dataclasses.replace(robot.groups[j.group], name=f"{robot.groups[j.group].actuator}@{j.name}",
+                                       joints=(j.name,)) for j in robot.joints)
     joints = tuple(dataclasses.replace(j, group=i) for i, j in enumerate(robot.joints))
     return dataclasses.replace(robot, joints=joints, groups=groups)
 
 
+def _type_sets(robot: Robot, keys: set) -> dict[str, list[int]]:
+    """{label: joint indices} of the labels ``<actuator>@<type>`` among ``keys`` that are neither a
+    parameter set nor a joint of ``robot``: the joints of that actuator whose names end in ``_<type>``
+    (the sets by joint type of an in-air fit, :func:`~actuatorlab.identify.arm_space.robot_for_log`)."""
+    out = {}
+    for key in keys - {g.name for g in robot.groups} - set(robot.joint_names):
+        a, _, t = str(key).rpartition("@")
+        idx = [i for i, j in enumerate(robot.joints) if a and j.actuator == a and j.name.endswith("_" + t)]
+        if idx:
+            out[key] = idx
+    return out
+
+
 def _param_sets(robot: Robot, params: dict | None) -> tuple[Robot, dict]:
     """(robot, name -> (n_groups,) servo-side values) from None (nominal), the robot's own format
-    (name -> (n_groups,)) or :func:`fit_arm`'s ``params`` (name -> {group or joint: value})."""
+    (name -> (n_groups,)) or :func:`fit_arm`'s ``params`` (name -> {group or joint: value}). Sets by
+    joint type (``anydrive@KFE``, an in-air fit's labels) on a robot that shares one set give one set per
+    joint, each with its type's values (a per-actuator randomization then draws per joint)."""
     if params is None:
         return robot, robot.nominal_params()
     nested = [v for v in params.values() if isinstance(v, dict)]
     if nested:
         keys = set().union(*[set(v) for v in nested])
-        r = per_joint_robot(robot) if keys <= set(robot.joint_names) and keys - {g.name for g in robot.groups} else robot
-        names = [g.joints[0] if r is not robot else g.name for g in r.groups]
+        types = _type_sets(robot, keys)
+        per_joint = bool(types) or bool(keys <= set(robot.joint_names) and keys - {g.name for g in robot.groups})
+        r = per_joint_robot(robot) if per_joint else robot
+        where = {g.joints[0] if r is not robot else g.name: [i] for i, g in enumerate(r.groups)}
+        where.update(types)
         out = r.nominal_params()
         for k, v in params.items():
             _check_name(k)
             if isinstance(v, dict):
                 for key, val in v.items():
-                    if key not in names:
+                    if key not in where:
                         raise ModelError(f"parameter {k!r}: {key!r} is neither a parameter set nor a joint "
-                                         f"of {robot.name} ({', '.join(names)})")
-                    out[k][names.index(key)] = float(val)
+                                         f"of {robot.name} ({', '.join(where)})")
+                    out[k][where[key]] = float(val)
             else:
                 out[k][:] = float(v)
         return r, out

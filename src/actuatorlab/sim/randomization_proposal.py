@@ -4,7 +4,8 @@
 format of :mod:`actuatorlab.sim.randomization` (docs/randomization.md): an ``identified`` entry with
 the fit's own covariance in natural space (:func:`identified_covariance`: jackknife refits first,
 else the Jacobian standard errors) and, from several units of one actuator type, ``unit`` entries
-with the unit-to-unit spread.
+with the unit-to-unit spread. :func:`propose_fleet_spec` does the same from one whole-robot fit per
+joint (``arm_model.json``, ``fit --robot R`` with ``per_joint``): the robot's joints are the units.
 """
 
 from __future__ import annotations
@@ -15,10 +16,17 @@ import numpy as np
 
 from .. import __version__
 from ..models.actuator_model import LEARNED_KINDS
-from ..models.params import PARAMS
+from ..models.params import PARAMS, bounds_for
+from ..robots.bounds import set_bounds
+from ..robots.fixed_base import joint_types
+from ..robots.loader import load_robot
 from .randomization import RandomizationError, SPEC_FORMAT, SPEC_VERSION
 
-__all__ = ["identified_covariance", "propose_spec"]
+__all__ = ["identified_covariance", "propose_spec", "propose_fleet_spec"]
+
+#: what a whole-robot fit records about its parameters' uncertainty (nothing, today)
+NO_ARM_UNCERTAINTY = ("the whole-robot fit (arm_model.json) records no parameter uncertainty (no jackknife refits, "
+                      "no Jacobian): no identified entry; the unit spread below includes each joint's estimation error")
 
 
 def _space(name: str) -> str:
@@ -162,5 +170,66 @@ def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dic
                        "actuator": [m.get("actuator") for m in models],
                        "values": {n: float(models[0]["parameters"][n]["value"]) for n in shared},
                        "uncertainty": [{"file": s, "source": p[2], "note": p[3]} for s, p in zip(sources, per)],
+                       "units": units, "package_version": __version__},
+            "entries": entries}
+
+
+def propose_fleet_spec(d: Mapping, source: str) -> dict:
+    """A spec document proposed from one whole-robot fit per joint (an ``arm_model.json`` with
+    ``per_joint``, loaded dict): the robot's joints are the units of its actuator types.
+
+    * ``unit``, one entry per fitted parameter: the spread across units *within* a type, pooled over the
+      types (types: the joint-name suffixes that group the joints, :func:`~actuatorlab.robots.fixed_base.
+      joint_types`, ANYmal C's HAA / HFE / KFE; else the config's actuator types), in natural space
+      (z = log p for a log-scale parameter)::
+
+          s^2 = sum_t sum_{j in t} (z_j - mean_t z)^2 / (n - T)      (n joints, T types)
+
+      ``lognormal`` with std s for a log-scale parameter, ``add_normal`` otherwise, clipped to the
+      robot config's search bounds (:mod:`actuatorlab.robots.bounds`) or the "servo" profile. The spread
+      includes each joint's estimation error: an upper bound on the true unit-to-unit variation where
+      the data pins each joint down, an overstatement where it does not;
+    * no ``identified`` entry: a whole-robot fit records no parameter uncertainty (said in the notes).
+
+    The values that the spec scatters are those of the actuator the environment runs (e.g. the fit
+    by joint type): ``source.centre`` says so, ``source.units`` keeps the per-joint values."""
+    if d.get("kind", "analytic") != "analytic":
+        raise RandomizationError(f"{source}: a learned model has no parameter distribution to randomize")
+    robot = load_robot(str(d.get("robot")))
+    params = d.get("params") or {}
+    labels = sorted({j for v in params.values() if isinstance(v, Mapping) for j in v})
+    if not d.get("per_joint") or not labels or not set(labels) <= set(robot.joint_names):
+        raise RandomizationError(f"{source}: a whole-robot fit by parameter set gives no spread across units; "
+                                 "fit one set per joint (the fit job's per_joint field) and give that arm_model.json")
+    of = joint_types(robot.joint_names) or {j.name: j.actuator for j in robot.joints}
+    types = sorted({of[j] for j in labels})
+    if len(labels) - len(types) < 1:
+        raise RandomizationError(f"{source}: {len(labels)} joints of {len(types)} types: no unit spread to pool")
+    bounds = set_bounds(robot.groups)
+    entries, units = [], {}
+    for n, per in params.items():
+        vals = {j: float(v) for j, v in per.items()}
+        z = {j: float(_natural(n, v)) for j, v in vals.items()}
+        by_type = {t: [z[j] for j in vals if of[j] == t] for t in types}
+        ss = sum(float(np.sum((np.array(v) - np.mean(v)) ** 2)) for v in by_type.values() if v)
+        std = float(np.sqrt(ss / (len(vals) - len([v for v in by_type.values() if v]))))
+        units[n] = {"values": vals, "std": std, "type_std": {t: float(np.std(v, ddof=1)) if len(v) > 1 else None
+                                                             for t, v in by_type.items()}}
+        e = {"name": f"{n}_unit", "kind": "unit", "parameter": n, "std": std,
+             "distribution": "lognormal" if _space(n) == "log" else "add_normal",
+             "note": f"spread of the fitted {n} across the {len(vals)} joints within their types "
+                     f"({', '.join(types)}), pooled ({'log space' if _space(n) == 'log' else PARAMS[n].unit}); "
+                     "includes each joint's estimation error"}
+        if _space(n) != "log":
+            g = robot.groups[robot.joint(labels[0]).group]
+            e["clip"] = list(bounds[robot.groups.index(g)].get(n, bounds_for(n, "servo")))
+        entries.append(e)
+    return {"format": SPEC_FORMAT, "format_version": SPEC_VERSION,
+            "description": "proposed by `actuatorlab randomize` from a fit per joint (the fleet); edit freely",
+            "source": {"models": [source], "model": [d.get("model")], "robot": robot.name, "types": types,
+                       "centre": "the parameter sets of the actuator the environment runs (e.g. the fit by joint "
+                                 "type); unit entries scatter each joint around them",
+                       "uncertainty": [{"file": source, "source": "none", "note": NO_ARM_UNCERTAINTY}],
+                       "unit_spread": {"file": source, "note": "pooled within-type spread across joints, natural space"},
                        "units": units, "package_version": __version__},
             "entries": entries}

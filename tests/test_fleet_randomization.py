@@ -1,0 +1,88 @@
+"""Randomization from a legged robot's fleet: a fit by joint type runs per joint in the environments
+(sim/arm_data._param_sets), a fit per joint becomes a spec whose unit spread is the pooled within-type
+spread (sim/randomization_proposal.propose_fleet_spec, ``actuatorlab randomize UNITS/arm_model.json``),
+and the spec draws once per joint, not once per type."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import numpy as np
+import pytest
+
+from actuatorlab.app.use_jobs import RandomizeJob, run_randomize_job
+from actuatorlab.envs.actuators import load_actuator
+from actuatorlab.sim.randomization import RandomizationError, Randomizer, load_spec
+
+LEGS, TYPES = ("LF", "RF", "LH", "RH"), ("HAA", "HFE", "KFE")
+BY_TYPE = {"armature": {"anydrive@HAA": 0.02, "anydrive@HFE": 0.03, "anydrive@KFE": 0.04},
+           "friction_base": {"anydrive@HAA": 0.5, "anydrive@HFE": 0.6, "anydrive@KFE": 0.7},
+           "friction_viscous": {"anydrive@HAA": 0.1, "anydrive@HFE": 0.2, "anydrive@KFE": 0.3}}
+
+
+def _per_joint_doc() -> dict:
+    """Per-joint values: armature scattered by exp(+-0.1) and exp(+-0.3) in alternate types, friction_base by +-0.05."""
+    arm, fb = {}, {}
+    for t, base, s in (("HAA", 0.02, 0.1), ("HFE", 0.03, 0.3), ("KFE", 0.04, 0.1)):
+        for k, leg in enumerate(LEGS):
+            arm[f"{leg}_{t}"] = base * np.exp(s * (1 if k % 2 else -1))
+            fb[f"{leg}_{t}"] = 0.5 + 0.05 * (1 if k < 2 else -1)
+    return {"format": "actuatorlab-model", "format_version": "2", "robot": "anymal_c", "kind": "analytic",
+            "model": "m1", "per_joint": True, "params": {"armature": arm, "friction_base": fb}}
+
+
+def test_fit_by_joint_type_runs_one_set_per_joint():
+    a = load_actuator("anymal_c", {"model": "m1", "params": BY_TYPE})
+    assert len(a.robot.groups) == 12 and [g.joints[0] for g in a.robot.groups] == list(a.robot.joint_names)
+    for i, j in enumerate(a.robot.joint_names):
+        assert a.params["armature"][i] == BY_TYPE["armature"]["anydrive@" + j[-3:]]
+        assert a.params["friction_viscous"][i] == BY_TYPE["friction_viscous"]["anydrive@" + j[-3:]]
+
+
+def test_fleet_spec_pools_the_within_type_spread(tmp_path):
+    src = tmp_path / "arm_model.json"
+    src.write_text(json.dumps(_per_joint_doc()))
+    out = tmp_path / "spec.json"
+    doc = run_randomize_job(RandomizeJob((src,), out)).record
+    e = {x["parameter"]: x for x in doc["entries"]}
+    assert not [x for x in doc["entries"] if x["kind"] == "identified"]
+    assert "records no parameter uncertainty" in doc["source"]["uncertainty"][0]["note"]
+    assert doc["source"]["models"] == [str(src)] and doc["source"]["types"] == list(TYPES)
+    # log space: deviations +-0.1, +-0.3, +-0.1 around each type's mean; pooled over 12 - 3 degrees of freedom
+    assert e["armature"]["distribution"] == "lognormal"
+    assert e["armature"]["std"] == pytest.approx(np.sqrt(4 * (0.01 + 0.09 + 0.01) / 9))
+    assert doc["source"]["units"]["armature"]["type_std"]["HFE"] == pytest.approx(np.sqrt(4 * 0.09 / 3))
+    # linear: +-0.05 in every type, clipped to the config's search bounds
+    assert e["friction_base"]["distribution"] == "add_normal"
+    assert e["friction_base"]["std"] == pytest.approx(np.sqrt(12 * 0.05**2 / 9))
+    assert e["friction_base"]["clip"] == [0.0, 4.0]
+    assert load_spec(out).of_kind("unit")
+
+
+def test_fleet_spec_refuses_a_fit_by_type(tmp_path):
+    d = _per_joint_doc() | {"per_joint": False, "params": BY_TYPE}
+    src = tmp_path / "arm_model.json"
+    src.write_text(json.dumps(d))
+    with pytest.raises(RandomizationError, match=r"arm_model.json: a whole-robot fit by parameter set.*per_joint"):
+        run_randomize_job(RandomizeJob((src,), tmp_path / "spec.json"))
+
+
+def test_unit_draws_are_per_joint_on_a_fit_by_type(tmp_path):
+    """The spec on the environment's parameters of a fit by joint type: twelve independent draws (joints of one
+    type get different values), reproducible by key."""
+    src = tmp_path / "arm_model.json"
+    src.write_text(json.dumps(_per_joint_doc()))
+    spec = tmp_path / "spec.json"
+    run_randomize_job(RandomizeJob((src,), spec))
+    a = load_actuator("anymal_c", {"model": "m1", "params": BY_TYPE})
+    rnd = Randomizer(spec)
+    p = rnd.sample_episode(jax.random.PRNGKey(0), a.params)
+    ratio = np.log(np.asarray(p["armature"]) / a.params["armature"])
+    assert ratio.shape == (12,) and len(np.unique(np.round(ratio, 12))) == 12
+    for t in TYPES:  # within each type the four joints differ
+        idx = [i for i, j in enumerate(a.robot.joint_names) if j.endswith(t)]
+        assert np.ptp(ratio[idx]) > 0
+    std = load_spec(spec).of_kind("unit")[0].std
+    assert np.all(np.abs(ratio) < 6 * std)
+    np.testing.assert_array_equal(p["armature"], rnd.sample_episode(jax.random.PRNGKey(0), a.params)["armature"])
