@@ -11,8 +11,12 @@ import jax
 import numpy as np
 import pytest
 
+from actuatorlab.app.jobs import _init_sets
 from actuatorlab.app.use_jobs import RandomizeJob, run_randomize_job
 from actuatorlab.envs.actuators import load_actuator
+from actuatorlab.errors import ModelError
+from actuatorlab.identify.arm_space import robot_for_log
+from actuatorlab.logs.format import Channel, Setup, Trajectory
 from actuatorlab.sim.randomization import RandomizationError, Randomizer, load_spec
 
 LEGS, TYPES = ("LF", "RF", "LH", "RH"), ("HAA", "HFE", "KFE")
@@ -86,3 +90,24 @@ def test_unit_draws_are_per_joint_on_a_fit_by_type(tmp_path):
     std = load_spec(spec).of_kind("unit")[0].std
     assert np.all(np.abs(ratio) < 6 * std)
     np.testing.assert_array_equal(p["armature"], rnd.sample_episode(jax.random.PRNGKey(0), a.params)["armature"])
+
+
+def test_a_fit_by_type_starts_a_fit_per_joint(tmp_path):
+    """The fit job's ``init``: each joint of the in-air robot starts at its type's fitted values."""
+    t = np.arange(3) * 0.02
+    log = Trajectory("air", t, {"position/LF_HAA": np.zeros(3)}, {"position/LF_HAA": Channel("rad", "measured")},
+                     Setup("anydrive", gains={"kp": 80.0, "kd": 2.0}, extra={"robot": "anymal_c", "base": "fixed"}))
+    rb = robot_for_log("anymal_c", log)
+    src = tmp_path / "arm_model.json"
+    src.write_text(json.dumps({"format": "actuatorlab-model", "format_version": "2", "robot": "anymal_c",
+                               "kind": "analytic", "model": "m1", "per_joint": False, "params": BY_TYPE}))
+    per_joint = _init_sets(rb, "m1", src, per_joint=True)
+    assert len(per_joint["armature"]) == 12
+    for i, j in enumerate(rb.joint_names):
+        assert per_joint["armature"][i] == BY_TYPE["armature"]["anydrive@" + j[-3:]]
+    by_type = _init_sets(rb, "m1", src, per_joint=False)
+    assert by_type["friction_base"] == [0.5, 0.6, 0.7]
+    other = tmp_path / "other.json"
+    other.write_text(src.read_text().replace('"anymal_c"', '"so101"'))
+    with pytest.raises(ModelError, match="other.json: init needs an analytic arm_model.json of robot 'anymal_c'"):
+        _init_sets(rb, "m1", other, per_joint=True)

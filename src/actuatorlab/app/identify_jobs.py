@@ -62,7 +62,8 @@ class FitJob:
     column mapping), jackknife (null|log|group: refits after writing, parameter spread),
     timestep_sensitivity (replay and refit at dt/2 and 2 dt), robot (multi-joint logs of this robot;
     null: the robot the logs name, none for one-joint logs), max_evals (with robot: CMA-ES evaluations per model, 300), per_joint (with robot: one parameter
-    set per joint), method (with robot: cma | grad)."""
+    set per joint), method (with robot: cma | grad), init (with robot and model: an arm_model.json whose
+    parameters start the fit, e.g. the fit by joint type before a fit per joint)."""
 
     data: tuple[Path, ...] = ()
     out: Path = Path("run")
@@ -75,6 +76,7 @@ class FitJob:
     max_evals: int = 300
     per_joint: bool = False
     method: str = "cma"
+    init: Path | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,7 +102,8 @@ def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
         raise ActuatorlabError("--calibration applies to the family fit (without --model)")
     d = jobs.run_fit(list(job.data) or None, job.out, model=job.model, options=job.options, mapping=job.mapping,
                      progress=progress, jackknife=job.jackknife, timestep_sensitivity=job.timestep_sensitivity,
-                     robot=jobs.RobotFitOptions(job.robot, job.max_evals, job.per_joint, method=job.method))
+                     robot=jobs.RobotFitOptions(job.robot, job.max_evals, job.per_joint, method=job.method,
+                                                init=job.init))
     robot = str(d.get("robot") or "")
     return FitResult(d, job.out, None if not robot or robot.startswith("bench:") else robot)
 

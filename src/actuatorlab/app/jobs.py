@@ -37,6 +37,8 @@ from ..report.diagnosis import diagnosis_section
 from ..models.modelfile import load_model, model_to_dict, save_model
 from ..identify.arm_fit import evaluate_logs, fit_arm, select_arm
 from ..identify.arm_space import log_groups
+from ..robots.loader import Robot
+from ..sim.arm_data import _param_sets, robot_with_model
 from ..files import atomic_write, git_revision
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..learned.arm import evaluate_learned_arm, load_arm_model
@@ -161,6 +163,9 @@ class RobotFitOptions:
     horizon: int = 100  #: fit window length [control steps]
     max_windows: int | None = 64  #: at most this many fit windows per model (None: all)
     method: str = "cma"  #: "cma" (native MuJoCo, fast on CPUs) or "grad" (Adam through MJX, minutes on a CPU)
+    #: an arm_model.json of this robot whose parameters start the CMA-ES fit of ``model`` (e.g. the fit by joint
+    #: type before a fit per joint: each joint starts at its type's values); None: the config's nominal values
+    init: str | Path | None = None
 
 
 @physics
@@ -432,6 +437,8 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     or a 70/30 time split of fewer than 3 logs), and the selected model is refitted on all of them
     (:func:`~actuatorlab.identify.arm_fit.select_arm`)."""
     selection = None
+    if ro.init is not None and (model is None or ro.method != "cma"):
+        raise ActuatorlabError(f"init {ro.init}: starts the CMA-ES fit of one model; give --model (and method cma)")
     groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
     if ro.method == "grad" and len(groups) > 1:
         raise ActuatorlabError(f"--robot {robot}: the logs were recorded at {len(groups)} gain / load settings; "
@@ -443,7 +450,8 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
         r = fit_arm_grad(rb, trajs, model=model, seed=seed, per_joint=ro.per_joint)
     elif model is not None:
         r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
-                    horizon=ro.horizon, max_windows=ro.max_windows)
+                    horizon=ro.horizon, max_windows=ro.max_windows,
+                    init=[] if ro.init is None else [_init_sets(rb, model, ro.init, ro.per_joint)])
     else:
         fit_part, val_part = split_validation(trajs)
         cb = (lambda m, i, n: progress(m, f"{i + 1}/{n + 1}", 0.0)) if progress else None
@@ -458,11 +466,27 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
          "per_joint": ro.per_joint, "params": r["params"], "nominal": r["nominal"],
          "envelope": robot_envelope(rb, trajs),
          "fit": {"method": ro.method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
-                                                            "horizon")}},
+                                                            "horizon")},
+                 **({"init": str(ro.init)} if ro.init is not None else {})},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
          "package_version": __version__, "git_revision": git_revision()}
     save(from_document(d, validate=False), out / "arm_model.json")
     return d
+
+
+def _init_sets(rb: Robot, model: str, path: str | Path, per_joint: bool) -> dict[str, list[float]]:
+    """The parameter sets (name -> value per set of the fitted robot ``rb`` with ``model``; per joint with
+    ``per_joint``) of the arm_model.json ``path``: its parameters on ``rb`` (sets by joint type, per joint or by
+    actuator type), the nominal values where it has none."""
+    m = load(path)
+    if m.one_joint or m.kind != "analytic" or m.robot != rb.name:
+        raise ModelError(f"{path}: init needs an analytic arm_model.json of robot {rb.name!r} "
+                         f"(got a {m.kind} model of {m.robot!r})")
+    r, p = _param_sets(robot_with_model(rb, model), m.document.get("params") or {})
+    if per_joint and len(r.groups) != rb.n_joints:  # each joint starts at its set's values
+        gidx = [j.group for j in r.joints]
+        p = {k: np.asarray(v)[gidx] for k, v in p.items()}
+    return {k: [float(x) for x in np.asarray(v)] for k, v in p.items()}
 
 
 @physics

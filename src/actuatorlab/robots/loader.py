@@ -117,9 +117,9 @@ class JointSpec:
 
 @dataclass(frozen=True)
 class ParamGroup:
-    """One parameter set: name ("<actuator>" if shared, "<actuator>@<joint>" if not), the actuator type,
-    its model, the joints reading it, its nominal values (every parameter of :data:`~actuatorlab.models.params.
-    PARAMS`, servo-side units, neutral where not configured) and the config's search bounds (:mod:`.bounds`)."""
+    """One parameter set: name ("<actuator>" if shared, "<actuator>@<joint>" if not), the actuator type, its
+    model, the joints reading it, its nominal values (every parameter of :data:`~actuatorlab.models.params.PARAMS`,
+    servo-side units, neutral where not configured) and the config's search bounds (:mod:`.bounds`)."""
 
     name: str
     actuator: str
