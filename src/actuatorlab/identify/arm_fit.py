@@ -70,7 +70,8 @@ def _inside(space: ArmSpace, p: dict) -> dict:
 
 
 def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_evals: int,
-              seed: int, sigma0: float, z_start: dict | None = None, bounds=None) -> tuple[dict, int]:
+              seed: int, sigma0: float, z_start: dict | None = None,
+              bounds: tuple[dict, ...] | None = None) -> tuple[dict, int]:
     """Per-joint fit by cooperative coevolution: one CMA-ES per parameter set (joint), each on the
     position error of its own joint(s). Generation g draws candidate c of every set, assembles
     them into one parameter vector per c, scores all c in one batched rollout, and tells each set's
