@@ -45,8 +45,8 @@ def run_export_job(job: ExportJob) -> Result:
 class RandomizeJob:
     """Fields: models (RUN/model.json files; several = several units of one actuator, their spread
     becomes unit variation; or one RUN/arm_model.json fitted per joint: the robot's joints are the
-    units, :func:`~actuatorlab.sim.randomization_proposal.propose_fleet_spec`), out (randomization spec to write), check (only validate the spec given
-    as the first of models)."""
+    units, :func:`~actuatorlab.sim.randomization_proposal.propose_fleet_spec`), out (randomization spec
+    to write), check (only validate the spec given as the first of models)."""
 
     models: tuple[Path, ...]
     out: Path | None = None

@@ -49,7 +49,8 @@ def export(ctx: typer.Context,
 @documents(RandomizeJob)
 def randomize(ctx: typer.Context,
               model_json: Optional[List[Path]] = typer.Argument(None, help="RUN/model.json; several files = several units "
-                                                                "of one actuator (their spread becomes unit variation)"),
+                                                                "of one actuator (their spread becomes unit variation); "
+                                                                "or one RUN/arm_model.json fitted per joint (a robot's fleet)"),
               out: Optional[Path] = typer.Option(None, "--out", "-o", help="randomization spec (JSON) to write"),
               check: bool = typer.Option(False, "--check", help="only validate the spec given as MODEL_JSON"),
               config: Config = None):
