@@ -15,8 +15,8 @@ from ..logs.format import Trajectory
 from ..models.params import PARAMS, bounds_for
 from ..models.registry import get_model
 from ..robots.fixed_base import on_fixed_base
-from ..robots.loader import ParamGroup, Robot
-from ..sim.arm_data import _check_name, _robot, model_params, robot_with_model
+from ..robots.loader import Robot
+from ..sim.arm_data import _check_name, _robot, joint_type_robot, model_params, robot_with_model
 from .space import unit_to_theta, unit_to_z
 
 __all__ = ["DEFAULT_FIT_PARAMS", "BOX_FACTORS", "ArmSpace", "fit_setup", "fit_result", "robot_for_log", "log_groups"]
@@ -160,14 +160,7 @@ def robot_for_log(robot: str | Robot, traj: Trajectory) -> Robot:
     r = on_fixed_base(dataclasses.replace(r, point_masses=loads))
     joints = tuple(dataclasses.replace(j, gains=tuple(sorted({**dict(j.gains), "kp": kp, "kd": kd}.items())))
                    for j in r.joints)
-    types = sorted({j.name.rsplit("_", 1)[-1] for j in joints})
-    if len(r.groups) == 1 and 1 < len(types) < len(joints):
-        g = r.groups[0]
-        groups = tuple(ParamGroup(f"{g.actuator}@{t}", g.actuator, g.model,
-                                  tuple(j.name for j in joints if j.name.endswith("_" + t)), g.nominal) for t in types)
-        joints = tuple(dataclasses.replace(j, group=types.index(j.name.rsplit("_", 1)[-1])) for j in joints)
-        return dataclasses.replace(r, joints=joints, groups=groups)
-    return dataclasses.replace(r, joints=joints)
+    return joint_type_robot(dataclasses.replace(r, joints=joints))
 
 
 def log_groups(robot: str | Robot, trajs: Iterable[Trajectory]) -> list[tuple[Robot, list[Trajectory]]]:

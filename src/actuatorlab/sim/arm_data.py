@@ -137,6 +137,20 @@ def per_joint_robot(robot: Robot) -> Robot:
     return dataclasses.replace(robot, joints=joints, groups=groups)
 
 
+def joint_type_robot(robot: Robot) -> Robot:
+    """The same robot with one parameter set per joint type where the config shares one set across joints
+    whose names end in a type (ANYmal C: ``_HAA``, ``_HFE``, ``_KFE``; sets ``<actuator>@<type>``, the
+    in-air identification's, :func:`~actuatorlab.identify.arm_space.robot_for_log`); else the robot itself."""
+    types = sorted({j.name.rsplit("_", 1)[-1] for j in robot.joints})
+    if len(robot.groups) != 1 or not 1 < len(types) < len(robot.joints):
+        return robot
+    g = robot.groups[0]
+    groups = tuple(ParamGroup(f"{g.actuator}@{t}", g.actuator, g.model,
+                              tuple(j.name for j in robot.joints if j.name.endswith("_" + t)), g.nominal) for t in types)
+    joints = tuple(dataclasses.replace(j, group=types.index(j.name.rsplit("_", 1)[-1])) for j in robot.joints)
+    return dataclasses.replace(robot, joints=joints, groups=groups)
+
+
 def _param_sets(robot: Robot, params: dict | None) -> tuple[Robot, dict]:
     """(robot, name -> (n_groups,) servo-side values) from None (nominal), the robot's own format
     (name -> (n_groups,)) or :func:`fit_arm`'s ``params`` (name -> {group or joint: value})."""
@@ -145,8 +159,15 @@ def _param_sets(robot: Robot, params: dict | None) -> tuple[Robot, dict]:
     nested = [v for v in params.values() if isinstance(v, dict)]
     if nested:
         keys = set().union(*[set(v) for v in nested])
-        r = per_joint_robot(robot) if keys <= set(robot.joint_names) and keys - {g.name for g in robot.groups} else robot
-        names = [g.joints[0] if r is not robot else g.name for g in r.groups]
+        typed = joint_type_robot(robot)
+        per_joint = bool(keys <= set(robot.joint_names) and keys - {g.name for g in robot.groups})
+        if per_joint:
+            r = per_joint_robot(robot)
+        elif typed is not robot and keys <= {g.name for g in typed.groups}:
+            r = typed   # a fit per joint type (sets <actuator>@<type>)
+        else:
+            r = robot
+        names = [g.joints[0] if per_joint else g.name for g in r.groups]
         out = r.nominal_params()
         for k, v in params.items():
             _check_name(k)
