@@ -21,6 +21,7 @@ from actuatorlab.policy.deploy import DeployConfig, ObservationBuilder, deploy_p
 from actuatorlab.policy.ppo import ActorCritic, RunningStats
 from actuatorlab.policy.train import _save_leaves, default_ppo_config
 from actuatorlab.envs import make_policy_env
+from actuatorlab.logs.io import load_native
 
 ROBOT = load_robot("anymal_c")
 UNITS = draw_units(np.random.default_rng([0, 0]), 12)
@@ -154,16 +155,25 @@ def run(tmp_path_factory):
 def test_deploy_policy_is_deterministic_by_seed_and_writes_its_record(run, tmp_path):
     hw = tmp_path / "hw.json"
     hw.write_text(json.dumps({"format": "actuatorlab-hardware", "robot": "anymal_c", "seed": 0}))
-    cfg = DeployConfig(commands=((0.5, 0.0, 0.0),), steps=8, compare=False, settle=0.2)
+    cfg = DeployConfig(commands=((0.5, 0.0, 0.0),), steps=15, compare=False, settle=0.2)
     a = deploy_policy(run, hw, tmp_path / "a", cfg)
     b = deploy_policy(run, hw, None, cfg)
     c = deploy_policy(run, hw, None, dataclasses.replace(cfg, seed=1))
     assert a["episodes"] == b["episodes"] and a["episodes"] != c["episodes"]
     e = a["episodes"][0]
-    assert 1 <= e["steps_run"] <= 8 and e["vel_rmse"] > 0 and e["torque_rms"] > 0
+    assert 10 <= e["steps_run"] <= 15 and e["vel_rmse"] > 0 and e["torque_rms"] > 0
     assert json.loads((tmp_path / "a" / "deploy.json").read_text())["episodes"] == a["episodes"]
+    assert a["logs"] == ["logs/cmd00.parquet"]
     with np.load(tmp_path / "a" / "episodes.npz") as z:
         assert z["0/q"].shape == (e["steps_run"], 12)
+        q_true = z["0/q"]
+    log = load_native(tmp_path / "a" / "logs" / "cmd00.parquet")     # the deployment log (kind b)
+    assert log.n == e["steps_run"] and log.setup.extra["base"] == "floating"
+    assert {"imu_gyro/z", "imu_gravity/z", "position/LF_KFE", "current/RH_HFE"} <= set(log.data)
+    assert not any(k.startswith(("base", "linvel", "qvel")) for k in log.data)
+    # the encoder reading at tick k is the truth a tick earlier within a few encoder steps of motion
+    assert np.max(np.abs(log.data["position/LF_KFE"][1:] - q_true[:-1, ROBOT.index("LF_KFE")])) < 0.05
+    assert log.conditions["split"] == "deployment"
 
 
 def test_bad_deployments_name_both_sides(run, tmp_path):

@@ -40,7 +40,9 @@ from ..errors import ModelError
 from ..files import atomic_write, read_json
 from ..robots.loader import load_robot
 from ..synth.legged import HELDOUT_GAIN, draw_units
-from ..synth.legged_ground import GroundConfig, GroundRecord, Imu, Readings, simulate_ground
+from ..logs.checks import MIN_SAMPLES
+from ..logs.io import save_trajectory
+from ..synth.legged_ground import GroundConfig, GroundRecord, Imu, Readings, ground_trajectory, simulate_ground
 from ..synth.zoo import ZooActuator, actuator_from_dict
 from ..envs import make_policy_env
 from ..envs.timing import scale_action
@@ -208,8 +210,10 @@ def _figures(rec: GroundRecord, command: np.ndarray, steps: int) -> dict[str, An
 def deploy_policy(run: str | Path, hardware: str | Path | Hardware, out: str | Path | None = None,
                   config: DeployConfig | None = None, progress: Callable[[int, int], None] | None = None
                   ) -> dict[str, Any]:
-    """Deploy ``run``'s policy on ``hardware`` (module docstring); writes ``OUT/deploy.json`` and
-    ``OUT/episodes.npz`` (every episode's truth at the ticks) when ``out`` is given. Deterministic by
+    """Deploy ``run``'s policy on ``hardware`` (module docstring); writes ``OUT/deploy.json``,
+    ``OUT/episodes.npz`` (every episode's truth at the ticks) and ``OUT/logs/cmdNN.parquet`` (the deployment
+    logs as the robot records them: encoders, drive velocity estimates, currents, spring torque, temperatures,
+    IMU; no base state) when ``out`` is given. Deterministic by
     ``config.seed``. Returns the summary: per command and pooled figures on the hardware, the same in the
     training environment and their ratios (``gap``)."""
     dc = config or DeployConfig()
@@ -222,12 +226,16 @@ def deploy_policy(run: str | Path, hardware: str | Path | Hardware, out: str | P
         _check(pol, env, hw, run, spec)
         act = jax.jit(lambda o: policy_action(pol.model, pol.stats, o, pol.normalize_obs))
         cmds = np.asarray(dc.commands, np.float64).reshape(-1, 3)
-        episodes, recs = [], {}
+        episodes, recs, logs = [], {}, []
         for i, c in enumerate(cmds):
             rec = _episode(pol, act, env, hw, c, dc, int(dc.seed) * 1000 + i)
             episodes.append(_figures(rec, c, int(dc.steps)))
             for f in dataclasses.fields(rec):
-                recs[f"{i}/{f.name}"] = np.asarray(getattr(rec, f.name))
+                if f.name != "sensors":
+                    recs[f"{i}/{f.name}"] = np.asarray(getattr(rec, f.name))
+            cond = {"split": "deployment", "excitation": "policy", "command": "_".join(f"{x:+.2f}" for x in c),
+                    "gain": f"kp{hw.gain[0]:g}_kd{hw.gain[1]:g}", "load": "none", "session": f"seed{dc.seed}"}
+            logs.append(ground_trajectory(load_robot(hw.robot), rec, f"cmd{i:02d}", hw.gain, cond))
             if progress is not None:
                 progress(i + 1, len(cmds))
         sim = (evaluate_policy(run, env=env, steps=int(dc.steps), commands=cmds, seed=int(dc.seed))
@@ -249,8 +257,13 @@ def deploy_policy(run: str | Path, hardware: str | Path | Hardware, out: str | P
     if out is not None:
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)
-        atomic_write(o / "deploy.json", json.dumps(doc, indent=1))
         tmp = o / ".episodes.partial.npz"
         np.savez_compressed(tmp, **recs)
         tmp.replace(o / "episodes.npz")
+        (o / "logs").mkdir(exist_ok=True)
+        for t in logs:   # the deployment logs: what the robot itself records (a log needs MIN_SAMPLES)
+            if t.n >= MIN_SAMPLES:
+                save_trajectory(t, o / "logs" / t.name)
+        doc["logs"] = [f"logs/{t.name}.parquet" for t in logs if t.n >= MIN_SAMPLES]
+        atomic_write(o / "deploy.json", json.dumps(doc, indent=1))
     return doc

@@ -36,12 +36,14 @@ from typing import Callable
 import mujoco
 import numpy as np
 
+from ..logs.format import Channel, Setup, Trajectory
 from ..robots.loader import Robot, home_qpos
-from .legged_sim import DriveBank, _scene
+from .legged import ANYDRIVE, LEGGED_SUITE
+from .legged_sim import GENERATOR, GENERATOR_VERSION, MOTOR_COUNTS, SPRING_NOMINAL, DriveBank, _scene
 from .suites import SynthError
 from .zoo import ZooActuator
 
-__all__ = ["Imu", "GroundConfig", "GroundRecord", "Readings", "ground_robot", "simulate_ground"]
+__all__ = ["Imu", "GroundConfig", "GroundRecord", "Readings", "ground_robot", "simulate_ground", "ground_trajectory"]
 
 #: the full-collision scene of ANYmal C (floor + anymal_c.xml), beside the MJX variant the robot config uses
 FULL_MJCF = "scene.xml"
@@ -104,7 +106,10 @@ class GroundRecord:
     velocity in the trunk frame; gravity (K, 3) [1] true gravity in the trunk frame; q, dq (K, n) [rad,
     rad/s]; tau (K, n) [N.m] transmission torque; current (K, n) [A]; temperature (K, n) [degC]; averages
     over each tick's physics steps: mech_power (K,) [W] sum_j |tau_j dq_j|, elec_power (K,) [W] sum_j
-    (R i^2 + kt w i); fell: the run stopped on a fall."""
+    (R i^2 + kt w i); fell: the run stopped on a fall; sensors: what the host read at each tick (the
+    controller's inputs; :func:`ground_trajectory` writes them as a log): position, velocity,
+    motor_position, current (K, n) [rad, rad/s, rad, A], gyro (K, 3) [rad/s], gravity (K, 3) [1],
+    temperature (K, n) [degC, 1 degC], supply (K,) [V]."""
 
     time: np.ndarray
     target: np.ndarray
@@ -120,6 +125,7 @@ class GroundRecord:
     mech_power: np.ndarray
     elec_power: np.ndarray
     fell: bool
+    sensors: dict
 
 
 def ground_robot(robot: Robot) -> Robot:
@@ -181,6 +187,7 @@ def simulate_ground(robot: Robot, units: tuple[ZooActuator, ...], controller: Ca
     height, mech, elec, t_rec = np.zeros(K), np.zeros(K), np.zeros(K), np.zeros(K)
     acc_m = acc_e = 0.0
     cmd = np.zeros(n)
+    sensed: dict[str, list] = {}
     sent = -1         # last tick whose target exists
     k_rec = 0
     fell = False
@@ -207,6 +214,13 @@ def simulate_ground(robot: Robot, units: tuple[ZooActuator, ...], controller: Ca
                                gyro=w_true + g_bias + imu.gyro_noise * rng.standard_normal(3),
                                gravity=_tilt(g_true, *(t_bias + imu.tilt_noise * rng.standard_normal(2))),
                                position=bank.encoder() + home_q, velocity=bank.velocity())
+            m_enc = np.floor((bank.theta - home_q) / bank.m_step + 0.5) * bank.m_step + home_q
+            cur = np.round((bank.cur + a0.sensors.current_noise * rng.standard_normal(n)) / a0.sensors.current_unit)
+            for key, v in (("position", reading.position), ("velocity", reading.velocity), ("gyro", reading.gyro),
+                           ("gravity", reading.gravity), ("motor_position", m_enc),
+                           ("current", cur * a0.sensors.current_unit), ("temperature", np.round(bank.temp)),
+                           ("supply", round(bank.v_bus, 1))):
+                sensed.setdefault(key, []).append(v)
             tgt = np.asarray(controller(reading), float)
             if tgt.shape != (n,) or not np.all(np.isfinite(tgt)):
                 raise SynthError(f"controller returned {tgt.shape} targets (finite: {np.all(np.isfinite(tgt))}); "
@@ -236,4 +250,46 @@ def simulate_ground(robot: Robot, units: tuple[ZooActuator, ...], controller: Ca
     return GroundRecord(time=t_rec[s], target=recn["target"][s], base_height=height[s], linvel=rec["linvel"][s],
                         angvel=rec["angvel"][s], gravity=rec["gravity"][s], q=recn["q"][s], dq=recn["dq"][s],
                         tau=recn["tau"][s], current=recn["current"][s], temperature=recn["temperature"][s],
-                        mech_power=mech[s], elec_power=elec[s], fell=fell)
+                        mech_power=mech[s], elec_power=elec[s], fell=fell,
+                        sensors={k: np.asarray(v)[:k_rec] for k, v in sensed.items()})
+
+
+def ground_trajectory(robot: Robot, rec: GroundRecord, name: str, gain: tuple[float, float],
+                      conditions: dict[str, str]) -> Trajectory:
+    """A deployment log (the legged suite's kind (b)): what the robot logs at its host ticks, as the in-air
+    logs' channels (docs/synth.md) plus the IMU (``imu_gyro/{x,y,z}``, ``imu_gravity/{x,y,z}``); no base
+    position or velocity (the robot does not measure them). ``conditions`` go into the log as they are."""
+    sen, n = rec.sensors, robot.n_joints
+    K = len(rec.time)
+    enc = f"output encoder {ANYDRIVE.sensors.encoder_counts} counts/rev"
+    per = {"position_target": (rec.target, Channel("rad", "commanded", "output", "host position target (policy)", 0.0)),
+           "position": (sen["position"], Channel("rad", "measured", "output", enc, 0.0)),
+           "motor_position": (sen["motor_position"], Channel("rad", "measured", "motor", f"motor encoder {MOTOR_COUNTS} "
+                                                             "counts/rev divided by the ratio", 0.0)),
+           "velocity": (sen["velocity"], Channel("rad/s", "estimated", "output", "drive finite difference of the output "
+                                                 "encoder over 4 ms", 0.002)),
+           "current": (sen["current"], Channel("A", "measured", "none", "q-axis current register (10 mA)", 0.0)),
+           "effort": (SPRING_NOMINAL * (sen["motor_position"] - sen["position"]),
+                      Channel("N.m", "estimated", "output", f"spring deflection x {SPRING_NOMINAL:g} N.m/rad", 0.0)),
+           "temperature": (sen["temperature"], Channel("degC", "measured", "none", "winding temperature (1 degC)", 0.0))}
+    data: dict[str, np.ndarray] = {}
+    chans: dict[str, Channel] = {}
+    for k, (v, c) in per.items():
+        for j, jn in enumerate(robot.joint_names[:n]):
+            data[f"{k}/{jn}"], chans[f"{k}/{jn}"] = np.asarray(v[:K, j], np.float64), c
+    for sig, unit, src in (("gyro", "rad/s", "IMU body rate (noise, per-run bias)"),
+                           ("gravity", "1", "IMU attitude estimate: unit gravity in the trunk frame")):
+        for i, ax in enumerate("xyz"):
+            data[f"imu_{sig}/{ax}"] = np.asarray(sen[sig][:K, i], np.float64)
+            chans[f"imu_{sig}/{ax}"] = Channel(unit, "measured" if sig == "gyro" else "estimated", "none", src, 0.0)
+    data["supply_voltage"] = np.asarray(sen["supply"][:K], np.float64)
+    chans["supply_voltage"] = Channel("V", "measured", "none", "bus voltage (0.1 V)", 0.0)
+    setup = Setup(actuator="anydrive", joint_type="revolute", controller="pd",
+                  gains={"kp": gain[0], "kd": gain[1], "effort_limit": ANYDRIVE.interface.effort_limit},
+                  supply_voltage=ANYDRIVE.motor.supply,
+                  extra={"robot": robot.name, "joints": list(robot.joint_names), "base": "floating",
+                         "fell": bool(rec.fell), "generator": f"{GENERATOR} {GENERATOR_VERSION} (ground)",
+                         "suite": LEGGED_SUITE, "truth": "episodes.npz beside the logs"})
+    return Trajectory(name=name, time=np.asarray(rec.time, np.float64) - float(rec.time[0]) if K else np.zeros(0),
+                      data=data, channels=chans, setup=setup, conditions=dict(conditions),
+                      source_file=f"synthetic:anymal_c/{LEGGED_SUITE}/deployment/{name}")
