@@ -34,7 +34,7 @@ from .truth import thermal_step
 from .zoo import ZooActuator
 from .zoo_sim import ZooRun, _Firmware, _plant, _State, rotor_step
 
-__all__ = ["DriveBank", "LeggedRun", "LeggedTruth", "legged_robot", "simulate_legged", "run_legged", "foot_masses",
+__all__ = ["DriveBank", "LeggedRun", "LeggedTruth", "truth_extremes", "legged_robot", "simulate_legged", "run_legged", "foot_masses",
            "log_target", "protocol_log", "GENERATOR"]
 
 GENERATOR = "actuatorlab.synth.legged"
@@ -304,7 +304,7 @@ def log_target(robot: Robot, log: LeggedLog, rng: np.random.Generator) -> np.nda
     return target
 
 
-def _extremes(robot: Robot, r: LeggedTruth, home: np.ndarray) -> dict[str, float]:
+def truth_extremes(robot: Robot, r: LeggedTruth, home: np.ndarray) -> dict[str, float]:
     """The log's extremes on the truth, per joint type: max |q - standing| [rad], |dq| [rad/s], |tau_c| [N.m]."""
     out: dict[str, float] = {}
     for jt in JOINT_TYPES:
@@ -334,7 +334,7 @@ def protocol_log(robot: Robot, units: tuple[ZooActuator, ...], log: LeggedLog, s
     for _ in range(MAX_TRIES):
         res = simulate_legged(robot, units, LeggedRun(amp * target, log.gain, log.load, temp0),
                               np.random.default_rng([seed, 2, k]))
-        broken = SAFETY.violations(_extremes(robot, res, home))
+        broken = SAFETY.violations(truth_extremes(robot, res, home))
         if not broken:
             return target, amp, res, tries
         tries.append({"amplitude": amp, "broken": broken})
@@ -367,7 +367,7 @@ def run_legged(robot: str, out: str | Path, seed: int, scale: float = 1.0,
         records.append({"name": log.name, "split": log.split, "family": log.family, "load_kg": log.load,
                         "gain": list(log.gain), "excited": traj.setup.extra["excited"], "n_samples": traj.n,
                         "conditions": traj.conditions, "amplitude": amp, "rejected_amplitudes": tries,
-                        "truth_extremes": _extremes(r_, res, home)})
+                        "truth_extremes": truth_extremes(r_, res, home)})
         if progress is not None:
             progress(k + 1, len(logs), log.name)
     splits: dict[str, int] = {}
