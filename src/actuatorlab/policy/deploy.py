@@ -176,8 +176,7 @@ def _check(pol: LoadedPolicy, env: Any, hw: Hardware, run: Path, spec: str) -> N
         raise ModelError(f"hardware {spec} has {len(hw.units)} drives, policy {run} commands {env.action_size} joints")
 
 
-def _episode(pol: LoadedPolicy, act: Callable, env: Any, hw: Hardware, command: np.ndarray, dc: DeployConfig,
-             seed: int) -> GroundRecord:
+def _episode(act: Callable, env: Any, hw: Hardware, command: np.ndarray, dc: DeployConfig, seed: int) -> GroundRecord:
     robot = load_robot(hw.robot)
     core = env.core
     build = ObservationBuilder(env, command)
@@ -193,7 +192,7 @@ def _episode(pol: LoadedPolicy, act: Callable, env: Any, hw: Hardware, command: 
     return simulate_ground(robot, hw.units, controller, gc, np.random.default_rng([seed, 7]), home=core.home)
 
 
-def _figures(rec: GroundRecord, command: np.ndarray, steps: int) -> dict[str, Any]:
+def _figures(rec: GroundRecord, command: np.ndarray) -> dict[str, Any]:
     e_xy = np.sum((command[:2] - rec.linvel[:, :2]) ** 2, axis=1)
     e_yaw = (command[2] - rec.angvel[:, 2]) ** 2
     k = max(len(rec.time), 1)
@@ -228,8 +227,8 @@ def deploy_policy(run: str | Path, hardware: str | Path | Hardware, out: str | P
         cmds = np.asarray(dc.commands, np.float64).reshape(-1, 3)
         episodes, recs, logs = [], {}, []
         for i, c in enumerate(cmds):
-            rec = _episode(pol, act, env, hw, c, dc, int(dc.seed) * 1000 + i)
-            episodes.append(_figures(rec, c, int(dc.steps)))
+            rec = _episode(act, env, hw, c, dc, int(dc.seed) * 1000 + i)
+            episodes.append(_figures(rec, c))
             for f in dataclasses.fields(rec):
                 if f.name != "sensors":
                     recs[f"{i}/{f.name}"] = np.asarray(getattr(rec, f.name))
