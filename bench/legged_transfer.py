@@ -21,8 +21,19 @@ In one run:
   (:func:`actuatorlab.synth.zoo_family.zoo_params`, output side), the fitted value per joint type against the
   mean of the four drawn units of that type, and the hand-written file's value against the same truth.
 
-A table, then one JSON line (``--out FILE`` also writes it). Held-out logs are never used for fitting or model
-selection. The machine may be loaded: wall and CPU time are both reported.
+Second section (``--section transfer``; ``all`` runs both), the matched ablation of issue 44 item 6: per arm and
+seed, a trot policy trained with ``actuatorlab train-policy`` (homotopy-adaptive, proprioceptive observation with
+2 frames of history, ``--policy-steps`` env steps; cached in ``bench/out/legged/policies/ARM_sSEED``, resumed when
+interrupted), then deployed on the dataset's truth drives on the ground
+(:func:`actuatorlab.policy.deploy.deploy_policy`: the 12 fixed commands, ``--deploy-steps`` steps each) next to its
+own training environment. Arms (:data:`ARMS`): ``identified`` (the first section's fit), ``identified_fleet``
+(the same + the fleet randomization spec ``--spec``, docs/randomization.md), ``builtin`` (MuJoCo's own position
+servos of the MJCF), ``builtin_naive`` (the robot config's rigid m1, the hand-set model the built-in servos stand
+for, + wide naive randomization: the built-in servos' parameters are not randomizable through a spec),
+``oracle`` (every unit's truth parameters, per joint, in the family member that has all of them,
+g2+backlash+delay: the truth is not itself a member), ``config_m1`` (the config's m1 without randomization).
+Targets (issue 44): identified_fleet on the truth <= 1.25x its training-environment velocity RMSE, <= 0.2 m/s,
+<= 5 % falls, <= 1.3x the oracle's velocity RMSE.
 """
 
 from __future__ import annotations
@@ -45,6 +56,8 @@ sys.path.insert(0, str(BENCH))
 from common import emit  # noqa: E402
 
 from actuatorlab.app.jobs import RobotFitOptions, run_fit  # noqa: E402
+from actuatorlab.policy.deploy import DeployConfig, deploy_policy  # noqa: E402
+from actuatorlab.policy.train import TrainConfig, train_policy  # noqa: E402
 from actuatorlab.identify.arm_fit import evaluate_logs  # noqa: E402
 from actuatorlab.logs.io import load_native  # noqa: E402
 from actuatorlab.synth import run_legged  # noqa: E402
@@ -118,18 +131,117 @@ def _recovery(fit: dict[str, Any], hand: dict[str, Any], truth: dict[str, dict[s
     return rows
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scale", type=float, default=0.3)
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--max-evals", type=int, default=100)
-    ap.add_argument("--out", type=Path, default=None)
-    a = ap.parse_args(argv)
-    t0, c0 = time.perf_counter(), time.process_time()
-    d = _dataset(a.seed, a.scale)
-    synth_s = (time.perf_counter() - t0, time.process_time() - c0)
+#: the ablation's arms: name -> what the policy is trained with
+ARMS = {
+    "identified": "the default fit's model (the identification section's FIT/arm_model.json)",
+    "identified_fleet": "the same + the fleet's randomization spec (--spec)",
+    "builtin": "MuJoCo's built-in position servos of the MJCF (kp 100)",
+    "builtin_naive": "the config's rigid m1 + wide naive randomization (armature, friction x e^(+-0.7), viscous +-0.3)",
+    "oracle": "every unit's truth parameters per joint in g2+backlash+delay (the closest member)",
+    "config_m1": "the config's rigid m1, hand-set, no randomization",
+}
+ORACLE_MODEL = "g2+backlash+delay"
+OBS = {"observation": "proprioceptive", "history": 2}
+NAIVE = {"format": "actuatorlab-randomization", "format_version": "1",
+         "description": "wide naive randomization (bench/legged_transfer.py builtin_naive)",
+         "entries": [{"name": "armature_wide", "kind": "unit", "parameter": "armature", "distribution": "lognormal", "std": 0.7},
+                     {"name": "coulomb_wide", "kind": "unit", "parameter": "friction_base", "distribution": "lognormal",
+                      "std": 0.7},
+                     {"name": "viscous_wide", "kind": "unit", "parameter": "friction_viscous",
+                      "distribution": "add_uniform", "half_width": 0.3, "clip": [0.0, 1.0]}]}
+
+
+def _oracle_file(card: dict[str, Any]) -> Path:
+    """An arm_model.json with every unit's truth parameters (zoo_params, output side) per joint."""
+    params: dict[str, dict[str, float]] = {}
+    for j, u in card["units"].items():
+        for k, (v, _) in zoo_params(actuator_from_dict(u)).items():
+            params.setdefault(k, {})[j] = float(v)
+    p = CACHE / f"oracle_s{card['seed']}.json"
+    p.write_text(json.dumps({"format": "actuatorlab-model", "format_version": "2", "robot": "anymal_c",
+                             "kind": "analytic", "model": ORACLE_MODEL, "params": params,
+                             "sources": {"params": "the legged dataset's drawn truth (dataset.json units), "
+                                                   "actuatorlab.synth.zoo_family.zoo_params"}}, indent=1))
+    return p
+
+
+def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any]) -> dict[str, Any]:
+    if arm == "identified":
+        return {"actuator": str(fit_dir / "arm_model.json"), "config": OBS}
+    if arm == "identified_fleet":
+        if spec is None:
+            raise SystemExit("identified_fleet needs --spec (the fleet's randomization spec, docs/randomization.md)")
+        return {"actuator": str(fit_dir / "arm_model.json"), "randomization": str(spec), "config": OBS}
+    if arm == "builtin":
+        return {"actuator": "builtin", "config": OBS}
+    if arm == "builtin_naive":
+        p = CACHE / "naive_wide.json"
+        p.write_text(json.dumps(NAIVE, indent=1))
+        return {"actuator": "nominal", "randomization": str(p), "config": OBS}
+    if arm == "oracle":
+        return {"actuator": str(_oracle_file(card)), "config": OBS}
+    if arm == "config_m1":
+        return {"actuator": "nominal", "config": OBS}
+    raise SystemExit(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
+
+
+def _policy(arm: str, seed: int, steps: int, env_options: dict[str, Any]) -> Path:
+    """The arm's trained run (trained, or resumed, here when missing)."""
+    run = CACHE / "policies" / f"{arm}_s{seed}"
+    if not (run / "policy.json").is_file():
+        train_policy(TrainConfig("anymal_c", "trot", "homotopy-adaptive", steps=steps, seed=seed, out=run,
+                                 resume=(run / "config.json").is_file(), env_options=env_options))
+    return run
+
+
+def transfer(a: argparse.Namespace, d: Path, fit_dir: Path) -> dict[str, Any]:
+    """The ablation table: train (or reuse) every arm x seed, deploy each on the dataset's truth."""
     card = json.loads((d / "dataset.json").read_text())
-    run = CACHE / f"fit_s{a.seed}_x{a.scale:g}_e{a.max_evals}"
+    rows: dict[str, list[dict[str, Any]]] = {}
+    for arm in a.arms:
+        for seed in a.seeds:
+            t0 = time.perf_counter()
+            run = _policy(arm, seed, a.policy_steps, _env_options(arm, fit_dir, a.spec, card))
+            t1 = time.perf_counter()
+            doc = deploy_policy(run, d, run / f"deploy_{d.name}", DeployConfig(steps=a.deploy_steps, seed=seed))
+            rows.setdefault(arm, []).append({"seed": seed, "run": str(run), "train_wall_s": t1 - t0,
+                                             "deploy_wall_s": time.perf_counter() - t1,
+                                             "hardware": doc["hardware_figures"], "training_env": doc["training_env"],
+                                             "gap": doc["gap"]})
+    table = {}
+    for arm, rs in rows.items():
+        m = {k: float(np.mean([r["hardware"][k] for r in rs])) for k in ("vel_rmse", "yaw_rmse", "fell", "torque_rms",
+                                                                        "elec_power")}
+        m.update({f"train_env_{k}": float(np.mean([r["training_env"][k] for r in rs]))
+                  for k in ("vel_rmse", "yaw_rmse", "fell")})
+        m["gap_vel"] = m["vel_rmse"] / m["train_env_vel_rmse"] if m["train_env_vel_rmse"] > 0 else None
+        m["seeds"] = [r["seed"] for r in rs]
+        table[arm] = m
+    if "oracle" in table:
+        for m in table.values():
+            m["vs_oracle_vel"] = m["vel_rmse"] / table["oracle"]["vel_rmse"]
+    print(f"deployed on the truth of {d.name} ({a.deploy_steps} steps x 12 commands; mean over seeds)")
+    print(f"{'arm':<18}{'seeds':>6}{'train-env vel':>14}{'truth vel':>11}{'gap':>7}{'truth yaw':>11}{'falls':>7}"
+          f"{'torque':>8}{'elec W':>8}{'/oracle':>9}")
+    for arm, m in table.items():
+        vo = m.get("vs_oracle_vel")
+        print(f"{arm:<18}{len(m['seeds']):>6}{m['train_env_vel_rmse']:14.3f}{m['vel_rmse']:11.3f}"
+              f"{(m['gap_vel'] or float('nan')):7.2f}{m['yaw_rmse']:11.3f}{m['fell']:7.0%}{m['torque_rms']:8.1f}"
+              f"{m['elec_power']:8.0f}{(vo if vo is not None else float('nan')):9.2f}")
+    f = table.get("identified_fleet")
+    targets = None
+    if f is not None:
+        targets = {"gap_le_1.25": bool(f["gap_vel"] is not None and f["gap_vel"] <= 1.25),
+                   "vel_le_0.2": f["vel_rmse"] <= 0.2, "falls_le_5pct": f["fell"] <= 0.05,
+                   "oracle_le_1.3": (f.get("vs_oracle_vel") or float("inf")) <= 1.3 if "oracle" in table else None}
+        print("targets (identified_fleet):", targets)
+    return {"arms": {k: ARMS[k] for k in table}, "table": table, "runs": rows, "targets": targets,
+            "policy_steps": a.policy_steps, "deploy_steps": a.deploy_steps}
+
+
+def identification(a: argparse.Namespace, d: Path, card: dict[str, Any], run: Path,
+                   synth_s: tuple[float, float]) -> dict[str, Any]:
+    """The first section: fit, held-out MAE per joint type, parameter recovery (module docstring)."""
     t1, c1 = time.perf_counter(), time.process_time()
     doc = run_fit([d / "train"], run, robot=RobotFitOptions("anymal_c", max_evals=a.max_evals))
     fit_s = (time.perf_counter() - t1, time.process_time() - c1)
@@ -161,8 +273,35 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                "parameter_recovery": rec, "fit_wall_s": fit_s[0], "fit_cpu_s": fit_s[1], "synth_wall_s": synth_s[0],
                "synth_cpu_s": synth_s[1], "date": dt.date.today().isoformat(),
                "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)"}
-    emit(summary, a.out)
     return summary
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", type=float, default=0.3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--max-evals", type=int, default=100)
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--section", choices=("identification", "transfer", "all"), default="all")
+    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--policy-steps", type=int, default=4_000_000)
+    ap.add_argument("--deploy-steps", type=int, default=500)
+    ap.add_argument("--spec", type=Path, default=None, help="the fleet's randomization spec (identified_fleet)")
+    a = ap.parse_args(argv)
+    t0, c0 = time.perf_counter(), time.process_time()
+    d = _dataset(a.seed, a.scale)
+    synth_s = (time.perf_counter() - t0, time.process_time() - c0)
+    card = json.loads((d / "dataset.json").read_text())
+    run = CACHE / f"fit_s{a.seed}_x{a.scale:g}_e{a.max_evals}"
+    out: dict[str, Any] = {"bench": "legged_transfer", "robot": "anymal_c", "scale": a.scale, "seed": a.seed}
+    if a.section in ("identification", "all") or not (run / "arm_model.json").is_file():
+        out["identification"] = identification(a, d, card, run, synth_s)
+    if a.section in ("transfer", "all"):
+        out["transfer"] = transfer(a, d, run)
+    out.update(date=dt.date.today().isoformat(), machine=f"{platform.machine()}, {os.cpu_count()} cores (shared)")
+    emit(out, a.out)
+    return out
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
+from ..policy import deploy
 from ..policy import train as policy_train
 from ..policy.schedule import make_schedule
+from ..errors import ActuatorlabError
 from .identify_jobs import Result, check_range
 from .learn_jobs import check_resume
 
@@ -60,7 +62,10 @@ def run_train_policy_job(job: TrainPolicyJob, progress: Callable | None = None) 
 class EvalPolicyJob:
     """Fields: run (train-policy run folder), actuator (actuators of the evaluation env, e.g.
     builtin; null: the run's), alpha (homotopy parameter of the evaluation model, 1), envs
-    (evaluation environments), steps (per environment), seed."""
+    (evaluation environments), steps (per environment), seed; hardware (null, or a legged dataset
+    folder / hardware file: deploy the policy on the virtual hardware's truth instead,
+    :func:`actuatorlab.policy.deploy.deploy_policy`, one episode per fixed command), out (with
+    hardware: the folder for deploy.json and episodes.npz; null: RUN/deploy)."""
 
     run: Path
     actuator: str | None = None
@@ -68,12 +73,24 @@ class EvalPolicyJob:
     envs: int | None = None
     steps: int | None = None
     seed: int = 0
+    hardware: Path | None = None
+    out: Path | None = None
 
 
 def run_eval_policy_job(job: EvalPolicyJob) -> Result:
     """Evaluate the run's policy deterministically (:func:`actuatorlab.policy.train.evaluate_policy`)."""
     check_range("--envs", job.envs)
     check_range("--steps", job.steps)
+    if job.hardware is not None:
+        for name, v in (("--actuator", job.actuator), ("--envs", job.envs)):
+            if v is not None:
+                raise ActuatorlabError(f"{name} with --hardware: the hardware has its own actuators and runs one episode "
+                                  "per command")
+        if job.alpha != 1.0:
+            raise ActuatorlabError("alpha with --hardware: the hardware is the full robot (alpha 1)")
+        return Result(deploy.deploy_policy(job.run, job.hardware, job.out if job.out is not None else
+                                           Path(job.run) / "deploy", deploy.DeployConfig(steps=job.steps or 500,
+                                                                                         seed=job.seed)))
     return Result(policy_train.evaluate_policy(job.run, env_options=None if job.actuator is None
                                                else {"actuator": job.actuator}, alpha=job.alpha, n_envs=job.envs,
                                                steps=job.steps, seed=job.seed))

@@ -284,8 +284,9 @@ def _gravity(robot: Robot, q: np.ndarray) -> np.ndarray:
 
 def robot_candidates(robot: Robot, joints: Iterable[str] | None = None, limits: RobotLimits = RobotLimits(), *,
                      segment_s: float = 3.0, families: Iterable[str] = FAMILIES, seed: int = 0,
-                     single: Iterable[str] = SINGLE_PRIMITIVES) -> list[Segment]:
-    """The candidate commands of the module doc for the design ``joints`` (default all)."""
+                     single: Iterable[str] = SINGLE_PRIMITIVES, home: np.ndarray | None = None) -> list[Segment]:
+    """The candidate commands of the module doc for the design ``joints`` (default all); ``home`` (n,): the
+    rest pose (default the MJCF's qpos0 clipped into the limits)."""
     joints = list(joints or robot.joint_names)
     for j in joints:
         robot.joint(j)  # unknown names list what exists
@@ -299,7 +300,7 @@ def robot_candidates(robot: Robot, joints: Iterable[str] | None = None, limits: 
         raise ModelError("excitation: segment_s must be at least 20 control periods")
     lims = {j: limits.joint_limits(robot, j) for j in joints}
     n_move = int(math.floor(limits.duty * T))
-    home = _home(robot, lims)
+    home = _home(robot, lims) if home is None else np.asarray(home, float)
     idx = {j: robot.index(j) for j in joints}
     out: list[Segment] = []
 

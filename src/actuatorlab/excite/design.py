@@ -45,7 +45,8 @@ from ..precision import physics
 from ..robots.loader import load_robot
 from ..sim.arm_data import model_params
 from .backends import ExciteBackend, JointBackend, RobotBackend, design_robot_setup, load_arm_model
-from .candidates import Limits, RobotLimits, Segment, candidates, robot_candidates
+from .candidates import FAMILIES, Limits, RobotLimits, Segment, candidates, robot_candidates
+from .in_air import floating_base, in_air_setup, truth_check
 
 __all__ = ["EXCITATION_FORMAT", "information", "logdet", "crlb", "greedy_design", "ranked_candidates", "design",
            "write_excitation", "synthetic_logs", "compare_to_naive", "ExciteConfig", "excite"]
@@ -209,6 +210,8 @@ class ExciteConfig:
         joint_ranges: {joint: [min, max]} [rad | m] replacing MJCF ranges.
         effort_share: robot: largest predicted effort as a share of each joint's limit.
         lerobot: robot: also write NAME.lerobot.csv.
+        hardware_seed: a floating-base robot (designed in the air, :mod:`actuatorlab.excite.in_air`):
+            the seed of the virtual hardware whose truth the design is checked on.
     """
 
     model_file: Path | None = None
@@ -231,6 +234,7 @@ class ExciteConfig:
     joint_ranges: dict = field(default_factory=dict)
     effort_share: float = 0.8
     lerobot: bool = False
+    hardware_seed: int = 0
 
 
 def _joint_case(cfg: ExciteConfig) -> tuple[JointBackend, list[Segment], dict, dict]:
@@ -283,6 +287,10 @@ def _robot_case(cfg: ExciteConfig) -> tuple[RobotBackend, list[Segment], dict, d
     limits = RobotLimits(margin=cfg.margin, v_max=cfg.v_max, effort_share=cfg.effort_share, duty=cfg.duty,
                          ranges=tuple(ranges))
     base = load_robot(cfg.robot)
+    home, families, in_air = None, FAMILIES, floating_base(base)
+    if in_air:   # the identification protocol of a legged robot: base welded, one joint at a time
+        base, home, limits = in_air_setup(base, limits)
+        families = ("single",)
     model, fitted = cfg.model, dict[str, Any]()
     if cfg.model_file is not None:
         m_file, fitted = load_arm_model(cfg.model_file, base.name)
@@ -296,9 +304,11 @@ def _robot_case(cfg: ExciteConfig) -> tuple[RobotBackend, list[Segment], dict, d
     spec_model = r.groups[0].model
     free = model_params(r, spec_model, fixed=("R",))
     names = [k for k in free if all(float(p[k][r.index(j)]) > 0 for j in joints)]
-    segs = robot_candidates(r, joints, limits, segment_s=cfg.segment_s or 3.0)
+    segs = robot_candidates(r, joints, limits, segment_s=cfg.segment_s or 3.0, families=families, home=home)
     extra = {"model": get_model(spec_model).name, "skipped_parameters": [k for k in free if k not in names],
-             "model_file": None if cfg.model_file is None else str(cfg.model_file)}
+             "model_file": None if cfg.model_file is None else str(cfg.model_file),
+             "protocol": "in the air (base welded, one joint at a time, the legged suite's safety box)" if in_air
+             else "as configured"}
     return RobotBackend(r, tuple(names), tuple(joints), limits), segs, p, extra
 
 
@@ -313,6 +323,9 @@ def excite(out: str | Path, cfg: ExciteConfig) -> dict[str, Any]:
     rep.update(extra)
     by = {s.name: s for s in segs}
     chosen = segs if cfg.write_all else [by[n] for n in dict.fromkeys(rep["selected"])]
+    if cfg.robot is not None and rep.get("protocol", "").startswith("in the air"):
+        rep["truth_check"] = truth_check(backend.robot, chosen, cfg.hardware_seed)
+        rep["truth_safe"] = not any(c["broken"] for c in rep["truth_check"])
     if cfg.robot is not None:
         rep["wall_s"] = time.perf_counter() - t0
     write_excitation(out, backend, chosen, rep, lerobot=cfg.lerobot)

@@ -34,7 +34,7 @@ from .truth import thermal_step
 from .zoo import ZooActuator
 from .zoo_sim import ZooRun, _Firmware, _plant, _State, rotor_step
 
-__all__ = ["LeggedRun", "LeggedTruth", "legged_robot", "simulate_legged", "run_legged", "foot_masses",
+__all__ = ["DriveBank", "LeggedRun", "LeggedTruth", "truth_extremes", "legged_robot", "simulate_legged", "run_legged", "foot_masses",
            "log_target", "protocol_log", "GENERATOR"]
 
 GENERATOR = "actuatorlab.synth.legged"
@@ -117,6 +117,88 @@ def _scene(robot: Robot, load: float, h: float) -> mujoco.MjModel:
     return spec.compile()
 
 
+class DriveBank:
+    """The twelve drives' side of the truth (module docstring of :mod:`actuatorlab.synth.legged`): per joint
+    the zoo's device loop (pd law on the output encoder, relative to ``home``), the SEA torque loop around
+    the PD's torque, the rotor step, winding temperature and the bus voltage sag; shared by the in-air
+    protocol (:func:`simulate_legged`) and the robot on the ground (:mod:`actuatorlab.synth.legged_ground`).
+
+    units: (n,) drawn drives; gain: (kp [N.m/rad], kd [N.m.s/rad]) of the drive PD; h [s] physics step;
+    home (n,) [rad]; theta0 (n,) [rad] rotor start (the link's); temperature0 (n,) [degC].
+    :meth:`control` every ``every`` physics steps (the drives' 1 kHz loop), :meth:`step` every physics
+    step (returns the torque on each link, ``qfrc_applied``)."""
+
+    def __init__(self, units: tuple[ZooActuator, ...], gain: tuple[float, float], h: float, home: np.ndarray,
+                 theta0: np.ndarray, temperature0: np.ndarray):
+        n = len(units)
+        self.units, self.h, self.home = units, float(h), np.asarray(home, float)
+        self.plants = [_plant(a, 0.0) for a in units]
+        self.fws = [_Firmware(a, ZooRun(np.zeros(1), np.ones(1), gain[0], gain[1]), h) for a in units]
+        self.every = self.fws[0].every
+        #: [physics steps] each drive's command delay
+        self.delays = np.array([int(math.ceil(a.interface.command_delay / h - 1e-9)) for a in units])
+        self.theta = np.asarray(theta0, float).copy()
+        self.omega, self.cur, self.u = np.zeros(n), np.zeros(n), np.zeros(n)
+        self.temp = np.asarray(temperature0, float).copy()
+        self.heat = np.zeros(n)
+        self.v_bus = units[0].motor.supply
+        self.fric_b = np.array([a.gear.bearing for a in units])
+        self.kt20 = np.array([a.motor.kt * a.gear.ratio for a in units])
+        self.c_kt = np.array([a.motor.kt_temp_coeff for a in units])
+        self.R20 = np.array([a.motor.R for a in units])
+        self.a_R = np.array([a.motor.resistance_tempco for a in units])
+        self.kt, self.R = self.kt20.copy(), self.R20.copy()
+        self.m_step = 2 * math.pi / (MOTOR_COUNTS * np.array([a.gear.ratio for a in units]))
+        self.i_max = np.array([a.motor.current_limit for a in units])
+        self.tau = np.zeros(n)
+
+    def control(self, step: int, q: np.ndarray, dq: np.ndarray, target: np.ndarray) -> None:
+        """One tick of the drives' loop at physics step ``step`` (a multiple of ``every``): thermal update
+        (after the first), kt(T), R(T), bus voltage, then per drive the PD on the encoder towards
+        ``target`` (n,) [rad, offsets from home] and the SEA torque loop; sets the current references."""
+        units, n = self.units, len(self.units)
+        if step:
+            self.temp = np.array([thermal_step(self.temp[j], self.heat[j] / self.every, a.thermal.ambient,
+                                               a.thermal.thermal_resistance, a.thermal.thermal_capacitance,
+                                               self.every * self.h) for j, a in enumerate(units)])
+            self.heat[:] = 0.0
+        self.kt = self.kt20 * (1.0 - self.c_kt * (self.temp - 20.0))  # [N.m/A] output side
+        self.R = self.R20 * (1.0 + self.a_R * (self.temp - 20.0))
+        i_sup = float(np.sum((self.R * self.cur * self.cur + self.kt * self.omega * self.cur))) / max(self.v_bus, 1e-6)
+        self.v_bus = units[0].motor.supply - units[0].motor.source_resistance * i_sup
+        u = self.u
+        for j in range(n):
+            s = _State(self.theta[j], self.omega[j], q[j] - self.home[j], dq[j], self.cur[j], 0.0)
+            u[j] = self.fws[j].tick(s, target[j], 1.0, self.kt[j])
+        # the SEA torque loop around the PD's torque: tau_s from the two encoders, damping of the deflection rate
+        m_enc = np.floor((self.theta - self.home) / self.m_step + 0.5) * self.m_step
+        tau_d = u * self.kt
+        tau_s = SPRING_NOMINAL * (m_enc - self.encoder())
+        i_ref = (tau_d + TORQUE_LOOP[0] * (tau_d - tau_s) - TORQUE_LOOP[1] * SPRING_NOMINAL * (self.omega - dq)) / self.kt
+        self.u = np.clip(i_ref, -self.i_max, self.i_max)
+
+    def step(self, q: np.ndarray, dq: np.ndarray) -> np.ndarray:
+        """The rotors over one physics step; returns (n,) [N.m] the torque on the links (transmission
+        torque tau_c, kept in ``tau``, minus the output bearing's friction)."""
+        n = len(self.units)
+        tau = np.empty(n)
+        for j in range(n):
+            s = _State(self.theta[j], self.omega[j], q[j], dq[j], self.cur[j], 0.0)
+            self.theta[j], self.omega[j], self.cur[j], tau[j], _ = rotor_step(
+                self.plants[j], s, self.u[j], (self.kt[j], self.R[j], self.v_bus, 1.0), self.h)
+        self.heat += self.cur * self.cur * self.R
+        self.tau = tau
+        return tau - self.fric_b * np.tanh(dq / 0.02)
+
+    def encoder(self) -> np.ndarray:
+        """(n,) [rad] the output encoders' last readings, offsets from home."""
+        return np.array([fw.present * fw.step for fw in self.fws])
+
+    def velocity(self) -> np.ndarray:
+        """(n,) [rad/s] the drives' velocity estimates (finite difference of the encoder)."""
+        return np.array([fw.v_est for fw in self.fws])
+
+
 def simulate_legged(robot: Robot, units: tuple[ZooActuator, ...], run: LeggedRun, rng: np.random.Generator
                     ) -> LeggedTruth:
     """Simulate one in-air log (module docstring); ``rng`` draws the sensor noise."""
@@ -129,66 +211,30 @@ def simulate_legged(robot: Robot, units: tuple[ZooActuator, ...], run: LeggedRun
     d.qpos[:] = home_qpos(m)
     d.qpos[qadr] += run.target[0]
     mujoco.mj_forward(m, d)
-    plants = [_plant(a, 0.0) for a in units]
-    fws = [_Firmware(a, ZooRun(np.zeros(1), np.ones(1), run.gain[0], run.gain[1]), h) for a in units]
     home = home_qpos(m)[qadr]
-    every = fws[0].every
+    bank = DriveBank(units, run.gain, h, home, d.qpos[qadr].copy(), run.temperature0)
+    every, delays = bank.every, bank.delays
     pre = int(round(0.5 / h))  # settling at the first target, not logged
-    delays = np.array([int(math.ceil(a.interface.command_delay / h - 1e-9)) for a in units])
     read = [int(math.floor((k * log_dt - a0.sensors.receive_delay) / h + 1e-9)) + pre for k in range(T)]
-    theta = d.qpos[qadr].copy()
-    omega, cur = np.zeros(n), np.zeros(n)
-    temp = np.asarray(run.temperature0, float).copy()
-    heat = np.zeros(n)
-    v_bus = a0.motor.supply
-    u = np.zeros(n)
     out = np.zeros((T, 9, n))
     supply = np.zeros(T)
     k_read = 0
     target = home + run.target
     n_steps = read[-1] + 1
-    fric_b = np.array([a.gear.bearing for a in units])
-    kt20 = np.array([a.motor.kt * a.gear.ratio for a in units])
-    c_kt = np.array([a.motor.kt_temp_coeff for a in units])
-    R20 = np.array([a.motor.R for a in units])
-    a_R = np.array([a.motor.resistance_tempco for a in units])
-    kt, R = kt20.copy(), R20.copy()
-    m_step = 2 * math.pi / (MOTOR_COUNTS * np.array([a.gear.ratio for a in units]))
-    i_max = np.array([a.motor.current_limit for a in units])
+    cmd = np.zeros(n)
     for step in range(n_steps):
         q, dq = d.qpos[qadr].copy(), d.qvel[dadr].copy()
         if step % every == 0:
-            if step:
-                temp = np.array([thermal_step(temp[j], heat[j] / every, a.thermal.ambient, a.thermal.thermal_resistance,
-                                              a.thermal.thermal_capacitance, every * h) for j, a in enumerate(units)])
-                heat[:] = 0.0
-            kt = kt20 * (1.0 - c_kt * (temp - 20.0))  # [N.m/A] output side
-            R = R20 * (1.0 + a_R * (temp - 20.0))
-            i_sup = float(np.sum((R * cur * cur + kt * omega * cur))) / max(v_bus, 1e-6)
-            v_bus = a0.motor.supply - a0.motor.source_resistance * i_sup
             for j in range(n):
                 k_cmd = min(T - 1, max(0, int(math.floor(((step - pre - delays[j]) * h) / log_dt + 1e-9))))
-                s = _State(theta[j], omega[j], q[j] - home[j], dq[j], cur[j], 0.0)
-                u[j] = fws[j].tick(s, target[k_cmd, j] - home[j], 1.0, kt[j])
-            # the SEA torque loop around the PD's torque: tau_s from the two encoders, damping of the deflection rate
-            m_enc = np.floor((theta - home) / m_step + 0.5) * m_step
-            o_enc = np.array([fw.present * fw.step for fw in fws])
-            tau_d = u * kt
-            tau_s = SPRING_NOMINAL * (m_enc - o_enc)
-            i_ref = (tau_d + TORQUE_LOOP[0] * (tau_d - tau_s) - TORQUE_LOOP[1] * SPRING_NOMINAL * (omega - dq)) / kt
-            u = np.clip(i_ref, -i_max, i_max)
-        tau = np.empty(n)
-        for j in range(n):
-            s = _State(theta[j], omega[j], q[j], dq[j], cur[j], 0.0)
-            theta[j], omega[j], cur[j], tau[j], _ = rotor_step(plants[j], s, u[j], (kt[j], R[j], v_bus, 1.0), h)
-        heat += cur * cur * R
-        d.qfrc_applied[dadr] = tau - fric_b * np.tanh(dq / 0.02)
+                cmd[j] = target[k_cmd, j] - home[j]
+            bank.control(step, q, dq, cmd)
+        d.qfrc_applied[dadr] = bank.step(q, dq)
         mujoco.mj_step(m, d)
         while k_read < T and read[k_read] == step:
-            vest = np.array([fw.v_est for fw in fws])
-            enc = np.array([fw.present * fw.step for fw in fws]) + home
-            out[k_read] = (d.qpos[qadr], d.qvel[dadr], theta, tau, cur, temp, enc, vest, np.zeros(n))
-            supply[k_read] = v_bus
+            out[k_read] = (d.qpos[qadr], d.qvel[dadr], bank.theta, bank.tau, bank.cur, bank.temp,
+                           bank.encoder() + home, bank.velocity(), np.zeros(n))
+            supply[k_read] = bank.v_bus
             k_read += 1
     return _readings(out, supply, home, units, rng, log_dt)
 
@@ -258,7 +304,7 @@ def log_target(robot: Robot, log: LeggedLog, rng: np.random.Generator) -> np.nda
     return target
 
 
-def _extremes(robot: Robot, r: LeggedTruth, home: np.ndarray) -> dict[str, float]:
+def truth_extremes(robot: Robot, r: LeggedTruth, home: np.ndarray) -> dict[str, float]:
     """The log's extremes on the truth, per joint type: max |q - standing| [rad], |dq| [rad/s], |tau_c| [N.m]."""
     out: dict[str, float] = {}
     for jt in JOINT_TYPES:
@@ -288,7 +334,7 @@ def protocol_log(robot: Robot, units: tuple[ZooActuator, ...], log: LeggedLog, s
     for _ in range(MAX_TRIES):
         res = simulate_legged(robot, units, LeggedRun(amp * target, log.gain, log.load, temp0),
                               np.random.default_rng([seed, 2, k]))
-        broken = SAFETY.violations(_extremes(robot, res, home))
+        broken = SAFETY.violations(truth_extremes(robot, res, home))
         if not broken:
             return target, amp, res, tries
         tries.append({"amplitude": amp, "broken": broken})
@@ -321,7 +367,7 @@ def run_legged(robot: str, out: str | Path, seed: int, scale: float = 1.0,
         records.append({"name": log.name, "split": log.split, "family": log.family, "load_kg": log.load,
                         "gain": list(log.gain), "excited": traj.setup.extra["excited"], "n_samples": traj.n,
                         "conditions": traj.conditions, "amplitude": amp, "rejected_amplitudes": tries,
-                        "truth_extremes": _extremes(r_, res, home)})
+                        "truth_extremes": truth_extremes(r_, res, home)})
         if progress is not None:
             progress(k + 1, len(logs), log.name)
     splits: dict[str, int] = {}

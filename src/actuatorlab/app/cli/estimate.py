@@ -71,12 +71,12 @@ def condition(ctx: typer.Context,
                                                          "folder beside them) when the model has none"),
               as_json: bool = typer.Option(False, "--json", help="print one JSON object"),
               report: Optional[Path] = typer.Option(None, "--report", help="HTML report (ROC curves, tables, scores)"),
-              seed: int = typer.Option(0, "--seed"), config: Config = None):
+              config: Config = None):
     """Motor-condition detection: per-frame condition scores (1 = normal) of the learned head,
     a per-log verdict, and window metrics against threshold / SVM / random-forest baselines."""
 
     job = job_of(ctx, ConditionJob, config, model="model_json", data="data", robot="robot",
-                 **{"options.train": "train", "options.report": "report", "options.seed": "seed"})
+                 **{"options.train": "train", "options.report": "report"})
     report = job.options.report
     d = heads_jobs.run_condition_job(job).to_json()
     if as_json:

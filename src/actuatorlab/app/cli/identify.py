@@ -221,6 +221,12 @@ def _print_excite_robot(r: dict, out: Path) -> None:
                       f"out of range: {', '.join(x['out_of_range']) or '-'})")
     if r["skipped_parameters"]:
         console.print(f"not designed for (zero value, no log scale): {', '.join(r['skipped_parameters'])}")
+    for c in r.get("truth_check") or []:   # a floating-base robot: the design run on the virtual hardware's truth
+        if c["broken"]:
+            amp = "none found" if c["safe_amplitude"] is None else f"{c['safe_amplitude']:g} of the amplitude"
+            console.print(f"[red]unsafe on the truth:[/] {c['segment']} ({'; '.join(c['broken'])}); safe at {amp}")
+    if "truth_safe" in r:
+        console.print(f"{r['protocol']}; on the truth: {'every segment safe' if r['truth_safe'] else 'see above'}")
     console.print(f"wrote {out / 'excitation.json'} and the command files ({r['wall_s']:.0f} s)")
 
 

@@ -65,13 +65,21 @@ def eval_policy_cmd(ctx: typer.Context, run: Optional[Path] = typer.Argument(Non
                                                        "command: a multiple of the fixed command set)"),
                     steps: Optional[int] = typer.Option(None, "--steps", help="steps per environment"),
                     seed: int = typer.Option(0, "--seed"),
+                    hardware: Optional[Path] = typer.Option(None, "--hardware", help="deploy on virtual hardware "
+                                                            "instead: a legged dataset folder (its drives' truth) "
+                                                            "or a hardware file (docs/deploy.md); writes RUN/deploy"),
                     as_json: bool = typer.Option(False, "--json", help="print one JSON object"), config: Config = None):
-    """Evaluate a trained policy deterministically: return and tracking RMSEs (docs/policy.md)."""
+    """Evaluate a trained policy deterministically: return and tracking RMSEs (docs/policy.md); with
+    --hardware, on the virtual hardware's truth actuators, next to its training environment (docs/deploy.md)."""
 
-    job = job_of(ctx, EvalPolicyJob, config, run="run", actuator="actuator", envs="envs", steps="steps", seed="seed")
+    job = job_of(ctx, EvalPolicyJob, config, run="run", actuator="actuator", envs="envs", steps="steps", seed="seed",
+                 hardware="hardware")
     d = policy_jobs.run_eval_policy_job(job).to_json()
     if as_json:
         _emit_json(d)
+        return
+    if job.hardware is not None:
+        _print_deploy(d)
         return
     console.print(", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in d.items()
                             if k not in ("commands", "per_command")))
@@ -83,3 +91,19 @@ def eval_policy_cmd(ctx: typer.Context, run: Optional[Path] = typer.Argument(Non
                       "yes" if c["fell"] > 0.5 else ("no" if c["fell"] == 0 else f"{c['fell']:.2f}"),
                       *[f"{c.get(k, float('nan')):.3f}" for k in rmse])
         console.print(t)
+
+
+def _print_deploy(d: dict) -> None:
+    t = Table("command", "steps", "fell", "vel RMSE [m/s]", "yaw RMSE [rad/s]", "torque RMS [N.m]", "power [W] mech / elec",
+              title=f"on hardware {d['hardware']}")
+    for e in d["episodes"]:
+        t.add_row(", ".join(f"{x:+.2f}" for x in e["command"]), str(e["steps_run"]), "yes" if e["fell"] else "no",
+                  f"{e['vel_rmse']:.3f}", f"{e['yaw_rmse']:.3f}", f"{e['torque_rms']:.1f}",
+                  f"{e['mech_power']:.0f} / {e['elec_power']:.0f}")
+    console.print(t)
+    h, tr, gap = d["hardware_figures"], d.get("training_env"), d.get("gap") or {}
+    line = f"hardware: vel {h['vel_rmse']:.3f} m/s, yaw {h['yaw_rmse']:.3f} rad/s, falls {h['fell']:.0%}"
+    if tr:
+        line += (f"; training env: vel {tr['vel_rmse']:.3f}, yaw {tr['yaw_rmse']:.3f}, falls {tr['fell']:.0%}; gap "
+                 f"{gap.get('vel_rmse') or float('nan'):.2f}x / {gap.get('yaw_rmse') or float('nan'):.2f}x")
+    console.print(line)
