@@ -147,6 +147,26 @@ def _tilt(g: np.ndarray, ex: float, ey: float) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
+def _read(d: mujoco.MjData, base: int, bank: DriveBank, home_q: np.ndarray, imu: Imu,
+          biases: tuple[np.ndarray, np.ndarray], rng: np.random.Generator, t: float, sensed: dict) -> Readings:
+    """What the host reads now (the IMU with its biases and noise, the drives' encoders and velocity
+    estimates); appends every logged sensor (also motor encoder, current register, temperature, bus
+    voltage) to ``sensed``."""
+    a0 = bank.units[0]
+    Rt = d.xmat[base].reshape(3, 3).T
+    g_bias, t_bias = biases
+    reading = Readings(time=t, gyro=d.qvel[3:6] + g_bias + imu.gyro_noise * rng.standard_normal(3),
+                       gravity=_tilt(Rt @ np.array([0.0, 0.0, -1.0]), *(t_bias + imu.tilt_noise * rng.standard_normal(2))),
+                       position=bank.encoder() + home_q, velocity=bank.velocity())
+    m_enc = np.floor((bank.theta - home_q) / bank.m_step + 0.5) * bank.m_step + home_q
+    cur = np.round((bank.cur + a0.sensors.current_noise * rng.standard_normal(len(home_q))) / a0.sensors.current_unit)
+    for key, v in (("position", reading.position), ("velocity", reading.velocity), ("gyro", reading.gyro),
+                   ("gravity", reading.gravity), ("motor_position", m_enc), ("current", cur * a0.sensors.current_unit),
+                   ("temperature", np.round(bank.temp)), ("supply", round(bank.v_bus, 1))):
+        sensed.setdefault(key, []).append(v)
+    return reading
+
+
 def simulate_ground(robot: Robot, units: tuple[ZooActuator, ...], controller: Callable[[Readings], np.ndarray],
                     cfg: GroundConfig, rng: np.random.Generator, home: np.ndarray | None = None) -> GroundRecord:
     """Run the robot on the ground (module docstring): ``controller(readings) -> (n,)`` absolute joint
@@ -207,20 +227,7 @@ def simulate_ground(robot: Robot, units: tuple[ZooActuator, ...], controller: Ca
         acc_e += float(np.sum(bank.R * bank.cur ** 2 + bank.kt * bank.omega * bank.cur))
         k_next = sent + 1
         if k_next < K and step == settle + k_next * P - recv:   # the host reads, then sends tick k_next
-            Rt = d.xmat[base].reshape(3, 3).T
-            g_true = Rt @ np.array([0.0, 0.0, -1.0])
-            w_true = d.qvel[3:6].copy()
-            reading = Readings(time=k_next * robot.control_dt,
-                               gyro=w_true + g_bias + imu.gyro_noise * rng.standard_normal(3),
-                               gravity=_tilt(g_true, *(t_bias + imu.tilt_noise * rng.standard_normal(2))),
-                               position=bank.encoder() + home_q, velocity=bank.velocity())
-            m_enc = np.floor((bank.theta - home_q) / bank.m_step + 0.5) * bank.m_step + home_q
-            cur = np.round((bank.cur + a0.sensors.current_noise * rng.standard_normal(n)) / a0.sensors.current_unit)
-            for key, v in (("position", reading.position), ("velocity", reading.velocity), ("gyro", reading.gyro),
-                           ("gravity", reading.gravity), ("motor_position", m_enc),
-                           ("current", cur * a0.sensors.current_unit), ("temperature", np.round(bank.temp)),
-                           ("supply", round(bank.v_bus, 1))):
-                sensed.setdefault(key, []).append(v)
+            reading = _read(d, base, bank, home_q, imu, (g_bias, t_bias), rng, k_next * robot.control_dt, sensed)
             tgt = np.asarray(controller(reading), float)
             if tgt.shape != (n,) or not np.all(np.isfinite(tgt)):
                 raise SynthError(f"controller returned {tgt.shape} targets (finite: {np.all(np.isfinite(tgt))}); "
