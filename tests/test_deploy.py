@@ -94,6 +94,17 @@ def test_each_extra_effect_of_the_truth_changes_the_result_as_physics_says():
     assert 0.1 < base["err"] < 0.3 and base["elec"] > 0
 
 
+def test_ideal_drives_hold_the_pose_with_the_pd_law_and_track_better():
+    """drives="ideal_pd" (the diagnostic without the actuator): standing, the applied torque is exactly
+    kp x sag (no friction, no spring, no torque loop: the truth's is not, test above)."""
+    a = simulate_ground(ROBOT, UNITS, lambda r: HQ, GroundConfig(ticks=25, settle=0.3, drives="ideal_pd"),
+                        np.random.default_rng(3))
+    sag = a.q[-1, KFE] - HQ[KFE]
+    np.testing.assert_allclose(-40.0 * sag, a.tau[-1, KFE], rtol=0.02, atol=0.3)
+    with pytest.raises(Exception, match="ideal_pd"):
+        GroundConfig(drives="motor")
+
+
 def test_imu_noise_is_what_the_config_says():
     """Gyro readings of a robot at rest: spread ~ gyro_noise, offset ~ the per-run bias."""
     g = []

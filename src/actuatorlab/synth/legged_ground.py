@@ -69,7 +69,10 @@ class GroundConfig:
     reset_noise [rad]: uniform +- on the joints' start (on top of the home pose); imu: :class:`Imu`;
     command_delay_add [s]: added to every drive's command delay (a slower bus); min_base_height [m],
     max_tilt [rad]: the run stops as fallen when the trunk goes below / tilts beyond; temperature0 [degC]:
-    winding start temperature above each drive's ambient."""
+    winding start temperature above each drive's ambient; drives: "truth" (the drive truths) or
+    "ideal_pd" (a diagnostic: every joint an ideal torque source tau = clip(kp (q_t - q) - kd dq, +-effort
+    limit) on the true state, no delay, the truths' sensors and power figures kept but not driving the
+    links: the gap left is the floor, the contacts and the sensors, not the actuator)."""
 
     ticks: int = 500
     gain: tuple[float, float] = (40.0, 5.0)
@@ -80,8 +83,11 @@ class GroundConfig:
     min_base_height: float = 0.25
     max_tilt: float = 1.0472
     temperature0: float = 5.0
+    drives: str = "truth"
 
     def __post_init__(self):
+        if self.drives not in ("truth", "ideal_pd"):
+            raise SynthError(f"GroundConfig: drives must be 'truth' or 'ideal_pd', got {self.drives!r}")
         if int(self.ticks) < 1 or self.settle < 0 or self.reset_noise < 0 or self.command_delay_add < 0:
             raise SynthError(f"GroundConfig: ticks >= 1, settle, reset_noise and command_delay_add >= 0; got {self}")
 
@@ -213,6 +219,7 @@ def simulate_ground(robot: Robot, units: tuple[ZooActuator, ...], controller: Ca
     fell = False
     step = 0
     end = settle + K * P
+    lim = np.array([a.interface.effort_limit for a in units])
     while step < end:
         q, dq = d.qpos[qadr].copy(), d.qvel[dadr].copy()
         if step % bank.every == 0:
@@ -220,7 +227,13 @@ def simulate_ground(robot: Robot, units: tuple[ZooActuator, ...], controller: Ca
                 k_cmd = int(math.floor((step - settle - bank.delays[j]) / P + 1e-9))
                 cmd[j] = targets[min(k_cmd, sent), j] if k_cmd >= 0 and sent >= 0 else 0.0
             bank.control(step, q, dq, cmd)
-        d.qfrc_applied[dadr] = bank.step(q, dq)
+        tau = bank.step(q, dq)
+        if cfg.drives == "ideal_pd":
+            k_now = int(math.floor((step - settle) / P + 1e-9))
+            goal = targets[min(k_now, sent)] if k_now >= 0 and sent >= 0 else np.zeros(n)
+            tau = np.clip(cfg.gain[0] * (home_q + goal - q) - cfg.gain[1] * dq, -lim, lim)
+            bank.tau = tau   # the record's torque is the one applied
+        d.qfrc_applied[dadr] = tau
         mujoco.mj_step(m, d)
         step += 1
         acc_m += float(np.sum(np.abs(bank.tau * d.qvel[dadr])))
