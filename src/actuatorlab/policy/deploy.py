@@ -61,7 +61,8 @@ class Hardware:
     """The virtual robot a policy is deployed on: robot name, units (one drawn drive per joint, config
     order), gain (kp [N.m/rad], kd [N.m.s/rad]) of the drives' PD, imu, command_delay_add [s] added to
     every drive's delay, source (where it came from, for the record), drives: "truth" or "ideal_pd" (the
-    diagnostic of :class:`~actuatorlab.synth.legged_ground.GroundConfig`: the gap without the actuator)."""
+    diagnostic of :class:`~actuatorlab.synth.legged_ground.GroundConfig`: the gap without the actuator),
+    scene: "full" or "training" (the diagnostic with the training scene's contacts)."""
 
     robot: str
     units: tuple[ZooActuator, ...]
@@ -70,6 +71,7 @@ class Hardware:
     command_delay_add: float = 0.0
     source: str = ""
     drives: str = "truth"
+    scene: str = "full"
 
 
 def _units_of_dataset(path: Path) -> tuple[str, tuple[ZooActuator, ...]]:
@@ -94,7 +96,8 @@ def load_hardware(spec: str | Path) -> Hardware:
             return Hardware(robot, units, source=f"dataset {p}")
         raise ModelError(f"{p}: not a hardware file (format {doc.get('format')!r}, expected {HARDWARE_FORMAT!r}) "
                          "nor a legged dataset")
-    known = {"format", "robot", "seed", "dataset", "gain", "imu", "command_delay_add", "drives", "description"}
+    known = {"format", "robot", "seed", "dataset", "gain", "imu", "command_delay_add", "drives", "scene",
+             "description"}
     bad = sorted(set(doc) - known)
     if bad:
         raise ModelError(f"{p}: unknown hardware field(s) {', '.join(bad)}; known: {', '.join(sorted(known))}")
@@ -117,7 +120,7 @@ def load_hardware(spec: str | Path) -> Hardware:
     if len(gain) != 2 or min(gain) < 0:
         raise ModelError(f"{p}: gain must be [kp, kd] >= 0, got {doc.get('gain')}")
     return Hardware(robot, units, (gain[0], gain[1]), imu, float(doc.get("command_delay_add", 0.0)), f"file {p}",
-                    str(doc.get("drives", "truth")))
+                    str(doc.get("drives", "truth")), str(doc.get("scene", "full")))
 
 
 @dataclass(frozen=True)
@@ -191,7 +194,7 @@ def _episode(act: Callable, env: Any, hw: Hardware, command: np.ndarray, dc: Dep
 
     gc = GroundConfig(ticks=int(dc.steps), gain=hw.gain, settle=dc.settle, reset_noise=dc.reset_noise, imu=hw.imu,
                       command_delay_add=hw.command_delay_add, min_base_height=env.config.min_base_height,
-                      max_tilt=env.config.max_tilt, drives=hw.drives)
+                      max_tilt=env.config.max_tilt, drives=hw.drives, scene=hw.scene)
     return simulate_ground(robot, hw.units, controller, gc, np.random.default_rng([seed, 7]), home=core.home)
 
 
@@ -250,7 +253,7 @@ def deploy_policy(run: str | Path, hardware: str | Path | Hardware, out: str | P
         pooled[k] = float(np.mean([e[k] for e in episodes]))
     doc: dict[str, Any] = {"run": str(run), "hardware": spec, "robot": hw.robot, "gain": list(hw.gain),
                            "imu": dataclasses.asdict(hw.imu), "command_delay_add": hw.command_delay_add,
-                           "drives": hw.drives,
+                           "drives": hw.drives, "scene": hw.scene,
                            "config": {**dataclasses.asdict(dc), "commands": cmds.tolist()},
                            "hardware_figures": pooled, "episodes": episodes}
     if sim is not None:

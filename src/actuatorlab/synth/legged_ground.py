@@ -72,7 +72,10 @@ class GroundConfig:
     winding start temperature above each drive's ambient; drives: "truth" (the drive truths) or
     "ideal_pd" (a diagnostic: every joint an ideal torque source tau = clip(kp (q_t - q) - kd dq, +-effort
     limit) on the true state, no delay, the truths' sensors and power figures kept but not driving the
-    links: the gap left is the floor, the contacts and the sensors, not the actuator)."""
+    links: the gap left is the floor, the contacts and the sensors, not the actuator); scene: "full" (every
+    link collides, :data:`FULL_MJCF`) or "training" (a diagnostic: the robot config's MJCF, the policies'
+    training scene: feet-only contacts, pyramidal cones, here at the truth's step with MuJoCo's default
+    solver iterations)."""
 
     ticks: int = 500
     gain: tuple[float, float] = (40.0, 5.0)
@@ -84,8 +87,11 @@ class GroundConfig:
     max_tilt: float = 1.0472
     temperature0: float = 5.0
     drives: str = "truth"
+    scene: str = "full"
 
     def __post_init__(self):
+        if self.scene not in ("full", "training"):
+            raise SynthError(f"GroundConfig: scene must be 'full' or 'training', got {self.scene!r}")
         if self.drives not in ("truth", "ideal_pd"):
             raise SynthError(f"GroundConfig: drives must be 'truth' or 'ideal_pd', got {self.drives!r}")
         if int(self.ticks) < 1 or self.settle < 0 or self.reset_noise < 0 or self.command_delay_add < 0:
@@ -183,7 +189,7 @@ def simulate_ground(robot: Robot, units: tuple[ZooActuator, ...], controller: Ca
     a0 = units[0]
     h, n = float(a0.physics_dt), robot.n_joints
     home = home_qpos(robot.model()) if home is None else np.asarray(home, float)
-    full = ground_robot(robot)
+    full = ground_robot(robot) if cfg.scene == "full" else robot
     m = _scene(full, 0.0, h)
     d = mujoco.MjData(m)
     qadr, dadr = full.qpos_adr, full.dof_adr
