@@ -103,6 +103,8 @@ def test_ideal_drives_hold_the_pose_with_the_pd_law_and_track_better():
     np.testing.assert_allclose(-40.0 * sag, a.tau[-1, KFE], rtol=0.02, atol=0.3)
     with pytest.raises(Exception, match="ideal_pd"):
         GroundConfig(drives="motor")
+    with pytest.raises(Exception, match="'full' or 'training'"):
+        GroundConfig(scene="mjx")
 
 
 def test_imu_noise_is_what_the_config_says():
