@@ -323,7 +323,7 @@ def excite(out: str | Path, cfg: ExciteConfig) -> dict[str, Any]:
     rep.update(extra)
     by = {s.name: s for s in segs}
     chosen = segs if cfg.write_all else [by[n] for n in dict.fromkeys(rep["selected"])]
-    if cfg.robot is not None and rep.get("protocol", "").startswith("in the air"):
+    if isinstance(backend, RobotBackend) and rep.get("protocol", "").startswith("in the air"):
         rep["truth_check"] = truth_check(backend.robot, chosen, cfg.hardware_seed)
         rep["truth_safe"] = not any(c["broken"] for c in rep["truth_check"])
     if cfg.robot is not None:

@@ -78,7 +78,8 @@ def truth_check(robot: Robot, segments: list[Segment], seed: int = 0) -> list[di
     for k, s in enumerate(segments):
         if abs(s.dt - dt) > 1e-9:
             raise ModelError(f"segment {s.name}: command period {s.dt} s, the protocol logs at {dt} s")
-        amp, first = 1.0, None
+        amp = 1.0
+        first: tuple[dict[str, float], list[str]] | None = None
         for _ in range(MAX_TRIES):   # the protocol's rule: back off the amplitude until the truth is safe
             res = simulate_legged(lr, units, LeggedRun(amp * (np.asarray(s.q) - home), TRAIN_GAIN, 0.0, temp0),
                                   np.random.default_rng([int(seed), 3, k]))
@@ -88,7 +89,9 @@ def truth_check(robot: Robot, segments: list[Segment], seed: int = 0) -> list[di
             if not broken:
                 break
             amp = round(amp * AMPLITUDE_BACKOFF, 6)
-        out.append({"segment": s.name, "extremes": {jt: {key.split("_", 2)[-1]: v for key, v in first[0].items()
+        assert first is not None   # MAX_TRIES >= 1
+        ex0, broken0 = first
+        out.append({"segment": s.name, "extremes": {jt: {key.split("_", 2)[-1]: v for key, v in ex0.items()
                                                          if key.startswith(jt)} for jt in JOINT_TYPES},
-                    "broken": first[1], "safe_amplitude": amp if not broken else None})
+                    "broken": broken0, "safe_amplitude": amp if not broken else None})
     return out

@@ -264,7 +264,7 @@ def deploy_policy(run: str | Path, hardware: str | Path | Hardware, out: str | P
         o = Path(out)
         o.mkdir(parents=True, exist_ok=True)
         tmp = o / ".episodes.partial.npz"
-        np.savez_compressed(tmp, **recs)
+        np.savez_compressed(tmp, **recs)  # type: ignore[arg-type]  # numpy's stub matches **kwds against allow_pickle
         tmp.replace(o / "episodes.npz")
         (o / "logs").mkdir(exist_ok=True)
         for t in logs:   # the deployment logs: what the robot itself records (a log needs MIN_SAMPLES)
