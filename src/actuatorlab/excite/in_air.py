@@ -24,7 +24,7 @@ from ..errors import ModelError
 from ..robots.fixed_base import on_fixed_base
 from ..robots.loader import Robot, home_qpos
 from ..synth.legged import JOINT_TYPES, SAFETY, TRAIN_GAIN, draw_units
-from ..synth.legged_sim import AMPLITUDE_BACKOFF, MAX_TRIES, LeggedRun, legged_robot, simulate_legged, truth_extremes
+from ..synth.legged_sim import LeggedRun, backed_off, legged_robot
 from .candidates import RobotLimits, Segment
 
 __all__ = ["floating_base", "in_air_setup", "truth_check"]
@@ -78,20 +78,9 @@ def truth_check(robot: Robot, segments: list[Segment], seed: int = 0) -> list[di
     for k, s in enumerate(segments):
         if abs(s.dt - dt) > 1e-9:
             raise ModelError(f"segment {s.name}: command period {s.dt} s, the protocol logs at {dt} s")
-        amp = 1.0
-        first: tuple[dict[str, float], list[str]] | None = None
-        for _ in range(MAX_TRIES):   # the protocol's rule: back off the amplitude until the truth is safe
-            res = simulate_legged(lr, units, LeggedRun(amp * (np.asarray(s.q) - home), TRAIN_GAIN, 0.0, temp0),
-                                  np.random.default_rng([int(seed), 3, k]))
-            ex = truth_extremes(lr, res, home)
-            broken = SAFETY.violations(ex)
-            first = first or (ex, broken)
-            if not broken:
-                break
-            amp = round(amp * AMPLITUDE_BACKOFF, 6)
-        assert first is not None   # MAX_TRIES >= 1
-        ex0, broken0 = first
-        out.append({"segment": s.name, "extremes": {jt: {key.split("_", 2)[-1]: v for key, v in ex0.items()
+        amp, _, tries, ex = backed_off(lr, units, LeggedRun(np.asarray(s.q) - home, TRAIN_GAIN, 0.0, temp0),
+                                       [int(seed), 3, k], home)
+        out.append({"segment": s.name, "extremes": {jt: {key.split("_", 2)[-1]: v for key, v in ex.items()
                                                          if key.startswith(jt)} for jt in JOINT_TYPES},
-                    "broken": broken0, "safe_amplitude": amp if not broken else None})
+                    "broken": tries[0]["broken"] if tries else [], "safe_amplitude": amp})
     return out

@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..files import atomic_write, read_json
-from ..robots.loader import load_robot
+from ..robots.loader import Robot, load_robot
 from ..synth.legged import HELDOUT_GAIN, draw_units
 from ..logs.checks import MIN_SAMPLES
 from ..logs.io import save_trajectory
@@ -182,8 +182,8 @@ def _check(pol: LoadedPolicy, env: Any, hw: Hardware, run: Path, spec: str) -> N
         raise ModelError(f"hardware {spec} has {len(hw.units)} drives, policy {run} commands {env.action_size} joints")
 
 
-def _episode(act: Callable, env: Any, hw: Hardware, command: np.ndarray, dc: DeployConfig, seed: int) -> GroundRecord:
-    robot = load_robot(hw.robot)
+def _episode(act: Callable, env: Any, robot: Robot, hw: Hardware, command: np.ndarray, dc: DeployConfig,
+             seed: int) -> GroundRecord:
     core = env.core
     build = ObservationBuilder(env, command)
 
@@ -201,14 +201,16 @@ def _episode(act: Callable, env: Any, hw: Hardware, command: np.ndarray, dc: Dep
 def _figures(rec: GroundRecord, command: np.ndarray) -> dict[str, Any]:
     e_xy = np.sum((command[:2] - rec.linvel[:, :2]) ** 2, axis=1)
     e_yaw = (command[2] - rec.angvel[:, 2]) ** 2
-    k = max(len(rec.time), 1)
-    return {"command": [float(x) for x in command], "steps_run": int(len(rec.time)), "fell": float(rec.fell),
-            "vel_rmse": float(math.sqrt(np.sum(e_xy) / k)), "yaw_rmse": float(math.sqrt(np.sum(e_yaw) / k)),
-            "torque_rms": float(np.sqrt(np.mean(rec.tau ** 2))) if len(rec.time) else 0.0,
-            "torque_max": float(np.max(np.abs(rec.tau))) if len(rec.time) else 0.0,
-            "mech_power": float(np.mean(rec.mech_power)) if len(rec.time) else 0.0,
-            "elec_power": float(np.mean(rec.elec_power)) if len(rec.time) else 0.0,
-            "temperature_max": float(np.max(rec.temperature)) if len(rec.time) else 0.0,
+    k = len(rec.time)
+
+    def stat(f: Callable[[np.ndarray], Any], x: np.ndarray) -> float:
+        return float(f(x)) if k else 0.0
+
+    return {"command": [float(x) for x in command], "steps_run": int(k), "fell": float(rec.fell),
+            "vel_rmse": float(math.sqrt(np.sum(e_xy) / max(k, 1))), "yaw_rmse": float(math.sqrt(np.sum(e_yaw) / max(k, 1))),
+            "torque_rms": stat(lambda x: np.sqrt(np.mean(x ** 2)), rec.tau), "torque_max": stat(np.max, np.abs(rec.tau)),
+            "mech_power": stat(np.mean, rec.mech_power), "elec_power": stat(np.mean, rec.elec_power),
+            "temperature_max": stat(np.max, rec.temperature),
             "lin_err_sq_sum": float(np.sum(e_xy)), "yaw_err_sq_sum": float(np.sum(e_yaw))}
 
 
@@ -232,15 +234,16 @@ def deploy_policy(run: str | Path, hardware: str | Path | Hardware, out: str | P
         act = jax.jit(lambda o: policy_action(pol.model, pol.stats, o, pol.normalize_obs))
         cmds = np.asarray(dc.commands, np.float64).reshape(-1, 3)
         episodes, recs, logs = [], {}, []
+        robot = load_robot(hw.robot)
         for i, c in enumerate(cmds):
-            rec = _episode(act, env, hw, c, dc, int(dc.seed) * 1000 + i)
+            rec = _episode(act, env, robot, hw, c, dc, int(dc.seed) * 1000 + i)
             episodes.append(_figures(rec, c))
             for f in dataclasses.fields(rec):
                 if f.name != "sensors":
                     recs[f"{i}/{f.name}"] = np.asarray(getattr(rec, f.name))
             cond = {"split": "deployment", "excitation": "policy", "command": "_".join(f"{x:+.2f}" for x in c),
                     "gain": f"kp{hw.gain[0]:g}_kd{hw.gain[1]:g}", "load": "none", "session": f"seed{dc.seed}"}
-            logs.append(ground_trajectory(load_robot(hw.robot), rec, f"cmd{i:02d}", hw.gain, cond))
+            logs.append(ground_trajectory(robot, rec, f"cmd{i:02d}", hw.gain, cond))
             if progress is not None:
                 progress(i + 1, len(cmds))
         sim = (evaluate_policy(run, env=env, steps=int(dc.steps), commands=cmds, seed=int(dc.seed))

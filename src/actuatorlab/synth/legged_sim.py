@@ -34,7 +34,7 @@ from .truth import thermal_step
 from .zoo import ZooActuator
 from .zoo_sim import ZooRun, _Firmware, _plant, _State, rotor_step
 
-__all__ = ["DriveBank", "LeggedRun", "LeggedTruth", "truth_extremes", "legged_robot", "simulate_legged", "run_legged", "foot_masses",
+__all__ = ["DriveBank", "LeggedRun", "LeggedTruth", "truth_extremes", "backed_off", "legged_robot", "simulate_legged", "run_legged", "foot_masses",
            "log_target", "protocol_log", "GENERATOR"]
 
 GENERATOR = "actuatorlab.synth.legged"
@@ -329,17 +329,33 @@ def protocol_log(robot: Robot, units: tuple[ZooActuator, ...], log: LeggedLog, s
     rng = np.random.default_rng([seed, 1, k])
     target = log_target(robot, log, rng)
     temp0 = np.array([a.thermal.ambient + a.thermal.start_rise for a in units]) + rng.uniform(0, 5, len(units))
+    amp, res, tries, _ = backed_off(robot, units, LeggedRun(target, log.gain, log.load, temp0), [seed, 2, k], home)
+    if amp is None:
+        raise SynthError(f"legged protocol: log {log.name} leaves its safety limits at every amplitude tried ({tries})")
+    return target, amp, res, tries
+
+
+def backed_off(robot: Robot, units: tuple[ZooActuator, ...], run: LeggedRun, noise: list[int], home: np.ndarray
+               ) -> tuple[float | None, LeggedTruth, list[dict[str, Any]], dict[str, float]]:
+    """The operator's rule: ``run`` simulated (sensor noise from the stream ``noise``) and, while the truth
+    leaves a :data:`SAFETY` limit, again at :data:`AMPLITUDE_BACKOFF` times the amplitude, up to
+    :data:`MAX_TRIES` tries. Returns (the amplitude kept, None when every try broke a limit; the last try's
+    truth; the rejected tries: amplitude and the limits broken; the first try's extremes)."""
     amp = 1.0
     tries: list[dict[str, Any]] = []
+    first: dict[str, float] | None = None
     for _ in range(MAX_TRIES):
-        res = simulate_legged(robot, units, LeggedRun(amp * target, log.gain, log.load, temp0),
-                              np.random.default_rng([seed, 2, k]))
-        broken = SAFETY.violations(truth_extremes(robot, res, home))
+        res = simulate_legged(robot, units, dataclasses.replace(run, target=amp * run.target),
+                              np.random.default_rng(noise))
+        ex = truth_extremes(robot, res, home)
+        first = first or ex
+        broken = SAFETY.violations(ex)
         if not broken:
-            return target, amp, res, tries
+            return amp, res, tries, first
         tries.append({"amplitude": amp, "broken": broken})
         amp = round(amp * AMPLITUDE_BACKOFF, 6)
-    raise SynthError(f"legged protocol: log {log.name} leaves its safety limits at every amplitude tried ({tries})")
+    assert first is not None   # MAX_TRIES >= 1
+    return None, res, tries, first
 
 
 def run_legged(robot: str, out: str | Path, seed: int, scale: float = 1.0,
