@@ -68,6 +68,8 @@ from actuatorlab.synth.zoo_family import zoo_params  # noqa: E402
 
 CACHE = BENCH / "out" / "legged"
 HAND = BENCH.parent / "src" / "actuatorlab" / "robots" / "actuators" / "anymal_c_sea.json"
+#: training scenes (--scene): the robot config's MJX scene, or the same with the full model's foot contact
+SCENES = {"mjx": None, "elliptic": "scene_mjx_elliptic.xml"}
 SPLITS = ("heldout/excitation", "heldout/load", "heldout/gain")
 HORIZON = 100
 
@@ -185,9 +187,12 @@ def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any
     raise SystemExit(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
 
 
-def _policy(arm: str, seed: int, steps: int, env_options: dict[str, Any]) -> Path:
-    """The arm's trained run (trained, or resumed, here when missing)."""
-    run = CACHE / "policies" / f"{arm}_s{seed}"
+def _policy(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene: str = "mjx") -> Path:
+    """The arm's trained run (trained, or resumed, here when missing); ``scene`` "elliptic" trains on
+    ``scene_mjx_elliptic.xml`` (the hardware's foot contact) instead of the config's MJX scene."""
+    if scene != "mjx":
+        env_options = {**env_options, "mjcf": SCENES[scene]}
+    run = CACHE / "policies" / (f"{arm}_s{seed}" if scene == "mjx" else f"{arm}_{scene}_s{seed}")
     if not (run / "policy.json").is_file():
         train_policy(TrainConfig("anymal_c", "trot", "homotopy-adaptive", steps=steps, seed=seed, out=run,
                                  resume=(run / "config.json").is_file(), env_options=env_options))
@@ -201,7 +206,7 @@ def transfer(a: argparse.Namespace, d: Path, fit_dir: Path) -> dict[str, Any]:
     for arm in a.arms:
         for seed in a.seeds:
             t0 = time.perf_counter()
-            run = _policy(arm, seed, a.policy_steps, _env_options(arm, fit_dir, a.spec, card))
+            run = _policy(arm, seed, a.policy_steps, _env_options(arm, fit_dir, a.spec, card), a.scene)
             t1 = time.perf_counter()
             doc = deploy_policy(run, d, run / f"deploy_{d.name}", DeployConfig(steps=a.deploy_steps, seed=seed))
             rows.setdefault(arm, []).append({"seed": seed, "run": str(run), "train_wall_s": t1 - t0,
@@ -220,7 +225,8 @@ def transfer(a: argparse.Namespace, d: Path, fit_dir: Path) -> dict[str, Any]:
     if "oracle" in table:
         for m in table.values():
             m["vs_oracle_vel"] = m["vel_rmse"] / table["oracle"]["vel_rmse"]
-    print(f"deployed on the truth of {d.name} ({a.deploy_steps} steps x 12 commands; mean over seeds)")
+    print(f"deployed on the truth of {d.name} ({a.deploy_steps} steps x 12 commands; mean over seeds; "
+          f"training scene {a.scene})")
     print(f"{'arm':<18}{'seeds':>6}{'train-env vel':>14}{'truth vel':>11}{'gap':>7}{'truth yaw':>11}{'falls':>7}"
           f"{'torque':>8}{'elec W':>8}{'/oracle':>9}")
     for arm, m in table.items():
@@ -236,7 +242,7 @@ def transfer(a: argparse.Namespace, d: Path, fit_dir: Path) -> dict[str, Any]:
                    "oracle_le_1.3": (f.get("vs_oracle_vel") or float("inf")) <= 1.3 if "oracle" in table else None}
         print("targets (identified_fleet):", targets)
     return {"arms": {k: ARMS[k] for k in table}, "table": table, "runs": rows, "targets": targets,
-            "policy_steps": a.policy_steps, "deploy_steps": a.deploy_steps}
+            "policy_steps": a.policy_steps, "deploy_steps": a.deploy_steps, "scene": a.scene}
 
 
 def identification(a: argparse.Namespace, d: Path, card: dict[str, Any], run: Path,
@@ -287,6 +293,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--policy-steps", type=int, default=4_000_000)
     ap.add_argument("--deploy-steps", type=int, default=500)
+    ap.add_argument("--scene", choices=tuple(SCENES), default="mjx",
+                    help="the training scene: the config's MJX variant, or with the hardware's foot contact")
     ap.add_argument("--spec", type=Path, default=None, help="the fleet's randomization spec (identified_fleet)")
     a = ap.parse_args(argv)
     t0, c0 = time.perf_counter(), time.process_time()

@@ -69,7 +69,7 @@ def test_standing_on_the_truth_is_deterministic_by_seed_and_physical():
     a = simulate_ground(ROBOT, UNITS, hold, cfg, np.random.default_rng(3))
     n = len(seen)
     b = simulate_ground(ROBOT, UNITS, hold, cfg, np.random.default_rng(3))
-    c = simulate_ground(ROBOT, UNITS, hold, cfg, np.random.default_rng(4))
+    simulate_ground(ROBOT, UNITS, hold, cfg, np.random.default_rng(4))   # another seed: its IMU readings (seen)
     for f in ("q", "tau", "linvel", "current", "elec_power"):
         np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
     np.testing.assert_array_equal(seen[:n], seen[n:2 * n])

@@ -4,7 +4,6 @@ default box exactly, and a fit reaches a value the default box cannot."""
 
 from __future__ import annotations
 
-import json
 
 import numpy as np
 import pytest

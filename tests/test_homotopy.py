@@ -306,3 +306,18 @@ def test_proprioceptive_observation_hides_the_trunk_velocity_and_stacks_its_hist
         make_policy_env("anymal_c", "trot", config={"observation": "camera"})
     with pytest.raises(ModelError, match="history"):
         make_policy_env("anymal_c", "trot", config={"history": 2})
+
+
+def test_mjcf_option_swaps_only_the_contact_model(env, tmp_path):
+    """``mjcf``: the hardware-contact scene (elliptic cones, condim-6 feet) is the same robot: joints, feet,
+    masses identical; only the foot contact differs. A missing file names where it was looked for."""
+    e, _, _ = env
+    ell = make_policy_env("anymal_c", "trot", mjcf="scene_mjx_elliptic.xml")
+    m0, m1 = e.core.mj_model, ell.core.mj_model
+    assert m0.opt.cone == mujoco.mjtCone.mjCONE_PYRAMIDAL and m1.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    assert (m0.geom_condim[e.foot_geoms] == 3).all() and (m1.geom_condim[ell.foot_geoms] == 6).all()
+    assert (m0.nq, m0.nv, m0.ngeom) == (m1.nq, m1.nv, m1.ngeom)
+    assert np.array_equal(e.foot_geoms, ell.foot_geoms) and np.allclose(m0.body_mass, m1.body_mass)
+    assert np.allclose(m0.geom_friction, m1.geom_friction) and m0.opt.impratio == m1.opt.impratio == 100
+    with pytest.raises(ModelError, match="nowhere.xml.*looked beside"):
+        make_policy_env("anymal_c", "trot", mjcf=str(tmp_path / "nowhere.xml"))

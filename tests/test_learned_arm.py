@@ -125,7 +125,7 @@ def test_tiny_model_overfits_through_the_simulator(setup):
 
 
 def test_online_inference_is_causal(setup):
-    r, m, x = setup["robot"], setup["model"], setup["x"]
+    m, x = setup["model"], setup["x"]
     meas = setup["meas"]
 
     def run(q):

@@ -107,6 +107,16 @@ def actuator_option(robot_name: str, actuator: Any) -> Any:
     return actuator
 
 
+def scene_path(robot: Robot, mjcf: str | Path) -> Path:
+    """The MJCF ``mjcf`` names for ``robot`` (:class:`LocomotionEnv`'s ``mjcf``): absolute, beside the robot
+    config's MJCF, or from the working directory; a missing file raises naming both places."""
+    p = Path(mjcf)
+    for c in ([p] if p.is_absolute() else [Path(robot.mjcf_path).parent / p, p]):
+        if c.is_file():
+            return c.resolve()
+    raise ModelError(f"mjcf {str(mjcf)!r}: no such file (looked beside {robot.mjcf_path} and in the working directory)")
+
+
 @dataclass(frozen=True)
 class TrotConfig:
     """Task constants. ranges: command bounds ((vx lo, hi) [m/s], (vy lo, hi) [m/s], (yaw lo, hi)
@@ -214,7 +224,11 @@ class LocomotionEnv:
     :data:`DEFAULT_ACTION_SCALE` = 1.0; give one of contract and action_scale); randomization: a :class:`~actuatorlab.sim.randomization.
     Randomizer`, a spec (dict or path) or None; config: :class:`TrotConfig`; episode_length [policy
     steps]; physics_dt [s]: override the robot's physics step (and firmware tick) for a cheaper
-    configuration (must divide the command period); reset_noise [rad] on the joints' start. The
+    configuration (must divide the command period); mjcf: an MJCF (scene) simulated instead of the robot
+    config's, with the same joints and feet: another contact model, e.g. ANYmal C's
+    ``scene_mjx_elliptic.xml`` (the feet's contact of the full model, elliptic cones and torsional and
+    rolling friction, on the MJX variant's feet-only geometry); a relative path is looked up beside the
+    config's MJCF first, then from the working directory; reset_noise [rad] on the joints' start. The
     homotopy is :func:`~actuatorlab.sim.homotopy.make_homotopy`'s default floor (legs keep 1 % of
     their mass and 0.01 kg.m^2 of armature); the floors measured and not adopted are recipes of
     bench/homotopy_recipes.py.
@@ -222,8 +236,11 @@ class LocomotionEnv:
 
     def __init__(self, robot: Any = "anymal_c", actuator: Any = "nominal", *, contract: TimingContract | None = None,
                  randomization: Any = None, config: TrotConfig | None = None, episode_length: int = 1000,
-                 physics_dt: float | None = None, reset_noise: float = 0.05, action_scale: float | None = None):
+                 physics_dt: float | None = None, reset_noise: float = 0.05, action_scale: float | None = None,
+                 mjcf: str | None = None):
         r = robot if isinstance(robot, Robot) else load_robot(robot)
+        if mjcf is not None:
+            r = dataclasses.replace(r, mjcf_path=str(scene_path(r, mjcf)))
         if physics_dt is not None:
             k = r.control_dt / float(physics_dt)
             if physics_dt <= 0 or abs(k - round(k)) > 1e-9:
