@@ -187,12 +187,13 @@ def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any
     raise SystemExit(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
 
 
-def _policy(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene: str = "mjx") -> Path:
+def _policy(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene: str = "mjx", tag: str = "") -> Path:
     """The arm's trained run (trained, or resumed, here when missing); ``scene`` "elliptic" trains on
     ``scene_mjx_elliptic.xml`` (the hardware's foot contact) instead of the config's MJX scene."""
     if scene != "mjx":
         env_options = {**env_options, "mjcf": SCENES[scene]}
-    run = CACHE / "policies" / (f"{arm}_s{seed}" if scene == "mjx" else f"{arm}_{scene}_s{seed}")
+    name = "_".join([arm] + ([scene] if scene != "mjx" else []) + ([tag] if tag else []))
+    run = CACHE / "policies" / f"{name}_s{seed}"
     if not (run / "policy.json").is_file():
         train_policy(TrainConfig("anymal_c", "trot", "homotopy-adaptive", steps=steps, seed=seed, out=run,
                                  resume=(run / "config.json").is_file(), env_options=env_options))
@@ -206,7 +207,7 @@ def transfer(a: argparse.Namespace, d: Path, fit_dir: Path) -> dict[str, Any]:
     for arm in a.arms:
         for seed in a.seeds:
             t0 = time.perf_counter()
-            run = _policy(arm, seed, a.policy_steps, _env_options(arm, fit_dir, a.spec, card), a.scene)
+            run = _policy(arm, seed, a.policy_steps, _env_options(arm, fit_dir, a.spec, card), a.scene, a.tag)
             t1 = time.perf_counter()
             doc = deploy_policy(run, d, run / f"deploy_{d.name}", DeployConfig(steps=a.deploy_steps, seed=seed))
             rows.setdefault(arm, []).append({"seed": seed, "run": str(run), "train_wall_s": t1 - t0,
@@ -295,6 +296,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--deploy-steps", type=int, default=500)
     ap.add_argument("--scene", choices=tuple(SCENES), default="mjx",
                     help="the training scene: the config's MJX variant, or with the hardware's foot contact")
+    ap.add_argument("--tag", default="", help="a suffix of the cached runs' names (another spec, another recipe)")
     ap.add_argument("--spec", type=Path, default=None, help="the fleet's randomization spec (identified_fleet)")
     a = ap.parse_args(argv)
     t0, c0 = time.perf_counter(), time.process_time()
