@@ -187,21 +187,25 @@ def test_force_ratio_by_virtual_work(robot, theta):
 
 
 def test_camera_sees_the_jaw_through_the_crank(robot):
-    # the renderer's kinematics on the mechanism's model: the jaw's world point moves with the servo
-    # angle by the crank-slider's ratio, so an image of the jaw supervises a servo with no jaw encoder
+    # the renderer's kinematics on the mechanism's model, given the servo angle alone (no jaw
+    # encoder): the jaw (and the mimic finger) are drawn where the crank puts them, and the
+    # gradient of the jaw's image position reaches the servo angle by the crank-slider's ratio
     m = robot.model()
     rm = load_meshes(m)
     jaw, right, crank = _adr(m, "gripper_left_joint"), _adr(m, "gripper_right_joint"), _adr(m, "gripper_crank")
-    body = rm.body_id("gripper_left_link")
+    assert sorted((f, lead) for f, lead, *_ in rm.followers) == sorted([(right, jaw), (jaw, crank)])
+    left, other = rm.body_id("gripper_left_link"), rm.body_id("gripper_right_link")
 
-    def jaw_y(th):
-        q = MECH.position(th, jnp)
-        qpos = jnp.zeros(m.nq).at[crank].set(th).at[jaw].set(q).at[right].set(q)
-        return body_point(rm, qpos, body, jnp.zeros(3))[1]  # arm at zero: link5's y is the world's
+    def fingers(th):  # [m] world y of both fingers' frames, arm at zero (link5's y is the world's)
+        qpos = jnp.zeros(m.nq, dtype=jnp.float64).at[crank].set(th)
+        return jnp.stack([body_point(rm, qpos, left, jnp.zeros(3))[1], body_point(rm, qpos, other, jnp.zeros(3))[1]])
 
+    y0 = np.asarray(fingers(jnp.asarray(float(MECH.inverse(0.0)))))
     for th in (LO, -0.3, HI):
-        assert float(jax.grad(jaw_y)(jnp.asarray(th))) == pytest.approx(float(MECH.ratio(th)), rel=1e-9)
-    assert float(jaw_y(jnp.asarray(LO)) - jaw_y(jnp.asarray(HI))) == pytest.approx(OPEN - CLOSED, abs=1e-7)
+        dy = np.asarray(fingers(jnp.asarray(th))) - y0
+        assert dy == pytest.approx([float(MECH.position(th)), -float(MECH.position(th))], abs=POLY_TOLERANCE)
+        slope = float(jax.grad(lambda t: fingers(t)[0])(jnp.asarray(th)))
+        assert slope == pytest.approx(float(MECH.ratio(th)), rel=RATIO_TOLERANCE)
 
 
 @pytest.mark.parametrize("change, field", [
