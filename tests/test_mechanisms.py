@@ -21,7 +21,7 @@ import pytest
 from actuatorlab.errors import ModelError
 from actuatorlab.export.robot import export_robot_mjcf
 from actuatorlab.robots import CONFIG_DIR, load_robot
-from actuatorlab.robots.mechanisms import POLY_TOLERANCE, RATIO_TOLERANCE, CrankSlider
+from actuatorlab.robots.mechanisms import POLY_TOLERANCE, RATIO_TOLERANCE, CrankSlider, add_mechanisms
 from actuatorlab.sim.arm import initial_state, make_inputs, make_mjx_rollout, mjx_model
 from actuatorlab.sim.arm_native import rollout_native
 from actuatorlab.sim.silhouette import body_point, load_meshes
@@ -114,6 +114,21 @@ def test_model_jaw_follows_the_crank_at_both_ends_and_mid_travel(robot):
         assert d.qpos[right] == pytest.approx(d.qpos[jaw], abs=1e-6)
         assert d.qpos[crank] == pytest.approx(th, abs=0.01)
     assert np.abs(errors).max() < 0.5 * POLY_TOLERANCE  # measured 0.009 mm at most
+
+
+def test_keyframes_get_the_crank_angle_of_their_jaw(robot):
+    spec = mujoco.MjSpec.from_file(str(Path(robot.mjcf_path).parent / "open_manipulator_x.xml"))
+    spec.keys[0].qpos, spec.keys[0].qvel = [0.1, 0.2, 0.3, 0.4, 0.01, 0.01], [1.0, 2.0, 3.0, 4.0, 0.0, 0.0]
+    add_mechanisms(spec, robot.mechanisms, robot.config_path)
+    m = spec.compile()
+    crank = _adr(m, "gripper_crank")
+    assert m.key_qpos[0][crank] == pytest.approx(float(MECH.inverse(0.01)), abs=1e-9)
+    assert m.key_qvel[0][crank] == 0.0 and list(m.key_qvel[0][:4]) == [1.0, 2.0, 3.0, 4.0]
+    d = mujoco.MjData(m)
+    mujoco.mj_resetDataKeyframe(m, d, 0)
+    mujoco.mj_forward(m, d)
+    eq = d.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY
+    assert np.abs(d.efc_pos[eq]).max() < POLY_TOLERANCE  # the keyframe sits on both equalities
 
 
 def test_servo_command_maps_to_jaw_position(robot):

@@ -180,17 +180,21 @@ def parse_mechanisms(path: Path | str, section: Any) -> tuple[CrankSlider, ...]:
     return tuple(out)
 
 
-def _qpos_before(body: Any, name: str) -> tuple[int, bool]:
-    """qpos entries of the joints that precede joint ``name`` in MuJoCo's depth-first body order
-    under ``body``, and whether ``name`` was found."""
-    size = {mujoco.mjtJoint.mjJNT_FREE: 7, mujoco.mjtJoint.mjJNT_BALL: 4}
+_QPOS_SIZE = {mujoco.mjtJoint.mjJNT_FREE: 7, mujoco.mjtJoint.mjJNT_BALL: 4}
+_DOF_SIZE = {mujoco.mjtJoint.mjJNT_FREE: 6, mujoco.mjtJoint.mjJNT_BALL: 3}
+
+
+def _before(body: Any, name: str, size: dict) -> tuple[int, bool]:
+    """qpos (``size`` :data:`_QPOS_SIZE`) or qvel (:data:`_DOF_SIZE`) entries of the joints that
+    precede joint ``name`` in MuJoCo's depth-first body order under ``body``, and whether ``name``
+    was found."""
     n = 0
     for j in body.joints:
         if j.name == name:
             return n, True
         n += size.get(j.type, 1)
     for child in body.bodies:
-        k, found = _qpos_before(child, name)
+        k, found = _before(child, name, size)
         n += k
         if found:
             return n, True
@@ -202,7 +206,7 @@ def add_mechanisms(spec: mujoco.MjSpec, mechanisms: tuple[CrankSlider, ...], pat
     its parent with the crank's hinge joint (limited to the travel, reference position the servo
     angle of the slider's reference position), a joint equality slider = polynomial(crank) and the
     crank's angle inserted into every keyframe (the angle that puts the jaw where the keyframe has
-    it). The slider keeps the MJCF's armature, damping and frictionloss (the config's
+    it; velocity 0 where the keyframe lists velocities). The slider keeps the MJCF's armature, damping and frictionloss (the config's
     ``joint_overrides`` edit them). Errors name the config file ``path``."""
     for m in mechanisms:
         where = f"mechanisms.{m.name}"
@@ -228,10 +232,12 @@ def add_mechanisms(spec: mujoco.MjSpec, mechanisms: tuple[CrankSlider, ...], pat
         eq = spec.add_equality(type=mujoco.mjtEq.mjEQ_JOINT, objtype=mujoco.mjtObj.mjOBJ_JOINT,
                                name=f"{m.name}_to_{m.slider}", name1=m.slider, name2=m.name)
         eq.data = np.r_[coef, np.zeros(len(eq.data) - coef.size)]
-        at, _ = _qpos_before(spec.worldbody, m.name)
-        slider_at, _ = _qpos_before(spec.worldbody, m.slider)
+        at, dof = _before(spec.worldbody, m.name, _QPOS_SIZE)[0], _before(spec.worldbody, m.name, _DOF_SIZE)[0]
+        slider_at = _before(spec.worldbody, m.slider, _QPOS_SIZE)[0]
         for k in spec.keys:
-            qpos = list(k.qpos)
+            qpos, qvel = list(k.qpos), list(k.qvel)
             if qpos:
                 jaw = qpos[slider_at - (1 if slider_at > at else 0)]
                 k.qpos = qpos[:at] + [float(m.inverse(jaw))] + qpos[at:]
+            if qvel:
+                k.qvel = qvel[:dof] + [0.0] + qvel[dof:]
