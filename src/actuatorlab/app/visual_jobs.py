@@ -33,7 +33,7 @@ def run_calibrate_camera_job(job: CalibrateCameraJob) -> Result:
     """Calibrate every camera of ``masks/cameras.json`` (:func:`actuatorlab.identify.handeye.calibrate_camera`);
     ``record``: {"cameras": [result dict per camera]}; written to ``out/camera_calibration.json``."""
     logs = load_logs(list(job.logs))
-    rm = load_meshes(load_robot(job.robot).mjcf_path)
+    rm = load_meshes(load_robot(job.robot).model())  # with the config's mechanisms (a gripper's crank)
     cfg = HandEyeConfig(n_frames=job.n_frames, refine_joints=job.refine_joints)
     doc = {"robot": job.robot, "cameras": [calibrate_camera(load_mask_frames(logs, job.masks, cam, rm), rm, cfg).to_dict()
                                            for cam in read_cameras(Path(job.masks) / "cameras.json")]}

@@ -204,6 +204,10 @@ def export_robot_mjcf(arm_model: Any, out_path: str | Path, *, robot: Any = None
     out = Path(out_path)
     if out.resolve() == Path(r.mjcf_path).resolve():
         raise ModelError(f"{out}: refusing to overwrite the robot's MJCF; choose another path")
+    if r.mechanisms:
+        raise ModelError(f"{r.config_path}: the MJCF export patches joints of {Path(r.mjcf_path).name}; the "
+                         f"mechanism joint(s) {', '.join(m.name for m in r.mechanisms)} are built by the loader, "
+                         "not in that file (not supported yet)")
     base = file_base(r.mjcf_path, out)
     per_joint = {jn: (dict(w), lost + losses[jn])
                  for jn, (w, lost) in patch_mjcf(base, out, models, servo=servo).items()}

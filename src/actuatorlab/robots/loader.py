@@ -38,6 +38,8 @@ import numpy as np
 from ..errors import ModelError, UnknownNameError
 from ..models.actuator_model import BENCH_PREFIX, ActuatorModel, check_robot
 from .bench import bench_files
+from .checks import config_error as _err, fields as _keys, number as _num
+from .mechanisms import CrankSlider, add_mechanisms, parse_mechanisms
 from .bounds import parse_bounds
 from ..models.control import DEFAULT_ERROR_GAIN, CONTROL_LAWS, LawConstants
 from ..models.params import PARAMS, neutral_params
@@ -59,7 +61,7 @@ _UNIT_POWER = {"N.m/A": -1, "N.m": -1, "kg.m^2": -2, "N.m.s/rad": -2, "N.m/rad":
 
 _TOP_KEYS = {"format", "format_version", "name", "description", "mjcf", "physics_dt", "control_dt",
              "firmware_dt", "integrator", "contacts", "target", "target_tau", "max_delay",
-             "joint_overrides", "actuators", "joints", "sources", "ee_body", "bench"}
+             "joint_overrides", "actuators", "joints", "sources", "ee_body", "bench", "mechanisms"}
 _TOP_REQUIRED = ("format", "format_version", "name", "mjcf", "physics_dt", "control_dt",
                  "actuators", "joints")
 _ACT_KEYS = {"model", "law", "shared", "gear_ratio", "supply_voltage", "effort_limit",
@@ -145,7 +147,8 @@ class Robot:
     plant constants ((name, value) of :class:`~actuatorlab.models.plant.PlantConstants`: mass [kg],
     length [m], arm_mass [kg], gravity [m/s^2]; what the one-joint scan needs), () for other robots;
     fixed_base: the floating base welded where the MJCF puts it (:mod:`~actuatorlab.robots.fixed_base`);
-    point_masses: known loads, (body, mass [kg], position (3,) [m] in the body's frame) each."""
+    point_masses: known loads, (body, mass [kg], position (3,) [m] in the body's frame) each;
+    mechanisms: servo-to-joint linkages added to the MJCF (:mod:`~actuatorlab.robots.mechanisms`)."""
 
     name: str
     config_path: str
@@ -168,6 +171,7 @@ class Robot:
     bench: tuple[tuple[str, float], ...] = ()
     fixed_base: bool = False
     point_masses: tuple[tuple[str, float, tuple[float, float, float]], ...] = ()
+    mechanisms: tuple[CrankSlider, ...] = ()
 
     # ---- structure -------------------------------------------------------------------------
     @property
@@ -308,30 +312,6 @@ def load_robot(name: str | Path | ActuatorModel) -> Robot:
     return _parse(cfg, path)
 
 
-def _err(path: Path, problem: str) -> ModelError:
-    return ModelError(f"{path}: {problem}")
-
-
-def _num(path: Path, where: str, x: Any, positive: bool = False) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(float(x)):
-        raise _err(path, f"{where} must be a finite number, got {x!r}")
-    if positive and float(x) <= 0:
-        raise _err(path, f"{where} must be > 0, got {x!r}")
-    return float(x)
-
-
-def _keys(path: Path, where: str, d: Any, allowed: set[str], required: tuple[str, ...] = ()) -> dict:
-    if not isinstance(d, dict):
-        raise _err(path, f"{where} must be an object")
-    for k in required:
-        if k not in d:
-            raise _err(path, f"{where}: missing field {k!r}")
-    if extra := sorted(set(d) - allowed):
-        raise _err(path, f"{where}: unknown field(s) {', '.join(map(repr, extra))}; "
-                         f"allowed: {', '.join(sorted(allowed))}")
-    return d
-
-
 def _multiple(a: float, b: float) -> int | None:
     """a / b if it is a whole number >= 1, else None."""
     return int(round(a / b)) if abs(a / b - round(a / b)) < 1e-6 and round(a / b) >= 1 else None
@@ -369,15 +349,9 @@ def _parse(cfg: Any, path: Path) -> Robot:
         spec = mujoco.MjSpec.from_file(str(mjcf))
     except Exception as e:  # noqa: BLE001 - MuJoCo raises plain ValueError with its parser text
         raise _err(path, f"cannot parse mjcf {mjcf.name}: {e}") from None
+    add_mechanisms(spec, mechanisms := parse_mechanisms(path, cfg.get("mechanisms", {})), path)  # cranks: joints
     spec_joints = {j.name: j for j in spec.joints if j.name}
-    integrator = cfg.get("integrator")
-    if integrator is None:
-        integrator = {v: k for k, v in _INTEGRATORS.items()}.get(spec.option.integrator)
-        if integrator is None:
-            raise _err(path, f"the mjcf's integrator {spec.option.integrator} is not supported; set "
-                             f"\"integrator\" to one of {', '.join(_INTEGRATORS)}")
-    elif integrator not in _INTEGRATORS:
-        raise _err(path, f"integrator must be one of {', '.join(_INTEGRATORS)}, got {integrator!r}")
+    integrator = _integrator(path, cfg.get("integrator"), spec)
 
     acts = cfg["actuators"]
     if not isinstance(acts, dict) or not acts:
@@ -450,7 +424,7 @@ def _parse(cfg: Any, path: Path) -> Robot:
                   groups=tuple(groups), physics_dt=physics_dt, control_dt=control_dt,
                   firmware_dt=firmware_dt, integrator=integrator, contacts=contacts, target=target,
                   target_tau=target_tau, max_delay=max_delay, joint_overrides=tuple(ov), nq=0, nv=0,
-                  ee_body=None if cfg.get("ee_body") is None else str(cfg["ee_body"]),
+                  ee_body=None if cfg.get("ee_body") is None else str(cfg["ee_body"]), mechanisms=mechanisms,
                   bench=tuple((k, _num(path, f"bench.{k}", v)) for k, v in
                               _keys(path, "bench", cfg.get("bench", {}), set(PlantConstants._fields)).items()))
     m = _compile(proto, for_mjx=False)
@@ -459,6 +433,18 @@ def _parse(cfg: Any, path: Path) -> Robot:
         jid = mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, s["name"])
         joints.append(JointSpec(**s, qpos_adr=int(m.jnt_qposadr[jid]), dof_adr=int(m.jnt_dofadr[jid])))
     return Robot(**{**proto.__dict__, "joints": tuple(joints), "nq": int(m.nq), "nv": int(m.nv)})
+
+
+def _integrator(path: Path, integrator: Any, spec: mujoco.MjSpec) -> str:
+    """The config's integrator name, or the MJCF's when the config sets none."""
+    if integrator is None:
+        integrator = {v: k for k, v in _INTEGRATORS.items()}.get(spec.option.integrator)
+        if integrator is None:
+            raise _err(path, f"the mjcf's integrator {spec.option.integrator} is not supported; set "
+                             f"\"integrator\" to one of {', '.join(_INTEGRATORS)}")
+    elif integrator not in _INTEGRATORS:
+        raise _err(path, f"integrator must be one of {', '.join(_INTEGRATORS)}, got {integrator!r}")
+    return str(integrator)
 
 
 def _gains(path: Path, where: str, d: Any) -> dict[str, float]:
@@ -520,7 +506,9 @@ def build_model(robot: Robot, for_mjx: bool = False) -> mujoco.MjModel:
     * every modelled joint: armature = the nominal armature (joint units; 0 for a compliant
       joint, whose rotor the rollouts integrate as a body of its own), damping = 0,
       frictionloss = 0 (the actuator model supplies friction), and the MJCF actuators that drive
-      it are removed (keyframe ``ctrl`` entries follow);
+      it (or a mechanism's jaw) are removed (keyframe ``ctrl`` entries follow);
+    * the config's mechanisms (:func:`~actuatorlab.robots.mechanisms.add_mechanisms`): crank
+      joints, their jaws' equalities and keyframe entries;
     * ``joint_overrides`` applied to the listed unmodelled joints;
     * contacts off (``contacts: false``): the contact flag is disabled and every geom gets
       contype = conaffinity = 0 (so MJX does not prepare mesh collisions), cone = pyramidal
@@ -535,8 +523,9 @@ def build_model(robot: Robot, for_mjx: bool = False) -> mujoco.MjModel:
 def model_spec(robot: Robot, for_mjx: bool = False, *, config_integrator: bool = True) -> mujoco.MjSpec:
     """The robot's MJCF as an MjSpec with the config's simulation options: physics timestep,
     integrator (``config_integrator=False`` keeps the MJCF's, e.g. implicitfast for its own joint
-    damping), contacts off (pyramidal cone, geoms out of collision) when the config has none, and
-    MJX's solver settings with ``for_mjx``. Its actuators and joint properties are the MJCF's."""
+    damping), contacts off (pyramidal cone, geoms out of collision) when the config has none, the
+    config's mechanisms, and MJX's solver settings with ``for_mjx``. Its actuators and joint
+    properties are the MJCF's (a mechanism's jaw excepted)."""
     spec = mujoco.MjSpec.from_file(robot.mjcf_path)
     spec.option.timestep = robot.physics_dt
     if config_integrator:
@@ -552,6 +541,7 @@ def model_spec(robot: Robot, for_mjx: bool = False, *, config_integrator: bool =
             k.qpos, k.qvel = list(k.qpos)[7:], list(k.qvel)[6:]
     for body, mass, pos in robot.point_masses:  # known loads (a mass at a foot), tiny inertia
         spec.body(body).add_body(pos=list(pos), mass=mass, inertia=[1e-6] * 3, explicitinertial=True)
+    add_mechanisms(spec, robot.mechanisms, robot.config_path)  # crank joints, jaw equalities
     if for_mjx:
         spec.option.iterations, spec.option.ls_iterations = 1, 4
     return spec
@@ -561,7 +551,7 @@ def _compile(robot: Robot, for_mjx: bool) -> mujoco.MjModel:
     path = Path(robot.config_path)
     spec = model_spec(robot, for_mjx)
     nominal = robot.joint_params(robot.nominal_params())
-    names = set(robot.joint_names)
+    names = set(robot.joint_names) | {mech.slider for mech in robot.mechanisms}  # jaws move by their cranks
     compliant = robot.compliant
     for i, j in enumerate(robot.joints):
         sj = spec.joint(j.name)

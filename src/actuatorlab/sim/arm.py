@@ -50,8 +50,9 @@ def make_inputs(robot: Robot, q_target, enable=1.0, v_supply=None) -> ArmInputs:
 
 def _follow_equalities(m: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, skip: set[int]) -> None:
     """Joint equalities (x - x0 = c0 + c1 y + c2 y^2 + ..., y = q2 - q2_0): set each follower
-    joint (not in ``skip``) from its leader, in place."""
-    for e in range(m.neq):
+    joint (not in ``skip``) from its leader, in place; one pass per equality, so that chains
+    (a mimic finger that follows a jaw that follows a crank) resolve in any order."""
+    for e in [e for _ in range(m.neq) for e in range(m.neq)]:
         if m.eq_type[e] != mujoco.mjtEq.mjEQ_JOINT or m.eq_obj2id[e] < 0:
             continue
         j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])

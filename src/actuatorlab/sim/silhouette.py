@@ -24,7 +24,11 @@ The 0.5 level of ``D_g`` is the hard silhouette's edge. The log of the product i
 
 Forward kinematics (:func:`geom_poses`) is MuJoCo's ``mj_kinematics`` for trees of hinge and slide
 joints, written in JAX (body pose from its parent, body offset and joint motion; geom pose in its
-body), so gradients reach joint angles, the camera twist and everything upstream of them.
+body), so gradients reach joint angles, the camera twist and everything upstream of them. Joints
+that follow another through a joint equality are first set from their leader
+(:func:`follow_joints`): a render needs only the leaders, so a jaw that no encoder measures is
+drawn where its servo's crank puts it (:mod:`actuatorlab.robots.mechanisms`) and the image's
+gradient reaches the servo angle through the linkage.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from scipy.spatial import ConvexHull
 from ..errors import DataError
 from .camera import Camera, project, se3_exp
 
-__all__ = ["RobotMeshes", "load_meshes", "geom_poses", "body_point", "soft_silhouette", "soft_iou",
+__all__ = ["RobotMeshes", "load_meshes", "follow_joints", "geom_poses", "body_point", "soft_silhouette", "soft_iou",
            "render_frames"]
 
 
@@ -61,6 +65,9 @@ class RobotMeshes:
         face_valid: (G, F) 1.0 for a real face, 0.0 for padding.
         edges: (G, E, 2) vertex indices of each hull edge; edge_faces: (G, E, 2) its two faces;
         edge_third: (G, E, 2) the third vertex of each of those faces; edge_valid: (G, E) 1.0 / 0.0.
+        followers: the model's joint equalities between two joints (a mimic finger, a jaw driven
+            by a crank, :mod:`actuatorlab.robots.mechanisms`): (follower qpos address, leader qpos
+            address, follower qpos0, leader qpos0, polynomial coefficients (5,)) each.
     """
 
     joints: tuple[str, ...]
@@ -79,6 +86,7 @@ class RobotMeshes:
     edge_faces: np.ndarray = field(repr=False)
     edge_third: np.ndarray = field(repr=False)
     edge_valid: np.ndarray = field(repr=False)
+    followers: tuple[tuple[int, int, float, float, tuple[float, ...]], ...] = ()
 
     def body_id(self, name: str) -> int:
         if name not in self.body_names:
@@ -188,7 +196,31 @@ def load_meshes(model: mujoco.MjModel | str | Path, max_vertices: int = 16, piec
         mujoco.mju_quat2Mat(grot[k].reshape(-1), m.geom_quat[g])
     return RobotMeshes(tuple(joints), m.body_parentid.copy(), m.body_pos.copy(), rot, tuple(body_joints),
                        tuple(m.body(b).name for b in range(m.nbody)), m.geom_bodyid[gids].copy(),
-                       m.geom_pos[gids].copy(), grot, verts, faces, valid, edges, efaces, ethird, evalid)
+                       m.geom_pos[gids].copy(), grot, verts, faces, valid, edges, efaces, ethird, evalid,
+                       _followers(m))
+
+
+def _followers(m: mujoco.MjModel) -> tuple[tuple[int, int, float, float, tuple[float, ...]], ...]:
+    """The model's two-joint joint equalities as :attr:`RobotMeshes.followers`."""
+    out = []
+    for e in range(m.neq):
+        if m.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT and m.eq_obj2id[e] >= 0:
+            f, lead = (int(m.jnt_qposadr[m.eq_obj1id[e]]), int(m.jnt_qposadr[m.eq_obj2id[e]]))
+            out.append((f, lead, float(m.qpos0[f]), float(m.qpos0[lead]), tuple(float(c) for c in m.eq_data[e][:5])))
+    return tuple(out)
+
+
+def follow_joints(rm: RobotMeshes, qpos):
+    """(nq,) joint positions with every joint that follows another through a joint equality set
+    from its leader as the equality holds it, ``q_f = q0_f + sum_k c_k (q_l - q0_l)^k`` (MuJoCo's
+    ``polycoef``): the jaw where the crank puts it, the mimic finger with the jaw. One pass per
+    equality, so chains resolve; differentiable (gradients reach the leaders)."""
+    qpos = jnp.asarray(qpos)
+    for _ in rm.followers:
+        for f, lead, q0f, q0l, c in rm.followers:
+            y = qpos[lead] - q0l
+            qpos = qpos.at[f].set(q0f + c[0] + y * (c[1] + y * (c[2] + y * (c[3] + y * c[4]))))
+    return qpos
 
 
 def _axis_rot(axis, angle):
@@ -198,6 +230,7 @@ def _axis_rot(axis, angle):
 
 
 def _body_poses(rm: RobotMeshes, qpos) -> tuple[list, list]:
+    qpos = follow_joints(rm, qpos)
     dt = qpos.dtype
     xpos = [jnp.zeros(3, dtype=dt)]
     xmat = [jnp.eye(3, dtype=dt)]
