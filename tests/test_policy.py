@@ -383,3 +383,17 @@ def test_asymmetric_critic_sees_the_privileged_state_and_the_actor_does_not(tmp_
     x = jnp.array([0.5, 0.0, 0.0, 0.0], jnp.float32)
     v = [float(pol.model.critic(normalize(pol.stats, x.at[2].set(u)))) for u in (-1.0, 1.0)]
     assert abs(v[0] - v[1]) > 1e-3, v
+
+
+def test_env_option_files_are_pinned_for_another_working_directory(tmp_path, monkeypatch):
+    """A run trained with a relative spec path must rebuild its env from anywhere (eval, deploy)."""
+    from actuatorlab.policy.train import pinned_env_options
+
+    (tmp_path / "spec.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    got = pinned_env_options({"actuator": "nominal", "randomization": "spec.json", "config": {"history": 2},
+                              "mjcf": "scene_mjx_elliptic.xml"})
+    assert got["randomization"] == str((tmp_path / "spec.json").resolve())
+    assert got["actuator"] == "nominal" and got["config"] == {"history": 2}
+    assert got["mjcf"] == "scene_mjx_elliptic.xml"   # looked up beside the robot's MJCF first: kept as a name
+    assert pinned_env_options({"randomization": "absent.json"})["randomization"] == "absent.json"

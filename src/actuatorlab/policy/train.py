@@ -216,13 +216,14 @@ def _resolve(cfg: TrainConfig, env: Any, ppo_obj: PPO | None):
         if bad:
             raise ModelError(f"unknown PPO option(s) {', '.join(bad)}; available: {', '.join(base)}")
         pc = PPOConfig.from_dict({**base, **dict(cfg.ppo or {})})
-    env = env if env is not None else make_policy_env(cfg.robot, cfg.task, **dict(cfg.env_options or {}))
+    env_options = pinned_env_options(cfg.env_options)
+    env = env if env is not None else make_policy_env(cfg.robot, cfg.task, **env_options)
     plan = plan_run(cfg.steps, pc, cfg.points)
     config = {"robot": cfg.robot, "task": cfg.task, "schedule": cfg.schedule, "schedule_options": sched.options(),
               "steps": int(cfg.steps), "env_steps": plan.updates * pc.steps_per_update, "envs": pc.num_envs,
               "seed": int(cfg.seed), "updates": plan.updates, "updates_per_chunk": plan.chunk, "chunks": plan.chunks,
               "checkpoint_every": int(cfg.checkpoint_every), "ppo": pc.to_dict(),
-              "env_options": dict(cfg.env_options or {}), "observation_size": int(env.observation_size),
+              "env_options": env_options, "observation_size": int(env.observation_size),
               "action_size": int(env.action_size)}
     if getattr(env, "privileged_size", 0):   # the critic's extra inputs (asymmetric actor-critic)
         config["privileged_size"] = int(env.privileged_size)
@@ -428,6 +429,22 @@ def _eval_fn(env: Any, n_envs: int, steps: int, cmd: np.ndarray | None):
 
     _EVAL_FNS[key] = (env, run_eval)
     return run_eval
+
+
+#: env options that name a file the run must find again from any working directory
+PATH_OPTIONS = ("actuator", "randomization")
+
+
+def pinned_env_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` with every relative path of :data:`PATH_OPTIONS` that names an existing file made
+    absolute, so that RUN/config.json rebuilds the same environment from another working directory
+    (evaluation, deployment); names (``"nominal"``, ``"builtin"``) and absolute paths are kept."""
+    out = dict(options or {})
+    for k in PATH_OPTIONS:
+        v = out.get(k)
+        if isinstance(v, str) and not Path(v).is_absolute() and Path(v).is_file():
+            out[k] = str(Path(v).resolve())
+    return out
 
 
 def _evaluate_policy(run: str | Path, *, env: Any = None, env_options: Mapping[str, Any] | None = None,
