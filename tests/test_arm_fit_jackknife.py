@@ -9,6 +9,8 @@ import json
 import numpy as np
 import pytest
 
+from actuatorlab.app.cli.identify import _print_fit_robot
+from actuatorlab.app.identify_jobs import FitResult
 from actuatorlab.app.jobs import RobotFitOptions, _fit_robot
 from actuatorlab.errors import DataError
 from actuatorlab.identify.arm_fit import fit_arm
@@ -66,7 +68,7 @@ def test_jackknife_refuses_one_group(logs):
         arm_jackknife(ROBOT, one, {"params": {}, "model": None, "per_joint": True, "param_sets": {}}, by="log")
 
 
-def test_fit_unchanged_without_jackknife_and_written_with_it(logs, tmp_path):
+def test_fit_unchanged_without_jackknife_and_written_with_it(logs, tmp_path, capsys):
     """The default whole-robot fit writes exactly the fit (no ``uncertainty``; parameters bit-identical to a
     direct fit_arm call); with the jackknife the same parameters and an ``uncertainty`` per joint."""
     ro = RobotFitOptions(ROBOT, max_evals=12, per_joint=True, horizon=40, max_windows=None)
@@ -82,3 +84,9 @@ def test_fit_unchanged_without_jackknife_and_written_with_it(logs, tmp_path):
     assert u["by"] == "log" and u["n_resamples"] == 3 and set(u["stderr_natural"]) == set(plain["params"])
     for n, per in u["stderr_natural"].items():
         assert set(per) == JOINTS and all(np.isfinite(v) and v >= 0 for v in per.values())
+    capsys.readouterr()
+    _print_fit_robot(FitResult(jk, tmp_path / "jk", ROBOT))  # the fit's summary: one jackknife line
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.startswith("jackknife:")]
+    assert len(lines) == 1 and "delete-one-log jackknife: 3 refits (10 CMA-ES evaluations each, per joint" in lines[0]
+    n = next(iter(u["stderr_natural"]))
+    assert f"{n} {np.median(list(u['stderr_natural'][n].values())):.3g}" in lines[0]

@@ -110,7 +110,7 @@ def _print_fit_robot(r) -> None:
         med = ", ".join(f"{n} {np.median(list(v.values())):.3g}{'' if unc['space'][n] == 'log' else ' ' + PARAMS[n].unit}"
                         for n, v in unc["stderr_natural"].items())
         console.print(f"jackknife: {unc['method']}, {unc['cpu_s']:.0f} s CPU; median stderr (log space for "
-                      f"positive parameters): {med}")
+                      f"positive parameters): {med}", soft_wrap=True)
     console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
                   f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
 
