@@ -5,8 +5,12 @@ once and the same parameters are refitted on the rest: groups are the values of 
 (``by="group"``: the first key of the job's ``group_by``, default ``excitation``; the legged in-air logs
 also carry ``load`` and ``gain``) or single logs (``by="log"``). Each refit is a CMA-ES search of
 :data:`REFIT_BUDGET_FRACTION` of the fit's evaluation budget started from the all-data optimum (step 0.1
-in the normalised box, per joint when the fit is per joint), so the refits measure how far the optimum
-moves when a group's data is missing. With G refits theta_(g) and their mean theta_bar, per parameter
+in the normalised box; per joint when the fit is per joint, each joint keeping its best values by its own
+error, :func:`~actuatorlab.identify.arm_fit.fit_arm` ``per_set_best``: the summed rule leaves a short refit
+from an optimum where it started), so the refits measure how far the optimum moves when a group's data is
+missing. Refit g draws with seed + 1 + g: with one seed for all, short refits sample the same points and pick
+the same ones, and the spread collapses; the search's own noise, also in the all-data fit's values, is then
+part of the spread. With G refits theta_(g) and their mean theta_bar, per parameter
 and per joint (or parameter set)::
 
     se = sqrt((G - 1) / G * sum_g (theta_(g) - theta_bar)^2)
@@ -59,7 +63,7 @@ def arm_jackknife(robot_name: str | Robot, trajs: Iterable[Trajectory], fit: dic
                   max_windows: int | None = None) -> dict[str, Any]:
     """The jackknife of ``fit`` (a :func:`~actuatorlab.identify.arm_fit.fit_arm` result on ``trajs``; module
     docstring). ``max_evals``: the all-data fit's budget (each refit gets :data:`REFIT_BUDGET_FRACTION` of it);
-    seed, horizon, max_windows: the fit's.
+    seed (refit g: seed + 1 + g), horizon, max_windows: the fit's.
 
     Returns {"method", "by", "key" (the condition tag, or "log"), "groups" (held-out group per refit),
     "n_resamples" (G), "max_evals" (per refit), "space" {name: "log" | "linear"}, "stderr" {name: {joint or
@@ -73,8 +77,9 @@ def arm_jackknife(robot_name: str | Robot, trajs: Iterable[Trajectory], fit: dic
     names = list(fit["params"])
     labels = [lab for lab in fit["params"][names[0]]] if names else []
     refits = [fit_arm(robot_name, [trajs[i] for i in f.train], model=fit["model"], params=names,
-                      per_joint=bool(fit["per_joint"]), max_evals=budget, seed=seed, horizon=horizon,
-                      max_windows=max_windows, init=[fit["param_sets"]]) for f in folds]
+                      per_joint=bool(fit["per_joint"]), max_evals=budget, seed=seed + 1 + g, horizon=horizon,
+                      max_windows=max_windows, init=[fit["param_sets"]], per_set_best=True)
+              for g, f in enumerate(folds)]
     cols = [(n, lab) for n in names for lab in labels]
     est = np.array([[r["params"][n][lab] for n, lab in cols] for r in refits], float)  # (G, p)
     keys = [f"{n}/{lab}" for n, lab in cols]
@@ -88,7 +93,8 @@ def arm_jackknife(robot_name: str | Robot, trajs: Iterable[Trajectory], fit: dic
 
     what = "log" if key == LOG_KEY else f"group ({key})"
     return {"method": f"delete-one-{what} jackknife: {len(folds)} refits ({budget} CMA-ES evaluations each"
-                      f"{', per joint' if fit['per_joint'] else ''}, from the all-data optimum)",
+                      f"{', per joint (each joint its best by its own error)' if fit['per_joint'] else ''}, "
+                      "from the all-data optimum)",
             "by": by, "key": key, "groups": [f.label for f in folds], "n_resamples": len(folds),
             "max_evals": budget, "space": {n: "log" if PARAMS[n].scale == "log" else "linear" for n in names},
             "stderr": nest(raw["stderr"]), "stderr_natural": nest(nat["stderr"]),
