@@ -10,7 +10,9 @@ fitted parameter, the fit per joint and the proposed spread with the virtual har
 * per joint: the fitted value against that joint's drawn unit (``dataset.json`` ``units``, the models'
   names by :func:`actuatorlab.synth.zoo_family.zoo_params`), relative error;
 * per parameter: the spread the spec proposes (pooled within-type std, natural space: log for positive
-  parameters, the parameter's unit otherwise) against the same statistic of the twelve drawn units, and
+  parameters, the parameter's unit otherwise) against the same statistic of the twelve drawn units; for a
+  spec from a jackknifed fit (``fit`` job ``jackknife``) also the raw spread, the estimation error removed
+  from it and the raw ratio (a parameter the spec dropped counts as proposed spread 0), and
   the rank correlation within each type of fitted vs drawn values (does the fit tell the units apart);
 * with ``--types`` (the fit by joint type): held-out MAE per joint type of both fits on the held-out splits
   (100-step windows, :func:`actuatorlab.identify.arm_fit.evaluate_logs`), i.e. whether the data supports a
@@ -76,6 +78,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     fit = json.loads(a.units.read_text())
     spec = json.loads(a.spec.read_text())
     proposed = {e["parameter"]: e for e in spec["entries"] if e["kind"] == "unit"}
+    dropped = {e["parameter"]: e for e in spec["source"].get("dropped") or []}  # spread below the estimation error
     rows = []
     for k, per in fit["params"].items():
         if k not in next(iter(truth.values())):
@@ -86,7 +89,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         corr = {ty: _rank_corr(f[[i for i, j in enumerate(joints) if j.endswith(ty)]],
                                t[[i for i, j in enumerate(joints) if j.endswith(ty)]]) for ty in JOINT_TYPES}
         rows.append({"param": k, "space": "log" if PARAMS[k].scale == "log" else PARAMS[k].unit,
-                     "proposed_std": proposed[k]["std"] if k in proposed else None,
+                     "proposed_std": proposed[k]["std"] if k in proposed else (0.0 if k in dropped else None),
+                     "raw_std": (proposed.get(k) or dropped.get(k) or {}).get("std_raw"),
+                     "estimation_std": (proposed.get(k) or dropped.get(k) or {}).get("estimation_std"),
                      "truth_std": _pooled(k, {j: truth[j][k] for j in joints}),
                      "per_joint": {j: {"fitted": float(per[j]), "truth": float(truth[j][k]),
                                        "rel_err": float(per[j] / truth[j][k] - 1.0) if truth[j][k] else None}
@@ -94,13 +99,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                      "median_abs_rel_err": float(np.median(np.abs(f / t - 1.0))) if np.all(t) else None,
                      "rank_corr_within_type": corr})
     print(f"fleet of {len(truth)} drives: fit per joint ({fit['model']}) vs the drawn units; spec {a.spec.name}")
-    print(f"{'parameter':<22}{'space':>10}{'proposed std':>14}{'truth std':>12}{'ratio':>8}{'median |rel err|':>18}"
-          + "".join(f"{'rank corr ' + t:>15}" for t in JOINT_TYPES))
+    print(f"{'parameter':<22}{'space':>10}{'raw std':>10}{'est. std':>10}{'proposed std':>14}{'truth std':>12}"
+          f"{'raw ratio':>10}{'ratio':>8}{'median |rel err|':>18}" + "".join(f"{'rank corr ' + t:>15}" for t in JOINT_TYPES))
+
+    def ratio(x: float | None, t: float) -> float:
+        return x / t if x is not None and t else float("nan")
+
+    nan = float("nan")
     for r in rows:
-        ratio = r["proposed_std"] / r["truth_std"] if r["proposed_std"] is not None and r["truth_std"] else float("nan")
+        r["raw_ratio"], r["ratio"] = ratio(r["raw_std"], r["truth_std"]), ratio(r["proposed_std"], r["truth_std"])
         err = "-" if r["median_abs_rel_err"] is None else f"{100 * r['median_abs_rel_err']:.0f} %"
-        print(f"{r['param']:<22}{r['space']:>10}{r['proposed_std'] or float('nan'):>14.4g}{r['truth_std']:>12.4g}"
-              f"{ratio:>8.2f}{err:>18}" + "".join(f"{r['rank_corr_within_type'][t]:>15.2f}" for t in JOINT_TYPES))
+        print(f"{r['param']:<22}{r['space']:>10}{r['raw_std'] if r['raw_std'] is not None else nan:>10.4g}"
+              f"{r['estimation_std'] if r['estimation_std'] is not None else nan:>10.4g}"
+              f"{r['proposed_std'] if r['proposed_std'] is not None else nan:>14.4g}{r['truth_std']:>12.4g}"
+              f"{r['raw_ratio']:>10.2f}{r['ratio']:>8.2f}{err:>18}"
+              + "".join(f"{r['rank_corr_within_type'][t]:>15.2f}" for t in JOINT_TYPES))
     heldout: dict[str, Any] = {}
     if a.types is not None:
         by_type = json.loads(a.types.read_text())

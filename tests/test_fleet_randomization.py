@@ -111,3 +111,46 @@ def test_a_fit_by_type_starts_a_fit_per_joint(tmp_path):
     other.write_text(src.read_text().replace('"anymal_c"', '"so101"'))
     with pytest.raises(ModelError, match="other.json: init needs an analytic arm_model.json of robot 'anymal_c'"):
         _init_sets(rb, "m1", other, per_joint=True)
+
+
+def test_fleet_spec_without_uncertainty_is_todays(tmp_path):
+    """No ``uncertainty`` in the fit: the raw pooled spread, no correction fields, no dropped list."""
+    src = tmp_path / "arm_model.json"
+    src.write_text(json.dumps(_per_joint_doc()))
+    doc = run_randomize_job(RandomizeJob((src,), tmp_path / "spec.json")).record
+    assert {k for e in doc["entries"] for k in e} == {"name", "kind", "parameter", "std", "distribution", "note",
+                                                      "clip"}
+    assert set(doc["source"]) == {"models", "model", "robot", "types", "centre", "uncertainty", "unit_spread",
+                                  "units", "package_version"}
+    assert doc["source"]["uncertainty"][0]["source"] == "none"
+    assert set(doc["source"]["units"]["armature"]) == {"values", "std", "type_std"}
+    assert all("includes each joint's estimation error" in e["note"] for e in doc["entries"])
+
+
+def test_fleet_spec_removes_the_jackknife_estimation_variance(tmp_path):
+    """With the fit's jackknife: s_u^2 = s^2 - mean_j se_j^2 (natural space; four joints per type), and a
+    parameter whose spread is below its estimation error is dropped with a note."""
+    d = _per_joint_doc()
+    se_arm = {"HAA": 0.1, "HFE": 0.2, "KFE": 0.05}  # log space
+    d["uncertainty"] = {"method": "delete-one-group (load) jackknife: 2 refits",
+                        "stderr_natural": {"armature": {j: se_arm[j[-3:]] for j in d["params"]["armature"]},
+                                           "friction_base": {j: 0.08 for j in d["params"]["friction_base"]}}}
+    src = tmp_path / "arm_model.json"
+    src.write_text(json.dumps(d))
+    out = tmp_path / "spec.json"
+    doc = run_randomize_job(RandomizeJob((src,), out)).record
+    e = {x["parameter"]: x for x in doc["entries"]}
+    raw2 = 4 * (0.01 + 0.09 + 0.01) / 9
+    v_e = (0.1**2 + 0.2**2 + 0.05**2) / 3
+    assert e["armature"]["std_raw"] == pytest.approx(np.sqrt(raw2))
+    assert e["armature"]["estimation_std"] == pytest.approx(np.sqrt(v_e))
+    assert e["armature"]["std"] == pytest.approx(np.sqrt(raw2 - v_e))
+    assert "method of moments" in e["armature"]["note"]
+    # friction_base: raw spread 0.0577 < estimation error 0.08 -> no entry, a note instead
+    assert "friction_base" not in e
+    (drop,) = doc["source"]["dropped"]
+    assert drop["parameter"] == "friction_base" and drop["std_corrected"] == 0.0
+    assert drop["std_raw"] == pytest.approx(np.sqrt(12 * 0.05**2 / 9)) and drop["estimation_std"] == pytest.approx(0.08)
+    assert "not larger than its estimation error" in drop["note"]
+    assert doc["source"]["uncertainty"][0]["source"] == "jackknife"
+    assert load_spec(out).of_kind("unit")[0].std == pytest.approx(np.sqrt(raw2 - v_e))

@@ -59,7 +59,8 @@ class FitJob:
     model (one model, e.g. "m4+delay"; null = the nested family selected by leave-one-group-out),
     options (seed, budget quick|default|thorough, dt [s] control period, workers, extensions,
     group_by condition tags ["log"]: leave-one-log-out, calibration judged|free_swing|none), mapping (CSV
-    column mapping), jackknife (null|log|group: refits after writing, parameter spread),
+    column mapping), jackknife (null|log|group: refits after writing, parameter spread; with robot: refits without each
+    group of group_by[0] or each log, a third of max_evals each, arm_model.json "uncertainty"),
     timestep_sensitivity (replay and refit at dt/2 and 2 dt), robot (multi-joint logs of this robot;
     null: the robot the logs name, none for one-joint logs), max_evals (with robot: CMA-ES evaluations per model, 300), per_joint (with robot: one parameter
     set per joint), method (with robot: cma | grad), init (with robot and model: an arm_model.json whose

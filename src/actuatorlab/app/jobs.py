@@ -29,13 +29,14 @@ from ..evaluate.replay import replay, replay_batches, robot_regimes, timestep_se
 from ..evaluate.envelope import check_trajectories, compute_envelope, robot_envelope
 from ..evaluate.envelope_summary import robot_outside, summarize_envelope
 from ..evaluate.diagnose import DiagnoseConfig, diagnose
-from ..identify.folds import JACKKNIFE_SEARCH, resampled_uncertainty, split_validation
+from ..identify.folds import GROUP_KEYS, JACKKNIFE_SEARCH, resampled_uncertainty, split_validation
 from ..identify.select import BUDGETS, CALIBRATIONS, FamilyOptions, fit_family, ladder_for
 from ..models.registry import contains, EXTENSIONS, get_model
 from ..report.fit import write_report
 from ..report.diagnosis import diagnosis_section
 from ..models.modelfile import load_model, model_to_dict, save_model
 from ..identify.arm_fit import evaluate_logs, fit_arm, select_arm
+from ..identify.arm_jackknife import arm_jackknife
 from ..identify.arm_space import log_groups
 from ..robots.loader import Robot
 from ..sim.arm_data import _param_sets, robot_with_model
@@ -178,7 +179,8 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
     One joint (a bench): writes RUN/model.json, RUN/report.html and RUN/identifiability.json;
     returns the model dict. A robot (``robot.robot``, or the robot multi-joint logs name): the
     whole-robot fit of :func:`_fit_robot` (``robot``'s settings, ``options.seed``), RUN/arm_model.json;
-    returns its document.
+    returns its document; ``jackknife`` there adds the refits' ``uncertainty`` (groups of
+    ``options.group_by[0]``, or logs).
     ``options`` (:class:`~actuatorlab.identify.select.FamilyOptions`): seed, budget, dt and workers
     apply to both; extensions, group_by and calibration to the family fit. Order: the fit, the
     Jacobian standard errors (``identifiability``, about a second) and, after a family fit, the
@@ -192,7 +194,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
     out = Path(out)
     name = robot.robot or _robot_of(trajs)
     if name is not None and not name.startswith("bench:"):
-        return _fit_robot(name, trajs, out, model, options.seed, robot, progress)
+        return _fit_robot(name, trajs, out, model, options.seed, robot, progress, (jackknife, options.group_by))
     fit, selection, uncertainty = fit_logs(trajs, model, options, progress)
     batches = make_batches(trajs, fit.dt)
     if progress:
@@ -425,7 +427,8 @@ def _robot_of(trajs: list[Trajectory]) -> str | None:
 
 
 def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None, seed: int,
-               ro: RobotFitOptions, progress: Progress | None) -> dict:
+               ro: RobotFitOptions, progress: Progress | None,
+               jackknife: tuple[str | None, tuple[str, ...]] = (None, ())) -> dict:
     """The whole-robot branch of :func:`run_fit`: window rollouts through the native MuJoCo path
     (CMA-ES) or MJX (Adam); writes RUN/arm_model.json with the model, the fitted and nominal
     parameters, the per-joint replay MAE at 100/300/600 steps and the per-joint operating envelope
@@ -435,8 +438,15 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     :data:`~actuatorlab.identify.arm_fit.ARM_LADDER` is fitted on part of the logs and judged on
     the rest (:func:`~actuatorlab.identify.select.split_validation`: every 4th log by excitation,
     or a 70/30 time split of fewer than 3 logs), and the selected model is refitted on all of them
-    (:func:`~actuatorlab.identify.arm_fit.select_arm`)."""
+    (:func:`~actuatorlab.identify.arm_fit.select_arm`).
+
+    ``jackknife`` = (unit, group_by): with unit "group" or "log" (CMA-ES fits only), after the fit is written,
+    the delete-a-group jackknife of :func:`~actuatorlab.identify.arm_jackknife.arm_jackknife` (refits without
+    each group of ``group_by[0]``, or each log) rewrites it with ``uncertainty``. Without, the file is the
+    fit alone."""
     selection = None
+    if jackknife[0] is not None and ro.method != "cma":
+        raise ActuatorlabError(f"--robot {robot}: the jackknife refits the CMA-ES fit (method cma, not {ro.method})")
     if ro.init is not None and (model is None or ro.method != "cma"):
         raise ActuatorlabError(f"init {ro.init}: starts the CMA-ES fit of one model; give --model (and method cma)")
     groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
@@ -471,6 +481,13 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
          "package_version": __version__, "git_revision": git_revision()}
     save(from_document(d, validate=False), out / "arm_model.json")
+    if jackknife[0] is not None:  # the fit is on disk before the refits start
+        if progress:
+            progress("jackknife", "refits", 0.0)
+        d["uncertainty"] = arm_jackknife(robot, trajs, r, by=jackknife[0], group_by=jackknife[1] or GROUP_KEYS,
+                                         max_evals=ro.max_evals, seed=seed, horizon=ro.horizon,
+                                         max_windows=ro.max_windows)
+        save(from_document(d, validate=False), out / "arm_model.json")
     return d
 
 

@@ -71,7 +71,7 @@ def _inside(space: ArmSpace, p: dict) -> dict:
 
 def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_evals: int,
               seed: int, sigma0: float, z_start: dict | None = None,
-              bounds: tuple[dict, ...] | None = None) -> tuple[dict, int]:
+              bounds: tuple[dict, ...] | None = None, per_set_best: bool = False) -> tuple[dict, int]:
     """Per-joint fit by cooperative coevolution: one CMA-ES per parameter set (joint), each on the
     position error of its own joint(s). Generation g draws candidate c of every set, assembles
     them into one parameter vector per c, scores all c in one batched rollout, and tells each set's
@@ -82,7 +82,12 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     sub-search that has stopped (pycma's tolerances) is no longer asked: its set keeps the best
     assembled values.
     (Potter & De Jong, "A cooperative coevolutionary approach to function optimization", PPSN 1994,
-    with CMA-ES sub-searches: Hansen, arXiv:1604.00772.)"""
+    with CMA-ES sub-searches: Hansen, arXiv:1604.00772.)
+
+    ``per_set_best``: keep instead each set's best candidate by its own joints' error (the coevolution's
+    usual collaboration rule). From an optimum (the jackknife's refits) an assembled vector that moves every
+    set at once almost never beats it on the summed error, so the summed rule leaves a short refit where it
+    started; per set, each joint moves to its own optimum on the refit's data."""
     spaces = [ArmSpace.build(names, nominal, [g], bounds) for g in sets]
     # the sub-searches share one private stream, seeded as pycma's global reseeding left it (by the
     # last sub-search's seed): same draws as before, NumPy's global generator untouched
@@ -90,7 +95,9 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     es = [_box_cma(sp.z_of(z_start or start), sigma0, stream) for sp in spaces]
     pop = max(e.es.popsize for e in es)
     best = BestSoFar(x={k: np.asarray(v, float).copy() for k, v in start.items()})
-    best.f = float(score([best.x])[0, sets].sum())
+    f0 = score([best.x])[0]
+    best.f = float(f0[sets].sum())
+    set_f = {g: float(f0[g]) for g in sets}  # per_set_best: each set's best own error so far
 
     def assembled(Zs: list) -> dict[int, np.ndarray]:
         """Candidate c of every live set on the best vector so far, all c in one batched score; each
@@ -105,7 +112,15 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
                         p[k][sp.sets[0]] = th[a]
             cands.append(p)
         f = score(cands)  # (pop, n_sets)
-        best.update(f[:, sets].sum(axis=1), cands)
+        if per_set_best:
+            for g in sets:
+                c = int(np.argmin(f[:, g]))
+                if f[c, g] < set_f[g]:
+                    set_f[g] = float(f[c, g])
+                    for k in names:
+                        best.x[k][g] = cands[c][k][g]
+        else:
+            best.update(f[:, sets].sum(axis=1), cands)
         return {i: f[:, g] for i, g in enumerate(sets)}
 
     # a generation runs only while it fits in the budget (the start counted): pop per search per generation
@@ -185,7 +200,7 @@ def _fit_parts(robot_name: str | Robot, trajs: Iterable[Trajectory], model: str 
 def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
             params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
             max_evals: int = 300, seed: int = 0, horizon: int = 100, sigma0: float | None = None,
-            init: Iterable[dict] = (), max_windows: int | None = None) -> dict[str, Any]:
+            init: Iterable[dict] = (), max_windows: int | None = None, per_set_best: bool = False) -> dict[str, Any]:
     """Fit actuator parameters of a whole robot to multi-joint logs with CMA-ES (module docstring).
 
     Args:
@@ -210,6 +225,8 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
             contained models). Each is scored as given (even outside the box) and CMA-ES starts
             from the best, so the result is never worse on the fit windows than any of them.
         max_windows: fit on at most this many windows, evenly spread over the logs (None: all).
+        per_set_best: with ``per_joint``, keep each joint's best values by its own error instead of the
+            best assembled vector by the summed error (:func:`_coevolve`; the jackknife's refits).
 
     Returns:
         {"model", "params": {name: {set or joint: value}} (servo side), "nominal": same layout,
@@ -249,7 +266,7 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     best_p, best_f = starts[b], f0[b]
     if per_joint and len(sets) > 1:
         best_p, n_ev = _coevolve(names, nominal, sets, best_p, scores_per_joint, max_evals, seed, sigma0,
-                                 _inside(space, best_p), set_bounds(r.groups))
+                                 _inside(space, best_p), set_bounds(r.groups), per_set_best)
         evals += n_ev
     else:
         best = BestSoFar(best_f, best_p)

@@ -174,6 +174,18 @@ def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dic
             "entries": entries}
 
 
+def _estimation_var(joints: list[str], of: Mapping[str, str], se: Mapping | None) -> float | None:
+    """v_e = sum_t (1 - 1/n_t) sum_{j in t} se_j^2 / (n - T): the expected contribution of the joints'
+    estimation errors (natural-space standard errors ``se`` {joint: se}) to the pooled within-type variance
+    of :func:`propose_fleet_spec` (n joints, T types with n_t joints); None when a joint has no se."""
+    if not se or any(se.get(j) is None for j in joints):
+        return None
+    by_type: dict[str, list[float]] = {}
+    for j in joints:
+        by_type.setdefault(of[j], []).append(float(se[j]) ** 2)
+    return sum((1 - 1 / len(v)) * sum(v) for v in by_type.values()) / (len(joints) - len(by_type))
+
+
 def propose_fleet_spec(d: Mapping, source: str) -> dict:
     """A spec document proposed from one whole-robot fit per joint (an ``arm_model.json`` with
     ``per_joint``, loaded dict): the robot's joints are the units of its actuator types.
@@ -189,7 +201,21 @@ def propose_fleet_spec(d: Mapping, source: str) -> dict:
       robot config's search bounds (:mod:`actuatorlab.robots.bounds`) or the "servo" profile. The spread
       includes each joint's estimation error: an upper bound on the true unit-to-unit variation where
       the data pins each joint down, an overstatement where it does not;
-    * no ``identified`` entry: a whole-robot fit records no parameter uncertainty (said in the notes).
+    * when the fit carries the jackknife of its refits (``uncertainty.stderr_natural``, the fit job's
+      ``jackknife``, :func:`~actuatorlab.identify.arm_jackknife.arm_jackknife`), each joint's estimation
+      variance se_j^2 is removed from the spread by the method of moments (the ANOVA / random-effects
+      variance-component estimate truncated at zero: Searle, Casella & McCulloch, "Variance Components",
+      Wiley 1992, ch. 3 and 4). With z_j = mu_t + u_j + e_j, var u = s_u^2, var e_j = se_j^2,
+      E[s^2] = s_u^2 + v_e with v_e = sum_t (1 - 1/n_t) sum_{j in t} se_j^2 / (n - T) (the mean se_j^2 when
+      every type has as many joints), so::
+
+          s_u^2 = max(s^2 - v_e, 0)
+
+      the entry's ``std`` is s_u, ``std_raw`` s and ``estimation_std`` sqrt(v_e); a parameter with
+      s^2 <= v_e (its spread is not distinguishable from its estimation error) gets no entry, and
+      ``source.dropped`` says why. Without ``uncertainty`` the spread is s, as above;
+    * no ``identified`` entry: the fit per joint is not the environment's centre (the fit by joint type is),
+      and the spec's identified entry has one covariance for all units (said in the notes).
 
     The values that the spec scatters are those of the actuator the environment runs (e.g. the fit
     by joint type): ``source.centre`` says so, ``source.units`` keeps the per-joint values."""
@@ -206,7 +232,9 @@ def propose_fleet_spec(d: Mapping, source: str) -> dict:
     if len(labels) - len(types) < 1:
         raise RandomizationError(f"{source}: {len(labels)} joints of {len(types)} types: no unit spread to pool")
     bounds = set_bounds(robot.groups)
-    entries, units = [], {}
+    entries, units, dropped = [], {}, []
+    unc = d.get("uncertainty") or {}
+    se_nat = unc.get("stderr_natural") or {}
     for n, per in params.items():
         vals = {j: float(v) for j, v in per.items()}
         z = {j: float(_natural(n, v)) for j, v in vals.items()}
@@ -220,16 +248,39 @@ def propose_fleet_spec(d: Mapping, source: str) -> dict:
              "note": f"spread of the fitted {n} across the {len(vals)} joints within their types "
                      f"({', '.join(types)}), pooled ({'log space' if _space(n) == 'log' else PARAMS[n].unit}); "
                      "includes each joint's estimation error"}
+        v_e = _estimation_var(list(vals), of, se_nat.get(n))
+        if v_e is not None:
+            s_u2 = std**2 - v_e
+            corr = {"std_raw": std, "estimation_std": float(np.sqrt(v_e)), "std_corrected": float(np.sqrt(max(s_u2, 0.0)))}
+            units[n].update(corr)
+            if s_u2 <= 0:
+                dropped.append({"parameter": n, **corr,
+                                "note": f"the spread of the fitted {n} across joints ({std:.4g}) is not larger than "
+                                        f"its estimation error ({np.sqrt(v_e):.4g}, jackknife): no unit entry"})
+                continue
+            e.update(std=corr["std_corrected"], std_raw=std, estimation_std=corr["estimation_std"],
+                     note=e["note"].replace("includes each joint's estimation error",
+                                            f"less each joint's estimation variance (jackknife, method of moments): "
+                                            f"raw {std:.4g}, estimation {np.sqrt(v_e):.4g}, corrected "
+                                            f"{corr['std_corrected']:.4g}"))
         if _space(n) != "log":
             g = robot.groups[robot.joint(labels[0]).group]
             e["clip"] = list(bounds[robot.groups.index(g)].get(n, bounds_for(n, "servo")))
         entries.append(e)
+    if unc:
+        note = (f"{unc.get('method') or 'jackknife'}: each joint's natural-space standard error; the unit spread "
+                "is the pooled within-type spread less the mean estimation variance (method of moments); no "
+                "identified entry (the fit per joint is not the environment's centre)")
+        uncertainty = [{"file": source, "source": "jackknife", "note": note}]
+    else:
+        uncertainty = [{"file": source, "source": "none", "note": NO_ARM_UNCERTAINTY}]
     return {"format": SPEC_FORMAT, "format_version": SPEC_VERSION,
             "description": "proposed by `actuatorlab randomize` from a fit per joint (the fleet); edit freely",
             "source": {"models": [source], "model": [d.get("model")], "robot": robot.name, "types": types,
                        "centre": "the parameter sets of the actuator the environment runs (e.g. the fit by joint "
                                  "type); unit entries scatter each joint around them",
-                       "uncertainty": [{"file": source, "source": "none", "note": NO_ARM_UNCERTAINTY}],
+                       "uncertainty": uncertainty,
                        "unit_spread": {"file": source, "note": "pooled within-type spread across joints, natural space"},
+                       **({"dropped": dropped} if unc else {}),
                        "units": units, "package_version": __version__},
             "entries": entries}

@@ -6,11 +6,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import List, Optional
 
+import numpy as np
 import typer
 from rich.markup import escape
 from rich.table import Table
 
 from ...models.control import CONTROL_LAWS
+from ...models.params import PARAMS
 from ...models.registry import BASE_MODELS, EXTENSIONS
 from ...identify.calibrate import describe, describe_judgement
 from .. import identify_jobs
@@ -103,6 +105,12 @@ def _print_fit_robot(r) -> None:
                       "yes" if r["earns_place"] else "no")
         console.print(t)
     _print_per_joint(d["metrics"]["train"])
+    unc = d.get("uncertainty")
+    if unc:  # one line: the median over joints (or sets) of each parameter's natural-space standard error
+        med = ", ".join(f"{n} {np.median(list(v.values())):.3g}{'' if unc['space'][n] == 'log' else ' ' + PARAMS[n].unit}"
+                        for n, v in unc["stderr_natural"].items())
+        console.print(f"jackknife: {unc['method']}, {unc['cpu_s']:.0f} s CPU; median stderr (log space for "
+                      f"positive parameters): {med}", soft_wrap=True)
     console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
                   f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
 
