@@ -234,6 +234,7 @@ def _resolve(cfg: TrainConfig, env: Any, ppo_obj: PPO | None):
         if not cfg.resume:
             raise ModelError(f"{out}: a run exists there; pass resume=True (--resume) or another output folder")
         old = read_json(out / "config.json", ModelError, "missing")
+        old["env_options"] = pinned_env_options(old.get("env_options"))   # a run started before paths were pinned
         diff = sorted(k for k in config if old.get(k) != json.loads(json.dumps(config[k])))
         if diff:
             raise ModelError(f"{out}: cannot resume, the run was started with other settings ({', '.join(diff)})")
