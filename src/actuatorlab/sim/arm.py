@@ -48,13 +48,26 @@ def make_inputs(robot: Robot, q_target, enable=1.0, v_supply=None) -> ArmInputs:
                      np.broadcast_to(np.asarray(vs, float), qt.shape).copy())
 
 
+def joint_equalities(m: mujoco.MjModel) -> list[int]:
+    """Ids of the model's two-joint joint equalities (follower eq_obj1id, leader eq_obj2id), ordered so
+    that a leader that itself follows another joint is set first: one pass in this order resolves a
+    chain (a mimic finger that follows a jaw that follows a crank)."""
+    eqs = [e for e in range(m.neq) if m.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT and m.eq_obj2id[e] >= 0]
+    lead_of = {int(m.eq_obj1id[e]): int(m.eq_obj2id[e]) for e in eqs}
+
+    def depth(j: int) -> int:   # links between j and a joint that follows none (bounded: cycles end)
+        d = 0
+        while j in lead_of and d <= len(eqs):
+            j, d = lead_of[j], d + 1
+        return d
+
+    return sorted(eqs, key=lambda e: depth(int(m.eq_obj2id[e])))
+
+
 def _follow_equalities(m: mujoco.MjModel, qpos: np.ndarray, qvel: np.ndarray, skip: set[int]) -> None:
     """Joint equalities (x - x0 = c0 + c1 y + c2 y^2 + ..., y = q2 - q2_0): set each follower
-    joint (not in ``skip``) from its leader, in place; one pass per equality, so that chains
-    (a mimic finger that follows a jaw that follows a crank) resolve in any order."""
-    for e in [e for _ in range(m.neq) for e in range(m.neq)]:
-        if m.eq_type[e] != mujoco.mjtEq.mjEQ_JOINT or m.eq_obj2id[e] < 0:
-            continue
+    joint (not in ``skip``) from its leader, in place, leaders first (:func:`joint_equalities`)."""
+    for e in joint_equalities(m):
         j1, j2 = int(m.eq_obj1id[e]), int(m.eq_obj2id[e])
         q1, q2 = m.jnt_qposadr[j1], m.jnt_qposadr[j2]
         if q1 in skip:

@@ -43,6 +43,7 @@ import numpy as np
 from scipy.spatial import ConvexHull
 
 from ..errors import DataError
+from .arm import joint_equalities
 from .camera import Camera, project, se3_exp
 
 __all__ = ["RobotMeshes", "load_meshes", "follow_joints", "geom_poses", "body_point", "soft_silhouette", "soft_iou",
@@ -67,7 +68,7 @@ class RobotMeshes:
         edge_third: (G, E, 2) the third vertex of each of those faces; edge_valid: (G, E) 1.0 / 0.0.
         followers: the model's joint equalities between two joints (a mimic finger, a jaw driven
             by a crank, :mod:`actuatorlab.robots.mechanisms`): (follower qpos address, leader qpos
-            address, follower qpos0, leader qpos0, polynomial coefficients (5,)) each.
+            address, follower qpos0, leader qpos0, polynomial coefficients (5,)) each, leaders first.
     """
 
     joints: tuple[str, ...]
@@ -203,23 +204,21 @@ def load_meshes(model: mujoco.MjModel | str | Path, max_vertices: int = 16, piec
 def _followers(m: mujoco.MjModel) -> tuple[tuple[int, int, float, float, tuple[float, ...]], ...]:
     """The model's two-joint joint equalities as :attr:`RobotMeshes.followers`."""
     out = []
-    for e in range(m.neq):
-        if m.eq_type[e] == mujoco.mjtEq.mjEQ_JOINT and m.eq_obj2id[e] >= 0:
-            f, lead = (int(m.jnt_qposadr[m.eq_obj1id[e]]), int(m.jnt_qposadr[m.eq_obj2id[e]]))
-            out.append((f, lead, float(m.qpos0[f]), float(m.qpos0[lead]), tuple(float(c) for c in m.eq_data[e][:5])))
+    for e in joint_equalities(m):   # leaders first: one pass resolves chains
+        f, lead = (int(m.jnt_qposadr[m.eq_obj1id[e]]), int(m.jnt_qposadr[m.eq_obj2id[e]]))
+        out.append((f, lead, float(m.qpos0[f]), float(m.qpos0[lead]), tuple(float(c) for c in m.eq_data[e][:5])))
     return tuple(out)
 
 
 def follow_joints(rm: RobotMeshes, qpos):
     """(nq,) joint positions with every joint that follows another through a joint equality set
     from its leader as the equality holds it, ``q_f = q0_f + sum_k c_k (q_l - q0_l)^k`` (MuJoCo's
-    ``polycoef``): the jaw where the crank puts it, the mimic finger with the jaw. One pass per
-    equality, so chains resolve; differentiable (gradients reach the leaders)."""
+    ``polycoef``): the jaw where the crank puts it, the mimic finger with the jaw. One pass in the
+    followers' order (leaders first) resolves chains; differentiable (gradients reach the leaders)."""
     qpos = jnp.asarray(qpos)
-    for _ in rm.followers:
-        for f, lead, q0f, q0l, c in rm.followers:
-            y = qpos[lead] - q0l
-            qpos = qpos.at[f].set(q0f + c[0] + y * (c[1] + y * (c[2] + y * (c[3] + y * c[4]))))
+    for f, lead, q0f, q0l, c in rm.followers:
+        y = qpos[lead] - q0l
+        qpos = qpos.at[f].set(q0f + c[0] + y * (c[1] + y * (c[2] + y * (c[3] + y * c[4]))))
     return qpos
 
 
