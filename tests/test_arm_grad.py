@@ -172,7 +172,7 @@ class _Quadratic:
 
 def _stub(monkeypatch, truth, nan_at=()):
     """Replace the MJX objective by a quadratic around z(truth) in the fit's own box."""
-    def factory(r, names, cfg, mode, sets):
+    def factory(r, names, cfg, mode, sets, images=None):
         space = ArmSpace.build(names, r.nominal_params(), sets)
         full = {k: np.broadcast_to(truth[k][:1], (len(r.groups),)) for k in names}
         return space, _Quadratic(space.z_of(full), nan_at)

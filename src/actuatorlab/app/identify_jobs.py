@@ -64,7 +64,11 @@ class FitJob:
     timestep_sensitivity (replay and refit at dt/2 and 2 dt), robot (multi-joint logs of this robot;
     null: the robot the logs name, none for one-joint logs), max_evals (with robot: CMA-ES evaluations per model, 300), per_joint (with robot: one parameter
     set per joint), method (with robot: cma | grad), init (with robot and model: an arm_model.json whose
-    parameters start the fit, e.g. the fit by joint type before a fit per joint)."""
+    parameters start the fit, e.g. the fit by joint type before a fit per joint), masks (with robot, model and
+    method grad: a folder of camera masks, docs/format.md section 6, whose silhouettes join the loss; a joint
+    logged without position/<joint> is then seen by the cameras only), camera (the camera_calibration.json of
+    calibrate-camera; null: the camera file's camera_from_base), image_weight (lambda [rad^2] of the image term,
+    1e-2)."""
 
     data: tuple[Path, ...] = ()
     out: Path = Path("run")
@@ -78,6 +82,9 @@ class FitJob:
     per_joint: bool = False
     method: str = "cma"
     init: Path | None = None
+    masks: Path | None = None
+    camera: Path | None = None
+    image_weight: float = 1e-2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,6 +104,7 @@ def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
     the logs) and write RUN/."""
     check_range("options.dt", job.options.dt)
     check_range("max_evals", job.max_evals)
+    check_range("image_weight", job.image_weight)
     if job.robot is not None and not job.data:
         raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
     if job.robot is None and job.model is not None and job.options.calibration not in (CALIBRATION, "none"):
@@ -104,7 +112,8 @@ def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
     d = jobs.run_fit(list(job.data) or None, job.out, model=job.model, options=job.options, mapping=job.mapping,
                      progress=progress, jackknife=job.jackknife, timestep_sensitivity=job.timestep_sensitivity,
                      robot=jobs.RobotFitOptions(job.robot, job.max_evals, job.per_joint, method=job.method,
-                                                init=job.init))
+                                                init=job.init, masks=job.masks, camera=job.camera,
+                                                image_weight=job.image_weight))
     robot = str(d.get("robot") or "")
     return FitResult(d, job.out, None if not robot or robot.startswith("bench:") else robot)
 

@@ -44,6 +44,7 @@ from ..files import atomic_write, git_revision
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..learned.arm import evaluate_learned_arm, load_arm_model
 from ..identify.arm_grad import fit_arm_grad
+from ..identify.images import ImageOptions, load_image_supervision
 from ..identify.calibrate import describe, describe_judgement
 from .. import __version__
 from .data_files import _setup_summary, example_data_dir, load_data
@@ -167,6 +168,19 @@ class RobotFitOptions:
     #: an arm_model.json of this robot whose parameters start the CMA-ES fit of ``model`` (e.g. the fit by joint
     #: type before a fit per joint: each joint starts at its type's values); None: the config's nominal values
     init: str | Path | None = None
+    #: camera masks (docs/format.md section 6) whose silhouettes join the grad fit's loss
+    #: (:mod:`actuatorlab.identify.images`); camera: their camera_calibration.json (None: the camera file's poses)
+    masks: str | Path | None = None
+    camera: str | Path | None = None
+    image_weight: float = 1e-2  #: lambda [rad^2] of the image term
+
+
+def _images_record(ro: RobotFitOptions, r: dict) -> dict[str, Any]:
+    """The image supervision's entries of arm_model.json's "fit" (none without masks)."""
+    if ro.masks is None:
+        return {}
+    return {"masks": str(ro.masks), "camera": None if ro.camera is None else str(ro.camera),
+            "image_weight": ro.image_weight, **{k: r[k] for k in ("image_term", "image_soft_iou") if k in r}}
 
 
 @physics
@@ -449,6 +463,9 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
         raise ActuatorlabError(f"--robot {robot}: the jackknife refits the CMA-ES fit (method cma, not {ro.method})")
     if ro.init is not None and (model is None or ro.method != "cma"):
         raise ActuatorlabError(f"init {ro.init}: starts the CMA-ES fit of one model; give --model (and method cma)")
+    if ro.masks is not None and (model is None or ro.method != "grad"):
+        raise ActuatorlabError(f"masks {ro.masks}: the image loss joins the gradient fit of one model; give --model "
+                               "and method grad")
     groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
     if ro.method == "grad" and len(groups) > 1:
         raise ActuatorlabError(f"--robot {robot}: the logs were recorded at {len(groups)} gain / load settings; "
@@ -457,7 +474,9 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     if ro.method not in ("cma", "grad"):
         raise UnknownNameError("fit method", ro.method, ("cma", "grad"))
     if model is not None and ro.method == "grad":
-        r = fit_arm_grad(rb, trajs, model=model, seed=seed, per_joint=ro.per_joint)
+        images = None if ro.masks is None else load_image_supervision(rb, trajs, ro.masks, ro.camera,
+                                                                     ImageOptions(weight=ro.image_weight))
+        r = fit_arm_grad(rb, trajs, model=model, seed=seed, per_joint=ro.per_joint, images=images)
     elif model is not None:
         r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
                     horizon=ro.horizon, max_windows=ro.max_windows,
@@ -477,7 +496,8 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
          "envelope": robot_envelope(rb, trajs),
          "fit": {"method": ro.method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
                                                             "horizon")},
-                 **({"init": str(ro.init)} if ro.init is not None else {})},
+                 **({"init": str(ro.init)} if ro.init is not None else {}),
+                 **_images_record(ro, r)},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
          "package_version": __version__, "git_revision": git_revision()}
     save(from_document(d, validate=False), out / "arm_model.json")

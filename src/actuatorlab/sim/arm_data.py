@@ -11,7 +11,10 @@ state (:func:`fit_windows`, :func:`actuatorlab.sim.arm_windows.make_windows`). R
     MAE_j(h) = sum_w sum_k |q_sim[w, k, j] - q_meas[w, k, j]| / (number of samples)   [rad | m]
 
 Robot joints the log does not list (the OpenManipulator-X gripper in the synth logs) are held at
-their rest position (target = qpos0) and not scored. Used by the whole-robot fit
+their rest position (target = qpos0) and not scored; a listed joint without a ``position/<joint>``
+channel, declared in ``Setup.extra["unmeasured"]`` (no encoder, or one withheld), is commanded but
+not scored, its command standing in for its state where a window restarts; an undeclared missing
+channel is an error. Used by the whole-robot fit
 (:mod:`actuatorlab.identify.arm_fit`), the learned actuators, the force estimators and the
 virtual hardware alike.
 """
@@ -43,9 +46,14 @@ class LogArrays:
     """One multi-joint log on the control grid, robot joint order.
 
     q_meas, dq_meas: (T, n) [rad | m], [rad/s | m/s]; inputs: :class:`ArmInputs` (T, n);
-    scored: (n,) bool, True for joints the log records; units: joint -> unit of the logged joints;
-    temperature: (T, n) [degC] winding temperature from temperature/<joint> channels (joints
-    without one: the nominal ambient temperature), or None when the log has none.
+    scored: (n,) bool, True for joints whose position the log records; units: joint -> unit of the
+    logged joints; temperature: (T, n) [degC] winding temperature from temperature/<joint> channels
+    (joints without one: the nominal ambient temperature), or None when the log has none;
+    commanded: (n,) bool, True for the log's joints (scored, or commanded without an encoder: such
+    a joint, listed in ``Setup.extra["unmeasured"]``, has q_meas and dq_meas that are its command
+    and the command's derivative, stand-ins for the
+    window's initial state that no loss compares with; image supervision sees it,
+    :mod:`actuatorlab.identify.images`); None: as ``scored``.
     """
 
     name: str
@@ -55,6 +63,7 @@ class LogArrays:
     scored: np.ndarray
     units: dict
     temperature: np.ndarray | None = None
+    commanded: np.ndarray | None = None
 
 
 def _where(traj: Trajectory) -> str:
@@ -73,14 +82,19 @@ def log_arrays(robot: Robot, traj: Trajectory) -> LogArrays:
     if extra.get("robot") not in (None, robot.name):
         raise DataError(where, f"log was recorded on robot {extra['robot']!r}, not {robot.name!r}")
     joints = list(extra.get("joints") or robot.joint_names)
+    unmeasured = set(extra.get("unmeasured") or ())
+    if unmeasured - set(joints) or any(traj.has(f"position/{j}") for j in unmeasured):
+        raise DataError(where, f"Setup.extra['unmeasured'] {sorted(unmeasured)} must list joints of the log "
+                               f"({', '.join(joints)}) that have no position/<joint> channel")
     for j in joints:
         if j not in robot.joint_names:
             raise DataError(where, f"log joint {j!r} is not a joint of {robot.name} "
                                    f"({', '.join(robot.joint_names)})")
         for ch in (f"position/{j}", f"position_target/{j}"):
-            if not traj.has(ch):
-                raise DataError(where, f"no {ch!r} channel for joint {j!r} of {robot.name} "
-                                       f"(multi-joint logs need position/<joint> and position_target/<joint>)")
+            if not traj.has(ch) and not (j in unmeasured and ch.startswith("position/")):
+                raise DataError(where, f"no {ch!r} channel for joint {j!r} of {robot.name} (multi-joint logs need "
+                                       f"position/<joint> and position_target/<joint>; a joint without an "
+                                       f"encoder is listed in Setup.extra['unmeasured'])")
     T = traj.n
     if T < 2:
         raise DataError(where, f"log has {T} samples; at least 2 are needed")
@@ -100,16 +114,22 @@ def log_arrays(robot: Robot, traj: Trajectory) -> LogArrays:
         vs[:] = np.asarray(traj["supply_voltage"], float)[:, None]
     scored = np.zeros(n, bool)
     units = {}
+    commanded = np.zeros(n, bool)
     for j in joints:
         i = robot.index(j)
-        q[:, i] = traj[f"position/{j}"]
         qt[:, i] = traj[f"position_target/{j}"]
+        commanded[i] = True
+        if traj.has(f"torque_enable/{j}"):
+            en[:, i] = traj[f"torque_enable/{j}"]
+        if j in unmeasured:  # commanded, not measured: the command stands in (not scored)
+            q[:, i] = qt[:, i]
+            dq[:, i] = np.gradient(qt[:, i], traj.time)
+            continue
+        q[:, i] = traj[f"position/{j}"]
         if traj.has(f"velocity/{j}"):
             dq[:, i] = traj[f"velocity/{j}"]
         else:
             dq[:, i] = np.gradient(q[:, i], traj.time)
-        if traj.has(f"torque_enable/{j}"):
-            en[:, i] = traj[f"torque_enable/{j}"]
         scored[i] = True
         units[j] = traj.channels[f"position/{j}"].unit
     if not np.all(np.isfinite(q[:, scored])) or not np.all(np.isfinite(qt)):
@@ -124,7 +144,7 @@ def log_arrays(robot: Robot, traj: Trajectory) -> LogArrays:
                 i = robot.index(j)
                 col = np.asarray(traj[f"temperature/{j}"], float)
                 temp[:, i] = np.where(np.isfinite(col), col, temp[:, i])
-    return LogArrays(traj.name, q, dq, ArmInputs(qt, en, vs), scored, units, temp)
+    return LogArrays(traj.name, q, dq, ArmInputs(qt, en, vs), scored, units, temp, commanded)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from ..errors import DataError
 from ..robots.loader import Robot
 from .arm import ArmConfig, ArmInputs, ArmState, initial_state, position_loss
 
-__all__ = ["CURRICULUM", "Windows", "make_windows", "curriculum", "window_loss"]
+__all__ = ["CURRICULUM", "Windows", "make_windows", "window_starts", "curriculum", "window_loss"]
 
 #: window lengths [control steps] of the default curriculum
 CURRICULUM: tuple[int, ...] = (128, 256, 320)
@@ -51,6 +51,13 @@ class Windows(NamedTuple):
     q_meas: np.ndarray
     dq_meas: np.ndarray
     mask: np.ndarray
+
+
+def window_starts(T: int, length: int, stride: int | None = None) -> np.ndarray:
+    """Start indices of the windows of ``length`` steps every ``stride`` (default ``length``) of a
+    log of ``T`` samples: one window at 0 when the log is not longer than ``length``."""
+    stride = int(length) if stride is None else int(stride)
+    return np.arange(0, max(T - 1, 1), stride) if T > length else np.array([0])
 
 
 def make_windows(robot: Robot, q_meas, dq_meas, inputs: ArmInputs, length: int, stride: int | None = None,
@@ -74,8 +81,7 @@ def make_windows(robot: Robot, q_meas, dq_meas, inputs: ArmInputs, length: int, 
                                   f"got {temperature.shape}")
     if length < 1 or T < 1:
         raise DataError(None, f"window length ({length}) and log length ({T}) must be >= 1")
-    stride = length if stride is None else int(stride)
-    starts = np.arange(0, max(T - 1, 1), stride) if T > length else np.array([0])
+    starts = window_starts(T, length, stride)
     D = cfg.delay_steps
     win: dict[str, list[np.ndarray]] = {k: [] for k in ("qt", "en", "vs", "q", "dq", "mask")}
     states = []

@@ -1,0 +1,133 @@
+"""Image-supervised actuators on the virtual OM-X with cameras (issue 45, item 4).
+
+One command (from the repo root)::
+
+    python bench/visual_actuator.py                       # seed 0, joint2 withheld, calibrated cameras
+    python bench/visual_actuator.py --camera truth --joint joint3 --out va.json
+
+Writes the dataset (``actuatorlab synth --suite cameras``: five 4 s logs, two 160 x 120 cameras
+at 10 frames/s, masks with defects) into a temporary folder. The cameras are calibrated from the
+train logs' masks (:func:`actuatorlab.identify.handeye.calibrate_camera`, the three-click start;
+``--camera truth`` uses the hidden transforms instead, to separate the actuator from the camera
+error). Then the same gradient fit through MJX (:func:`actuatorlab.identify.arm_grad.fit_arm_grad`,
+the config's model, one parameter set per joint, same curriculum and steps) runs twice on the
+train logs:
+
+* **encoder**: every joint's encoder, no images;
+* **images**: ``--joint``'s encoder withheld (its ``position/`` and ``velocity/`` channels
+  removed), the masks of both cameras in the loss (:mod:`actuatorlab.identify.images`).
+
+Both are judged on the test and validation logs, every encoder present (never used in either
+fit): per-joint rollout MAE over windows of 100 and 300 control steps, next to the nominal
+parameters. Target (issue 45): the withheld joint's MAE with images <= 1.5x its MAE with the
+encoder. Ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import emit  # noqa: E402
+
+from actuatorlab.identify.arm_grad import fit_arm_grad  # noqa: E402
+from actuatorlab.identify.handeye import HandEyeConfig, calibrate_camera, load_mask_frames, pose_error  # noqa: E402
+from actuatorlab.identify.images import ImageOptions, load_image_supervision, withhold_encoders  # noqa: E402
+from actuatorlab.logs import load_logs  # noqa: E402
+from actuatorlab.robots import load_robot  # noqa: E402
+from actuatorlab.sim.arm_data import evaluate_arm  # noqa: E402
+from actuatorlab.sim.camera import read_cameras  # noqa: E402
+from actuatorlab.sim.silhouette import load_meshes  # noqa: E402
+from actuatorlab.synth import run_synth  # noqa: E402
+
+ROBOT = "open_manipulator_x"
+
+
+def _calibration(ds: Path, mode: str, out: Path, frames: int) -> tuple[Path, list[dict]]:
+    """A camera_calibration.json of every camera (calibrated, or the hidden truth) and its errors."""
+    truth = json.loads((ds / "dataset.json").read_text())["ground_truth"]["cameras"]["camera_from_base"]
+    rows, cams = [], []
+    rm = load_meshes(load_robot(ROBOT).model())
+    logs = load_logs(ds / "train")
+    for cam in read_cameras(ds / "masks" / "cameras.json"):
+        T_true = np.array(truth[cam.name])
+        if mode == "truth":
+            T, wall = T_true, 0.0
+        else:
+            t0 = time.perf_counter()
+            T = calibrate_camera(load_mask_frames(logs, ds / "masks", cam, rm), rm,
+                                 HandEyeConfig(n_frames=frames)).camera_from_base
+            wall = time.perf_counter() - t0
+        mm, deg = pose_error(T, T_true)
+        rows.append({"camera": cam.name, "translation_err_mm": round(mm, 2), "rotation_err_deg": round(deg, 3),
+                     "wall_s": round(wall, 1)})
+        cams.append({"camera": cam.name, "camera_from_base": np.asarray(T).tolist()})
+        print(rows[-1], file=sys.stderr, flush=True)
+    path = out / "camera_calibration.json"
+    path.write_text(json.dumps({"robot": ROBOT, "cameras": cams}))
+    return path, rows
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--joint", default="joint2", help="the joint whose encoder is withheld")
+    ap.add_argument("--camera", choices=("calibrated", "truth"), default="calibrated")
+    ap.add_argument("--frames", type=int, default=6, help="frames of the hand-eye calibration")
+    ap.add_argument("--curriculum", type=int, nargs="+", default=[64, 128, 128])
+    ap.add_argument("--iters", type=int, nargs="+", default=[30, 15, 15])
+    ap.add_argument("--weight", type=float, default=1e-2, help="lambda [rad^2] of the image term")
+    ap.add_argument("--out", type=Path, default=None)
+    a = ap.parse_args(argv)
+    load0 = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        ds = Path(tmp) / "ds"
+        run_synth(ROBOT, "cameras", ds, seed=a.seed)
+        cal, cam_rows = _calibration(ds, a.camera, Path(tmp), a.frames)
+        train = load_logs(ds / "train")
+        judge = load_logs(ds / "test") + load_logs(ds / "val")
+        robot = load_robot(ROBOT)
+        withheld = [withhold_encoders(t, [a.joint]) for t in train]
+        kw = dict(per_joint=True, curriculum=tuple(a.curriculum), iters=tuple(a.iters), batch=8, seed=a.seed)
+        runs: dict[str, dict] = {}
+        for name, logs, images in (("encoder", train, None),
+                                   ("images", withheld, load_image_supervision(robot, withheld, ds / "masks", cal,
+                                                                               ImageOptions(weight=a.weight)))):
+            t0, c0 = time.perf_counter(), time.process_time()
+            r = fit_arm_grad(ROBOT, logs, images=images, **kw)
+            runs[name] = {"params": r["params"], "train_mae": r["train_mae"], "wall_s": time.perf_counter() - t0,
+                          "cpu_s": time.process_time() - c0, "compile_s": r["compile_s"],
+                          "image_soft_iou": r.get("image_soft_iou")}
+            print(name, {k: v for k, v in runs[name].items() if k != "params"}, file=sys.stderr, flush=True)
+    table = {"nominal": evaluate_arm(ROBOT, None, judge, horizons=(100, 300))["per_joint"]}
+    for name, r in runs.items():
+        table[name] = evaluate_arm(ROBOT, r["params"], judge, horizons=(100, 300))["per_joint"]
+    joints = list(table["nominal"])
+    print(f"held-out rollout MAE [mrad] (test + val logs, every encoder), {a.joint}'s encoder withheld in 'images'; "
+          f"cameras: {a.camera}")
+    print(f"{'fit':<10}" + "".join(f"{j + ' h100':>14}{'h300':>7}" for j in joints))
+    for name, per in table.items():
+        print(f"{name:<10}" + "".join(f"{1e3 * per[j]['100']:14.2f}{1e3 * per[j]['300']:7.2f}" for j in joints))
+    ratio = {h: table["images"][a.joint][h] / table["encoder"][a.joint][h] for h in ("100", "300")}
+    print(f"{a.joint}: images / encoder = {ratio['100']:.2f} (100 steps), {ratio['300']:.2f} (300 steps); "
+          f"target <= 1.5")
+    summary = {"bench": "visual_actuator", "seed": a.seed, "joint": a.joint, "camera": a.camera, "cameras": cam_rows,
+               "curriculum": a.curriculum, "iters": a.iters, "weight": a.weight,
+               "heldout_mae_rad": table, "ratio_images_encoder": ratio,
+               "meets_target": bool(max(ratio.values()) <= 1.5),
+               "runs": {k: {kk: vv for kk, vv in v.items() if kk != "params"} for k, v in runs.items()},
+               "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2)}
+    emit(summary, a.out)
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,270 @@
+"""Image supervision of actuator models: the silhouette loss through renderer, kinematics and simulation.
+
+Calibrated cameras that see the robot (masks beside the logs, docs/format.md section 6; the
+camera-from-base transforms from ``actuatorlab calibrate-camera``) supervise an actuator model
+through its rollout. In a window restarted at control step s of a log, a mask frame f at log
+time t_f sits at the fractional step k_f = i(t_f) - s (i: the log's sample index, interpolated);
+the simulated joint positions there are interpolated linearly between control steps,
+
+    q_f = (1 - a) q_sim[floor(k_f)] + a q_sim[floor(k_f) + 1],    a = k_f - floor(k_f),
+
+drawn by the soft-silhouette renderer (:func:`actuatorlab.sim.silhouette.soft_silhouette`,
+SoftRas-style soft edges, EasyHeC-style per-link saturation) at the camera's pixel centres and
+compared with the observed mask M_f by the soft IoU. The image term of a minibatch is
+
+    J_img = lambda * sum_f c_f (1 - softIoU(I(q_f; T_cb), M_f)) / max(sum_f c_f, 1)
+
+(c_f: 1 for a frame inside its window, 0 for padding; lambda [rad^2]: the weight against the
+position term, :attr:`ImageSupervision.weight`). Its gradient flows through the renderer, the
+forward kinematics (:func:`~actuatorlab.sim.silhouette.geom_poses`, MuJoCo's ``mj_kinematics`` in
+JAX) and the MJX rollout into the actuator parameters (or network). This is the image loss of
+NeuralActuator (Dou et al., RSS 2026: rendered silhouettes against observed masks, gradients
+through the differentiable simulator) and of EasyHeC (Chen et al., RA-L 2023) with the actuator
+instead of the camera as the unknown.
+
+A joint whose log has a command but no encoder (``position_target/<joint>`` without
+``position/<joint>``, listed in ``Setup.extra["unmeasured"]``: :func:`withhold_encoders`,
+:func:`actuatorlab.sim.arm_data.log_arrays`) is not in the position term;
+the images are then what constrains it. Its windows restart from its command (the servo's lag
+at the cut is not corrected): frames in the first :attr:`ImageSupervision.settle_s` of a window
+are not used, so that the error of that initial state has decayed (the servo's closed loop
+forgets it: on the virtual OM-X the withheld shoulder's stand-in start raised 1 - softIoU by as
+much as the whole difference between nominal and fitted parameters, and by nothing after 0.3 s).
+
+The frames per window are capped (:attr:`ImageSupervision.frames_per_window`, evenly spread
+over the frames inside the window) so that every minibatch has one shape; the pixels are a
+crop around everything the camera's masks ever show (plus ``margin``), every ``stride``-th row
+and column.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..errors import DataError
+from ..logs.format import Trajectory
+from ..robots.loader import Robot
+from ..sim.camera import Camera, check_rigid, pixel_centres, read_cameras
+from ..sim.silhouette import RobotMeshes, load_meshes, soft_iou, soft_silhouette
+from ..sim.arm_windows import window_starts
+
+__all__ = ["ImageSupervision", "ImageOptions", "load_image_supervision", "window_targets", "image_term", "read_calibration",
+           "withhold_encoders"]
+
+
+@dataclass(frozen=True)
+class ImageSupervision:
+    """Masks of calibrated cameras, ready for the image term (module docstring).
+
+    Attributes:
+        meshes: the robot's :class:`~actuatorlab.sim.silhouette.RobotMeshes` (its mechanisms included).
+        cameras: the cameras, each with its calibrated ``camera_from_base``.
+        pixels: per camera (P_c, 2) [px] pixel centres of the crop.
+        frames: log name -> per camera ((F,) fractional sample index of each frame in the log,
+            (F, P_c) observed mask at the pixels, float32 in {0, 1}).
+        joint_qpos: per robot joint, its qpos address in ``meshes`` (robot joint order).
+        qpos0: (nq,) [rad | m] the rest pose that fills the joints the robot does not actuate.
+        weight: lambda [rad^2] of the image term against the position term.
+        sigma: [px] the renderer's edge width.
+        frames_per_window: most frames of one camera in one window.
+        settle_s: [s] frames this close to a window's start are not used (module docstring).
+    """
+
+    meshes: RobotMeshes = field(repr=False)
+    cameras: tuple[Camera, ...]
+    pixels: tuple[np.ndarray, ...] = field(repr=False)
+    frames: dict[str, tuple[tuple[np.ndarray, np.ndarray], ...]] = field(repr=False)
+    joint_qpos: tuple[int, ...]
+    qpos0: np.ndarray = field(repr=False)
+    weight: float = 1e-2
+    sigma: float = 1.0
+    frames_per_window: int = 4
+    settle_s: float = 0.3
+
+    def transforms(self) -> tuple[np.ndarray, ...]:
+        """(4, 4) camera-from-base transform of every camera."""
+        return tuple(np.asarray(c.camera_from_base, np.float64) for c in self.cameras)
+
+
+def withhold_encoders(traj: Trajectory, joints: list[str] | tuple[str, ...]) -> Trajectory:
+    """``traj`` without the ``position/<j>`` and ``velocity/<j>`` channels of ``joints``, which it
+    then declares unmeasured (``Setup.extra["unmeasured"]``): the log of the same motion from a
+    robot whose ``joints`` have no encoder (a new object; ``traj`` is not changed)."""
+    extra = dict(traj.setup.extra or {})
+    extra["unmeasured"] = sorted(set(extra.get("unmeasured") or ()) | set(joints))
+    drop = [c for j in joints for c in (f"position/{j}", f"velocity/{j}") if traj.has(c)]
+    return traj.without_channels(*drop).replace(setup=dataclasses.replace(traj.setup, extra=extra))
+
+
+def read_calibration(path: str | Path) -> dict[str, np.ndarray]:
+    """camera name -> (4, 4) ``camera_from_base`` of a ``camera_calibration.json``
+    (``actuatorlab calibrate-camera``); errors name the file."""
+    path = Path(path)
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        rows = doc["cameras"]
+        return {str(r["camera"]): check_rigid(r["camera_from_base"], path, f"camera {r['camera']!r} camera_from_base")
+                for r in rows}
+    except (OSError, json.JSONDecodeError, KeyError, TypeError) as e:
+        raise DataError(path, f"not a camera calibration file (needs cameras: [{{camera, camera_from_base}}]; {e})") from None
+
+
+def _crop_pixels(cam: Camera, masks: list[np.ndarray], margin: int, stride: int) -> tuple[np.ndarray, np.ndarray]:
+    """(P, 2) pixel centres of the crop around every pixel any mask shows, and their flat indices."""
+    union = np.any(np.concatenate(masks), axis=0)
+    ii, jj = np.nonzero(union)
+    if len(ii) == 0:
+        i0, i1, j0, j1 = 0, cam.height, 0, cam.width
+    else:
+        i0, i1 = max(int(ii.min()) - margin, 0), min(int(ii.max()) + margin + 1, cam.height)
+        j0, j1 = max(int(jj.min()) - margin, 0), min(int(jj.max()) + margin + 1, cam.width)
+    rows, cols = np.arange(i0, i1, stride), np.arange(j0, j1, stride)
+    flat = (rows[:, None] * cam.width + cols[None, :]).ravel()
+    return pixel_centres(cam.width, cam.height)[flat], flat
+
+
+def _read_masks(path: Path, cam: Camera, traj: Trajectory) -> tuple[np.ndarray, np.ndarray]:
+    with np.load(path) as z:
+        if f"masks_{cam.name}" not in z or f"time_{cam.name}" not in z:
+            raise DataError(path, f"no arrays time_{cam.name} and masks_{cam.name}")
+        t = np.asarray(z[f"time_{cam.name}"], dtype=np.float64)
+        m = np.asarray(z[f"masks_{cam.name}"]) > 0
+    if m.ndim != 3 or m.shape[1:] != (cam.height, cam.width):
+        raise DataError(path, f"masks_{cam.name} are {m.shape[-1]} x {m.shape[-2]} px (width x height) but "
+                              f"the camera file declares {cam.width} x {cam.height}")
+    if len(t) != len(m):
+        raise DataError(path, f"time_{cam.name} has {len(t)} frames, masks_{cam.name} {len(m)}")
+    bad = np.flatnonzero((t < traj.time[0]) | (t > traj.time[-1]) | ~np.isfinite(t))
+    if bad.size:
+        raise DataError(path, f"mask frame {int(bad[0])} at t = {t[bad[0]]:.4g} s has no matching log time "
+                              f"(log {traj.name} covers {traj.time[0]:.4g}-{traj.time[-1]:.4g} s)")
+    return t, m
+
+
+@dataclass(frozen=True)
+class ImageOptions:
+    """Settings of :func:`load_image_supervision` (:class:`ImageSupervision`'s fields of the same
+    names; ``stride``: every stride-th pixel row and column of the crop; ``margin`` [px] around
+    everything the camera's masks show)."""
+
+    weight: float = 1e-2
+    sigma: float = 1.0
+    stride: int = 2
+    margin: int = 6
+    frames_per_window: int = 4
+    settle_s: float = 0.3
+
+
+def load_image_supervision(robot: Robot, logs: list[Trajectory], masks_dir: str | Path,
+                           calibration: str | Path | None = None, options: ImageOptions = ImageOptions()
+                           ) -> ImageSupervision:
+    """Read ``masks_dir/cameras.json`` and the ``NAME.npz`` of every log ``NAME`` (logs without one
+    are not image-supervised). Each camera's transform comes from ``calibration`` (a
+    ``camera_calibration.json``) or else from its ``camera_from_base`` in the camera file; a camera
+    with neither is an error naming the file."""
+    o = options
+    masks_dir = Path(masks_dir)
+    cams = read_cameras(masks_dir / "cameras.json")
+    cal = read_calibration(calibration) if calibration is not None else {}
+    fixed = []
+    for c in cams:
+        T = cal.get(c.name, None if c.camera_from_base is None else np.asarray(c.camera_from_base))
+        if T is None:
+            raise DataError(calibration or masks_dir / "cameras.json",
+                            f"camera {c.name!r} has no camera_from_base: calibrate it first "
+                            f"(actuatorlab calibrate-camera) and pass the calibration file")
+        fixed.append(Camera(c.name, c.width, c.height, c.fx, c.fy, c.cx, c.cy,
+                            tuple(tuple(float(x) for x in r) for r in T), c.clicks))
+    model = robot.model()
+    rm = load_meshes(model)
+    raw: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {}
+    for traj in logs:
+        path = masks_dir / f"{traj.name}.npz"
+        if path.exists():
+            per = []
+            for c in fixed:
+                t, m = _read_masks(path, c, traj)
+                per.append((np.interp(t, traj.time, np.arange(traj.n, dtype=float)), m))
+            raw[traj.name] = per
+    if not raw:
+        raise DataError(masks_dir, f"no NAME.npz mask file matches a log ({', '.join(t.name for t in logs[:5])})")
+    pixels, flats = [], []
+    for ci, c in enumerate(fixed):
+        pix, flat = _crop_pixels(c, [per[ci][1] for per in raw.values()], o.margin, o.stride)
+        pixels.append(pix)
+        flats.append(flat)
+    frames = {name: tuple((k, m.reshape(len(m), -1)[:, flats[ci]].astype(np.float32))
+                          for ci, (k, m) in enumerate(per)) for name, per in raw.items()}
+    missing = [j for j in robot.joint_names if j not in rm.joints]
+    if missing:
+        raise DataError(None, f"{robot.name}: joints {missing} have no qpos in the rendered model")
+    return ImageSupervision(rm, tuple(fixed), tuple(pixels), frames,
+                            tuple(rm.joints.index(j) for j in robot.joint_names), np.asarray(model.qpos0, float),
+                            float(o.weight), float(o.sigma), int(o.frames_per_window), float(o.settle_s))
+
+
+def window_targets(sup: ImageSupervision, names: list[str], lengths_T: list[int], length: int, dt: float
+                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
+    """Per camera (k (W, K) fractional step inside the window, c (W, K) weight, obs (W, K, P_c)) for
+    the windows of ``length`` steps (``dt`` [s] each) of logs ``names`` of ``lengths_T`` samples, in
+    the order of :func:`actuatorlab.sim.arm_data.fit_windows` (a log shorter than ``length``: one
+    padded window); frames within ``settle_s`` of the window's start are left out."""
+    K = int(sup.frames_per_window)
+    settle = min(sup.settle_s / dt, max(length - 2, 0))
+    out = []
+    for ci in range(len(sup.cameras)):
+        P = sup.pixels[ci].shape[0]
+        ks, cs, obs = [], [], []
+        for name, T in zip(names, lengths_T):
+            per = sup.frames.get(name)
+            for s in window_starts(T, length):
+                k_w, c_w, o_w = np.zeros(K), np.zeros(K), np.zeros((K, P), np.float32)
+                if per is not None:
+                    k_abs, m = per[ci]
+                    inside = np.flatnonzero((k_abs >= s + settle) & (k_abs <= min(s + length, T) - 1))
+                    if inside.size:
+                        pick = inside[np.unique(np.round(np.linspace(0, inside.size - 1, min(K, inside.size))).astype(int))]
+                        k_w[:len(pick)], c_w[:len(pick)], o_w[:len(pick)] = k_abs[pick] - s, 1.0, m[pick]
+                ks.append(k_w)
+                cs.append(c_w)
+                obs.append(o_w)
+        out.append((np.stack(ks), np.stack(cs), np.stack(obs)))
+    return tuple(out)
+
+
+def image_term(sup: ImageSupervision) -> Callable[[Any, Any], Any]:
+    """``term(q_sim (B, L, n), targets) -> J_img`` (module docstring; ``targets``: one minibatch of
+    :func:`window_targets`, weights already multiplied by the minibatch's padding weights). The
+    renderer runs in float32 (the gradient still reaches float64 parameters)."""
+    rm, sigma, lam = sup.meshes, float(sup.sigma), float(sup.weight)
+    cams, Ts = sup.cameras, tuple(jnp.asarray(T, jnp.float32) for T in sup.transforms())
+    pix = tuple(jnp.asarray(p, jnp.float32) for p in sup.pixels)
+    adr = jnp.asarray(sup.joint_qpos)
+    q0 = jnp.asarray(sup.qpos0, jnp.float32)
+
+    def term(q_sim, targets):
+        L = q_sim.shape[1]
+        num, den = 0.0, 0.0
+        for cam, T, px, (k, c, obs) in zip(cams, Ts, pix, targets):
+            k0 = jnp.clip(jnp.floor(k), 0, L - 2).astype(jnp.int32)
+            a = jnp.clip(k - k0, 0.0, 1.0)[..., None]
+            q_a = jnp.take_along_axis(q_sim, k0[..., None], axis=1)
+            q_b = jnp.take_along_axis(q_sim, (k0 + 1)[..., None], axis=1)
+            q = ((1.0 - a) * q_a + a * q_b).astype(jnp.float32)  # (B, K, n)
+            qpos = jnp.broadcast_to(q0, q.shape[:2] + q0.shape).at[..., adr].set(q)
+            flat = qpos.reshape(-1, q0.shape[0])
+            ious = jax.lax.map(lambda args: soft_iou(soft_silhouette(rm, cam, T, args[0], sigma, px), args[1]),
+                               (flat, obs.reshape(flat.shape[0], -1)))
+            num = num + jnp.sum(c.reshape(-1) * (1.0 - ious))
+            den = den + jnp.sum(c)
+        return lam * num / jnp.maximum(den, 1.0)
+
+    return term

@@ -1,0 +1,164 @@
+"""Image supervision of actuator fits (actuatorlab.identify.images; docs/visual.md "Image supervision").
+
+Small scene: the OpenManipulator-X chirp logs of tests/test_arm_fit.py (made by the native path
+with a known truth), masks of an 80 x 60 camera at 50 frames/s from the exact rasteriser of the
+full meshes (not the renderer that is optimised), joint2's encoder withheld."""
+
+from __future__ import annotations
+
+import json
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+import pytest
+from test_arm_fit import chirp_logs
+
+from actuatorlab.errors import DataError
+from actuatorlab.identify.arm_grad import fit_arm_grad, stage_windows
+from actuatorlab.identify.images import ImageOptions, image_term, load_image_supervision, window_targets, withhold_encoders
+from actuatorlab.logs.io import save_trajectory
+from actuatorlab.robots import load_robot
+from actuatorlab.sim.arm import ArmConfig
+from actuatorlab.sim.arm_data import log_arrays
+from actuatorlab.sim.camera import Camera, write_cameras
+from actuatorlab.synth.cameras import MaskDefects, look_at, record_masks
+
+from cli_run import cli
+
+CAM = Camera("cam0", 80, 60, 100.0, 100.0, 40.0, 30.0)
+T_TRUE = look_at(np.array([0.55, 0.35, 0.45]), np.array([0.12, 0.0, 0.17]))
+ARM = ("joint1", "joint2", "joint3", "joint4")
+RATE = 50.0  # [frames/s]
+
+
+@pytest.fixture(scope="module")
+def robot():
+    return load_robot("open_manipulator_x")
+
+
+@pytest.fixture(scope="module")
+def truth(robot):
+    p = robot.nominal_params()
+    p["friction_viscous"] = np.full_like(p["kt"], 0.3)  # nominal 0 [N.m.s/rad]
+    return p
+
+
+@pytest.fixture(scope="module")
+def scene(robot, truth, tmp_path_factory):
+    """(logs with every encoder, the same logs without joint2's, the masks folder)."""
+    logs = chirp_logs(robot, truth, T=160, n_logs=2, amp=(0.5, 0.2))
+    d = tmp_path_factory.mktemp("masks")
+    m = mujoco.MjModel.from_xml_path(str(robot.mjcf_path))
+    write_cameras(d / "cameras.json", [Camera(*[getattr(CAM, f) for f in ("name", "width", "height", "fx", "fy", "cx",
+                                                                          "cy")], tuple(map(tuple, T_TRUE)))])
+    for t in logs:
+        q = np.stack([t[f"position/{j}"] for j in ARM], axis=1)
+        arrays = record_masks(m, ARM, t.time, q, [(CAM, T_TRUE)], MaskDefects(0, 0, 0, 0, 0), RATE,
+                              np.random.default_rng(0))
+        np.savez_compressed(d / f"{t.name}.npz", **arrays)
+    withheld = [withhold_encoders(t, ["joint2"]) for t in logs]
+    return logs, withheld, d
+
+
+def test_a_joint_without_encoder_is_commanded_not_scored(robot, scene):
+    logs, withheld, _ = scene
+    a, b = log_arrays(robot, logs[0]), log_arrays(robot, withheld[0])
+    i = robot.index("joint2")
+    assert a.scored[i] and not b.scored[i] and b.commanded[i] and not b.commanded[robot.index("gripper_left_joint")]
+    np.testing.assert_array_equal(b.q_meas[:, i], b.inputs.q_target[:, i])  # the command stands in
+    np.testing.assert_array_equal(b.q_meas[:, robot.index("joint3")], a.q_meas[:, robot.index("joint3")])
+    no_target = withheld[0].without_channels("position_target/joint2")
+    with pytest.raises(DataError, match="no 'position_target/joint2' channel"):
+        log_arrays(robot, no_target)
+    with pytest.raises(DataError, match=r"no 'position/joint2' channel .* listed in Setup.extra\['unmeasured'\]"):
+        log_arrays(robot, logs[0].without_channels("position/joint2"))  # a missing encoder is never silent
+    declared = logs[0].replace(setup=withheld[0].setup)  # declared unmeasured, but its channel is there
+    with pytest.raises(DataError, match=r"Setup.extra\['unmeasured'\] \['joint2'\] must list joints"):
+        log_arrays(robot, declared)
+    assert "position/joint2" in logs[0].channels and "unmeasured" not in (logs[0].setup.extra or {})  # not changed
+
+
+def test_window_targets_follow_the_windows(robot, scene):
+    logs, withheld, d = scene
+    sup = load_image_supervision(robot, withheld, d, options=ImageOptions(frames_per_window=3, settle_s=0.05))
+    arrays = [log_arrays(robot, t) for t in withheld]
+    L, dt = 40, robot.control_dt
+    w, _ = stage_windows(robot, arrays, L, ArmConfig.from_robot(robot))
+    (k, c, obs), = window_targets(sup, [a.name for a in arrays], [a.q_meas.shape[0] for a in arrays], L, dt)
+    assert k.shape == c.shape == (len(w.start), 3) and obs.shape == (len(w.start), 3, sup.pixels[0].shape[0])
+    used = c > 0
+    assert used.sum() >= 2 * len(w.start)  # 50 frames/s: at least two usable frames per 0.4 s window
+    assert np.all(k[used] >= 0.05 / dt - 1e-9) and np.all(k[used] <= L - 1)  # never inside the settling time
+    # a frame's step in its window is its time on the log's clock
+    with np.load(d / f"{arrays[0].name}.npz") as z:
+        t_f = z["time_cam0"]
+    t_win = withheld[0].time[w.start[0]] + k[0][used[0]] * dt
+    assert np.min(np.abs(t_win[:, None] - t_f[None, :]), axis=1).max() < 1e-9
+    # a log shorter than the window gives one padded window, as fit_windows does
+    w2, _ = stage_windows(robot, arrays, 200, ArmConfig.from_robot(robot))
+    (k2, c2, _), = window_targets(sup, [a.name for a in arrays], [a.q_meas.shape[0] for a in arrays], 200, dt)
+    assert len(w2.start) == k2.shape[0] == 2 and np.all(c2.sum(axis=1) > 0) and np.all(k2[c2 > 0] <= 159)
+
+
+def test_image_term_is_lowest_at_the_true_motion_and_its_gradient_points_back(robot, scene):
+    logs, _, d = scene
+    sup = load_image_supervision(robot, logs, d, options=ImageOptions(weight=1.0, sigma=1.0, settle_s=0.0))
+    arrays = [log_arrays(robot, t) for t in logs]
+    w, _ = stage_windows(robot, arrays, 40, ArmConfig.from_robot(robot))
+    tg = window_targets(sup, [a.name for a in arrays], [a.q_meas.shape[0] for a in arrays], 40, robot.control_dt)
+    term = image_term(sup)
+    i = robot.index("joint2")
+
+    def at(offset):
+        return term(jnp.asarray(w.q_meas).at[..., i].add(offset), tg)
+
+    j0, jp, jm = float(at(0.0)), float(at(0.05)), float(at(-0.05))
+    assert j0 < 0.4 and j0 < jp - 0.015 and j0 < jm - 0.015, (j0, jp, jm)  # 80 x 60 px: thin links, soft edges
+    assert float(jax.grad(at)(0.03)) > 0 > float(jax.grad(at)(-0.03))
+
+
+def test_images_alone_identify_the_withheld_joint(robot, truth, scene):
+    """joint2's viscous friction (truth 0.3, nominal 0), fitted per joint with its encoder withheld:
+    only the silhouettes see it. The fit with the images moves it most of the way; without them,
+    joint2's set is not even fitted (no data constrains it)."""
+    _, withheld, d = scene
+    sup = load_image_supervision(robot, withheld, d, options=ImageOptions(weight=1e-2, settle_s=0.1))
+    # three stages of one window length (one compilation): the withheld joint's stand-in state is
+    # refreshed from the parameters reached before each stage after the first
+    kw = dict(params=("friction_viscous",), per_joint=True, curriculum=(64, 64, 64), iters=(25, 25, 25), batch=8,
+              lr=0.1, seed=0)
+    r = fit_arm_grad("open_manipulator_x", withheld, images=sup, **kw)
+    assert "joint2" in r["params"]["friction_viscous"]
+    assert abs(r["params"]["friction_viscous"]["joint2"] - 0.3) < 0.12, r["params"]
+    assert 0.0 < r["image_term"] and r["image_soft_iou"] > 0.6  # 80 x 60 px, sigma 1 px
+    blind = fit_arm_grad("open_manipulator_x", withheld, **dict(kw, curriculum=(64,), iters=(1,)))
+    assert "joint2" not in blind["params"]["friction_viscous"]
+
+
+def test_bad_calibration_and_missing_pose_name_the_file(robot, scene, tmp_path):
+    logs, _, d = scene
+    bad = tmp_path / "camera_calibration.json"
+    bad.write_text(json.dumps({"cameras": [{"camera": "cam0", "camera_from_base": (2 * np.eye(4)).tolist()}]}))
+    with pytest.raises(DataError, match=r"camera_calibration\.json: camera 'cam0' camera_from_base is not a rigid"):
+        load_image_supervision(robot, logs, d, bad)
+    nopose = tmp_path / "m"
+    nopose.mkdir()
+    write_cameras(nopose / "cameras.json", [CAM])
+    with pytest.raises(DataError, match=r"camera 'cam0' has no camera_from_base: calibrate it first"):
+        load_image_supervision(robot, logs, nopose)
+
+
+def test_fit_with_masks_needs_the_gradient_fit_of_one_model(robot, scene, tmp_path):
+    _, withheld, d = scene
+    data = tmp_path / "logs"
+    data.mkdir()
+    for t in withheld:
+        save_trajectory(t, data / f"{t.name}.parquet")
+    cfg = tmp_path / "job.json"
+    cfg.write_text(json.dumps({"masks": str(d)}))
+    rc, out, err = cli("fit", data, "--robot", "open_manipulator_x", "--model", "m1", "--out", tmp_path / "run",
+                       "--config", cfg)
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "the image loss joins the gradient fit of one model" in err and not (tmp_path / "run").exists()
