@@ -333,7 +333,7 @@ def soft_silhouette(rm: RobotMeshes, cam: Camera, T_cb, qpos, sigma, pix, union:
 
 
 def mask_edge_profile(mask: np.ndarray, sigma: float) -> np.ndarray:
-    """An observed binary mask with the renderer's edge profile: (H, W) bool -> (H, W) float in (0, 1),
+    """An observed binary mask given the renderer's edge profile: (H, W) bool -> (H, W) float in (0, 1).
 
         M_sigma(p) = sigmoid(-d(p) / sigma),
 
