@@ -8,16 +8,32 @@
    solved by Gauss-Newton on the reprojection error from camera positions all around the points;
    of the solutions that reproject within ``click_tolerance``, the one whose hard silhouette best
    overlaps the clicked frame's mask wins (a P3P problem has up to four solutions).
-3. **Refinement.** L-BFGS (optax, zoom line search) on ``1 - mean soft IoU`` over the frames, coarse to fine in the
-   renderer's ``sigma`` (and in pixel stride), over the left twist ``xi`` of the camera-from-base
-   transform (:func:`actuatorlab.sim.camera.se3_exp`); with ``refine_joints``, also over per-frame
-   joint corrections ``dq`` with the penalty ``joint_weight * mean((dq / joint_prior)^2)`` (EasyHeC,
-   Chen et al., RA-L 2023, sec. III-C: the rendering loss over the camera pose, with joint
-   refinement as in its follow-up use in NeuralActuator).
+3. **Refinement** (``method="lm"``, the default). Levenberg-Marquardt (Marquardt, SIAM J. Appl.
+   Math. 11(2), 1963: steps ``(J^T J + lambda diag(J^T J)) dx = -J^T r``, ``lambda`` divided by 3
+   on a decrease of the cost, multiplied by 4 otherwise) on the pixel residuals
+
+       r(p) = I_sigma(p) - M_sigma(p),
+
+   ``I_sigma`` the rendered soft mask with the pieces combined by the minimum of their signed
+   distances (:func:`actuatorlab.sim.silhouette.soft_silhouette`, ``union="min"``) and
+   ``M_sigma`` the observed mask given the same edge profile
+   (:func:`actuatorlab.sim.silhouette.mask_edge_profile`), coarse to fine in ``sigma`` (and pixel
+   stride), over the left twist ``xi`` of the camera-from-base transform
+   (:func:`actuatorlab.sim.camera.se3_exp`; each accepted step ``T <- exp(dx^) T``). Both profiles
+   are one sigmoid across the contour, so the residuals vanish at the true pose whatever ``sigma``
+   (the soft IoU favours smaller silhouettes of thin links, and the product of the pieces' soft
+   masks fattens the silhouette where pieces meet: docs/visual.md). With ``refine_joints``, also
+   per-frame joint corrections ``dq`` with the prior residuals ``s dq / joint_prior`` (a Gaussian
+   prior of std ``joint_prior`` against pixel noise of variance ``s^2 = r^T r / N`` at the stage's
+   start; EasyHeC, Chen et al., RA-L 2023, sec. III-C: the rendering loss over the camera pose, with
+   joint refinement as in its follow-up use in NeuralActuator). ``method="soft_iou"``: L-BFGS
+   (optax, zoom line search) on ``1 - mean soft IoU`` over the same parameters, with the penalty
+   ``joint_weight * mean((dq / joint_prior)^2)`` (the former default).
 4. **Uncertainty.** Gauss-Newton covariance of the twist at the optimum,
-   ``cov = s^2 (J^T J)^-1`` with the pixel residuals ``r = I - M`` at the finest ``sigma`` and
-   ``s^2 = r^T r / (N - 6)``. Pixel residuals are correlated and the hull model is not the true
-   mesh, so this is a lower bound of the error, not a confidence interval.
+   ``cov = s^2 (J^T J)^-1`` with the pixel residuals at the finest ``sigma`` and
+   ``s^2 = r^T r / (N - 6)`` (the twist's block of the inverse with joint corrections). Pixel
+   residuals are correlated and the hull model is not the true mesh, so this is a lower bound of
+   the error, not a confidence interval.
 """
 
 from __future__ import annotations
@@ -35,7 +51,7 @@ import optax
 from ..errors import DataError
 from ..logs import Trajectory
 from ..sim.camera import Camera, pixel_centres, project, se3_exp
-from ..sim.silhouette import RobotMeshes, body_point, soft_iou, soft_silhouette
+from ..sim.silhouette import RobotMeshes, body_point, mask_edge_profile, soft_iou, soft_silhouette
 
 __all__ = ["HandEyeConfig", "MaskFrames", "HandEyeResult", "load_mask_frames", "initial_pose",
            "calibrate_camera", "pose_error"]
@@ -56,6 +72,9 @@ class HandEyeConfig:
         joint_weight: weight of the joint penalty against ``1 - soft IoU``.
         margin: [px] crop margin around the observed mask's extent.
         click_tolerance: [px] largest RMS reprojection error of an accepted three-point solution.
+        method: "lm" (Levenberg-Marquardt on edge-profile pixel residuals, stages ``lm_*``) or
+            "soft_iou" (L-BFGS on ``1 - soft IoU``, stages ``sigmas``, ``strides``, ``iterations``).
+        lm_sigmas: [px], lm_strides, lm_iterations: the stages of ``method="lm"``.
     """
 
     n_frames: int = 6
@@ -69,6 +88,10 @@ class HandEyeConfig:
     joint_weight: float = 0.01
     margin: int = 24
     click_tolerance: float = 8.0
+    method: str = "lm"
+    lm_sigmas: tuple[float, ...] = (8.0, 4.0, 2.0, 1.0, 0.5)
+    lm_strides: tuple[int, ...] = (4, 2, 1, 1, 1)
+    lm_iterations: tuple[int, ...] = (10, 10, 10, 10, 6)
 
 
 @dataclass(frozen=True)
@@ -285,14 +308,9 @@ def _mean_iou(rm, cam, T, qpos, masks, sigma) -> float:
                                   jnp.asarray(m.ravel(), jnp.float32))) for q, m in zip(qpos, masks)]))
 
 
-def calibrate_camera(frames: MaskFrames, rm: RobotMeshes, config: HandEyeConfig = HandEyeConfig()) -> HandEyeResult:
-    """Calibrate one camera from its mask frames (module docstring); never reads any ground truth."""
-    t_start = _time.perf_counter()
-    cfg = config
-    cam = frames.camera
-    sel = _select(frames, cfg.n_frames)
-    T0 = jnp.asarray(initial_pose(sel if cam.camera_from_base is not None else frames, rm, cfg.click_tolerance),
-                     jnp.float32)
+def _lbfgs(sel: MaskFrames, rm: RobotMeshes, T0, cfg: HandEyeConfig) -> tuple[Any, Any]:
+    """Stages of L-BFGS on ``1 - mean soft IoU`` (+ joint penalty): (T (4, 4), dq (N, n_joints) [rad])."""
+    cam = sel.camera
     scale = jnp.array([cfg.rotation_scale] * 3 + [cfg.translation_scale] * 3, jnp.float32)
     jidx = jnp.asarray(sel.joints)
     q_log = jnp.asarray(sel.qpos, jnp.float32)
@@ -322,12 +340,11 @@ def calibrate_camera(frames: MaskFrames, rm: RobotMeshes, config: HandEyeConfig 
         state = opt.init(params)
         for _ in range(iters):
             params, state = step(params, state, pix, obs, jnp.float32(sigma))
+    return se3_exp(params["xi"] * scale) @ T0, params["dq"] * cfg.joint_prior
 
-    T = se3_exp(params["xi"] * scale) @ T0
-    sig = cfg.sigmas[-1]
-    q_fin = qpos_of(params)
-    pix, obs = _crops(sel.masks, cfg.margin, 1)
 
+def _gn_covariance(rm: RobotMeshes, cam: Camera, T, q_fin, pix, obs, sig: float) -> np.ndarray:
+    """(6, 6) Gauss-Newton covariance of the twist, soft IoU pixel residuals ``I - M`` (method soft_iou)."""
     def resid(xi):
         Tx = se3_exp(xi) @ T
         return jax.vmap(lambda q, px, m: soft_silhouette(rm, cam, Tx, q, sig, px) - m)(q_fin, pix, obs).ravel()
@@ -335,11 +352,108 @@ def calibrate_camera(frames: MaskFrames, rm: RobotMeshes, config: HandEyeConfig 
     r = resid(jnp.zeros(6, jnp.float32))
     J = jax.jacfwd(resid)(jnp.zeros(6, jnp.float32))
     s2 = float(r @ r) / max(r.size - 6, 1)
-    cov = s2 * np.linalg.inv(np.asarray(J.T @ J, dtype=np.float64) + 1e-12 * np.eye(6))
+    return s2 * np.linalg.inv(np.asarray(J.T @ J, dtype=np.float64) + 1e-12 * np.eye(6))
+
+
+def _lm_system(r: np.ndarray, J_xi: np.ndarray, J_dq: np.ndarray | None, dq: np.ndarray,
+               w: float) -> tuple[np.ndarray, np.ndarray, float]:
+    """Normal equations (A, b) and cost of the stacked pixel residuals ``r`` (N, P) with Jacobians
+    ``J_xi`` (N, P, 6), ``J_dq`` (N, P, nj) (per frame: block-diagonal in dq) and the prior
+    residuals ``w dq``."""
+    N = r.shape[0]
+    Jx = J_xi.reshape(-1, 6)
+    if J_dq is None:
+        return Jx.T @ Jx, Jx.T @ r.ravel(), float(r.ravel() @ r.ravel())
+    nj = J_dq.shape[2]
+    n = 6 + N * nj
+    A = np.zeros((n, n))
+    b = np.zeros(n)
+    A[:6, :6], b[:6] = Jx.T @ Jx, Jx.T @ r.ravel()
+    for k in range(N):
+        sl = slice(6 + k * nj, 6 + (k + 1) * nj)
+        A[:6, sl] = J_xi[k].T @ J_dq[k]
+        A[sl, :6] = A[:6, sl].T
+        A[sl, sl] = J_dq[k].T @ J_dq[k] + w * w * np.eye(nj)
+        b[sl] = J_dq[k].T @ r[k] + w * w * dq[k]
+    return A, b, float(r.ravel() @ r.ravel() + w * w * np.sum(dq * dq))
+
+
+def _lm(sel: MaskFrames, rm: RobotMeshes, T0, cfg: HandEyeConfig) -> tuple[Any, np.ndarray, np.ndarray]:
+    """Levenberg-Marquardt stages on edge-profile pixel residuals (module docstring, step 3):
+    (T (4, 4), dq (N, n_joints) [rad], twist covariance (6, 6) at the finest stage)."""
+    cam = sel.camera
+    jidx = jnp.asarray(sel.joints)
+
+    def frame(xi, dq, T, q, px, tgt, sigma):
+        return soft_silhouette(rm, cam, se3_exp(xi) @ T, q.at[jidx].add(dq), sigma, px, "min") - tgt
+
+    axes = (None, 0, None, 0, 0, 0, None)
+    res = jax.jit(jax.vmap(frame, in_axes=axes))
+    jac = jax.jit(jax.vmap(jax.jacfwd(frame, argnums=(0, 1) if cfg.refine_joints else 0), in_axes=axes))
+    z = jnp.zeros(6, jnp.float32)
+
+    def system(T, dq, args, w):
+        r = np.asarray(res(z, jnp.asarray(dq, jnp.float32), T, *args), np.float64)
+        Js = jac(z, jnp.asarray(dq, jnp.float32), T, *args)
+        J_xi, J_dq = Js if cfg.refine_joints else (Js, None)
+        return r, _lm_system(r, np.asarray(J_xi, np.float64), None if J_dq is None else np.asarray(J_dq, np.float64),
+                             dq, w)
+
+    q = jnp.asarray(sel.qpos, jnp.float32)
+    T = jnp.asarray(T0, jnp.float32)
+    dq = np.zeros((len(sel.time), len(sel.joints)))
+    w = 0.0
+    args: tuple = ()
+    for sigma, stride, iters in zip(cfg.lm_sigmas, cfg.lm_strides, cfg.lm_iterations):
+        pix, _ = _crops(sel.masks, cfg.margin, stride)
+        ij = (pix - 0.5).astype(int)
+        tgt = np.stack([mask_edge_profile(m, sigma)[c[:, 1], c[:, 0]] for m, c in zip(sel.masks, ij)])
+        args = (q, jnp.asarray(pix), jnp.asarray(tgt, jnp.float32), jnp.float32(sigma))
+        lam = 1e-3
+        r = np.asarray(res(z, jnp.asarray(dq, jnp.float32), T, *args), np.float64)
+        w = float(np.sqrt(np.mean(r * r))) / cfg.joint_prior  # prior residuals w dq: module docstring
+        for _ in range(iters):
+            _, (A, b, c) = system(T, dq, args, w)
+            for _try in range(8):
+                d = -np.linalg.solve(A + lam * np.diag(np.diag(A)), b)
+                Tn = se3_exp(jnp.asarray(d[:6], jnp.float32)) @ T
+                dqn = dq + d[6:].reshape(dq.shape) if cfg.refine_joints else dq
+                rn = np.asarray(res(z, jnp.asarray(dqn, jnp.float32), Tn, *args), np.float64)
+                if float(rn.ravel() @ rn.ravel()) + w * w * float(np.sum(dqn * dqn)) < c:
+                    T, dq, lam = Tn, dqn, max(lam / 3.0, 1e-7)
+                    break
+                lam *= 4.0
+            else:
+                break  # no decrease along the damped steps: converged at this sigma
+    r, (A, _, _) = system(T, dq, args, w)
+    cov = float(r.ravel() @ r.ravel()) / max(r.size - 6, 1) * np.linalg.inv(A + 1e-12 * np.eye(len(A)))[:6, :6]
+    return T, dq, cov
+
+
+def calibrate_camera(frames: MaskFrames, rm: RobotMeshes, config: HandEyeConfig = HandEyeConfig()) -> HandEyeResult:
+    """Calibrate one camera from its mask frames (module docstring); never reads any ground truth."""
+    t_start = _time.perf_counter()
+    cfg = config
+    if cfg.method not in ("lm", "soft_iou"):
+        raise ValueError(f"HandEyeConfig.method must be 'lm' or 'soft_iou', got {cfg.method!r}")
+    cam = frames.camera
+    sel = _select(frames, cfg.n_frames)
+    T0 = jnp.asarray(initial_pose(sel if cam.camera_from_base is not None else frames, rm, cfg.click_tolerance),
+                     jnp.float32)
+    sig = cfg.sigmas[-1]
+    if cfg.method == "lm":
+        T, dq, cov = _lm(sel, rm, T0, cfg)
+    else:
+        T, dq = _lbfgs(sel, rm, T0, cfg)
+        pix, obs = _crops(sel.masks, cfg.margin, 1)
+        cov = _gn_covariance(rm, cam, T, jnp.asarray(sel.qpos, jnp.float32).at[:, jnp.asarray(sel.joints)].add(dq),
+                             pix, obs, sig)
+    q_fin = np.array(sel.qpos)
+    q_fin[:, list(sel.joints)] += np.asarray(dq, np.float64)
     return HandEyeResult(
         camera=cam.name, camera_from_base=np.asarray(T, np.float64), initial=np.asarray(T0, np.float64),
         iou_before=_mean_iou(rm, cam, T0, sel.qpos, sel.masks, sig),
-        iou_after=_mean_iou(rm, cam, T, np.asarray(q_fin), sel.masks, sig),
+        iou_after=_mean_iou(rm, cam, T, q_fin, sel.masks, sig),
         twist_std=np.sqrt(np.clip(np.diag(cov), 0.0, None)),
-        joint_corrections=np.asarray(params["dq"] * cfg.joint_prior, np.float64),
+        joint_corrections=np.asarray(dq, np.float64),
         frames=tuple((lg, float(t)) for lg, t in zip(sel.logs, sel.time)), wall_s=_time.perf_counter() - t_start)
