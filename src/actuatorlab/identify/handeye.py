@@ -53,7 +53,7 @@ from ..logs import Trajectory
 from ..sim.camera import Camera, pixel_centres, project, se3_exp
 from ..sim.silhouette import RobotMeshes, body_point, mask_edge_profile, soft_iou, soft_silhouette
 
-__all__ = ["HandEyeConfig", "MaskFrames", "HandEyeResult", "load_mask_frames", "initial_pose",
+__all__ = ["HandEyeConfig", "MaskFrames", "HandEyeResult", "read_mask_archive", "load_mask_frames", "initial_pose",
            "calibrate_camera", "pose_error"]
 
 
@@ -170,6 +170,27 @@ def _log_qpos(traj: Trajectory, rm: RobotMeshes, nq: int, t: np.ndarray) -> tupl
     return q, tuple(adr)
 
 
+def read_mask_archive(path: Path, camera: Camera, traj: Trajectory) -> tuple[np.ndarray, np.ndarray]:
+    """((F,) [s] frame times, (F, H, W) bool masks) of ``camera`` in the archive ``path`` of log
+    ``traj``; errors name the file: arrays missing, masks of another size than the camera declares,
+    frames outside the log's time."""
+    with np.load(path) as z:
+        if f"masks_{camera.name}" not in z or f"time_{camera.name}" not in z:
+            raise DataError(path, f"no arrays time_{camera.name} and masks_{camera.name}")
+        t = np.asarray(z[f"time_{camera.name}"], dtype=np.float64)
+        m = np.asarray(z[f"masks_{camera.name}"]) > 0
+    if m.ndim != 3 or m.shape[1:] != (camera.height, camera.width):
+        raise DataError(path, f"masks_{camera.name} are {m.shape[-1]} x {m.shape[-2]} px (width x height) but "
+                              f"the camera file declares {camera.width} x {camera.height}")
+    if len(t) != len(m):
+        raise DataError(path, f"time_{camera.name} has {len(t)} frames, masks_{camera.name} {len(m)}")
+    bad = np.flatnonzero((t < traj.time[0]) | (t > traj.time[-1]) | ~np.isfinite(t))
+    if bad.size:
+        raise DataError(path, f"mask frame {int(bad[0])} at t = {t[bad[0]]:.4g} s has no matching log time "
+                              f"(log {traj.name} covers {traj.time[0]:.4g}-{traj.time[-1]:.4g} s)")
+    return t, m
+
+
 def load_mask_frames(logs: list[Trajectory], masks_dir: str | Path, camera: Camera, rm: RobotMeshes) -> MaskFrames:
     """Match ``masks_dir/NAME.npz`` (``time_<cam>``, ``masks_<cam>``) to each log ``NAME``; errors
     name the file: masks of another size than the camera declares, frames outside the log's time."""
@@ -180,20 +201,7 @@ def load_mask_frames(logs: list[Trajectory], masks_dir: str | Path, camera: Came
         path = masks_dir / f"{traj.name}.npz"
         if not path.exists():
             continue
-        with np.load(path) as z:
-            if f"masks_{camera.name}" not in z or f"time_{camera.name}" not in z:
-                raise DataError(path, f"no arrays time_{camera.name} and masks_{camera.name}")
-            t = np.asarray(z[f"time_{camera.name}"], dtype=np.float64)
-            m = np.asarray(z[f"masks_{camera.name}"]) > 0
-        if m.ndim != 3 or m.shape[1:] != (camera.height, camera.width):
-            raise DataError(path, f"masks_{camera.name} are {m.shape[-1]} x {m.shape[-2]} px (width x height) but "
-                                  f"the camera file declares {camera.width} x {camera.height}")
-        if len(t) != len(m):
-            raise DataError(path, f"time_{camera.name} has {len(t)} frames, masks_{camera.name} {len(m)}")
-        bad = np.flatnonzero((t < traj.time[0]) | (t > traj.time[-1]) | ~np.isfinite(t))
-        if bad.size:
-            raise DataError(path, f"mask frame {int(bad[0])} at t = {t[bad[0]]:.4g} s has no matching log time "
-                                  f"(log {traj.name} covers {traj.time[0]:.4g}-{traj.time[-1]:.4g} s)")
+        t, m = read_mask_archive(path, camera, traj)
         q, adr = _log_qpos(traj, rm, len(rm.joints), t)
         names += [traj.name] * len(t)
         times.append(t)

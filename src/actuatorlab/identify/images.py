@@ -55,6 +55,7 @@ from ..robots.loader import Robot
 from ..sim.camera import Camera, check_rigid, pixel_centres, read_cameras
 from ..sim.silhouette import RobotMeshes, load_meshes, soft_iou, soft_silhouette
 from ..sim.arm_windows import window_starts
+from .handeye import read_mask_archive
 
 __all__ = ["ImageSupervision", "ImageOptions", "load_image_supervision", "window_targets", "image_term", "read_calibration",
            "withhold_encoders"]
@@ -131,24 +132,6 @@ def _crop_pixels(cam: Camera, masks: list[np.ndarray], margin: int, stride: int)
     return pixel_centres(cam.width, cam.height)[flat], flat
 
 
-def _read_masks(path: Path, cam: Camera, traj: Trajectory) -> tuple[np.ndarray, np.ndarray]:
-    with np.load(path) as z:
-        if f"masks_{cam.name}" not in z or f"time_{cam.name}" not in z:
-            raise DataError(path, f"no arrays time_{cam.name} and masks_{cam.name}")
-        t = np.asarray(z[f"time_{cam.name}"], dtype=np.float64)
-        m = np.asarray(z[f"masks_{cam.name}"]) > 0
-    if m.ndim != 3 or m.shape[1:] != (cam.height, cam.width):
-        raise DataError(path, f"masks_{cam.name} are {m.shape[-1]} x {m.shape[-2]} px (width x height) but "
-                              f"the camera file declares {cam.width} x {cam.height}")
-    if len(t) != len(m):
-        raise DataError(path, f"time_{cam.name} has {len(t)} frames, masks_{cam.name} {len(m)}")
-    bad = np.flatnonzero((t < traj.time[0]) | (t > traj.time[-1]) | ~np.isfinite(t))
-    if bad.size:
-        raise DataError(path, f"mask frame {int(bad[0])} at t = {t[bad[0]]:.4g} s has no matching log time "
-                              f"(log {traj.name} covers {traj.time[0]:.4g}-{traj.time[-1]:.4g} s)")
-    return t, m
-
-
 @dataclass(frozen=True)
 class ImageOptions:
     """Settings of :func:`load_image_supervision` (:class:`ImageSupervision`'s fields of the same
@@ -191,7 +174,7 @@ def load_image_supervision(robot: Robot, logs: list[Trajectory], masks_dir: str 
         if path.exists():
             per = []
             for c in fixed:
-                t, m = _read_masks(path, c, traj)
+                t, m = read_mask_archive(path, c, traj)
                 per.append((np.interp(t, traj.time, np.arange(traj.n, dtype=float)), m))
             raw[traj.name] = per
     if not raw:
