@@ -306,8 +306,9 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     starts = [space.nominal] + [_start_sets(nominal, labels, groups, d) for d in inits]
     scores = [(judge.refresh(p), native_score(p))[1] for p in starts]  # each start with its own stand-ins
     i0 = int(np.argmin([f for f, _ in scores]))
-    judge.refresh(starts[i0])
-    mse0, mae0 = native_score(starts[i0])
+    if judge.moving and i0 != len(starts) - 1:  # the stand-ins of the chosen start
+        judge.refresh(starts[i0])
+    mse0, mae0 = scores[i0]
     descent = _descend(vg, sets_of, native_score, r, cfg, lengths, steps, B, lr, np.random.default_rng(seed),
                        space.z_of(starts[i0]), starts[i0], BestSoFar(mse0, (-1, starts[i0])), progress, judge)
     best, done, skipped, compile_total, history = descent
@@ -386,7 +387,7 @@ class _Judge:
         if self.img_score is None or self.images is None:
             return {}
         J_img = float(self.img_score(jnp.asarray(self._rollout(p).q), self.img_fin))
-        return {"image_term": J_img, "image_soft_iou": 1.0 - J_img / float(self.images.weight)}
+        return {"image_term": J_img, "image_soft_iou": 1.0 - J_img / float(self.images.options.weight)}
 
 
 def standin_states(r: Robot, logs: list[LogArrays], p: dict, cfg: ArmConfig) -> list[LogArrays]:
@@ -431,7 +432,7 @@ def _descend(vg, sets_of, native_score, r, cfg, lengths, steps, B, lr, rng, z, s
         if si > 0 and judge.moving:  # the unmeasured joints' stand-ins from the parameters reached so far
             logs = judge.refresh(sets_of(np.asarray(zj), start))
             best = BestSoFar(native_score(best.x[1])[0], best.x)
-        w, wgt = stage_windows(r, logs, L, cfg)
+        w, wgt = (judge.w, judge.wgt) if L == judge.length else stage_windows(r, logs, L, cfg)
         img = None if judge.targets is None else judge.targets(L)
         plan = minibatches(len(w.start), B, n_it, rng)
         # trace + compile the gradient for this (B, L) once (a cache hit if already done), timed

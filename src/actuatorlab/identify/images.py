@@ -15,7 +15,7 @@ compared with the observed mask M_f by the soft IoU. The image term of a minibat
     J_img = lambda * sum_f c_f (1 - softIoU(I(q_f; T_cb), M_f)) / max(sum_f c_f, 1)
 
 (c_f: 1 for a frame inside its window, 0 for padding; lambda [rad^2]: the weight against the
-position term, :attr:`ImageSupervision.weight`). Its gradient flows through the renderer, the
+position term, :attr:`ImageOptions.weight`). Its gradient flows through the renderer, the
 forward kinematics (:func:`~actuatorlab.sim.silhouette.geom_poses`, MuJoCo's ``mj_kinematics`` in
 JAX) and the MJX rollout into the actuator parameters (or network). This is the image loss of
 NeuralActuator (Dou et al., RSS 2026: rendered silhouettes against observed masks, gradients
@@ -25,13 +25,15 @@ instead of the camera as the unknown.
 A joint whose log has a command but no encoder (``position_target/<joint>`` without
 ``position/<joint>``, listed in ``Setup.extra["unmeasured"]``: :func:`withhold_encoders`,
 :func:`actuatorlab.sim.arm_data.log_arrays`) is not in the position term;
-the images are then what constrains it. Its windows restart from its command (the servo's lag
-at the cut is not corrected): frames in the first :attr:`ImageSupervision.settle_s` of a window
-are not used, so that the error of that initial state has decayed (the servo's closed loop
-forgets it: on the virtual OM-X the withheld shoulder's stand-in start raised 1 - softIoU by as
-much as the whole difference between nominal and fitted parameters, and by nothing after 0.3 s).
+the images are then what constrains it. Where its windows restart, its state is a stand-in (the
+command in the logs; in the gradient fit a continuous rollout of the parameters reached,
+:func:`actuatorlab.identify.arm_grad.standin_states`), and frames in the first
+:attr:`ImageOptions.settle_s` of a window are not used, so that the stand-in's error has decayed
+(the servo's closed loop forgets it: on the virtual OM-X the withheld shoulder's command as
+stand-in raised 1 - softIoU by as much as the whole difference between nominal and fitted
+parameters, and by nothing after 0.3 s).
 
-The frames per window are capped (:attr:`ImageSupervision.frames_per_window`, evenly spread
+The frames per window are capped (:attr:`ImageOptions.frames_per_window`, evenly spread
 over the frames inside the window) so that every minibatch has one shape; the pixels are a
 crop around everything the camera's masks ever show (plus ``margin``), every ``stride``-th row
 and column.
@@ -62,6 +64,27 @@ __all__ = ["ImageSupervision", "ImageOptions", "load_image_supervision", "window
 
 
 @dataclass(frozen=True)
+class ImageOptions:
+    """Settings of :func:`load_image_supervision` and of the image term.
+
+    Attributes:
+        weight: lambda [rad^2] of the image term against the position term.
+        sigma: [px] the renderer's edge width.
+        stride: every stride-th pixel row and column of the crop.
+        margin: [px] of the crop around everything the camera's masks show.
+        frames_per_window: most frames of one camera in one window.
+        settle_s: [s] frames this close to a window's start are not used (module docstring).
+    """
+
+    weight: float = 1e-2
+    sigma: float = 1.0
+    stride: int = 2
+    margin: int = 6
+    frames_per_window: int = 4
+    settle_s: float = 0.3
+
+
+@dataclass(frozen=True)
 class ImageSupervision:
     """Masks of calibrated cameras, ready for the image term (module docstring).
 
@@ -73,10 +96,8 @@ class ImageSupervision:
             (F, P_c) observed mask at the pixels, float32 in {0, 1}).
         joint_qpos: per robot joint, its qpos address in ``meshes`` (robot joint order).
         qpos0: (nq,) [rad | m] the rest pose that fills the joints the robot does not actuate.
-        weight: lambda [rad^2] of the image term against the position term.
-        sigma: [px] the renderer's edge width.
-        frames_per_window: most frames of one camera in one window.
-        settle_s: [s] frames this close to a window's start are not used (module docstring).
+        options: the :class:`ImageOptions` it was read with (weight, sigma, frames per window,
+            settling time of the image term).
     """
 
     meshes: RobotMeshes = field(repr=False)
@@ -85,10 +106,7 @@ class ImageSupervision:
     frames: dict[str, tuple[tuple[np.ndarray, np.ndarray], ...]] = field(repr=False)
     joint_qpos: tuple[int, ...]
     qpos0: np.ndarray = field(repr=False)
-    weight: float = 1e-2
-    sigma: float = 1.0
-    frames_per_window: int = 4
-    settle_s: float = 0.3
+    options: ImageOptions = ImageOptions()
 
     def transforms(self) -> tuple[np.ndarray, ...]:
         """(4, 4) camera-from-base transform of every camera."""
@@ -130,20 +148,6 @@ def _crop_pixels(cam: Camera, masks: list[np.ndarray], margin: int, stride: int)
     rows, cols = np.arange(i0, i1, stride), np.arange(j0, j1, stride)
     flat = (rows[:, None] * cam.width + cols[None, :]).ravel()
     return pixel_centres(cam.width, cam.height)[flat], flat
-
-
-@dataclass(frozen=True)
-class ImageOptions:
-    """Settings of :func:`load_image_supervision` (:class:`ImageSupervision`'s fields of the same
-    names; ``stride``: every stride-th pixel row and column of the crop; ``margin`` [px] around
-    everything the camera's masks show)."""
-
-    weight: float = 1e-2
-    sigma: float = 1.0
-    stride: int = 2
-    margin: int = 6
-    frames_per_window: int = 4
-    settle_s: float = 0.3
 
 
 def load_image_supervision(robot: Robot, logs: list[Trajectory], masks_dir: str | Path,
@@ -191,7 +195,7 @@ def load_image_supervision(robot: Robot, logs: list[Trajectory], masks_dir: str 
         raise DataError(None, f"{robot.name}: joints {missing} have no qpos in the rendered model")
     return ImageSupervision(rm, tuple(fixed), tuple(pixels), frames,
                             tuple(rm.joints.index(j) for j in robot.joint_names), np.asarray(model.qpos0, float),
-                            float(o.weight), float(o.sigma), int(o.frames_per_window), float(o.settle_s))
+                            o)
 
 
 def window_targets(sup: ImageSupervision, names: list[str], lengths_T: list[int], length: int, dt: float
@@ -200,8 +204,8 @@ def window_targets(sup: ImageSupervision, names: list[str], lengths_T: list[int]
     the windows of ``length`` steps (``dt`` [s] each) of logs ``names`` of ``lengths_T`` samples, in
     the order of :func:`actuatorlab.sim.arm_data.fit_windows` (a log shorter than ``length``: one
     padded window); frames within ``settle_s`` of the window's start are left out."""
-    K = int(sup.frames_per_window)
-    settle = min(sup.settle_s / dt, max(length - 2, 0))
+    K = int(sup.options.frames_per_window)
+    settle = min(sup.options.settle_s / dt, max(length - 2, 0))
     out = []
     for ci in range(len(sup.cameras)):
         P = sup.pixels[ci].shape[0]
@@ -227,7 +231,7 @@ def image_term(sup: ImageSupervision) -> Callable[[Any, Any], Any]:
     """``term(q_sim (B, L, n), targets) -> J_img`` (module docstring; ``targets``: one minibatch of
     :func:`window_targets`, weights already multiplied by the minibatch's padding weights). The
     renderer runs in float32 (the gradient still reaches float64 parameters)."""
-    rm, sigma, lam = sup.meshes, float(sup.sigma), float(sup.weight)
+    rm, sigma, lam = sup.meshes, float(sup.options.sigma), float(sup.options.weight)
     cams, Ts = sup.cameras, tuple(jnp.asarray(T, jnp.float32) for T in sup.transforms())
     pix = tuple(jnp.asarray(p, jnp.float32) for p in sup.pixels)
     adr = jnp.asarray(sup.joint_qpos)
