@@ -12,7 +12,7 @@ from actuatorlab.errors import ActuatorlabError, UnknownNameError
 from actuatorlab.identify.calibrate import (ARMATURE_BAND, OFFSET_BAND, free_swing_calibration,
                                             torque_off_runs)
 from actuatorlab.identify.fit import ParamSpace, fit_model
-from actuatorlab.identify import select
+from actuatorlab.identify import family
 from actuatorlab.identify.select import FamilyOptions, fit_family
 from actuatorlab.models.registry import get_model
 from actuatorlab.sim.rollout import make_batches
@@ -116,13 +116,13 @@ def test_judged_calibration_lifts_a_wrong_box_and_keeps_a_right_one(logs, calibr
     with the boxes lifted; a box that excludes the truth's armature is lifted, the right one kept."""
     J = TRUTH["armature"]
     wrong = replace(calibration, armature=0.7 * J, bounds={**calibration.bounds, "armature": (0.63 * J, 0.77 * J)})
-    monkeypatch.setattr(select, "free_swing_calibration", lambda *a, **k: wrong)
+    monkeypatch.setattr(family, "free_swing_calibration", lambda *a, **k: wrong)
     sel = fit_family(logs, ("m3",), FamilyOptions(extensions=(), budget="quick", seed=0))
     rec = sel.extras["calibration_judged"]
     assert sel.selected == MODEL and not rec["kept"] and rec["uncalibrated_score"] < 0.98 * rec["calibrated_score"]
     i = sel.final.space.names.index("armature")
     assert sel.extras["calibration"] is None and sel.final.space.upper[i] > 0.77 * J  # the profile's box
     assert sel.final.params["armature"] == pytest.approx(J, rel=0.05)  # out of the wrong box, at the truth
-    monkeypatch.setattr(select, "free_swing_calibration", lambda *a, **k: calibration)
+    monkeypatch.setattr(family, "free_swing_calibration", lambda *a, **k: calibration)
     sel = fit_family(logs, ("m3",), FamilyOptions(extensions=(), budget="quick", seed=0))
     assert sel.extras["calibration_judged"]["kept"] and sel.extras["calibration"] is not None

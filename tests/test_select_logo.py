@@ -14,7 +14,7 @@ import pytest
 
 from synthetic import TRUTH_M1, synthetic_set
 
-from actuatorlab.identify import select
+from actuatorlab.identify import family, select
 from actuatorlab.identify.identifiability import identifiability
 from actuatorlab.identify.folds import condition_folds, group_jackknife, resampled_uncertainty
 from actuatorlab.identify.search import SearchSettings
@@ -63,7 +63,7 @@ def test_budget(monkeypatch):
 
 
 def test_selection_keeps_a_true_delay_and_rejects_an_absent_offset(delay_logs, test_budget, monkeypatch):
-    monkeypatch.setattr(select, "SELECTION_EXTENSIONS", ("delay", "offset"))
+    monkeypatch.setattr(family, "SELECTION_EXTENSIONS", ("delay", "offset"))
     sel = fit_family(delay_logs, ("m1",), FamilyOptions(budget=test_budget))
     row = {r["model"]: r for r in sel.table}
     assert sel.scheme == "logo" and len(sel.groups) == 4
@@ -145,8 +145,8 @@ def test_run_fit_writes_selection_and_both_uncertainties(delay_logs, tmp_path, m
         save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet")
     monkeypatch.setitem(select.SELECTION_BUDGETS, "test", SelectionBudget(150, 300, 10, 1))
     monkeypatch.setitem(select.BUDGETS, "test", (300, 1, 0))
-    monkeypatch.setattr(select, "LADDERS", {**select.LADDERS, "servo": ("m1", "m3")})
-    monkeypatch.setattr(select, "SELECTION_EXTENSIONS", ("delay",))
+    monkeypatch.setattr(family, "LADDERS", {**family.LADDERS, "servo": ("m1", "m3")})
+    monkeypatch.setattr(family, "SELECTION_EXTENSIONS", ("delay",))
     run_fit([tmp_path / "logs"], tmp_path / "run", options=FamilyOptions(budget="test"), jackknife="log")
     d = json.loads((tmp_path / "run" / "model.json").read_text())
     sel = d["selection"]

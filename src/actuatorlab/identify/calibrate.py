@@ -45,7 +45,7 @@ import numpy as np
 from ..logs.format import Trajectory
 from .fit import fit_model, profile_for
 
-__all__ = ["FreeSwing", "torque_off_runs", "free_swing_calibration", "describe", "CALIBRATION_MODEL", "MIN_RUN_S", "describe_judgement",
+__all__ = ["FreeSwing", "torque_off_runs", "calibration_applies", "free_swing_calibration", "describe", "CALIBRATION_MODEL", "MIN_RUN_S", "describe_judgement",
            "MIN_SWING", "ARMATURE_BAND", "OFFSET_BAND"]
 
 #: the free pendulum: Coulomb, viscous and load-dependent friction, the armature and q_offset
@@ -112,6 +112,12 @@ def torque_off_runs(trajs: list[Trajectory], min_s: float = MIN_RUN_S, min_swing
     return out
 
 
+def calibration_applies(trajs: list[Trajectory], min_s: float = MIN_RUN_S) -> bool:
+    """Whether :func:`free_swing_calibration` calibrates these logs (servo pendulum logs with at least
+    one torque-off run, :func:`torque_off_runs`) rather than returning None."""
+    return bool(trajs) and profile_for(trajs) == "servo" and bool(torque_off_runs(trajs, min_s=min_s))
+
+
 def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float | None = None,
                            workers: int | None = None, min_s: float = MIN_RUN_S) -> FreeSwing | None:
     """Fit :data:`CALIBRATION_MODEL` to the torque-off runs of ``trajs`` (:func:`torque_off_runs`)
@@ -120,11 +126,9 @@ def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float 
     encoder offset and the boxes the selection confines them to; None when there is no such run or
     the logs are not on a servo pendulum bench (EMPS-like drives have their own profile)."""
 
-    if not trajs or profile_for(trajs) != "servo":
+    if not calibration_applies(trajs, min_s):
         return None
     runs = torque_off_runs(trajs, min_s=min_s)
-    if not runs:
-        return None
     t0 = time.perf_counter()
     fit = fit_model(runs, CALIBRATION_MODEL, seed=seed, dt=dt, workers=workers, stall=None)
     J, q0 = float(fit.params["armature"]), float(fit.params["q_offset"])

@@ -52,217 +52,62 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
+import jax
 import numpy as np
 
-from ..precision import physics
-from ..errors import ActuatorlabError, UnknownNameError
+from ..precision import physics, x64_enabled
+from ..models.registry import ModelSpec, get_model, tied_equivalents
+from .calibrate import FreeSwing, calibration_applies
 from ..logs.format import Trajectory
-from ..models.registry import SELECTION_EXTENSIONS, ModelSpec, get_model, tied_equivalents
-from ..sim.rollout import Batch, make_batches
-from .calibrate import FreeSwing, free_swing_calibration
+from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR, SELECTION_BUDGETS,
+                     Family, FamilyOptions, SelectionBudget, calibrate, ladder_for, lifted_problem, prepare)
 from .fit import FitResult, make_loss
 from .nested import MIN_GAIN, center, contained, judge, lowest
 from .folds import (GROUP_KEYS, LOG_KEY, Fold, condition_folds, group_ids, group_jackknife, resampled_uncertainty,
                     split_validation, time_split)
-from .polish import ResidualJacobian, polish_folds
-from .search import FoldSearch, PopulationScorer, SearchSettings, search_folds
-from .space import ParamSpace, effort_available, full_vectors, profile_for
+from .polish import polish_folds
+from .search import FoldSearch, SearchSettings, search_folds
+from .space import ParamSpace, full_vectors
 
 __all__ = ["LADDERS", "ladder_for", "SelectionBudget", "SELECTION_BUDGETS", "BUDGETS", "CALIBRATIONS",
-           "CALIBRATION", "MIN_GAIN", "FamilyOptions", "Family", "prepare", "FoldFits", "fold_settings",
+           "CALIBRATION", "MIN_GAIN", "FamilyOptions", "Family", "prepare", "prepare_judged", "FoldFits", "fold_settings",
            "fit_on_folds", "score_folds", "Ladder", "extend_bases", "walk", "judge_first_base", "judge_calibration",
            "final_refit", "final_result", "selection_result", "SelectionResult", "fit_family",
            # groups and folds live in .folds; named here for the callers of the selection
            "GROUP_KEYS", "LOG_KEY", "Fold", "condition_folds", "group_ids", "group_jackknife",
-           "resampled_uncertainty", "split_validation", "time_split"]
-
-#: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
-LADDERS: dict[str, tuple[str, ...]] = {
-    "servo": ("m1", "m2", "m3", "m4", "m5", "m6", "g1", "g2"),
-    "drive": ("m1", "m1+offset", "m2+offset", "m1+offset+delay"),
-}
-
-#: CMA-ES step of parameters inherited from a contained model, relative to that of new parameters
-INHERITED_STEP = 0.2
-
-#: a model that contains no fitted model (m1) starts from scratch: it gets this many times the
-#: per-fold evaluations (every other model starts from its parents' fold optima)
-SCRATCH_FACTOR = 4
-
-#: CMA-ES starts of the final all-data refit (the budget is split between them): the first from the
-#: best fold optimum, the others a wide perturbation of the best point so far. One start landed in
-#: a poor local optimum on one split (train MAE 38.0 vs 33.4 mrad for the same model, held-out 99.8
-#: vs 46.3 mrad); a second start guards against that at no extra evaluations.
-FINAL_STARTS = 2
+           "resampled_uncertainty", "split_validation", "time_split",
+           # the problem's constants live in .family
+           "INHERITED_STEP", "SCRATCH_FACTOR", "FINAL_STARTS"]
 
 
-@dataclass(frozen=True)
-class SelectionBudget:
-    """CMA-ES budget of a family selection."""
+def prepare_judged(trajs: list[Trajectory], ladder: tuple[str, ...] | None, options: FamilyOptions,
+                   progress: Callable | None = None) -> tuple[Family, Ladder, dict | None]:
+    """:func:`prepare` then :func:`judge_first_base`, with the same results, where the first base
+    without the calibration's boxes (which does not need the calibration) is fitted on the folds
+    while the calibration runs on a thread of its own: the calibration's Adam steps keep about one
+    core busy, the fold searches fill the other (on the 11 shared XL330 logs about 3 s of wall
+    time saved, bench/fit_speed.py)."""
+    if options.calibration != "judged" or not calibration_applies(trajs):
+        return judge_first_base(prepare(trajs, ladder, options, progress), progress)
+    plain = lifted_problem(trajs, ladder, options, lifted=True)
+    if progress:
+        progress("calibration", "free swing", 0.0)
+    x64 = x64_enabled()
 
-    fold_evals: int  #: evaluations per start of every fold search (x SCRATCH_FACTOR for a model with no parent)
-    final_evals: int  #: evaluations per start of the final all-logs refit of the selected model
-    popsize: int  #: population of the fold searches (the final refit's scales with the training logs)
-    top_bases: int  #: best eligible base models that get the extensions
-    fold_starts: int = 1  #: starts of every fold search (later ones: a wide perturbation of the best)
-    final_starts: int = FINAL_STARTS  #: starts of the final refit
+    def run_calibration() -> FreeSwing:
+        with jax.enable_x64(x64):  # JAX's precision is per thread
+            return calibrate(trajs, options)
 
-
-#: name -> budget. Population 20 since 2026-12-02 (bench/journal/xl330.md, "Population 20")
-SELECTION_BUDGETS: dict[str, SelectionBudget] = {
-    "quick": SelectionBudget(250, 1000, 10, 1),
-    "default": SelectionBudget(500, 3000, 20, 2),
-    "thorough": SelectionBudget(1500, 8000, 16, 3),
-}
-
-#: name -> (CMA evaluations per start, starts, gradient steps) of a single-model fit (``fit --model``)
-BUDGETS: dict[str, tuple[int, int, int]] = {
-    "quick": (1500, 2, 0),
-    "default": (4000, 2, 60),
-    "thorough": (12000, 3, 200),
-}
-
-#: what the selection calibrates first: "free_swing" (armature and encoder offset from the torque-off
-#: runs, :mod:`actuatorlab.identify.calibrate`; every base carries q_offset, both fitted in narrow boxes
-#: around the free-swing values), "judged" (the default since R45: those boxes must earn their place,
-#: :func:`judge_first_base` and :func:`judge_calibration`; bench/journal/fit_rules.md) or "none"
-CALIBRATIONS = ("judged", "free_swing", "none")
-CALIBRATION = "judged"
-
-@dataclass(frozen=True)
-class FamilyOptions:
-    """Options of :func:`fit_family`."""
-
-    seed: int = 0  #: seed of the calibration and of every CMA-ES search
-    budget: str | SelectionBudget = "default"  #: a name of SELECTION_BUDGETS, or a budget
-    extensions: tuple[str, ...] | None = None  #: tried on the best bases (None: SELECTION_EXTENSIONS)
-    group_by: tuple[str, ...] = GROUP_KEYS  #: condition tags whose values are the held-out groups
-    calibration: str = CALIBRATION  #: one of CALIBRATIONS
-    dt: float | None = None  #: [s] control period (None: the logs' median sample period)
-    workers: int | None = None  #: threads each population is scored on (None: the CPU cores)
-
-
-def ladder_for(trajs) -> tuple[str, ...]:
-    """The default ladder for these logs; firmwares whose gain units are not documented (Feetech)
-    get the free gain scale (``+gain``) on every model."""
-    ladder = LADDERS[profile_for(trajs)]
-    if any(getattr(t, "setup", None) is not None and t.setup.controller == "feetech_pwm" for t in trajs):
-        ladder = tuple(m + "+gain" if "gain" not in m.split("+") else m for m in ladder)
-    return ladder
-
-
-@dataclass(frozen=True)
-class Family:
-    """A prepared selection problem (:func:`prepare`): the logs, the ladder, the folds and the
-    weights of every fold search. ``W``, ``V`` (rows, L): 0/1 training and held-out weights of
-    the L logs (scorer order) per fold search; ``log_groups`` (L,): condition group of each log;
-    ``scorers``: compiled scorers by structure, made on first use (:meth:`scorer`)."""
-
-    logs: list[Trajectory]  # as given
-    work: list[Trajectory]  # the logs the folds index (in the split scheme: the cut logs)
-    ladder: tuple[str, ...]
-    extensions: tuple[str, ...]
-    budget: SelectionBudget
-    seed: int
-    group_by: tuple[str, ...]
-    scheme: str  # "logo" | "split"
-    folds: list[Fold]
-    batches: list[Batch]
-    dt: float  # [s]
-    log_groups: np.ndarray
-    W: np.ndarray
-    V: np.ndarray
-    profile: str
-    effort_weight: float
-    calibration: FreeSwing | None
-    workers: int | None
-    scorer_size: int  # candidates (or candidate-log pairs) per compiled scorer call
-    judged: bool = False  # whether the calibration must earn its place (judge_first_base, judge_calibration)
-    scorers: dict = field(default_factory=dict)
-    jacobians: dict = field(default_factory=dict)
-
-    @property
-    def bounds(self) -> dict | None:
-        return self.calibration.bounds if self.calibration is not None else None
-
-    def space(self, spec: ModelSpec) -> ParamSpace:
-        return ParamSpace.build(spec, self.batches, self.profile, bounds=self.bounds)
-
-    def scorer(self, spec: ModelSpec) -> PopulationScorer:
-        key = (spec.compliant, spec.thermal)
-        if key not in self.scorers:
-            self.scorers[key] = PopulationScorer(self.batches, spec, size=self.scorer_size, dtype=np.float32,
-                                                 workers=self.workers)
-        return self.scorers[key]
-
-    def jacobian(self, spec: ModelSpec) -> ResidualJacobian:
-        key = (spec.compliant, spec.thermal)
-        if key not in self.jacobians:
-            self.jacobians[key] = ResidualJacobian(self.batches, spec)
-        return self.jacobians[key]
-
-    def for_final(self) -> "Family":
-        """The problem of the final all-logs refit: the logs as given (the split scheme worked on
-        cut logs), one all-ones weight row, fresh scorers of the same size."""
-        if self.scheme != "split":
-            return replace(self, W=np.ones((1, self.W.shape[1])))
-        batches = make_batches(list(self.logs), self.dt)
-        given = {t.name: t for t in self.logs}
-        groups = group_ids([given[n] for b in batches for n in b.names], self.group_by)
-        return replace(self, batches=batches, log_groups=groups, W=np.ones((1, sum(b.size for b in batches))),
-                       scorers={}, jacobians={})
-
-
-def prepare(trajs: list[Trajectory], ladder: tuple[str, ...] | None, options: FamilyOptions,
-            progress: Callable | None = None) -> Family:
-    """Check the options, run the calibration, build the folds (or the fallback split), the batches
-    and the fold weights."""
-    ladder = tuple(ladder or ladder_for(trajs))
-    for m in ladder:
-        get_model(m)
-    if options.calibration not in CALIBRATIONS:
-        raise UnknownNameError("calibration", options.calibration, CALIBRATIONS)
-    budget = options.budget
-    if isinstance(budget, str):
-        if budget not in SELECTION_BUDGETS:
-            raise UnknownNameError("budget", budget, tuple(SELECTION_BUDGETS))
-        budget = SELECTION_BUDGETS[budget]
-    if budget.final_evals < 1:
-        raise ActuatorlabError(f"final_evals must be >= 1 (got {budget.final_evals})")
-    cal = None
-    if options.calibration in ("free_swing", "judged"):
-        if progress:
-            progress("calibration", "free swing", 0.0)
-        cal = free_swing_calibration(trajs, seed=options.seed, dt=options.dt, workers=options.workers)
-    if cal is not None:  # q_offset is free in every base (calibrated box); canonical names
-        ladder = tuple(m if "q_offset" in get_model(m).free else get_model(f"{m}+qoffset").name for m in ladder)
-    extensions = SELECTION_EXTENSIONS if options.extensions is None else tuple(options.extensions)
-    folds = condition_folds(trajs, options.group_by)
-    scheme, work = "logo", list(trajs)
-    if len(folds) < 2:  # fallback: one split (whole logs when there are 3 or more, else in time)
-        scheme = "split"
-        fit_part, val_part = split_validation(trajs)
-        work = fit_part + val_part
-        folds = [Fold("validation split", "split", tuple(range(len(fit_part))),
-                      tuple(range(len(fit_part), len(work))))]
-    batches = make_batches(work, options.dt)
-    order = {n: i for i, n in enumerate(t.name for t in work)}
-    names = [n for b in batches for n in b.names]  # scorer order
-    by_name = {t.name: t for t in work}
-    col = np.array([order[n] for n in names])
-    W = np.zeros((len(folds), len(names)))
-    V = np.zeros((len(folds), len(names)))
-    for f, fold in enumerate(folds):
-        W[f, np.isin(col, fold.train)] = 1.0
-        V[f, np.isin(col, fold.heldout)] = 1.0
-    assert not np.any(W * V), "a log on both sides of a fold"
-    return Family(list(trajs), work, ladder, extensions, budget, options.seed, tuple(options.group_by), scheme,
-                  folds, batches, batches[0].dt, group_ids([by_name[n] for n in names], options.group_by), W, V,
-                  profile_for(batches), 1.0 if effort_available(batches) else 0.0, cal, options.workers,
-                  int(budget.popsize * W.sum()), options.calibration == "judged")
+    with ThreadPoolExecutor(1, thread_name_prefix="actuatorlab-calibration") as pool:
+        pending = pool.submit(run_calibration)
+        lad_plain = Ladder()
+        fit_on_folds(plain, lad_plain, plain.ladder[0], 0, progress)
+        cal = pending.result()
+    return judge_first_base(replace(plain, calibration=cal), progress, (plain, lad_plain))
 
 
 @dataclass(frozen=True)
@@ -418,17 +263,22 @@ def walk(fam: Family, lad: Ladder, run: Callable[[str, int], None]) -> None:
     extend_bases(fam, lad, run, list(fam.ladder), len(fam.ladder))
 
 
-def judge_first_base(fam: Family, progress: Callable | None = None) -> tuple[Family, Ladder, dict | None]:
+def judge_first_base(fam: Family, progress: Callable | None = None,
+                     lifted: tuple[Family, Ladder] | None = None) -> tuple[Family, Ladder, dict | None]:
     """The first base on the folds with the calibrated boxes (``fam``) and lifted (q_offset still
-    free); returns the problem of lower mean held-out score (``fam`` on ties), its ladder record
-    and the judgement's record (None: nothing judged)."""
+    free; ``lifted``: that problem and its ladder with the first base already fitted); returns the
+    problem of lower mean held-out score (``fam`` on ties), its ladder record and the judgement's
+    record (None: nothing judged)."""
     lad = Ladder()
     if fam.calibration is None or not fam.judged:
         return fam, lad, None
-    plain = replace(fam, calibration=None)  # the same models (q_offset free), the profile's boxes
-    lad_plain = Ladder()
     fit_on_folds(fam, lad, fam.ladder[0], 0, progress)
-    fit_on_folds(plain, lad_plain, plain.ladder[0], 0, progress)
+    if lifted is None:
+        plain = replace(fam, calibration=None)  # the same models (q_offset free), the profile's boxes
+        lad_plain = Ladder()
+        fit_on_folds(plain, lad_plain, plain.ladder[0], 0, progress)
+    else:
+        plain, lad_plain = lifted
     with_cal, without = center(lad.val[fam.ladder[0]]), center(lad_plain.val[plain.ladder[0]])
     record = {"first_base": fam.ladder[0], "first_calibrated_score": with_cal, "first_uncalibrated_score": without,
               "first_kept": with_cal <= without}
@@ -569,9 +419,8 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None,
     (paired comparison with the reference), ``sign_p``, ``paired_t``, ``earns_place``, ``selected``.
     """
     t_begin, cpu_begin = time.perf_counter(), _cpu()
-    fam = prepare(trajs, ladder, options, progress)
+    fam, lad, first = prepare_judged(trajs, ladder, options, progress)
     cal_s = fam.calibration.wall_s if fam.calibration is not None else 0.0
-    fam, lad, first = judge_first_base(fam, progress)
     walk(fam, lad, lambda m, i: fit_on_folds(fam, lad, m, i, progress))
     selected = lad.lowest_mean()
     fam, judged = judge_calibration(fam, lad, selected, first)
