@@ -21,6 +21,17 @@ Both are judged on the test and validation logs, every encoder present (never us
 fit): per-joint rollout MAE over windows of 100 and 300 control steps, next to the nominal
 parameters. Target (issue 45): the withheld joint's MAE with images <= 1.5x its MAE with the
 encoder. Ends with one JSON line.
+
+``--learned ARCH`` (e.g. ``residual:mlp``, ``mlp``) also trains a learned whole-robot actuator
+twice through MJX (:func:`actuatorlab.learned.arm_train.train_arm`), each warm-started from the
+matching analytic fit above as its teacher (and, for ``residual:``, its base): **learned-encoder**
+on the train logs, **learned-images** on the train logs with ``--joint``'s encoder withheld and
+the masks in the loss (that joint restarting from the teacher's continuous rollout,
+:mod:`actuatorlab.learned.arm_images`). The checkpoint is chosen on the last train log (held out
+of the training windows; never a test or validation log), at a small budget for 2 CPU cores
+(``--learned-steps``, ``--learned-curriculum``). Same table and ratio::
+
+    python bench/visual_actuator.py --learned residual:mlp --out va_learned.json
 """
 
 from __future__ import annotations
@@ -41,6 +52,10 @@ from common import emit  # noqa: E402
 from actuatorlab.identify.arm_grad import fit_arm_grad  # noqa: E402
 from actuatorlab.identify.handeye import HandEyeConfig, calibrate_camera, load_mask_frames, pose_error  # noqa: E402
 from actuatorlab.identify.images import ImageOptions, load_image_supervision, withhold_encoders  # noqa: E402
+from actuatorlab.app.train_work import compilation_cache  # noqa: E402
+from actuatorlab.learned.arm import evaluate_learned_arm, load_arm_model  # noqa: E402
+from actuatorlab.learned.arm_train import ArmTrainConfig, train_arm  # noqa: E402
+from actuatorlab.precision import physics_precision  # noqa: E402
 from actuatorlab.logs import load_logs  # noqa: E402
 from actuatorlab.robots import load_robot  # noqa: E402
 from actuatorlab.sim.arm_data import evaluate_arm  # noqa: E402
@@ -85,6 +100,10 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--curriculum", type=int, nargs="+", default=[64, 128, 128])
     ap.add_argument("--iters", type=int, nargs="+", default=[30, 15, 15])
     ap.add_argument("--weight", type=float, default=1e-2, help="lambda [rad^2] of the image term")
+    ap.add_argument("--learned", default=None, metavar="ARCH",
+                    help="also train a learned actuator (ARCH or residual:ARCH) from each analytic fit")
+    ap.add_argument("--learned-steps", type=int, default=80)
+    ap.add_argument("--learned-curriculum", type=int, nargs="+", default=[64, 96, 128])
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     load0 = os.getloadavg()[0]
@@ -98,35 +117,77 @@ def main(argv: list[str] | None = None) -> dict:
         withheld = [withhold_encoders(t, [a.joint]) for t in train]
         kw = dict(per_joint=True, curriculum=tuple(a.curriculum), iters=tuple(a.iters), batch=8, seed=a.seed)
         runs: dict[str, dict] = {}
-        for name, logs, images in (("encoder", train, None),
-                                   ("images", withheld, load_image_supervision(robot, withheld, ds / "masks", cal,
-                                                                               ImageOptions(weight=a.weight)))):
+        sup = load_image_supervision(robot, withheld, ds / "masks", cal, ImageOptions(weight=a.weight))
+        for name, logs, images in (("encoder", train, None), ("images", withheld, sup)):
             t0, c0 = time.perf_counter(), time.process_time()
             r = fit_arm_grad(ROBOT, logs, images=images, **kw)
             runs[name] = {"params": r["params"], "train_mae": r["train_mae"], "wall_s": time.perf_counter() - t0,
                           "cpu_s": time.process_time() - c0, "compile_s": r["compile_s"],
                           "image_soft_iou": r.get("image_soft_iou")}
             print(name, {k: v for k, v in runs[name].items() if k != "params"}, file=sys.stderr, flush=True)
+        learned, learned_runs = ({}, {}) if a.learned is None else _learned(a, train, withheld, sup, runs, judge,
+                                                                             Path(tmp))
     table = {"nominal": evaluate_arm(ROBOT, None, judge, horizons=(100, 300))["per_joint"]}
     for name, r in runs.items():
         table[name] = evaluate_arm(ROBOT, r["params"], judge, horizons=(100, 300))["per_joint"]
+    table.update(learned)
     joints = list(table["nominal"])
     print(f"held-out rollout MAE [mrad] (test + val logs, every encoder), {a.joint}'s encoder withheld in 'images'; "
           f"cameras: {a.camera}")
-    print(f"{'fit':<10}" + "".join(f"{j + ' h100':>14}{'h300':>7}" for j in joints))
+    print(f"{'fit':<16}" + "".join(f"{j + ' h100':>14}{'h300':>7}" for j in joints))
     for name, per in table.items():
-        print(f"{name:<10}" + "".join(f"{1e3 * per[j]['100']:14.2f}{1e3 * per[j]['300']:7.2f}" for j in joints))
+        print(f"{name:<16}" + "".join(f"{1e3 * per[j]['100']:14.2f}{1e3 * per[j]['300']:7.2f}" for j in joints))
     ratio = {h: table["images"][a.joint][h] / table["encoder"][a.joint][h] for h in ("100", "300")}
     print(f"{a.joint}: images / encoder = {ratio['100']:.2f} (100 steps), {ratio['300']:.2f} (300 steps); "
           f"target <= 1.5")
+    lr_: dict[str, float] = {}
+    if learned:
+        lr_ = {h: table["learned-images"][a.joint][h] / table["learned-encoder"][a.joint][h] for h in ("100", "300")}
+        print(f"{a.joint}, learned {a.learned}: images / encoder = {lr_['100']:.2f} (100 steps), "
+              f"{lr_['300']:.2f} (300 steps); target <= 1.5")
     summary = {"bench": "visual_actuator", "seed": a.seed, "joint": a.joint, "camera": a.camera, "cameras": cam_rows,
                "curriculum": a.curriculum, "iters": a.iters, "weight": a.weight,
                "heldout_mae_rad": table, "ratio_images_encoder": ratio,
                "meets_target": bool(max(ratio.values()) <= 1.5),
+               **({} if not learned else {
+                   "learned": {"arch": a.learned, "steps": a.learned_steps, "curriculum": a.learned_curriculum,
+                               "ratio_images_encoder": lr_, "meets_target": bool(max(lr_.values()) <= 1.5),
+                               "runs": learned_runs}}),
                "runs": {k: {kk: vv for kk, vv in v.items() if kk != "params"} for k, v in runs.items()},
                "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2)}
     emit(summary, a.out)
     return summary
+
+
+def _learned(a, train, withheld, sup, runs: dict, judge, tmp: Path) -> tuple[dict[str, dict], dict[str, dict]]:
+    """(per-joint held-out MAE tables {"learned-encoder", "learned-images"}, their training records)
+    of the learned actuator ``a.learned`` trained from each analytic fit in ``runs`` (module docstring)."""
+    kind, sep, arch = a.learned.partition(":")
+    residual = bool(sep)
+    if residual and kind != "residual":
+        raise SystemExit(f"--learned {a.learned!r}: give ARCH or residual:ARCH")
+    arch = arch if residual else a.learned
+    budget = dict(steps=a.learned_steps, batch=4, curriculum=tuple(a.learned_curriculum),
+                  stage_fraction=(0.5, 0.3, 0.2)[:len(a.learned_curriculum)], lr=3e-4,
+                  eval_every=max(1, a.learned_steps // 4), max_val_windows=8, one_shape=True)
+    out: dict[str, dict] = {}
+    records: dict[str, dict] = {}
+    for name, logs, images in (("encoder", train, None), ("images", withheld, sup)):
+        teacher = {"model": None, "params": runs[name]["params"]}
+        opts = ArmTrainConfig(arch=arch, residual=teacher if residual else None, teacher=teacher, seed=a.seed,
+                              budget=budget)
+        run = tmp / f"learned_{name}"
+        t0, c0 = time.perf_counter(), time.process_time()
+        with physics_precision(), compilation_cache():
+            d = train_arm(ROBOT, logs[:-1], logs[-1:], opts, out=run, progress=False, images=images)
+            robot, model, _ = load_arm_model(run / "arm_model.json", ROBOT)
+            out[f"learned-{name}"] = evaluate_learned_arm(robot, model, judge, horizons=(100, 300))["per_joint"]
+        tr = d["training"]
+        records[name] = {"wall_s": time.perf_counter() - t0, "cpu_s": time.process_time() - c0,
+                               "compile_s": tr["compile_s"], "best_step": tr["best_step"],
+                               "best_val": tr["best_val_mae"], "val_criterion": tr["val_criterion"]}
+        print(f"learned-{name}", records[name], file=sys.stderr, flush=True)
+    return out, records
 
 
 if __name__ == "__main__":

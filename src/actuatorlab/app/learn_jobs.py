@@ -32,7 +32,11 @@ class TrainJob:
     actuator_lstm; ``residual:ARCH``: learn a correction of ``init``), init (a fitted analytic
     RUN/model.json or RUN/arm_model.json: the teacher of the warm start, one joint or a robot,
     and the base of a residual), steps (optimizer steps; null: the default budget), seed, validation (one
-    joint: time = last 25 % of every log | logs = whole logs held back)."""
+    joint: time = last 25 % of every log | logs = whole logs held back), masks (with robot: a folder of
+    camera masks, docs/format.md section 6, whose silhouettes join the loss through MJX; a joint
+    logged without position/<joint> is then learned from the cameras only, docs/visual.md), camera (with
+    masks: the camera_calibration.json of calibrate-camera), image_weight (lambda [rad^2] of the image
+    term, 1e-2)."""
 
     data: tuple[Path, ...]
     out: Path = Path("run")
@@ -43,6 +47,9 @@ class TrainJob:
     steps: int | None = None
     seed: int = 0
     validation: str = "time"
+    masks: Path | None = None
+    camera: Path | None = None
+    image_weight: float = 1e-2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +73,12 @@ def check_train(job: TrainJob) -> None:
     """Refuse bad numbers, a residual without its base and a run that is not there to resume,
     before any work."""
     check_range("--steps", job.steps)
+    check_range("--image-weight", job.image_weight)
+    if (job.masks is None) != (job.camera is None):
+        raise ActuatorlabError("--masks and --camera go together: the masks folder and the camera_calibration.json "
+                               "of its cameras (actuatorlab calibrate-camera)")
+    if job.masks is not None and job.robot is None and job.init is None:
+        raise ActuatorlabError(f"--masks {job.masks}: camera masks supervise a whole-robot model; give --robot")
     _, residual = split_arch(job.arch)
     if residual and job.init is None:
         raise ActuatorlabError(f"--arch {job.arch}: a residual corrects a fitted analytic model; give it with --init")
@@ -78,11 +91,15 @@ def run_train_job(job: TrainJob) -> TrainResult:
     check_train(job)
     arch, residual = split_arch(job.arch)
     robot = robot_of_model(job.init, job.robot) if job.init is not None else job.robot
+    if robot is None and job.masks is not None:
+        raise ActuatorlabError(f"--masks {job.masks}: camera masks supervise a whole-robot model, and {job.init} "
+                               "is a one-joint model; give a RUN/arm_model.json of `fit --robot`")
     if robot is not None:
+        images = None if job.masks is None else jobs.TrainImages(job.masks, job.camera, job.image_weight)
         return TrainResult(jobs.run_train_arm(robot, list(job.data), job.out,
                                               ArmTrainConfig(arch=arch, residual=job.init if residual else None,
                                                              teacher=job.init, steps=job.steps, seed=job.seed),
-                                              resume=job.resume), robot)
+                                              resume=job.resume, images=images), robot)
     return TrainResult(jobs.run_train(list(job.data), job.out,
                                       jobs.JointTrainOptions(arch=arch, residual=job.init if residual else None,
                                                              teacher=job.init, steps=job.steps, seed=job.seed,

@@ -35,6 +35,8 @@ from ..learned.learn import check_resume_teacher, run_meta
 from ..identify.select import FamilyOptions, fit_family
 from ..models.modelfile import model_to_dict
 from ..learned.arm import arm_log, load_arm_model
+from ..identify.images import ImageOptions, load_image_supervision
+from ..robots import load_robot
 from ..learned.arm_train import ArmTrainConfig, DEFAULT_BUDGET, FULL_BUDGET, train_arm
 from ..sim.force import LearnedTelemetry, read_force_log
 from ..precision import physics_precision
@@ -242,8 +244,20 @@ def compilation_cache() -> Iterator[Path | None]:
         compilation_cache_module.reset_cache()
 
 
+@dataclasses.dataclass(frozen=True)
+class TrainImages:
+    """Camera supervision of a whole-robot training (:func:`run_train_arm`): ``masks`` (folder with
+    cameras.json and NAME.npz, docs/format.md section 6), ``camera`` (camera_calibration.json of
+    ``actuatorlab calibrate-camera``; None: the camera file's poses), ``weight`` (lambda [rad^2])."""
+
+    masks: str | Path
+    camera: str | Path | None = None
+    weight: float = 1e-2
+
+
 def run_train_arm(robot: str, paths, out: str | Path = "run", opts: ArmTrainConfig = ArmTrainConfig(), *,
-                  budget: str | dict = "default", resume: bool = False, progress: bool = True) -> dict:
+                  budget: str | dict = "default", resume: bool = False, progress: bool = True,
+                  images: TrainImages | None = None) -> dict:
     """Train a learned (or, with ``residual`` = an analytic RUN/arm_model.json, a residual)
     whole-robot actuator model through the MJX rollout and write RUN/arm_model.json (kind
     "learned" | "residual") + RUN/arm_model.eqx, loadable by ``evaluate --robot``
@@ -251,16 +265,21 @@ def run_train_arm(robot: str, paths, out: str | Path = "run", opts: ArmTrainConf
     2 CPU cores for the neural_actuator suite at --scale 0.1), "full" (documented full run) or a
     dict of :data:`~actuatorlab.learned.arm_train.DEFAULT_BUDGET` keys. The run folder also holds the
     trainer's config.json, metrics.jsonl and checkpoints (``resume`` continues exactly). The
-    training step's compilation is kept in JAX's persistent cache (:func:`compilation_cache`)."""
+    training step's compilation is kept in JAX's persistent cache (:func:`compilation_cache`).
+    ``images``: the masks of the training and validation logs join the loss and the validation
+    (:mod:`actuatorlab.learned.arm_images`; arm_model.json's ``training.images``: cameras, weight,
+    logs with masks)."""
 
     if isinstance(budget, str):
         if budget not in ("default", "full"):
             raise UnknownNameError("training budget", budget, ("default", "full"))
         budget = DEFAULT_BUDGET if budget == "default" else FULL_BUDGET
     tr, va = split_arm_data(paths)
+    sup = None if images is None else load_image_supervision(load_robot(robot), tr + va, images.masks, images.camera,
+                                                             ImageOptions(weight=images.weight))
     with compilation_cache():
         return train_arm(robot, tr, va, dataclasses.replace(opts, budget=dict(budget)), out=out, resume=resume,
-                         progress=progress)
+                         progress=progress, images=sup)
 
 
 def run_infer(model_path, paths, out: str | Path, *, robot: str | None = None) -> dict:

@@ -27,7 +27,8 @@ A joint whose log has a command but no encoder (``position_target/<joint>`` with
 :func:`actuatorlab.sim.arm_data.log_arrays`) is not in the position term;
 the images are then what constrains it. Where its windows restart, its state is a stand-in (the
 command in the logs; in the gradient fit a continuous rollout of the parameters reached,
-:func:`actuatorlab.identify.arm_grad.standin_states`), and frames in the first
+:func:`actuatorlab.identify.arm_grad.standin_states`; in a learned actuator's training the
+teacher's, :mod:`actuatorlab.learned.arm_images`), and frames in the first
 :attr:`ImageOptions.settle_s` of a window are not used, so that the stand-in's error has decayed
 (the servo's closed loop forgets it: on the virtual OM-X the withheld shoulder's command as
 stand-in raised 1 - softIoU by as much as the whole difference between nominal and fitted
@@ -198,25 +199,30 @@ def load_image_supervision(robot: Robot, logs: list[Trajectory], masks_dir: str 
                             o)
 
 
-def window_targets(sup: ImageSupervision, names: list[str], lengths_T: list[int], length: int, dt: float
+def window_targets(sup: ImageSupervision, names: list[str], lengths_T: list[int], length: int, dt: float,
+                   stride: int | None = None, used: int | None = None
                    ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
     """Per camera (k (W, K) fractional step inside the window, c (W, K) weight, obs (W, K, P_c)) for
     the windows of ``length`` steps (``dt`` [s] each) of logs ``names`` of ``lengths_T`` samples, in
     the order of :func:`actuatorlab.sim.arm_data.fit_windows` (a log shorter than ``length``: one
-    padded window); frames within ``settle_s`` of the window's start are left out."""
+    padded window); frames within ``settle_s`` of the window's start are left out. ``stride``
+    (default ``length``): steps between window starts, as
+    :func:`~actuatorlab.sim.arm_windows.make_windows`'s; ``used`` (default ``length``): only frames
+    in a window's first ``used`` steps count (windows padded past their curriculum length)."""
     K = int(sup.options.frames_per_window)
-    settle = min(sup.options.settle_s / dt, max(length - 2, 0))
+    used = int(length if used is None else min(used, length))
+    settle = min(sup.options.settle_s / dt, max(used - 2, 0))
     out = []
     for ci in range(len(sup.cameras)):
         P = sup.pixels[ci].shape[0]
         ks, cs, obs = [], [], []
         for name, T in zip(names, lengths_T):
             per = sup.frames.get(name)
-            for s in window_starts(T, length):
+            for s in window_starts(T, length, stride):
                 k_w, c_w, o_w = np.zeros(K), np.zeros(K), np.zeros((K, P), np.float32)
                 if per is not None:
                     k_abs, m = per[ci]
-                    inside = np.flatnonzero((k_abs >= s + settle) & (k_abs <= min(s + length, T) - 1))
+                    inside = np.flatnonzero((k_abs >= s + settle) & (k_abs <= min(s + used, T) - 1))
                     if inside.size:
                         pick = inside[np.unique(np.round(np.linspace(0, inside.size - 1, min(K, inside.size))).astype(int))]
                         k_w[:len(pick)], c_w[:len(pick)], o_w[:len(pick)] = k_abs[pick] - s, 1.0, m[pick]

@@ -55,6 +55,7 @@ from ..sim.dynamics import ArmDynamics
 from ..sim.force import estimate_log, ForcePrior, lever_arms, read_force_log
 from ..logs.format import Channel
 from ..files import git_revision
+from ..identify.images import ImageSupervision, window_targets
 from .checkpoint import load_learned, save_learned
 from ..models.nets import param_count
 from .force_frame import force_frame_dict, force_joint_of, force_yaw_of
@@ -69,6 +70,8 @@ WEIGHTS_NAME = "arm_model.eqx"
 #: per-channel features used when the logs carry them (commands, state, tracking error, telemetry)
 DEFAULT_FEATURES: tuple[str, ...] = ("q_target", "q", "dq", "err", "current", "pwm", "temperature", "voltage")
 FORCE_THRESHOLD = 0.01  # [N] contact iff |f| above this
+#: [1/rad^2] the image term's factor in :func:`arm_loss`: 1 / (2 u^2), u = 1 deg
+IMAGE_SCALE = 0.5 / (math.pi / 180.0) ** 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -196,7 +199,9 @@ def add_residual_channels(robot: Robot, prior, trajs: Iterable[Trajectory],
 class LearnedWindows(eqx.Module):
     """W windows of L steps: inputs (LearnedInputs, (W, L, ...), past (W, H, F)), state0 (ArmState,
     (W, ...)), q_meas (W, L, n), wgt (W, L, n) position weights, force (W, L, 3) [N], force_w
-    (W, L), condition (W, C), contact (W, L) gate labels in {0, 1} (None: |force| > FORCE_THRESHOLD)."""
+    (W, L), condition (W, C), contact (W, L) gate labels in {0, 1} (None: |force| > FORCE_THRESHOLD),
+    img: the windows' camera-mask targets (:func:`~actuatorlab.identify.images.window_targets`, per
+    camera (k (W, K), c (W, K), obs (W, K, P_c)); None: no image supervision)."""
 
     inputs: Any
     state0: Any
@@ -206,6 +211,7 @@ class LearnedWindows(eqx.Module):
     force_w: Any
     condition: Any
     contact: Any = None
+    img: Any = None
 
     def take(self, idx) -> "LearnedWindows":
         return jax.tree.map(lambda a: a[idx], self)
@@ -216,13 +222,17 @@ class LearnedWindows(eqx.Module):
 
 
 def learned_windows(robot: Robot, logs: list[ArmLog], length: int, model: LearnedArm,
-                    cfg: ArmConfig | None = None, pad_to: int | None = None) -> LearnedWindows:
+                    cfg: ArmConfig | None = None, pad_to: int | None = None,
+                    images: ImageSupervision | None = None) -> LearnedWindows:
     """Windows of ``length`` control steps of every log (a shorter log: one padded window), with
     the measured frames before each window as its history (copies of frame 0 before a log).
 
     ``pad_to`` (>= length): windows start every ``length`` steps but hold ``pad_to`` steps, the
     steps past ``length`` at weight 0, so every curriculum stage has one array shape and the
-    training step compiles once (XLA compiles the MJX gradient in minutes on a CPU)."""
+    training step compiles once (XLA compiles the MJX gradient in minutes on a CPU).
+
+    ``images``: the windows carry their mask frames (``img``; frames of the first ``length`` steps
+    only, :func:`~actuatorlab.identify.images.window_targets`)."""
     cfg = cfg or ArmConfig.from_robot(robot)
     H = model.layout.history
     parts = []
@@ -246,6 +256,9 @@ def learned_windows(robot: Robot, logs: list[ArmLog], length: int, model: Learne
                                    else (np.linalg.norm(lg.force, axis=-1) > FORCE_THRESHOLD).astype(float))[idx]))
     cat = lambda *a: np.concatenate(a)  # noqa: E731
     d = {k: jax.tree.map(cat, *[p[k] for p in parts]) for k in parts[0]}
+    if images is not None:
+        d["img"] = window_targets(images, [lg.base.name for lg in logs], [lg.base.q_meas.shape[0] for lg in logs], P,
+                                  robot.control_dt, stride=int(length), used=int(length))
     return LearnedWindows(**d)
 
 
@@ -295,9 +308,14 @@ def _units(robot: Robot) -> np.ndarray:
     return np.where(jt == mujoco.mjtJoint.mjJNT_SLIDE, 1e-3, math.pi / 180.0)
 
 
-def arm_loss(model: LearnedArm, w: LearnedWindows, roll_heads, units, weights=(0.1, 0.1, 0.1)):
+def arm_loss(model: LearnedArm, w: LearnedWindows, roll_heads, units, weights=(0.1, 0.1, 0.1), img_term=None):
     """Loss J of the module docstring and its terms (aux dict). ``roll_heads``: a batched
-    ``make_mjx_rollout(...).with_heads`` (``jax.vmap(..., in_axes=(None, 0, 0, None))``)."""
+    ``make_mjx_rollout(...).with_heads`` (``jax.vmap(..., in_axes=(None, 0, 0, None))``).
+    ``img_term``: :func:`~actuatorlab.identify.images.image_term` of the windows' ``img``: J gains
+    J_img / (2 u^2) (u = 1 deg; aux "image": J_img [rad^2]), the image term in the position term's
+    units (huber(e / u) = e^2 / (2 u^2) for small e), so that its weight lambda keeps the meaning it
+    has in the analytic fit (:mod:`actuatorlab.identify.images`: lambda [rad^2] against the squared
+    position error)."""
     _, out, hd = roll_heads(model, w.inputs, w.state0, None)
     e = (out.q - w.q_meas) / jnp.asarray(units)
     pos = jnp.sum(optax.huber_loss(e, delta=1.0) * w.wgt) / jnp.maximum(jnp.sum(w.wgt), 1.0)
@@ -312,7 +330,11 @@ def arm_loss(model: LearnedArm, w: LearnedWindows, roll_heads, units, weights=(0
                                                        jnp.asarray(w.condition, jnp.float32)[:, None, :]))
     a_f, a_g, a_c = weights
     total = pos + a_f * force + a_g * gate + a_c * cond
-    return total, {"position": pos, "force": force, "gate": gate, "condition": cond}
+    aux = {"position": pos, "force": force, "gate": gate, "condition": cond}
+    if img_term is not None and w.img is not None:
+        aux["image"] = img_term(out.q, w.img)
+        total = total + IMAGE_SCALE * aux["image"]
+    return total, aux
 
 
 def native_mae(robot: Robot, model, w: LearnedWindows, cfg: ArmConfig | None = None) -> dict[str, Any]:

@@ -16,6 +16,11 @@
    The warm-started model is validated at step 0 too, so the kept checkpoint is never worse on
    validation than the warm start.
 
+With ``images`` (masks of calibrated cameras), the loss through the simulator gains the image
+term at each window's mask frames, every commanded joint is a channel (one without an encoder is
+learned from the cameras alone), and a joint without an encoder restarts its windows from the
+teacher's continuous rollout (:mod:`actuatorlab.learned.arm_images`).
+
 A failed run leaves RUN as it was: every input (teacher file, logs, resume) is checked and the
 teacher fitted and distilled before the trainer writes anything.
 """
@@ -34,16 +39,17 @@ import numpy as np
 
 from ..errors import DataError, ModelError
 from ..identify.arm_fit import fit_arm
+from ..identify.images import ImageSupervision, image_term
 from ..logs.format import Trajectory
 from ..models.features import Normalizer, fit_normalizer, sliding_windows
 from ..precision import physics
 from ..robots.loader import Robot
 from ..sim.arm import ArmConfig, make_mjx_rollout
-from ..sim.arm_data import log_arrays
 from ..sim.arm_learned import TELEMETRY, LearnedArm, frames_of_log, trainable
 from ..sim.arm_native import native_model
 from .arm import (DEFAULT_FEATURES, ArmLog, LearnedWindows, _base_of, _effort_scale, _units, arm_log, arm_loss,
                   learned_windows, make_learned_arm, native_mae, save_arm_model)
+from .arm_images import channel_mask, unmeasured_joints, validator, with_standins
 from .distill import DistillConfig, teacher_effort
 from .learn import Curriculum, Problem, check_resume_teacher, learn, stored_teacher
 from .trainer import TrainConfig
@@ -147,7 +153,9 @@ def distill_targets(model: LearnedArm, robot: Robot, logs: list[ArmLog], teacher
     """The warm start's data (module docstring): (windows (N, H+1, F), targets (N, C), weights
     (N, C)): the effort of ``teacher`` (robot, parameter sets) minus, for a residual, the effort of
     ``base`` at the measured frames of ``logs`` (and ``cfg.copies`` noisy copies), in the network's
-    units, for :func:`~actuatorlab.learned.distill.distill` with :func:`_torque`."""
+    units, for :func:`~actuatorlab.learned.distill.distill` with :func:`_torque`. Every commanded
+    channel is a target; a joint without an encoder is teacher-forced at its stand-in states
+    (:func:`~actuatorlab.learned.arm_images.with_standins`: its log's q_meas / dq_meas)."""
     idx = [robot.index(j) for j in model.layout.channels]
     s = np.asarray(model.effort_scale)
     E = np.asarray(model.effort_limit)
@@ -167,7 +175,8 @@ def distill_targets(model: LearnedArm, robot: Robot, logs: list[ArmLog], teacher
         fr = frames_of_log(model, b.inputs.q_target, q, dq, b.inputs.v_supply, b.inputs.enable, lg.telemetry)
         xs.append(np.asarray(sliding_windows(fr, model.layout.history)))
         ys.append(np.clip(tau[:, idx] / s, -E / s, E / s))
-        ws.append(np.broadcast_to(b.scored[idx].astype(float), (fr.shape[0], len(idx))))
+        on = b.scored if b.commanded is None else b.commanded
+        ws.append(np.broadcast_to(on[idx].astype(float), (fr.shape[0], len(idx))))
     x, y, w = np.concatenate(xs), np.concatenate(ys), np.concatenate(ws)
     sel = np.unique(np.linspace(0, len(x) - 1, min(len(x), MAX_DISTILL_FRAMES)).astype(int))
     return x[sel], y[sel], w[sel]
@@ -189,19 +198,21 @@ def _new_model(robot: Robot, base: dict, tr: list[ArmLog], channels, feats, opti
                             history=options.history, key=jax.random.PRNGKey(options.seed), **(options.sizes or {}))
 
 
-def _schedule(bud: dict, robot, tr, va, model, cfg) -> tuple[Curriculum, list[LearnedWindows], LearnedWindows]:
-    """(curriculum, training windows of each stage, validation windows)."""
+def _schedule(bud: dict, robot, tr, va, model, cfg, images: ImageSupervision | None = None
+              ) -> tuple[Curriculum, list[LearnedWindows], LearnedWindows]:
+    """(curriculum, training windows of each stage, validation windows), with their mask frames
+    when ``images`` is given."""
     cur = Curriculum(tuple(int(L) for L in bud["curriculum"]), tuple(float(f) for f in bud["stage_fraction"]))
     pad = max(cur.lengths) if bud.get("one_shape") else None
-    stages = [learned_windows(robot, tr, L, model, cfg, pad_to=pad) for L in cur.lengths]
-    vw = learned_windows(robot, va, cur.lengths[-1], model, cfg)
+    stages = [learned_windows(robot, tr, L, model, cfg, pad_to=pad, images=images) for L in cur.lengths]
+    vw = learned_windows(robot, va, cur.lengths[-1], model, cfg, images=images)
     vw = vw.take(np.unique(np.linspace(0, vw.n - 1, min(vw.n, int(bud["max_val_windows"]))).astype(int)))
     return cur, stages, vw
 
 
 def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory],
               options: ArmTrainConfig = ArmTrainConfig(), *, out: str | Path, init: LearnedArm | None = None,
-              resume: bool = False, progress: bool = True) -> dict[str, Any]:
+              resume: bool = False, progress: bool = True, images: ImageSupervision | None = None) -> dict[str, Any]:
     """Train a learned (``residual`` None) or residual whole-robot model: warm start from the
     teacher, then through MJX (module docstring); write RUN/arm_model.json + RUN/arm_model.eqx (the
     best checkpoint by validation MAE).
@@ -210,6 +221,11 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     from this model's network (fine-tuning / online adaptation; its layout and normalizer are
     kept, no warm start); its analytic base becomes ``options.residual`` for a residual model and
     ``options.teacher`` for a replacing one (:func:`_fine_tuning_base`), the base that is saved.
+    ``images``: masks of calibrated cameras of the training (and validation) logs
+    (:func:`~actuatorlab.identify.images.load_image_supervision`): the image term joins the loss,
+    every commanded joint is a channel, joints without an encoder restart from the teacher's
+    continuous rollout (else the base's), and the checkpoint is chosen by position MSE + image term
+    on the validation logs (:mod:`actuatorlab.learned.arm_images`).
     Returns the arm_model.json dict."""
 
     t_all = _time.perf_counter()
@@ -235,18 +251,11 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     if init is not None and residual is None:
         robot, base, base_desc = _fine_tuning_base(robot_name, init, options.teacher)
     cfg = ArmConfig.from_robot(robot)
-    scored = np.any([log_arrays(robot, t).scored for t in train_trajs[:1]], axis=0)
     if init is not None and init.force_prior is not None:
         raise ModelError(f"train --robot: the initial model's force head corrects a {init.force_prior.method!r} "
                          "force prior, which the rollout loss does not compute; fine-tune its heads with train-heads")
-    if init is not None:
-        channels, feats = init.layout.channels, init.layout.per_channel
-    else:
-        channels = tuple(j for j, s in zip(robot.joint_names, scored) if s)
-        feats = tuple(options.per_channel or [f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
-            train_trajs[0].has(f"{TELEMETRY[f]}/{j}") for j in channels)])
-    tr = [arm_log(robot, t, channels, feats) for t in train_trajs]
-    va = [arm_log(robot, t, channels, feats) for t in val_trajs]
+    channels, feats = _layout(robot, train_trajs[0], init, options, images)
+    tr, va, standin = _logs(robot, base, teacher, train_trajs, val_trajs, channels, feats)
     if init is not None:
         model = eqx.tree_at(lambda m: m.base, init, {k: jnp.asarray(v, jnp.float64) for k, v in base.items()})
     else:
@@ -260,7 +269,7 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
             def distill_data(m):
                 return distill_targets(m, robot, tr, (teacher[0], teacher[1]), (robot, base) if m.residual else None,
                                        options.distill)
-    cur, stages, vw = _schedule(bud, robot, tr, va, model, cfg)
+    cur, stages, vw = _schedule(bud, robot, tr, va, model, cfg, images)
     B, seed = int(bud["batch"]), int(options.seed)
     units = _units(robot)
     roll = jax.vmap(make_mjx_rollout(robot, cfg).with_heads, in_axes=(None, 0, 0, None))
@@ -270,19 +279,19 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
         rng = np.random.default_rng([seed, int(step)])
         return w.take(rng.choice(w.n, size=B, replace=w.n < B))
 
-    def loss_fn(m, w):
-        return arm_loss(m, w, roll, units)
+    img_term = None if images is None else image_term(images)
 
-    def val_fn(m):
-        r = native_mae(robot, m, vw, cfg)
-        return {"val": r["position_mae"], **{f"mae/{j}": v for j, v in r["per_joint"].items()}}
+    def loss_fn(m, w):
+        return arm_loss(m, w, roll, units, img_term=img_term)
+
+    val_fn = validator(robot, vw, cfg, images)
 
     tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 10),
                        eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=seed,
                        ema_decay=0.99, eval_at_start=teacher is not None)
     meta = {"robot": robot_name, "arch": model.arch, "residual": base_desc, "curriculum": list(cur.lengths),
             "batch": B, "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs],
-            "teacher": None if teacher is None else teacher[2]}
+            "teacher": None if teacher is None else teacher[2], **_image_meta(images, standin)}
     val0 = native_mae(robot, model, vw, cfg) if init is not None else None
     problem = Problem(loss=loss_fn, batch=batch, validate=val_fn, trainable=trainable(model),
                       distill_data=distill_data, torque=_torque, distill=options.distill, warm=warm_info)
@@ -293,6 +302,43 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
                      "wall_s": _time.perf_counter() - t_all, "curriculum": list(lengths), "batch": B,
                      "stage_ends": ends.tolist(), "lr": bud["lr"],
-                     "init_val_mae": None if val0 is None else val0["position_mae"], "warm_start": res.warm_start},
+                     "init_val_mae": None if val0 is None else val0["position_mae"], "warm_start": res.warm_start,
+                     "val_criterion": "position_mae" if images is None else "position_mse+image_term",
+                     **_image_meta(images, standin)},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
+
+
+def _layout(robot: Robot, first: Trajectory, init: LearnedArm | None, options: ArmTrainConfig,
+            images: ImageSupervision | None) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(channels, per-channel features): ``init``'s, else the joints the first training log scores
+    (every commanded one with ``images``, :func:`~actuatorlab.learned.arm_images.channel_mask`) and
+    ``options.per_channel`` or the default features that log carries for every channel."""
+    if init is not None:
+        return init.layout.channels, init.layout.per_channel
+    channels = tuple(j for j, s in zip(robot.joint_names, channel_mask(robot, first, images)) if s)
+    return channels, tuple(options.per_channel or [f for f in DEFAULT_FEATURES if f not in TELEMETRY or all(
+        first.has(f"{TELEMETRY[f]}/{j}") for j in channels)])
+
+
+def _logs(robot: Robot, base: dict, teacher, train_trajs, val_trajs, channels, feats
+          ) -> tuple[list[ArmLog], list[ArmLog], list[str]]:
+    """(training logs, validation logs, the joints some log does not measure): a joint without an
+    encoder has the stand-in states of the teacher's continuous rollout (else of the base model's),
+    :func:`~actuatorlab.learned.arm_images.with_standins`."""
+    tr = [arm_log(robot, t, channels, feats) for t in train_trajs]
+    va = [arm_log(robot, t, channels, feats) for t in val_trajs]
+    un = unmeasured_joints(robot, tr + va)
+    if un:
+        src = (teacher[0], teacher[1]) if teacher is not None else (robot, base)
+        tr, va = with_standins(tr, src), with_standins(va, src)
+    return tr, va, un
+
+
+def _image_meta(images: ImageSupervision | None, unmeasured: list[str]) -> dict[str, Any]:
+    """What the run records of its image supervision (nothing without it and without unmeasured joints)."""
+    d: dict[str, Any] = {"unmeasured": unmeasured} if unmeasured else {}
+    if images is not None:
+        d["images"] = {"cameras": [c.name for c in images.cameras], "weight": images.options.weight,
+                       "logs": sorted(images.frames)}
+    return d

@@ -31,6 +31,13 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
           resume: bool = typer.Option(False, "--resume", help="continue RUN/checkpoint.ckpt exactly"),
           robot: Optional[str] = typer.Option(None, "--robot", help="multi-joint logs of this robot: whole-robot "
                                               "training through MJX (writes RUN/arm_model.json)"),
+          masks: Optional[Path] = typer.Option(None, "--masks", help="with --robot: folder of camera masks "
+                                               "(cameras.json, NAME.npz) whose silhouettes join the loss; a joint "
+                                               "logged without position/<joint> is learned from them (docs/visual.md)"),
+          camera: Optional[Path] = typer.Option(None, "--camera", help="with --masks: camera_calibration.json of "
+                                                "`actuatorlab calibrate-camera`"),
+          image_weight: Optional[float] = typer.Option(None, "--image-weight", help="lambda [rad^2] of the image "
+                                                       "term (default 1e-2)"),
           config: Config = None):
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
     write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`.
@@ -38,7 +45,8 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
     then trains through the simulator (the one-joint scan; MJX with --robot)."""
 
     job = job_of(ctx, TrainJob, config, data="data", arch="arch", init="init", steps="steps", out="out",
-                 seed="seed", resume="resume", robot="robot")
+                 seed="seed", resume="resume", robot="robot", masks="masks", camera="camera",
+                 image_weight="image_weight")
     res = learn_jobs.run_train_job(job)
     d, out = res.record, job.out
     ws = (d.get("training") if res.robot is not None else d.get("fit", {})).get("warm_start") or {}
@@ -48,9 +56,10 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
                                                         if r2 is not None else ""))
     if res.robot is not None:
         tr = d["training"]
-        console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation MAE "
-                      f"{tr['best_val_mae']:.4g} rad at step {tr['best_step']} of {tr['steps']} "
-                      f"({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
+        what = ("MAE {:.4g} rad" if tr.get("val_criterion", "position_mae") == "position_mae"
+                else "position MSE + image term {:.4g} rad^2").format(tr["best_val_mae"])
+        console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation {what} "
+                      f"at step {tr['best_step']} of {tr['steps']} ({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
         console.print(f"wrote {out / 'arm_model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
         return
     s, tr = d["_summary"], d["fit"]
