@@ -337,9 +337,10 @@ def arm_loss(model: LearnedArm, w: LearnedWindows, roll_heads, units, weights=(0
     return total, aux
 
 
-def native_mae(robot: Robot, model, w: LearnedWindows, cfg: ArmConfig | None = None) -> dict[str, Any]:
+def native_mae(robot: Robot, model, w: LearnedWindows, cfg: ArmConfig | None = None,
+               keep_q: bool = False) -> dict[str, Any]:
     """Per-joint and pooled position MAE [rad | m] of a native rollout of ``model`` (learned or
-    analytic parameter sets) on the windows."""
+    analytic parameter sets) on the windows; ``keep_q``: also the simulated positions "q" (W, L, n)."""
     x = w.inputs if isinstance(model, LearnedArm) else ArmInputs(*w.inputs[:3])
     _, out = rollout_native(robot, model, x, w.state0, cfg)
     wgt = np.asarray(w.wgt)
@@ -347,7 +348,8 @@ def native_mae(robot: Robot, model, w: LearnedWindows, cfg: ArmConfig | None = N
     num, den = err.sum(axis=(0, 1)), wgt.sum(axis=(0, 1))
     per = {j: float(num[i] / den[i]) for i, j in enumerate(robot.joint_names) if den[i] > 0}
     pooled = float(num.sum() / max(den.sum(), 1.0))
-    return {"per_joint": per, "position_mae": pooled if np.isfinite(pooled) else float("inf")}
+    return {"per_joint": per, "position_mae": pooled if np.isfinite(pooled) else float("inf"),
+            **({"q": np.asarray(out.q)} if keep_q else {})}
 
 
 def _effort_scale(robot: Robot, base: dict, logs: list[ArmLog], channels, residual: bool) -> np.ndarray:

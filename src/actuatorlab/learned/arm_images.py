@@ -42,11 +42,9 @@ from ..identify.arm_grad import standin_states
 from ..identify.images import ImageSupervision, image_term
 from ..logs.format import Trajectory
 from ..robots.loader import Robot
-from ..sim.arm import ArmConfig, ArmInputs
+from ..sim.arm import ArmConfig
 from ..sim.arm_data import log_arrays
-from ..sim.arm_learned import LearnedArm
-from ..sim.arm_native import rollout_native
-from .arm import ArmLog, LearnedWindows
+from .arm import ArmLog, LearnedWindows, native_mae
 
 __all__ = ["channel_mask", "with_standins", "validator", "unmeasured_joints"]
 
@@ -87,18 +85,14 @@ def validator(robot: Robot, vw: LearnedWindows, cfg: ArmConfig,
     den = max(float(wgt.sum()), 1.0)
 
     def val(model) -> dict[str, Any]:
-        x = vw.inputs if isinstance(model, LearnedArm) else ArmInputs(*vw.inputs[:3])
-        _, out = rollout_native(robot, model, x, vw.state0, cfg)
-        e = np.asarray(out.q) - np.asarray(vw.q_meas)
-        num, n_j = (np.abs(e) * wgt).sum(axis=(0, 1)), wgt.sum(axis=(0, 1))
-        per = {f"mae/{j}": float(num[i] / n_j[i]) for i, j in enumerate(robot.joint_names) if n_j[i] > 0}
-        mae = float(num.sum() / den)
-        if not np.isfinite(mae):
-            return {"val": float("inf"), "mae": float("inf"), **per}
-        if score is None:
+        r = native_mae(robot, model, vw, cfg, keep_q=score is not None)
+        mae = r["position_mae"]
+        per = {f"mae/{j}": v for j, v in r["per_joint"].items()}
+        if score is None or not np.isfinite(mae):
             return {"val": mae, "mae": mae, **per}
+        e = r["q"] - np.asarray(vw.q_meas)
         mse = float(np.sum(e * e * wgt) / den)
-        j_img = float(score(jnp.asarray(out.q), vw.img))
+        j_img = float(score(jnp.asarray(r["q"]), vw.img))
         return {"val": mse + j_img, "mae": mae, "mse": mse, "image": j_img, **per}
 
     return val
