@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--joint", default="joint2", help="the joint whose encoder is withheld")
     ap.add_argument("--camera", choices=("calibrated", "truth"), default="calibrated")
-    ap.add_argument("--frames", type=int, default=6, help="frames of the hand-eye calibration")
+    ap.add_argument("--frames", type=int, default=24, help="frames of the hand-eye calibration (24: bench/journal/visual.md, 2026-12-05)")
     ap.add_argument("--curriculum", type=int, nargs="+", default=[64, 128, 128])
     ap.add_argument("--iters", type=int, nargs="+", default=[30, 15, 15])
     ap.add_argument("--weight", type=float, default=1e-2, help="lambda [rad^2] of the image term")
