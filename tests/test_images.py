@@ -38,6 +38,19 @@ def robot():
     return load_robot("open_manipulator_x")
 
 
+def write_masks(robot, logs, d, rate: float = RATE):
+    """Folder ``d`` with cameras.json (CAM at T_TRUE) and every log's defect-free masks; returns ``d``."""
+    m = mujoco.MjModel.from_xml_path(str(robot.mjcf_path))
+    write_cameras(d / "cameras.json", [Camera(*[getattr(CAM, f) for f in ("name", "width", "height", "fx", "fy", "cx",
+                                                                          "cy")], tuple(map(tuple, T_TRUE)))])
+    for t in logs:
+        q = np.stack([t[f"position/{j}"] for j in ARM], axis=1)
+        arrays = record_masks(m, ARM, t.time, q, [(CAM, T_TRUE)], MaskDefects(0, 0, 0, 0, 0), rate,
+                              np.random.default_rng(0))
+        np.savez_compressed(d / f"{t.name}.npz", **arrays)
+    return d
+
+
 @pytest.fixture(scope="module")
 def truth(robot):
     p = robot.nominal_params()
@@ -49,15 +62,7 @@ def truth(robot):
 def scene(robot, truth, tmp_path_factory):
     """(logs with every encoder, the same logs without joint2's, the masks folder)."""
     logs = chirp_logs(robot, truth, T=160, n_logs=2, amp=(0.5, 0.2))
-    d = tmp_path_factory.mktemp("masks")
-    m = mujoco.MjModel.from_xml_path(str(robot.mjcf_path))
-    write_cameras(d / "cameras.json", [Camera(*[getattr(CAM, f) for f in ("name", "width", "height", "fx", "fy", "cx",
-                                                                          "cy")], tuple(map(tuple, T_TRUE)))])
-    for t in logs:
-        q = np.stack([t[f"position/{j}"] for j in ARM], axis=1)
-        arrays = record_masks(m, ARM, t.time, q, [(CAM, T_TRUE)], MaskDefects(0, 0, 0, 0, 0), RATE,
-                              np.random.default_rng(0))
-        np.savez_compressed(d / f"{t.name}.npz", **arrays)
+    d = write_masks(robot, logs, tmp_path_factory.mktemp("masks"))
     withheld = [withhold_encoders(t, ["joint2"]) for t in logs]
     return logs, withheld, d
 

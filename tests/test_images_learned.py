@@ -13,10 +13,10 @@ import json
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import mujoco
 import numpy as np
 import pytest
 from test_arm_fit import chirp_logs
+from test_images import T_TRUE, write_masks
 
 from actuatorlab.identify.images import ImageOptions, image_term, load_image_supervision, withhold_encoders
 from actuatorlab.learned.arm import arm_log, learned_windows, make_learned_arm
@@ -29,14 +29,10 @@ from actuatorlab.precision import physics_precision
 from actuatorlab.robots import load_robot
 from actuatorlab.sim.arm import make_mjx_rollout
 from actuatorlab.sim.arm_learned import trainable
-from actuatorlab.sim.camera import Camera, write_cameras
-from actuatorlab.synth.cameras import MaskDefects, look_at, record_masks
 
 from cli_run import cli
 
 ROBOT = "open_manipulator_x"
-CAM = Camera("cam0", 80, 60, 100.0, 100.0, 40.0, 30.0)
-T_TRUE = look_at(np.array([0.55, 0.35, 0.45]), np.array([0.12, 0.0, 0.17]))
 ARM = ("joint1", "joint2", "joint3", "joint4")
 FEATS = ("q_target", "q", "dq", "err")
 OPTS = ImageOptions(weight=1e-2, settle_s=0.05)
@@ -54,15 +50,7 @@ def scene(robot, tmp_path_factory):
     truth["friction_viscous"] = np.full_like(truth["kt"], 0.3)
     with physics_precision():
         logs = chirp_logs(robot, truth, T=48, n_logs=3, amp=(0.5, 0.2), prefix="img")
-    d = tmp_path_factory.mktemp("masks")
-    m = mujoco.MjModel.from_xml_path(str(robot.mjcf_path))
-    write_cameras(d / "cameras.json", [Camera(*[getattr(CAM, f) for f in ("name", "width", "height", "fx", "fy", "cx",
-                                                                          "cy")], tuple(map(tuple, T_TRUE)))])
-    for t in logs:
-        q = np.stack([t[f"position/{j}"] for j in ARM], axis=1)
-        arrays = record_masks(m, ARM, t.time, q, [(CAM, T_TRUE)], MaskDefects(0, 0, 0, 0, 0), 50.0,
-                              np.random.default_rng(0))
-        np.savez_compressed(d / f"{t.name}.npz", **arrays)
+    d = write_masks(robot, logs, tmp_path_factory.mktemp("masks"), rate=50.0)
     return [withhold_encoders(t, ["joint2"]) for t in logs], d
 
 
