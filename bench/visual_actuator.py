@@ -99,13 +99,19 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--frames", type=int, default=24, help="frames of the hand-eye calibration (24: bench/journal/visual.md, 2026-12-05)")
     ap.add_argument("--curriculum", type=int, nargs="+", default=[64, 128, 128])
     ap.add_argument("--iters", type=int, nargs="+", default=[30, 15, 15])
-    ap.add_argument("--weight", type=float, default=1e-2, help="lambda [rad^2] of the image term")
+    ap.add_argument("--weight", type=float, default=None,
+                    help="lambda [rad^2] of the image term (default 1e-2; with --loss edge 1.0)")
+    ap.add_argument("--loss", choices=("soft_iou", "edge"), default="soft_iou", help="the per-frame image loss")
+    ap.add_argument("--refine-camera", action="store_true",
+                    help="fit the cameras' poses with the actuator (joint camera refinement, identify.images)")
     ap.add_argument("--learned", default=None, metavar="ARCH",
                     help="also train a learned actuator (ARCH or residual:ARCH) from each analytic fit")
     ap.add_argument("--learned-steps", type=int, default=80)
     ap.add_argument("--learned-curriculum", type=int, nargs="+", default=[64, 96, 128])
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
+    if a.weight is None:
+        a.weight = 1.0 if a.loss == "edge" else 1e-2
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         ds = Path(tmp) / "ds"
@@ -117,13 +123,21 @@ def main(argv: list[str] | None = None) -> dict:
         withheld = [withhold_encoders(t, [a.joint]) for t in train]
         kw = dict(per_joint=True, curriculum=tuple(a.curriculum), iters=tuple(a.iters), batch=8, seed=a.seed)
         runs: dict[str, dict] = {}
-        sup = load_image_supervision(robot, withheld, ds / "masks", cal, ImageOptions(weight=a.weight))
+        opts = ImageOptions(weight=a.weight, loss=a.loss, refine_camera=a.refine_camera)
+        sup = load_image_supervision(robot, withheld, ds / "masks", cal, opts)
         for name, logs, images in (("encoder", train, None), ("images", withheld, sup)):
             t0, c0 = time.perf_counter(), time.process_time()
             r = fit_arm_grad(ROBOT, logs, images=images, **kw)
             runs[name] = {"params": r["params"], "train_mae": r["train_mae"], "wall_s": time.perf_counter() - t0,
                           "cpu_s": time.process_time() - c0, "compile_s": r["compile_s"],
-                          "image_soft_iou": r.get("image_soft_iou")}
+                          "image_soft_iou": r.get("image_soft_iou"), "image_edge_rms": r.get("image_edge_rms")}
+            if r.get("camera_refinement"):  # the refined cameras against the hidden truth
+                truth = json.loads((ds / "dataset.json").read_text())["ground_truth"]["cameras"]["camera_from_base"]
+                runs[name]["cameras_refined"] = [
+                    {"camera": c["camera"], "moved_mm": c["centre_moved_mm"], "rotation_deg": c["rotation_deg"],
+                     **dict(zip(("error_mm", "error_deg"), pose_error(np.asarray(c["camera_from_base"]),
+                                                                      np.array(truth[c["camera"]]))))}
+                    for c in r["camera_refinement"]]
             print(name, {k: v for k, v in runs[name].items() if k != "params"}, file=sys.stderr, flush=True)
         learned, learned_runs = ({}, {}) if a.learned is None else _learned(a, train, withheld, sup, runs, judge,
                                                                              Path(tmp))
@@ -146,7 +160,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{a.joint}, learned {a.learned}: images / encoder = {lr_['100']:.2f} (100 steps), "
               f"{lr_['300']:.2f} (300 steps); target <= 1.5")
     summary = {"bench": "visual_actuator", "seed": a.seed, "joint": a.joint, "camera": a.camera, "cameras": cam_rows,
-               "curriculum": a.curriculum, "iters": a.iters, "weight": a.weight,
+               "curriculum": a.curriculum, "iters": a.iters, "weight": a.weight, "loss": a.loss,
+               "refine_camera": a.refine_camera,
                "heldout_mae_rad": table, "ratio_images_encoder": ratio,
                "meets_target": bool(max(ratio.values()) <= 1.5),
                **({} if not learned else {

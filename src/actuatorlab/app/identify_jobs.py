@@ -68,7 +68,9 @@ class FitJob:
     method grad: a folder of camera masks, docs/format.md section 6, whose silhouettes join the loss; a joint
     logged without position/<joint> is then seen by the cameras only), camera (the camera_calibration.json of
     calibrate-camera; null: the camera file's camera_from_base), image_weight (lambda [rad^2] of the image term,
-    1e-2)."""
+    1e-2), refine_camera (with masks: fit each camera's pose with the actuator under the calibration's prior,
+    identify.images; the refined poses in arm_model.json "fit" "camera_refinement"), image_loss (soft_iou, or
+    edge: the pixel residual against the masks' edge profiles, the loss to refine cameras with)."""
 
     data: tuple[Path, ...] = ()
     out: Path = Path("run")
@@ -85,6 +87,8 @@ class FitJob:
     masks: Path | None = None
     camera: Path | None = None
     image_weight: float = 1e-2
+    refine_camera: bool = False
+    image_loss: str = "soft_iou"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,7 +117,8 @@ def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
                      progress=progress, jackknife=job.jackknife, timestep_sensitivity=job.timestep_sensitivity,
                      robot=jobs.RobotFitOptions(job.robot, job.max_evals, job.per_joint, method=job.method,
                                                 init=job.init, masks=job.masks, camera=job.camera,
-                                                image_weight=job.image_weight))
+                                                image_weight=job.image_weight, refine_camera=job.refine_camera,
+                                                image_loss=job.image_loss))
     robot = str(d.get("robot") or "")
     return FitResult(d, job.out, None if not robot or robot.startswith("bench:") else robot)
 

@@ -173,6 +173,8 @@ class RobotFitOptions:
     masks: str | Path | None = None
     camera: str | Path | None = None
     image_weight: float = 1e-2  #: lambda [rad^2] of the image term
+    refine_camera: bool = False  #: fit each camera's pose too (joint camera refinement, identify.images)
+    image_loss: str = "soft_iou"  #: the per-frame image loss (identify.images.LOSSES)
 
 
 def _images_record(ro: RobotFitOptions, r: dict) -> dict[str, Any]:
@@ -180,7 +182,8 @@ def _images_record(ro: RobotFitOptions, r: dict) -> dict[str, Any]:
     if ro.masks is None:
         return {}
     return {"masks": str(ro.masks), "camera": None if ro.camera is None else str(ro.camera),
-            "image_weight": ro.image_weight, **{k: r[k] for k in ("image_term", "image_soft_iou") if k in r}}
+            "image_weight": ro.image_weight, "refine_camera": ro.refine_camera, "image_loss": ro.image_loss,
+            **{k: r[k] for k in ("image_term", "image_soft_iou", "image_edge_rms", "camera_refinement") if k in r}}
 
 
 @physics
@@ -466,6 +469,8 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     if ro.masks is not None and (model is None or ro.method != "grad"):
         raise ActuatorlabError(f"masks {ro.masks}: the image loss joins the gradient fit of one model; give --model "
                                "and method grad")
+    if ro.refine_camera and ro.masks is None:
+        raise ActuatorlabError(f"--robot {robot}: refine_camera refines the cameras of the masks; give masks")
     groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
     if ro.method == "grad" and len(groups) > 1:
         raise ActuatorlabError(f"--robot {robot}: the logs were recorded at {len(groups)} gain / load settings; "
@@ -475,7 +480,8 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
         raise UnknownNameError("fit method", ro.method, ("cma", "grad"))
     if model is not None and ro.method == "grad":
         images = None if ro.masks is None else load_image_supervision(rb, trajs, ro.masks, ro.camera,
-                                                                     ImageOptions(weight=ro.image_weight))
+                                                                     ImageOptions(weight=ro.image_weight, loss=ro.image_loss,
+                                                                                  refine_camera=ro.refine_camera))
         r = fit_arm_grad(rb, trajs, model=model, seed=seed, per_joint=ro.per_joint, images=images)
     elif model is not None:
         r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,

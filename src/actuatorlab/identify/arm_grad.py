@@ -70,7 +70,7 @@ from ..sim.arm import ArmConfig, ArmInputs, initial_state, make_mjx_rollout
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import CURRICULUM, Windows
 from .arm_space import ArmSpace, fit_result, fit_setup
-from .images import ImageSupervision, image_term, window_targets
+from .images import CameraTwists, ImageSupervision, camera_twists, image_term, refined_cameras, window_targets
 from .search import BestSoFar
 from .space import box_adam_step
 from ..sim.arm_data import LogArrays, _check_name, log_arrays, per_joint_robot
@@ -129,27 +129,34 @@ def window_objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig | None
     cfg = cfg or ArmConfig.from_robot(robot)
     names = tuple(names)
     sets = tuple(range(len(robot.groups))) if sets is None else tuple(int(g) for g in sets)
+    cam = None if images is None else camera_twists(images)
     if mode == "auto":
-        mode = "forward" if len(names) * len(sets) <= FORWARD_MAX else "reverse"
+        mode = "forward" if len(names) * len(sets) + (cam.size if cam else 0) <= FORWARD_MAX else "reverse"
     if mode not in ("forward", "reverse"):
         raise ModelError(f"window_objective: mode must be auto, forward or reverse, got {mode!r}")
     if images is not None:
-        return _objective.__wrapped__(robot, names, cfg, mode, sets, image_term(images))
+        return _objective.__wrapped__(robot, names, cfg, mode, sets, image_term(images), cam)
     return _objective(robot, names, cfg, mode, sets)
 
 
 @functools.lru_cache(maxsize=8)
 def _objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig, mode: str, sets: tuple[int, ...],
-               img_term: Callable | None = None) -> tuple[ArmSpace, Callable]:
+               img_term: Callable | None = None, cam: CameraTwists | None = None) -> tuple[ArmSpace, Callable]:
     space = ArmSpace.build(names, robot.nominal_params(), sets, set_bounds(robot.groups))
     roll = jax.vmap(make_mjx_rollout(robot, cfg), in_axes=(None, 0, 0, None))
 
     def objective(z, base, inputs, state0, q_meas, wgt, img=()):
-        p = dataclasses.replace(space, nominal=base).unpack(space.to_theta(z, xp=jnp), xp=jnp)
+        # z: the parameters' coordinates, then (joint camera refinement) the cameras' (CameraTwists)
+        p = dataclasses.replace(space, nominal=base).unpack(space.to_theta(z[:space.n], xp=jnp), xp=jnp)
         _, out = roll(p, inputs, state0, None)
         e = out.q - q_meas
         J = jnp.sum(e * e * wgt) / jnp.maximum(jnp.sum(wgt), 1.0)
-        return J if img_term is None else J + img_term(out.q, img)
+        if img_term is None:
+            return J
+        if cam is None:
+            return J + img_term(out.q, img)
+        xi = cam.twists(z[space.n:])
+        return J + img_term(out.q, img, xi) + cam.prior(xi)
 
     if mode == "reverse":
         return space, jax.jit(jax.value_and_grad(objective))
@@ -275,7 +282,9 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
         "n_windows", "lr" (at the stage start), "loss" (J per step [rad^2]), "skipped", "native_mse" (end of stage,
         last stage's windows [rad^2]; with ``images`` J, the image term included), "compile_s", "wall_s"}.
         With ``images``: "image_term" (J_img of the result on the last stage's windows) and
-        "image_soft_iou" (its mean soft IoU over the frames there).
+        "image_soft_iou" (its mean soft IoU over the frames there; with the edge loss "image_edge_rms",
+        the RMS pixel residual); with ``refine_camera``, "camera_refinement": per camera the refined
+        pose, its twist and how far it moved (:func:`~actuatorlab.identify.images.refined_cameras`).
     """
     t0 = _time.perf_counter()
     robot, names = fit_setup(robot_name, model, params, fixed, "fit_arm_grad")
@@ -292,30 +301,38 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     scored = np.any([lg.scored if images is None or lg.commanded is None else lg.commanded for lg in logs], axis=0)
     sets = tuple(g for g, grp in enumerate(r.groups) if any(scored[robot.index(j)] for j in grp.joints))
     space, vg = window_objective(r, names, cfg, mode, sets, images)
-    mode = mode if mode != "auto" else ("forward" if space.n <= FORWARD_MAX else "reverse")
+    cam = None if images is None else camera_twists(images)
+    mode = mode if mode != "auto" else ("forward" if space.n + (cam.size if cam else 0) <= FORWARD_MAX else "reverse")
     nominal = r.nominal_params()
 
     judge = _Judge(r, cfg, logs, lengths[-1], images)
     native_score = judge.score
 
-    def sets_of(z, start: dict) -> dict:
+    def point_of(z, start: dict) -> tuple[dict, np.ndarray | None]:
+        """(parameter sets, the cameras' twists or None) of coordinates z."""
+        z = np.asarray(z)
         sp = dataclasses.replace(space, nominal=start)
-        return {k: np.asarray(v, float) for k, v in sp.unpack(space.to_theta(np.asarray(z))).items()}
+        p = {k: np.asarray(v, float) for k, v in sp.unpack(space.to_theta(z[:space.n])).items()}
+        return p, None if cam is None else np.asarray(cam.twists(z[space.n:], xp=np), float)
 
     inits = [init] if isinstance(init, dict) else list(init or [])
     starts = [space.nominal] + [_start_sets(nominal, labels, groups, d) for d in inits]
-    scores = [(judge.refresh(p), native_score(p))[1] for p in starts]  # each start with its own stand-ins
+    xi0 = None if cam is None else np.zeros((cam.n, 6))
+    scores = [(judge.refresh(p), native_score((p, xi0)))[1] for p in starts]  # each start with its own stand-ins
     i0 = int(np.argmin([f for f, _ in scores]))
     if judge.moving and i0 != len(starts) - 1:  # the stand-ins of the chosen start
         judge.refresh(starts[i0])
     mse0, mae0 = scores[i0]
-    descent = _descend(vg, sets_of, native_score, r, cfg, lengths, steps, B, lr, np.random.default_rng(seed),
-                       space.z_of(starts[i0]), starts[i0], BestSoFar(mse0, (-1, starts[i0])), progress, judge)
+    z0 = space.z_of(starts[i0]) if cam is None else np.concatenate([space.z_of(starts[i0]), np.full(cam.size, 0.5)])
+    descent = _descend(vg, point_of, native_score, r, cfg, lengths, steps, B, lr, np.random.default_rng(seed),
+                       z0, starts[i0], BestSoFar(mse0, (-1, (starts[i0], xi0))), progress, judge)
     best, done, skipped, compile_total, history = descent
-    p_best = best.x[1]
-    mse, mae = native_score(p_best)
-    _, mae_nom = native_score(nominal)
-    extra = judge.image_figures(p_best)
+    p_best, xi_best = best.x[1]
+    mse, mae = native_score((p_best, xi_best))
+    _, mae_nom = native_score((nominal, xi0))
+    extra: dict[str, Any] = dict(judge.image_figures(p_best, xi_best))
+    if images is not None and xi_best is not None:
+        extra["camera_refinement"] = refined_cameras(images, xi_best)
 
     return fit_result(model, names, labels, sets, p_best, nominal, (mse, mae, mae_nom), per_joint,
                       evaluations=done, wall_s=float(_time.perf_counter() - t0), horizon=lengths[-1],
@@ -355,6 +372,7 @@ class _Judge:
         self.targets = None if images is None else (lambda L: window_targets(images, names, Ts, L, r.control_dt))
         self.img_fin = None if self.targets is None else self.targets(self.length)
         self.img_score = None if images is None else jax.jit(image_term(images))
+        self.cam = None if images is None else camera_twists(images)
         self.use(logs)
 
     def use(self, logs: list[LogArrays]) -> list[LogArrays]:
@@ -370,8 +388,16 @@ class _Judge:
     def _rollout(self, p: dict):
         return rollout_native(self.r, p, self.w.inputs, self.w.state0, self.cfg, model=native_model(self.r, p))[1]
 
-    def score(self, p: dict) -> tuple[float, float]:
-        """(objective, position MAE) of parameter sets p on the last stage's windows, native path."""
+    def _image(self, q, xi) -> float:
+        assert self.img_score is not None
+        if xi is None or self.cam is None:
+            return float(self.img_score(jnp.asarray(q), self.img_fin))
+        return float(self.img_score(jnp.asarray(q), self.img_fin, jnp.asarray(xi)))
+
+    def score(self, point: tuple[dict, np.ndarray | None]) -> tuple[float, float]:
+        """(objective, position MAE) of ``point`` = (parameter sets, the cameras' twists or None) on the last
+        stage's windows, native path (the image term and the cameras' prior included where they are fitted)."""
+        p, xi = point
         out = self._rollout(p)
         e = out.q - self.w.q_meas
         if not np.all(np.isfinite(e)):
@@ -379,15 +405,21 @@ class _Judge:
         den = max(float(self.wgt.sum()), 1.0)
         J = float(np.sum(e**2 * self.wgt) / den)
         if self.img_score is not None:
-            J += float(self.img_score(jnp.asarray(out.q), self.img_fin))
+            J += self._image(out.q, xi)
+            if xi is not None and self.cam is not None:
+                J += float(self.cam.prior(xi, xp=np))
         return J, float(np.sum(np.abs(e) * self.wgt) / den)
 
-    def image_figures(self, p: dict) -> dict[str, float]:
-        """{"image_term", "image_soft_iou"} of ``p`` on the last stage's windows (none without images)."""
+    def image_figures(self, p: dict, xi: np.ndarray | None = None) -> dict[str, float]:
+        """{"image_term", "image_soft_iou"} of ``p`` (and the cameras' twists ``xi``) on the last stage's
+        windows (none without images)."""
         if self.img_score is None or self.images is None:
             return {}
-        J_img = float(self.img_score(jnp.asarray(self._rollout(p).q), self.img_fin))
-        return {"image_term": J_img, "image_soft_iou": 1.0 - J_img / float(self.images.options.weight)}
+        J_img = self._image(self._rollout(p).q, xi)
+        per_frame = J_img / float(self.images.options.weight)
+        if self.images.options.loss == "edge":
+            return {"image_term": J_img, "image_edge_rms": math.sqrt(max(per_frame, 0.0))}
+        return {"image_term": J_img, "image_soft_iou": 1.0 - per_frame}
 
 
 def standin_states(r: Robot, logs: list[LogArrays], p: dict, cfg: ArmConfig) -> list[LogArrays]:
@@ -412,13 +444,13 @@ def standin_states(r: Robot, logs: list[LogArrays], p: dict, cfg: ArmConfig) -> 
     return out
 
 
-def _descend(vg, sets_of, native_score, r, cfg, lengths, steps, B, lr, rng, z, start, best, progress,
+def _descend(vg, point_of, native_score, r, cfg, lengths, steps, B, lr, rng, z, start, best, progress,
              judge: _Judge):
     """The curriculum: Adam with one cosine decay and one state through all stages, the end point
     of each stage scored on the native path. Before each stage after the first, the unmeasured
     joints' stand-ins are refreshed from the parameters reached (``judge``; the best so far is
-    re-scored on them). Returns (best: native MSE and (stage, sets), steps done, steps skipped,
-    compile seconds, per-stage history)."""
+    re-scored on them). Returns (best: native objective and (stage, (sets, twists)), steps done, steps
+    skipped, compile seconds, per-stage history)."""
     logs = judge.logs
     base = {k: jnp.asarray(v, float) for k, v in start.items()}  # values not fitted
     total, done, skipped, compile_total = sum(steps), 0, 0, 0.0
@@ -430,7 +462,7 @@ def _descend(vg, sets_of, native_score, r, cfg, lengths, steps, B, lr, rng, z, s
     for si, (L, n_it) in enumerate(zip(lengths, steps)):
         ts = _time.perf_counter()
         if si > 0 and judge.moving:  # the unmeasured joints' stand-ins from the parameters reached so far
-            logs = judge.refresh(sets_of(np.asarray(zj), start))
+            logs = judge.refresh(point_of(zj, start)[0])
             best = BestSoFar(native_score(best.x[1])[0], best.x)
         w, wgt = (judge.w, judge.wgt) if L == judge.length else stage_windows(r, logs, L, cfg)
         img = None if judge.targets is None else judge.targets(L)
@@ -454,9 +486,9 @@ def _descend(vg, sets_of, native_score, r, cfg, lengths, steps, B, lr, rng, z, s
             if progress:
                 progress("adam", done, total)
         skipped += bad
-        p = sets_of(np.asarray(zj), start)
-        mse, _ = native_score(p)
-        best.update([mse], [(si, p)])
+        pt = point_of(zj, start)
+        mse, _ = native_score(pt)
+        best.update([mse], [(si, pt)])
         history.append({"length": L, "iters": n_it, "batch": B, "n_windows": int(len(w.start)),
                         "lr": float(schedule(done - n_it)), "loss": losses, "skipped": bad, "native_mse": mse,
                         "compile_s": c_s, "wall_s": _time.perf_counter() - ts})
