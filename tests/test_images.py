@@ -169,6 +169,11 @@ def test_fit_with_masks_needs_the_gradient_fit_of_one_model(robot, scene, tmp_pa
                        "--config", cfg)
     assert rc == 2 and len(err.strip().splitlines()) == 1
     assert "the image loss joins the gradient fit of one model" in err and not (tmp_path / "run").exists()
+    cfg.write_text(json.dumps({"method": "grad", "refine_camera": True}))
+    rc, out, err = cli("fit", data, "--robot", "open_manipulator_x", "--model", "m1", "--out", tmp_path / "run",
+                       "--config", cfg)
+    assert rc == 2 and len(err.strip().splitlines()) == 1
+    assert "refine_camera refines the cameras of the masks; give masks" in err and not (tmp_path / "run").exists()
 
 
 def test_joint_camera_refinement_moves_a_displaced_camera_back(robot, truth, scene, tmp_path):

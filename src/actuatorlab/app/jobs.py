@@ -507,6 +507,12 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
          "package_version": __version__, "git_revision": git_revision()}
     save(from_document(d, validate=False), out / "arm_model.json")
+    if r.get("camera_refinement"):  # the refined cameras, in the file `train --camera` and `fit --config camera` read
+        atomic_write(out / "camera_calibration.json", json.dumps(
+            {"robot": robot, "refined_from": None if ro.camera is None else str(ro.camera),
+             "cameras": [{"camera": c["camera"], "camera_from_base": c["camera_from_base"],
+                          "moved_mm": c["centre_moved_mm"], "rotation_deg": c["rotation_deg"]}
+                         for c in r["camera_refinement"]]}, indent=2) + "\n")
     if jackknife[0] is not None:  # the fit is on disk before the refits start
         if progress:
             progress("jackknife", "refits", 0.0)
