@@ -29,6 +29,7 @@ from ..logs.format import Channel, Setup, Trajectory
 from ..logs.io import save_trajectory
 from . import commands as cmd
 from .cameras import record_cameras
+from .gripper import camera_joints, gripper_scene, gripper_truth, with_gripper
 from .robot import Kinematics, Scene, build_scene, get_robot
 from .simulate import Rates, Restriction, RunConditions, SimResult, simulate
 from .suites import (FAMILIES, PUSH_DIRECTIONS, Suite, SynthError, TrajectorySpec, check_scale, get_suite,
@@ -138,8 +139,9 @@ def _force_channels(kind: str) -> dict[str, Channel]:
 
 def _sim_to_trajectory(spec: TrajectorySpec, session: str, sim: SimResult, robot: str, joints: tuple[str, ...],
                        truths: dict[str, JointTruth], supply_nominal: float, label_rng: np.random.Generator,
-                       suite: str, events: dict[str, float]) -> Trajectory:
-    """The native :class:`Trajectory` of one simulated spec (channels "<canonical>/<joint>")."""
+                       suite: str, events: dict[str, float], model_robot: str | None = None) -> Trajectory:
+    """The native :class:`Trajectory` of one simulated spec (channels "<canonical>/<joint>");
+    ``model_robot``: the robot config the setup names (default ``robot``)."""
     data: dict[str, np.ndarray] = {}
     channels: dict[str, Channel] = {}
     T = sim.time.shape[0]
@@ -173,7 +175,7 @@ def _sim_to_trajectory(spec: TrajectorySpec, session: str, sim: SimResult, robot
     setup = Setup(
         actuator=get_robot(robot).actuator, joint_type="revolute", controller="dynamixel_pwm",
         gains={"kp": float(spec.kp)}, supply_voltage=float(supply_nominal), bench={},
-        extra={"robot": robot, "joints": list(joints),
+        extra={"robot": model_robot or robot, "joints": list(joints),
                "per_joint_gains": {j: {"kp": float(spec.kp)} for j in joints},
                "generator": f"{GENERATOR} {GENERATOR_VERSION}", "suite": suite, "family": spec.family,
                "events": {k: float(v) for k, v in events.items()}, "pwm_limit": 1.0,
@@ -391,6 +393,9 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     supply: SupplyTruth = draw_supply(unit_rng)
     scene: Scene = build_scene(robot, truths, rates.physics_dt)
     kin = Kinematics(scene)
+    if suite_obj.gripper:  # the gripper servo: a fifth joint with its own units (stream 16) and commands (17)
+        mech, truths, scene = gripper_scene(robot, truths, rates.physics_dt, _rng(seed, 16))
+        joints = scene.robot.joints
     specs, sessions, split, session_rng = _specs_and_sessions(suite_obj, scale, seed, restricted_pairs, push_pairs)
     index = {s.name: i for i, s in enumerate(specs)}
     total = len(specs)
@@ -407,11 +412,13 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
                                  "trajectories": [s.name for s in members]}
         for spec in members:
             plan = make_plan(spec, kin, _rng(seed, 10, spec.command_key), rates.log_dt)
+            if suite_obj.gripper:
+                plan = with_gripper(plan, mech, _rng(seed, 17, spec.command_key), rates.log_dt)
             run = RunConditions([spec.kp] * len(joints), ambient=ambient, temperature0=temp,
                                 restriction=RESTRICTION if spec.restricted else None, rates=rates, preroll=_PRE_ROLL)
             sim = simulate(scene, truths, supply, plan, run, _rng(seed, 11, index[spec.name]))
-            traj = _sim_to_trajectory(spec, session, sim, robot, joints, truths, 12.0,
-                                      _rng(seed, 12, index[spec.name]), suite, plan.events)
+            traj = _sim_to_trajectory(spec, session, sim, robot, joints, truths, 12.0, _rng(seed, 12, index[spec.name]),
+                                      suite, plan.events, spec_r.gripper_config if suite_obj.gripper else None)
             save_trajectory(traj, out / split[spec.name] / spec.name)
             true_q[spec.name] = (sim.time, sim.q)
             rest = float(session_rng.uniform(3.0, 15.0))
@@ -430,8 +437,14 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
         card["restricted_pairs"] = int(restricted_pairs)
     if push_pairs:
         card["push_pairs"] = int(push_pairs)
+    cam_joints = joints
+    if suite_obj.gripper:  # the cameras see the jaws where the crank puts them
+        card["ground_truth"]["gripper"] = gripper_truth(mech, str(spec_r.gripper_config))
+        true_q = {k: (t, camera_joints(mech, joints, q)[1]) for k, (t, q) in true_q.items()}
+        cam_joints = camera_joints(mech, joints, np.zeros((1, len(joints))))[0]
     if suite_obj.cameras:
-        card["ground_truth"]["cameras"] = record_cameras(out, scene.mjcf, joints, suite_obj.cameras, true_q, split, seed)
+        card["ground_truth"]["cameras"] = record_cameras(out, scene.mjcf, cam_joints, suite_obj.cameras, true_q, split,
+                                                         seed)
     (out / "dataset.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
     (out / "DATASET.md").write_text(_card_markdown(card), encoding="utf-8")
     return {
@@ -466,13 +479,13 @@ def _card(robot: str, suite: Suite, seed: int, scale: float, rates: Rates, truth
         "scale": scale,
         "rates_hz": {"physics": round(1.0 / rates.physics_dt, 6), "firmware": round(1.0 / rates.firmware_dt, 6),
                      "log": round(1.0 / rates.log_dt, 6)},
-        "joints": list(spec_r.joints),
+        "joints": list(truths),
         "channel_convention": "<canonical>/<joint> per joint (position, position_target, velocity, current, "
                               "pwm_duty, temperature, torque_enable); supply_voltage shared; force_x/y/z [N] "
                               "environment-on-robot in the base frame at the end effector; contact 0/1",
         "ground_truth": {
             "units": TRUTH_UNITS,
-            "joints": {j: truths[j].to_dict() for j in spec_r.joints},
+            "joints": {j: truths[j].to_dict() for j in truths},
             "supply": supply.to_dict(),
             "restriction": {**dataclasses.asdict(RESTRICTION), "anchor": "first command of the joint"},
             "firmware": {"law": "duty = clip(kp * error_gain * (goal - present), -1, 1), rounded to 1/885",
