@@ -23,6 +23,8 @@ jaw follows the crank through MuJoCo's quartic joint equality instead of the clo
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+from typing import Any
 
 import mujoco
 import numpy as np
@@ -30,12 +32,13 @@ import numpy as np
 from ..errors import DataError
 from ..robots import load_robot
 from ..robots.mechanisms import CrankSlider
+from .cameras import record_cameras
 from .commands import Plan, min_jerk_path
 from .robot import RobotSpec, Scene, build_scene, get_robot
 from .truth import JointTruth, draw_joint_truths
 
 __all__ = ["gripper_mechanism", "add_crank", "gripper_command", "jaw_positions", "gripper_scene", "with_gripper",
-           "camera_joints", "gripper_truth", "JAW_JOINTS", "MIMIC_JOINT"]
+           "camera_joints", "gripper_truth", "gripper_masks", "JAW_JOINTS", "MIMIC_JOINT"]
 
 #: the jaw joints a camera sees move, in the order of :func:`jaw_positions`' columns
 JAW_JOINTS = ("gripper_left_joint", "gripper_right_joint")
@@ -159,3 +162,16 @@ def gripper_truth(mech: CrankSlider, config: str) -> dict[str, object]:
             "theta0_rad": mech.theta0, "d_jaw_zero_m": mech.jaw_zero, "sign": mech.sign,
             "travel_rad": list(mech.travel), "command_margin": _MARGIN,
             "jaw_inertia": "left out (jaws 1 g each: < 4e-7 kg.m^2 through the linkage)"}
+
+
+def gripper_masks(out: Path, n_cameras: int, scene: Scene, mech: CrankSlider | None,
+                  true_q: dict[str, tuple[np.ndarray, np.ndarray]], split: dict[str, str], seed: int) -> dict[str, Any]:
+    """Record the masks (:func:`~actuatorlab.synth.cameras.record_cameras`) of the logs' true
+    joint angles ``true_q`` (name -> (time (T,) [s], q (T, n))) in ``scene``'s joints; with a
+    gripper (``mech``) the cameras see the jaws where its crank puts them (:func:`camera_joints`);
+    returns the cameras' ground truth for the dataset card."""
+    joints = scene.robot.joints
+    if mech is not None:
+        true_q = {k: (t, camera_joints(mech, scene.robot.joints, q)[1]) for k, (t, q) in true_q.items()}
+        joints = camera_joints(mech, joints, np.zeros((1, len(joints))))[0]
+    return record_cameras(out, scene.mjcf, joints, n_cameras, true_q, split, seed)
