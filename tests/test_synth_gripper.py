@@ -19,7 +19,8 @@ import pytest
 from actuatorlab.errors import DataError
 from actuatorlab.logs import load_native
 from actuatorlab.robots import load_robot
-from actuatorlab.robots.mechanisms import POLY_TOLERANCE
+from actuatorlab.logs.importers.mcap_ros2 import robot_for_joints
+from actuatorlab.robots.mechanisms import POLY_TOLERANCE, CrankSlider
 from actuatorlab.sim.arm_data import evaluate_arm
 from actuatorlab.sim.silhouette import follow_joints, load_meshes
 from actuatorlab.synth import SUITES, run_synth
@@ -145,3 +146,12 @@ def test_bad_input_is_one_line():
         gripper_mechanism(dataclasses.replace(get_robot(OMX), gripper_config=OMX))
     assert "\n" not in str(e.value)
     assert gripper_command(np.random.default_rng(0), 50, 0.01, (-1.52, 0.92)).shape == (50,)
+
+
+def test_the_crank_config_is_the_documented_geometry_and_takes_no_log_of_the_arm():
+    assert gripper_mechanism(get_robot(OMX)) == CrankSlider("gripper_crank", "gripper_left_joint", "link5", 0.0154244,
+                                                            0.06, 0.015, -2.2, 0.0527589, (-1.52, 0.92))
+    # a ROS log of the arm names MJCF joints: the variant with a crank does not claim it
+    assert robot_for_joints(["joint1", "joint2"]) == OMX
+    assert robot_for_joints(["joint1", "gripper_left_joint"]) == OMX
+    assert robot_for_joints(["joint1", "gripper_crank"]) == CRANK
