@@ -27,7 +27,9 @@ seed, a trot policy trained with ``actuatorlab train-policy`` (homotopy-adaptive
 interrupted), then deployed on the dataset's truth drives on the ground
 (:func:`actuatorlab.policy.deploy.deploy_policy`: the 12 fixed commands, ``--deploy-steps`` steps each) next to its
 own training environment. Arms (:data:`ARMS`): ``identified`` (the first section's fit), ``identified_fleet``
-(the same + the fleet randomization spec ``--spec``, docs/randomization.md), ``builtin`` (MuJoCo's own position
+(the same + the fleet randomization spec: ``--spec``, or by default the library's, built and cached here by
+:func:`_fleet_spec`: the selected model fitted per joint from the type fit with the foot-load jackknife, then
+``randomize``, docs/randomization.md), ``builtin`` (MuJoCo's own position
 servos of the MJCF), ``builtin_naive`` (the robot config's rigid m1, the hand-set model the built-in servos stand
 for, + wide naive randomization: the built-in servos' parameters are not randomizable through a spec),
 ``oracle`` (every unit's truth parameters, per joint, in the family member that has all of them,
@@ -56,6 +58,8 @@ sys.path.insert(0, str(BENCH))
 from common import emit  # noqa: E402
 
 from actuatorlab.app.jobs import RobotFitOptions, run_fit  # noqa: E402
+from actuatorlab.app.use_jobs import RandomizeJob, run_randomize_job  # noqa: E402
+from actuatorlab.identify.select import FamilyOptions  # noqa: E402
 from actuatorlab.policy.deploy import DeployConfig, deploy_policy  # noqa: E402
 from actuatorlab.policy.train import TrainConfig, train_policy  # noqa: E402
 from actuatorlab.identify.arm_fit import evaluate_logs  # noqa: E402
@@ -167,12 +171,34 @@ def _oracle_file(card: dict[str, Any]) -> Path:
     return p
 
 
+#: the fleet spec's recipe (issue 44 item 3, docs/randomization.md "From a legged robot's fleet"): the selected
+#: model fitted per joint from the fit by type, then refitted without each foot-load group (the jackknife
+#: whose variance ``randomize`` removes from the units' spread); journal/legged.md 2026-12-05, `jkload`
+FLEET_EVALS = 300
+FLEET_GROUP_BY = ("load",)
+
+
+def _fleet_spec(d: Path, fit_dir: Path, seed: int) -> Path:
+    """The fleet's randomization spec through the library (fit per joint + jackknife, ``randomize``); cached."""
+    model = json.loads((fit_dir / "arm_model.json").read_text())["model"]
+    units = CACHE / f"fit_per_joint_{model}_init_{d.name.removeprefix('anymal_c_')}_e{FLEET_EVALS}_jkload"
+    spec = units / "fleet_spec.json"
+    if not spec.is_file():
+        t0, c0 = time.perf_counter(), time.process_time()
+        run_fit([d / "train"], units, model=model, options=FamilyOptions(seed=seed, group_by=FLEET_GROUP_BY),
+                jackknife="group", robot=RobotFitOptions("anymal_c", max_evals=FLEET_EVALS, per_joint=True,
+                                                         init=fit_dir / "arm_model.json"))
+        run_randomize_job(RandomizeJob((units / "arm_model.json",), out=spec))
+        print(f"fleet spec {spec} ({time.perf_counter() - t0:.0f} s wall, {time.process_time() - c0:.0f} s CPU)")
+    return spec
+
+
 def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any]) -> dict[str, Any]:
     if arm == "identified":
         return {"actuator": str(fit_dir / "arm_model.json"), "config": OBS}
     if arm == "identified_fleet":
         if spec is None:
-            raise SystemExit("identified_fleet needs --spec (the fleet's randomization spec, docs/randomization.md)")
+            raise SystemExit("identified_fleet needs a spec (--spec, or the library's: transfer() builds it)")
         return {"actuator": str(fit_dir / "arm_model.json"), "randomization": str(spec), "config": OBS}
     if arm == "builtin":
         return {"actuator": "builtin", "config": OBS}
@@ -204,10 +230,13 @@ def transfer(a: argparse.Namespace, d: Path, fit_dir: Path) -> dict[str, Any]:
     """The ablation table: train (or reuse) every arm x seed, deploy each on the dataset's truth."""
     card = json.loads((d / "dataset.json").read_text())
     rows: dict[str, list[dict[str, Any]]] = {}
+    spec = a.spec
+    if spec is None and "identified_fleet" in a.arms:
+        spec = _fleet_spec(d, fit_dir, a.seed)
     for arm in a.arms:
         for seed in a.seeds:
             t0 = time.perf_counter()
-            run = _policy(arm, seed, a.policy_steps, _env_options(arm, fit_dir, a.spec, card), a.scene, a.tag)
+            run = _policy(arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card), a.scene, a.tag)
             t1 = time.perf_counter()
             doc = deploy_policy(run, d, run / f"deploy_{d.name}", DeployConfig(steps=a.deploy_steps, seed=seed))
             rows.setdefault(arm, []).append({"seed": seed, "run": str(run), "train_wall_s": t1 - t0,
@@ -297,7 +326,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--scene", choices=tuple(SCENES), default="mjx",
                     help="the training scene: the config's MJX variant, or with the hardware's foot contact")
     ap.add_argument("--tag", default="", help="a suffix of the cached runs' names (another spec, another recipe)")
-    ap.add_argument("--spec", type=Path, default=None, help="the fleet's randomization spec (identified_fleet)")
+    ap.add_argument("--spec", type=Path, default=None,
+                    help="the fleet's randomization spec (identified_fleet; default: the library's, built here)")
     a = ap.parse_args(argv)
     t0, c0 = time.perf_counter(), time.process_time()
     d = _dataset(a.seed, a.scale)

@@ -4,6 +4,7 @@ One command (from the repo root)::
 
     python bench/visual_actuator.py                       # seed 0, joint2 withheld, calibrated cameras
     python bench/visual_actuator.py --camera truth --joint joint3 --out va.json
+    python bench/visual_actuator.py --gripper             # the gripper servo withheld (jaw from images)
 
 Writes the dataset (``actuatorlab synth --suite cameras``: five 4 s logs, two 160 x 120 cameras
 at 10 frames/s, masks with defects) into a temporary folder. The cameras are calibrated from the
@@ -32,6 +33,18 @@ of the training windows; never a test or validation log), at a small budget for 
 (``--learned-steps``, ``--learned-curriculum``). Same table and ratio::
 
     python bench/visual_actuator.py --learned residual:mlp --out va_learned.json
+
+``--gripper`` (issue 45, item 5) uses ``synth --suite cameras_gripper`` (the same arm commands, the
+gripper servo simulated and commanded, its crank-slider moving the jaws in the masks;
+:mod:`actuatorlab.synth.gripper`) and the model ``open_manipulator_x_crank`` (the jaw follows the
+servo through MuJoCo's quartic joint equality), and withholds the gripper servo's encoder
+(``--joint`` defaults to ``gripper_crank``): only the masks tell the fit where the jaw is. The
+cameras are calibrated without that encoder too (the servo's command stands in for its angle
+when the calibration renders the jaw). Besides the servo angle [mrad] the table scores the jaw
+(``gripper_left_joint``) in mm: the closed form of the simulated against the measured servo
+angle (:func:`actuatorlab.sim.arm_data.evaluate_arm` ``jaws``)::
+
+    python bench/visual_actuator.py --gripper --out va_gripper.json
 """
 
 from __future__ import annotations
@@ -57,6 +70,7 @@ from actuatorlab.learned.arm import evaluate_learned_arm, load_arm_model  # noqa
 from actuatorlab.learned.arm_train import ArmTrainConfig, train_arm  # noqa: E402
 from actuatorlab.precision import physics_precision  # noqa: E402
 from actuatorlab.logs import load_logs  # noqa: E402
+from actuatorlab.logs.format import Trajectory  # noqa: E402
 from actuatorlab.robots import load_robot  # noqa: E402
 from actuatorlab.sim.arm_data import evaluate_arm  # noqa: E402
 from actuatorlab.sim.camera import read_cameras  # noqa: E402
@@ -64,14 +78,27 @@ from actuatorlab.sim.silhouette import load_meshes  # noqa: E402
 from actuatorlab.synth import run_synth  # noqa: E402
 
 ROBOT = "open_manipulator_x"
+#: --gripper: the suite with the gripper servo, the model with its crank-slider, the servo withheld
+GRIPPER = ("cameras_gripper", "open_manipulator_x_crank", "gripper_crank")
 
 
-def _calibration(ds: Path, mode: str, out: Path, frames: int) -> tuple[Path, list[dict]]:
-    """A camera_calibration.json of every camera (calibrated, or the hidden truth) and its errors."""
+def _command_stands_in(traj: Trajectory, joint: str) -> Trajectory:
+    """``traj`` whose ``position/<joint>`` is the joint's command (for the camera calibration: a
+    joint without an encoder is drawn where it was commanded)."""
+    return traj.with_channel(f"position/{joint}", traj.data[f"position_target/{joint}"].copy(),
+                             traj.channels[f"position/{joint}"])
+
+
+def _calibration(ds: Path, mode: str, out: Path, frames: int, robot: str = ROBOT,
+                 hidden: str | None = None) -> tuple[Path, list[dict]]:
+    """A camera_calibration.json of every camera (calibrated, or the hidden truth) and its errors;
+    ``hidden``: a joint whose encoder the calibration does not use (its command stands in)."""
     truth = json.loads((ds / "dataset.json").read_text())["ground_truth"]["cameras"]["camera_from_base"]
     rows, cams = [], []
-    rm = load_meshes(load_robot(ROBOT).model())
+    rm = load_meshes(load_robot(robot).model())
     logs = load_logs(ds / "train")
+    if hidden is not None:
+        logs = [_command_stands_in(t, hidden) for t in logs]
     for cam in read_cameras(ds / "masks" / "cameras.json"):
         T_true = np.array(truth[cam.name])
         if mode == "truth":
@@ -87,14 +114,16 @@ def _calibration(ds: Path, mode: str, out: Path, frames: int) -> tuple[Path, lis
         cams.append({"camera": cam.name, "camera_from_base": np.asarray(T).tolist()})
         print(rows[-1], file=sys.stderr, flush=True)
     path = out / "camera_calibration.json"
-    path.write_text(json.dumps({"robot": ROBOT, "cameras": cams}))
+    path.write_text(json.dumps({"robot": robot, "cameras": cams}))
     return path, rows
 
 
 def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--joint", default="joint2", help="the joint whose encoder is withheld")
+    ap.add_argument("--joint", default=None, help="the joint whose encoder is withheld (default joint2; "
+                    "with --gripper gripper_crank)")
+    ap.add_argument("--gripper", action="store_true", help="the suite with the gripper servo, its encoder withheld")
     ap.add_argument("--camera", choices=("calibrated", "truth"), default="calibrated")
     ap.add_argument("--frames", type=int, default=24, help="frames of the hand-eye calibration (24: bench/journal/visual.md, 2026-12-05)")
     ap.add_argument("--curriculum", type=int, nargs="+", default=[64, 128, 128])
@@ -112,14 +141,18 @@ def main(argv: list[str] | None = None) -> dict:
     a = ap.parse_args(argv)
     if a.weight is None:
         a.weight = 1.0 if a.loss == "edge" else 1e-2
+    suite, model_robot, default_joint = GRIPPER if a.gripper else ("cameras", ROBOT, "joint2")
+    a.joint = a.joint or default_joint
+    if a.learned and a.gripper:
+        raise SystemExit("--learned runs on the arm without the gripper: drop --gripper")
     load0 = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as tmp:
         ds = Path(tmp) / "ds"
-        run_synth(ROBOT, "cameras", ds, seed=a.seed)
-        cal, cam_rows = _calibration(ds, a.camera, Path(tmp), a.frames)
+        run_synth(ROBOT, suite, ds, seed=a.seed)
+        cal, cam_rows = _calibration(ds, a.camera, Path(tmp), a.frames, model_robot, a.joint if a.gripper else None)
         train = load_logs(ds / "train")
         judge = load_logs(ds / "test") + load_logs(ds / "val")
-        robot = load_robot(ROBOT)
+        robot = load_robot(model_robot)
         withheld = [withhold_encoders(t, [a.joint]) for t in train]
         kw = dict(per_joint=True, curriculum=tuple(a.curriculum), iters=tuple(a.iters), batch=8, seed=a.seed)
         runs: dict[str, dict] = {}
@@ -127,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
         sup = load_image_supervision(robot, withheld, ds / "masks", cal, opts)
         for name, logs, images in (("encoder", train, None), ("images", withheld, sup)):
             t0, c0 = time.perf_counter(), time.process_time()
-            r = fit_arm_grad(ROBOT, logs, images=images, **kw)
+            r = fit_arm_grad(model_robot, logs, images=images, **kw)
             runs[name] = {"params": r["params"], "train_mae": r["train_mae"], "wall_s": time.perf_counter() - t0,
                           "cpu_s": time.process_time() - c0, "compile_s": r["compile_s"],
                           "image_soft_iou": r.get("image_soft_iou"), "image_edge_rms": r.get("image_edge_rms")}
@@ -141,25 +174,27 @@ def main(argv: list[str] | None = None) -> dict:
             print(name, {k: v for k, v in runs[name].items() if k != "params"}, file=sys.stderr, flush=True)
         learned, learned_runs = ({}, {}) if a.learned is None else _learned(a, train, withheld, sup, runs, judge,
                                                                              Path(tmp))
-    table = {"nominal": evaluate_arm(ROBOT, None, judge, horizons=(100, 300))["per_joint"]}
+    table = {"nominal": evaluate_arm(model_robot, None, judge, horizons=(100, 300), jaws=a.gripper)["per_joint"]}
     for name, r in runs.items():
-        table[name] = evaluate_arm(ROBOT, r["params"], judge, horizons=(100, 300))["per_joint"]
+        table[name] = evaluate_arm(model_robot, r["params"], judge, horizons=(100, 300), jaws=a.gripper)["per_joint"]
     table.update(learned)
     joints = list(table["nominal"])
-    print(f"held-out rollout MAE [mrad] (test + val logs, every encoder), {a.joint}'s encoder withheld in 'images'; "
-          f"cameras: {a.camera}")
+    print(f"held-out rollout MAE [mrad; a jaw in mm] (test + val logs, every encoder), {a.joint}'s encoder withheld "
+          f"in 'images'; cameras: {a.camera}")
     print(f"{'fit':<16}" + "".join(f"{j + ' h100':>14}{'h300':>7}" for j in joints))
     for name, per in table.items():
         print(f"{name:<16}" + "".join(f"{1e3 * per[j]['100']:14.2f}{1e3 * per[j]['300']:7.2f}" for j in joints))
     ratio = {h: table["images"][a.joint][h] / table["encoder"][a.joint][h] for h in ("100", "300")}
     print(f"{a.joint}: images / encoder = {ratio['100']:.2f} (100 steps), {ratio['300']:.2f} (300 steps); "
           f"target <= 1.5")
+    jaw = _jaw_lines(table, runs, robot) if a.gripper else {}
     lr_: dict[str, float] = {}
     if learned:
         lr_ = {h: table["learned-images"][a.joint][h] / table["learned-encoder"][a.joint][h] for h in ("100", "300")}
         print(f"{a.joint}, learned {a.learned}: images / encoder = {lr_['100']:.2f} (100 steps), "
               f"{lr_['300']:.2f} (300 steps); target <= 1.5")
     summary = {"bench": "visual_actuator", "seed": a.seed, "joint": a.joint, "camera": a.camera, "cameras": cam_rows,
+               "suite": suite, "robot": model_robot, **({"gripper": jaw} if jaw else {}),
                "curriculum": a.curriculum, "iters": a.iters, "weight": a.weight, "loss": a.loss,
                "refine_camera": a.refine_camera,
                "heldout_mae_rad": table, "ratio_images_encoder": ratio,
@@ -172,6 +207,27 @@ def main(argv: list[str] | None = None) -> dict:
                "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2)}
     emit(summary, a.out)
     return summary
+
+
+def _jaw_lines(table: dict, runs: dict, robot) -> dict:
+    """Print and return the gripper's figures: held-out jaw MAE [mm] and servo MAE [mrad] of each
+    fit, the images / encoder ratios and the fits' wall times."""
+    mech = robot.mechanisms[0]
+    out: dict = {"jaw_mae_mm": {}, "servo_mae_mrad": {}}
+    for name in ("nominal", "encoder", "images"):
+        out["jaw_mae_mm"][name] = {h: 1e3 * table[name][mech.slider][h] for h in ("100", "300")}
+        out["servo_mae_mrad"][name] = {h: 1e3 * table[name][mech.name][h] for h in ("100", "300")}
+    for key, unit in (("jaw_mae_mm", "mm"), ("servo_mae_mrad", "mrad")):
+        v = out[key]
+        out[key.replace("mae", "ratio")] = {h: v["images"][h] / v["encoder"][h] for h in ("100", "300")}
+        print(f"gripper {key.split('_')[0]} MAE [{unit}] (100 / 300 steps): nominal {v['nominal']['100']:.3f} / "
+              f"{v['nominal']['300']:.3f}, encoder {v['encoder']['100']:.3f} / {v['encoder']['300']:.3f}, "
+              f"images only {v['images']['100']:.3f} / {v['images']['300']:.3f}; images / encoder = "
+              f"{out[key.replace('mae', 'ratio')]['100']:.2f} / {out[key.replace('mae', 'ratio')]['300']:.2f} "
+              "(target <= 1.5)")
+    out["wall_s"] = {k: round(runs[k]["wall_s"], 1) for k in ("encoder", "images")}
+    print(f"fit wall time [s]: encoder {out['wall_s']['encoder']}, images {out['wall_s']['images']}")
+    return out
 
 
 def _learned(a, train, withheld, sup, runs: dict, judge, tmp: Path) -> tuple[dict[str, dict], dict[str, dict]]:

@@ -18,7 +18,7 @@ from actuatorlab.robots import CONFIG_DIR, list_robots, load_robot, param_scale
 from actuatorlab.sim.arm import initial_state, make_inputs
 from actuatorlab.sim.arm_native import rollout_native
 
-ROBOTS = {"anymal_c": 12, "open_manipulator_x": 5, "so101": 6}
+ROBOTS = {"anymal_c": 12, "open_manipulator_x": 5, "open_manipulator_x_crank": 5, "so101": 6}
 OMX = CONFIG_DIR / "open_manipulator_x.json"
 
 

@@ -400,7 +400,7 @@ def test_bad_scale_is_a_clear_error(tmp_path, scale):
 
 
 def test_unknown_suite_and_robot_list_what_exists(tmp_path):
-    with pytest.raises(UnknownNameError, match=r"unknown suite 'nope'; available: cameras, neural_actuator, smoke"):
+    with pytest.raises(UnknownNameError, match=r"unknown suite 'nope'; available: cameras, cameras_gripper, neural_actuator, smoke"):
         run_synth("open_manipulator_x", "nope", tmp_path / "x", seed=0)
     with pytest.raises(UnknownNameError, match=r"unknown robot 'panda'; available: open_manipulator_x"):
         run_synth("panda", "smoke", tmp_path / "x", seed=0)

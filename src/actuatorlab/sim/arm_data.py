@@ -248,7 +248,8 @@ def replay_setup(robot_name: str | Robot, params: dict | None, model: str | None
 
 
 def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[Trajectory],
-                 horizons: Iterable[int] = (100, 300, 600), model: str | None = None) -> dict[str, Any]:
+                 horizons: Iterable[int] = (100, 300, 600), model: str | None = None,
+                 jaws: bool = False) -> dict[str, Any]:
     """Open-loop replay score of multi-joint logs (see the module docstring).
 
     Args:
@@ -259,6 +260,9 @@ def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[T
         horizons: window lengths [control steps]; a horizon longer than a log skips that log.
         model: registry model of every parameter set (:func:`robot_with_model`); default: the
             robot config's own.
+        jaws: also score the jaw of every mechanism (:mod:`actuatorlab.robots.mechanisms`) whose
+            crank is scored: ``per_joint[<slider>]`` [m] is the MAE of the jaw's closed form at the
+            simulated against at the measured crank angle (not pooled into ``position_mae``).
 
     Returns:
         {"per_joint": {joint: {str(h): MAE}}, "position_mae": MAE pooled over the scored joints at
@@ -287,6 +291,12 @@ def evaluate_arm(robot_name: str | Robot, params: dict | None, trajs: Iterable[T
         for i, j in enumerate(robot.joint_names):
             if j in per_joint and den[i] > 0:
                 per_joint[j][str(h)] = float(num[i] / den[i])
+        for mech in robot.mechanisms if jaws else ():
+            i = robot.index(mech.name)
+            if mech.name in per_joint and den[i] > 0:
+                e = np.abs(mech.position(out.q[..., i]) - mech.position(w.q_meas[..., i])) * wgt[..., i]
+                per_joint.setdefault(mech.slider, {})[str(h)] = float(e.sum() / den[i])
+                units[mech.slider] = "m"
         n_windows[str(h)] = int(len(w.start))
         pooled, longest = float(num.sum() / max(den.sum(), 1.0)), h
     return {"per_joint": per_joint, "position_mae": pooled, "horizon": longest, "unit": "rad",

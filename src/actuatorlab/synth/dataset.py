@@ -28,7 +28,7 @@ from ..errors import DataError
 from ..logs.format import Channel, Setup, Trajectory
 from ..logs.io import save_trajectory
 from . import commands as cmd
-from .cameras import record_cameras
+from .gripper import gripper_masks, gripper_scene, gripper_truth, with_gripper
 from .robot import Kinematics, Scene, build_scene, get_robot
 from .simulate import Rates, Restriction, RunConditions, SimResult, simulate
 from .suites import (FAMILIES, PUSH_DIRECTIONS, Suite, SynthError, TrajectorySpec, check_scale, get_suite,
@@ -138,8 +138,9 @@ def _force_channels(kind: str) -> dict[str, Channel]:
 
 def _sim_to_trajectory(spec: TrajectorySpec, session: str, sim: SimResult, robot: str, joints: tuple[str, ...],
                        truths: dict[str, JointTruth], supply_nominal: float, label_rng: np.random.Generator,
-                       suite: str, events: dict[str, float]) -> Trajectory:
-    """The native :class:`Trajectory` of one simulated spec (channels "<canonical>/<joint>")."""
+                       suite: str, events: dict[str, float], model_robot: str | None = None) -> Trajectory:
+    """The native :class:`Trajectory` of one simulated spec (channels "<canonical>/<joint>");
+    ``model_robot``: the robot config the setup names (default ``robot``)."""
     data: dict[str, np.ndarray] = {}
     channels: dict[str, Channel] = {}
     T = sim.time.shape[0]
@@ -173,7 +174,7 @@ def _sim_to_trajectory(spec: TrajectorySpec, session: str, sim: SimResult, robot
     setup = Setup(
         actuator=get_robot(robot).actuator, joint_type="revolute", controller="dynamixel_pwm",
         gains={"kp": float(spec.kp)}, supply_voltage=float(supply_nominal), bench={},
-        extra={"robot": robot, "joints": list(joints),
+        extra={"robot": model_robot or robot, "joints": list(joints),
                "per_joint_gains": {j: {"kp": float(spec.kp)} for j in joints},
                "generator": f"{GENERATOR} {GENERATOR_VERSION}", "suite": suite, "family": spec.family,
                "events": {k: float(v) for k, v in events.items()}, "pwm_limit": 1.0,
@@ -342,6 +343,13 @@ def _record(spec: TrajectorySpec, split: str, traj: Trajectory, plan: Any, sim: 
     }
 
 
+def _check_counts(**counts: Any) -> None:
+    """Each count an integer >= 0, else a :class:`SynthError` naming it."""
+    for name, n in counts.items():
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+            raise SynthError(f"{name} must be an integer >= 0, got {n!r}")
+
+
 def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float = 1.0,
               progress: Callable[[int, int, str], None] | None = None, *, overwrite: bool = False,
               restricted_pairs: int = 0, push_pairs: int = 0) -> dict[str, Any]:
@@ -357,17 +365,15 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
         progress: called as ``progress(done, total, name)`` after each trajectory.
         overwrite: replace a dataset previously written by this generator in ``out``.
         restricted_pairs: append this many restricted-joint-3 / normal pairs with identical
-            commands (:func:`~actuatorlab.synth.suites.restricted_pair_specs`; for condition
-            detection). They get their own streams, sessions (after the suite's) and 8:1:1 split,
-            stratified by family (:func:`split_groups` ``stratify``; since generator version 2,
-            before which it was not), so the suite's own trajectories keep their splits; 0
-            (default) writes the same trajectories and splits as earlier versions.
+            commands (:func:`~actuatorlab.synth.suites.restricted_pair_specs`; condition
+            detection) in their own streams, sessions (after the suite's) and 8:1:1 split stratified
+            by family (:func:`split_groups` ``stratify``, since generator version 2), so the suite's
+            own trajectories keep their splits; 0 (default) adds none.
         push_pairs: append this many push / no-contact pairs at new random poses, directions
             cycled through the suite's push directions that are not held out
-            (:func:`~actuatorlab.synth.suites.push_pair_specs`; for force estimation: more poses
-            per direction). Own streams (7, 8, 9), sessions and 8:1:1 split stratified by
-            direction, so the suite's trajectories, the restricted pairs and the held-out split
-            are unchanged; 0 (default) adds none.
+            (:func:`~actuatorlab.synth.suites.push_pair_specs`; force estimation) in their own
+            streams (7, 8, 9), sessions and 8:1:1 split stratified by direction, so the suite's
+            trajectories, the restricted pairs and the held-out split are unchanged; 0 adds none.
 
     Returns:
         {"out", "robot", "suite", "seed", "scale", "n_trajectories", "n_samples", "duration_s",
@@ -375,22 +381,21 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
     """
     spec_r = get_robot(robot)
     suite_obj: Suite = get_suite(suite)
-    scale = check_scale(scale)
-    seed = int(seed)
-    if isinstance(restricted_pairs, bool) or not isinstance(restricted_pairs, (int, np.integer)) or restricted_pairs < 0:
-        raise SynthError(f"restricted_pairs must be an integer >= 0, got {restricted_pairs!r}")
-    if isinstance(push_pairs, bool) or not isinstance(push_pairs, (int, np.integer)) or push_pairs < 0:
-        raise SynthError(f"push_pairs must be an integer >= 0, got {push_pairs!r}")
+    scale, seed = check_scale(scale), int(seed)
+    _check_counts(restricted_pairs=restricted_pairs, push_pairs=push_pairs)
     out = Path(out)
     _prepare_out(out, overwrite)
 
     rates = Rates()
-    joints = spec_r.joints
     unit_rng = _rng(seed, 0)
-    truths = draw_joint_truths(unit_rng, joints)
+    truths = draw_joint_truths(unit_rng, spec_r.joints)
     supply: SupplyTruth = draw_supply(unit_rng)
     scene: Scene = build_scene(robot, truths, rates.physics_dt)
     kin = Kinematics(scene)
+    mech = None  # a suite with a gripper: its servo is a fifth joint with its own units (stream 16), commands (17)
+    if suite_obj.gripper:
+        mech, truths, scene = gripper_scene(robot, truths, rates.physics_dt, _rng(seed, 16))
+    joints = scene.robot.joints
     specs, sessions, split, session_rng = _specs_and_sessions(suite_obj, scale, seed, restricted_pairs, push_pairs)
     index = {s.name: i for i, s in enumerate(specs)}
     total = len(specs)
@@ -407,11 +412,12 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
                                  "trajectories": [s.name for s in members]}
         for spec in members:
             plan = make_plan(spec, kin, _rng(seed, 10, spec.command_key), rates.log_dt)
+            plan = plan if mech is None else with_gripper(plan, mech, _rng(seed, 17, spec.command_key), rates.log_dt)
             run = RunConditions([spec.kp] * len(joints), ambient=ambient, temperature0=temp,
                                 restriction=RESTRICTION if spec.restricted else None, rates=rates, preroll=_PRE_ROLL)
             sim = simulate(scene, truths, supply, plan, run, _rng(seed, 11, index[spec.name]))
-            traj = _sim_to_trajectory(spec, session, sim, robot, joints, truths, 12.0,
-                                      _rng(seed, 12, index[spec.name]), suite, plan.events)
+            traj = _sim_to_trajectory(spec, session, sim, robot, joints, truths, 12.0, _rng(seed, 12, index[spec.name]),
+                                      suite, plan.events, None if mech is None else spec_r.gripper_config)
             save_trajectory(traj, out / split[spec.name] / spec.name)
             true_q[spec.name] = (sim.time, sim.q)
             rest = float(session_rng.uniform(3.0, 15.0))
@@ -430,8 +436,10 @@ def run_synth(robot: str, suite: str, out: str | Path, seed: int, scale: float =
         card["restricted_pairs"] = int(restricted_pairs)
     if push_pairs:
         card["push_pairs"] = int(push_pairs)
+    if mech is not None:
+        card["ground_truth"]["gripper"] = gripper_truth(mech, str(spec_r.gripper_config))
     if suite_obj.cameras:
-        card["ground_truth"]["cameras"] = record_cameras(out, scene.mjcf, joints, suite_obj.cameras, true_q, split, seed)
+        card["ground_truth"]["cameras"] = gripper_masks(out, suite_obj.cameras, scene, mech, true_q, split, seed)
     (out / "dataset.json").write_text(json.dumps(card, indent=2) + "\n", encoding="utf-8")
     (out / "DATASET.md").write_text(_card_markdown(card), encoding="utf-8")
     return {
@@ -466,13 +474,13 @@ def _card(robot: str, suite: Suite, seed: int, scale: float, rates: Rates, truth
         "scale": scale,
         "rates_hz": {"physics": round(1.0 / rates.physics_dt, 6), "firmware": round(1.0 / rates.firmware_dt, 6),
                      "log": round(1.0 / rates.log_dt, 6)},
-        "joints": list(spec_r.joints),
+        "joints": list(truths),
         "channel_convention": "<canonical>/<joint> per joint (position, position_target, velocity, current, "
                               "pwm_duty, temperature, torque_enable); supply_voltage shared; force_x/y/z [N] "
                               "environment-on-robot in the base frame at the end effector; contact 0/1",
         "ground_truth": {
             "units": TRUTH_UNITS,
-            "joints": {j: truths[j].to_dict() for j in spec_r.joints},
+            "joints": {j: truths[j].to_dict() for j in truths},
             "supply": supply.to_dict(),
             "restriction": {**dataclasses.asdict(RESTRICTION), "anchor": "first command of the joint"},
             "firmware": {"law": "duty = clip(kp * error_gain * (goal - present), -1, 1), rounded to 1/885",

@@ -5,7 +5,8 @@ ground-truth physics only:
 
 * the MJCF's position actuators, keyframes, gripper joints and mimic equality are removed: the
   servos are simulated by :mod:`actuatorlab.synth.truth` and act through ``qfrc_applied``; the
-  gripper is rigid (its fingers weigh 2 g);
+  gripper is rigid (its fingers weigh 2 g), or, in a suite with a gripper, its servo turns a crank
+  joint and the jaws are placed by the crank-slider's closed form (:mod:`actuatorlab.synth.gripper`);
 * each arm joint's placeholder armature / damping / frictionloss (0.1 / 0.1 / 0.1) is replaced by the
   drawn output-side inertia of its servo and zero damping and frictionloss (the servo model carries
   the friction; the output bearing friction is applied by the simulator);
@@ -20,8 +21,9 @@ ground-truth physics only:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 import mujoco
 import numpy as np
@@ -48,6 +50,8 @@ class RobotSpec:
         actuator: servo identifier written to ``Setup.actuator``.
         home: (n,) [rad] resting pose of the arm.
         reach: [m] comfortable horizontal reach of the end effector (task-space generators).
+        gripper_config: robot config (registry name) whose crank-slider drives the gripper in a
+            suite with a gripper (:mod:`actuatorlab.synth.gripper`); None: the gripper is always rigid.
     """
 
     name: str
@@ -60,6 +64,7 @@ class RobotSpec:
     actuator: str
     home: tuple[float, ...]
     reach: float
+    gripper_config: str | None = None
 
 
 ROBOTS: dict[str, RobotSpec] = {
@@ -67,6 +72,7 @@ ROBOTS: dict[str, RobotSpec] = {
         name="open_manipulator_x", model_folder="open_manipulator_x", model_file="open_manipulator_x.xml",
         joints=("joint1", "joint2", "joint3", "joint4"), ee_body="end_effector_link", payload_parent="link5",
         payload_pos=(0.126, 0.0, 0.0), actuator="xm430-w350", home=(0.0, -1.0, 0.3, 0.7), reach=0.38,
+        gripper_config="open_manipulator_x_crank",
     ),
 }
 
@@ -122,8 +128,13 @@ class Scene:
         self.model.body_inertia[i] = 0.4 * mass * self.payload_radius**2
 
 
-def build_scene(robot: str, truths: dict[str, JointTruth], physics_dt: float) -> Scene:
-    """Compile the ground-truth scene of ``robot`` with per-joint output inertia from ``truths``."""
+def build_scene(robot: str, truths: dict[str, JointTruth], physics_dt: float,
+                edit: Callable[[mujoco.MjSpec], None] | None = None, joints: tuple[str, ...] | None = None) -> Scene:
+    """Compile the ground-truth scene of ``robot`` with per-joint output inertia from ``truths``.
+
+    ``edit`` (a suite with a gripper, :func:`actuatorlab.synth.gripper.add_crank`) adds joints to
+    the edited MJCF before the payload; ``joints`` (default the robot's arm joints) are then the
+    scene's joints, in log order (its :attr:`Scene.robot` carries them)."""
     spec_r = get_robot(robot)
     path = locate_mjcf(robot)
     try:
@@ -145,6 +156,10 @@ def build_scene(robot: str, truths: dict[str, JointTruth], physics_dt: float) ->
         joint.damping = [0.0, 0.0, 0.0]
         joint.frictionloss = 0.0
         joint.stiffness = [0.0, 0.0, 0.0]
+    if edit is not None:
+        edit(spec)
+    if joints is not None:
+        spec_r = replace(spec_r, joints=joints)
     parent = spec.body(spec_r.payload_parent)
     payload = parent.add_body(name="payload", pos=list(spec_r.payload_pos), mass=0.0, inertia=[0.0, 0.0, 0.0],
                               ipos=[0.0, 0.0, 0.0])

@@ -104,6 +104,9 @@ class Suite:
         session_size: trajectories per recording session (temperature carries over within one).
         cameras: number of cameras that record robot masks beside the logs (0: none;
             :mod:`actuatorlab.synth.cameras`).
+        gripper: the gripper servo is simulated and commanded (a fifth logged joint driving the
+            jaws through the robot's crank-slider, :mod:`actuatorlab.synth.gripper`); False: the
+            gripper is rigid and absent from the logs.
     """
 
     name: str
@@ -113,6 +116,7 @@ class Suite:
     session_size: int = 15
     notes: tuple[str, ...] = field(default=())
     cameras: int = 0
+    gripper: bool = False
 
 
 class SynthError(ActuatorlabError, ValueError):
@@ -304,6 +308,9 @@ SUITES: dict[str, Suite] = {
                    _smoke, heldout=(("load", "payload_400g"), ("contact", "push_-y")), session_size=4),
     "cameras": Suite("cameras", "five 4 s free-motion trajectories with robot masks from two cameras (hand-eye "
                      "calibration, docs/visual.md)", _cameras, session_size=5, cameras=2),
+    "cameras_gripper": Suite("cameras_gripper", "the cameras suite with the gripper servo simulated and logged: its "
+                             "crank-slider moves the jaws in the masks (open/close moves, then a chirp; docs/visual.md)",
+                             _cameras, session_size=5, cameras=2, gripper=True),
 }
 
 

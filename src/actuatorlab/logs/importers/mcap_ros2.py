@@ -112,9 +112,12 @@ def _need_mcap(path: Path) -> Any:
 
 def robot_for_joints(joints: list[str]) -> str | None:
     """The bundled robot config whose joint names include every name of ``joints`` (None if no
-    single one does)."""
+    single one does). Where several do, the ones with a ``mechanisms`` section are left out: such a
+    config is a variant of a robot whose servo drives a joint through a linkage (its crank is no
+    joint of the robot's description, which a ROS log names), e.g. ``open_manipulator_x_crank``
+    beside ``open_manipulator_x`` for a log of the arm's joints."""
 
-    hits = []
+    hits, plain = [], []
     for name in list_robots():
         try:
             cfg = json.loads((Path(CONFIG_DIR) / f"{name}.json").read_text())
@@ -122,6 +125,10 @@ def robot_for_joints(joints: list[str]) -> str | None:
             continue
         if set(joints) <= set(cfg.get("joints", {})):
             hits.append(name)
+            if not cfg.get("mechanisms"):
+                plain.append(name)
+    if len(hits) > 1:
+        hits = plain
     return hits[0] if len(hits) == 1 else None
 
 
