@@ -308,23 +308,12 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     judge = _Judge(r, cfg, logs, lengths[-1], images)
     native_score = judge.score
 
-    def point_of(z, start: dict) -> tuple[dict, np.ndarray | None]:
-        """(parameter sets, the cameras' twists or None) of coordinates z."""
-        z = np.asarray(z)
-        sp = dataclasses.replace(space, nominal=start)
-        p = {k: np.asarray(v, float) for k, v in sp.unpack(space.to_theta(z[:space.n])).items()}
-        return p, None if cam is None else np.asarray(cam.twists(z[space.n:], xp=np), float)
-
     inits = [init] if isinstance(init, dict) else list(init or [])
     starts = [space.nominal] + [_start_sets(nominal, labels, groups, d) for d in inits]
     xi0 = None if cam is None else np.zeros((cam.n, 6))
-    scores = [(judge.refresh(p), native_score((p, xi0)))[1] for p in starts]  # each start with its own stand-ins
-    i0 = int(np.argmin([f for f, _ in scores]))
-    if judge.moving and i0 != len(starts) - 1:  # the stand-ins of the chosen start
-        judge.refresh(starts[i0])
-    mse0, mae0 = scores[i0]
+    i0, (mse0, mae0) = _choose_start(judge, starts, xi0)
     z0 = space.z_of(starts[i0]) if cam is None else np.concatenate([space.z_of(starts[i0]), np.full(cam.size, 0.5)])
-    descent = _descend(vg, point_of, native_score, r, cfg, lengths, steps, B, lr, np.random.default_rng(seed),
+    descent = _descend(vg, functools.partial(_point, space, cam), native_score, r, cfg, lengths, steps, B, lr, np.random.default_rng(seed),
                        z0, starts[i0], BestSoFar(mse0, (-1, (starts[i0], xi0))), progress, judge)
     best, done, skipped, compile_total, history = descent
     p_best, xi_best = best.x[1]
@@ -338,6 +327,24 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
                       evaluations=done, wall_s=float(_time.perf_counter() - t0), horizon=lengths[-1],
                       n_windows=int(len(judge.w.start)), method="adam", mode=mode, compile_s=compile_total,
                       train_mae_init=mae0, skipped_steps=skipped, selected=best.x[0], loss_history=history, **extra)
+
+
+def _point(space: ArmSpace, cam: CameraTwists | None, z, start: dict) -> tuple[dict, np.ndarray | None]:
+    """(parameter sets, the cameras' twists or None) of coordinates z: the parameters' first, then the cameras'."""
+    z = np.asarray(z)
+    p = dataclasses.replace(space, nominal=start).unpack(space.to_theta(z[:space.n]))
+    return {k: np.asarray(v, float) for k, v in p.items()}, None if cam is None else np.asarray(
+        cam.twists(z[space.n:], xp=np), float)
+
+
+def _choose_start(judge: "_Judge", starts: list[dict], xi0) -> tuple[int, tuple[float, float]]:
+    """The best of ``starts`` by the native objective, each scored with its own stand-ins (those of the
+    chosen one are left in ``judge``): (its index, (objective, MAE))."""
+    scores = [(judge.refresh(p), judge.score((p, xi0)))[1] for p in starts]
+    i0 = int(np.argmin([f for f, _ in scores]))
+    if judge.moving and i0 != len(starts) - 1:
+        judge.refresh(starts[i0])
+    return i0, scores[i0]
 
 
 def _stages(curriculum, iters, batch, lr, mode) -> tuple[tuple[int, ...], tuple[int, ...]]:
