@@ -67,8 +67,8 @@ def audit(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None),
 @app.command()
 @documents(SynthJob)
 def synth(ctx: typer.Context, robot: str = typer.Option("open_manipulator_x", "--robot", help="robot name"),
-          suite: str = typer.Option("neural_actuator", "--suite", help="suite name (neural_actuator, smoke; bench: "
-                                    "one-joint logs of a zoo actuator)"),
+          suite: str = typer.Option("neural_actuator", "--suite", help="suite name (neural_actuator, smoke, cameras, "
+                                    "cameras_gripper; legged with --robot anymal_c; bench: one-joint logs of a zoo actuator)"),
           out: Optional[Path] = typer.Option(None, "--out", "-o", help="dataset folder to write"),
           seed: int = typer.Option(0, "--seed"),
           scale: float = typer.Option(1.0, "--scale", help="in (0, 1]: shrinks number and length of trajectories"),
