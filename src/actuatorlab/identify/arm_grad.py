@@ -70,7 +70,7 @@ from ..sim.arm import ArmConfig, ArmInputs, initial_state, make_mjx_rollout
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import CURRICULUM, Windows
 from .arm_space import ArmSpace, fit_result, fit_setup
-from .images import CameraTwists, ImageSupervision, camera_twists, image_term, refined_cameras, window_targets
+from .images import CameraTwists, ImageSupervision, image_term, refined_cameras, window_targets
 from .search import BestSoFar
 from .space import box_adam_step
 from ..sim.arm_data import LogArrays, _check_name, log_arrays, per_joint_robot
@@ -129,7 +129,7 @@ def window_objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig | None
     cfg = cfg or ArmConfig.from_robot(robot)
     names = tuple(names)
     sets = tuple(range(len(robot.groups))) if sets is None else tuple(int(g) for g in sets)
-    cam = None if images is None else camera_twists(images)
+    cam = None if images is None else images.twists
     if mode == "auto":
         mode = "forward" if len(names) * len(sets) + (cam.size if cam else 0) <= FORWARD_MAX else "reverse"
     if mode not in ("forward", "reverse"):
@@ -301,7 +301,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     scored = np.any([lg.scored if images is None or lg.commanded is None else lg.commanded for lg in logs], axis=0)
     sets = tuple(g for g, grp in enumerate(r.groups) if any(scored[robot.index(j)] for j in grp.joints))
     space, vg = window_objective(r, names, cfg, mode, sets, images)
-    cam = None if images is None else camera_twists(images)
+    cam = None if images is None else images.twists
     mode = mode if mode != "auto" else ("forward" if space.n + (cam.size if cam else 0) <= FORWARD_MAX else "reverse")
     nominal = r.nominal_params()
 
@@ -379,7 +379,7 @@ class _Judge:
         self.targets = None if images is None else (lambda L: window_targets(images, names, Ts, L, r.control_dt))
         self.img_fin = None if self.targets is None else self.targets(self.length)
         self.img_score = None if images is None else jax.jit(image_term(images))
-        self.cam = None if images is None else camera_twists(images)
+        self.cam = None if images is None else images.twists
         self.use(logs)
 
     def use(self, logs: list[LogArrays]) -> list[LogArrays]:

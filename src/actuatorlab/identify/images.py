@@ -149,6 +149,8 @@ class ImageSupervision:
         qpos0: (nq,) [rad | m] the rest pose that fills the joints the robot does not actuate.
         options: the :class:`ImageOptions` it was read with (weight, sigma, frames per window,
             settling time of the image term).
+        twists: the cameras' fitted twists when ``options`` refine the cameras (:func:`camera_twists`,
+            made once by :func:`load_image_supervision`), else None.
     """
 
     meshes: RobotMeshes = field(repr=False)
@@ -158,6 +160,7 @@ class ImageSupervision:
     joint_qpos: tuple[int, ...]
     qpos0: np.ndarray = field(repr=False)
     options: ImageOptions = ImageOptions()
+    twists: CameraTwists | None = None
 
     def transforms(self) -> tuple[np.ndarray, ...]:
         """(4, 4) camera-from-base transform of every camera."""
@@ -250,8 +253,7 @@ def load_image_supervision(robot: Robot, logs: list[Trajectory], masks_dir: str 
         raise DataError(None, f"{robot.name}: joints {missing} have no qpos in the rendered model")
     sup = ImageSupervision(rm, tuple(fixed), tuple(pixels), frames,
                            tuple(rm.joints.index(j) for j in robot.joint_names), np.asarray(model.qpos0, float), o)
-    camera_twists(sup)  # the refinement's settings checked here, before any fit starts
-    return sup
+    return dataclasses.replace(sup, twists=camera_twists(sup))  # the refinement's settings checked here
 
 
 def window_targets(sup: ImageSupervision, names: list[str], lengths_T: list[int], length: int, dt: float,
@@ -328,7 +330,8 @@ class CameraTwists:
 
 
 def camera_twists(sup: ImageSupervision) -> CameraTwists | None:
-    """The :class:`CameraTwists` of ``sup`` when its options refine the cameras, else None."""
+    """The :class:`CameraTwists` of ``sup`` when its options refine the cameras, else None (the options
+    checked; :func:`load_image_supervision` keeps it as ``sup.twists``)."""
     o = sup.options
     if o.loss not in LOSSES:
         raise DataError(None, f"image options: loss {o.loss!r} is not one of {', '.join(LOSSES)}")
@@ -346,9 +349,9 @@ def camera_twists(sup: ImageSupervision) -> CameraTwists | None:
 
 def refined_cameras(sup: ImageSupervision, xi: np.ndarray) -> list[dict[str, Any]]:
     """Per camera the refined pose (module docstring) and the move from the calibrated one."""
-    out = []
-    ct = camera_twists(dataclasses.replace(sup, options=dataclasses.replace(sup.options, refine_camera=True)))
-    assert ct is not None
+    out, ct = [], sup.twists
+    if ct is None:
+        raise DataError(None, "refined cameras: the image supervision does not refine its cameras")
     for k, (cam, T0, x) in enumerate(zip(sup.cameras, sup.transforms(), np.asarray(xi, float))):
         T = np.asarray(ct.pose(k, jnp.asarray(x), T0), float)
         centre0, centre = -T0[:3, :3].T @ T0[:3, 3], -T[:3, :3].T @ T[:3, 3]
@@ -369,7 +372,7 @@ def image_term(sup: ImageSupervision) -> Callable[..., Any]:
     pix = tuple(jnp.asarray(p, jnp.float32) for p in sup.pixels)
     adr = jnp.asarray(sup.joint_qpos)
     q0 = jnp.asarray(sup.qpos0, jnp.float32)
-    ct = camera_twists(sup)
+    ct = sup.twists
     edge = sup.options.loss == "edge"
 
     def frame_loss(cam, T, px, qpos, obs):
