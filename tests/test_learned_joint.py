@@ -63,9 +63,25 @@ def test_residual_fits_tiny_logs_through_the_simulator(tmp_path, batch):
     assert float(best.params["kt"]) == float(m.params["kt"])
 
 
+def test_a_new_residual_is_its_analytic_base(batch):
+    """The residual's torque head starts at zero: its replay is the base's, to the last bit."""
+    from actuatorlab.evaluate.replay import replay_batches
+
+    m = _model("residual", "mlp", batch)
+    ls = log_set(m, batch)
+    (ref,) = replay_batches("m1+delay", {k: float(v) for k, v in m.params.items()}, [batch])[:1]
+    q = np.asarray(rollout_logs(m, ls).q)[0]
+    n = int(np.asarray(ls.mask)[0].sum())
+    assert np.array_equal(q[:n], ref.q_sim[:n])
+
+
 @pytest.mark.parametrize("kind,arch", [("learned", "transformer"), ("residual", "mlp")])
 def test_gradients_reach_every_trained_parameter(batch, kind, arch):
     m = _model(kind, arch, batch)
+    if kind == "residual":  # its zeroed torque head passes gradient to itself alone at the start: as after a step
+        last = m.net.heads.torque.layers[-1]
+        m = eqx.tree_at(lambda n: n.net.heads.torque.layers[-1].weight, m,
+                        0.1 * jax.random.normal(jax.random.PRNGKey(1), last.weight.shape, last.weight.dtype))
     ls = log_set(m, batch)
     w = windows(m, ls, np.array([0, 1, 1]), np.array([0, 20, 60]), 24)
     diff, static = eqx.partition(m, trainable(m))

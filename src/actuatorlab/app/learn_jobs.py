@@ -8,7 +8,7 @@ from pathlib import Path
 from . import jobs
 from ..errors import ActuatorlabError
 from ..learned import heads
-from ..learned.adapt import AdaptConfig, adapt_arm, check_adapt_out
+from ..learned.adapt import AdaptConfig, adapt, check_adapt_out
 from ..learned.arm import load_arm_model
 from ..learned.arm_train import ArmTrainConfig
 from ..learned.heads import HeadsConfig
@@ -139,11 +139,12 @@ def run_train_heads_job(job: TrainHeadsJob) -> Result:
 
 @dataclasses.dataclass(frozen=True)
 class AdaptJob:
-    """Fields: run (a run folder of ``train --robot`` or its arm_model.json: the model to adapt;
-    only read), data (logs of the new unit: files or folders; a dataset folder written by
-    ``synth`` gives its train/ logs), out (new run folder, must not exist), adapt (AdaptConfig:
-    steps, lr, seed, max_trajectories, n_val, refit_evals, refit_windows;
-    docs/learned_arm.md, "Adaptation to another unit")."""
+    """Fields: run (a run folder of ``train`` or ``train --robot``, or its model.json / arm_model.json:
+    the learned or residual model to adapt; only read), data (logs of the new unit, or of the same
+    servo at another gain or load: files or folders; a dataset folder written by ``synth`` gives its
+    train/ logs), out (new run folder, must not exist), adapt (AdaptConfig: steps, lr, seed,
+    max_trajectories, n_val, refit_evals, refit_windows; docs/learned_arm.md, "Adaptation to another
+    unit")."""
 
     run: Path
     data: tuple[Path, ...]
@@ -152,11 +153,12 @@ class AdaptJob:
 
 
 def run_adapt_job(job: AdaptJob) -> Result:
-    """Adapt a trained whole-robot model to another unit (:func:`actuatorlab.learned.adapt.adapt_arm`);
-    OUT equal to RUN or existing is refused before any logs are read."""
+    """Adapt a trained whole-robot or one-joint model to another unit or condition
+    (:func:`actuatorlab.learned.adapt.adapt`); OUT equal to RUN or existing is refused before any
+    logs are read."""
     check_adapt_out(Path(job.run), Path(job.out))
     check_range("adapt.steps", job.adapt.steps, low_ok=True)
     paths = [p / "train" if (p / "train").is_dir() and (p / "dataset.json").is_file() else p for p in map(Path, job.data)]
     trajs = load_logs(paths)
     with compilation_cache():
-        return Result(adapt_arm(job.run, trajs, job.adapt, out=job.out))
+        return Result(adapt(job.run, trajs, job.adapt, out=job.out))

@@ -48,7 +48,7 @@ from ..sim.arm_learned import RESIDUAL_FEATURES, TELEMETRY, LearnedArm, LearnedI
 from ..sim.arm_native import rollout_native
 from ..sim.arm_windows import make_windows
 from ..models.features import FeatureLayout, Normalizer
-from ..models.nets import arch_sizes, make_net
+from ..models.nets import arch_sizes, make_net, zero_torque_head
 from ..models.actuator_model import FORMAT, FORMAT_VERSION, from_document, load, save
 from ..sim.arm_data import _param_sets, fit_windows, log_arrays, robot_with_model
 from ..sim.dynamics import ArmDynamics
@@ -276,7 +276,7 @@ def make_learned_arm(robot: Robot, arch: str, *, channels: tuple[str, ...], per_
     key = jax.random.PRNGKey(0) if key is None else key
     net = make_net(arch, n_features=layout.n_features, n_channels=layout.n_channels, history=history, key=key, **full)
     if residual:  # start from the analytic model exactly: zero torque head output
-        net = _zero_torque_head(net)
+        net = zero_torque_head(net)
     base = robot.nominal_params() if base is None else base
     idx = tuple(robot.index(j) for j in channels)
     return LearnedArm(net=net, normalizer=normalizer, base={k: jnp.asarray(v, jnp.float64) for k, v in base.items()},
@@ -284,19 +284,6 @@ def make_learned_arm(robot: Robot, arch: str, *, channels: tuple[str, ...], per_
                       effort_scale=tuple(float(s) for s in np.broadcast_to(effort_scale, (len(channels),))),
                       effort_limit=tuple(float(robot.joints[i].effort_limit) for i in idx), residual=bool(residual),
                       arch=arch, sizes=tuple(sorted(full.items())))
-
-
-def _zero_torque_head(net):
-    """The network with the last layer of its torque head zeroed (a residual starts as the analytic
-    model); networks without a recognisable torque head are returned unchanged."""
-    heads = getattr(net, "heads", None)
-    th = getattr(heads, "torque", None)
-    last = getattr(th, "layers", None)
-    if last is None:
-        return net
-    lin = last[-1]
-    return eqx.tree_at(lambda n: (n.heads.torque.layers[-1].weight, n.heads.torque.layers[-1].bias), net,
-                       (jnp.zeros_like(lin.weight), jnp.zeros_like(lin.bias)))
 
 
 def _units(robot: Robot) -> np.ndarray:

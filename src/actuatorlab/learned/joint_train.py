@@ -43,7 +43,7 @@ from ..identify.fit import substeps_for
 from ..sim.rollout import rollout
 from ..models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, params_from_model, save_model
 from ..models.registry import get_model
-from ..models.nets import make_net
+from ..models.nets import make_net, zero_torque_head
 from ..files import git_revision
 from .checkpoint import load_learned, save_learned
 from .. import __version__
@@ -113,7 +113,7 @@ def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None
     """A freshly initialised one-joint model for the logs of ``batches`` (their law and plant).
 
     ``kind`` "residual" needs ``base``, a loaded analytic model.json (its parameters and model
-    structure are frozen inside). Normalization is fitted on the measured frames of ``batches``
+    structure are frozen inside); its torque head starts at zero, so the model starts as ``base``. Normalization is fitted on the measured frames of ``batches``
     (training logs only). Effort scale / bound default to the largest gravity effort g* of the
     benches: learned: scale g*, bound 2 g*; residual: scale 0.1 g*, bound 0.5 g* (1 N.m / N when
     the bench has no gravity)."""
@@ -153,6 +153,8 @@ def build_joint_model(kind: str, arch: str, batches, *, base: dict | None = None
     physics_params = {k: jnp.asarray(v, dtype) for k, v in params.items()}
     net = make_net(arch, n_features=layout.n_features, n_channels=1, history=history,
                    key=jax.random.PRNGKey(seed), **{**JOINT_SIZES.get(arch, {}), **(sizes or {})})
+    if kind == "residual":  # start from the analytic model exactly (as a robot's residual does)
+        net = zero_torque_head(net)
     return JointModel(net=net, norm=norm, params=physics_params, kind=kind, cfg=cfg, layout=layout,
                       effort_scale=float(effort_scale or scale), effort_bound=float(effort_bound or bound))
 

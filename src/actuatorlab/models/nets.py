@@ -55,7 +55,7 @@ from ..errors import ModelError, UnknownNameError
 
 __all__ = ["Heads", "ArchSpec", "ARCHS", "make_net", "list_archs", "param_count", "contact_force",
            "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads",
-           "ActuatorNet", "ActuatorLSTM", "WindowStats", "FORCE_OUT_ARCHS"]
+           "ActuatorNet", "ActuatorLSTM", "WindowStats", "FORCE_OUT_ARCHS", "zero_torque_head"]
 
 F32 = jnp.float32
 
@@ -489,3 +489,16 @@ def param_count(net: eqx.Module) -> int:
     def trainable(a):
         return hasattr(a, "shape") and hasattr(a, "dtype") and jnp.issubdtype(a.dtype, jnp.inexact)
     return int(sum(math.prod(a.shape) for a in jax.tree_util.tree_leaves(net) if trainable(a)))
+
+
+def zero_torque_head(net):
+    """``net`` with the last layer of its torque head zeroed, so that its torque output is 0 for
+    every input: a residual network then starts as the analytic model it corrects, exactly. A
+    network without an :class:`OutputHeads` torque head (``actuator_net``, ``actuator_lstm``) is
+    returned unchanged."""
+    last = getattr(getattr(getattr(net, "heads", None), "torque", None), "layers", None)
+    if last is None:
+        return net
+    lin = last[-1]
+    return eqx.tree_at(lambda n: (n.heads.torque.layers[-1].weight, n.heads.torque.layers[-1].bias), net,
+                       (jnp.zeros_like(lin.weight), jnp.zeros_like(lin.bias)))

@@ -94,25 +94,29 @@ def train_heads_cmd(ctx: typer.Context,
 
 @app.command()
 @documents(AdaptJob)
-def adapt(ctx: typer.Context, run: Optional[Path] = typer.Argument(None, help="run folder of `train --robot` (or its "
-                                                                   "arm_model.json): the model to adapt, only read"),
-          data: Optional[List[Path]] = typer.Argument(None, help="logs of the new unit (at most 12 are used; a "
-                                                      "synth dataset folder gives its train/ logs)"),
+def adapt(ctx: typer.Context, run: Optional[Path] = typer.Argument(None, help="run folder of `train` or `train --robot` "
+                                                                   "(or its model file): the model to adapt, only read"),
+          data: Optional[List[Path]] = typer.Argument(None, help="logs of the new unit or condition (at most 12 are used; "
+                                                      "a synth dataset folder gives its train/ logs)"),
           out: Optional[Path] = typer.Option(None, "--out", "-o", help="new run folder (must not exist; never RUN)"),
           config: Config = None):
-    """Adapt a trained whole-robot learned or residual actuator to another unit from a few of its
-    logs: a residual's analytic base is refitted, a replacing network fine-tuned through MJX
-    (docs/learned_arm.md). Writes OUT/arm_model.json atomically; a failed run leaves nothing."""
+    """Adapt a trained learned or residual actuator to another unit (a robot) or to the same servo at
+    another gain or load (one joint) from a few logs: a residual's analytic base is refitted, the
+    network fine-tuned through the simulator (docs/learned_arm.md). Writes OUT atomically (its
+    arm_model.json or model.json); a failed run leaves nothing."""
 
     job = job_of(ctx, AdaptJob, config, run="run", data="data", out="out")
     d = learn_jobs.run_adapt_job(job).record
-    a, t = d["adaptation"], d["training"]
+    one_joint = "adaptation" not in d
+    t = d["fit"] if one_joint else d["training"]
+    a = t["adaptation"] if one_joint else d["adaptation"]
     refit = a.get("base_refit")
     if refit:
         console.print(f"base refitted ({refit['model'] or 'the config model'}, {refit['evaluations']} CMA-ES "
                       f"evaluations): train MAE {1e3 * refit['train_mae']:.1f} mrad")
     if t.get("steps"):
-        console.print(f"fine-tuned {t['steps']} steps: checkpoint-log MAE {1e3 * (t.get('init_val_mae') or float('nan')):.1f}"
+        console.print(f"fine-tuned {t['steps']} steps: validation MAE {1e3 * (t.get('init_val_mae') or float('nan')):.1f}"
                       f" -> {1e3 * t['best_val_mae']:.1f} mrad" + (f" ({t['kept']})" if t.get("kept") else ""))
+    name = "model.json" if one_joint else "arm_model.json"
     console.print(f"{d['kind']} {d['arch']} adapted on {a['n_trajectories']} logs in {a['wall_s']:.0f} s "
-                  f"(CPU {a['cpu_s']:.0f} s); wrote {job.out / 'arm_model.json'}")
+                  f"(CPU {a['cpu_s']:.0f} s); wrote {job.out / name}")
