@@ -97,6 +97,7 @@ def test_fine_tuning_keeps_the_start_unless_it_does_better(case, tmp_path):
     d = adapt_joint(case["run"], case["new"], AdaptConfig(steps=6, lr=10.0, refit_evals=0), out=tmp_path / "run2")
     f = d["fit"]
     assert f["steps"] == 6 and f["init_val_mae"] is not None and "kept" in f
+    assert not (tmp_path / "run2" / "best.ckpt").exists()  # the fine-tuning's checkpoints are not the model's
     with physics_precision():
         m0 = load_joint_model(load_model(case["run"] / "model.json"), case["run"] / "model.json")
         m1 = load_joint_model(load_model(tmp_path / "run2" / "model.json"), tmp_path / "run2" / "model.json")

@@ -269,6 +269,8 @@ def _build_joint(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tm
             model = best
         else:
             training["kept"] = "the starting network: fine-tuning never beat it on the validation parts"
+            for name in ("checkpoint.ckpt", "best.ckpt"):  # the fine-tuning's, not the saved model's
+                (tmp / name).unlink(missing_ok=True)
     used = sorted(t.name for t in keep)
     adaptation = {"from": str(model_path), "n_trajectories": len(used), "logs": used,
                   "validation": "the last 25 % of every log", "config": dataclasses.asdict(cfg), "base_refit": refit,
