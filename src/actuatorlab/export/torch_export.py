@@ -85,8 +85,15 @@ def _linears(torch, layers) -> "Any":
 
 
 def _modules():
-    """The torch.nn.Module classes (defined lazily: torch is optional)."""
+    """The torch.nn.Module classes (defined lazily: torch is optional): the networks' layers
+    (:func:`_net_modules`) and the wrappers that put normalizer, scale and bound around them
+    (:func:`_wrapper_modules`)."""
     torch = _torch()
+    return {**_net_modules(torch), **_wrapper_modules(torch)}
+
+
+def _net_modules(torch):
+    """Mlp, Transformer, WindowMlp, Selected: the equinox networks' layers in torch."""
     nn, F = torch.nn, torch.nn.functional
 
     class Mlp(nn.Module):
@@ -176,6 +183,13 @@ def _modules():
             s = x.index_select(1, self.rows)
             return self.mlp(torch.cat([s[:, :, 0], s[:, :, 1]], dim=1))
 
+    return dict(Mlp=Mlp, Transformer=Transformer, WindowMlp=WindowMlp, Selected=Selected)
+
+
+def _wrapper_modules(torch):
+    """WindowActuator, ActuatorNetMlp, ActuatorNetLstm: the exported modules' outer layers."""
+    nn = torch.nn
+
     class WindowActuator(nn.Module):
         """Raw window (N, T, F) -> effort (N, 1) [N.m | N] (normalizer, scale and bound inside)."""
 
@@ -216,8 +230,7 @@ def _modules():
             tau = torch.clamp(self.scale * self.linear(y[:, -1]), -self.bound, self.bound)
             return tau, (h, c)
 
-    return dict(Mlp=Mlp, Transformer=Transformer, WindowMlp=WindowMlp, Selected=Selected,
-                WindowActuator=WindowActuator, ActuatorNetMlp=ActuatorNetMlp, ActuatorNetLstm=ActuatorNetLstm)
+    return dict(WindowActuator=WindowActuator, ActuatorNetMlp=ActuatorNetMlp, ActuatorNetLstm=ActuatorNetLstm)
 
 
 def actuator_lstm_module(model):

@@ -327,23 +327,7 @@ def _parse(cfg: Any, path: Path) -> Robot:
     mjcf = (path.parent / str(cfg["mjcf"])).resolve()
     if not mjcf.is_file():
         raise _err(path, f"mjcf file {cfg['mjcf']!r} not found (looked at {mjcf})")
-    physics_dt = _num(path, "physics_dt", cfg["physics_dt"], True)
-    control_dt = _num(path, "control_dt", cfg["control_dt"], True)
-    firmware_dt = _num(path, "firmware_dt", cfg.get("firmware_dt", physics_dt), True)
-    if _multiple(control_dt, physics_dt) is None:
-        raise _err(path, f"control_dt {control_dt} must be a whole multiple of physics_dt {physics_dt}")
-    n_fw = _multiple(firmware_dt, physics_dt)
-    if n_fw is None or _multiple(control_dt, firmware_dt) is None:
-        raise _err(path, f"firmware_dt {firmware_dt} must be a multiple of physics_dt {physics_dt} "
-                         f"that divides control_dt {control_dt}")
-    target = cfg.get("target", "hold")
-    if target not in _TARGET_MODES:
-        raise _err(path, f"target must be one of {', '.join(_TARGET_MODES)}, got {target!r}")
-    target_tau = _num(path, "target_tau", cfg.get("target_tau", control_dt), True)
-    max_delay = _num(path, "max_delay", cfg.get("max_delay", 0.05))
-    contacts = cfg.get("contacts", True)
-    if not isinstance(contacts, bool):
-        raise _err(path, f"contacts must be true or false, got {contacts!r}")
+    physics_dt, control_dt, firmware_dt, target, target_tau, max_delay, contacts = _timing(path, cfg)
 
     try:
         spec = mujoco.MjSpec.from_file(str(mjcf))
@@ -375,47 +359,7 @@ def _parse(cfg: Any, path: Path) -> Robot:
     group_of: dict[str, int] = {}
     specs = []
     for jn, d in joints_cfg.items():
-        where = f"joints.{jn}"
-        d = _keys(path, where, d, _JOINT_KEYS, ("actuator",))
-        if jn not in spec_joints:
-            raise _err(path, f"{where}: no joint named {jn!r} in {mjcf.name}; joints there: "
-                             f"{', '.join(sorted(spec_joints))}")
-        jt = spec_joints[jn].type
-        if jt == mujoco.mjtJoint.mjJNT_HINGE:
-            joint_type = "revolute"
-        elif jt == mujoco.mjtJoint.mjJNT_SLIDE:
-            joint_type = "prismatic"
-        else:
-            raise _err(path, f"{where}: joint {jn!r} is a {jt.name} joint; only hinge and slide "
-                             "joints can carry a one-DoF actuator model")
-        an = d["actuator"]
-        if an not in act_parsed:
-            raise _err(path, f"{where}: unknown actuator {an!r}; available: {', '.join(sorted(act_parsed))}")
-        a = act_parsed[an]
-        key = an if a["shared"] else f"{an}@{jn}"
-        if key not in group_of:
-            group_of[key] = len(groups)
-            groups.append(ParamGroup(key, an, a["model"], (), a["nominal"], a["bounds"]))
-        g = groups[group_of[key]]
-        groups[group_of[key]] = replace(g, joints=g.joints + (jn,))
-        gains = dict(a["gains"])
-        if "gains" in d:
-            gains.update(_gains(path, f"{where}.gains", d["gains"]))
-        r = _num(path, f"{where}.output_to_joint", d.get("output_to_joint", 1.0))
-        if r == 0.0:
-            raise _err(path, f"{where}.output_to_joint must not be 0")
-        eff = _num(path, f"{where}.effort_limit", d.get("effort_limit", a["effort_limit"]), True)
-        sat = _num(path, f"{where}.saturation_effort", d.get("saturation_effort", a["saturation_effort"] or eff), True)
-        vel = _num(path, f"{where}.velocity_limit", d.get("velocity_limit", a["velocity_limit"]), True)
-        vs = _num(path, f"{where}.supply_voltage", d.get("supply_voltage", a["supply_voltage"]))
-        if CONTROL_LAWS[a["law"]].drive == "voltage" and vs <= 0:
-            raise _err(path, f"{where}: law {a['law']!r} drives a DC motor: supply_voltage [V] is required")
-        _check_gains(path, where, a["law"], gains)
-        specs.append(dict(name=jn, actuator=an, model=a["model"], law=a["law"],
-                          drive=CONTROL_LAWS[a["law"]].drive, joint_type=joint_type,
-                          group=group_of[key], output_to_joint=r, gear_ratio=a["gear_ratio"],
-                          supply_voltage=vs, effort_limit=eff / abs(r), saturation_effort=sat / abs(r),
-                          velocity_limit=vel * abs(r), gains=tuple(sorted(gains.items()))))
+        specs.append(_joint(path, mjcf, spec_joints, act_parsed, groups, group_of, jn, d))
 
     # compile once to resolve addresses (and to check the edited model compiles)
     proto = Robot(name=str(cfg["name"]), config_path=str(path), mjcf_path=str(mjcf),
@@ -434,6 +378,75 @@ def _parse(cfg: Any, path: Path) -> Robot:
         joints.append(JointSpec(**s, qpos_adr=int(m.jnt_qposadr[jid]), dof_adr=int(m.jnt_dofadr[jid])))
     return Robot(**{**proto.__dict__, "joints": tuple(joints), "nq": int(m.nq), "nv": int(m.nv)})
 
+
+def _timing(path: Path, cfg: dict) -> tuple[float, float, float, str, float, float, bool]:
+    """(physics_dt, control_dt, firmware_dt [s], target mode, target_tau [s], max_delay [s],
+    contacts) of a config, checked: the control and firmware periods whole multiples of the physics
+    step, the firmware period dividing the control period."""
+    physics_dt = _num(path, "physics_dt", cfg["physics_dt"], True)
+    control_dt = _num(path, "control_dt", cfg["control_dt"], True)
+    firmware_dt = _num(path, "firmware_dt", cfg.get("firmware_dt", physics_dt), True)
+    if _multiple(control_dt, physics_dt) is None:
+        raise _err(path, f"control_dt {control_dt} must be a whole multiple of physics_dt {physics_dt}")
+    n_fw = _multiple(firmware_dt, physics_dt)
+    if n_fw is None or _multiple(control_dt, firmware_dt) is None:
+        raise _err(path, f"firmware_dt {firmware_dt} must be a multiple of physics_dt {physics_dt} "
+                         f"that divides control_dt {control_dt}")
+    target = cfg.get("target", "hold")
+    if target not in _TARGET_MODES:
+        raise _err(path, f"target must be one of {', '.join(_TARGET_MODES)}, got {target!r}")
+    target_tau = _num(path, "target_tau", cfg.get("target_tau", control_dt), True)
+    max_delay = _num(path, "max_delay", cfg.get("max_delay", 0.05))
+    contacts = cfg.get("contacts", True)
+    if not isinstance(contacts, bool):
+        raise _err(path, f"contacts must be true or false, got {contacts!r}")
+    return physics_dt, control_dt, firmware_dt, target, target_tau, max_delay, contacts
+
+
+def _joint(path: Path, mjcf: Path, spec_joints: dict, act_parsed: dict, groups: list, group_of: dict,
+           jn: str, d: Any) -> dict:
+    """The JointSpec fields of the config's joint ``jn`` (settings ``d``); registers its actuator's
+    parameter group in ``groups`` / ``group_of`` (in order of first use)."""
+    where = f"joints.{jn}"
+    d = _keys(path, where, d, _JOINT_KEYS, ("actuator",))
+    if jn not in spec_joints:
+        raise _err(path, f"{where}: no joint named {jn!r} in {mjcf.name}; joints there: "
+                         f"{', '.join(sorted(spec_joints))}")
+    jt = spec_joints[jn].type
+    if jt == mujoco.mjtJoint.mjJNT_HINGE:
+        joint_type = "revolute"
+    elif jt == mujoco.mjtJoint.mjJNT_SLIDE:
+        joint_type = "prismatic"
+    else:
+        raise _err(path, f"{where}: joint {jn!r} is a {jt.name} joint; only hinge and slide "
+                         "joints can carry a one-DoF actuator model")
+    an = d["actuator"]
+    if an not in act_parsed:
+        raise _err(path, f"{where}: unknown actuator {an!r}; available: {', '.join(sorted(act_parsed))}")
+    a = act_parsed[an]
+    key = an if a["shared"] else f"{an}@{jn}"
+    if key not in group_of:
+        group_of[key] = len(groups)
+        groups.append(ParamGroup(key, an, a["model"], (), a["nominal"], a["bounds"]))
+    g = groups[group_of[key]]
+    groups[group_of[key]] = replace(g, joints=g.joints + (jn,))
+    gains = dict(a["gains"])
+    if "gains" in d:
+        gains.update(_gains(path, f"{where}.gains", d["gains"]))
+    r = _num(path, f"{where}.output_to_joint", d.get("output_to_joint", 1.0))
+    if r == 0.0:
+        raise _err(path, f"{where}.output_to_joint must not be 0")
+    eff = _num(path, f"{where}.effort_limit", d.get("effort_limit", a["effort_limit"]), True)
+    sat = _num(path, f"{where}.saturation_effort", d.get("saturation_effort", a["saturation_effort"] or eff), True)
+    vel = _num(path, f"{where}.velocity_limit", d.get("velocity_limit", a["velocity_limit"]), True)
+    vs = _num(path, f"{where}.supply_voltage", d.get("supply_voltage", a["supply_voltage"]))
+    if CONTROL_LAWS[a["law"]].drive == "voltage" and vs <= 0:
+        raise _err(path, f"{where}: law {a['law']!r} drives a DC motor: supply_voltage [V] is required")
+    _check_gains(path, where, a["law"], gains)
+    return dict(name=jn, actuator=an, model=a["model"], law=a["law"], drive=CONTROL_LAWS[a["law"]].drive,
+                joint_type=joint_type, group=group_of[key], output_to_joint=r, gear_ratio=a["gear_ratio"],
+                supply_voltage=vs, effort_limit=eff / abs(r), saturation_effort=sat / abs(r),
+                velocity_limit=vel * abs(r), gains=tuple(sorted(gains.items())))
 
 def _integrator(path: Path, integrator: Any, spec: mujoco.MjSpec) -> str:
     """The config's integrator name, or the MJCF's when the config sets none."""
