@@ -113,7 +113,10 @@ def adapt(ctx: typer.Context, run: Optional[Path] = typer.Argument(None, help="r
     refit = a.get("base_refit")
     if refit:
         console.print(f"base refitted ({refit['model'] or 'the config model'}, {refit['evaluations']} CMA-ES "
-                      f"evaluations): train MAE {1e3 * refit['train_mae']:.1f} mrad")
+                      f"evaluations): train MAE {1e3 * refit['train_mae']:.1f} mrad"
+                      + ("" if "kept" not in refit else " (kept)" if refit["kept"] else
+                         f" (not kept: validation {1e3 * refit['validation_mae_after']:.1f} against "
+                         f"{1e3 * refit['validation_mae_before']:.1f} mrad with the base as given)"))
     if t.get("steps"):
         console.print(f"fine-tuned {t['steps']} steps: validation MAE {1e3 * (t.get('init_val_mae') or float('nan')):.1f}"
                       f" -> {1e3 * t['best_val_mae']:.1f} mrad" + (f" ({t['kept']})" if t.get("kept") else ""))
