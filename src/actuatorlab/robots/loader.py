@@ -328,7 +328,6 @@ def _parse(cfg: Any, path: Path) -> Robot:
     if not mjcf.is_file():
         raise _err(path, f"mjcf file {cfg['mjcf']!r} not found (looked at {mjcf})")
     physics_dt, control_dt, firmware_dt, target, target_tau, max_delay, contacts = _timing(path, cfg)
-
     try:
         spec = mujoco.MjSpec.from_file(str(mjcf))
     except Exception as e:  # noqa: BLE001 - MuJoCo raises plain ValueError with its parser text
@@ -380,9 +379,8 @@ def _parse(cfg: Any, path: Path) -> Robot:
 
 
 def _timing(path: Path, cfg: dict) -> tuple[float, float, float, str, float, float, bool]:
-    """(physics_dt, control_dt, firmware_dt [s], target mode, target_tau [s], max_delay [s],
-    contacts) of a config, checked: the control and firmware periods whole multiples of the physics
-    step, the firmware period dividing the control period."""
+    """(physics_dt, control_dt, firmware_dt [s], target, target_tau [s], max_delay [s], contacts) of a
+    config; control and firmware periods whole multiples of the physics step, firmware dividing control."""
     physics_dt = _num(path, "physics_dt", cfg["physics_dt"], True)
     control_dt = _num(path, "control_dt", cfg["control_dt"], True)
     firmware_dt = _num(path, "firmware_dt", cfg.get("firmware_dt", physics_dt), True)
