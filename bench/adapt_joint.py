@@ -33,14 +33,12 @@ sys.path.insert(0, str(BENCH))
 
 import split as bench_split  # noqa: E402
 from common import emit  # noqa: E402
+from learned_xl330 import heldout_mae  # noqa: E402
 
 
 def replay_mae(model_json: Path, files: list[Path]) -> float:
-    """Mean per-log closed-loop replay MAE [rad] of ``model_json`` on ``files``."""
-    from actuatorlab.app.jobs import run_evaluate
-
-    s = run_evaluate(model_json, files)
-    return float(np.mean([r["position_mae"] for r in s["per_log"]]))
+    """Mean per-log closed-loop replay MAE [rad] of ``model_json`` on ``files`` (bench/learned_xl330.py's)."""
+    return heldout_mae(model_json, files)["heldout_mae"]
 
 
 def conditions(a) -> tuple[list[Path], dict[str, list[Path]], str]:

@@ -220,6 +220,9 @@ def _policy(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene:
         env_options = {**env_options, "mjcf": SCENES[scene]}
     name = "_".join([arm] + ([scene] if scene != "mjx" else []) + ([tag] if tag else []))
     run = CACHE / "policies" / f"{name}_s{seed}"
+    cached = json.loads((run / "config.json").read_text()).get("steps") if (run / "config.json").is_file() else steps
+    if cached != steps:  # the cache is named by arm, scene, tag and seed: another budget needs its own tag
+        raise SystemExit(f"{run}: trained for {cached} steps, not {steps}; give --tag for another budget")
     if not (run / "policy.json").is_file():
         train_policy(TrainConfig("anymal_c", "trot", "homotopy-adaptive", steps=steps, seed=seed, out=run,
                                  resume=(run / "config.json").is_file(), env_options=env_options))

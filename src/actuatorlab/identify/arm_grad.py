@@ -131,12 +131,17 @@ def window_objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig | None
     sets = tuple(range(len(robot.groups))) if sets is None else tuple(int(g) for g in sets)
     cam = None if images is None else images.twists
     if mode == "auto":
-        mode = "forward" if len(names) * len(sets) + (cam.size if cam else 0) <= FORWARD_MAX else "reverse"
+        mode = _auto_mode(len(names) * len(sets), cam)
     if mode not in ("forward", "reverse"):
         raise ModelError(f"window_objective: mode must be auto, forward or reverse, got {mode!r}")
     if images is not None:
         return _objective.__wrapped__(robot, names, cfg, mode, sets, image_term(images), cam)
     return _objective(robot, names, cfg, mode, sets)
+
+
+def _auto_mode(n_params: int, cam: CameraTwists | None) -> str:
+    """Forward-mode derivatives up to FORWARD_MAX fitted coordinates (the cameras' included), else reverse."""
+    return "forward" if n_params + (cam.size if cam else 0) <= FORWARD_MAX else "reverse"
 
 
 @functools.lru_cache(maxsize=8)
@@ -302,7 +307,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     sets = tuple(g for g, grp in enumerate(r.groups) if any(scored[robot.index(j)] for j in grp.joints))
     space, vg = window_objective(r, names, cfg, mode, sets, images)
     cam = None if images is None else images.twists
-    mode = mode if mode != "auto" else ("forward" if space.n + (cam.size if cam else 0) <= FORWARD_MAX else "reverse")
+    mode = mode if mode != "auto" else _auto_mode(space.n, cam)
     nominal = r.nominal_params()
 
     judge = _Judge(r, cfg, logs, lengths[-1], images)

@@ -92,7 +92,7 @@ from ..robots.loader import Robot
 from ..sim.camera import Camera, check_rigid, pixel_centres, read_cameras, se3_exp
 from ..sim.silhouette import RobotMeshes, geom_poses, load_meshes, mask_edge_profile, soft_iou, soft_silhouette
 from ..sim.arm_windows import window_starts
-from .handeye import read_mask_archive
+from .handeye import pose_error, read_mask_archive
 
 __all__ = ["ImageSupervision", "ImageOptions", "load_image_supervision", "window_targets", "image_term", "read_calibration",
            "withhold_encoders", "CameraTwists", "camera_twists", "refined_cameras"]
@@ -354,11 +354,9 @@ def refined_cameras(sup: ImageSupervision, xi: np.ndarray) -> list[dict[str, Any
         raise DataError(None, "refined cameras: the image supervision does not refine its cameras")
     for k, (cam, T0, x) in enumerate(zip(sup.cameras, sup.transforms(), np.asarray(xi, float))):
         T = np.asarray(ct.pose(k, jnp.asarray(x), T0), float)
-        centre0, centre = -T0[:3, :3].T @ T0[:3, 3], -T[:3, :3].T @ T[:3, 3]
-        out.append({"camera": cam.name, "twist": [float(v) for v in x],
-                    "rotation_deg": float(np.degrees(np.linalg.norm(x[:3]))),
-                    "centre_moved_mm": float(1e3 * np.linalg.norm(centre - centre0)),
-                    "camera_from_base": T.tolist()})
+        moved_mm, rotation_deg = pose_error(T, T0)
+        out.append({"camera": cam.name, "twist": [float(v) for v in x], "rotation_deg": rotation_deg,
+                    "centre_moved_mm": moved_mm, "camera_from_base": T.tolist()})
     return out
 
 

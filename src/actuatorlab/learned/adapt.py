@@ -59,7 +59,7 @@ from ..precision import physics
 from ..sim.rollout import make_batches
 from .arm import load_arm_model, save_arm_model
 from .arm_train import ArmTrainConfig, train_arm
-from .joint import log_set, rollout_logs
+from .joint import log_set, replay_mae
 from .joint_train import WindowSampling, load_joint_model, save_joint_model, train_joint
 from .trainer import TrainConfig
 
@@ -201,16 +201,6 @@ def _build(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tmp: Pat
                                                                "data": {"adapt": used}})
 
 
-def _val_mae(model, batches) -> float:
-    """Mean closed-loop replay MAE [rad | m] of a one-joint model over the logs of ``batches``."""
-    num = den = 0.0
-    for b in batches:  # as train_joint's validation
-        ls = log_set(model, b)
-        e = np.abs(np.asarray(rollout_logs(model, ls).q) - np.asarray(ls.q_meas))[np.asarray(ls.mask)]
-        num, den = num + float(np.sum(e)), den + e.size
-    return num / max(den, 1)
-
-
 def _refit_joint_base(model, base: dict, fb, vb, cfg: AdaptConfig) -> tuple[Any, dict, dict]:
     """(model, base description, record): the residual's base refitted on the fit parts ``fb`` from
     its values (CMA-ES only, step 0.1), kept only when the residual model with it replays the
@@ -220,7 +210,7 @@ def _refit_joint_base(model, base: dict, fb, vb, cfg: AdaptConfig) -> tuple[Any,
                   n_starts=1, grad_steps=0, sigma0=0.1, seed=int(cfg.seed))
     dtype = next(iter(model.params.values())).dtype
     new = dataclasses.replace(model, params={k: jnp.asarray(float(f.params[k]), dtype) for k in model.params})
-    before, after = _val_mae(model, vb), _val_mae(new, vb)
+    before, after = replay_mae(model, [log_set(model, b) for b in vb]), replay_mae(new, [log_set(new, b) for b in vb])
     rec = {"model": f.model, "evaluations": f.evaluations, "wall_s": f.wall_s, "train_mae": f.train_mae,
            "validation_mae_before": before, "validation_mae_after": after, "kept": after < before}
     if after >= before:
@@ -246,13 +236,13 @@ def _build_joint(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tm
             raise DataError(t.source_file or t.name, f"unit mismatch: log is {t.setup.joint_type} but the model "
                                                      f"{model_path} is {jt}")
     dt = (d0.get("fit") or {}).get("dt") or (d0.get("data") or {}).get("dt")
-    batches = make_batches(keep, dt)
-    kinds = {(b.law, b.plant) for b in batches}
+    fit_part, val_part = map(list, zip(*[time_split(t, 0.75) for t in keep]))
+    fb = make_batches(fit_part, dt)
+    vb = make_batches(val_part, fb[0].dt)
+    kinds = {(b.law, b.plant) for b in fb + vb}
     if kinds != {(model.cfg.law, model.cfg.plant)}:
         raise DataError(None, f"adapt: the logs are {sorted(kinds)} (control law, bench) but the model "
                               f"{model_path} was trained on {(model.cfg.law, model.cfg.plant)}")
-    fit_part, val_part = map(list, zip(*[time_split(t, 0.75) for t in keep]))
-    fb, vb = make_batches(fit_part, batches[0].dt), make_batches(val_part, batches[0].dt)
     base, refit = d0.get("base"), None
     if model.kind == "residual" and base is not None and int(cfg.refit_evals or 0) > 0:
         model, base, refit = _refit_joint_base(model, base, fb, vb, cfg)
@@ -280,7 +270,7 @@ def _build_joint(model_path: Path, trajs: list[Trajectory], cfg: AdaptConfig, tm
                   "wall_s": _time.perf_counter() - t_wall, "cpu_s": _time.process_time() - t_cpu}
     save_joint_model(tmp, model, arch=d0["arch"], sizes=d0["sizes"], base=base, setup=d0.get("setup") or {},
                      data={"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in keep],
-                           "dt": batches[0].dt},
+                           "dt": fb[0].dt},
                      training={**training, "adaptation": adaptation})
     return load_model(tmp / "model.json")
 

@@ -46,7 +46,7 @@ from ..models.plant import carriage, pendulum
 from ..sim.rollout import _delayed
 
 __all__ = ["JOINT_FEATURES", "KINDS", "JointModel", "Window", "LogSet", "frame", "effort",
-           "simulate", "log_set", "windows", "rollout_logs", "onestep_logs", "window_loss", "analytic_effort",
+           "simulate", "log_set", "windows", "rollout_logs", "replay_mae", "onestep_logs", "window_loss", "analytic_effort",
            "measured_windows"]
 
 #: per-channel features of a one-joint frame, in layout order: logged command q_target [rad|m],
@@ -270,6 +270,17 @@ def rollout_logs(model: JointModel, logs: LogSet) -> Outputs:
     B, T = logs.qt.shape
     w = windows(model, logs, np.arange(B), np.zeros(B, np.int32), T)
     return _simulate_batch(model, w)
+
+
+def replay_mae(model: JointModel, log_sets) -> float:
+    """Mean absolute position error [rad | m] of the full closed-loop replays (:func:`rollout_logs`)
+    over every valid sample of ``log_sets`` (a sequence of :class:`LogSet`): the one-joint
+    validation criterion."""
+    num = den = 0.0
+    for ls in log_sets:
+        e = np.abs(np.asarray(rollout_logs(model, ls).q) - np.asarray(ls.q_meas))[np.asarray(ls.mask)]
+        num, den = num + float(np.sum(e)), den + e.size
+    return num / max(den, 1)
 
 
 def onestep_logs(model: JointModel, logs: LogSet) -> jax.Array:

@@ -36,7 +36,7 @@ from ..precision import physics, x64_enabled
 from ..models.features import FeatureLayout, Normalizer, fit_normalizer
 from .distill import DistillConfig
 from .joint import JOINT_FEATURES, KINDS, JointModel, LogSet, analytic_effort, frame, log_set, measured_windows, \
-    rollout_logs, trainable, window_loss, windows
+    replay_mae, trainable, window_loss, windows
 from .learn import Curriculum, Problem, learn
 from .trainer import TrainConfig, TrainResult
 from ..identify.fit import substeps_for
@@ -318,12 +318,8 @@ def train_joint(run_dir, fit_batches, val_batches, model: JointModel, cfg: Train
         return window_loss(m, w)
 
     def val_fn(m):
-        num = den = 0.0
-        for ls in val_logs:
-            out = rollout_logs(m, ls)
-            e = np.abs(np.asarray(out.q) - np.asarray(ls.q_meas))[np.asarray(ls.mask)]
-            num, den = num + float(np.sum(e)), den + e.size
-        return {"val": num / max(den, 1), "val_mae": num / max(den, 1)}
+        mae = replay_mae(m, val_logs)
+        return {"val": mae, "val_mae": mae}
 
     warm: dict = {"teacher": None if teacher is None else teacher.get("model")}
     distill_data = None
