@@ -133,6 +133,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--loss", choices=("soft_iou", "edge"), default="soft_iou", help="the per-frame image loss")
     ap.add_argument("--refine-camera", action="store_true",
                     help="fit the cameras' poses with the actuator (joint camera refinement, identify.images)")
+    ap.add_argument("--state-std", type=float, default=0.0, metavar="RAD",
+                    help="per-frame state corrections with this prior std [rad] (identify.images; 0: none)")
+    ap.add_argument("--state-prior", type=float, default=1e-2, help="k_s of the corrections' prior")
     ap.add_argument("--learned", default=None, metavar="ARCH",
                     help="also train a learned actuator (ARCH or residual:ARCH) from each analytic fit")
     ap.add_argument("--learned-steps", type=int, default=80)
@@ -156,14 +159,16 @@ def main(argv: list[str] | None = None) -> dict:
         withheld = [withhold_encoders(t, [a.joint]) for t in train]
         kw = dict(per_joint=True, curriculum=tuple(a.curriculum), iters=tuple(a.iters), batch=8, seed=a.seed)
         runs: dict[str, dict] = {}
-        opts = ImageOptions(weight=a.weight, loss=a.loss, refine_camera=a.refine_camera)
+        opts = ImageOptions(weight=a.weight, loss=a.loss, refine_camera=a.refine_camera, state_std=a.state_std,
+                            state_prior=a.state_prior)
         sup = load_image_supervision(robot, withheld, ds / "masks", cal, opts)
         for name, logs, images in (("encoder", train, None), ("images", withheld, sup)):
             t0, c0 = time.perf_counter(), time.process_time()
             r = fit_arm_grad(model_robot, logs, images=images, **kw)
             runs[name] = {"params": r["params"], "train_mae": r["train_mae"], "wall_s": time.perf_counter() - t0,
                           "cpu_s": time.process_time() - c0, "compile_s": r["compile_s"],
-                          "image_soft_iou": r.get("image_soft_iou"), "image_edge_rms": r.get("image_edge_rms")}
+                          "image_soft_iou": r.get("image_soft_iou"), "image_edge_rms": r.get("image_edge_rms"),
+                          **({"state_corrections": r["state_corrections"]} if r.get("state_corrections") else {})}
             if r.get("camera_refinement"):  # the refined cameras against the hidden truth
                 truth = json.loads((ds / "dataset.json").read_text())["ground_truth"]["cameras"]["camera_from_base"]
                 runs[name]["cameras_refined"] = [
@@ -196,7 +201,7 @@ def main(argv: list[str] | None = None) -> dict:
     summary = {"bench": "visual_actuator", "seed": a.seed, "joint": a.joint, "camera": a.camera, "cameras": cam_rows,
                "suite": suite, "robot": model_robot, **({"gripper": jaw} if jaw else {}),
                "curriculum": a.curriculum, "iters": a.iters, "weight": a.weight, "loss": a.loss,
-               "refine_camera": a.refine_camera,
+               "refine_camera": a.refine_camera, "state_std": a.state_std, "state_prior": a.state_prior,
                "heldout_mae_rad": table, "ratio_images_encoder": ratio,
                "meets_target": bool(max(ratio.values()) <= 1.5),
                **({} if not learned else {

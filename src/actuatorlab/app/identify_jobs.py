@@ -70,7 +70,9 @@ class FitJob:
     calibrate-camera; null: the camera file's camera_from_base), image_weight (lambda [rad^2] of the image term,
     1e-2), refine_camera (with masks: fit each camera's pose with the actuator under the calibration's prior,
     identify.images; the refined poses in arm_model.json "fit" "camera_refinement"), image_loss (soft_iou, or
-    edge: the pixel residual against the masks' edge profiles, the loss to refine cameras with)."""
+    edge: the pixel residual against the masks' edge profiles, the loss to refine cameras with), state_std (with
+    masks: [rad] prior std of per-frame state corrections, each frame's drawn joint positions moved under a
+    Gaussian prior, identify.images; 0: none; their summary in arm_model.json "fit" "state_corrections")."""
 
     data: tuple[Path, ...] = ()
     out: Path = Path("run")
@@ -89,6 +91,7 @@ class FitJob:
     image_weight: float = 1e-2
     refine_camera: bool = False
     image_loss: str = "soft_iou"
+    state_std: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,6 +112,7 @@ def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
     check_range("options.dt", job.options.dt)
     check_range("max_evals", job.max_evals)
     check_range("image_weight", job.image_weight)
+    check_range("state_std", job.state_std, low_ok=True)
     if job.robot is not None and not job.data:
         raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
     if job.robot is None and job.model is not None and job.options.calibration not in (CALIBRATION, "none"):
@@ -118,7 +122,7 @@ def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
                      robot=jobs.RobotFitOptions(job.robot, job.max_evals, job.per_joint, method=job.method,
                                                 init=job.init, masks=job.masks, camera=job.camera,
                                                 image_weight=job.image_weight, refine_camera=job.refine_camera,
-                                                image_loss=job.image_loss))
+                                                image_loss=job.image_loss, state_std=job.state_std))
     robot = str(d.get("robot") or "")
     return FitResult(d, job.out, None if not robot or robot.startswith("bench:") else robot)
 

@@ -175,6 +175,7 @@ class RobotFitOptions:
     image_weight: float = 1e-2  #: lambda [rad^2] of the image term
     refine_camera: bool = False  #: fit each camera's pose too (joint camera refinement, identify.images)
     image_loss: str = "soft_iou"  #: the per-frame image loss (identify.images.LOSSES)
+    state_std: float = 0.0  #: [rad] prior std of per-frame state corrections (identify.images; 0: none)
 
 
 def _images_record(ro: RobotFitOptions, r: dict) -> dict[str, Any]:
@@ -183,7 +184,9 @@ def _images_record(ro: RobotFitOptions, r: dict) -> dict[str, Any]:
         return {}
     return {"masks": str(ro.masks), "camera": None if ro.camera is None else str(ro.camera),
             "image_weight": ro.image_weight, "refine_camera": ro.refine_camera, "image_loss": ro.image_loss,
-            **{k: r[k] for k in ("image_term", "image_soft_iou", "image_edge_rms", "camera_refinement") if k in r}}
+            "state_std": ro.state_std,
+            **{k: r[k] for k in ("image_term", "image_soft_iou", "image_edge_rms", "camera_refinement",
+                                 "state_corrections") if k in r}}
 
 
 @physics
@@ -471,6 +474,8 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
                                "and method grad")
     if ro.refine_camera and ro.masks is None:
         raise ActuatorlabError(f"--robot {robot}: refine_camera refines the cameras of the masks; give masks")
+    if ro.state_std and ro.masks is None:
+        raise ActuatorlabError(f"--robot {robot}: state_std corrects the states drawn for the masks' frames; give masks")
     groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
     if ro.method == "grad" and len(groups) > 1:
         raise ActuatorlabError(f"--robot {robot}: the logs were recorded at {len(groups)} gain / load settings; "
@@ -481,7 +486,8 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     if model is not None and ro.method == "grad":
         images = None if ro.masks is None else load_image_supervision(rb, trajs, ro.masks, ro.camera,
                                                                      ImageOptions(weight=ro.image_weight, loss=ro.image_loss,
-                                                                                  refine_camera=ro.refine_camera))
+                                                                                  refine_camera=ro.refine_camera,
+                                                                                  state_std=ro.state_std))
         r = fit_arm_grad(rb, trajs, model=model, seed=seed, per_joint=ro.per_joint, images=images)
     elif model is not None:
         r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,

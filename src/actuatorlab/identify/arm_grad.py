@@ -70,7 +70,7 @@ from ..sim.arm import ArmConfig, ArmInputs, initial_state, make_mjx_rollout
 from ..sim.arm_native import native_model, rollout_native
 from ..sim.arm_windows import CURRICULUM, Windows
 from .arm_space import ArmSpace, fit_result, fit_setup
-from .images import CameraTwists, ImageSupervision, image_term, refined_cameras, window_targets
+from .images import CameraTwists, FrameCorrections, ImageSupervision, image_term, refined_cameras, window_targets
 from .search import BestSoFar
 from .space import box_adam_step
 from ..sim.arm_data import LogArrays, _check_name, log_arrays, per_joint_robot
@@ -130,38 +130,49 @@ def window_objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig | None
     names = tuple(names)
     sets = tuple(range(len(robot.groups))) if sets is None else tuple(int(g) for g in sets)
     cam = None if images is None else images.twists
+    fc = None if images is None else images.corrections
     if mode == "auto":
-        mode = _auto_mode(len(names) * len(sets), cam)
+        mode = _auto_mode(len(names) * len(sets), cam, fc)
     if mode not in ("forward", "reverse"):
         raise ModelError(f"window_objective: mode must be auto, forward or reverse, got {mode!r}")
     if images is not None:
-        return _objective.__wrapped__(robot, names, cfg, mode, sets, image_term(images), cam)
+        return _objective.__wrapped__(robot, names, cfg, mode, sets, image_term(images), cam, fc)
     return _objective(robot, names, cfg, mode, sets)
 
 
-def _auto_mode(n_params: int, cam: CameraTwists | None) -> str:
-    """Forward-mode derivatives up to FORWARD_MAX fitted coordinates (the cameras' included), else reverse."""
-    return "forward" if n_params + (cam.size if cam else 0) <= FORWARD_MAX else "reverse"
+def _auto_mode(n_params: int, cam: CameraTwists | None, fc: FrameCorrections | None = None) -> str:
+    """Forward-mode derivatives up to FORWARD_MAX fitted coordinates (the cameras' and the frames' corrections
+    included), else reverse."""
+    return "forward" if n_params + (cam.size if cam else 0) + (fc.size if fc else 0) <= FORWARD_MAX else "reverse"
+
+
+def _nuisance(z, n: int, cam: CameraTwists | None, fc: FrameCorrections | None, xp: Any = jnp):
+    """(the cameras' twists or None, the frames' corrections or None) of coordinates z: after the n
+    parameters' come the cameras' (joint camera refinement), then the frames' (state corrections)."""
+    xi = None if cam is None else cam.twists(z[n:n + cam.size], xp=xp)
+    o = n + (cam.size if cam else 0)
+    return xi, None if fc is None else fc.corrections(z[o:o + fc.size], xp=xp)
 
 
 @functools.lru_cache(maxsize=8)
 def _objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig, mode: str, sets: tuple[int, ...],
-               img_term: Callable | None = None, cam: CameraTwists | None = None) -> tuple[ArmSpace, Callable]:
+               img_term: Callable | None = None, cam: CameraTwists | None = None,
+               fc: FrameCorrections | None = None) -> tuple[ArmSpace, Callable]:
     space = ArmSpace.build(names, robot.nominal_params(), sets, set_bounds(robot.groups))
     roll = jax.vmap(make_mjx_rollout(robot, cfg), in_axes=(None, 0, 0, None))
 
     def objective(z, base, inputs, state0, q_meas, wgt, img=()):
-        # z: the parameters' coordinates, then (joint camera refinement) the cameras' (CameraTwists)
+        # z: the parameters' coordinates, then the cameras' (CameraTwists), then the frames' (FrameCorrections)
         p = dataclasses.replace(space, nominal=base).unpack(space.to_theta(z[:space.n], xp=jnp), xp=jnp)
         _, out = roll(p, inputs, state0, None)
         e = out.q - q_meas
         J = jnp.sum(e * e * wgt) / jnp.maximum(jnp.sum(wgt), 1.0)
         if img_term is None:
             return J
-        if cam is None:
+        if cam is None and fc is None:
             return J + img_term(out.q, img)
-        xi = cam.twists(z[space.n:])
-        return J + img_term(out.q, img, xi) + cam.prior(xi)
+        xi, dq = _nuisance(z, space.n, cam, fc)
+        return J + img_term(out.q, img, xi, dq) + (cam.prior(xi) if cam is not None and xi is not None else 0.0)
 
     if mode == "reverse":
         return space, jax.jit(jax.value_and_grad(objective))
@@ -205,8 +216,8 @@ def _take(w: Windows, wgt: np.ndarray, idx: np.ndarray, c: np.ndarray, img=None)
     out = (x, s0, jnp.asarray(w.q_meas[idx]), jnp.asarray(wgt[idx] * c[:, None, None]))
     if img is None:
         return out
-    return out + (tuple((jnp.asarray(k[idx]), jnp.asarray(cw[idx] * c[:, None]), jnp.asarray(o[idx]))
-                        for k, cw, o in img),)
+    return out + (tuple((jnp.asarray(k[idx]), jnp.asarray(cw[idx] * c[:, None]), jnp.asarray(o[idx]), jnp.asarray(f[idx]))
+                        for k, cw, o, f in img),)
 
 
 def _start_sets(nominal: dict, labels: list[str], groups: dict[str, list[int]], init: dict) -> dict:
@@ -307,7 +318,8 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     sets = tuple(g for g, grp in enumerate(r.groups) if any(scored[robot.index(j)] for j in grp.joints))
     space, vg = window_objective(r, names, cfg, mode, sets, images)
     cam = None if images is None else images.twists
-    mode = mode if mode != "auto" else _auto_mode(space.n, cam)
+    fc = None if images is None else images.corrections
+    mode = mode if mode != "auto" else _auto_mode(space.n, cam, fc)
     nominal = r.nominal_params()
 
     judge = _Judge(r, cfg, logs, lengths[-1], images)
@@ -315,18 +327,21 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
 
     inits = [init] if isinstance(init, dict) else list(init or [])
     starts = [space.nominal] + [_start_sets(nominal, labels, groups, d) for d in inits]
-    xi0 = None if cam is None else np.zeros((cam.n, 6))
-    i0, (mse0, mae0) = _choose_start(judge, starts, xi0)
-    z0 = space.z_of(starts[i0]) if cam is None else np.concatenate([space.z_of(starts[i0]), np.full(cam.size, 0.5)])
-    descent = _descend(vg, functools.partial(_point, space, cam), native_score, r, cfg, lengths, steps, B, lr, np.random.default_rng(seed),
-                       z0, starts[i0], BestSoFar(mse0, (-1, (starts[i0], xi0))), progress, judge)
+    nu0 = (None if cam is None else np.zeros((cam.n, 6)), None if fc is None else np.zeros((fc.frames, fc.joints)))
+    i0, (mse0, mae0) = _choose_start(judge, starts, nu0)
+    z0 = np.concatenate([space.z_of(starts[i0]), np.full((cam.size if cam else 0) + (fc.size if fc else 0), 0.5)])
+    descent = _descend(vg, functools.partial(_point, space, cam, fc), native_score, r, cfg, lengths, steps, B, lr,
+                       np.random.default_rng(seed), z0, starts[i0], BestSoFar(mse0, (-1, (starts[i0], *nu0))), progress,
+                       judge)
     best, done, skipped, compile_total, history = descent
-    p_best, xi_best = best.x[1]
-    mse, mae = native_score((p_best, xi_best))
-    _, mae_nom = native_score((nominal, xi0))
-    extra: dict[str, Any] = dict(judge.image_figures(p_best, xi_best))
+    p_best, xi_best, dq_best = best.x[1]
+    mse, mae = native_score((p_best, xi_best, dq_best))
+    _, mae_nom = native_score((nominal, *nu0))
+    extra: dict[str, Any] = dict(judge.image_figures(p_best, xi_best, dq_best))
     if images is not None and xi_best is not None:
         extra["camera_refinement"] = refined_cameras(images, xi_best)
+    if images is not None and dq_best is not None:
+        extra["state_corrections"] = _corrections_record(r, dq_best, images)
 
     return fit_result(model, names, labels, sets, p_best, nominal, (mse, mae, mae_nom), per_joint,
                       evaluations=done, wall_s=float(_time.perf_counter() - t0), horizon=lengths[-1],
@@ -334,18 +349,30 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
                       train_mae_init=mae0, skipped_steps=skipped, selected=best.x[0], loss_history=history, **extra)
 
 
-def _point(space: ArmSpace, cam: CameraTwists | None, z, start: dict) -> tuple[dict, np.ndarray | None]:
-    """(parameter sets, the cameras' twists or None) of coordinates z: the parameters' first, then the cameras'."""
+def _point(space: ArmSpace, cam: CameraTwists | None, fc: FrameCorrections | None, z, start: dict
+           ) -> tuple[dict, np.ndarray | None, np.ndarray | None]:
+    """(parameter sets, the cameras' twists or None, the frames' corrections or None) of coordinates z
+    (:func:`_nuisance`)."""
     z = np.asarray(z)
     p = dataclasses.replace(space, nominal=start).unpack(space.to_theta(z[:space.n]))
-    return {k: np.asarray(v, float) for k, v in p.items()}, None if cam is None else np.asarray(
-        cam.twists(z[space.n:], xp=np), float)
+    xi, dq = _nuisance(z, space.n, cam, fc, xp=np)
+    return ({k: np.asarray(v, float) for k, v in p.items()}, None if xi is None else np.asarray(xi, float),
+            None if dq is None else np.asarray(dq, float))
 
 
-def _choose_start(judge: "_Judge", starts: list[dict], xi0) -> tuple[int, tuple[float, float]]:
+def _corrections_record(r: Robot, dq: np.ndarray, images: ImageSupervision) -> dict[str, Any]:
+    """The per-frame state corrections' summary: frames, prior std, RMS and largest |dq| per joint."""
+    assert images.corrections is not None
+    return {"frames": int(dq.shape[0]), "state_std": images.corrections.scale,
+            "rms": {j: float(np.sqrt(np.mean(dq[:, i] ** 2))) for i, j in enumerate(r.joint_names)},
+            "max_abs": {j: float(np.max(np.abs(dq[:, i]))) for i, j in enumerate(r.joint_names)}}
+
+
+def _choose_start(judge: "_Judge", starts: list[dict], nu0) -> tuple[int, tuple[float, float]]:
     """The best of ``starts`` by the native objective, each scored with its own stand-ins (those of the
-    chosen one are left in ``judge``): (its index, (objective, MAE))."""
-    scores = [(judge.refresh(p), judge.score((p, xi0)))[1] for p in starts]
+    chosen one are left in ``judge``) and the nuisance ``nu0`` (twists, corrections): (its index,
+    (objective, MAE))."""
+    scores = [(judge.refresh(p), judge.score((p, *nu0)))[1] for p in starts]
     i0 = int(np.argmin([f for f, _ in scores]))
     if judge.moving and i0 != len(starts) - 1:
         judge.refresh(starts[i0])
@@ -400,16 +427,18 @@ class _Judge:
     def _rollout(self, p: dict):
         return rollout_native(self.r, p, self.w.inputs, self.w.state0, self.cfg, model=native_model(self.r, p))[1]
 
-    def _image(self, q, xi) -> float:
+    def _image(self, q, xi, dq=None) -> float:
         assert self.img_score is not None
-        if xi is None or self.cam is None:
+        if (xi is None or self.cam is None) and dq is None:
             return float(self.img_score(jnp.asarray(q), self.img_fin))
-        return float(self.img_score(jnp.asarray(q), self.img_fin, jnp.asarray(xi)))
+        return float(self.img_score(jnp.asarray(q), self.img_fin, None if xi is None else jnp.asarray(xi),
+                                    None if dq is None else jnp.asarray(dq)))
 
-    def score(self, point: tuple[dict, np.ndarray | None]) -> tuple[float, float]:
-        """(objective, position MAE) of ``point`` = (parameter sets, the cameras' twists or None) on the last
-        stage's windows, native path (the image term and the cameras' prior included where they are fitted)."""
-        p, xi = point
+    def score(self, point: tuple[dict, np.ndarray | None, np.ndarray | None]) -> tuple[float, float]:
+        """(objective, position MAE) of ``point`` = (parameter sets, the cameras' twists or None, the frames'
+        corrections or None) on the last stage's windows, native path (the image term and the priors
+        included where they are fitted)."""
+        p, xi, dq = point
         out = self._rollout(p)
         e = out.q - self.w.q_meas
         if not np.all(np.isfinite(e)):
@@ -417,17 +446,17 @@ class _Judge:
         den = max(float(self.wgt.sum()), 1.0)
         J = float(np.sum(e**2 * self.wgt) / den)
         if self.img_score is not None:
-            J += self._image(out.q, xi)
+            J += self._image(out.q, xi, dq)
             if xi is not None and self.cam is not None:
                 J += float(self.cam.prior(xi, xp=np))
         return J, float(np.sum(np.abs(e) * self.wgt) / den)
 
-    def image_figures(self, p: dict, xi: np.ndarray | None = None) -> dict[str, float]:
-        """{"image_term", "image_soft_iou"} of ``p`` (and the cameras' twists ``xi``) on the last stage's
-        windows (none without images)."""
+    def image_figures(self, p: dict, xi: np.ndarray | None = None, dq: np.ndarray | None = None) -> dict[str, float]:
+        """{"image_term", "image_soft_iou"} of ``p`` (and the cameras' twists ``xi``, the frames' corrections
+        ``dq``, whose prior the term then includes) on the last stage's windows (none without images)."""
         if self.img_score is None or self.images is None:
             return {}
-        J_img = self._image(self._rollout(p).q, xi)
+        J_img = self._image(self._rollout(p).q, xi, dq)
         per_frame = J_img / float(self.images.options.weight)
         if self.images.options.loss == "edge":
             return {"image_term": J_img, "image_edge_rms": math.sqrt(max(per_frame, 0.0))}

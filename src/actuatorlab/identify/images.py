@@ -67,6 +67,21 @@ scene (80 x 60 px, a camera displaced by 12.6 mm and 0.6 deg, true joint angles)
 loss brings it to 1.3 mm, 0.05 deg in 50 steps, while the soft IoU's own minimum lies 24 mm from the
 truth (bench/journal/visual.md, 2026-12-05).
 
+**Per-frame state corrections** (:attr:`ImageOptions.state_std` > 0). A frame can disagree with
+the rollout for reasons of its own: its capture time jitters against the joint log (4 ms on the
+virtual OM-X, a few mrad at the arm's speeds), a blob is missing or extra. Each frame instant f of
+a log (shared by the cameras that see it) may then move the drawn joint positions by its own
+correction dq_f [rad | m], in a box of ``state_range`` prior standard deviations s =
+``state_std``, and each frame's loss becomes its maximum a posteriori form
+
+    l_f = l(q_f + dq_f) + k_s sum_j (dq_f,j / s)^2
+
+(k_s = :attr:`ImageOptions.state_prior`, in units of the per-frame loss): a frame's own error is
+absorbed by its correction, while an error of the actuator, which every frame shares, costs the
+prior in every frame and stays with the actuator. As in NeuralActuator's image loss (Dou et al.,
+RSS 2026: regularised per-frame state corrections beside the camera refinement) and the per-frame
+joint refinement of ``calibrate-camera`` (:mod:`actuatorlab.identify.handeye`).
+
 The frames per window are capped (:attr:`ImageOptions.frames_per_window`, evenly spread
 over the frames inside the window) so that every minibatch has one shape; the pixels are a
 crop around everything the camera's masks ever show (plus ``margin``), every ``stride``-th row
@@ -95,7 +110,8 @@ from ..sim.arm_windows import window_starts
 from .handeye import pose_error, read_mask_archive
 
 __all__ = ["ImageSupervision", "ImageOptions", "load_image_supervision", "window_targets", "image_term", "read_calibration",
-           "withhold_encoders", "CameraTwists", "camera_twists", "refined_cameras"]
+           "withhold_encoders", "CameraTwists", "camera_twists", "refined_cameras", "FrameCorrections",
+           "frame_corrections"]
 
 
 #: the per-frame image losses (:attr:`ImageOptions.loss`, module docstring)
@@ -120,6 +136,10 @@ class ImageOptions:
             component of a camera's twist (the calibration's error: 0.5 deg, 5 mm, issue 45's target).
         camera_prior: k, the per-frame image loss one prior standard deviation is worth (units of ``loss``).
         camera_range: [prior standard deviations] half-width of the twist's box.
+        state_std: [rad | m] s, prior standard deviation of each per-frame state correction (0: no
+            corrections; module docstring).
+        state_prior: k_s, the per-frame loss one prior standard deviation of a correction is worth.
+        state_range: [prior standard deviations] half-width of a correction's box.
     """
 
     weight: float = 1e-2
@@ -133,6 +153,42 @@ class ImageOptions:
     camera_std: tuple[float, float] = (math.radians(0.5), 0.005)
     camera_prior: float = 1e-4
     camera_range: float = 4.0
+    state_std: float = 0.0
+    state_prior: float = 1e-2
+    state_range: float = 4.0
+
+
+@dataclass(frozen=True)
+class FrameCorrections:
+    """The per-frame state corrections as fitted coordinates (module docstring): ``zs`` (F n,) in
+    [0, 1] (0.5: no correction) <-> dq (F, n) = (2 zs - 1) r s.
+
+    Attributes:
+        frames: F, the frame instants of every supervised log (:attr:`ImageSupervision.frame_ids`).
+        joints: n, the robot's joints.
+        scale: [rad | m] s, one prior standard deviation.
+        half: r, the box's half-width [prior standard deviations].
+        weight: k_s, the prior's weight per frame (units of the per-frame loss).
+    """
+
+    frames: int
+    joints: int
+    scale: float
+    half: float
+    weight: float
+
+    @property
+    def size(self) -> int:
+        """Fitted coordinates, F n."""
+        return self.frames * self.joints
+
+    def corrections(self, zs, xp: Any = jnp):
+        """(F, n) corrections of the coordinates ``zs`` (F n,)."""
+        return ((2.0 * zs - 1.0) * self.half * self.scale).reshape(self.frames, self.joints)
+
+    def penalty(self, dq, xp: Any = jnp):
+        """k_s sum_j (dq_j / s)^2 over the last axis of ``dq`` (..., n)."""
+        return self.weight * xp.sum((dq / self.scale) ** 2, axis=-1)
 
 
 @dataclass(frozen=True)
@@ -151,6 +207,9 @@ class ImageSupervision:
             settling time of the image term).
         twists: the cameras' fitted twists when ``options`` refine the cameras (:func:`camera_twists`,
             made once by :func:`load_image_supervision`), else None.
+        frame_ids: log name -> per camera (F_c,) index of each frame's instant among all the logs'
+            frame instants (frames of one log at the same time share it, whatever the camera).
+        corrections: the per-frame state corrections when ``options.state_std`` > 0, else None.
     """
 
     meshes: RobotMeshes = field(repr=False)
@@ -161,6 +220,8 @@ class ImageSupervision:
     qpos0: np.ndarray = field(repr=False)
     options: ImageOptions = ImageOptions()
     twists: CameraTwists | None = None
+    frame_ids: dict[str, tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
+    corrections: FrameCorrections | None = None
 
     def transforms(self) -> tuple[np.ndarray, ...]:
         """(4, 4) camera-from-base transform of every camera."""
@@ -251,15 +312,23 @@ def load_image_supervision(robot: Robot, logs: list[Trajectory], masks_dir: str 
     missing = [j for j in robot.joint_names if j not in rm.joints]
     if missing:
         raise DataError(None, f"{robot.name}: joints {missing} have no qpos in the rendered model")
+    ids, n_instants = {}, 0
+    for name, per in raw.items():  # one instant per distinct frame time of a log, shared by its cameras
+        instants = np.unique(np.concatenate([k for k, _ in per]))
+        ids[name] = tuple(n_instants + np.searchsorted(instants, k).astype(np.int32) for k, _ in per)
+        n_instants += len(instants)
     sup = ImageSupervision(rm, tuple(fixed), tuple(pixels), frames,
-                           tuple(rm.joints.index(j) for j in robot.joint_names), np.asarray(model.qpos0, float), o)
-    return dataclasses.replace(sup, twists=camera_twists(sup))  # the refinement's settings checked here
+                           tuple(rm.joints.index(j) for j in robot.joint_names), np.asarray(model.qpos0, float), o,
+                           frame_ids=ids)
+    return dataclasses.replace(sup, twists=camera_twists(sup),  # the refinements' settings checked here
+                               corrections=frame_corrections(sup, n_instants))
 
 
 def window_targets(sup: ImageSupervision, names: list[str], lengths_T: list[int], length: int, dt: float,
                    stride: int | None = None, used: int | None = None
-                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]:
-    """Per camera (k (W, K) fractional step inside the window, c (W, K) weight, obs (W, K, P_c)) for
+                   ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], ...]:
+    """Per camera (k (W, K) fractional step inside the window, c (W, K) weight, obs (W, K, P_c), f (W, K)
+    the frames' instants, :attr:`ImageSupervision.frame_ids`, 0 on padding) for
     the windows of ``length`` steps (``dt`` [s] each) of logs ``names`` of ``lengths_T`` samples, in
     the order of :func:`actuatorlab.sim.arm_data.fit_windows` (a log shorter than ``length``: one
     padded window); frames within ``settle_s`` of the window's start are left out. ``stride``
@@ -272,21 +341,24 @@ def window_targets(sup: ImageSupervision, names: list[str], lengths_T: list[int]
     out = []
     for ci in range(len(sup.cameras)):
         P = sup.pixels[ci].shape[0]
-        ks, cs, obs = [], [], []
+        ks, cs, obs, fs = [], [], [], []
         for name, T in zip(names, lengths_T):
             per = sup.frames.get(name)
             for s in window_starts(T, length, stride):
-                k_w, c_w, o_w = np.zeros(K), np.zeros(K), np.zeros((K, P), np.float32)
+                k_w, c_w, o_w, f_w = np.zeros(K), np.zeros(K), np.zeros((K, P), np.float32), np.zeros(K, np.int32)
                 if per is not None:
                     k_abs, m = per[ci]
                     inside = np.flatnonzero((k_abs >= s + settle) & (k_abs <= min(s + used, T) - 1))
                     if inside.size:
                         pick = inside[np.unique(np.round(np.linspace(0, inside.size - 1, min(K, inside.size))).astype(int))]
                         k_w[:len(pick)], c_w[:len(pick)], o_w[:len(pick)] = k_abs[pick] - s, 1.0, m[pick]
+                        if name in sup.frame_ids:
+                            f_w[:len(pick)] = sup.frame_ids[name][ci][pick]
                 ks.append(k_w)
                 cs.append(c_w)
                 obs.append(o_w)
-        out.append((np.stack(ks), np.stack(cs), np.stack(obs)))
+                fs.append(f_w)
+        out.append((np.stack(ks), np.stack(cs), np.stack(obs), np.stack(fs)))
     return tuple(out)
 
 
@@ -347,6 +419,19 @@ def camera_twists(sup: ImageSupervision) -> CameraTwists | None:
                         float(o.weight) * float(o.camera_prior), pivots)
 
 
+def frame_corrections(sup: ImageSupervision, n_instants: int) -> FrameCorrections | None:
+    """The :class:`FrameCorrections` of ``sup``'s ``n_instants`` frame instants when its options
+    correct the frames' states, else None (the options checked)."""
+    o = sup.options
+    if not o.state_std:
+        return None
+    if not (o.state_std > 0 and o.state_range > 0 and o.state_prior >= 0):
+        raise DataError(None, f"image options: state_std {o.state_std} and state_range {o.state_range} must be "
+                              f"positive and state_prior {o.state_prior} not negative")
+    return FrameCorrections(int(n_instants), len(sup.joint_qpos), float(o.state_std), float(o.state_range),
+                            float(o.state_prior))
+
+
 def refined_cameras(sup: ImageSupervision, xi: np.ndarray) -> list[dict[str, Any]]:
     """Per camera the refined pose (module docstring) and the move from the calibrated one."""
     out, ct = [], sup.twists
@@ -361,16 +446,17 @@ def refined_cameras(sup: ImageSupervision, xi: np.ndarray) -> list[dict[str, Any
 
 
 def image_term(sup: ImageSupervision) -> Callable[..., Any]:
-    """``term(q_sim (B, L, n), targets, xi=None) -> J_img`` (module docstring; ``targets``: one minibatch of
-    :func:`window_targets`, weights already multiplied by the minibatch's padding weights; ``xi``
-    (C, 6): the cameras' twists from their calibrated poses, joint camera refinement). The
+    """``term(q_sim (B, L, n), targets, xi=None, dq=None) -> J_img`` (module docstring; ``targets``: one
+    minibatch of :func:`window_targets`, weights already multiplied by the minibatch's padding weights;
+    ``xi`` (C, 6): the cameras' twists from their calibrated poses, joint camera refinement; ``dq``
+    (F, n): the per-frame state corrections, each frame's loss then with its prior). The
     renderer runs in float32 (the gradient still reaches float64 parameters)."""
     rm, sigma, lam = sup.meshes, float(sup.options.sigma), float(sup.options.weight)
     cams, Ts = sup.cameras, tuple(jnp.asarray(T, jnp.float32) for T in sup.transforms())
     pix = tuple(jnp.asarray(p, jnp.float32) for p in sup.pixels)
     adr = jnp.asarray(sup.joint_qpos)
     q0 = jnp.asarray(sup.qpos0, jnp.float32)
-    ct = sup.twists
+    ct, fc = sup.twists, sup.corrections
     edge = sup.options.loss == "edge"
 
     def frame_loss(cam, T, px, qpos, obs):
@@ -378,10 +464,13 @@ def image_term(sup: ImageSupervision) -> Callable[..., Any]:
             return jnp.mean((soft_silhouette(rm, cam, T, qpos, sigma, px, "min") - obs) ** 2)
         return 1.0 - soft_iou(soft_silhouette(rm, cam, T, qpos, sigma, px), obs)
 
-    def term(q_sim, targets, xi=None):
+    def term(q_sim, targets, xi=None, dq=None):
         L = q_sim.shape[1]
         num, den = 0.0, 0.0
-        for ci, (cam, T, px, (k, c, obs)) in enumerate(zip(cams, Ts, pix, targets)):
+        if dq is not None and fc is None:
+            raise DataError(None, "image term: state corrections given but the options do not correct the frames")
+        for ci, (cam, T, px, tg) in enumerate(zip(cams, Ts, pix, targets)):
+            k, c, obs = tg[:3]
             if xi is not None:
                 if ct is None:
                     raise DataError(None, "image term: camera twists given but the options do not refine the cameras")
@@ -391,11 +480,17 @@ def image_term(sup: ImageSupervision) -> Callable[..., Any]:
             q_a = jnp.take_along_axis(q_sim, k0[..., None], axis=1)
             q_b = jnp.take_along_axis(q_sim, (k0 + 1)[..., None], axis=1)
             q = ((1.0 - a) * q_a + a * q_b).astype(jnp.float32)  # (B, K, n)
+            prior = 0.0
+            if dq is not None:
+                assert fc is not None
+                d = jnp.asarray(dq, jnp.float32)[tg[3]]  # (B, K, n) each frame's correction
+                q = q + d
+                prior = fc.penalty(d).reshape(-1)
             qpos = jnp.broadcast_to(q0, q.shape[:2] + q0.shape).at[..., adr].set(q)
             flat = qpos.reshape(-1, q0.shape[0])
             losses = jax.lax.map(lambda args, cam=cam, T=T, px=px: frame_loss(cam, T, px, args[0], args[1]),
                                  (flat, obs.reshape(flat.shape[0], -1)))
-            num = num + jnp.sum(c.reshape(-1) * losses)
+            num = num + jnp.sum(c.reshape(-1) * (losses + prior))
             den = den + jnp.sum(c)
         return lam * num / jnp.maximum(den, 1.0)
 
