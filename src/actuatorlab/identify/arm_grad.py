@@ -337,11 +337,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     p_best, xi_best, dq_best = best.x[1]
     mse, mae = native_score((p_best, xi_best, dq_best))
     _, mae_nom = native_score((nominal, *nu0))
-    extra: dict[str, Any] = dict(judge.image_figures(p_best, xi_best, dq_best))
-    if images is not None and xi_best is not None:
-        extra["camera_refinement"] = refined_cameras(images, xi_best)
-    if images is not None and dq_best is not None:
-        extra["state_corrections"] = _corrections_record(r, dq_best, images)
+    extra = _image_extras(judge, r, images, p_best, xi_best, dq_best)
 
     return fit_result(model, names, labels, sets, p_best, nominal, (mse, mae, mae_nom), per_joint,
                       evaluations=done, wall_s=float(_time.perf_counter() - t0), horizon=lengths[-1],
@@ -360,12 +356,19 @@ def _point(space: ArmSpace, cam: CameraTwists | None, fc: FrameCorrections | Non
             None if dq is None else np.asarray(dq, float))
 
 
-def _corrections_record(r: Robot, dq: np.ndarray, images: ImageSupervision) -> dict[str, Any]:
-    """The per-frame state corrections' summary: frames, prior std, RMS and largest |dq| per joint."""
-    assert images.corrections is not None
-    return {"frames": int(dq.shape[0]), "state_std": images.corrections.scale,
+def _image_extras(judge: "_Judge", r: Robot, images: ImageSupervision | None, p: dict, xi: np.ndarray | None,
+                  dq: np.ndarray | None) -> dict[str, Any]:
+    """The result's image entries (:func:`fit_arm_grad`): the image figures, the refined cameras, and the
+    per-frame state corrections' summary (frames, prior std, RMS and largest |dq| per joint)."""
+    extra: dict[str, Any] = dict(judge.image_figures(p, xi, dq))
+    if images is not None and xi is not None:
+        extra["camera_refinement"] = refined_cameras(images, xi)
+    if images is not None and images.corrections is not None and dq is not None:
+        extra["state_corrections"] = {
+            "frames": int(dq.shape[0]), "state_std": images.corrections.scale,
             "rms": {j: float(np.sqrt(np.mean(dq[:, i] ** 2))) for i, j in enumerate(r.joint_names)},
             "max_abs": {j: float(np.max(np.abs(dq[:, i]))) for i, j in enumerate(r.joint_names)}}
+    return extra
 
 
 def _choose_start(judge: "_Judge", starts: list[dict], nu0) -> tuple[int, tuple[float, float]]:
