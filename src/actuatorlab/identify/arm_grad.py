@@ -143,7 +143,12 @@ def window_objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig | None
 def _auto_mode(n_params: int, cam: CameraTwists | None, fc: FrameCorrections | None = None) -> str:
     """Forward-mode derivatives up to FORWARD_MAX fitted coordinates (the cameras' and the frames' corrections
     included), else reverse."""
-    return "forward" if n_params + (cam.size if cam else 0) + (fc.size if fc else 0) <= FORWARD_MAX else "reverse"
+    return "forward" if n_params + _nuisance_size(cam, fc) <= FORWARD_MAX else "reverse"
+
+
+def _nuisance_size(cam: CameraTwists | None, fc: FrameCorrections | None) -> int:
+    """Fitted coordinates after the parameters': the cameras' twists, then the frames' corrections."""
+    return (cam.size if cam else 0) + (fc.size if fc else 0)
 
 
 def _nuisance(z, n: int, cam: CameraTwists | None, fc: FrameCorrections | None, xp: Any = jnp):
@@ -151,7 +156,7 @@ def _nuisance(z, n: int, cam: CameraTwists | None, fc: FrameCorrections | None, 
     parameters' come the cameras' (joint camera refinement), then the frames' (state corrections)."""
     xi = None if cam is None else cam.twists(z[n:n + cam.size], xp=xp)
     o = n + (cam.size if cam else 0)
-    return xi, None if fc is None else fc.corrections(z[o:o + fc.size], xp=xp)
+    return xi, None if fc is None else fc.corrections(z[o:o + fc.size])
 
 
 @functools.lru_cache(maxsize=8)
@@ -169,10 +174,8 @@ def _objective(robot: Robot, names: tuple[str, ...], cfg: ArmConfig, mode: str, 
         J = jnp.sum(e * e * wgt) / jnp.maximum(jnp.sum(wgt), 1.0)
         if img_term is None:
             return J
-        if cam is None and fc is None:
-            return J + img_term(out.q, img)
-        xi, dq = _nuisance(z, space.n, cam, fc)
-        return J + img_term(out.q, img, xi, dq) + (cam.prior(xi) if cam is not None and xi is not None else 0.0)
+        xi, dq = _nuisance(z, space.n, cam, fc)  # (None, None) without refinement or corrections
+        return J + img_term(out.q, img, xi, dq) + (0.0 if cam is None else cam.prior(xi))
 
     if mode == "reverse":
         return space, jax.jit(jax.value_and_grad(objective))
@@ -329,7 +332,7 @@ def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model:
     starts = [space.nominal] + [_start_sets(nominal, labels, groups, d) for d in inits]
     nu0 = (None if cam is None else np.zeros((cam.n, 6)), None if fc is None else np.zeros((fc.frames, fc.joints)))
     i0, (mse0, mae0) = _choose_start(judge, starts, nu0)
-    z0 = np.concatenate([space.z_of(starts[i0]), np.full((cam.size if cam else 0) + (fc.size if fc else 0), 0.5)])
+    z0 = np.concatenate([space.z_of(starts[i0]), np.full(_nuisance_size(cam, fc), 0.5)])
     descent = _descend(vg, functools.partial(_point, space, cam, fc), native_score, r, cfg, lengths, steps, B, lr,
                        np.random.default_rng(seed), z0, starts[i0], BestSoFar(mse0, (-1, (starts[i0], *nu0))), progress,
                        judge)
@@ -432,8 +435,6 @@ class _Judge:
 
     def _image(self, q, xi, dq=None) -> float:
         assert self.img_score is not None
-        if (xi is None or self.cam is None) and dq is None:
-            return float(self.img_score(jnp.asarray(q), self.img_fin))
         return float(self.img_score(jnp.asarray(q), self.img_fin, None if xi is None else jnp.asarray(xi),
                                     None if dq is None else jnp.asarray(dq)))
 

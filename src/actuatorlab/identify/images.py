@@ -182,13 +182,13 @@ class FrameCorrections:
         """Fitted coordinates, F n."""
         return self.frames * self.joints
 
-    def corrections(self, zs, xp: Any = jnp):
+    def corrections(self, zs):
         """(F, n) corrections of the coordinates ``zs`` (F n,)."""
         return ((2.0 * zs - 1.0) * self.half * self.scale).reshape(self.frames, self.joints)
 
-    def penalty(self, dq, xp: Any = jnp):
-        """k_s sum_j (dq_j / s)^2 over the last axis of ``dq`` (..., n)."""
-        return self.weight * xp.sum((dq / self.scale) ** 2, axis=-1)
+    def penalty(self, dq):
+        """k_s sum_j (dq_j / s)^2 over the last axis of ``dq`` (..., n) (numpy or JAX)."""
+        return self.weight * ((dq / self.scale) ** 2).sum(axis=-1)
 
 
 @dataclass(frozen=True)
