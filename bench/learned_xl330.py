@@ -73,6 +73,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of the training through the simulator")
     ap.add_argument("--validation", default="time", choices=("time", "logs"),
                     help="validation split of the training logs: the last 25 %% of each (time) or whole logs (logs)")
+    ap.add_argument("--gate", default="none", choices=("groups", "none"),
+                    help="the residual's correction gate (train --gate): none (default, kept whole) or groups")
     ap.add_argument("--distilled", action="store_true",
                     help="also the distilled replacing network alone (diagnostic: its held-out MAE vs the teacher's)")
     ap.add_argument("--json-out", type=Path, default=None)
@@ -126,13 +128,15 @@ def main(argv=None) -> int:
             t0, c0 = time.perf_counter(), time.process_time()
             d = run_train(train_files, run, JointTrainOptions(
                 arch=arch, steps=steps, seed=args.seed, residual=ana_dir / "model.json" if kind == "residual" else None,
-                teacher=ana_dir / "model.json", distill=None if args.cold else JOINT_DISTILL, lr=lr, validation=args.validation), progress=True)
+                teacher=ana_dir / "model.json", distill=None if args.cold else JOINT_DISTILL, lr=lr, validation=args.validation,
+                gate=args.gate), progress=True)
             wall, cpu = time.perf_counter() - t0, time.process_time() - c0
             f = d["fit"]
             row = {"model": d["model"] + (" distilled (step 0)" if label == "distilled" else ""), "kind": kind, "arch": arch, "steps": steps, "fit_wall_s": wall, "cpu_s": cpu,
                    "train_wall_s": f["wall_s"], "s_per_1k_steps": f["s_per_1k_steps"], "compile_s": f["compile_s"],
                    "best_step": f["best_step"], "validation_mae": f["validation_mae"],
                    "warm_start": {k: v for k, v in (f.get("warm_start") or {}).items() if k != "teacher"},
+                   "correction_gate": (f.get("correction_gate") or {}).get("gate"),
                    "train_mae": d["metrics"]["train"]["position_mae"], **heldout_mae(run / "model.json", test_files)}
             row["vs_analytic"] = row["heldout_mae"] / analytic
             rows.append(row)

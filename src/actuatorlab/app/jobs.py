@@ -48,11 +48,11 @@ from ..identify.images import ImageOptions, load_image_supervision
 from ..identify.calibrate import describe, describe_judgement
 from .. import __version__
 from .data_files import _setup_summary, example_data_dir, load_data
-from .train_work import JointTrainOptions, TRAIN_BUDGET, TrainImages, run_infer, run_train, run_train_arm, split_arm_data
+from .train_work import GATE_MODES, JointTrainOptions, TRAIN_BUDGET, TrainImages, run_infer, run_train, run_train_arm, split_arm_data
 
 __all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
            "run_audit", "identifiability_for", "run_train", "TRAIN_BUDGET",
-           "JointTrainOptions", "TrainImages", "run_infer", "run_train_arm", "split_arm_data", "RobotFitOptions",
+           "JointTrainOptions", "GATE_MODES", "TrainImages", "run_infer", "run_train_arm", "split_arm_data", "RobotFitOptions",
            "run_evaluate_arm"]
 
 Progress = Callable[[str, str, float], None]

@@ -6,7 +6,7 @@ import dataclasses
 from pathlib import Path
 
 from . import jobs
-from ..errors import ActuatorlabError
+from ..errors import ActuatorlabError, UnknownNameError
 from ..learned import heads
 from ..learned.adapt import AdaptConfig, adapt, check_adapt_out
 from ..learned.arm import load_arm_model
@@ -19,7 +19,7 @@ from .train_work import compilation_cache
 
 def check_resume(out: Path, resume: bool) -> None:
     """``--resume`` continues a run: a folder without one (no config.json) is an error, not a fresh run."""
-    if resume and not (Path(out) / "config.json").is_file():
+    if resume and not ((Path(out) / "config.json").is_file() or (Path(out) / "gate").is_dir()):
         raise ActuatorlabError(f"{out}: nothing to resume (--resume needs a run folder with a config.json; "
                                "leave out --resume to start a new run)")
 
@@ -36,7 +36,8 @@ class TrainJob:
     camera masks, docs/format.md section 6, whose silhouettes join the loss through MJX; a joint
     logged without position/<joint> is then learned from the cameras only, docs/visual.md), camera (with
     masks: the camera_calibration.json of calibrate-camera), image_weight (lambda [rad^2] of the image
-    term, 1e-2)."""
+    term, 1e-2), gate (one-joint residual: none = the correction kept whole | groups = scaled by the
+    gate that earns its place on leave-one-group-out refits; :mod:`actuatorlab.learned.gate`)."""
 
     data: tuple[Path, ...]
     out: Path = Path("run")
@@ -50,6 +51,7 @@ class TrainJob:
     masks: Path | None = None
     camera: Path | None = None
     image_weight: float = 1e-2
+    gate: str = "none"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,6 +81,8 @@ def check_train(job: TrainJob) -> None:
                                "of its cameras (actuatorlab calibrate-camera)")
     if job.masks is not None and job.robot is None and job.init is None:
         raise ActuatorlabError(f"--masks {job.masks}: camera masks supervise a whole-robot model; give --robot")
+    if job.gate not in jobs.GATE_MODES:
+        raise UnknownNameError("correction gate", job.gate, jobs.GATE_MODES)
     _, residual = split_arch(job.arch)
     if residual and job.init is None:
         raise ActuatorlabError(f"--arch {job.arch}: a residual corrects a fitted analytic model; give it with --init")
@@ -103,7 +107,7 @@ def run_train_job(job: TrainJob) -> TrainResult:
     return TrainResult(jobs.run_train(list(job.data), job.out,
                                       jobs.JointTrainOptions(arch=arch, residual=job.init if residual else None,
                                                              teacher=job.init, steps=job.steps, seed=job.seed,
-                                                             validation=job.validation),
+                                                             validation=job.validation, gate=job.gate),
                                       resume=job.resume), None)
 
 

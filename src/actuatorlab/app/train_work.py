@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import jax
+import numpy as np
 from jax.experimental.compilation_cache import compilation_cache as compilation_cache_module
 
 
@@ -23,11 +24,13 @@ from ..models.actuator_model import LEARNED_KINDS
 from ..sim.rollout import make_batches
 from ..evaluate import summarize
 from ..evaluate.replay import replay_joint
-from ..identify.folds import split_validation, time_split
+from ..identify.folds import GROUP_KEYS, LOG_KEY, Fold, condition_folds, split_validation, time_split
 from ..models.modelfile import load_model
 from ..files import atomic_write
 from ..errors import ModelError, UnknownNameError
-from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_DISTILL, JOINT_SIZES, save_joint_model, train_joint, WindowSampling
+from ..learned.joint_train import build_joint_model, DEFAULT_CURRICULUM, JOINT_DISTILL, JOINT_SIZES, load_joint_model, \
+    save_joint_model, train_joint, WindowSampling
+from ..learned.gate import GATES, choose_gate, gate_scores, gated
 from ..models.nets import arch_sizes, ARCHS
 from ..learned.trainer import TrainConfig
 from ..learned.distill import DistillConfig
@@ -94,7 +97,10 @@ class JointTrainOptions:
     analytic model fitted on the training part first, :data:`TEACHER_FIT`); ``distill``: the warm
     start's :class:`~actuatorlab.learned.distill.DistillConfig` (default
     :data:`~actuatorlab.learned.joint_train.JOINT_DISTILL`, its seed offset by ``seed``; None: a
-    cold start, no teacher)."""
+    cold start, no teacher); ``gate`` (a residual only): "none" (default) keeps the correction whole,
+    "groups" scales it by the gate that earns its place on leave-one-group-out refits
+    (:mod:`actuatorlab.learned.gate`, one more training per group; not the default: on the zoo it
+    drops corrections that help, bench/journal/learned_xl330.md)."""
 
     arch: str = "transformer"
     residual: Any = None
@@ -109,6 +115,11 @@ class JointTrainOptions:
     validation: str = "time"
     teacher: Any = None
     distill: DistillConfig | None = JOINT_DISTILL
+    gate: str = "none"
+
+
+#: what ``JointTrainOptions.gate`` may be
+GATE_MODES = ("groups", "none")
 
 
 def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTrainOptions(), *, resume: bool = False,
@@ -123,19 +134,23 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
     condition (gain, trajectory family) is trained on; ``"logs"`` holds back whole logs
     (:func:`~actuatorlab.identify.select.split_validation`, every 4th by excitation). The network
     is trained on windows of the fit part and the EMA parameters with the lowest full-replay
-    validation MAE are kept.
+    validation MAE are kept. With ``opts.gate="groups"`` a residual's correction is then gated: the
+    same training on every leave-one-group-out subset, each in RUN/gate/GROUP/, decides how much of
+    the correction earns its place on the held-out groups
+    (:mod:`actuatorlab.learned.gate`); the model file records it under ``fit.correction_gate``.
     Returns the model dict plus ``_summary`` (metrics of the replay on all given logs) and
     ``_train`` (wall times). ``opts``: :class:`JointTrainOptions`."""
-    arch, residual, steps, seed, lr = opts.arch, opts.residual, opts.steps, opts.seed, opts.lr
-    n_windows, history, sizes, dt, curriculum, validation = (opts.n_windows, opts.history, opts.sizes, opts.dt,
-                                                             opts.curriculum, opts.validation)
-    if arch not in ARCHS:
-        raise UnknownNameError("architecture", arch, list(ARCHS))
+    if opts.arch not in ARCHS:
+        raise UnknownNameError("architecture", opts.arch, list(ARCHS))
+    if opts.gate not in GATE_MODES:
+        raise UnknownNameError("correction gate", opts.gate, GATE_MODES)
+    if opts.validation not in ("time", "logs"):
+        raise UnknownNameError("validation split", opts.validation, ("time", "logs"))
     base = None
-    if residual is not None:
-        base = load_model(residual)
+    if opts.residual is not None:
+        base = load_model(opts.residual)
         if base.get("kind") in LEARNED_KINDS:
-            raise ModelError(f"{residual}: --residual needs a fitted analytic model (actuatorlab fit), "
+            raise ModelError(f"{opts.residual}: --residual needs a fitted analytic model (actuatorlab fit), "
                              f"not a {base['kind']} one")
     trajs = load_data(paths)
     if base is not None:
@@ -143,21 +158,65 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
             if t.setup.joint_type != base.get("joint_type", t.setup.joint_type):
                 raise DataError(t.source_file or t.name, f"unit mismatch: log is {t.setup.joint_type} but the "
                                                          f"residual's base model is {base.get('joint_type')}")
-        dt = dt or (base.get("fit") or {}).get("dt")
+        opts = dataclasses.replace(opts, dt=opts.dt or (base.get("fit") or {}).get("dt"))
+    out = Path(out)
+    if not resume and (out / "checkpoint.ckpt").exists():  # before any fold is trained
+        raise ModelError(f"{out / 'checkpoint.ckpt'}: the run folder already holds a checkpoint; resume it or "
+                         "choose another output folder")
+    choice = None
+    if base is not None and opts.gate == "groups":
+        choice = _choose_gate(trajs, out, opts, base, resume=resume, progress=progress)
+    return _train_and_save(trajs, out, opts, base, resume=resume, progress=progress, choice=choice)
+
+
+def _gate_folds(trajs: list[Trajectory]) -> list[Fold]:
+    """The leave-one-group-out folds of the gate: by excitation, else one log each (none for one log)."""
+    folds = condition_folds(trajs, GROUP_KEYS)
+    if len(folds) < 2 and len(trajs) >= 2:
+        folds = condition_folds(trajs, (LOG_KEY,))
+    return folds if len(folds) >= 2 else []
+
+
+def _choose_gate(trajs: list[Trajectory], out: Path, opts: JointTrainOptions, base: dict, *, resume: bool,
+                 progress: bool) -> dict:
+    """The residual's correction gate (:mod:`actuatorlab.learned.gate`): the same training on every
+    leave-one-group-out subset (RUN/gate/GROUP/, reused when resuming a run whose fold finished),
+    scored on the held-out group. Returns the ``fit.correction_gate`` record of the model file."""
+    folds = _gate_folds(trajs)
+    if not folds:
+        return {"gate": 1.0, "note": "one log: no group to hold out, the correction is kept whole"}
+    scores = []
+    for f in folds:
+        run = out / "gate" / f.label.replace("=", "_").replace("/", "_")
+        if resume and (run / "model.json").is_file():
+            d = load_model(run / "model.json")
+        else:
+            d = _train_and_save([trajs[i] for i in f.train], run, dataclasses.replace(opts, gate="none"), base,
+                                resume=resume and (run / "checkpoint.ckpt").exists(), progress=progress)
+        m = load_joint_model(d, run / "model.json")
+        with physics_precision():  # on the fold model's own control grid
+            scores.append(gate_scores(m, make_batches([trajs[i] for i in f.heldout], (d.get("fit") or {}).get("dt"))))
+    return choose_gate(np.array(scores).T, GATES, [f.label for f in folds]).to_dict()
+
+
+def _train_and_save(trajs: list[Trajectory], out: Path, opts: JointTrainOptions, base: dict | None, *,
+                    resume: bool, progress: bool, choice: dict | None = None) -> dict:
+    """One training of :func:`run_train` on ``trajs`` into ``out`` (validation split, teacher, model,
+    training, model file); ``choice``: the correction gate record to apply before saving."""
+    arch, steps, seed, lr = opts.arch, opts.steps, opts.seed, opts.lr
+    n_windows, history, sizes, dt, curriculum, validation = (opts.n_windows, opts.history, opts.sizes, opts.dt,
+                                                             opts.curriculum, opts.validation)
     steps = int(steps or TRAIN_BUDGET["steps"])
     n_windows = int(n_windows or TRAIN_BUDGET["n_windows"])
     history = int(TRAIN_BUDGET["history"] if history is None else history)
     if validation == "time":
         fit_part, val_part = map(list, zip(*[time_split(t, 0.75) for t in trajs]))
-    elif validation == "logs":
-        fit_part, val_part = split_validation(trajs)
     else:
-        raise UnknownNameError("validation split", validation, ("time", "logs"))
+        fit_part, val_part = split_validation(trajs)
     fb = make_batches(fit_part, dt)
     dt = fb[0].dt
     vb = make_batches(val_part, dt)
     kind = "residual" if base is not None else "learned"
-    out = Path(out)
     resumed = run_meta(out, resume)
     teacher, said = _teacher(opts, fit_part, dt, resumed)
     if resumed is None or "teacher" in resumed:  # a run written before the warm start existed resumes cold
@@ -167,7 +226,7 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
                               sizes=sizes, seed=seed)
     cfg = TrainConfig(steps=steps, lr=lr, warmup=min(50, steps // 10), seed=seed,
                       checkpoint_every=max(25, steps // 10), eval_every=max(25, steps // 10))
-    meta = {"kind": kind, "arch": arch, "residual": None if residual is None else str(residual),
+    meta = {"kind": kind, "arch": arch, "residual": None if opts.residual is None else str(opts.residual),
             "fit_logs": [t.name for t in fit_part], "validation_logs": [t.name for t in val_part],
             "n_windows": n_windows, "history": history, "dt": dt, "validation": validation, "teacher": teacher,
             "distill": None if opts.distill is None else dataclasses.asdict(  # the run's seed draws the warm start's too
@@ -178,6 +237,8 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
     best, res = train_joint(out, fb, vb, model, cfg, sampling=WindowSampling(n_windows=n_windows, curriculum=curriculum),
                             resume=resume, progress=progress, meta=meta)
     wall = time.perf_counter() - t0
+    if choice is not None:
+        best = gated(best, float(choice["gate"]))
     batches = make_batches(trajs, dt)
     summary = summarize(replay_joint(best, batches))
     training = {"steps": steps, "n_windows": n_windows, "curriculum": meta["curriculum"], "lr": lr, "seed": seed,
@@ -185,16 +246,19 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
                 "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
                 "fit_logs": meta["fit_logs"], "validation_logs": meta["validation_logs"],
                 "warm_start": {**(res.warm_start or {}), "teacher": said}}
+    if choice is not None:
+        training["correction_gate"] = choice
     data = {"logs": [{"name": t.name, "file": t.source_file, "conditions": t.conditions} for t in trajs],
             "n_samples": int(sum(b.n_samples for b in batches)), "dt": dt}
 
     full = arch_sizes(arch, **{**JOINT_SIZES.get(arch, {}), **(sizes or {})})
+    stored = None
     if base is not None:  # what the replay needs, plus provenance
-        base = {**{k: base[k] for k in ("format", "format_version", "model", "description", "parameters",
-                                        "joint_type", "controller", "setup") if k in base},
-                "fit": {"dt": (base.get("fit") or {}).get("dt")}, "source": str(residual),
-                "git_revision": base.get("git_revision")}
-    save_joint_model(out, best, arch=arch, sizes=full, base=base,
+        stored = {**{k: base[k] for k in ("format", "format_version", "model", "description", "parameters",
+                                          "joint_type", "controller", "setup") if k in base},
+                  "fit": {"dt": (base.get("fit") or {}).get("dt")}, "source": str(opts.residual),
+                  "git_revision": base.get("git_revision")}
+    save_joint_model(out, best, arch=arch, sizes=full, base=stored,
                      setup=_setup_summary(trajs), data=data, training=training,
                      metrics={"train": {k: summary[k] for k in ("position_mae", "position_rmse",
                                                                  "position_relative_error")}})

@@ -55,7 +55,7 @@ from ..errors import ModelError, UnknownNameError
 
 __all__ = ["Heads", "ArchSpec", "ARCHS", "make_net", "list_archs", "param_count", "contact_force",
            "condition_score", "GatedTransformer", "WindowMLP", "RecurrentNet", "OutputHeads",
-           "ActuatorNet", "ActuatorLSTM", "WindowStats", "FORCE_OUT_ARCHS", "zero_torque_head"]
+           "ActuatorNet", "ActuatorLSTM", "WindowStats", "FORCE_OUT_ARCHS", "zero_torque_head", "scale_torque_head"]
 
 F32 = jnp.float32
 
@@ -502,3 +502,18 @@ def zero_torque_head(net):
     lin = last[-1]
     return eqx.tree_at(lambda n: (n.heads.torque.layers[-1].weight, n.heads.torque.layers[-1].bias), net,
                        (jnp.zeros_like(lin.weight), jnp.zeros_like(lin.bias)))
+
+
+def scale_torque_head(net, gate: float):
+    """``net`` with the last layer of its torque head (weights and bias) multiplied by ``gate``: its
+    torque output is ``gate`` times the original for every input (the head's last layer is linear),
+    the other heads unchanged. For a residual that is the correction scaled by ``gate``
+    (:mod:`actuatorlab.learned.gate`); gate 0 is :func:`zero_torque_head`. A network without an
+    :class:`OutputHeads` torque head is refused (its output is not one linear layer)."""
+    last = getattr(getattr(getattr(net, "heads", None), "torque", None), "layers", None)
+    if last is None:
+        raise ModelError(f"{type(net).__name__} has no linear torque head to scale")
+    lin = last[-1]
+    g = jnp.asarray(gate, lin.weight.dtype)
+    return eqx.tree_at(lambda n: (n.heads.torque.layers[-1].weight, n.heads.torque.layers[-1].bias), net,
+                       (lin.weight * g, lin.bias * g))

@@ -38,6 +38,9 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
                                                 "`actuatorlab calibrate-camera`"),
           image_weight: Optional[float] = typer.Option(None, "--image-weight", help="lambda [rad^2] of the image "
                                                        "term (default 1e-2)"),
+          gate: str = typer.Option("none", "--gate", help="one-joint residual: none = keep the correction whole | "
+                                   "groups = scale it by the gate that earns its place on leave-one-group-out "
+                                   "refits (one more training per group; docs/learned.md)"),
           config: Config = None):
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
     write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`.
@@ -46,7 +49,7 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
 
     job = job_of(ctx, TrainJob, config, data="data", arch="arch", init="init", steps="steps", out="out",
                  seed="seed", resume="resume", robot="robot", masks="masks", camera="camera",
-                 image_weight="image_weight")
+                 image_weight="image_weight", gate="gate")
     res = learn_jobs.run_train_job(job)
     d, out = res.record, job.out
     ws = (d.get("training") if res.robot is not None else d.get("fit", {})).get("warm_start") or {}
@@ -67,6 +70,13 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
     console.print(f"{d['model']}: best validation MAE {_mrad(tr['validation_mae'], unit)} at step "
                   f"{tr['best_step']} of {tr['steps']} ({tr['wall_s']:.0f} s, "
                   f"{tr['s_per_1k_steps'] or float('nan'):.0f} s per 1,000 steps)")
+    cg = tr.get("correction_gate")
+    if cg is not None:
+        rows = {g["gate"]: g for g in cg.get("gates", [])}
+        console.print(f"correction gate {cg['gate']:g}" + (
+            f" (held-out groups {', '.join(cg['groups'])}: base {rows[0.0]['mean']:.4g}, chosen {rows[cg['gate']]['mean']:.4g} "
+            f"{'mrad' if unit == 'rad' else 'mm'}, mean over the groups)" if rows else f": {cg.get('note', '')}")
+            + ("; the correction did not earn its place: the model replays as its base" if cg["gate"] == 0 else ""))
     console.print(f"replay of the given logs: MAE {_mrad(s['position_mae'], unit)}, "
                   f"RMSE {_mrad(s['position_rmse'], unit)}")
     console.print(f"wrote {out / 'model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
