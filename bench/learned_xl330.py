@@ -73,8 +73,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate of the training through the simulator")
     ap.add_argument("--validation", default="time", choices=("time", "logs"),
                     help="validation split of the training logs: the last 25 %% of each (time) or whole logs (logs)")
-    ap.add_argument("--gate", default="none", choices=("groups", "none"),
-                    help="the residual's correction gate (train --gate): none (default, kept whole) or groups")
+    ap.add_argument("--gate", default="groups", choices=("groups", "none"),
+                    help="the residual's correction gate (train --gate): groups (default) or none (kept whole)")
     ap.add_argument("--distilled", action="store_true",
                     help="also the distilled replacing network alone (diagnostic: its held-out MAE vs the teacher's)")
     ap.add_argument("--json-out", type=Path, default=None)

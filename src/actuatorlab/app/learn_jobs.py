@@ -36,8 +36,8 @@ class TrainJob:
     camera masks, docs/format.md section 6, whose silhouettes join the loss through MJX; a joint
     logged without position/<joint> is then learned from the cameras only, docs/visual.md), camera (with
     masks: the camera_calibration.json of calibrate-camera), image_weight (lambda [rad^2] of the image
-    term, 1e-2), gate (one-joint residual: none = the correction kept whole | groups = scaled by the
-    gate that earns its place on leave-one-group-out refits; :mod:`actuatorlab.learned.gate`)."""
+    term, 1e-2), gate (one-joint residual: groups = the correction scaled by the gate that earns its
+    place on leave-one-group-out refits | none = kept whole; :mod:`actuatorlab.learned.gate`)."""
 
     data: tuple[Path, ...]
     out: Path = Path("run")
@@ -51,7 +51,7 @@ class TrainJob:
     masks: Path | None = None
     camera: Path | None = None
     image_weight: float = 1e-2
-    gate: str = "none"
+    gate: str = "groups"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -97,10 +97,9 @@ class JointTrainOptions:
     analytic model fitted on the training part first, :data:`TEACHER_FIT`); ``distill``: the warm
     start's :class:`~actuatorlab.learned.distill.DistillConfig` (default
     :data:`~actuatorlab.learned.joint_train.JOINT_DISTILL`, its seed offset by ``seed``; None: a
-    cold start, no teacher); ``gate`` (a residual only): "none" (default) keeps the correction whole,
-    "groups" scales it by the gate that earns its place on leave-one-group-out refits
-    (:mod:`actuatorlab.learned.gate`, one more training per group; not the default: on the zoo it
-    drops corrections that help, bench/journal/learned_xl330.md)."""
+    cold start, no teacher); ``gate`` (a residual only): "groups" (default) scales the correction by
+    the gate that earns its place on leave-one-group-out refits (:mod:`actuatorlab.learned.gate`, one
+    more training per group), "none" keeps it whole."""
 
     arch: str = "transformer"
     residual: Any = None
@@ -115,7 +114,7 @@ class JointTrainOptions:
     validation: str = "time"
     teacher: Any = None
     distill: DistillConfig | None = JOINT_DISTILL
-    gate: str = "none"
+    gate: str = "groups"
 
 
 #: what ``JointTrainOptions.gate`` may be
@@ -134,8 +133,8 @@ def run_train(paths, out: str | Path = "run", opts: JointTrainOptions = JointTra
     condition (gain, trajectory family) is trained on; ``"logs"`` holds back whole logs
     (:func:`~actuatorlab.identify.select.split_validation`, every 4th by excitation). The network
     is trained on windows of the fit part and the EMA parameters with the lowest full-replay
-    validation MAE are kept. With ``opts.gate="groups"`` a residual's correction is then gated: the
-    same training on every leave-one-group-out subset, each in RUN/gate/GROUP/, decides how much of
+    validation MAE are kept. With ``opts.gate="groups"`` (the default) a residual's correction is then
+    gated: the same training on every leave-one-group-out subset, each in RUN/gate/GROUP/, decides how much of
     the correction earns its place on the held-out groups
     (:mod:`actuatorlab.learned.gate`); the model file records it under ``fit.correction_gate``.
     Returns the model dict plus ``_summary`` (metrics of the replay on all given logs) and

@@ -38,9 +38,9 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
                                                 "`actuatorlab calibrate-camera`"),
           image_weight: Optional[float] = typer.Option(None, "--image-weight", help="lambda [rad^2] of the image "
                                                        "term (default 1e-2)"),
-          gate: str = typer.Option("none", "--gate", help="one-joint residual: none = keep the correction whole | "
-                                   "groups = scale it by the gate that earns its place on leave-one-group-out "
-                                   "refits (one more training per group; docs/learned.md)"),
+          gate: str = typer.Option("groups", "--gate", help="one-joint residual: groups = scale the correction by "
+                                   "the gate that earns its place on leave-one-group-out refits (one more "
+                                   "training per group; docs/learned.md) | none = keep it whole"),
           config: Config = None):
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
     write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`.
