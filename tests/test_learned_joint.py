@@ -117,7 +117,8 @@ def test_evaluate_learned_like_analytic_and_corrupt_weights(tmp_path, logs):
     paths = [save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet") for t in logs]
     base = save_model(_analytic(WRONG), tmp_path / "base" / "model.json")
     d = run_train(paths, tmp_path / "run", JointTrainOptions(arch="mlp", residual=base, steps=4, n_windows=2, history=2,
-                                                             sizes=TINY["mlp"], curriculum=((0.0, 16),)), progress=False)
+                                                             sizes=TINY["mlp"], curriculum=((0.0, 16),), gate="none"),
+                  progress=False)
     assert d["kind"] == "residual" and (tmp_path / "run" / "weights.eqx").is_file()
     s_learned = run_evaluate(tmp_path / "run" / "model.json", paths)
     s_analytic = run_evaluate(base, paths)
