@@ -19,6 +19,7 @@ import numpy as np
 
 from actuatorlab.identify.fit import substeps_for
 from actuatorlab.logs.format import Channel, Setup, Trajectory
+from actuatorlab.models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
 from actuatorlab.models.params import neutral_params
 from actuatorlab.models.registry import get_model
 from actuatorlab.sim.rollout import make_batches, rollout_batch
@@ -136,3 +137,11 @@ def synthetic_set(specs: list[tuple[str, str, float]], params: dict[str, float],
             q = np.round(q / ENCODER_STEP) * ENCODER_STEP
         out.append(tr.replace(data={**tr.data, "position": q, "velocity": dq}))
     return out
+
+
+def analytic_model(params: dict[str, float], model: str = "m1") -> dict:
+    """A fitted one-joint model.json dict (XL330 bench, free parameters ``params``, dt :data:`DT`):
+    the base or teacher of the learned-actuator tests."""
+    return {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "model": model,
+            "joint_type": "revolute", "controller": "dynamixel_pwm", "setup": {"joint_type": "revolute"},
+            "parameters": {k: {"value": float(v), "free": True} for k, v in params.items()}, "fit": {"dt": DT}}

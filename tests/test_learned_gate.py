@@ -12,7 +12,7 @@ import jax
 import numpy as np
 import pytest
 
-from synthetic import DT, TRUTH_M1, synthetic_set
+from synthetic import analytic_model, DT, TRUTH_M1, synthetic_set
 
 from actuatorlab.errors import ModelError
 from actuatorlab.identify.nested import MIN_GAIN
@@ -20,7 +20,7 @@ from actuatorlab.learned.gate import GATES, choose_gate, gate_scores, gated, per
 from actuatorlab.learned.joint import log_set, rollout_logs
 from actuatorlab.learned.joint_train import build_joint_model
 from actuatorlab.logs import save_trajectory
-from actuatorlab.models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
+from actuatorlab.models.modelfile import save_model
 from actuatorlab.models.nets import scale_torque_head
 from actuatorlab.sim.rollout import make_batches
 
@@ -28,11 +28,6 @@ TINY = dict(width=16, depth=1, d=8, head_width=8)
 # a base with a 30 % weaker motor and no friction: a correction learned on one excitation holds on another
 WRONG = {**TRUTH_M1, "kt": 0.7 * TRUTH_M1["kt"], "friction_base": 0.0}
 
-
-def _analytic(params: dict) -> dict:
-    return {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "model": "m1",
-            "joint_type": "revolute", "controller": "dynamixel_pwm", "setup": {"joint_type": "revolute"},
-            "parameters": {k: {"value": float(v), "free": True} for k, v in params.items()}, "fit": {"dt": DT}}
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +38,7 @@ def logs():
 
 def _residual(batch, key=1):
     """A residual over WRONG whose torque head is not zero (as after training)."""
-    m = build_joint_model("residual", "mlp", [batch], base=_analytic(WRONG), history=3, sizes=TINY, seed=0)
+    m = build_joint_model("residual", "mlp", [batch], base=analytic_model(WRONG), history=3, sizes=TINY, seed=0)
     last = m.net.heads.torque.layers[-1]
     return eqx.tree_at(lambda n: n.net.heads.torque.layers[-1].weight, m,
                        0.3 * jax.random.normal(jax.random.PRNGKey(key), last.weight.shape, last.weight.dtype))
@@ -58,7 +53,7 @@ def test_scaled_head_is_the_scaled_correction_and_gate_0_is_the_base(logs):
     assert np.any(t1 != 0.0)
     assert np.array_equal(t05, 0.5 * t1)  # a power of two: exact
     assert np.array_equal(np.asarray(half(x).force_raw), np.asarray(m.net(x).force_raw))  # other heads untouched
-    base = build_joint_model("residual", "mlp", [b], base=_analytic(WRONG), history=3, sizes=TINY, seed=0)
+    base = build_joint_model("residual", "mlp", [b], base=analytic_model(WRONG), history=3, sizes=TINY, seed=0)
     ls = log_set(m, b)
     q0, qb, q1 = (np.asarray(rollout_logs(x, ls).q) for x in (gated(m, 0.0), base, m))
     assert np.array_equal(q0, qb)
@@ -96,7 +91,7 @@ def test_run_train_gates_a_correction_by_held_out_groups(tmp_path):
     logs = synthetic_set([("chirp400", "chirp", 400), ("chirp800", "chirp", 800), ("sine400", "sine", 400),
                           ("sine800", "sine", 800)], TRUTH_M1, duration=1.5, amplitude=0.6)
     paths = [save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet") for t in logs]
-    base = save_model(_analytic(WRONG), tmp_path / "base" / "model.json")
+    base = save_model(analytic_model(WRONG), tmp_path / "base" / "model.json")
     run = tmp_path / "run"
     opts = JointTrainOptions(arch="mlp", residual=base, steps=150, n_windows=8, history=3, sizes=TINY, lr=2e-2,
                              curriculum=((0.0, 32),), gate="groups")

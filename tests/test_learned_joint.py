@@ -11,10 +11,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from synthetic import DT, TRUTH_M1, synthetic_set
+from synthetic import analytic_model, DT, TRUTH_M1, synthetic_set
 
 from actuatorlab.errors import ModelError
-from actuatorlab.models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
+from actuatorlab.models.modelfile import save_model
 from actuatorlab.learned.joint import log_set, rollout_logs, trainable, window_loss, windows
 from actuatorlab.learned.joint_train import WindowSampling, build_joint_model, train_joint
 from actuatorlab.learned.trainer import TrainConfig
@@ -26,11 +26,6 @@ TINY = {"mlp": dict(width=16, depth=1, d=8, head_width=8),
 # the analytic model the residual corrects: the ground truth with a 30 % weaker motor and no friction
 WRONG = {**TRUTH_M1, "kt": 0.7 * TRUTH_M1["kt"], "friction_base": 0.0, "delay": 0.01}
 
-
-def _analytic(params: dict) -> dict:
-    return {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "model": "m1+delay",
-            "joint_type": "revolute", "controller": "dynamixel_pwm", "setup": {"joint_type": "revolute"},
-            "parameters": {k: {"value": float(v), "free": True} for k, v in params.items()}, "fit": {"dt": DT}}
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +41,7 @@ def batch(logs):
 
 
 def _model(kind, arch, batch, seed=0):
-    return build_joint_model(kind, arch, [batch], base=_analytic(WRONG), history=3, sizes=TINY[arch], seed=seed)
+    return build_joint_model(kind, arch, [batch], base=analytic_model(WRONG, "m1+delay"), history=3, sizes=TINY[arch], seed=seed)
 
 
 def test_residual_fits_tiny_logs_through_the_simulator(tmp_path, batch):
@@ -115,7 +110,7 @@ def test_evaluate_learned_like_analytic_and_corrupt_weights(tmp_path, logs):
     from actuatorlab.app.jobs import JointTrainOptions, run_evaluate, run_train
 
     paths = [save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet") for t in logs]
-    base = save_model(_analytic(WRONG), tmp_path / "base" / "model.json")
+    base = save_model(analytic_model(WRONG, "m1+delay"), tmp_path / "base" / "model.json")
     d = run_train(paths, tmp_path / "run", JointTrainOptions(arch="mlp", residual=base, steps=4, n_windows=2, history=2,
                                                              sizes=TINY["mlp"], curriculum=((0.0, 16),), gate="none"),
                   progress=False)

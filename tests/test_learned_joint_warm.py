@@ -18,7 +18,7 @@ import jax
 import numpy as np
 import pytest
 
-from synthetic import DT, TRUTH_M1, synthetic_set
+from synthetic import analytic_model, DT, TRUTH_M1, synthetic_set
 
 import actuatorlab.learned.joint_train as joint_train
 from actuatorlab.errors import ModelError
@@ -27,18 +27,13 @@ from actuatorlab.learned.joint import JointModel, log_set, simulate, trainable, 
 from actuatorlab.learned.joint_train import WindowSampling, build_joint_model, distill_targets, train_joint
 from actuatorlab.learned.trainer import TrainConfig
 from actuatorlab.logs import save_trajectory
-from actuatorlab.models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION, save_model
+from actuatorlab.models.modelfile import save_model
 from actuatorlab.precision import physics_precision
 from actuatorlab.sim.rollout import make_batches
 
 WRONG = {**TRUTH_M1, "kt": 0.85 * TRUTH_M1["kt"], "friction_base": 2.0 * TRUTH_M1["friction_base"]}
 SIZES = dict(width=128, depth=2, d=32, head_width=32)
 
-
-def _analytic(params: dict) -> dict:
-    return {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "model": "m1",
-            "joint_type": "revolute", "controller": "dynamixel_pwm", "setup": {"joint_type": "revolute"},
-            "parameters": {k: {"value": float(v), "free": True} for k, v in params.items()}, "fit": {"dt": DT}}
 
 
 @pytest.fixture(scope="module")
@@ -65,13 +60,13 @@ def _window_mae(model, hb, horizon=100) -> float:
 
 
 def test_distillation_reproduces_the_teacher_in_closed_loop(case):
-    teacher = _analytic(WRONG)
+    teacher = analytic_model(WRONG)
     with physics_precision():
         model = build_joint_model("learned", "mlp", [case["tb"]], base=teacher, history=3, sizes=SIZES, seed=0)
         # the teacher itself: the residual over it with a correction clipped to zero
         ref = build_joint_model("residual", "mlp", [case["tb"]], base=teacher, history=3, sizes=SIZES)
         ref = JointModel(ref.net, ref.norm, ref.params, ref.kind, ref.cfg, ref.layout, ref.effort_scale, 0.0)
-        truth = build_joint_model("residual", "mlp", [case["tb"]], base=_analytic(TRUTH_M1), history=3, sizes=SIZES)
+        truth = build_joint_model("residual", "mlp", [case["tb"]], base=analytic_model(TRUTH_M1), history=3, sizes=SIZES)
         truth = JointModel(truth.net, truth.norm, truth.params, truth.kind, truth.cfg, truth.layout,
                            truth.effort_scale, 0.0)
         cfg = DistillConfig(steps=3000, batch=256, lr=3e-3, copies=4)  # measured: 1.04x the teacher
@@ -95,7 +90,7 @@ def test_one_compilation_per_window_shape_and_resume_rules(case, tmp_path, monke
         return real(m, w)
 
     monkeypatch.setattr(joint_train, "window_loss", counting)
-    teacher = _analytic(WRONG)
+    teacher = analytic_model(WRONG)
     with physics_precision():
         model = build_joint_model("learned", "mlp", [case["tb"]], base=teacher, history=2,
                                   sizes=dict(width=8, depth=1, d=8, head_width=8))
@@ -115,8 +110,8 @@ def test_run_train_refuses_a_resume_with_another_teacher(case, tmp_path):
     from actuatorlab.app.jobs import JointTrainOptions, run_train
 
     paths = [save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet") for t in case["train"]]
-    a = save_model(_analytic(WRONG), tmp_path / "a" / "model.json")
-    b = save_model(_analytic({**WRONG, "kt": 0.5 * WRONG["kt"]}), tmp_path / "b" / "model.json")
+    a = save_model(analytic_model(WRONG), tmp_path / "a" / "model.json")
+    b = save_model(analytic_model({**WRONG, "kt": 0.5 * WRONG["kt"]}), tmp_path / "b" / "model.json")
     opts = JointTrainOptions(arch="mlp", teacher=a, steps=2, n_windows=2, history=2, curriculum=((0.0, 8),),
                              sizes=dict(width=8, depth=1, d=8, head_width=8), distill=DistillConfig(steps=5, batch=32))
     run = tmp_path / "run"

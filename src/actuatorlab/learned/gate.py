@@ -100,11 +100,9 @@ def choose_gate(scores: np.ndarray, gates: Sequence[float] = GATES, groups: Sequ
     if scores.ndim != 2 or scores.shape[0] != len(gates):
         raise ModelError(f"gate scores of shape {scores.shape} for {len(gates)} gates")
     base = scores[gates.index(0.0)]
-    if not center(base) > 0.0:  # the base replays the held-out logs exactly: nothing to correct
-        nothing = Verdict("base", None, None, None, None, None, False)
-        return GateChoice(0.0, gates, tuple(groups), scores,
-                          tuple(Verdict(None, None, None, None, None, None, True) if g == 0.0 else nothing for g in gates))
+    exact = not center(base) > 0.0  # the base replays the held-out logs exactly: nothing to correct
     verdicts = tuple(Verdict(None, None, None, None, None, None, True) if g == 0.0 else
+                     Verdict("base", None, None, None, None, None, False) if exact else
                      judge(s, ["base"], {"base": base}, {"base": True}, first=False)
                      for g, s in zip(gates, scores))
     ok = [i for i, v in enumerate(verdicts) if v.earns_place]
