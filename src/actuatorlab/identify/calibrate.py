@@ -46,7 +46,7 @@ from ..logs.format import Trajectory
 from .fit import fit_model, profile_for
 
 __all__ = ["FreeSwing", "torque_off_runs", "calibration_applies", "free_swing_calibration", "describe", "CALIBRATION_MODEL", "MIN_RUN_S", "describe_judgement",
-           "MIN_SWING", "ARMATURE_BAND", "OFFSET_BAND"]
+           "MIN_SWING", "ARMATURE_BAND", "OFFSET_BAND", "GRAD_STEPS"]
 
 #: the free pendulum: Coulomb, viscous and load-dependent friction, the armature and q_offset
 CALIBRATION_MODEL = "m3+qoffset"
@@ -59,6 +59,12 @@ MIN_SWING = 0.1
 ARMATURE_BAND = 0.1
 #: [rad] q_offset's box in the selection: q_offset_free_swing -+ OFFSET_BAND
 OFFSET_BAND = 0.01
+#: Adam steps after the CMA-ES search of the free swing (fit_model's default is 150): none since
+#: 2026-12-06 (rule R47, bench/journal/fit_rules.md). The refined point was kept only when better;
+#: it was better in 2 of the 42 calibrated training sets judged (the zoo's 7 truths x 3 seeds, the
+#: XL330 splits and all 11 logs, STS3250 leave-one-log-out x 5 seeds: STS3250 seed 1, whose CMA-ES
+#: missed), and the steps were 2-3 s of the 11-log fit's critical path
+GRAD_STEPS = 0
 
 
 @dataclass(frozen=True)
@@ -121,8 +127,8 @@ def calibration_applies(trajs: list[Trajectory], min_s: float = MIN_RUN_S) -> bo
 def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float | None = None,
                            workers: int | None = None, min_s: float = MIN_RUN_S) -> FreeSwing | None:
     """Fit :data:`CALIBRATION_MODEL` to the torque-off runs of ``trajs`` (:func:`torque_off_runs`)
-    with :func:`~actuatorlab.identify.fit.fit_model`'s default budget (without its stall restarts:
-    ``stall=None``, bench/journal/fit_rules.md R44) and return the armature, the
+    with :func:`~actuatorlab.identify.fit.fit_model`'s default CMA-ES budget (without its stall restarts:
+    ``stall=None``, bench/journal/fit_rules.md R44; :data:`GRAD_STEPS` gradient steps after it) and return the armature, the
     encoder offset and the boxes the selection confines them to; None when there is no such run or
     the logs are not on a servo pendulum bench (EMPS-like drives have their own profile)."""
 
@@ -130,7 +136,7 @@ def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float 
         return None
     runs = torque_off_runs(trajs, min_s=min_s)
     t0 = time.perf_counter()
-    fit = fit_model(runs, CALIBRATION_MODEL, seed=seed, dt=dt, workers=workers, stall=None)
+    fit = fit_model(runs, CALIBRATION_MODEL, seed=seed, dt=dt, workers=workers, stall=None, grad_steps=GRAD_STEPS)
     J, q0 = float(fit.params["armature"]), float(fit.params["q_offset"])
     bounds = {"armature": ((1.0 - ARMATURE_BAND) * J, (1.0 + ARMATURE_BAND) * J),
               "q_offset": (q0 - OFFSET_BAND, q0 + OFFSET_BAND)}

@@ -88,9 +88,10 @@ def prepare_judged(trajs: list[Trajectory], ladder: tuple[str, ...] | None, opti
                    progress: Callable | None = None) -> tuple[Family, Ladder, dict | None]:
     """:func:`prepare` then :func:`judge_first_base`, with the same results, where the first base
     without the calibration's boxes (which does not need the calibration) is fitted on the folds
-    while the calibration runs on a thread of its own: the calibration's Adam steps keep about one
-    core busy, the fold searches fill the other (on the 11 shared XL330 logs about 3 s of wall
-    time saved, bench/fit_speed.py)."""
+    while the calibration, then the first base with its boxes, run on a thread of their own: the
+    two first-base fits are independent searches (same seed, their own fold optima), so they fill
+    both cores where one after the other left one idle between their generations (on the 11 shared
+    XL330 logs about 3 s of wall time saved by the overlap with the calibration, bench/fit_speed.py)."""
     if options.calibration != "judged" or not calibration_applies(trajs):
         return judge_first_base(prepare(trajs, ladder, options, progress), progress)
     plain = lifted_problem(trajs, ladder, options, lifted=True)
@@ -98,16 +99,19 @@ def prepare_judged(trajs: list[Trajectory], ladder: tuple[str, ...] | None, opti
         progress("calibration", "free swing", 0.0)
     x64 = x64_enabled()
 
-    def run_calibration() -> FreeSwing:
+    def calibrated_first() -> tuple[Family, Ladder]:
         with jax.enable_x64(x64):  # JAX's precision is per thread
-            return calibrate(trajs, options)
+            fam = replace(plain, calibration=calibrate(trajs, options))
+            lad = Ladder()
+            fit_on_folds(fam, lad, fam.ladder[0], 0, progress)
+            return fam, lad
 
     with ThreadPoolExecutor(1, thread_name_prefix="actuatorlab-calibration") as pool:
-        pending = pool.submit(run_calibration)
+        pending = pool.submit(calibrated_first)
         lad_plain = Ladder()
         fit_on_folds(plain, lad_plain, plain.ladder[0], 0, progress)
-        cal = pending.result()
-    return judge_first_base(replace(plain, calibration=cal), progress, (plain, lad_plain))
+        fam, lad = pending.result()
+    return judge_first_base(fam, progress, (plain, lad_plain), lad)
 
 
 @dataclass(frozen=True)
@@ -264,15 +268,17 @@ def walk(fam: Family, lad: Ladder, run: Callable[[str, int], None]) -> None:
 
 
 def judge_first_base(fam: Family, progress: Callable | None = None,
-                     lifted: tuple[Family, Ladder] | None = None) -> tuple[Family, Ladder, dict | None]:
-    """The first base on the folds with the calibrated boxes (``fam``) and lifted (q_offset still
-    free; ``lifted``: that problem and its ladder with the first base already fitted); returns the
-    problem of lower mean held-out score (``fam`` on ties), its ladder record and the judgement's
-    record (None: nothing judged)."""
-    lad = Ladder()
+                     lifted: tuple[Family, Ladder] | None = None,
+                     fitted: Ladder | None = None) -> tuple[Family, Ladder, dict | None]:
+    """The first base on the folds with the calibrated boxes (``fam``; ``fitted``: its ladder with
+    the first base already fitted) and lifted (q_offset still free; ``lifted``: that problem and
+    its ladder with the first base already fitted); returns the problem of lower mean held-out
+    score (``fam`` on ties), its ladder record and the judgement's record (None: nothing judged)."""
+    lad = Ladder() if fitted is None else fitted
     if fam.calibration is None or not fam.judged:
         return fam, lad, None
-    fit_on_folds(fam, lad, fam.ladder[0], 0, progress)
+    if fam.ladder[0] not in lad.rows:
+        fit_on_folds(fam, lad, fam.ladder[0], 0, progress)
     if lifted is None:
         plain = replace(fam, calibration=None)  # the same models (q_offset free), the profile's boxes
         lad_plain = Ladder()
