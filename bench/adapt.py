@@ -12,6 +12,12 @@ Rows per run: the unadapted model, the adapted model, and next to them the run's
 refit of ``adapt``) on the same logs. Columns: pooled window-rollout MAE on D1/test at the longest
 horizon (600 control steps), its change against the unadapted model, wall and CPU seconds. The
 machine may be shared: CPU seconds are the comparable figure. One table, one JSON line.
+
+``--gate`` (measured 2026-12-06, not adopted: bench/journal/adapt.md): a residual's correction,
+learned on the first unit, scaled over its refitted base by the gate that earns its place on the
+new unit's 12 adaptation logs (each log a group, :func:`actuatorlab.learned.gate.choose_gate`, the
+one-joint residual's rule); the table's "gate" column and the JSON's ``gated`` give the gate and
+the gated model's test MAE.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=None)
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--out", type=Path, default=Path("bench/out/adapt"))
+    ap.add_argument("--gate", action="store_true", help="also a residual's correction gated on the adaptation logs")
     a = ap.parse_args(argv)
 
     from actuatorlab.app.train_work import compilation_cache
@@ -49,6 +56,7 @@ def main(argv=None) -> int:
 
     cfg = AdaptConfig(max_trajectories=a.n, **({} if a.steps is None else {"steps": a.steps}),
                       **({} if a.lr is None else {"lr": a.lr}))
+    refit = cfg.resolved(one_joint=False)  # the refit budget adapt_arm uses (None: the robot default)
     a.out.mkdir(parents=True, exist_ok=True)
     res_path = a.out / "results.json"
     results = json.loads(res_path.read_text()) if res_path.exists() else {}
@@ -70,6 +78,8 @@ def main(argv=None) -> int:
             r2, m2, d2 = load_arm_model(out / "arm_model.json")
             rec["after"] = evaluate_learned_arm(r2, m2, te, HORIZONS)["position_mae"]
             rec["adaptation"] = {k: d2["adaptation"][k] for k in ("n_trajectories", "logs", "wall_s", "cpu_s")}
+            if a.gate and m2.residual:
+                rec["gate"], rec["gated"] = gated_adaptation(r2, m2, logs, te)
             rec["fine_tune"] = {k: d2["training"].get(k) for k in ("steps", "best_step", "best_val_mae", "init_val_mae",
                                                                   "compile_s", "wall_s", "kept")}
             base = d.get("base") or {}
@@ -77,7 +87,7 @@ def main(argv=None) -> int:
                                                   model=base.get("model"))["position_mae"]
             t0, c0 = time.perf_counter(), time.process_time()
             f = fit_arm(robot.name, logs, model=base.get("model"), init=[{k: v for k, v in m.base.items()}],
-                        max_evals=cfg.refit_evals, max_windows=cfg.refit_windows, seed=cfg.seed)
+                        max_evals=refit.refit_evals, max_windows=refit.refit_windows, seed=cfg.seed)
             rec["analytic_refit"] = evaluate_arm(robot.name, f["params"], te, HORIZONS, model=f["model"])["position_mae"]
             rec["analytic_refit_s"] = [time.perf_counter() - t0, time.process_time() - c0]
             results[key] = rec
@@ -87,18 +97,41 @@ def main(argv=None) -> int:
     print(f"adaptation to the unit of {a.data.name} (synth seed {card.get('seed')}, scale {card.get('scale')}) on "
           f"{len(logs)} of its training logs; pooled rollout MAE [mrad] on its test split, 600 control steps")
     print(f"{'run':<16}{'kind':<10}{'unadapted':>11}{'adapted':>9}{'change':>9}{'wall s':>8}{'cpu s':>8}"
-          f"{'analytic':>10}{'refit':>8}")
+          f"{'analytic':>10}{'refit':>8}{'gate':>6}{'gated':>7}")
     summary: dict = {"seed": card.get("seed"), "scale": card.get("scale"), "n_trajectories": len(logs), "runs": {}}
     for key, r in results.items():
         ch = r["after"] / r["before"] - 1.0
         print(f"{key:<16}{r['kind']:<10}{1e3 * r['before']:>11.1f}{1e3 * r['after']:>9.1f}{100 * ch:>8.1f}%"
               f"{r['adaptation']['wall_s']:>8.0f}{r['adaptation']['cpu_s']:>8.0f}"
-              f"{1e3 * r['analytic_before']:>10.1f}{1e3 * r['analytic_refit']:>8.1f}")
+              f"{1e3 * r['analytic_before']:>10.1f}{1e3 * r['analytic_refit']:>8.1f}"
+              + (f"{r['gate']['gate']:>6g}{1e3 * r['gated']:>7.1f}" if r.get("gate") else f"{'-':>6}{'-':>7}"))
         summary["runs"][key] = {"kind": r["kind"], "before": r["before"], "after": r["after"], "change": ch,
                                 "wall_s": r["adaptation"]["wall_s"], "cpu_s": r["adaptation"]["cpu_s"],
-                                "analytic": r["analytic_before"], "analytic_refit": r["analytic_refit"]}
+                                "analytic": r["analytic_before"], "analytic_refit": r["analytic_refit"],
+                                "gate": (r.get("gate") or {}).get("gate"), "gated": r.get("gated")}
     emit(summary, a.out / "summary.json")
     return 0
+
+
+def gated_adaptation(robot, model, logs, te) -> tuple[dict, float]:
+    """(gate record, test MAE [rad]) of the adapted residual ``model`` with its correction scaled by
+    the gate chosen on ``logs`` (each log a group; window rollouts at HORIZONS, pooled at the
+    longest) against its refitted base alone."""
+    import equinox as eqx
+    import numpy as np
+
+    from actuatorlab.learned.arm import evaluate_learned_arm
+    from actuatorlab.learned.gate import GATES, choose_gate
+    from actuatorlab.models.nets import scale_torque_head
+
+    def at(g):
+        return eqx.tree_at(lambda m: m.net, model, scale_torque_head(model.net, g))
+
+    scores = np.array([[evaluate_learned_arm(robot, at(g), [t], HORIZONS)["position_mae"] for t in logs] for g in GATES])
+    choice = choose_gate(scores, GATES, [t.name for t in logs])
+    rec = {**choice.to_dict(), "rule": "the correction over the refitted base, on each adaptation log of the new unit; "
+                                       "the nested rule against gate 0 (learned.gate)"}
+    return rec, evaluate_learned_arm(robot, at(choice.gate), te, HORIZONS)["position_mae"]
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ import numpy as np
 
 from ..precision import physics, x64_enabled
 from ..models.registry import ModelSpec, get_model, tied_equivalents
-from .calibrate import FreeSwing, calibration_applies
+from .calibrate import calibration_applies
 from ..logs.format import Trajectory
 from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR, SELECTION_BUDGETS,
                      Family, FamilyOptions, SelectionBudget, calibrate, ladder_for, lifted_problem, prepare)
