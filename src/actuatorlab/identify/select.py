@@ -103,7 +103,8 @@ def prepare_judged(trajs: list[Trajectory], ladder: tuple[str, ...] | None, opti
         with jax.enable_x64(x64):  # JAX's precision is per thread
             fam = replace(plain, calibration=calibrate(trajs, options))
             lad = Ladder()
-            fit_on_folds(fam, lad, fam.ladder[0], 0, progress)
+            fit_on_folds(fam, lad, fam.ladder[0], 0,  # a progress name of its own: both fits run at once
+                         (lambda m, stage, frac: progress(f"{m} (boxes)", stage, frac)) if progress else None)
             return fam, lad
 
     with ThreadPoolExecutor(1, thread_name_prefix="actuatorlab-calibration") as pool:
