@@ -317,3 +317,33 @@ def test_unit_box_cma_pad_1d_is_pycmas_padded_bounded_search():
         ref.tell(list(Zr), fs)
         box.tell(G, fs)
     assert box.stop()
+
+
+def test_the_fit_command_caches_its_compiled_programs_and_restores_jax(m1_logs, tmp_path, monkeypatch):
+    """``actuatorlab fit`` (run_fit_job) runs inside the persistent compilation cache at
+    $XDG_CACHE_HOME/actuatorlab/jax (the scorer and the polish's Jacobian compile for longer than
+    FIT_CACHE_MIN_COMPILE_S): the folder holds programs afterwards, and JAX's cache settings are the
+    caller's again (here: none; the test session's own cache folder is lifted for the test)."""
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    from actuatorlab.app.identify_jobs import FitJob, run_fit_job
+    from actuatorlab.logs import save_trajectory
+
+    for t in m1_logs:
+        save_trajectory(t, tmp_path / "logs" / f"{t.name}.parquet")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    old = (jax.config.jax_compilation_cache_dir, jax.config.jax_persistent_cache_min_compile_time_secs)
+    jax.config.update("jax_compilation_cache_dir", None)
+    cc.reset_cache()
+    try:
+        run_fit_job(FitJob(data=(tmp_path / "logs",), out=tmp_path / "run", model="m1",
+                           options=FamilyOptions(budget="quick")))
+        assert jax.config.jax_compilation_cache_dir is None
+        assert jax.config.jax_persistent_cache_min_compile_time_secs == old[1]
+    finally:
+        jax.config.update("jax_compilation_cache_dir", old[0])
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", old[1])
+        cc.reset_cache()
+    assert (tmp_path / "run" / "model.json").is_file()
+    assert list((tmp_path / "xdg" / "actuatorlab" / "jax").glob("jit_*")), "no compiled program was cached"

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from . import fleet, jobs
+from .train_work import compilation_cache
 from ..errors import ActuatorlabError
 from ..excite.design import ExciteConfig, excite
 from ..identify.select import CALIBRATION, FamilyOptions
@@ -106,9 +107,14 @@ class FitResult(Result):
         return {k: v for k, v in self.record.items() if not k.startswith("_")}
 
 
+#: [s] a fit writes the programs that took this long to compile into the persistent compilation
+#: cache (:func:`~actuatorlab.app.train_work.compilation_cache`): the scorers, the polish's Jacobians
+FIT_CACHE_MIN_COMPILE_S = 0.2
+
+
 def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
     """Fit (:func:`actuatorlab.app.jobs.run_fit`: one joint, or a robot named by ``robot`` or by
-    the logs) and write RUN/."""
+    the logs) and write RUN/; compiled programs go through the persistent compilation cache."""
     check_range("options.dt", job.options.dt)
     check_range("max_evals", job.max_evals)
     check_range("image_weight", job.image_weight)
@@ -117,12 +123,13 @@ def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
         raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
     if job.robot is None and job.model is not None and job.options.calibration not in (CALIBRATION, "none"):
         raise ActuatorlabError("--calibration applies to the family fit (without --model)")
-    d = jobs.run_fit(list(job.data) or None, job.out, model=job.model, options=job.options, mapping=job.mapping,
-                     progress=progress, jackknife=job.jackknife, timestep_sensitivity=job.timestep_sensitivity,
-                     robot=jobs.RobotFitOptions(job.robot, job.max_evals, job.per_joint, method=job.method,
-                                                init=job.init, masks=job.masks, camera=job.camera,
-                                                image_weight=job.image_weight, refine_camera=job.refine_camera,
-                                                image_loss=job.image_loss, state_std=job.state_std))
+    with compilation_cache(FIT_CACHE_MIN_COMPILE_S):
+        d = jobs.run_fit(list(job.data) or None, job.out, model=job.model, options=job.options, mapping=job.mapping,
+                         progress=progress, jackknife=job.jackknife, timestep_sensitivity=job.timestep_sensitivity,
+                         robot=jobs.RobotFitOptions(job.robot, job.max_evals, job.per_joint, method=job.method,
+                                                    init=job.init, masks=job.masks, camera=job.camera,
+                                                    image_weight=job.image_weight, refine_camera=job.refine_camera,
+                                                    image_loss=job.image_loss, state_std=job.state_std))
     robot = str(d.get("robot") or "")
     return FitResult(d, job.out, None if not robot or robot.startswith("bench:") else robot)
 

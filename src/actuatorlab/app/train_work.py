@@ -285,19 +285,24 @@ def split_arm_data(paths) -> tuple[list[Trajectory], list[Trajectory]]:
 
 
 @contextlib.contextmanager
-def compilation_cache() -> Iterator[Path | None]:
-    """JAX's persistent compilation cache for a whole-robot training: ``$XDG_CACHE_HOME/actuatorlab/jax``
+def compilation_cache(min_compile_s: float = 5.0) -> Iterator[Path | None]:
+    """JAX's persistent compilation cache for a command: ``$XDG_CACHE_HOME/actuatorlab/jax``
     (default ``~/.cache/actuatorlab/jax``) unless the user has chosen a folder
-    (``JAX_COMPILATION_CACHE_DIR``, which is then used as it is); the previous settings are restored.
-    The MJX training step of one window shape compiles in 40-65 s on 2 idle CPU cores (minutes on
-    a loaded one) and loads from the cache in about 3 s (bench/journal/learned_speed.md)."""
+    (``JAX_COMPILATION_CACHE_DIR``, which is then used as it is); programs that took at least
+    ``min_compile_s`` [s] to compile are written; the previous settings are restored. A whole-robot
+    training (5 s): the MJX training step of one window shape compiles in 40-65 s on 2 idle CPU
+    cores (minutes on a loaded one) and loads from the cache in about 3 s (bench/journal/
+    learned_speed.md). The one-joint family fit (``actuatorlab fit``, 0.2 s): 7 programs, 0.36 MB,
+    the 11 shared XL330 logs' fit from 33.5 to 28.9 s wall from its second run on
+    (bench/journal/fit_rules.md). Entries are written without a lock; a reader that meets a
+    half-written one (two commands at once) gets JAX's warning and compiles instead."""
     if jax.config.jax_compilation_cache_dir:  # type: ignore[attr-defined]
         yield Path(jax.config.jax_compilation_cache_dir)  # type: ignore[attr-defined]
         return
     folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "actuatorlab" / "jax"
     old = jax.config.jax_persistent_cache_min_compile_time_secs  # type: ignore[attr-defined]
     jax.config.update("jax_compilation_cache_dir", str(folder))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 5.0)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", float(min_compile_s))
     compilation_cache_module.reset_cache()
     try:
         yield folder
