@@ -292,8 +292,8 @@ def compilation_cache(min_compile_s: float = 5.0) -> Iterator[Path | None]:
     ``min_compile_s`` [s] to compile are written; the previous settings are restored. A whole-robot
     training (5 s): the MJX training step of one window shape compiles in 40-65 s on 2 idle CPU
     cores (minutes on a loaded one) and loads from the cache in about 3 s (bench/journal/
-    learned_speed.md). The one-joint family fit (``actuatorlab fit``, 0.2 s): 7 programs, 0.36 MB,
-    the 11 shared XL330 logs' fit from 33.5 to 28.9 s wall from its second run on
+    learned_speed.md). The one-joint family fit (``actuatorlab fit``, 0.2 s): 5-7 programs, about
+    0.3 MB for the 11 shared XL330 logs, about 4 CPU s less from the second fit of the same shapes on
     (bench/journal/fit_rules.md). Entries are written without a lock; a reader that meets a
     half-written one (two commands at once) gets JAX's warning and compiles instead."""
     if jax.config.jax_compilation_cache_dir:  # type: ignore[attr-defined]
