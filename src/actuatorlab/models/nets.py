@@ -491,17 +491,24 @@ def param_count(net: eqx.Module) -> int:
     return int(sum(math.prod(a.shape) for a in jax.tree_util.tree_leaves(net) if trainable(a)))
 
 
+def _map_torque_head(net, fn):
+    """``net`` with ``fn(weight, bias)`` in place of its torque head's last linear layer; None for a
+    network without an :class:`OutputHeads` torque head."""
+    last = getattr(getattr(getattr(net, "heads", None), "torque", None), "layers", None)
+    if last is None:
+        return None
+    lin = last[-1]
+    return eqx.tree_at(lambda n: (n.heads.torque.layers[-1].weight, n.heads.torque.layers[-1].bias), net,
+                       fn(lin.weight, lin.bias))
+
+
 def zero_torque_head(net):
     """``net`` with the last layer of its torque head zeroed, so that its torque output is 0 for
     every input: a residual network then starts as the analytic model it corrects, exactly. A
     network without an :class:`OutputHeads` torque head (``actuator_net``, ``actuator_lstm``) is
     returned unchanged."""
-    last = getattr(getattr(getattr(net, "heads", None), "torque", None), "layers", None)
-    if last is None:
-        return net
-    lin = last[-1]
-    return eqx.tree_at(lambda n: (n.heads.torque.layers[-1].weight, n.heads.torque.layers[-1].bias), net,
-                       (jnp.zeros_like(lin.weight), jnp.zeros_like(lin.bias)))
+    out = _map_torque_head(net, lambda w, b: (jnp.zeros_like(w), jnp.zeros_like(b)))
+    return net if out is None else out
 
 
 def scale_torque_head(net, gate: float):
@@ -510,10 +517,7 @@ def scale_torque_head(net, gate: float):
     the other heads unchanged. For a residual that is the correction scaled by ``gate``
     (:mod:`actuatorlab.learned.gate`); gate 0 is :func:`zero_torque_head`. A network without an
     :class:`OutputHeads` torque head is refused (its output is not one linear layer)."""
-    last = getattr(getattr(getattr(net, "heads", None), "torque", None), "layers", None)
-    if last is None:
+    out = _map_torque_head(net, lambda w, b: (w * jnp.asarray(gate, w.dtype), b * jnp.asarray(gate, w.dtype)))
+    if out is None:
         raise ModelError(f"{type(net).__name__} has no linear torque head to scale")
-    lin = last[-1]
-    g = jnp.asarray(gate, lin.weight.dtype)
-    return eqx.tree_at(lambda n: (n.heads.torque.layers[-1].weight, n.heads.torque.layers[-1].bias), net,
-                       (lin.weight * g, lin.bias * g))
+    return out
