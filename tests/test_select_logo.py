@@ -80,6 +80,21 @@ def test_selection_keeps_a_true_delay_and_rejects_an_absent_offset(delay_logs, t
     assert u["n_resamples"] == 4 and set(u["stderr"]) == set(sel.final.space.names)
 
 
+def test_fits_side_by_side_give_the_results_of_fits_one_after_the_other(delay_logs, test_budget, monkeypatch):
+    """SideBySide runs the single extensions of a base (and bases that do not contain each other)
+    on two threads; every fit must start from the same fold optima and keep its own random stream,
+    so the table and the final fit equal those of the walk one fit at a time, to the last digit."""
+    monkeypatch.setattr(family, "SELECTION_EXTENSIONS", ("delay", "offset", "climit"))
+    runs = {}
+    for threads in (1, 2):
+        monkeypatch.setattr(select, "WALK_THREADS", threads)
+        sel = fit_family(delay_logs, ("m1", "m3", "m4"), FamilyOptions(budget=test_budget, workers=2))
+        runs[threads] = ([(r["model"], r["parent"], r["validation_mae"], r["train_mae"], r["earns_place"])
+                          for r in sel.table], sel.selected, sel.final.params)
+    assert len(runs[1][0]) >= 6  # the walk fitted the bases and single extensions
+    assert runs[2] == runs[1]
+
+
 def test_log_jackknife_is_tight_when_the_model_contains_the_truth(delay_logs):
     p = {**TRUTH_M1, "delay": 0.012}
     from actuatorlab.models.params import neutral_params

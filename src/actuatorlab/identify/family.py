@@ -5,6 +5,7 @@ it are in :mod:`actuatorlab.identify.select`."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -100,6 +101,9 @@ def ladder_for(trajs) -> tuple[str, ...]:
     return ladder
 
 
+_MADE = threading.Lock()  # a Family's scorers and Jacobians are made once, whichever thread asks first
+
+
 @dataclass(frozen=True)
 class Family:
     """A prepared selection problem (:func:`prepare`): the logs, the ladder, the folds and the
@@ -139,15 +143,17 @@ class Family:
 
     def scorer(self, spec: ModelSpec) -> PopulationScorer:
         key = (spec.compliant, spec.thermal)
-        if key not in self.scorers:
-            self.scorers[key] = PopulationScorer(self.batches, spec, size=self.scorer_size, dtype=np.float32,
-                                                 workers=self.workers)
-        return self.scorers[key]
+        with _MADE:  # fits side by side (select.SideBySide) share one scorer per structure
+            if key not in self.scorers:
+                self.scorers[key] = PopulationScorer(self.batches, spec, size=self.scorer_size, dtype=np.float32,
+                                                     workers=self.workers)
+            return self.scorers[key]
 
     def jacobian(self, spec: ModelSpec) -> ResidualJacobian:
         key = (spec.compliant, spec.thermal)
-        if key not in self.jacobians:
-            self.jacobians[key] = ResidualJacobian(self.batches, spec)
+        with _MADE:
+            if key not in self.jacobians:
+                self.jacobians[key] = ResidualJacobian(self.batches, spec)
         return self.jacobians[key]
 
     def for_final(self) -> "Family":

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
@@ -70,12 +70,12 @@ from .nested import MIN_GAIN, center, contained, judge, lowest
 from .folds import (GROUP_KEYS, LOG_KEY, Fold, condition_folds, group_ids, group_jackknife, resampled_uncertainty,
                     split_validation, time_split)
 from .polish import polish_folds
-from .search import FoldSearch, SearchSettings, search_folds
+from .search import FoldSearch, SearchSettings, default_workers, search_folds
 from .space import ParamSpace, full_vectors
 
 __all__ = ["LADDERS", "ladder_for", "SelectionBudget", "SELECTION_BUDGETS", "BUDGETS", "CALIBRATIONS",
            "CALIBRATION", "MIN_GAIN", "FamilyOptions", "Family", "prepare", "prepare_judged", "FoldFits", "fold_settings",
-           "fit_on_folds", "score_folds", "Ladder", "extend_bases", "walk", "judge_first_base", "judge_calibration",
+           "fit_on_folds", "fold_fits", "SideBySide", "WALK_THREADS", "score_folds", "Ladder", "extend_bases", "walk", "judge_first_base", "judge_calibration",
            "final_refit", "final_result", "selection_result", "SelectionResult", "fit_family",
            # groups and folds live in .folds; named here for the callers of the selection
            "GROUP_KEYS", "LOG_KEY", "Fold", "condition_folds", "group_ids", "group_jackknife",
@@ -126,6 +126,10 @@ class FoldFits:
     params: list[dict]
     held: np.ndarray
     starts: dict
+
+
+#: fits the walk runs side by side (:class:`SideBySide`) when the scorers have more than one thread
+WALK_THREADS = 2
 
 
 def fold_settings(fam: Family, m: str, inner: list[str], space: ParamSpace, i: int) -> SearchSettings:
@@ -198,20 +202,96 @@ class Ladder:
         return lowest(self.val, self.eligible)
 
 
+def fold_fits(fam: Family, m: str, i: int, inner: list[str], inits: list[list[dict]],
+              progress: Callable | None = None) -> FoldFits:
+    """Model m (the i-th) fitted on every fold search of ``fam``: CMA-ES from ``inits`` (per fold
+    search, the fold optima of the fitted models ``inner`` that m contains), the polish, and its
+    held-out scores. Records nothing (:meth:`Ladder.add` does)."""
+    spec = get_model(m)
+    space = fam.space(spec)
+    cb = (lambda stage, d, total: progress(m, stage, d / total)) if progress else None
+    t0 = time.perf_counter()
+    res = search_folds(spec, space, fam.scorer(spec), fam.W, inits, fold_settings(fam, m, inner, space, i),
+                       effort_weight=fam.effort_weight, progress=cb)
+    res = polish_folds(space, fam.jacobian(spec), fam.W, res, fam.effort_weight, workers=fam.workers)
+    return score_folds(fam, spec, space, res, t0)
+
+
 def fit_on_folds(fam: Family, lad: Ladder, m: str, i: int, progress: Callable | None = None) -> None:
     """Fit model m (the i-th) on every fold from the fold optima of the models it contains, score
     it on the held-out groups and record it in ``lad``."""
-    spec = get_model(m)
-    space = fam.space(spec)
     inner = lad.inner(m)
-    cb = (lambda stage, d, total: progress(m, stage, d / total)) if progress else None
-    t0 = time.perf_counter()
-    res = search_folds(spec, space, fam.scorer(spec), fam.W,
-                       [[lad.fold_params[x][k] for x in inner] for k in range(len(fam.W))],
-                       fold_settings(fam, m, inner, space, i), effort_weight=fam.effort_weight, progress=cb)
-    res = polish_folds(space, fam.jacobian(spec), fam.W, res, fam.effort_weight, workers=fam.workers)
-    ff = score_folds(fam, spec, space, res, t0)
+    ff = fold_fits(fam, m, i, inner, [[lad.fold_params[x][k] for x in inner] for k in range(len(fam.W))], progress)
     lad.add(fam, m, ff, ff.held)
+
+
+class SideBySide:
+    """The walk's ``run(m, i)`` (:func:`fit_on_folds`) with the fits of models that do not contain
+    one another run side by side, on ``workers`` threads; the results are those of the fits one
+    after the other, to the last digit.
+
+    :meth:`submit` fixes what a fit starts from when it is submitted: the fitted or submitted
+    models it contains, in submission order (what :meth:`Ladder.inner` gives when the fits run one
+    after the other), and waits for those still running. :meth:`sync` records every submitted fit
+    in ``lad`` in submission order (the table's order, each judged against the models recorded
+    before it). Each fit's CMA-ES has its own random stream (seeded by its index ``i``), so a fit
+    does not depend on when it runs. Calling the object is submit-then-sync (one at a time). A walk
+    submits the models it can decide on without their results and syncs before it reads ``lad``.
+    Why: the fold searches of one model leave about a quarter of 2 cores idle between their
+    generations and in the polish (CMA-ES updates, the scorer's hand-offs); a second model's fit
+    fills it (bench/journal/fit_rules.md, 2026-12-06, ninth session)."""
+
+    def __init__(self, fam: Family, lad: Ladder, progress: Callable | None = None, workers: int = 2):
+        self.fam, self.lad, self.progress = fam, lad, progress
+        self.pending: dict[str, Future] = {}
+        self.pool = ThreadPoolExecutor(workers, thread_name_prefix="actuatorlab-walk")
+        self.x64 = x64_enabled()
+
+    def tried(self, m: str) -> bool:
+        """Whether m was fitted or submitted."""
+        return m in self.lad.rows or m in self.pending
+
+    def submit(self, m: str, i: int) -> None:
+        lad = self.lad
+        inner = contained(m, [*lad.fold_params, *self.pending])
+        waits = {x: self.pending[x] for x in inner if x in self.pending}
+        known = {x: lad.fold_params[x] for x in inner if x not in waits}
+        rows = len(self.fam.W)
+
+        def fit() -> FoldFits:
+            with jax.enable_x64(self.x64):  # JAX's precision is per thread
+                params = {**known, **{x: f.result().params for x, f in waits.items()}}
+                return fold_fits(self.fam, m, i, inner, [[params[x][k] for x in inner] for k in range(rows)],
+                                 self.progress)
+
+        self.pending[m] = self.pool.submit(fit)
+
+    def sync(self) -> None:
+        for m, f in list(self.pending.items()):  # submission order
+            ff = f.result()
+            del self.pending[m]
+            self.lad.add(self.fam, m, ff, ff.held)
+
+    def __call__(self, m: str, i: int) -> None:
+        self.submit(m, i)
+        self.sync()
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def __enter__(self) -> "SideBySide":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _batch(run: Callable[[str, int], None], lad: Ladder) -> tuple[Callable, Callable, Callable]:
+    """submit, sync and tried of a walk's ``run``: a :class:`SideBySide`'s own, or a plain
+    ``run(m, i)`` that fits and records at once (bench/family_recipes.py's recipes)."""
+    if isinstance(run, SideBySide):
+        return run.submit, run.sync, run.tried
+    return run, (lambda: None), (lambda m: m in lad.rows)
 
 
 def _extended(base: str, exts) -> str:
@@ -221,31 +301,36 @@ def _extended(base: str, exts) -> str:
 def extend_bases(fam: Family, lad: Ladder, run: Callable[[str, int], None], bases: list[str], i: int) -> None:
     """The extensions of ``fam`` on the ``top_bases`` best eligible models of ``bases`` one at a
     time, then forward selection among those that earned their place on a base, then each
-    extension that earned its place there on every other base of ``bases``; fit indices from ``i``."""
+    extension that earned its place there on every other base of ``bases``; fit indices from ``i``.
+    With a :class:`SideBySide` ``run``, the single extensions of a base, and the carried ones, are
+    fitted side by side."""
+    submit, sync, tried = _batch(run, lad)
     ranked = sorted((m for m in bases if lad.eligible[m]), key=lambda m: center(lad.val[m]))
     carried: list[str] = []
     for b in ranked[:fam.budget.top_bases]:
-        won = []
+        spec_b = get_model(b)
+        singles = []
         for e in fam.extensions:
-            spec_b = get_model(b)
             if e in spec_b.extensions:
                 continue
             m = _extended(b, [e])
-            if fam.space(get_model(m)).n == fam.space(spec_b).n or m in lad.rows:
+            if fam.space(get_model(m)).n == fam.space(spec_b).n or tried(m):
                 continue  # the extension adds nothing free for this drive, or was already tried
-            run(m, i)
+            submit(m, i)
             i += 1
-            if lad.eligible[m]:
-                won.append(e)
+            singles.append((e, m))
+        sync()
+        won = [e for e, m in singles if lad.eligible[m]]
         # forward: from the best single extension, add the other winners one at a time (best
         # first); each must earn its place against what it contains, else the search stops there
         won.sort(key=lambda e: center(lad.val[_extended(b, [e])]))
         current = won[:1]
         for e in won[1:]:
             m = _extended(b, current + [e])
-            if m not in lad.rows:
-                run(m, i)
+            if not tried(m):
+                submit(m, i)
                 i += 1
+                sync()
             if not lad.eligible[m]:
                 break
             current.append(e)
@@ -253,18 +338,22 @@ def extend_bases(fam: Family, lad: Ladder, run: Callable[[str, int], None], base
     for b in bases:  # an extension that earned its place on a best base, on every other base too (R45)
         for e in carried:
             m = _extended(b, [e])
-            if e in get_model(b).extensions or m in lad.rows or fam.space(get_model(m)).n == fam.space(get_model(b)).n:
+            if e in get_model(b).extensions or tried(m) or fam.space(get_model(m)).n == fam.space(get_model(b)).n:
                 continue
-            run(m, i)
+            submit(m, i)
             i += 1
+    sync()
 
 
 def walk(fam: Family, lad: Ladder, run: Callable[[str, int], None]) -> None:
     """The base ladder (base k is the k-th fit; one in ``lad`` already is not refitted), then
-    :func:`extend_bases` on it. ``run(m, i)`` fits model m (the i-th) and records it in ``lad``."""
+    :func:`extend_bases` on it. ``run(m, i)`` fits model m (the i-th) and records it in ``lad``;
+    a :class:`SideBySide` fits the bases side by side where they do not contain one another."""
+    submit, sync, tried = _batch(run, lad)
     for k, base in enumerate(fam.ladder):
-        if base not in lad.rows:
-            run(base, k)
+        if not tried(base):
+            submit(base, k)
+    sync()
     extend_bases(fam, lad, run, list(fam.ladder), len(fam.ladder))
 
 
@@ -428,7 +517,11 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None,
     t_begin, cpu_begin = time.perf_counter(), _cpu()
     fam, lad, first = prepare_judged(trajs, ladder, options, progress)
     cal_s = fam.calibration.wall_s if fam.calibration is not None else 0.0
-    walk(fam, lad, lambda m, i: fit_on_folds(fam, lad, m, i, progress))
+    if WALK_THREADS > 1 and (fam.workers or default_workers()) > 1:
+        with SideBySide(fam, lad, progress, WALK_THREADS) as run:
+            walk(fam, lad, run)
+    else:  # one fit after the other (the reference SideBySide must reproduce)
+        walk(fam, lad, lambda m, i: fit_on_folds(fam, lad, m, i, progress))
     selected = lad.lowest_mean()
     fam, judged = judge_calibration(fam, lad, selected, first)
     t_sel, cpu_sel = time.perf_counter() - t_begin, _cpu() - cpu_begin
