@@ -336,3 +336,25 @@ def test_fit_extensions_reach_the_selection(work, capsys, tmp_path, monkeypatch)
         main(["fit", str(work["logs"]), "--out", str(tmp_path / "r"), "--config",
               job_config(tmp_path / "ext.json", {"options": {"extensions": ["sag", "thermal"]}})])
     assert seen["options"].extensions == ("sag", "thermal")
+
+
+def test_progress_bars_complete_a_finished_task_but_not_the_one_still_running():
+    """The fit reports two models at once (its walk side by side): a new task completes the tasks
+    before it except the one that reported last, which may still be running."""
+    from rich.progress import Progress
+
+    from actuatorlab.app.cli._common import _Bars
+
+    with Progress(disable=True) as p:
+        bars = _Bars(p)
+        bars("m1", "cma-es", 0.5)
+        bars("m2", "cma-es", 0.3)
+        bars("m3", "cma-es", 0.1)  # m2 reported last: still running beside m3
+        done = {t.description.split()[0]: t.completed for t in p.tasks}
+        assert done == {"m1": 1.0, "m2": 0.3, "m3": 0.1}
+        bars("m2", "polish", 0.8)
+        bars("m4", "cma-es", 0.0)  # m3 did not report last: it is done
+        done = {t.description.split()[0]: t.completed for t in p.tasks}
+        assert done == {"m1": 1.0, "m2": 0.8, "m3": 1.0, "m4": 0.0}
+        bars.done()
+        assert all(t.completed == 1.0 for t in p.tasks)

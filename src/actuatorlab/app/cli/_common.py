@@ -70,13 +70,17 @@ class _Bars:
     def __init__(self, progress: Progress):
         self.p = progress
         self.tasks: dict[str, Any] = {}
+        self.last: str | None = None
 
     def __call__(self, name: str, stage: str, frac: float) -> None:
         if name not in self.tasks:
-            # a new task starts when the ones before it are done (the library reports them in turn)
-            for t in self.tasks.values():
-                self.p.update(t, completed=1.0)
+            # a new task starts when the ones before it are done, except the one that reported last:
+            # the library runs at most two at once (the fit's first stage, its walk side by side)
+            for n, t in self.tasks.items():
+                if n != self.last:
+                    self.p.update(t, completed=1.0)
             self.tasks[name] = self.p.add_task(name, total=1.0)
+        self.last = name
         self.p.update(self.tasks[name], completed=max(0.0, min(1.0, frac)),
                       description=f"{name} {escape('[' + stage + ']')}")
 
