@@ -35,7 +35,6 @@ from ..identify.folds import GROUP_KEYS, JACKKNIFE_SEARCH, resampled_uncertainty
 from ..identify.select import BUDGETS, CALIBRATIONS, FamilyOptions, fit_family, ladder_for
 from ..models.registry import contains, EXTENSIONS, get_model
 from ..report.fit import write_report
-from ..report.diagnosis import diagnosis_section
 from ..models.modelfile import load_model, model_to_dict, save_model
 from ..identify.arm_fit import evaluate_logs, fit_arm, select_arm
 from ..identify.arm_jackknife import arm_jackknife
@@ -47,9 +46,9 @@ from ..errors import ActuatorlabError, ModelError, UnknownNameError
 from ..learned.arm import evaluate_learned_arm, load_arm_model
 from ..identify.arm_grad import fit_arm_grad
 from ..identify.images import ImageOptions, load_image_supervision
-from ..identify.calibrate import describe, describe_judgement
 from .. import __version__
 from .data_files import _setup_summary, example_data_dir, load_data
+from .fit_report import param_rows, write_fit_report
 from .train_work import GATE_MODES, JointTrainOptions, TRAIN_BUDGET, TrainImages, run_infer, run_train, run_train_arm, split_arm_data
 
 __all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
@@ -80,32 +79,6 @@ def identifiability_for(fit, batches) -> dict | None:
         return jnp.concatenate(rs)
 
     return identifiability(residuals, np.asarray(fit.theta, float), list(space.names))
-
-
-def _param_rows(model_dict: dict) -> list[dict]:
-    """Free parameters for the report's table; ``stderr`` is the resampled (jackknife) standard
-    error when there is one (it survives autocorrelated residuals), else the Jacobian one."""
-    rows = []
-    for name, e in model_dict["parameters"].items():
-        if e.get("free"):
-            se = e.get("stderr_resampled") if e.get("stderr_resampled") is not None else e.get("stderr")
-            rows.append({"name": name, "value": e["value"], "unit": e["unit"], "stderr": se,
-                         "stderr_jacobian": e.get("stderr"),
-                         "stderr_resampled": e.get("stderr_resampled"),
-                         "poorly_determined": e.get("poorly_determined"),
-                         "lower": e.get("lower"), "upper": e.get("upper"), "free": True})
-    return rows
-
-
-def _html_table(rows: list[dict], cols: list[str]) -> str:
-    def fmt(v):
-        if isinstance(v, float):
-            return f"{v:.4g}"
-        return "" if v is None else str(v)
-
-    head = "".join(f"<th>{c}</th>" for c in cols)
-    body = "".join("<tr>" + "".join(f"<td>{fmt(r.get(c))}</td>" for c in cols) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _check_fit(model: str | None, options: FamilyOptions, jackknife: str | None) -> None:
@@ -242,7 +215,7 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
     def write(d):
         save_model(d, out / "model.json")
         atomic_write(out / "identifiability.json", json.dumps(ident, indent=2) + "\n")
-        _write_fit_report(out, d, fit, results, summary, ident, selection)
+        write_fit_report(out, d, fit, results, summary, ident, selection)
 
     def build(unc):
         return model_to_dict(fit, setup=_setup_summary(trajs), data=data,
@@ -271,47 +244,6 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
         write(d)
     d["_summary"] = summary
     return d
-
-
-def _write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection) -> None:
-    extra = {}
-    if d.get("diagnosis"):
-        extra["Diagnosis: the in-sample error against the sensor floor"] = diagnosis_section(d["diagnosis"])
-    if selection:
-        groups = selection.get("groups") or []
-        extra["Nested models (selection by held-out condition groups)"] = (
-            f"<p>{selection['rule']}</p>" + _html_table(
-                [{**r, "losses": r.get("losses")} for r in selection["table"]],
-                ["model", "parent", "n_free", "train_mae", "validation_mae", "gain_vs_parent", "wins", "losses",
-                 "sign_p", "earns_place", "selected"]))
-        if groups:
-            models = [r["model"] for r in selection["table"]]
-            extra["Held-out MAE per condition group"] = _html_table(groups, ["group"] + models)
-        cal = selection.get("calibration")
-        if selection.get("calibration_judged"):
-            extra["Calibration judged"] = f"<p>{describe_judgement(selection['calibration_judged'])}.</p>"
-        if cal:
-            text = describe(cal)
-            extra["Free-swing calibration (armature and encoder offset)"] = (
-                f"<p>{text[0].upper() + text[1:]}.</p>"
-                + _html_table([{"parameter": k, "lower": v[0], "upper": v[1]} for k, v in cal["bounds"].items()],
-                              ["parameter", "lower", "upper"])
-                + "<p>Runs: " + ", ".join(cal["runs"]) + "</p>")
-    if d.get("uncertainty"):
-        u = d["uncertainty"]
-        extra["Parameter uncertainty: resampled vs Jacobian"] = (
-            f"<p>{u['method']}. The parameter table's std. error is the resampled one; parameters whose "
-            f"resampled spread exceeds {100 * u['flag_fraction']:.0f} % of their value are flagged: "
-            f"{', '.join(u['flagged']) or 'none'}. The Jacobian errors assume independent residuals.</p>"
-            + _html_table(_param_rows(d), ["name", "value", "unit", "stderr_jacobian", "stderr_resampled",
-                                           "poorly_determined"]))
-    if d.get("timestep_sensitivity"):
-        extra["Timestep sensitivity"] = _html_table(
-            [{**v, "dt": k, "dt_s": v["dt"]} for k, v in d["timestep_sensitivity"].items()],
-            ["dt", "dt_s", "position_mae", "ratio_to_dt", "refit_position_mae", "max_abs_relative_change"])
-    write_report(out / "report.html", results, title=f"actuatorlab fit: {fit.model}", model_name=fit.model,
-                 parameters=_param_rows(d), identifiability=ident, summary=summary, extra_sections=extra,
-                 envelope=d.get("envelope"))
 
 
 @physics
@@ -375,7 +307,7 @@ def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | P
         else:
             note += "<p>None of the evaluated logs was used for fitting.</p>"
         write_report(report, results, title=f"actuatorlab evaluate: {d['model']}", model_name=d["model"],
-                     parameters=_param_rows(d), identifiability=d.get("identifiability"), summary=s,
+                     parameters=param_rows(d), identifiability=d.get("identifiability"), summary=s,
                      extra_sections={"Evaluation": note}, envelope=env, envelope_checks=checks,
                      plotly_js="inline" if standalone else "sibling")
         s["report"] = str(report)
