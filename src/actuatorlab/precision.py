@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, TypeVar, cast
 
 import jax
 
-__all__ = ["physics_precision", "physics", "physics_fn", "x64_enabled"]
+__all__ = ["physics_precision", "physics", "physics_fn", "x64_enabled", "in_this_precision"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -44,6 +44,19 @@ def x64_enabled() -> bool:
     """Whether JAX's 64-bit mode is on in this thread now."""
     # jax registers its flags as Config properties at run time; its Config class does not declare them
     return bool(jax.config.jax_enable_x64)  # type: ignore[attr-defined]
+
+
+def in_this_precision(fn: F) -> F:
+    """``fn`` that runs in the precision of the thread calling ``in_this_precision`` now, whichever
+    thread later calls it: for work handed to a worker thread (JAX's x64 mode is per thread)."""
+    x64 = x64_enabled()
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with jax.enable_x64(x64):
+            return fn(*args, **kwargs)
+
+    return cast(F, wrapped)
 
 
 @contextlib.contextmanager

@@ -14,11 +14,10 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..precision import physics, x64_enabled
+from ..precision import in_this_precision, physics
 from ..errors import DataError
 from ..logs import load_logs, save_trajectory, audit_log
 from ..logs.format import Trajectory
@@ -194,16 +193,10 @@ def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
     batches = make_batches(trajs, fit.dt)
     if progress:
         progress("identifiability", "jacobian", 0.0)
-    x64 = x64_enabled()
-
-    def jacobian_errors():
-        with jax.enable_x64(x64):  # JAX's precision is per thread
-            return identifiability_for(fit, batches)
-
     # the Jacobian standard errors (one core, about half a second on the 11 XL330 logs) beside the
     # replay and the diagnosis: independent computations, the same results
     with ThreadPoolExecutor(1, thread_name_prefix="actuatorlab-identifiability") as pool:
-        pending = pool.submit(jacobian_errors)
+        pending = pool.submit(in_this_precision(identifiability_for), fit, batches)
         results = replay_batches(fit.model, fit.params, batches)
         summary = summarize(results)
         diagnosis = diagnose(trajs, results, fit.model, DiagnoseConfig(seed=options.seed))

@@ -141,20 +141,22 @@ class Family:
     def space(self, spec: ModelSpec) -> ParamSpace:
         return ParamSpace.build(spec, self.batches, self.profile, bounds=self.bounds)
 
-    def scorer(self, spec: ModelSpec) -> PopulationScorer:
-        key = (spec.compliant, spec.thermal)
-        with _MADE:  # fits side by side (select.SideBySide) share one scorer per structure
-            if key not in self.scorers:
-                self.scorers[key] = PopulationScorer(self.batches, spec, size=self.scorer_size, dtype=np.float32,
-                                                     workers=self.workers)
-            return self.scorers[key]
-
-    def jacobian(self, spec: ModelSpec) -> ResidualJacobian:
+    @staticmethod
+    def _shared(made: dict, spec: ModelSpec, make: Callable):
+        """``made``'s entry for spec's structure, made once whichever thread asks first (the fits
+        side by side of select.SideBySide share one per structure)."""
         key = (spec.compliant, spec.thermal)
         with _MADE:
-            if key not in self.jacobians:
-                self.jacobians[key] = ResidualJacobian(self.batches, spec)
-        return self.jacobians[key]
+            if key not in made:
+                made[key] = make()
+            return made[key]
+
+    def scorer(self, spec: ModelSpec) -> PopulationScorer:
+        return self._shared(self.scorers, spec, lambda: PopulationScorer(
+            self.batches, spec, size=self.scorer_size, dtype=np.float32, workers=self.workers))
+
+    def jacobian(self, spec: ModelSpec) -> ResidualJacobian:
+        return self._shared(self.jacobians, spec, lambda: ResidualJacobian(self.batches, spec))
 
     def for_final(self) -> "Family":
         """The problem of the final all-logs refit: the logs as given (the split scheme worked on

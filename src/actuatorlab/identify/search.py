@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..precision import x64_enabled
+from ..precision import in_this_precision
 from ..models.params import PARAMS
 from ..models.registry import ModelSpec, embed_params
 from ..sim.rollout import Batch, rollout, rollout_batch
@@ -60,13 +60,7 @@ def run_sliced(fn: Callable, items, workers: int) -> list:
     items = list(items)
     if workers <= 1 or len(items) <= 1:
         return [fn(i) for i in items]
-    x64 = x64_enabled()
-
-    def call(i):
-        with jax.enable_x64(x64):
-            return fn(i)
-
-    return list(_scorer_pool(workers).map(call, items))
+    return list(_scorer_pool(workers).map(in_this_precision(fn), items))
 
 
 def default_workers() -> int:

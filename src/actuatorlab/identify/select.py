@@ -56,10 +56,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-import jax
 import numpy as np
 
-from ..precision import physics, x64_enabled
+from ..precision import in_this_precision, physics
 from ..models.registry import ModelSpec, get_model, tied_equivalents
 from .calibrate import calibration_applies
 from ..logs.format import Trajectory
@@ -97,18 +96,16 @@ def prepare_judged(trajs: list[Trajectory], ladder: tuple[str, ...] | None, opti
     plain = lifted_problem(trajs, ladder, options, lifted=True)
     if progress:
         progress("calibration", "free swing", 0.0)
-    x64 = x64_enabled()
 
     def calibrated_first() -> tuple[Family, Ladder]:
-        with jax.enable_x64(x64):  # JAX's precision is per thread
-            fam = replace(plain, calibration=calibrate(trajs, options))
-            lad = Ladder()
-            fit_on_folds(fam, lad, fam.ladder[0], 0,  # a progress name of its own: both fits run at once
-                         (lambda m, stage, frac: progress(f"{m} (boxes)", stage, frac)) if progress else None)
-            return fam, lad
+        fam = replace(plain, calibration=calibrate(trajs, options))
+        lad = Ladder()
+        fit_on_folds(fam, lad, fam.ladder[0], 0,  # a progress name of its own: both fits run at once
+                     (lambda m, stage, frac: progress(f"{m} (boxes)", stage, frac)) if progress else None)
+        return fam, lad
 
     with ThreadPoolExecutor(1, thread_name_prefix="actuatorlab-calibration") as pool:
-        pending = pool.submit(calibrated_first)
+        pending = pool.submit(in_this_precision(calibrated_first))
         lad_plain = Ladder()
         fit_on_folds(plain, lad_plain, plain.ladder[0], 0, progress)
         fam, lad = pending.result()
@@ -245,7 +242,6 @@ class SideBySide:
         self.fam, self.lad, self.progress = fam, lad, progress
         self.pending: dict[str, Future] = {}
         self.pool = ThreadPoolExecutor(workers, thread_name_prefix="actuatorlab-walk")
-        self.x64 = x64_enabled()
 
     def tried(self, m: str) -> bool:
         """Whether m was fitted or submitted."""
@@ -259,12 +255,11 @@ class SideBySide:
         rows = len(self.fam.W)
 
         def fit() -> FoldFits:
-            with jax.enable_x64(self.x64):  # JAX's precision is per thread
-                params = {**known, **{x: f.result().params for x, f in waits.items()}}
-                return fold_fits(self.fam, m, i, inner, [[params[x][k] for x in inner] for k in range(rows)],
-                                 self.progress)
+            params = {**known, **{x: f.result().params for x, f in waits.items()}}
+            return fold_fits(self.fam, m, i, inner, [[params[x][k] for x in inner] for k in range(rows)],
+                             self.progress)
 
-        self.pending[m] = self.pool.submit(fit)
+        self.pending[m] = self.pool.submit(in_this_precision(fit))
 
     def sync(self) -> None:
         for m, f in list(self.pending.items()):  # submission order
