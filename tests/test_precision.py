@@ -51,3 +51,24 @@ def test_wrapped_functions_do_not_switch_mode_inside_a_trace():
         with physics_precision():
             assert x64_enabled()
         assert not x64_enabled()
+
+
+
+def test_work_handed_to_a_thread_runs_in_the_callers_precision():
+    """A worker thread starts in the process default (x64 on in this test session, conftest);
+    in_this_precision carries the precision of the thread that wrapped the function (float32
+    here) into the thread that runs it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import jax.numpy as jnp
+
+    from actuatorlab.precision import in_this_precision, x64_enabled
+
+    def dtype_there():
+        return x64_enabled(), jnp.asarray(1.0).dtype
+
+    with jax.enable_x64(False), ThreadPoolExecutor(1) as pool:
+        plain = pool.submit(dtype_there).result()
+        carried = pool.submit(in_this_precision(dtype_there)).result()
+    assert plain == (True, jnp.float64)  # the worker's own default
+    assert carried == (False, jnp.float32)
