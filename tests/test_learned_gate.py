@@ -118,3 +118,19 @@ def test_cli_refuses_an_unknown_gate_before_any_work(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "half" in err and "groups, none" in err and len(err.strip().splitlines()) <= 2
     assert not (tmp_path / "run").exists()
+
+
+def test_cli_refuses_a_whole_robot_budget_or_time_limit_for_one_joint_and_bad_values(tmp_path, capsys):
+    """--budget / --time-limit set whole-robot training: one joint, an unknown budget or a limit <= 0
+    is a one-line error before any work."""
+    from actuatorlab.app.cli import main
+
+    (t,) = synthetic_set([("sine", "sine", 400)], TRUTH_M1, duration=0.2)
+    p = save_trajectory(t, tmp_path / "sine.parquet")
+    for flags, words in ((["--time-limit", "60"], ("--robot",)), (["--budget", "full"], ("--robot",)),
+                         (["--robot", "open_manipulator_x", "--budget", "huge"], ("huge", "default, full")),
+                         (["--robot", "open_manipulator_x", "--time-limit", "0"], ("--time-limit", "> 0"))):
+        assert main(["train", str(p), *flags, "--out", str(tmp_path / "run")]) == 2, flags
+        err = capsys.readouterr().err
+        assert all(w in err for w in words) and len(err.strip().splitlines()) <= 2, (flags, err)
+        assert not (tmp_path / "run").exists()

@@ -165,3 +165,24 @@ def test_frozen_arrays_are_inputs_of_the_compiled_step_not_constants():
         diff, static = eqx.partition(model(base), {"w": True, "base": False})
         texts.append(step.lower(diff, diff, opt.init(diff), _batch_fn(0), jnp.asarray(0, jnp.int32), static).as_text())
     assert texts[0] == texts[1]
+
+
+def test_time_limit_stops_validates_checkpoints_and_the_resumed_run_reproduces_the_full_one(tmp_path):
+    """A run out of time stops after its step, validates it (on_validate sees the validated
+    parameters), checkpoints it, and says so; resumed without the limit, it gives the loss curve
+    of a run never stopped, bit for bit (the schedule stayed the one of ``steps``)."""
+    full = train(tmp_path / "full", _params(), _loss, _batch_fn, CFG, val_fn=_val, progress=False)
+    seen: list = []
+    cut = TrainConfig(**{**CFG.to_dict(), "time_limit_s": 1e-9})
+    r = train(tmp_path / "cut", _params(), _loss, _batch_fn, cut, val_fn=_val, progress=False,
+              on_validate=lambda k, m, v: seen.append((k, v, _val(m))))
+    assert r.stopped == "time_limit" and r.steps == 1 and r.best_step == 1
+    assert len(seen) == 1 and seen[0][0] == 1 and seen[0][1] == pytest.approx(seen[0][2])
+    _, head = load_checkpoint(tmp_path / "cut" / CHECKPOINT_NAME, eqx.filter(_params(), eqx.is_inexact_array))
+    assert head["step"] == 1
+    res = train(tmp_path / "cut", _params(), _loss, _batch_fn, CFG, val_fn=_val, resume=True, progress=False)
+    assert res.stopped is None and res.steps == CFG.steps
+    assert _losses(tmp_path / "cut") == _losses(tmp_path / "full")
+    assert full.stopped is None and full.steps == CFG.steps
+    with pytest.raises(ModelError, match="time_limit_s"):
+        TrainConfig(time_limit_s=0.0)

@@ -10,7 +10,7 @@ from ..errors import ActuatorlabError, UnknownNameError
 from ..learned import heads
 from ..learned.adapt import AdaptConfig, adapt, check_adapt_out
 from ..learned.arm import load_arm_model
-from ..learned.arm_train import ArmTrainConfig
+from ..learned.arm_train import DEFAULT_BUDGET, FULL_BUDGET, ArmTrainConfig
 from ..learned.heads import HeadsConfig
 from ..logs import load_logs
 from .identify_jobs import Result, check_range, robot_of_model
@@ -37,7 +37,10 @@ class TrainJob:
     logged without position/<joint> is then learned from the cameras only, docs/visual.md), camera (with
     masks: the camera_calibration.json of calibrate-camera), image_weight (lambda [rad^2] of the image
     term, 1e-2), gate (one-joint residual: groups = the correction scaled by the gate that earns its
-    place on leave-one-group-out refits | none = kept whole; :mod:`actuatorlab.learned.gate`)."""
+    place on leave-one-group-out refits | none = kept whole; :mod:`actuatorlab.learned.gate`), budget
+    (with robot: default | full, :data:`~actuatorlab.learned.arm_train.DEFAULT_BUDGET` /
+    ``FULL_BUDGET``), time_limit (with robot: [s] of training through the simulator, compilation
+    included, after which the run stops, validates and saves its best checkpoint; null: none)."""
 
     data: tuple[Path, ...]
     out: Path = Path("run")
@@ -52,6 +55,8 @@ class TrainJob:
     camera: Path | None = None
     image_weight: float = 1e-2
     gate: str = "groups"
+    budget: str = "default"
+    time_limit: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +81,11 @@ def check_train(job: TrainJob) -> None:
     before any work."""
     check_range("--steps", job.steps)
     check_range("--image-weight", job.image_weight)
+    check_range("--time-limit", job.time_limit)
+    if job.budget not in ("default", "full"):
+        raise UnknownNameError("training budget", job.budget, ("default", "full"))
+    if (job.budget != "default" or job.time_limit is not None) and job.robot is None and job.init is None:
+        raise ActuatorlabError("--budget and --time-limit set whole-robot training: give --robot (one joint: --steps)")
     if (job.masks is None) != (job.camera is None):
         raise ActuatorlabError("--masks and --camera go together: the masks folder and the camera_calibration.json "
                                "of its cameras (actuatorlab calibrate-camera)")
@@ -100,10 +110,14 @@ def run_train_job(job: TrainJob) -> TrainResult:
                                "is a one-joint model; give a RUN/arm_model.json of `fit --robot`")
     if robot is not None:
         images = None if job.masks is None else jobs.TrainImages(job.masks, job.camera, job.image_weight)
+        budget = dict(FULL_BUDGET if job.budget == "full" else DEFAULT_BUDGET, time_limit_s=job.time_limit)
         return TrainResult(jobs.run_train_arm(robot, list(job.data), job.out,
                                               ArmTrainConfig(arch=arch, residual=job.init if residual else None,
                                                              teacher=job.init, steps=job.steps, seed=job.seed),
-                                              resume=job.resume, images=images), robot)
+                                              budget=budget, resume=job.resume, images=images), robot)
+    if job.budget != "default" or job.time_limit is not None:
+        raise ActuatorlabError(f"--budget and --time-limit set whole-robot training, and {job.init} is a one-joint "
+                               "model (one joint: --steps)")
     return TrainResult(jobs.run_train(list(job.data), job.out,
                                       jobs.JointTrainOptions(arch=arch, residual=job.init if residual else None,
                                                              teacher=job.init, steps=job.steps, seed=job.seed,

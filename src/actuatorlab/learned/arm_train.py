@@ -63,10 +63,10 @@ __all__ = ["ArmTrainConfig", "DEFAULT_BUDGET", "FULL_BUDGET", "TEACHER_FIT", "tr
 #: idle cores (extrapolated from loaded runs); replacing Transformer 0.50x / 0.65x and residual 0.57x /
 #: 0.59x the analytic fit at 600 steps on synth seed 0 (bench/journal/learned_speed.md)
 DEFAULT_BUDGET: dict[str, Any] = dict(steps=300, batch=4, curriculum=(64, 96, 128), stage_fraction=(0.5, 0.3, 0.2),
-                                      lr=3e-4, eval_every=25, max_val_windows=8, one_shape=True)
+                                      lr=3e-4, eval_every=25, max_val_windows=8, one_shape=True, time_limit_s=None)
 #: documented full budget (GPU or a long CPU run)
 FULL_BUDGET: dict[str, Any] = dict(steps=6000, batch=32, curriculum=(128, 256, 320), stage_fraction=(0.5, 0.3, 0.2),
-                                   lr=3e-4, eval_every=250, max_val_windows=64, one_shape=False)
+                                   lr=3e-4, eval_every=250, max_val_windows=64, one_shape=False, time_limit_s=None)
 #: the fit of the default analytic teacher when none is given (:func:`~actuatorlab.identify.arm_fit.fit_arm`)
 TEACHER_FIT: dict[str, Any] = dict(max_evals=40, max_windows=16, seed=0)
 #: at most this many (window, target) pairs are distilled, evenly spread over the training frames
@@ -212,7 +212,8 @@ def _schedule(bud: dict, robot, tr, va, model, cfg, images: ImageSupervision | N
 
 def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Trajectory],
               options: ArmTrainConfig = ArmTrainConfig(), *, out: str | Path, init: LearnedArm | None = None,
-              resume: bool = False, progress: bool = True, images: ImageSupervision | None = None) -> dict[str, Any]:
+              resume: bool = False, progress: bool = True, images: ImageSupervision | None = None,
+              on_validate=None) -> dict[str, Any]:
     """Train a learned (``residual`` None) or residual whole-robot model: warm start from the
     teacher, then through MJX (module docstring); write RUN/arm_model.json + RUN/arm_model.eqx (the
     best checkpoint by validation MAE).
@@ -225,7 +226,10 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
     (:func:`~actuatorlab.identify.images.load_image_supervision`): the image term joins the loss,
     every commanded joint is a channel, joints without an encoder restart from the teacher's
     continuous rollout (else the base's), and the checkpoint is chosen by position MSE + image term
-    on the validation logs (:mod:`actuatorlab.learned.arm_images`).
+    on the validation logs (:mod:`actuatorlab.learned.arm_images`). The budget's ``time_limit_s``
+    (None: none) stops the BPTT phase after the step during which it ran out (the schedule stays
+    the one of its steps; ``training.stopped`` says so); ``on_validate``: called after each
+    validation (:func:`~actuatorlab.learned.trainer.train`).
     Returns the arm_model.json dict."""
 
     t_all = _time.perf_counter()
@@ -288,20 +292,21 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
 
     tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 10),
                        eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=seed,
-                       ema_decay=0.99, eval_at_start=teacher is not None)
+                       ema_decay=0.99, eval_at_start=teacher is not None,
+                       time_limit_s=None if bud.get("time_limit_s") is None else float(bud["time_limit_s"]))
     meta = {"robot": robot_name, "arch": model.arch, "residual": base_desc, "curriculum": list(cur.lengths),
             "batch": B, "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs],
             "teacher": None if teacher is None else teacher[2], **_image_meta(images, standin)}
     val0 = native_mae(robot, model, vw, cfg) if init is not None else None
     problem = Problem(loss=loss_fn, batch=batch, validate=val_fn, trainable=trainable(model),
                       distill_data=distill_data, torque=_torque, distill=options.distill, warm=warm_info)
-    res = learn(out, model, problem, tcfg, cur, resume=resume, progress=progress, meta=meta)
+    res = learn(out, model, problem, tcfg, cur, resume=resume, progress=progress, meta=meta, on_validate=on_validate)
     lengths, ends = cur.lengths, cur.ends(tcfg.steps)
     return save_arm_model(out, robot_name, res.best, base_desc, extra={
         "training": {"steps": res.steps, "best_step": res.best_step, "best_val_mae": res.best_val,
                      "s_per_1k_steps": res.s_per_1k_steps, "compile_s": res.compile_s,
                      "wall_s": _time.perf_counter() - t_all, "curriculum": list(lengths), "batch": B,
-                     "stage_ends": ends.tolist(), "lr": bud["lr"],
+                     "stage_ends": ends.tolist(), "lr": bud["lr"], "stopped": res.stopped,
                      "init_val_mae": None if val0 is None else val0["position_mae"], "warm_start": res.warm_start,
                      "val_criterion": "position_mae" if images is None else "position_mse+image_term",
                      **_image_meta(images, standin)},

@@ -96,11 +96,12 @@ class Problem:
 
 
 def learn(out: str | Path | None, model, problem: Problem, tcfg: TrainConfig, curriculum: Curriculum, *,
-          resume: bool = False, progress: bool = True, meta: dict | None = None) -> TrainResult:
+          resume: bool = False, progress: bool = True, meta: dict | None = None,
+          on_validate=None) -> TrainResult:
     """Warm start (phase 1, when ``problem.distill_data`` and ``problem.distill`` are given and the
     run is not resumed from a checkpoint), then training through the simulator (phase 2) along
     ``curriculum``. Returns the TrainResult; its ``warm_start``: ``problem.warm`` completed with the
-    distillation's info and wall time."""
+    distillation's info and wall time. ``on_validate``: :func:`~actuatorlab.learned.trainer.train`'s."""
     warm = dict(problem.warm or {})
     distill_cfg = problem.distill
     started = resume and out is not None and (Path(out) / CHECKPOINT_NAME).exists()
@@ -117,7 +118,7 @@ def learn(out: str | Path | None, model, problem: Problem, tcfg: TrainConfig, cu
         return problem.batch(curriculum.stage(step, steps), step)
 
     res = train(out, model, problem.loss, batch_fn, tcfg, val_fn=problem.validate, resume=resume, progress=progress,
-                meta=meta, filter_spec=problem.trainable)
+                meta=meta, filter_spec=problem.trainable, on_validate=on_validate)
     res.warm_start = warm
     return res
 

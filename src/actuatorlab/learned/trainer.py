@@ -58,7 +58,7 @@ CHECKPOINT_NAME = "checkpoint.ckpt"
 BEST_NAME = "best.ckpt"
 _MAGIC = b"ACTUATORLAB-CKPT 1\n"
 # fields that may change between a run and its resumption without changing the loss curve
-_RESUMABLE_CHANGES = ("checkpoint_every", "eval_every")
+_RESUMABLE_CHANGES = ("checkpoint_every", "eval_every", "time_limit_s")
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,10 @@ class TrainConfig:
             (``lr`` at every step; warmup and final_lr_ratio unused).
         decay: "matrices" (default: weight decay on leaves with ndim >= 2) or "all".
         eval_at_start: also validate the initial parameters (step 0) [-] (default False).
+        time_limit_s: wall-clock budget of one :func:`train` call [s] (default None: none). The
+            call stops after the step during which it ran out (compilation counts), validates,
+            checkpoints and returns with ``TrainResult.stopped = "time_limit"``; the learning-rate
+            schedule stays the one of ``steps``. A resumed run gets the limit again.
 
     ``ema_decay`` = 0 keeps no average: the EMA parameters are the raw ones (validation and the
     best checkpoint then select among the raw parameters).
@@ -99,6 +103,7 @@ class TrainConfig:
     schedule: str = "warmup_cosine"
     decay: str = "matrices"
     eval_at_start: bool = False
+    time_limit_s: float | None = None
 
     def __post_init__(self):
         if self.steps < 1:
@@ -113,6 +118,8 @@ class TrainConfig:
             raise ModelError(f"TrainConfig: schedule must be warmup_cosine or constant, got {self.schedule!r}")
         if self.decay not in ("matrices", "all"):
             raise ModelError(f"TrainConfig: decay must be matrices or all, got {self.decay!r}")
+        if self.time_limit_s is not None and not (self.time_limit_s > 0 and math.isfinite(self.time_limit_s)):
+            raise ModelError(f"TrainConfig: time_limit_s must be a positive number of seconds, got {self.time_limit_s}")
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -133,7 +140,8 @@ class TrainResult:
     steps (excluding compilation of the first step); s_per_1k_steps [s]: its rate; compile_s [s]:
     the first step of this call (compilation + one step); metrics: every per-step record of the
     run (resumed ones included); run_dir: the run folder; warm_start: what the warm start did
-    (:func:`actuatorlab.learned.learn.learn`; None: not run through it).
+    (:func:`actuatorlab.learned.learn.learn`; None: not run through it); stopped: why the call
+    ended before ``cfg.steps`` ("time_limit"; None: it did not).
     """
 
     params: Any
@@ -148,6 +156,7 @@ class TrainResult:
     metrics: list[dict] = field(default_factory=list)
     run_dir: Path | None = None
     warm_start: dict | None = None
+    stopped: str | None = None
 
 
 def make_optimizer(cfg: TrainConfig):
@@ -314,8 +323,8 @@ class _Run:
     """The mutable state of one :func:`train` call: the run folder's files (none when ``run_dir``
     is None: the best parameters are then kept in memory), the history and the best validation."""
 
-    def __init__(self, run_dir: Path | None, val_fn, static):
-        self.dir, self.val_fn, self.static = run_dir, val_fn, static
+    def __init__(self, run_dir: Path | None, val_fn, static, on_validate=None):
+        self.dir, self.val_fn, self.static, self.on_validate = run_dir, val_fn, static, on_validate
         self.history: list[dict] = []
         self.best_val: float | None = None
         self.best_step: int | None = None
@@ -331,7 +340,8 @@ class _Run:
                 mf.write(json.dumps(rec) + "\n")
 
     def validate(self, step: int, ema) -> float:
-        v = self.val_fn(eqx.combine(ema, self.static))
+        model = eqx.combine(ema, self.static)
+        v = self.val_fn(model)
         rec = dict(v) if isinstance(v, dict) else {"val": v}
         rec = {"step": step, **_jsonable(rec)}
         self.record(rec)
@@ -341,6 +351,8 @@ class _Run:
                 self.best_tree = ema
             else:
                 _write_ckpt(self.dir / BEST_NAME, ema, {"step": step, "val": self.best_val, "kind": "best-ema"})
+        if self.on_validate is not None:
+            self.on_validate(step, model, float(rec["val"]))
         return rec["val"]
 
     def best(self, ema):
@@ -373,7 +385,8 @@ def _open_run(run_dir: Path | None, cfg: TrainConfig, state, resume: bool, run: 
 
 def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cfg: TrainConfig, *,
           val_fn: Callable[[Any], Any] | None = None, resume: bool = False, progress: bool | Callable = True,
-          meta: dict | None = None, filter_spec=eqx.is_inexact_array) -> TrainResult:
+          meta: dict | None = None, filter_spec=eqx.is_inexact_array,
+          on_validate: Callable[[int, Any, float], None] | None = None) -> TrainResult:
     """Train ``params`` (a pytree, e.g. an equinox module) and write the run folder.
 
     Args:
@@ -395,6 +408,8 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
             ``progress(step, steps, loss)`` after every step; False: nothing.
         meta: caller's description of the run (model, data, ...), stored in config.json.
         filter_spec: which leaves are trained (default: floating-point arrays).
+        on_validate: called as ``on_validate(step, ema_params, val)`` after each validation (a
+            time-to-quality curve, say); the parameters are the full model (immutable arrays).
 
     A non-finite loss stops the run with a ModelError naming the step and the last checkpoint.
     """
@@ -403,7 +418,8 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
     if not jax.tree.leaves(diff):
         raise ModelError("train: params have no differentiable (floating-point array) leaves")
     opt, sched = make_optimizer(cfg)
-    run = _Run(run_dir, val_fn, static)
+    t_call = time.perf_counter()
+    run = _Run(run_dir, val_fn, static, on_validate)
     (diff, ema, opt_state), start = _open_run(run_dir, cfg, (diff, diff, opt.init(diff)), resume, run, meta,
                                               int(sum(x.size for x in jax.tree.leaves(diff))))
     step_fn = _make_step(loss_fn, opt, float(cfg.ema_decay))
@@ -411,7 +427,7 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
     if val_fn is not None and cfg.eval_at_start and start == 0:
         run.validate(0, ema)
     bar, task = _progress_bar(progress, start, cfg.steps)
-    t_first, t0, compile_s = None, None, 0.0
+    t_first, t0, compile_s, stopped, done = None, None, 0.0, None, start
     try:
         with (open(run_dir / "metrics.jsonl", "a") if run_dir is not None else _NoFile()) as mf:
             for step in range(start, cfg.steps):
@@ -428,26 +444,31 @@ def train(run_dir, params, loss_fn: Callable, batch_fn: Callable[[int], Any], cf
                 run.record({"step": step + 1, "loss": lv, "grad_norm": _scalar(gnorm), "lr": _scalar(sched(step)),
                             "wall_s": time.perf_counter() - ts, **_jsonable(aux)}, mf if run_dir is not None else None)
                 done = step + 1
-                if val_fn is not None and (done % cfg.eval_every == 0 or done == cfg.steps):
+                if cfg.time_limit_s is not None and done < cfg.steps and time.perf_counter() - t_call >= cfg.time_limit_s:
+                    stopped = "time_limit"
+                last = done == cfg.steps or stopped is not None
+                if val_fn is not None and (done % cfg.eval_every == 0 or last):
                     val = run.validate(done, ema)
                     if bar is not None:
                         bar.update(task, val=f"{val:.4g}")
-                if ckpt_path is not None and (done % cfg.checkpoint_every == 0 or done == cfg.steps):
+                if ckpt_path is not None and (done % cfg.checkpoint_every == 0 or last):
                     _write_ckpt(ckpt_path, (diff, ema, opt_state), {"step": done, "best_val": run.best_val,
                                                                    "best_step": run.best_step, "kind": "train"})
                 if bar is not None:
                     bar.update(task, completed=done, loss=f"{lv:.4g}")
                 elif callable(progress):
                     progress(done, cfg.steps, lv)
+                if stopped is not None:
+                    break
     finally:
         if bar is not None:
             bar.stop()
     wall = (time.perf_counter() - t0) if t0 is not None else 0.0
-    n_timed = (cfg.steps - t_first) if t_first is not None else 0
+    n_timed = (done - t_first) if t_first is not None else 0
     return TrainResult(params=eqx.combine(diff, static), ema=eqx.combine(ema, static),
                        best=eqx.combine(run.best(ema), static), best_step=run.best_step, best_val=run.best_val,
-                       steps=cfg.steps, wall_s=wall, s_per_1k_steps=(1000.0 * wall / n_timed) if n_timed > 0 else None,
-                       compile_s=compile_s, metrics=run.history, run_dir=run_dir)
+                       steps=done, wall_s=wall, s_per_1k_steps=(1000.0 * wall / n_timed) if n_timed > 0 else None,
+                       compile_s=compile_s, metrics=run.history, run_dir=run_dir, stopped=stopped)
 
 
 class _NoFile:

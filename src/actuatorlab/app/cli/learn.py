@@ -41,6 +41,11 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
           gate: str = typer.Option("groups", "--gate", help="one-joint residual: groups = scale the correction by "
                                    "the gate that earns its place on leave-one-group-out refits (one more "
                                    "training per group; docs/learned.md) | none = keep it whole"),
+          budget: str = typer.Option("default", "--budget", help="with --robot: default (about 12 min on 2 CPU "
+                                     "cores) | full (6000 steps of 32 windows; a GPU)"),
+          time_limit: Optional[float] = typer.Option(None, "--time-limit", help="with --robot: [s] of training "
+                                                     "through the simulator (compilation included); then stop, "
+                                                     "validate and keep the best checkpoint"),
           config: Config = None):
     """Train a learned actuator (or a residual over a fitted analytic one) through the simulator;
     write RUN/model.json (RUN/arm_model.json with --robot), loadable by `actuatorlab evaluate`.
@@ -49,7 +54,7 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
 
     job = job_of(ctx, TrainJob, config, data="data", arch="arch", init="init", steps="steps", out="out",
                  seed="seed", resume="resume", robot="robot", masks="masks", camera="camera",
-                 image_weight="image_weight", gate="gate")
+                 image_weight="image_weight", gate="gate", budget="budget", time_limit="time_limit")
     res = learn_jobs.run_train_job(job)
     d, out = res.record, job.out
     ws = (d.get("training") if res.robot is not None else d.get("fit", {})).get("warm_start") or {}
@@ -62,7 +67,8 @@ def train(ctx: typer.Context, data: Optional[List[Path]] = typer.Argument(None, 
         what = ("MAE {:.4g} rad" if tr.get("val_criterion", "position_mae") == "position_mae"
                 else "position MSE + image term {:.4g} rad^2").format(tr["best_val_mae"])
         console.print(f"{d['kind']} {d['arch']} ({d['params_count']:,} parameters): best validation {what} "
-                      f"at step {tr['best_step']} of {tr['steps']} ({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)")
+                      f"at step {tr['best_step']} of {tr['steps']} ({tr['wall_s']:.0f} s, compile {tr['compile_s']:.0f} s)"
+                      + ("; stopped by --time-limit before the budget's steps" if tr.get("stopped") == "time_limit" else ""))
         console.print(f"wrote {out / 'arm_model.json'}, {out / d['weights']}, {out / 'metrics.jsonl'}")
         return
     s, tr = d["_summary"], d["fit"]
