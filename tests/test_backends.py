@@ -228,3 +228,16 @@ def test_rollout_model_refuses_learned_kinds_in_one_line():
     with pytest.raises(ModelError) as e:
         model_robot(learned)
     assert "learned.joint" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_mjx_is_imported_without_noise_on_stdout():
+    """mujoco-mjx prints "Failed to import warp" on stdout when its optional Warp backend is
+    missing; through :func:`actuatorlab.sim.mjx_module.mjx` a command's stdout stays its own."""
+    import subprocess
+    import sys
+
+    code = ("from actuatorlab.sim.mjx_module import mjx; m = mjx(); "
+            "import sys; assert m is sys.modules['mujoco.mjx'] and mjx() is m")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "", r.stdout

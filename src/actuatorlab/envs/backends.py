@@ -36,11 +36,10 @@ from .actuators import builtin_model
 
 
 def _mjx():
-    """mujoco.mjx, imported on first use: importing it costs seconds and prints warnings about
-    optional backends on stdout (which would precede a command's --json output)."""
-    from mujoco import mjx
+    """mujoco.mjx, imported on first use and quietly (:func:`actuatorlab.sim.mjx_module.mjx`)."""
+    from ..sim.mjx_module import mjx
 
-    return mjx
+    return mjx()
 
 __all__ = ["Physics", "MjxBackend", "NativeBackend", "make_backend"]
 

@@ -28,6 +28,7 @@ import numpy as np
 from ..precision import physics, physics_fn
 from ..errors import ModelError
 from ..robots.loader import Robot
+from . import mjx_module
 from .arm_learned import frame, initial_history, net_step, telemetry_or_empty
 from .arm_step import (ActuatorState, ArmConfig as ArmConfig, ArmInputs as ArmInputs, ArmOutputs as ArmOutputs,
                        ArmState as ArmState, Command, Sensed, actuator_step, actuators, arm_outputs, check_learned,
@@ -168,9 +169,7 @@ def _inv_diag_spd(M):
 @physics
 def mjx_model(robot: Robot):
     """The robot's MJX model (``mujoco.mjx.put_model`` of ``robot.model(for_mjx=True)``)."""
-    from mujoco import mjx  # on first use only: importing MJX costs seconds and prints warnings
-
-    return mjx.put_model(robot.model(for_mjx=True))
+    return mjx_module.mjx().put_model(robot.model(for_mjx=True))
 
 
 @dataclass(frozen=True, eq=False)
@@ -252,8 +251,7 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> MJX
     (equalities, joint limits, contacts) needs solver iterations = 1 and ls_iterations = 4, which
     :meth:`Robot.model` sets for MJX.
     """
-    from mujoco import mjx  # on first use only, as in mjx_model
-
+    mjx = mjx_module.mjx()
     cfg = cfg or ArmConfig.from_robot(robot)
     m = robot.model(for_mjx=True)
     mx = mjx.put_model(m) if mx is None else mx

@@ -253,7 +253,9 @@ def invweights(mx) -> dict:
     when alpha is shared by the batch)."""
     import jax
     import jax.numpy as jnp
-    from mujoco import mjx
+    from .mjx_module import mjx as import_mjx
+
+    mjx = import_mjx()  # before its submodule, which would import it loudly
     from mujoco.mjx._src import support
 
     d = mjx.make_data(mx).replace(qpos=jnp.asarray(mx.qpos0, mx.body_mass.dtype))
