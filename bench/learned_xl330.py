@@ -7,6 +7,8 @@ One command (from the repo root)::
     python bench/learned_xl330.py --holdout trajectory=sin_time_square --seed 1  # another split, another seed
     python bench/learned_xl330.py --holdout sts3250=2024-10-26_12h23m27   # STS3250, that log held out
     python bench/learned_xl330.py --analytic g1 --analytic-budget quick --cold  # a named teacher; no warm start
+    python bench/learned_xl330.py --archs mlp=1500,400 --seeds 0 1 2 3 4 --holdouts balanced \
+        trajectory=sin_time_square sts3250          # issue 42 item 4: every run, then the ratios of the seed means
 
 Split: ``bench/split.py`` (7 training logs, 4 held-out logs: one per trajectory family, each at a
 different gain), raw logs of ``../shared/data/bam/xl330/raw``; ``--holdout sts3250=STEM``: the
@@ -78,7 +80,14 @@ def main(argv=None) -> int:
     ap.add_argument("--distilled", action="store_true",
                     help="also the distilled replacing network alone (diagnostic: its held-out MAE vs the teacher's)")
     ap.add_argument("--json-out", type=Path, default=None)
+    ap.add_argument("--seeds", nargs="+", type=int, default=None,
+                    help="a sweep: these seeds (STS3250 folds: the first only) x --holdouts, one run each, then the "
+                         "ratios of the seed means per split")
+    ap.add_argument("--holdouts", nargs="+", default=None,
+                    help="with --seeds: splits (balanced | trajectory=FAMILY | kp=GAIN | sts3250 = its 3 folds)")
     args = ap.parse_args(argv)
+    if args.seeds is not None or args.holdouts is not None:
+        return sweep(args, list(argv if argv is not None else sys.argv[1:]))
 
     from rich.console import Console
     from rich.table import Table
@@ -162,6 +171,66 @@ def main(argv=None) -> int:
           "holdout": args.holdout or "balanced", "split": {"train": [p.name for p in train_files], "heldout": [p.name for p in test_files]},
           "analytic": {"model": rows[0]["model"], "budget": args.analytic_budget, "heldout_mae": analytic},
           "rows": rows}, args.json_out)
+    return 0
+
+
+def _without(argv: list[str], flags: tuple[str, ...]) -> list[str]:
+    """``argv`` less the given flags and the values that follow each."""
+    out, skip = [], False
+    for a in argv:
+        if a in flags:
+            skip = True
+            continue
+        if skip and not a.startswith("--"):
+            continue
+        skip = False
+        out.append(a)
+    return out
+
+
+def sweep(args, argv: list[str]) -> int:
+    """One run of :func:`main` per (split, seed), each result in OUT/SPLIT_sSEED/result.json (a run
+    already there is read, not rerun), then per split the seed means and their ratios: the learned
+    rows' held-out MAE over the analytic fit's (ratio of the means, and per seed)."""
+    import json
+
+    import numpy as np
+
+    seeds = args.seeds or [args.seed]
+    splits: list[str | None] = []
+    for h in args.holdouts or ["balanced"]:
+        if h == "sts3250":
+            splits += [f"sts3250={f.stem}" for f in sorted(STS3250_DIR.glob("*.json"))]
+        else:
+            splits.append(None if h == "balanced" else h)
+    base = _without(argv, ("--seeds", "--holdouts", "--seed", "--holdout", "--out", "--json-out"))
+    table = {}
+    for h in splits:
+        runs = []
+        for seed in (seeds[:1] if (h or "").startswith("sts3250=") else seeds):
+            name = f"{(h or 'balanced').replace('=', '_')}_s{seed}"
+            res = args.out / name / "result.json"
+            if not res.exists():
+                main(base + ["--seed", str(seed), "--out", str(args.out / name), "--json-out", str(res)]
+                     + ([] if h is None else ["--holdout", h]))
+            runs.append(json.loads(res.read_text()))
+        ana = [r["analytic"]["heldout_mae"] for r in runs]
+        rows = {}
+        for r in runs:
+            for row in r["rows"][1:]:  # keyed by kind and network (a model's name holds its base's)
+                key = f"{'distilled' if 'distilled' in row['model'] else row['kind']} {row['arch']}"
+                rows.setdefault(key, []).append(row["heldout_mae"])
+        table[h or "balanced"] = {
+            "seeds": [r["seed"] for r in runs], "analytic_mean": float(np.mean(ana)),
+            "models": {m: {"mean": float(np.mean(v)), "ratio_of_means": float(np.mean(v) / np.mean(ana)),
+                           "per_seed": [float(x / a) for x, a in zip(v, ana)]} for m, v in rows.items()}}
+    print("held-out mean per-log replay MAE [mrad], seed means; ratio of the means to the analytic fit (per seed)")
+    for h, t in table.items():
+        print(f"{h} (seeds {', '.join(map(str, t['seeds']))}): analytic {1e3 * t['analytic_mean']:.1f}")
+        for m, v in t["models"].items():
+            print(f"    {m:<40}{1e3 * v['mean']:7.1f}  {v['ratio_of_means']:.3f}x  ("
+                  + " / ".join(f"{x:.2f}" for x in v["per_seed"]) + ")")
+    emit({"bench": "learned_xl330", "sweep": table}, None if args.json_out is None else args.json_out)
     return 0
 
 
