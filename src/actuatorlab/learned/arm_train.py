@@ -290,10 +290,7 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
 
     val_fn = validator(robot, vw, cfg, images)
 
-    tcfg = TrainConfig(steps=int(bud["steps"]), lr=float(bud["lr"]), warmup=max(1, int(bud["steps"]) // 10),
-                       eval_every=int(bud["eval_every"]), checkpoint_every=int(bud["eval_every"]), seed=seed,
-                       ema_decay=0.99, eval_at_start=teacher is not None,
-                       time_limit_s=None if bud.get("time_limit_s") is None else float(bud["time_limit_s"]))
+    tcfg = _train_config(bud, seed, validate_start=teacher is not None)
     meta = {"robot": robot_name, "arch": model.arch, "residual": base_desc, "curriculum": list(cur.lengths),
             "batch": B, "train": [t.name for t in train_trajs], "val": [t.name for t in val_trajs],
             "teacher": None if teacher is None else teacher[2], **_image_meta(images, standin)}
@@ -312,6 +309,15 @@ def train_arm(robot_name: str, train_trajs: list[Trajectory], val_trajs: list[Tr
                      **_image_meta(images, standin)},
         "data": {"train": [t.source_file or t.name for t in train_trajs],
                  "val": [t.source_file or t.name for t in val_trajs]}})
+
+
+def _train_config(bud: dict, seed: int, validate_start: bool) -> TrainConfig:
+    """The trainer's settings of a budget: warm-up over its first 10 %, a checkpoint at every
+    validation, EMA decay 0.99; ``validate_start``: the warm-started network is validated at step 0."""
+    steps = int(bud["steps"])
+    return TrainConfig(steps=steps, lr=float(bud["lr"]), warmup=max(1, steps // 10), eval_every=int(bud["eval_every"]),
+                       checkpoint_every=int(bud["eval_every"]), seed=seed, ema_decay=0.99, eval_at_start=validate_start,
+                       time_limit_s=None if bud.get("time_limit_s") is None else float(bud["time_limit_s"]))
 
 
 def _layout(robot: Robot, first: Trajectory, init: LearnedArm | None, options: ArmTrainConfig,
