@@ -150,7 +150,7 @@ def test_a_replacing_model_fine_tuned_keeps_its_own_base(case, tmp_path, monkeyp
     def no_mjx(out, model, problem, tcfg, cur, **k):  # the fine-tuning returns the model it was given
         seen.append(model)
         return type("R", (), dict(best=model, steps=tcfg.steps, best_step=0, best_val=1.0, s_per_1k_steps=0.0,
-                                  compile_s=0.0, warm_start=None))()
+                                  compile_s=0.0, warm_start=None, stopped=None))()
 
     monkeypatch.setattr(arm_train, "learn", no_mjx)
     budget = dict(batch=1, curriculum=(8,), stage_fraction=(1.0,), max_val_windows=1, one_shape=False)
