@@ -189,7 +189,7 @@ def _without(argv: list[str], flags: tuple[str, ...]) -> list[str]:
 
 
 def sweep(args, argv: list[str]) -> int:
-    """One run of :func:`main` per (split, seed), each result in OUT/SPLIT_sSEED/result.json (a run
+    """One run of :func:`main` per (split, seed) (a process each), each result in OUT/SPLIT_sSEED/result.json (a run
     already there is read, not rerun), then per split the seed means and their ratios: the learned
     rows' held-out MAE over the analytic fit's (ratio of the means, and per seed)."""
     import json
@@ -210,9 +210,11 @@ def sweep(args, argv: list[str]) -> int:
         for seed in (seeds[:1] if (h or "").startswith("sts3250=") else seeds):
             name = f"{(h or 'balanced').replace('=', '_')}_s{seed}"
             res = args.out / name / "result.json"
-            if not res.exists():
-                main(base + ["--seed", str(seed), "--out", str(args.out / name), "--json-out", str(res)]
-                     + ([] if h is None else ["--holdout", h]))
+            if not res.exists():  # each run in its own process: one process would keep every run's compiled code
+                import subprocess
+
+                subprocess.run([sys.executable, __file__, *base, "--seed", str(seed), "--out", str(args.out / name),
+                                "--json-out", str(res)] + ([] if h is None else ["--holdout", h]), check=True)
             runs.append(json.loads(res.read_text()))
         ana = [r["analytic"]["heldout_mae"] for r in runs]
         rows = {}
