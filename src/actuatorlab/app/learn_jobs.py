@@ -84,8 +84,6 @@ def check_train(job: TrainJob) -> None:
     check_range("--time-limit", job.time_limit)
     if job.budget not in ("default", "full"):
         raise UnknownNameError("training budget", job.budget, ("default", "full"))
-    if (job.budget != "default" or job.time_limit is not None) and job.robot is None and job.init is None:
-        raise ActuatorlabError("--budget and --time-limit set whole-robot training: give --robot (one joint: --steps)")
     if (job.masks is None) != (job.camera is None):
         raise ActuatorlabError("--masks and --camera go together: the masks folder and the camera_calibration.json "
                                "of its cameras (actuatorlab calibrate-camera)")
@@ -105,6 +103,10 @@ def run_train_job(job: TrainJob) -> TrainResult:
     check_train(job)
     arch, residual = split_arch(job.arch)
     robot = robot_of_model(job.init, job.robot) if job.init is not None else job.robot
+    if robot is None and (job.budget != "default" or job.time_limit is not None):
+        raise ActuatorlabError("--budget and --time-limit set whole-robot training: give --robot"
+                               + (f" ({job.init} is a one-joint model)" if job.init is not None else "")
+                               + " (one joint: --steps)")
     if robot is None and job.masks is not None:
         raise ActuatorlabError(f"--masks {job.masks}: camera masks supervise a whole-robot model, and {job.init} "
                                "is a one-joint model; give a RUN/arm_model.json of `fit --robot`")
@@ -115,9 +117,6 @@ def run_train_job(job: TrainJob) -> TrainResult:
                                               ArmTrainConfig(arch=arch, residual=job.init if residual else None,
                                                              teacher=job.init, steps=job.steps, seed=job.seed),
                                               budget=budget, resume=job.resume, images=images), robot)
-    if job.budget != "default" or job.time_limit is not None:
-        raise ActuatorlabError(f"--budget and --time-limit set whole-robot training, and {job.init} is a one-joint "
-                               "model (one joint: --steps)")
     return TrainResult(jobs.run_train(list(job.data), job.out,
                                       jobs.JointTrainOptions(arch=arch, residual=job.init if residual else None,
                                                              teacher=job.init, steps=job.steps, seed=job.seed,

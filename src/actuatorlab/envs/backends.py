@@ -31,15 +31,10 @@ from ..errors import ModelError
 from ..precision import physics_precision
 from ..sim.arm import ArmInputs, make_mjx_rollout
 from ..sim.arm_learned import LearnedInputs, frame
+from ..sim import mjx_module
 from ..sim.arm_native import native_model, rollout_native
 from .actuators import builtin_model
 
-
-def _mjx():
-    """mujoco.mjx, imported on first use and quietly (:func:`actuatorlab.sim.mjx_module.mjx`)."""
-    from ..sim.mjx_module import mjx
-
-    return mjx()
 
 __all__ = ["Physics", "MjxBackend", "NativeBackend", "make_backend"]
 
@@ -88,13 +83,13 @@ class MjxBackend:
         with jax.enable_x64(precision == "float64"):
             r, act = env.model_robot, env.actuator
             self.dtype = jnp.float64 if precision == "float64" else jnp.float32
-            self.mx = _mjx().put_model(builtin_model(r, for_mjx=True) if act.kind == "builtin" else r.model(for_mjx=True))
+            self.mx = mjx_module.mjx().put_model(builtin_model(r, for_mjx=True) if act.kind == "builtin" else r.model(for_mjx=True))
             self.params0 = {k: jnp.asarray(v, self.dtype) for k, v in act.params.items()}
             if act.kind != "builtin":
                 # the raw maker: the environment's precision is the caller's (never switched here)
                 self._rollout = inspect.unwrap(make_mjx_rollout)(r, env.cfg, self.mx)
             else:
-                self._template = _mjx().make_data(self.mx)
+                self._template = mjx_module.mjx().make_data(self.mx)
 
     def precision_context(self):
         """Context to trace ``reset``/``step`` in (float64: x64 on; float32: a no-op)."""
@@ -181,7 +176,7 @@ class MjxBackend:
         def tick(d, cmd):
             q, dq = d.qpos[e.qadr], d.qvel[e.dadr]
             d = d.replace(ctrl=jnp.zeros_like(d.ctrl).at[idx].set(cmd))
-            d = jax.lax.fori_loop(0, e.cfg.substeps, lambda _, dd: _mjx().step(mx, dd), d)
+            d = jax.lax.fori_loop(0, e.cfg.substeps, lambda _, dd: mjx_module.mjx().step(mx, dd), d)
             eff = d.qfrc_actuator[e.dadr] / e.effort_lim
             return d, (q, dq, eff, d.qpos, d.qvel)
 

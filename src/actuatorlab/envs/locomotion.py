@@ -75,7 +75,7 @@ from ..sim.homotopy import make_homotopy
 from ..sim.randomization import Randomizer
 from ..sim.arm import mujoco_armature
 from ..errors import UnknownNameError
-from .backends import _mjx
+from ..sim import mjx_module
 
 #: default action scale [rad per unit action] around the standing posture (docs/locomotion.md)
 DEFAULT_ACTION_SCALE = 1.0
@@ -297,7 +297,7 @@ class LocomotionEnv:
         # pose term's per-joint weights: 1 on hip joints, 0.1 on knees (*_KFE) as Playground's Go1 joystick
         names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.dof_jntid[a])) or "" for a in self.core.dadr]
         self.pose_w = np.array([0.1 if n.upper().endswith("KFE") else 1.0 for n in names], np.float32)
-        self._kin = _mjx().make_data(self.core.mx)   # kinematics template (feet heights)
+        self._kin = mjx_module.mjx().make_data(self.core.mx)   # kinematics template (feet heights)
         # the actuator's MuJoCo armature for the nominal parameters (the invweights use it)
         self._arm0 = self._base_armature(self.core.params0)
 
@@ -358,7 +358,7 @@ class LocomotionEnv:
         return jnp.concatenate([v, contact]).astype(jnp.float32)
 
     def _feet_height(self, qpos):
-        d = _mjx().kinematics(self.core.mx, self._kin.replace(qpos=qpos))
+        d = mjx_module.mjx().kinematics(self.core.mx, self._kin.replace(qpos=qpos))
         return d.geom_xpos[self.foot_geoms, 2] - self.foot_radius
 
     def _sample_command(self, key):

@@ -79,6 +79,7 @@ import numpy as np
 
 from ..errors import ModelError, UnknownNameError
 from ..robots.loader import home_qpos, load_robot, Robot
+from . import mjx_module
 
 __all__ = ["Homotopy", "make_homotopy", "invweights", "composite_inertia", "constant_bias", "BIAS_TOLERANCE",
            "quat_from_mat", "quat_mul"]
@@ -253,9 +254,7 @@ def invweights(mx) -> dict:
     when alpha is shared by the batch)."""
     import jax
     import jax.numpy as jnp
-    from .mjx_module import mjx as import_mjx
-
-    mjx = import_mjx()  # before its submodule, which would import it loudly
+    mjx = mjx_module.mjx()  # before its submodule, which would import it loudly
     from mujoco.mjx._src import support
 
     d = mjx.make_data(mx).replace(qpos=jnp.asarray(mx.qpos0, mx.body_mass.dtype))
