@@ -18,6 +18,12 @@ learned on the first unit, scaled over its refitted base by the gate that earns 
 new unit's 12 adaptation logs (each log a group, :func:`actuatorlab.learned.gate.choose_gate`, the
 one-joint residual's rule); the table's "gate" column and the JSON's ``gated`` give the gate and
 the gated model's test MAE.
+
+``--references RUN ...``: runs trained by ``actuatorlab train`` on D1's own training logs (all of
+them, the default budget; a residual over ``fit D1/train --robot ...``): the "own unit" column gives
+the test MAE of the reference of the same kind and architecture as each row's run, i.e. what
+training on the new unit itself reaches, so that an adaptation's change can be read against what
+is attainable on that unit (measured 2026-12-06, bench/journal/adapt.md).
 """
 
 from __future__ import annotations
@@ -44,6 +50,8 @@ def main(argv=None) -> int:
     ap.add_argument("--lr", type=float, default=None)
     ap.add_argument("--out", type=Path, default=Path("bench/out/adapt"))
     ap.add_argument("--gate", action="store_true", help="also a residual's correction gated on the adaptation logs")
+    ap.add_argument("--references", type=Path, nargs="*", default=[],
+                    help="runs trained on DATA's own training logs: the 'own unit' column")
     a = ap.parse_args(argv)
 
     from actuatorlab.app.train_work import compilation_cache
@@ -92,23 +100,30 @@ def main(argv=None) -> int:
             rec["analytic_refit_s"] = [time.perf_counter() - t0, time.process_time() - c0]
             results[key] = rec
             res_path.write_text(json.dumps(results, indent=2, default=float) + "\n")
+        own: dict = {}  # (kind, arch) -> (run, test MAE) of the runs trained on this unit
+        for run in a.references:
+            robot, m, d = load_arm_model(run / "arm_model.json")
+            own[(d["kind"], d["arch"])] = (str(run), evaluate_learned_arm(robot, m, te, HORIZONS)["position_mae"])
 
     card = json.loads((a.data / "dataset.json").read_text())
     print(f"adaptation to the unit of {a.data.name} (synth seed {card.get('seed')}, scale {card.get('scale')}) on "
           f"{len(logs)} of its training logs; pooled rollout MAE [mrad] on its test split, 600 control steps")
     print(f"{'run':<16}{'kind':<10}{'unadapted':>11}{'adapted':>9}{'change':>9}{'wall s':>8}{'cpu s':>8}"
-          f"{'analytic':>10}{'refit':>8}{'gate':>6}{'gated':>7}")
+          f"{'analytic':>10}{'refit':>8}{'gate':>6}{'gated':>7}{'own unit':>10}")
     summary: dict = {"seed": card.get("seed"), "scale": card.get("scale"), "n_trajectories": len(logs), "runs": {}}
     for key, r in results.items():
         ch = r["after"] / r["before"] - 1.0
+        ref = own.get((r["kind"], r.get("arch")))
         print(f"{key:<16}{r['kind']:<10}{1e3 * r['before']:>11.1f}{1e3 * r['after']:>9.1f}{100 * ch:>8.1f}%"
               f"{r['adaptation']['wall_s']:>8.0f}{r['adaptation']['cpu_s']:>8.0f}"
               f"{1e3 * r['analytic_before']:>10.1f}{1e3 * r['analytic_refit']:>8.1f}"
-              + (f"{r['gate']['gate']:>6g}{1e3 * r['gated']:>7.1f}" if r.get("gate") else f"{'-':>6}{'-':>7}"))
+              + (f"{r['gate']['gate']:>6g}{1e3 * r['gated']:>7.1f}" if r.get("gate") else f"{'-':>6}{'-':>7}")
+              + (f"{1e3 * ref[1]:>10.1f}" if ref else f"{'-':>10}"))
         summary["runs"][key] = {"kind": r["kind"], "before": r["before"], "after": r["after"], "change": ch,
                                 "wall_s": r["adaptation"]["wall_s"], "cpu_s": r["adaptation"]["cpu_s"],
                                 "analytic": r["analytic_before"], "analytic_refit": r["analytic_refit"],
-                                "gate": (r.get("gate") or {}).get("gate"), "gated": r.get("gated")}
+                                "gate": (r.get("gate") or {}).get("gate"), "gated": r.get("gated"),
+                                "own_unit": None if ref is None else {"run": ref[0], "test_mae": ref[1]}}
     emit(summary, a.out / "summary.json")
     return 0
 

@@ -27,8 +27,10 @@ Per truth, in one run:
   their own venvs on the logs written in BAM's processed format; sysid's one MJCF holds one bench, so it is
   scored on heldout/excitation and heldout/gain only (the held-out masses are another bench);
 * the targets of issue 43: default held-out <= 2x the best member's (pooled over the three held-out
-  splits), in-sample <= 3x the sensor floor, shared parameters within 10 %, and on truths outside the
-  family whether the fit's warning fired (read from the model file's ``diagnosis``).
+  splits), in-sample <= 3x the sensor floor, shared parameters within 10 % (all of them, those the fit does
+  not flag as not determined by its logs, and whether every one outside 10 % is so flagged: model.json's
+  ``determined``, docs/models.md), and on truths outside the family whether the fit's warning fired (read
+  from the model file's ``diagnosis``).
 
 A rich table per truth, then one JSON line (``--out FILE`` also writes it). ``--baseline FILE`` (a previous
 JSON line) prints per-truth ratios of the held-out MAE and flags every truth more than 5 % worse: a rule
@@ -113,7 +115,8 @@ def param_errors(a, d: dict) -> dict[str, dict[str, Any]]:
         e = d["parameters"].get(k)
         if e is None or not e.get("free") or v == 0.0:
             continue
-        out[k] = {"truth": v, "fitted": float(e["value"]), "unit": unit, "rel_error": float(e["value"]) / v - 1.0}
+        out[k] = {"truth": v, "fitted": float(e["value"]), "unit": unit, "rel_error": float(e["value"]) / v - 1.0,
+                  "determined": e.get("determined")}  # False: the fit itself says these logs do not determine it
     return out
 
 
@@ -192,6 +195,17 @@ def peers(ds: Path, args) -> list[dict]:
                                    "heldout_splits")} for r in rows]
 
 
+def _params_ok(key: str, params: dict) -> dict[str, Any]:
+    """``KEY_params_ok``: every shared parameter within PARAM_TOL; ``KEY_determined_params_ok``: every one the
+    fit does not flag as not determined by its logs (model.json ``determined``: false); ``KEY_params_flagged_ok``:
+    every parameter outside PARAM_TOL is flagged so (the fit says what it cannot know)."""
+    errs = {k: abs(p["rel_error"]) for k, p in params.items()}
+    det = [e for k, e in errs.items() if params[k].get("determined") is not False]
+    return {f"{key}_params_ok": bool(errs) and max(errs.values()) <= PARAM_TOL,
+            f"{key}_determined_params_ok": bool(det) and max(det) <= PARAM_TOL,
+            f"{key}_params_flagged_ok": all(params[k].get("determined") is False for k, e in errs.items() if e > PARAM_TOL)}
+
+
 def targets(row: dict) -> dict[str, Any]:
     """Issue 43's targets for one truth (None where they do not apply)."""
     floor, default, best = row["sensor_floor"]["train"], row["default"], row.get("best")
@@ -200,15 +214,13 @@ def targets(row: dict) -> dict[str, Any]:
     if best:
         out["heldout_vs_best"] = default["mae"]["heldout"] / best["mae"]["heldout"]
         out["heldout_ok"] = out["heldout_vs_best"] <= HELDOUT_RATIO
-        errs = [abs(p["rel_error"]) for p in best["params"].values()]
-        out["best_params_ok"] = bool(errs) and max(errs) <= PARAM_TOL
+        out.update(_params_ok("best", best["params"]))
         out["best_in_sample_vs_floor"] = best["mae"]["in_sample"] / floor
     out["in_sample_vs_floor"] = default["mae"]["in_sample"] / floor
     out["in_sample_ok"] = out["in_sample_vs_floor"] <= FLOOR_RATIO
     # the floor without the reading's age (a command delay absorbs it): the stricter one where a reading is old
     out["in_sample_vs_floor_at_reading"] = default["mae"]["in_sample"] / row["sensor_floor"]["train_at_reading"]
-    errs = [abs(p["rel_error"]) for p in default["params"].values()]
-    out["default_params_ok"] = bool(errs) and max(errs) <= PARAM_TOL
+    out.update(_params_ok("default", default["params"]))
     w = default["warning"]
     out["warning_fired"] = w.get("fired") if isinstance(w, dict) else None  # must be True outside the family
     return out
@@ -262,7 +274,13 @@ def print_tables(rows: list[dict]) -> None:
               f"{tg['in_sample_vs_floor_at_reading']:.1f}x at the readings)"]
         if b:
             ok.append(f"held-out {'ok' if tg['heldout_ok'] else 'NO'}")
-            ok.append(f"best params {'ok' if tg['best_params_ok'] else 'NO'}")
+            ok.append(f"best params {'ok' if tg['best_params_ok'] else 'NO'} (determined ones "
+                      f"{'ok' if tg['best_determined_params_ok'] else 'NO'}, the rest flagged: "
+                      f"{'yes' if tg['best_params_flagged_ok'] else 'NO'})")
+        if tg["in_family"]:
+            ok.append(f"default params {'ok' if tg['default_params_ok'] else 'NO'} (determined ones "
+                      f"{'ok' if tg['default_determined_params_ok'] else 'NO'}, the rest flagged: "
+                      f"{'yes' if tg['default_params_flagged_ok'] else 'NO'})")
         if not tg["in_family"]:
             ok.append(f"warning {'fired' if tg['warning_fired'] else 'SILENT' if tg['warning_fired'] is False else 'n/a'}")
         t.add_row(r["truth"], _mrad(r["sensor_floor"]["train"]), d["model"], _mrad(d["mae"]["in_sample"]),
@@ -277,7 +295,8 @@ def print_tables(rows: list[dict]) -> None:
         for key in ("default", "best"):
             f = r.get(key)
             if f:
-                pe = ", ".join(f"{k} {100 * v['rel_error']:+.0f}" for k, v in f["params"].items())
+                pe = ", ".join(f"{k} {100 * v['rel_error']:+.0f}" + (" (not determined)" if v.get("determined") is False
+                                                                     else "") for k, v in f["params"].items())
                 miss = ", ".join(m for m, has in f["mechanisms"].items() if not has) or "none"
                 p.add_row(r["truth"], f"{key}: {f['model']}", pe, miss)
     con.print(p)

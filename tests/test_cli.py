@@ -95,6 +95,10 @@ def test_fit_writes_a_model_close_to_the_truth(work):
     assert d["fit"]["dt"] == 0.005
     ident = json.loads((run / "identifiability.json").read_text())
     assert set(ident["stderr"]) == set(TRUTH_M1)
+    # every parameter recovered within 5 % is one these logs determine: 10 % of it moves the MAE by > 2 %
+    assert ident["sensitivity"]["not_determined"] == [] and set(ident["sensitivity"]["change"]) == set(TRUTH_M1)
+    for name in TRUTH_M1:
+        assert d["parameters"][name]["determined"] is True and min(d["parameters"][name]["sensitivity"]) > 0.02, name
 
 
 def test_fit_leaves_inputs_untouched_and_no_temporary_files(work):

@@ -123,3 +123,67 @@ def test_bad_inputs_raise_clear_errors():
         identifiability(lambda x: x, np.ones(3), ["a", "b"])
     with pytest.raises(ModelError, match="not finite"):
         identifiability(lambda x: x * jnp.nan, np.ones(2), ["a", "b"])
+
+
+# ------------------------------------------------------------------------------------------------
+# sensitivity: what the logs determine at all
+# ------------------------------------------------------------------------------------------------
+
+
+def _quantised_problem():
+    """y = a sin(t) + b t + c tanh(t / 0.05) measured with a 1e-2 quantiser: the c term is below a count."""
+    from actuatorlab.identify.identifiability import sensitivity
+
+    t = np.linspace(0.0, 4.0, 2001)
+    truth = np.array([1.0, 0.3, 2e-3])
+
+    def model(th):
+        return th[0] * jnp.sin(t) + th[1] * t + th[2] * jnp.tanh(t / 0.05)
+
+    y = np.round(np.asarray(model(jnp.asarray(truth))) / 1e-2) * 1e-2
+
+    def residuals(th):
+        return model(jnp.asarray(th)) - y
+
+    return sensitivity, residuals, truth
+
+
+def test_sensitivity_flags_the_parameter_below_the_quantiser_and_keeps_the_others():
+    sensitivity, residuals, theta = _quantised_problem()
+    names = ["a", "b", "c"]
+    out = sensitivity(residuals, theta, names)
+    m0 = float(np.mean(np.abs(np.asarray(residuals(theta)))))
+    assert out["mae"] == pytest.approx(m0, rel=1e-12) and out["step"] == 0.1 and out["min_change"] == 0.02
+    for i, n in enumerate(names):  # the definition: MAE with theta_i alone at (1 -+ 10 %), relative to the optimum's
+        for k, f in enumerate((0.9, 1.1)):
+            th = theta.copy()
+            th[i] *= f
+            want = float(np.mean(np.abs(np.asarray(residuals(th))))) / m0 - 1.0
+            assert out["change"][n][k] == pytest.approx(want, rel=1e-9, abs=1e-12)
+    # a and b move the signal by 0.1-0.12 (ten counts): far above 2 %; c by 2e-4 (a fiftieth of a count)
+    assert min(out["change"]["a"]) > 1.0 and min(out["change"]["b"]) > 1.0
+    assert abs(out["change"]["c"][0]) < 0.02 and out["not_determined"] == ["c"]
+    assert "10 %" in out["rule"] and "2 %" in out["rule"]
+    json.dumps(out)
+    # the threshold is an argument: at 1e-9 only a change below it is listed
+    assert sensitivity(residuals, theta, names, min_change=1e-9)["not_determined"] == [n for n in names
+                                                                                      if min(out["change"][n]) < 1e-9]
+
+
+def test_sensitivity_of_a_parameter_at_zero_and_of_a_replay_that_blows_up():
+    from actuatorlab.identify.identifiability import sensitivity
+
+    t = np.linspace(0.0, 1.0, 101)
+    y = np.sin(t)
+
+    def residuals(th):  # th[1] = 0 moves nothing; th[0] * 1.1 makes the residual infinite
+        return jnp.where(th[0] > 1.05, jnp.inf, th[0] * jnp.sin(t)) + th[1] * t - y + 1e-3
+
+    out = sensitivity(residuals, np.array([1.0, 0.0]), ["a", "zero"])
+    assert out["change"]["zero"] is None and "zero" not in out["not_determined"]
+    assert out["change"]["a"][1] is None and out["change"]["a"][0] > 0.02  # an infinite MAE is a large change
+    assert out["not_determined"] == []
+    with pytest.raises(ModelError, match="2 names for 1 parameters"):
+        sensitivity(residuals, np.array([1.0]), ["a", "b"])
+    with pytest.raises(ModelError, match="step"):
+        sensitivity(residuals, np.array([1.0, 0.0]), ["a", "zero"], step=1.5)

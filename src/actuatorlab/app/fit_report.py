@@ -24,6 +24,9 @@ def param_rows(model_dict: dict) -> list[dict]:
                          "stderr_jacobian": e.get("stderr"),
                          "stderr_resampled": e.get("stderr_resampled"),
                          "poorly_determined": e.get("poorly_determined"),
+                         "determined": e.get("determined"),
+                         "mae_change_minus": (e.get("sensitivity") or [None, None])[0],
+                         "mae_change_plus": (e.get("sensitivity") or [None, None])[1],
                          "lower": e.get("lower"), "upper": e.get("upper"), "free": True})
     return rows
 
@@ -75,6 +78,16 @@ def write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection
             f"{', '.join(u['flagged']) or 'none'}. The Jacobian errors assume independent residuals.</p>"
             + html_table(param_rows(d), ["name", "value", "unit", "stderr_jacobian", "stderr_resampled",
                                            "poorly_determined"]))
+    sens = (d.get("identifiability") or {}).get("sensitivity")
+    if sens:
+        extra["What these logs determine: each parameter moved alone"] = (
+            f"<p>Each free parameter moved alone by -+{100 * sens['step']:g} % of its value, the others at "
+            f"the optimum: the relative change of the in-sample position MAE. Below "
+            f"{100 * sens['min_change']:g} % on a side, these logs do not determine it to "
+            f"{100 * sens['step']:g} % (refitting the others could only lower the change): "
+            f"{', '.join(sens['not_determined']) or 'none'}.</p>"
+            + html_table(param_rows(d), ["name", "value", "unit", "mae_change_minus", "mae_change_plus",
+                                           "determined"]))
     if d.get("timestep_sensitivity"):
         extra["Timestep sensitivity"] = html_table(
             [{**v, "dt": k, "dt_s": v["dt"]} for k, v in d["timestep_sensitivity"].items()],

@@ -23,7 +23,7 @@ from ..logs import load_logs, save_trajectory, audit_log
 from ..logs.format import Trajectory
 from ..models.actuator_model import FORMAT, FORMAT_VERSION, LEARNED_KINDS, check_robot, from_document, load, save
 from ..identify.fit import fit_model, substeps_for
-from ..identify.identifiability import identifiability
+from ..identify.identifiability import identifiability, sensitivity
 from ..sim.rollout import default_dt, make_batches, rollout_batch
 from ..evaluate import summarize
 from ..evaluate.replay import replay, replay_batches, robot_regimes, timestep_sensitivity as ts
@@ -60,7 +60,8 @@ Progress = Callable[[str, str, float], None]
 
 @physics
 def identifiability_for(fit, batches) -> dict | None:
-    """Standard errors and correlations of the free parameters at the optimum (rollout residuals)."""
+    """Standard errors and correlations of the free parameters at the optimum (rollout residuals), and
+    ``sensitivity``: what these logs determine at all (:func:`~actuatorlab.identify.identifiability.sensitivity`)."""
 
     space = fit.space
     if space.n == 0:
@@ -77,7 +78,11 @@ def identifiability_for(fit, batches) -> dict | None:
         rs = [(rollout_batch(cfg, p, arr).q - arr["q_meas"])[mask] for cfg, arr, mask in items]
         return jnp.concatenate(rs)
 
-    return identifiability(residuals, np.asarray(fit.theta, float), list(space.names))
+    theta, names = np.asarray(fit.theta, float), list(space.names)
+    # 2p replays each, independent: the sensitivity's on a second thread beside the Jacobian's
+    with ThreadPoolExecutor(1, thread_name_prefix="actuatorlab-sensitivity") as pool:
+        moved = pool.submit(in_this_precision(sensitivity), residuals, theta, names)
+        return identifiability(residuals, theta, names) | {"sensitivity": moved.result()}
 
 
 def _check_fit(model: str | None, options: FamilyOptions, jackknife: str | None) -> None:

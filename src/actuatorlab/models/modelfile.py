@@ -32,9 +32,13 @@ def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiabilit
 
     uncertainty: resampled standard errors (:func:`actuatorlab.identify.select.group_jackknife`);
     stored as the top-level ``uncertainty`` and per free parameter as ``stderr_resampled``,
-    ``relative_spread`` and ``poorly_determined`` (docs/model_file.md)."""
+    ``relative_spread`` and ``poorly_determined`` (docs/model_file.md). identifiability's
+    ``sensitivity`` (:func:`~actuatorlab.identify.identifiability.sensitivity`) is stored per free
+    parameter as ``sensitivity`` ([MAE change at -10 %, at +10 %]) and ``determined`` (False: these
+    logs do not determine it to 10 %; None: a parameter at 0)."""
     joint = setup.get("joint_type", "revolute")
     stderr = (identifiability or {}).get("stderr", {})
+    sens = (identifiability or {}).get("sensitivity")
     params = {}
     values = fit.params
     free = set(fit.space.names)
@@ -43,6 +47,9 @@ def model_to_dict(fit, *, setup: dict, data: dict, metrics: dict, identifiabilit
             i = fit.space.names.index(name)
             entry.update(lower=float(fit.space.lower[i]), upper=float(fit.space.upper[i]),
                          stderr=stderr.get(name))
+            if sens is not None and name in sens["change"]:
+                entry.update(sensitivity=sens["change"][name],
+                             determined=None if sens["change"][name] is None else name not in sens["not_determined"])
             if uncertainty:
                 entry.update(stderr_resampled=uncertainty["stderr"].get(name),
                              relative_spread=uncertainty["relative"].get(name),

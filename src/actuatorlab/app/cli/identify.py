@@ -68,6 +68,13 @@ def fit(ctx: typer.Context,
     flagged = (d.get("identifiability") or {}).get("flagged_pairs") or []
     for a, b, c in flagged:
         console.print(f"[yellow]poorly separable:[/] {a} and {b} (corr {c:+.3f})")
+    sens = (d.get("identifiability") or {}).get("sensitivity") or {}
+    if sens.get("not_determined"):
+        moved = ", ".join(f"{n} ({100 * min(x for x in sens['change'][n] if x is not None):+.2f} %)"
+                          for n in sens["not_determined"])
+        console.print(f"[yellow]not determined by these logs:[/] {moved}: each, moved alone by -+{100 * sens['step']:g} % "
+                      f"of its value, changes the in-sample MAE by less than {100 * sens['min_change']:g} % on a side",
+                      soft_wrap=True)
     s = d["_summary"]
     console.print(f"training replay: MAE {_mrad(s['position_mae'], unit)}, RMSE {_mrad(s['position_rmse'], unit)}, "
                   f"relative {100 * s['position_relative_error']:.2f}%")
