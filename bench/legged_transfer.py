@@ -117,7 +117,12 @@ def _truth_by_type(card: dict[str, Any]) -> dict[str, dict[str, float]]:
 
 
 def _recovery(fit: dict[str, Any], hand: dict[str, Any], truth: dict[str, dict[str, float]]) -> list[dict]:
+    """Per joint type and parameter the truth has: fitted and hand-written values against the truth,
+    ``determined`` (False: the fit's own sensitivity pass says the in-air logs do not determine it to 10 %)
+    and ``improvable`` (True: moving it alone lowers the fit's error, the search stopped short); None where
+    no such pass was recorded."""
     rows = []
+    sens = (fit.get("identifiability") or {}).get("sensitivity")
     for k, per_set in fit["params"].items():
         for name, v in per_set.items():
             jt = name.rsplit("@", 1)[-1]
@@ -125,7 +130,11 @@ def _recovery(fit: dict[str, Any], hand: dict[str, Any], truth: dict[str, dict[s
                 continue
             t = truth[jt][k]
             h = hand["params"].get(k)
+            known = sens is not None and (sens["change"].get(k) or {}).get(name) is not None
+            det = f"{k}@{name}" not in sens["not_determined"] if known else None
+            short = f"{k}@{name}" in (sens.get("improvable") or []) if known else None
             rows.append({"type": jt, "param": k, "truth": t, "fitted": float(v), "fit_rel_err": float(v / t - 1.0),
+                         "determined": det, "improvable": short,
                          "hand": h, "hand_rel_err": None if h is None else float(h / t - 1.0)})
     for k, h in hand["params"].items():  # what the hand-written file assumes and the fit does not have
         if k not in fit["params"]:
@@ -303,7 +312,9 @@ def identification(a: argparse.Namespace, d: Path, card: dict[str, Any], run: Pa
         print(f"{who:<40}" + "".join(f"{1e3 * sc[s][jt]:15.2f}" for s in SPLITS for jt in JOINT_TYPES))
     print("parameter recovery (truth: mean of the type's 4 units)")
     for r in rec:
-        fit_txt = "-" if r["fitted"] is None else f"{r['fitted']:.4g} ({100 * r['fit_rel_err']:+.0f} %)"
+        fit_txt = "-" if r["fitted"] is None else (f"{r['fitted']:.4g} ({100 * r['fit_rel_err']:+.0f} %"
+                                                   + (", not determined)" if r.get("determined") is False else
+                                                      ", search stopped short)" if r.get("improvable") else ")"))
         hand_txt = "-" if r["hand"] is None else f"{r['hand']:.4g} ({100 * r['hand_rel_err']:+.0f} %)"
         print(f"  {r['type']} {r['param']:<20} truth {r['truth']:.4g}  fitted {fit_txt}  hand-written {hand_txt}")
     summary = {"bench": "legged_transfer", "section": "identification_in_air", "robot": "anymal_c",

@@ -144,3 +144,44 @@ def test_fit_of_a_single_parameter(robot):
     logs = chirp_logs(robot, p, T=120, n_logs=1)
     r = fit_arm(ROBOT, logs, params=("kt",), max_evals=60, horizon=60)
     assert r["params"]["kt"]["xm430_w350"] == pytest.approx(p["kt"][0], rel=0.01)
+
+
+def test_fit_says_which_fitted_values_the_logs_do_not_determine(robot):
+    """sensitivity=True: kt (x0.8, recovered) moves the fit's error on its joints by far more than 2 %
+    when moved alone by 10 %; the Stribeck velocity with no Stribeck friction (0 in this config) moves
+    nothing and is listed."""
+    p = robot.nominal_params()
+    p["kt"] = p["kt"] * 0.8
+    assert p["friction_stribeck"][0] == 0.0 and p["stribeck_velocity"][0] > 0.0
+    logs = chirp_logs(robot, p, T=120, n_logs=1)
+    r = fit_arm(ROBOT, logs, params=("kt", "stribeck_velocity"), max_evals=40, horizon=60, sensitivity=True)
+    s = r["sensitivity"]
+    assert s["step"] == 0.1 and s["min_change"] == 0.02
+    assert min(s["change"]["kt"]["xm430_w350"]) > 0.5
+    assert s["change"]["stribeck_velocity"]["xm430_w350"] == [0.0, 0.0]
+    assert s["not_determined"] == ["stribeck_velocity@xm430_w350"] and s["improvable"] == []
+    # the set's objective: the sum of its 4 scored joints' MSE, i.e. 4 x the pooled MSE the fit minimised
+    assert s["objective"]["xm430_w350"] == pytest.approx(4 * r["train_mse"], rel=1e-9)
+    assert "sensitivity" not in fit_arm(ROBOT, logs, params=("kt",), max_evals=4, horizon=60)  # off by default
+
+
+def test_set_sensitivity_definition_and_classes():
+    """s = sqrt(MSE(value alone x (1 -+ 10 %)) / MSE) - 1 per set; a flat direction is not determined, a
+    move that lowers the error by more than 2 % is improvable, a value at 0 has no entry."""
+    from actuatorlab.identify.arm_fit import set_sensitivity
+
+    def mse_per_set(cands):  # set 0: kt at its optimum 2.0, y 5 % short of its optimum 1.0; set 1: flat in kt
+        return np.array([[1e-4 + (c["kt"][0] - 2.0) ** 2 + 0.5 * (c["y"][0] - 1.0) ** 2, 1e-4 + 0 * c["kt"][1]]
+                         for c in cands])
+
+    best = {"kt": np.array([2.0, 3.0]), "y": np.array([0.95, 0.0]), "z": np.array([7.0, 7.0])}
+    s = set_sensitivity(mse_per_set, best, ["kt", "y"], [0, 1], ["a", "b"])
+    m0 = 1e-4 + 0.5 * 0.05**2
+    for k, f in enumerate((0.9, 1.1)):
+        assert s["change"]["kt"]["a"][k] == pytest.approx(np.sqrt((m0 + (2.0 * f - 2.0) ** 2) / m0) - 1.0, rel=1e-12)
+        assert s["change"]["y"]["a"][k] == pytest.approx(
+            np.sqrt((1e-4 + 0.5 * (0.95 * f - 1.0) ** 2) / m0) - 1.0, rel=1e-12)
+    assert s["change"]["kt"]["b"] == [0.0, 0.0] and s["change"]["y"]["b"] is None  # y = 0 on set b: no move
+    assert s["not_determined"] == ["kt@b"] and s["improvable"] == ["y@a"]
+    assert s["objective"] == {"a": pytest.approx(m0), "b": pytest.approx(1e-4)}
+    assert "improvable" in s["rule"] and "10 %" in s["rule"]

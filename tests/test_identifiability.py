@@ -162,12 +162,15 @@ def test_sensitivity_flags_the_parameter_below_the_quantiser_and_keeps_the_other
             assert out["change"][n][k] == pytest.approx(want, rel=1e-9, abs=1e-12)
     # a and b move the signal by 0.1-0.12 (ten counts): far above 2 %; c by 2e-4 (a fiftieth of a count)
     assert min(out["change"]["a"]) > 1.0 and min(out["change"]["b"]) > 1.0
-    assert abs(out["change"]["c"][0]) < 0.02 and out["not_determined"] == ["c"]
+    assert abs(out["change"]["c"][0]) < 0.02 and out["not_determined"] == ["c"] and out["improvable"] == []
     assert "10 %" in out["rule"] and "2 %" in out["rule"]
     json.dumps(out)
-    # the threshold is an argument: at 1e-9 only a change below it is listed
-    assert sensitivity(residuals, theta, names, min_change=1e-9)["not_determined"] == [n for n in names
-                                                                                      if min(out["change"][n]) < 1e-9]
+    # the threshold is an argument; below -min_change a move improves the fit: improvable, not undetermined
+    tiny = sensitivity(residuals, theta, names, min_change=1e-9)
+    low = {n: min(out["change"][n]) for n in names}
+    assert tiny["not_determined"] == [n for n in names if -1e-9 <= low[n] < 1e-9]
+    assert tiny["improvable"] == [n for n in names if low[n] < -1e-9]
+    assert tiny["not_determined"] + tiny["improvable"] == ["c"]
 
 
 def test_sensitivity_of_a_parameter_at_zero_and_of_a_replay_that_blows_up():

@@ -85,7 +85,8 @@ def write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection
             f"the optimum: the relative change of the in-sample position MAE. Below "
             f"{100 * sens['min_change']:g} % on a side, these logs do not determine it to "
             f"{100 * sens['step']:g} % (refitting the others could only lower the change): "
-            f"{', '.join(sens['not_determined']) or 'none'}.</p>"
+            f"{', '.join(sens['not_determined']) or 'none'}. Lowered by more than {100 * sens['min_change']:g} %: "
+            f"the search stopped short along {', '.join(sens.get('improvable') or []) or 'none'}.</p>"
             + html_table(param_rows(d), ["name", "value", "unit", "mae_change_minus", "mae_change_plus",
                                            "determined"]))
     if d.get("timestep_sensitivity"):

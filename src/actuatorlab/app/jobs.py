@@ -434,7 +434,7 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     elif model is not None:
         r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
                     horizon=ro.horizon, max_windows=ro.max_windows,
-                    init=[] if ro.init is None else [_init_sets(rb, model, ro.init, ro.per_joint)])
+                    init=[] if ro.init is None else [_init_sets(rb, model, ro.init, ro.per_joint)], sensitivity=True)
     else:
         fit_part, val_part = split_validation(trajs)
         cb = (lambda m, i, n: progress(m, f"{i + 1}/{n + 1}", 0.0)) if progress else None
@@ -454,6 +454,8 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
                  **_images_record(ro, r)},
          "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
          "package_version": __version__, "git_revision": git_revision()}
+    if r.get("sensitivity"):  # which fitted values these logs do not determine (CMA-ES fits)
+        d["identifiability"] = {"sensitivity": r["sensitivity"]}
     save(from_document(d, validate=False), out / "arm_model.json")
     if r.get("camera_refinement"):  # the refined cameras, in the file `train --camera` and `fit --config camera` read
         atomic_write(out / "camera_calibration.json", json.dumps(

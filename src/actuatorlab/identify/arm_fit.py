@@ -44,10 +44,11 @@ from ..sim.arm_data import (_pick, _robot, evaluate_arm, fit_windows, log_arrays
                              robot_with_model)
 from .arm_grad import fit_arm_grad
 from .arm_space import DEFAULT_FIT_PARAMS, ArmSpace, fit_result, fit_setup, log_groups
-from .nested import contained, judge, lowest
+from .identifiability import SENSITIVITY_STEP, classify, sensitivity_rule
+from .nested import MIN_GAIN, contained, judge, lowest
 from .search import BestSoFar, UnitBoxCMA, cma_stream, run_cma
 
-__all__ = ["DEFAULT_FIT_PARAMS", "ARM_LADDER", "ArmSpace", "select_arm", "fit_arm", "evaluate_logs"]
+__all__ = ["DEFAULT_FIT_PARAMS", "ARM_LADDER", "ArmSpace", "select_arm", "fit_arm", "evaluate_logs", "set_sensitivity"]
 
 def _box_cma(z0: np.ndarray, sigma0: float, stream: dict, **opts) -> UnitBoxCMA:
     """The whole-robot fit's CMA-ES from ``z0`` in the unit box (one-dimensional searches padded,
@@ -164,6 +165,40 @@ def _window_scorers(robot: Robot, parts: list[tuple[Robot, Windows, Any]], wgt: 
     return scores, scores_per_joint
 
 
+def set_sensitivity(mse_per_set: Callable, best: dict, names, sets: list[int], labels: list[str],
+                    step: float = SENSITIVITY_STEP, min_change: float = MIN_GAIN) -> dict[str, Any]:
+    """What the logs determine at all, per parameter set (the one-joint fit's rule,
+    :func:`~actuatorlab.identify.identifiability.sensitivity`, on the whole-robot fit's own objective):
+    each fitted value ``best[k][g]`` moved alone to (1 -+ step) times itself, all candidates in one
+    batched call of ``mse_per_set`` ((P, n_sets) mean squared position error over each set's joints on
+    the fit windows), and the RMS error of its set compared with the optimum's:
+    ``s = sqrt(MSE_moved / MSE) - 1``; :func:`~actuatorlab.identify.identifiability.classify` names
+    ``k@label`` not determined (|s| < min_change on a side) or improvable (s < -min_change). A value
+    at 0 has no relative move (entry None).
+    Returns {"step", "min_change", "objective" (per label at the optimum: the sum over the set's joints of
+    their MSE [rad^2]), "change": {k: {label: [s^-, s^+]}}, "not_determined", "improvable", "rule"}."""
+    moves: list[tuple[str, int, float]] = [(k, g, f) for k in names for g in sets if float(best[k][g]) != 0.0
+                                           for f in (1.0 - step, 1.0 + step)]
+    cands = [best]
+    for k, g, f in moves:
+        c = {n: np.asarray(v, float).copy() for n, v in best.items()}
+        c[k][g] *= f
+        cands.append(c)
+    m = np.asarray(mse_per_set(cands), float)  # (1 + len(moves), n_sets)
+    m0 = m[0]
+    change: dict[str, dict[str, Any]] = {k: {labels[g]: None for g in sets} for k in names}
+    for i, (k, g, f) in enumerate(moves, start=1):
+        rel = np.sqrt(m[i, g] / m0[g]) - 1.0 if m0[g] > 0 else float("nan")
+        side = change[k][labels[g]] or [None, None]
+        side[0 if f < 1.0 else 1] = float(rel) if np.isfinite(rel) else None
+        change[k][labels[g]] = side
+    flat = {f"{k}@{lab}": c for k in names for lab, c in change[k].items()}
+    low, better = classify(flat, min_change)
+    return {"step": step, "min_change": min_change, "objective": {labels[g]: float(m0[g]) for g in sets},
+            "change": change, "not_determined": low, "improvable": better,
+            "rule": sensitivity_rule(step, min_change, "the RMS position error of its set's joints on the fit windows")}
+
+
 def _fit_parts(robot_name: str | Robot, trajs: Iterable[Trajectory], model: str | None, per_joint: bool,
                horizon: int, max_windows: int | None) -> tuple[Robot, list, np.ndarray, np.ndarray, ArmConfig]:
     """The fit windows of the logs, per group of logs recorded on the same robot
@@ -200,7 +235,8 @@ def _fit_parts(robot_name: str | Robot, trajs: Iterable[Trajectory], model: str 
 def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
             params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
             max_evals: int = 300, seed: int = 0, horizon: int = 100, sigma0: float | None = None,
-            init: Iterable[dict] = (), max_windows: int | None = None, per_set_best: bool = False) -> dict[str, Any]:
+            init: Iterable[dict] = (), max_windows: int | None = None, per_set_best: bool = False,
+            sensitivity: bool = False) -> dict[str, Any]:
     """Fit actuator parameters of a whole robot to multi-joint logs with CMA-ES (module docstring).
 
     Args:
@@ -227,6 +263,8 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
         max_windows: fit on at most this many windows, evenly spread over the logs (None: all).
         per_set_best: with ``per_joint``, keep each joint's best values by its own error instead of the
             best assembled vector by the summed error (:func:`_coevolve`; the jackknife's refits).
+        sensitivity: also say which fitted values the logs do not determine (:func:`set_sensitivity`,
+            one batched call of 2 x the fitted values' rollouts): the result's ``sensitivity``.
 
     Returns:
         {"model", "params": {name: {set or joint: value}} (servo side), "nominal": same layout,
@@ -282,9 +320,10 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
         evals += int(run_cma([es], score)[0])
         best_p = best.x
     (mse, mae), (_, mae0) = scores([best_p, nominal])
+    extra = {"sensitivity": set_sensitivity(scores_per_joint, best_p, names, sets, labels)} if sensitivity else {}
     return fit_result(model, names, labels, sets, best_p, nominal, (mse, mae, mae0), per_joint,
                       evaluations=evals, wall_s=float(_time.perf_counter() - t0), horizon=int(horizon),
-                      n_windows=int(len(keep)), n_log_groups=len(parts))
+                      n_windows=int(len(keep)), n_log_groups=len(parts), **extra)
 
 
 def evaluate_logs(robot_name: str | Robot, params: dict | None, trajs: Iterable[Trajectory],
@@ -408,7 +447,7 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
     else:
         final = fit_arm(robot, fit_trajs + val_trajs, model=selected, fixed=fixed, per_joint=per_joint,
                         max_evals=final_evals or max(max_evals // 2, 20), seed=seed + 100, horizon=horizon,
-                        init=[fits[selected]["param_sets"]], max_windows=max_windows)
+                        init=[fits[selected]["param_sets"]], max_windows=max_windows, sensitivity=True)
     return {"selected": selected, "table": table, "fits": fits, "final": final,
             "fit_names": [t.name for t in fit_trajs], "val_names": [t.name for t in val_trajs],
             "val_horizon": vh}

@@ -32,9 +32,10 @@ and the in-sample position MAE is compared with the optimum's::
     s_i^-+ = MAE(theta_i (1 -+ step)) / MAE(theta_hat) - 1,      s_i = min(s_i^-, s_i^+)
 
 Refitting the others could only lower these increases (the profile of the MAE lies below the
-one-at-a-time cut), so ``s_i < MIN_GAIN`` (:data:`~actuatorlab.identify.nested.MIN_GAIN`, 2 %: the
+one-at-a-time cut), so ``|s_i| < MIN_GAIN`` (:data:`~actuatorlab.identify.nested.MIN_GAIN`, 2 %: the
 smallest change the model selection counts as a gain) means: on at least one side the logs cannot
-tell theta_i from a value 10 % away, and ``not_determined`` lists it. The converse is not claimed:
+tell theta_i from a value 10 % away, and ``not_determined`` lists it; ``s_i < -MIN_GAIN`` means the
+move alone improves the fit, i.e. the search stopped short along theta_i (``improvable``). The converse is not claimed:
 a parameter can pass alone and still trade against another (``flagged_pairs``). Measured on the
 actuator zoo's two family members, seeds 0-2 (bench/journal/zoo.md): every shared parameter but the
 Stribeck exponent is recovered within 10 % and moves the MAE by 4.4 % or more; the exponent (13-55 %
@@ -55,7 +56,8 @@ import numpy as np
 from ..errors import ModelError
 from .nested import MIN_GAIN
 
-__all__ = ["identifiability", "sensitivity", "AUTOCORRELATION_NOTE", "SENSITIVITY_STEP"]
+__all__ = ["identifiability", "sensitivity", "classify", "sensitivity_rule", "AUTOCORRELATION_NOTE",
+           "SENSITIVITY_STEP"]
 
 AUTOCORRELATION_NOTE = (
     "Standard errors assume independent residuals; trajectory residuals are autocorrelated, so the "
@@ -114,7 +116,9 @@ def sensitivity(residual_fn: Callable[[Any], Any], theta_hat: np.ndarray, names:
         ``step``, ``min_change``, ``mae`` (at theta_hat, residual units), ``change``: name ->
         [s^-, s^+] (an entry None where the moved replay's MAE is not finite, which counts as a
         large change; the whole entry None for a parameter at 0, which has no relative move),
-        ``not_determined``: names with min(s^-, s^+) < min_change, ``rule``: one line.
+        ``not_determined``: names with -min_change <= min(s^-, s^+) < min_change, ``improvable``:
+        names with min(s^-, s^+) < -min_change (the search stopped short of the optimum along them),
+        ``rule``: one line.
     """
     theta = np.asarray(theta_hat, dtype=np.float64).reshape(-1)
     names = [str(n) for n in names]
@@ -128,7 +132,6 @@ def sensitivity(residual_fn: Callable[[Any], Any], theta_hat: np.ndarray, names:
 
     m0 = float(np.mean(np.abs(r0))) if r0 is not None else mae(theta)
     change: dict[str, list[float | None] | None] = {}
-    low = []
     for i, n in enumerate(names):
         if theta[i] == 0.0 or not m0 > 0.0:  # no relative move of 0; nothing to compare with a zero MAE
             change[n] = None
@@ -139,12 +142,34 @@ def sensitivity(residual_fn: Callable[[Any], Any], theta_hat: np.ndarray, names:
             t[i] *= f
             side.append(mae(t) / m0 - 1.0)  # inf / nan: the replay left the data far behind (a large change)
         change[n] = [_finite_or_none(x) for x in side]
-        if min(x if np.isfinite(x) else np.inf for x in side) < min_change:
-            low.append(n)
+    low, better = classify(change, min_change)
     return {"step": step, "min_change": min_change, "mae": m0, "change": change, "not_determined": low,
-            "rule": (f"moved alone by -+{100 * step:g} % of its value, the others at the optimum, the parameter "
-                     f"changes the in-sample position MAE by less than {100 * min_change:g} % on at least one "
-                     f"side: these logs do not determine it to {100 * step:g} %")}
+            "improvable": better, "rule": sensitivity_rule(step, min_change, "the in-sample position MAE")}
+
+
+def classify(change: dict[str, Any], min_change: float) -> tuple[list[str], list[str]]:
+    """(not determined, improvable) names of a sensitivity ``change`` record (name -> [s^-, s^+] or
+    None; None sides count as large changes): ``-min_change <= min(s) < min_change`` and
+    ``min(s) < -min_change`` (the move alone lowers the error: the search stopped short of the optimum)."""
+    low: list[str] = []
+    better: list[str] = []
+    for n, c in change.items():
+        if c is None:
+            continue
+        m = min(x if x is not None else np.inf for x in c)
+        if m < -min_change:
+            better.append(n)
+        elif m < min_change:
+            low.append(n)
+    return low, better
+
+
+def sensitivity_rule(step: float, min_change: float, error: str) -> str:
+    """The one line a sensitivity record states its rule in."""
+    return (f"moved alone by -+{100 * step:g} % of its value, the others at the fit's values, a parameter that changes "
+            f"{error} by less than {100 * min_change:g} % on a side is not determined to {100 * step:g} % by these "
+            f"logs; one whose move lowers it by more than {100 * min_change:g} % is improvable (the search stopped "
+            f"short)")
 
 
 def identifiability(residual_fn: Callable[[Any], Any], theta_hat: np.ndarray, names: list[str], *,

@@ -75,6 +75,10 @@ def fit(ctx: typer.Context,
         console.print(f"[yellow]not determined by these logs:[/] {moved}: each, moved alone by -+{100 * sens['step']:g} % "
                       f"of its value, changes the in-sample MAE by less than {100 * sens['min_change']:g} % on a side",
                       soft_wrap=True)
+    if sens.get("improvable"):
+        console.print(f"[yellow]the search stopped short along:[/] {', '.join(sens['improvable'])}: moved alone by "
+                      f"-+{100 * sens['step']:g} %, each lowers the in-sample MAE by more than "
+                      f"{100 * sens['min_change']:g} % (a longer --budget may find a better fit)", soft_wrap=True)
     s = d["_summary"]
     console.print(f"training replay: MAE {_mrad(s['position_mae'], unit)}, RMSE {_mrad(s['position_rmse'], unit)}, "
                   f"relative {100 * s['position_relative_error']:.2f}%")
@@ -118,6 +122,15 @@ def _print_fit_robot(r) -> None:
                         for n, v in unc["stderr_natural"].items())
         console.print(f"jackknife: {unc['method']}, {unc['cpu_s']:.0f} s CPU; median stderr (log space for "
                       f"positive parameters): {med}", soft_wrap=True)
+    sens = (d.get("identifiability") or {}).get("sensitivity") or {}
+    if sens.get("not_determined"):
+        console.print(f"[yellow]not determined by these logs:[/] {', '.join(sens['not_determined'])}: each, moved alone "
+                      f"by -+{100 * sens['step']:g} % of its value, changes the RMS error of its joints by less than "
+                      f"{100 * sens['min_change']:g} % on a side", soft_wrap=True)
+    if sens.get("improvable"):
+        console.print(f"[yellow]the search stopped short along:[/] {', '.join(sens['improvable'])}: moved alone by "
+                      f"-+{100 * sens['step']:g} %, each lowers the RMS error of its joints by more than "
+                      f"{100 * sens['min_change']:g} % (a larger max_evals in fit --config may find a better fit)", soft_wrap=True)
     console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
                   f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
 
