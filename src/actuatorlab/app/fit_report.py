@@ -82,7 +82,7 @@ def write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection
     if sens:
         extra["What these logs determine: each parameter moved alone"] = (
             f"<p>Each free parameter moved alone by -+{100 * sens['step']:g} % of its value, the others at "
-            f"the optimum: the relative change of the in-sample position MAE. Below "
+            f"the optimum: the relative change of the in-sample position MAE. Within -+"
             f"{100 * sens['min_change']:g} % on a side, these logs do not determine it to "
             f"{100 * sens['step']:g} % (refitting the others could only lower the change): "
             f"{', '.join(sens['not_determined']) or 'none'}. Lowered by more than {100 * sens['min_change']:g} %: "
