@@ -102,15 +102,13 @@ def _finite_or_none(x: float) -> float | None:
 
 
 def sensitivity(residual_fn: Callable[[Any], Any], theta_hat: np.ndarray, names: list[str], *,
-                step: float = SENSITIVITY_STEP, min_change: float = MIN_GAIN,
-                r0: np.ndarray | None = None) -> dict[str, Any]:
+                step: float = SENSITIVITY_STEP, min_change: float = MIN_GAIN) -> dict[str, Any]:
     """What the logs determine at all (module docstring): the relative change of the position MAE
     (mean |residual|) when each parameter alone moves to theta_i (1 -+ step).
 
     Args:
         residual_fn, theta_hat, names: as :func:`identifiability` (2 p evaluations of residual_fn).
         step: relative move [-]; min_change: smallest change of the MAE that counts [-].
-        r0: the residuals at theta_hat when already computed.
 
     Returns:
         ``step``, ``min_change``, ``mae`` (at theta_hat, residual units), ``change``: name ->
@@ -130,7 +128,7 @@ def sensitivity(residual_fn: Callable[[Any], Any], theta_hat: np.ndarray, names:
     def mae(t: np.ndarray) -> float:
         return float(np.mean(np.abs(np.asarray(residual_fn(jnp.asarray(t)), dtype=np.float64))))
 
-    m0 = float(np.mean(np.abs(r0))) if r0 is not None else mae(theta)
+    m0 = mae(theta)
     change: dict[str, list[float | None] | None] = {}
     for i, n in enumerate(names):
         if theta[i] == 0.0 or not m0 > 0.0:  # no relative move of 0; nothing to compare with a zero MAE

@@ -69,16 +69,9 @@ def fit(ctx: typer.Context,
     for a, b, c in flagged:
         console.print(f"[yellow]poorly separable:[/] {a} and {b} (corr {c:+.3f})")
     sens = (d.get("identifiability") or {}).get("sensitivity") or {}
-    if sens.get("not_determined"):
-        moved = ", ".join(f"{n} ({100 * min(x for x in sens['change'][n] if x is not None):+.2f} %)"
-                          for n in sens["not_determined"])
-        console.print(f"[yellow]not determined by these logs:[/] {moved}: each, moved alone by -+{100 * sens['step']:g} % "
-                      f"of its value, changes the in-sample MAE by less than {100 * sens['min_change']:g} % on a side",
-                      soft_wrap=True)
-    if sens.get("improvable"):
-        console.print(f"[yellow]the search stopped short along:[/] {', '.join(sens['improvable'])}: moved alone by "
-                      f"-+{100 * sens['step']:g} %, each lowers the in-sample MAE by more than "
-                      f"{100 * sens['min_change']:g} % (a longer --budget may find a better fit)", soft_wrap=True)
+    _print_sensitivity(sens, [f"{n} ({100 * min(x for x in sens['change'][n] if x is not None):+.2f} %)"
+                              for n in sens.get("not_determined") or []],
+                       "the in-sample MAE", "a longer --budget")
     s = d["_summary"]
     console.print(f"training replay: MAE {_mrad(s['position_mae'], unit)}, RMSE {_mrad(s['position_rmse'], unit)}, "
                   f"relative {100 * s['position_relative_error']:.2f}%")
@@ -123,16 +116,23 @@ def _print_fit_robot(r) -> None:
         console.print(f"jackknife: {unc['method']}, {unc['cpu_s']:.0f} s CPU; median stderr (log space for "
                       f"positive parameters): {med}", soft_wrap=True)
     sens = (d.get("identifiability") or {}).get("sensitivity") or {}
-    if sens.get("not_determined"):
-        console.print(f"[yellow]not determined by these logs:[/] {', '.join(sens['not_determined'])}: each, moved alone "
-                      f"by -+{100 * sens['step']:g} % of its value, changes the RMS error of its joints by less than "
+    _print_sensitivity(sens, sens.get("not_determined") or [], "the RMS error of its joints",
+                       "a larger max_evals in fit --config")
+    console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
+                  f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
+
+
+def _print_sensitivity(sens: dict, low: list[str], error: str, longer: str) -> None:
+    """The fit's sensitivity pass (identifiability.sensitivity), two lines at most: the values these logs do
+    not determine (``low``, as shown) and those along which the search stopped short."""
+    if low:
+        console.print(f"[yellow]not determined by these logs:[/] {', '.join(low)}: each, moved alone by "
+                      f"-+{100 * sens['step']:g} % of its value, changes {error} by less than "
                       f"{100 * sens['min_change']:g} % on a side", soft_wrap=True)
     if sens.get("improvable"):
         console.print(f"[yellow]the search stopped short along:[/] {', '.join(sens['improvable'])}: moved alone by "
-                      f"-+{100 * sens['step']:g} %, each lowers the RMS error of its joints by more than "
-                      f"{100 * sens['min_change']:g} % (a larger max_evals in fit --config may find a better fit)", soft_wrap=True)
-    console.print(f"{d['model']}: train MAE {d['fit']['train_mae']:.4g} rad (nominal parameters "
-                  f"{d['fit']['train_mae_nominal']:.4g}); wrote {out / 'arm_model.json'}")
+                      f"-+{100 * sens['step']:g} %, each lowers {error} by more than {100 * sens['min_change']:g} % "
+                      f"({longer} may find a better fit)", soft_wrap=True)
 
 
 def _print_selection(sel: dict, unit: str) -> None:
