@@ -154,3 +154,59 @@ def test_fleet_spec_removes_the_jackknife_estimation_variance(tmp_path):
     assert "not larger than its estimation error" in drop["note"]
     assert doc["source"]["uncertainty"][0]["source"] == "jackknife"
     assert load_spec(out).of_kind("unit")[0].std == pytest.approx(np.sqrt(raw2 - v_e))
+
+
+def _with_sensitivity(d: dict, undetermined: dict[str, set[str]]) -> dict:
+    """``d`` with a sensitivity pass (arm_fit.set_sensitivity's layout, labels = joints): every value moved,
+    the joints in ``undetermined[parameter]`` flagged not determined, the others changed by +-5 %."""
+    change = {n: {j: ([0.001, 0.001] if j in undetermined.get(n, ()) else [0.05, 0.05]) for j in per}
+              for n, per in d["params"].items()}
+    nd = [f"{n}@{j}" for n, js in undetermined.items() for j in sorted(js)]
+    return d | {"identifiability": {"sensitivity": {"step": 0.1, "min_change": 0.02, "change": change,
+                                                    "not_determined": nd, "improvable": [], "rule": "r"}}}
+
+
+def test_fleet_spec_says_which_spreads_no_joint_determines(tmp_path, capsys):
+    """The fit's sensitivity pass: a parameter no joint's logs determine is named (its spread is estimation
+    error); one that some joints determine says how many; the entries themselves are unchanged."""
+    base = run_randomize_job(RandomizeJob((_write(tmp_path / "a.json", _per_joint_doc()),),
+                                          tmp_path / "a_spec.json")).record
+    joints = list(_per_joint_doc()["params"]["armature"])
+    d = _with_sensitivity(_per_joint_doc(), {"armature": set(joints), "friction_base": set(joints[:3])})
+    src = _write(tmp_path / "arm_model.json", d)
+    doc = run_randomize_job(RandomizeJob((src,), tmp_path / "spec.json")).record
+    assert doc["source"]["undetermined"] == ["armature"]
+    units = doc["source"]["units"]
+    assert units["armature"]["fits"] == {"determined": 0, "of": 12}
+    assert units["friction_base"]["fits"] == {"determined": 9, "of": 12}
+    e = {x["parameter"]: x for x in doc["entries"]}
+    assert "none of the 12 joints' fits determines armature" in e["armature"]["note"]
+    assert "9 of 12 joints' fits determine friction_base" in e["friction_base"]["note"]
+    assert [(x["parameter"], x["std"]) for x in doc["entries"]] == [(x["parameter"], x["std"]) for x in base["entries"]]
+    # through the command: one warning line names the parameter
+    from actuatorlab.app.cli import main
+    assert main(["randomize", str(src), "--out", str(tmp_path / "cli_spec.json")]) == 0
+    out = capsys.readouterr().out
+    assert "warning: no unit's fit determines armature" in out and "friction_base (each" not in out
+
+
+def test_unit_spec_says_which_spreads_no_unit_determines(tmp_path):
+    """Several one-joint model files (units): their ``determined`` flags are counted the same way."""
+    def unit(kt: float, det: dict[str, bool | None]) -> dict:
+        p = {n: {"value": v, "free": True, "lower": 0.0, "upper": 10.0, "determined": det.get(n)}
+             for n, v in (("kt", kt), ("friction_base", 0.1 + kt / 10))}
+        return {"format": "actuatorlab-model", "format_version": "2", "kind": "analytic", "model": "m1",
+                "actuator": "x", "parameters": p}
+    ms = [unit(1.0, {"kt": True, "friction_base": False}), unit(1.1, {"kt": True, "friction_base": False}),
+          unit(1.2, {"kt": False})]
+    from actuatorlab.sim.randomization_proposal import propose_spec
+    doc = propose_spec(ms)
+    assert doc["source"]["undetermined"] == ["friction_base"]
+    assert doc["source"]["units"]["kt"]["fits"] == {"determined": 2, "of": 3}
+    assert doc["source"]["units"]["friction_base"]["fits"] == {"determined": 0, "of": 2}
+    assert "undetermined" not in propose_spec([unit(1.0, {}), unit(1.1, {})])["source"]
+
+
+def _write(path, d: dict):
+    path.write_text(json.dumps(d))
+    return path

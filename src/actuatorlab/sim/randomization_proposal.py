@@ -38,6 +38,23 @@ def _natural(name: str, x):
     return np.log(x) if _space(name) == "log" else x
 
 
+def _determination(n: str, flags: list[bool | None], units: str) -> tuple[dict | None, str]:
+    """What the units' own fits say of parameter ``n`` (their sensitivity passes, issue 43: a value that moved
+    alone by -+10 % changes the fit's error by less than 2 % is not determined by its logs): ``flags`` one
+    entry per unit, True / False, None where the fit records nothing (no sensitivity pass, a value at 0).
+    Returns ({"determined": k, "of": m} over the m units that record it, or None when none does, and the
+    sentence the entry's note ends with)."""
+    known = [bool(f) for f in flags if f is not None]
+    if not known:
+        return None, ""
+    k = sum(known)
+    if k == 0:
+        return {"determined": 0, "of": len(known)}, (
+            f"; none of the {len(known)} {units}' fits determines {n} (sensitivity pass): this spread is their "
+            "estimation error, not unit variation")
+    return {"determined": k, "of": len(known)}, f"; {k} of {len(known)} {units}' fits determine {n} (sensitivity pass)"
+
+
 def identified_covariance(d: Mapping) -> tuple[list[str], np.ndarray, str, str]:
     """(names, covariance in natural space, source, note) of one model.json's identification.
 
@@ -99,7 +116,10 @@ def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dic
       parameter across units (sample std, ddof 1, of the natural-space values: ``lognormal`` for
       positive parameters, ``add_normal`` otherwise); ``q_offset`` becomes a
       ``calibration_offset``. The spread across units includes each fit's estimation error, so
-      it is an upper bound on the true unit-to-unit variation;
+      it is an upper bound on the true unit-to-unit variation. How many of the units' fits
+      determine the parameter (their ``determined`` flags, the sensitivity pass) is recorded
+      (``source.units[n].fits``, the entry's note); a parameter none of them determines is listed in
+      ``source.undetermined``: its spread is estimation error, not unit variation (the entry stays);
     * ``drift``: when the training envelope recorded winding temperature and the model has a
       temperature coefficient of R: R drifts relative, ``first_order``, c ~ N(0, tempco x half
       the temperature span seen), tau = thermal_resistance x thermal_capacitance.
@@ -129,6 +149,7 @@ def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dic
                         **({"bounds": bounds} if bounds else {}),
                         "per_actuator": False, "uncertainty_source": "+".join(kinds), "note": note})
     units = None
+    undetermined: list[str] = []
     if len(models) >= 2:
         free = [n for n, e in models[0]["parameters"].items() if e.get("free")
                 and all(m["parameters"].get(n, {}).get("free") for m in models[1:])]
@@ -138,10 +159,14 @@ def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dic
             z = _natural(n, vals)
             std = float(np.std(z, ddof=1))
             units[n] = {"values": vals.tolist(), "std": std}
+            det, det_note = _determination(n, [m["parameters"][n].get("determined") for m in models], "units")
+            if det is not None:
+                units[n]["fits"] = det
+                undetermined += [n] if det["determined"] == 0 else []
             common = {"name": f"{n}_unit" if n != "q_offset" else "calibration", "parameter": n,
                       "note": f"spread of the fitted {n} across {len(models)} units (sample std, "
                               f"{'log space' if _space(n) == 'log' else PARAMS[n].unit}); includes each "
-                              "fit's estimation error"}
+                              "fit's estimation error" + det_note}
             if n == "q_offset":
                 entries.append({**common, "kind": "calibration_offset", "distribution": "add_normal", "std": std})
             elif _space(n) == "log":
@@ -170,7 +195,8 @@ def propose_spec(models: list[Mapping], sources: list[str] | None = None) -> dic
                        "actuator": [m.get("actuator") for m in models],
                        "values": {n: float(models[0]["parameters"][n]["value"]) for n in shared},
                        "uncertainty": [{"file": s, "source": p[2], "note": p[3]} for s, p in zip(sources, per)],
-                       "units": units, "package_version": __version__},
+                       "units": units, **({"undetermined": undetermined} if undetermined else {}),
+                       "package_version": __version__},
             "entries": entries}
 
 
@@ -214,6 +240,11 @@ def propose_fleet_spec(d: Mapping, source: str) -> dict:
       the entry's ``std`` is s_u, ``std_raw`` s and ``estimation_std`` sqrt(v_e); a parameter with
       s^2 <= v_e (its spread is not distinguishable from its estimation error) gets no entry, and
       ``source.dropped`` says why. Without ``uncertainty`` the spread is s, as above;
+    * when the fit carries its sensitivity pass (``identifiability.sensitivity``, :func:`~actuatorlab.identify.
+      arm_fit.set_sensitivity`), how many joints' values their logs determine is recorded per parameter
+      (``source.units[n].fits``, the entry's note), and a parameter that no joint's logs determine is listed
+      in ``source.undetermined``: its spread is the fits' estimation error, not unit variation (the entry
+      stays; the user decides);
     * no ``identified`` entry: the fit per joint is not the environment's centre (the fit by joint type is),
       and the spec's identified entry has one covariance for all units (said in the notes).
 
@@ -235,6 +266,8 @@ def propose_fleet_spec(d: Mapping, source: str) -> dict:
     entries, units, dropped = [], {}, []
     unc = d.get("uncertainty") or {}
     se_nat = unc.get("stderr_natural") or {}
+    sens = (d.get("identifiability") or {}).get("sensitivity") or {}
+    undetermined: list[str] = []
     for n, per in params.items():
         vals = {j: float(v) for j, v in per.items()}
         z = {j: float(_natural(n, v)) for j, v in vals.items()}
@@ -243,11 +276,17 @@ def propose_fleet_spec(d: Mapping, source: str) -> dict:
         std = float(np.sqrt(ss / (len(vals) - len([v for v in by_type.values() if v]))))
         units[n] = {"values": vals, "std": std, "type_std": {t: float(np.std(v, ddof=1)) if len(v) > 1 else None
                                                              for t, v in by_type.items()}}
+        changes = (sens.get("change") or {}).get(n) or {}
+        det, det_note = _determination(n, [None if changes.get(j) is None else f"{n}@{j}" not in sens["not_determined"]
+                                           for j in vals], "joints")
+        if det is not None:
+            units[n]["fits"] = det
+            undetermined += [n] if det["determined"] == 0 else []
         e = {"name": f"{n}_unit", "kind": "unit", "parameter": n, "std": std,
              "distribution": "lognormal" if _space(n) == "log" else "add_normal",
              "note": f"spread of the fitted {n} across the {len(vals)} joints within their types "
                      f"({', '.join(types)}), pooled ({'log space' if _space(n) == 'log' else PARAMS[n].unit}); "
-                     "includes each joint's estimation error"}
+                     "includes each joint's estimation error" + det_note}
         v_e = _estimation_var(list(vals), of, se_nat.get(n))
         if v_e is not None:
             s_u2 = std**2 - v_e
@@ -282,5 +321,6 @@ def propose_fleet_spec(d: Mapping, source: str) -> dict:
                        "uncertainty": uncertainty,
                        "unit_spread": {"file": source, "note": "pooled within-type spread across joints, natural space"},
                        **({"dropped": dropped} if unc else {}),
+                       **({"undetermined": undetermined} if undetermined else {}),
                        "units": units, "package_version": __version__},
             "entries": entries}

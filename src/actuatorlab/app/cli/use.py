@@ -70,3 +70,8 @@ def randomize(ctx: typer.Context,
         what = ", ".join(e["parameters"]) if e["kind"] == "identified" else e.get("parameter") or e.get("signal")
         t.add_row(e["name"], e["kind"], what, e.get("uncertainty_source", e.get("note", ""))[:60])
     console.print(t)
+    undetermined = doc["source"].get("undetermined")
+    if undetermined:
+        console.print(f"warning: no unit's fit determines {', '.join(undetermined)} (each moved alone by -+10 % changes "
+                      "its fit's error by less than 2 %): their spread across units is estimation error, not unit "
+                      "variation; edit the spec, or record logs that determine them")
