@@ -212,6 +212,38 @@ def _estimation_var(joints: list[str], of: Mapping[str, str], se: Mapping | None
     return sum((1 - 1 / len(v)) * sum(v) for v in by_type.values()) / (len(joints) - len(by_type))
 
 
+def _pooled_spread(n: str, vals: Mapping[str, float], of: Mapping[str, str], types: list[str]) -> tuple[float, dict]:
+    """(s, the spec's ``source.units`` record) of parameter ``n``'s values per joint: the pooled within-type
+    standard deviation in natural space, s^2 = sum_t sum_{j in t} (z_j - mean_t z)^2 / (n - T)."""
+    z = {j: float(_natural(n, v)) for j, v in vals.items()}
+    by_type = {t: [z[j] for j in vals if of[j] == t] for t in types}
+    ss = sum(float(np.sum((np.array(v) - np.mean(v)) ** 2)) for v in by_type.values() if v)
+    std = float(np.sqrt(ss / (len(vals) - len([v for v in by_type.values() if v]))))
+    return std, {"values": dict(vals), "std": std,
+                 "type_std": {t: float(np.std(v, ddof=1)) if len(v) > 1 else None for t, v in by_type.items()}}
+
+
+def _less_estimation(e: dict, std: float, v_e: float, record: dict, dropped: list[dict]) -> bool:
+    """The unit entry ``e`` (raw pooled spread ``std``) less the joints' estimation variance ``v_e``
+    (method of moments, :func:`propose_fleet_spec`): ``e`` and the parameter's ``source.units`` ``record``
+    updated in place; False, and a ``dropped`` item, when s^2 <= v_e (no unit entry)."""
+    n = e["parameter"]
+    s_u2 = std**2 - v_e
+    corr = {"std_raw": std, "estimation_std": float(np.sqrt(v_e)), "std_corrected": float(np.sqrt(max(s_u2, 0.0)))}
+    record.update(corr)
+    if s_u2 <= 0:
+        dropped.append({"parameter": n, **corr,
+                        "note": f"the spread of the fitted {n} across joints ({std:.4g}) is not larger than "
+                                f"its estimation error ({np.sqrt(v_e):.4g}, jackknife): no unit entry"})
+        return False
+    e.update(std=corr["std_corrected"], std_raw=std, estimation_std=corr["estimation_std"],
+             note=e["note"].replace("includes each joint's estimation error",
+                                    f"less each joint's estimation variance (jackknife, method of moments): "
+                                    f"raw {std:.4g}, estimation {np.sqrt(v_e):.4g}, corrected "
+                                    f"{corr['std_corrected']:.4g}"))
+    return True
+
+
 def propose_fleet_spec(d: Mapping, source: str) -> dict:
     """A spec document proposed from one whole-robot fit per joint (an ``arm_model.json`` with
     ``per_joint``, loaded dict): the robot's joints are the units of its actuator types.
@@ -263,19 +295,16 @@ def propose_fleet_spec(d: Mapping, source: str) -> dict:
     if len(labels) - len(types) < 1:
         raise RandomizationError(f"{source}: {len(labels)} joints of {len(types)} types: no unit spread to pool")
     bounds = set_bounds(robot.groups)
-    entries, units, dropped = [], {}, []
+    entries: list[dict] = []
+    units: dict[str, dict] = {}
+    dropped: list[dict] = []
     unc = d.get("uncertainty") or {}
     se_nat = unc.get("stderr_natural") or {}
     sens = (d.get("identifiability") or {}).get("sensitivity") or {}
     undetermined: list[str] = []
     for n, per in params.items():
         vals = {j: float(v) for j, v in per.items()}
-        z = {j: float(_natural(n, v)) for j, v in vals.items()}
-        by_type = {t: [z[j] for j in vals if of[j] == t] for t in types}
-        ss = sum(float(np.sum((np.array(v) - np.mean(v)) ** 2)) for v in by_type.values() if v)
-        std = float(np.sqrt(ss / (len(vals) - len([v for v in by_type.values() if v]))))
-        units[n] = {"values": vals, "std": std, "type_std": {t: float(np.std(v, ddof=1)) if len(v) > 1 else None
-                                                             for t, v in by_type.items()}}
+        std, units[n] = _pooled_spread(n, vals, of, types)
         changes = (sens.get("change") or {}).get(n) or {}
         det, det_note = _determination(n, [None if changes.get(j) is None else f"{n}@{j}" not in sens["not_determined"]
                                            for j in vals], "joints")
@@ -288,20 +317,8 @@ def propose_fleet_spec(d: Mapping, source: str) -> dict:
                      f"({', '.join(types)}), pooled ({'log space' if _space(n) == 'log' else PARAMS[n].unit}); "
                      "includes each joint's estimation error" + det_note}
         v_e = _estimation_var(list(vals), of, se_nat.get(n))
-        if v_e is not None:
-            s_u2 = std**2 - v_e
-            corr = {"std_raw": std, "estimation_std": float(np.sqrt(v_e)), "std_corrected": float(np.sqrt(max(s_u2, 0.0)))}
-            units[n].update(corr)
-            if s_u2 <= 0:
-                dropped.append({"parameter": n, **corr,
-                                "note": f"the spread of the fitted {n} across joints ({std:.4g}) is not larger than "
-                                        f"its estimation error ({np.sqrt(v_e):.4g}, jackknife): no unit entry"})
-                continue
-            e.update(std=corr["std_corrected"], std_raw=std, estimation_std=corr["estimation_std"],
-                     note=e["note"].replace("includes each joint's estimation error",
-                                            f"less each joint's estimation variance (jackknife, method of moments): "
-                                            f"raw {std:.4g}, estimation {np.sqrt(v_e):.4g}, corrected "
-                                            f"{corr['std_corrected']:.4g}"))
+        if v_e is not None and not _less_estimation(e, std, v_e, units[n], dropped):
+            continue
         if _space(n) != "log":
             g = robot.groups[robot.joint(labels[0]).group]
             e["clip"] = list(bounds[robot.groups.index(g)].get(n, bounds_for(n, "servo")))
