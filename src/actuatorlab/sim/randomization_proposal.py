@@ -39,7 +39,7 @@ def _natural(name: str, x):
 
 
 def _determination(n: str, flags: list[bool | None], units: str) -> tuple[dict | None, str]:
-    """What the units' own fits say of parameter ``n`` (their sensitivity passes, issue 43: a value that moved
+    """What the units' own fits say of parameter ``n`` (their sensitivity passes: a value that moved
     alone by -+10 % changes the fit's error by less than 2 % is not determined by its logs): ``flags`` one
     entry per unit, True / False, None where the fit records nothing (no sensitivity pass, a value at 0).
     Returns ({"determined": k, "of": m} over the m units that record it, or None when none does, and the
