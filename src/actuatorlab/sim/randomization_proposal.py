@@ -47,12 +47,10 @@ def _determination(n: str, flags: list[bool | None], units: str) -> tuple[dict |
     known = [bool(f) for f in flags if f is not None]
     if not known:
         return None, ""
-    k = sum(known)
-    if k == 0:
-        return {"determined": 0, "of": len(known)}, (
-            f"; none of the {len(known)} {units}' fits determines {n} (sensitivity pass): this spread is their "
-            "estimation error, not unit variation")
-    return {"determined": k, "of": len(known)}, f"; {k} of {len(known)} {units}' fits determine {n} (sensitivity pass)"
+    k, m = sum(known), len(known)
+    note = (f"; none of the {m} {units}' fits determines {n} (sensitivity pass): this spread is their estimation "
+            "error, not unit variation") if k == 0 else f"; {k} of {m} {units}' fits determine {n} (sensitivity pass)"
+    return {"determined": k, "of": m}, note
 
 
 def identified_covariance(d: Mapping) -> tuple[list[str], np.ndarray, str, str]:

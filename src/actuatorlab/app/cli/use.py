@@ -8,6 +8,8 @@ from typing import List, Optional
 import typer
 from rich.table import Table
 
+from ...identify.identifiability import SENSITIVITY_STEP
+from ...identify.nested import MIN_GAIN
 from .. import use_jobs
 from ..use_jobs import ExportJob, RandomizeJob
 from ._common import Config, app, console, documents, job_of
@@ -72,6 +74,7 @@ def randomize(ctx: typer.Context,
     console.print(t)
     undetermined = doc["source"].get("undetermined")
     if undetermined:
-        console.print(f"warning: no unit's fit determines {', '.join(undetermined)} (each moved alone by -+10 % changes "
-                      "its fit's error by less than 2 %): their spread across units is estimation error, not unit "
-                      "variation; edit the spec, or record logs that determine them")
+        console.print(f"warning: no unit's fit determines {', '.join(undetermined)} (each moved alone by "
+                      f"-+{100 * SENSITIVITY_STEP:g} % changes its fit's error by less than {100 * MIN_GAIN:g} %): "
+                      "their spread across units is estimation error, not unit variation; edit the spec, or record "
+                      "logs that determine them")
