@@ -5,6 +5,11 @@ One command (from the repo root)::
     python bench/legged_transfer.py                         # reduced: scale 0.3, seed 0, 100 CMA-ES evaluations per model
     python bench/legged_transfer.py --scale 1 --max-evals 300 --out bench/out/legged_transfer.json
 
+The reduced configuration (both sections, the five arms of :data:`TABLE_ARMS`, seed 0, 4 M env steps per policy)
+trains policies side by side (``--jobs``, default :data:`JOBS`: 3 on 2 cores; spawned worker processes), the
+fit-free arms while the identification runs; each run is deterministic by its seed, so the
+figures do not depend on ``--jobs``.
+
 In one run:
 
 * the in-air dataset (``actuatorlab synth --robot anymal_c --suite legged``, :func:`actuatorlab.synth.run_legged`),
@@ -41,12 +46,15 @@ Targets (issue 44): identified_fleet on the truth <= 1.25x its training-environm
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime as dt
 import json
+import multiprocessing
 import os
 import platform
 import sys
 import time
+from concurrent.futures import Executor, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +163,8 @@ ARMS = {
     "oracle": "every unit's truth parameters per joint in g2+backlash+delay (the closest member)",
     "config_m1": "the config's rigid m1, hand-set, no randomization",
 }
+#: the issue's five arms (the default; config_m1 is a diagnostic)
+TABLE_ARMS = ("identified", "identified_fleet", "builtin", "builtin_naive", "oracle")
 ORACLE_MODEL = "g2+backlash+delay"
 OBS = {"observation": "proprioceptive", "history": 2}
 NAIVE = {"format": "actuatorlab-randomization", "format_version": "1",
@@ -238,23 +248,54 @@ def _policy(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene:
     return run
 
 
-def transfer(a: argparse.Namespace, d: Path, fit_dir: Path) -> dict[str, Any]:
-    """The ablation table: train (or reuse) every arm x seed, deploy each on the dataset's truth."""
+#: policies trained side by side by default: 1.5 x the cores (one training keeps about 1.2 cores busy, and with
+#: fewer workers than arms the last one trains alone; journal/legged.md 2026-12-06, thirteenth session)
+JOBS = max(1, round(1.5 * (os.cpu_count() or 1)))
+#: arms whose environment needs no fit (trained while the identification runs, with ``--jobs`` > 1)
+FIT_FREE = ("builtin", "builtin_naive", "oracle", "config_m1")
+
+
+def _arm_row(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene: str, tag: str, d: Path,
+             deploy_steps: int) -> dict[str, Any]:
+    """One cell of the table: the arm's policy trained (or reused), then deployed on the truth of ``d``."""
+    t0 = time.perf_counter()
+    run = _policy(arm, seed, steps, env_options, scene, tag)
+    t1 = time.perf_counter()
+    doc = deploy_policy(run, d, run / f"deploy_{d.name}", DeployConfig(steps=deploy_steps, seed=seed))
+    return {"seed": seed, "run": str(run), "train_wall_s": t1 - t0, "deploy_wall_s": time.perf_counter() - t1,
+            "hardware": doc["hardware_figures"], "training_env": doc["training_env"], "gap": doc["gap"]}
+
+
+def _submit(pool: Executor | None, a: argparse.Namespace, d: Path, fit_dir: Path, spec: Path | None,
+            card: dict[str, Any], arms: list[str]) -> dict[tuple[str, int], Any]:
+    """{(arm, seed): future} of the arms' cells in ``pool`` (nothing without one: :func:`transfer` runs them)."""
+    if pool is None:
+        return {}
+    return {(arm, seed): pool.submit(_arm_row, arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card),
+                                     a.scene, a.tag, d, a.deploy_steps)
+            for arm in arms for seed in a.seeds}
+
+
+def transfer(a: argparse.Namespace, d: Path, fit_dir: Path, pool: Executor | None = None,
+             started: dict[tuple[str, int], Any] | None = None) -> dict[str, Any]:
+    """The ablation table: train (or reuse) every arm x seed, deploy each on the dataset's truth; with a
+    ``pool``, the cells run in its worker processes (``started``: those submitted before the fit existed)."""
     card = json.loads((d / "dataset.json").read_text())
-    rows: dict[str, list[dict[str, Any]]] = {}
+    futures = dict(started or {})
+    futures.update(_submit(pool, a, d, fit_dir, a.spec, card, [arm for arm in a.arms if arm != "identified_fleet" and
+                                                               not any(k[0] == arm for k in futures)]))
     spec = a.spec
     if spec is None and "identified_fleet" in a.arms:
-        spec = _fleet_spec(d, fit_dir, a.seed)
+        spec = _fleet_spec(d, fit_dir, a.seed)  # while the pool trains the other arms
+    futures.update(_submit(pool, a, d, fit_dir, spec, card, [arm for arm in ("identified_fleet",) if arm in a.arms]))
+    rows: dict[str, list[dict[str, Any]]] = {}
     for arm in a.arms:
         for seed in a.seeds:
-            t0 = time.perf_counter()
-            run = _policy(arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card), a.scene, a.tag)
-            t1 = time.perf_counter()
-            doc = deploy_policy(run, d, run / f"deploy_{d.name}", DeployConfig(steps=a.deploy_steps, seed=seed))
-            rows.setdefault(arm, []).append({"seed": seed, "run": str(run), "train_wall_s": t1 - t0,
-                                             "deploy_wall_s": time.perf_counter() - t1,
-                                             "hardware": doc["hardware_figures"], "training_env": doc["training_env"],
-                                             "gap": doc["gap"]})
+            f = futures.get((arm, seed))
+            rows.setdefault(arm, []).append(
+                f.result() if f is not None else
+                _arm_row(arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card), a.scene, a.tag, d,
+                         a.deploy_steps))
     table = {}
     for arm, rs in rows.items():
         m = {k: float(np.mean([r["hardware"][k] for r in rs])) for k in ("vel_rmse", "yaw_rmse", "fell", "torque_rms",
@@ -333,7 +374,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--max-evals", type=int, default=100)
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--section", choices=("identification", "transfer", "all"), default="all")
-    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--arms", nargs="+", default=list(TABLE_ARMS), choices=list(ARMS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--policy-steps", type=int, default=4_000_000)
     ap.add_argument("--deploy-steps", type=int, default=500)
@@ -342,6 +383,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--tag", default="", help="a suffix of the cached runs' names (another spec, another recipe)")
     ap.add_argument("--spec", type=Path, default=None,
                     help="the fleet's randomization spec (identified_fleet; default: the library's, built here)")
+    ap.add_argument("--jobs", type=int, default=JOBS,
+                    help="policies trained side by side in worker processes (the fit-free arms during the fit); "
+                         "each run is deterministic by its seed, so the figures do not depend on it "
+                         "(default: 1.5 x the cores, as one training uses about 1.2 cores)")
     a = ap.parse_args(argv)
     t0, c0 = time.perf_counter(), time.process_time()
     d = _dataset(a.seed, a.scale)
@@ -349,10 +394,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     card = json.loads((d / "dataset.json").read_text())
     run = CACHE / f"fit_s{a.seed}_x{a.scale:g}_e{a.max_evals}"
     out: dict[str, Any] = {"bench": "legged_transfer", "robot": "anymal_c", "scale": a.scale, "seed": a.seed}
-    if a.section in ("identification", "all") or not (run / "arm_model.json").is_file():
-        out["identification"] = identification(a, d, card, run, synth_s)
-    if a.section in ("transfer", "all"):
-        out["transfer"] = transfer(a, d, run)
+    with contextlib.ExitStack() as stack:
+        pool = None
+        if a.jobs > 1 and a.section in ("transfer", "all"):  # spawned: JAX's threads do not survive a fork
+            pool = stack.enter_context(ProcessPoolExecutor(a.jobs, mp_context=multiprocessing.get_context("spawn")))
+        started = _submit(pool, a, d, run, None, card, [arm for arm in a.arms if arm in FIT_FREE])
+        if a.section in ("identification", "all") or not (run / "arm_model.json").is_file():
+            out["identification"] = identification(a, d, card, run, synth_s)
+        if a.section in ("transfer", "all"):
+            out["transfer"] = transfer(a, d, run, pool, started)
+            out["transfer"]["jobs"] = a.jobs
+    out["wall_s"] = time.perf_counter() - t0
     out.update(date=dt.date.today().isoformat(), machine=f"{platform.machine()}, {os.cpu_count()} cores (shared)")
     emit(out, a.out)
     return out
