@@ -266,13 +266,18 @@ def _arm_row(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene
             "hardware": doc["hardware_figures"], "training_env": doc["training_env"], "gap": doc["gap"]}
 
 
+def _cell(a: argparse.Namespace, arm: str, seed: int, d: Path, fit_dir: Path, spec: Path | None,
+          card: dict[str, Any]) -> tuple:
+    """The arguments of :func:`_arm_row` for one cell (the same in a worker process and in this one)."""
+    return arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card), a.scene, a.tag, d, a.deploy_steps
+
+
 def _submit(pool: Executor | None, a: argparse.Namespace, d: Path, fit_dir: Path, spec: Path | None,
             card: dict[str, Any], arms: list[str]) -> dict[tuple[str, int], Any]:
     """{(arm, seed): future} of the arms' cells in ``pool`` (nothing without one: :func:`transfer` runs them)."""
     if pool is None:
         return {}
-    return {(arm, seed): pool.submit(_arm_row, arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card),
-                                     a.scene, a.tag, d, a.deploy_steps)
+    return {(arm, seed): pool.submit(_arm_row, *_cell(a, arm, seed, d, fit_dir, spec, card))
             for arm in arms for seed in a.seeds}
 
 
@@ -282,8 +287,9 @@ def transfer(a: argparse.Namespace, d: Path, fit_dir: Path, pool: Executor | Non
     ``pool``, the cells run in its worker processes (``started``: those submitted before the fit existed)."""
     card = json.loads((d / "dataset.json").read_text())
     futures = dict(started or {})
-    futures.update(_submit(pool, a, d, fit_dir, a.spec, card, [arm for arm in a.arms if arm != "identified_fleet" and
-                                                               not any(k[0] == arm for k in futures)]))
+    running = {arm for arm, _ in futures}
+    futures.update(_submit(pool, a, d, fit_dir, a.spec, card,
+                           [arm for arm in a.arms if arm != "identified_fleet" and arm not in running]))
     spec = a.spec
     if spec is None and "identified_fleet" in a.arms:
         spec = _fleet_spec(d, fit_dir, a.seed)  # while the pool trains the other arms
@@ -292,10 +298,8 @@ def transfer(a: argparse.Namespace, d: Path, fit_dir: Path, pool: Executor | Non
     for arm in a.arms:
         for seed in a.seeds:
             f = futures.get((arm, seed))
-            rows.setdefault(arm, []).append(
-                f.result() if f is not None else
-                _arm_row(arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card), a.scene, a.tag, d,
-                         a.deploy_steps))
+            rows.setdefault(arm, []).append(f.result() if f is not None else
+                                            _arm_row(*_cell(a, arm, seed, d, fit_dir, spec, card)))
     table = {}
     for arm, rs in rows.items():
         m = {k: float(np.mean([r["hardware"][k] for r in rs])) for k in ("vel_rmse", "yaw_rmse", "fell", "torque_rms",
