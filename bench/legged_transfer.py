@@ -14,9 +14,11 @@ In one run:
 
 * the in-air dataset (``actuatorlab synth --robot anymal_c --suite legged``, :func:`actuatorlab.synth.run_legged`),
   cached in ``bench/out/legged/anymal_c_sSEED_xSCALE`` (git-ignored);
-* the default ``fit DIR/train --robot anymal_c`` (:func:`actuatorlab.app.jobs.run_fit`, the path the CLI takes:
-  base welded, each log's drive gains and foot loads, one parameter set per joint type, the nested ladder judged on a split of
-  the training logs; timed wall and CPU);
+* the default ``fit DIR/train DIR/drive --robot anymal_c`` (:func:`actuatorlab.app.jobs.run_fit`, the path the CLI
+  takes: the drive-rate logs' drive-side identification, :mod:`actuatorlab.identify.drive`, whose values every
+  member keeps; base welded, each log's drive gains and foot loads, one parameter set per joint type, the nested
+  ladder judged on a split of the training logs; timed wall and CPU; ``--no-drive``: ``DIR/train`` alone, the
+  protocol before its drive-rate logs);
 * held-out MAE per joint type (mean over the four joints of the type of the 100-step window-rollout MAE,
   :func:`actuatorlab.identify.arm_fit.evaluate_logs`: each log replayed on the robot as it was recorded,
   base welded, its gains and foot loads) on heldout/excitation, load and gain for the identified model,
@@ -24,7 +26,8 @@ In one run:
   rigid m1 (the policy runs' "builtin-like" nominal);
 * parameter recovery: every parameter the selected model shares with the truth
   (:func:`actuatorlab.synth.zoo_family.zoo_params`, output side), the fitted value per joint type against the
-  mean of the four drawn units of that type, and the hand-written file's value against the same truth.
+  mean of the four drawn units of that type, and the hand-written file's value against the same truth; the
+  drive-side identification's median and largest error over the 12 units against each unit's own truth.
 
 Second section (``--section transfer``; ``all`` runs both), the matched ablation of issue 44 item 6: per arm and
 seed, a trot policy trained with ``actuatorlab train-policy`` (homotopy-adaptive, proprioceptive observation with
@@ -124,6 +127,24 @@ def _truth_by_type(card: dict[str, Any]) -> dict[str, dict[str, float]]:
     return out
 
 
+#: the drive-side identification's values and the truth's (synth.zoo.Gear) field of each
+DRIVE_TRUTH = {"armature": "reflected_inertia", "friction_base": "coulomb", "friction_stribeck": "stribeck",
+               "friction_viscous": "viscous", "mesh_friction_drive": "load_drive", "mesh_friction_back": "load_back",
+               "stiffness": "stiffness", "backlash": "backlash", "bearing": "bearing", "spring_damping": "damping"}
+
+
+def _drive_recovery(fit: dict[str, Any], card: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """{value: median and max |relative error| over the joints} of the drive-side identification against each
+    unit's truth ({} without drive-rate logs)."""
+    per = (fit.get("drive_identification") or {}).get("per_joint") or {}
+    out = {}
+    for k, field in DRIVE_TRUTH.items():
+        e = [abs(v[k] / getattr(actuator_from_dict(card["units"][j]).gear, field) - 1.0) for j, v in per.items()]
+        if e:
+            out[k] = {"median_abs_rel_err": float(np.median(e)), "max_abs_rel_err": float(np.max(e))}
+    return out
+
+
 def _recovery(fit: dict[str, Any], hand: dict[str, Any], truth: dict[str, dict[str, float]]) -> list[dict]:
     """Per joint type and parameter the truth has: fitted and hand-written values against the truth,
     ``determined`` (False: the fit's own sensitivity pass says the in-air logs do not determine it to 10 %)
@@ -197,14 +218,16 @@ FLEET_EVALS = 300
 FLEET_GROUP_BY = ("load",)
 
 
-def _fleet_spec(d: Path, fit_dir: Path, seed: int) -> Path:
-    """The fleet's randomization spec through the library (fit per joint + jackknife, ``randomize``); cached."""
+def _fleet_spec(d: Path, fit_dir: Path, seed: int, data: list[Path]) -> Path:
+    """The fleet's randomization spec through the library (fit per joint of ``data`` + jackknife, ``randomize``);
+    cached."""
     model = json.loads((fit_dir / "arm_model.json").read_text())["model"]
-    units = CACHE / f"fit_per_joint_{model}_init_{d.name.removeprefix('anymal_c_')}_e{FLEET_EVALS}_jkload"
+    units = CACHE / (f"fit_per_joint_{model}_init_{d.name.removeprefix('anymal_c_')}_e{FLEET_EVALS}_jkload"
+                     + ("_drive" if d / "drive" in data else ""))
     spec = units / "fleet_spec.json"
     if not spec.is_file():
         t0, c0 = time.perf_counter(), time.process_time()
-        run_fit([d / "train"], units, model=model, options=FamilyOptions(seed=seed, group_by=FLEET_GROUP_BY),
+        run_fit(data, units, model=model, options=FamilyOptions(seed=seed, group_by=FLEET_GROUP_BY),
                 jackknife="group", robot=RobotFitOptions("anymal_c", max_evals=FLEET_EVALS, per_joint=True,
                                                          init=fit_dir / "arm_model.json"))
         run_randomize_job(RandomizeJob((units / "arm_model.json",), out=spec))
@@ -266,10 +289,17 @@ def _arm_row(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene
             "hardware": doc["hardware_figures"], "training_env": doc["training_env"], "gap": doc["gap"]}
 
 
+def _fit_data(a: argparse.Namespace, d: Path) -> list[Path]:
+    """The identification's logs: the in-air logs at 50 Hz and, unless ``--no-drive``, the drive-rate logs."""
+    return [d / "train"] + ([] if a.no_drive else [d / "drive"])
+
+
 def _cell(a: argparse.Namespace, arm: str, seed: int, d: Path, fit_dir: Path, spec: Path | None,
           card: dict[str, Any]) -> tuple:
-    """The arguments of :func:`_arm_row` for one cell (the same in a worker process and in this one)."""
-    return arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card), a.scene, a.tag, d, a.deploy_steps
+    """The arguments of :func:`_arm_row` for one cell (the same in a worker process and in this one); the
+    identified arms' policies of a fit with the drive-rate logs are cached under the tag ``drv``."""
+    tag = "_".join(t for t in (a.tag, "" if a.no_drive or not arm.startswith("identified") else "drv") if t)
+    return arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card), a.scene, tag, d, a.deploy_steps
 
 
 def _submit(pool: Executor | None, a: argparse.Namespace, d: Path, fit_dir: Path, spec: Path | None,
@@ -292,7 +322,7 @@ def transfer(a: argparse.Namespace, d: Path, fit_dir: Path, pool: Executor | Non
                            [arm for arm in a.arms if arm != "identified_fleet" and arm not in running]))
     spec = a.spec
     if spec is None and "identified_fleet" in a.arms:
-        spec = _fleet_spec(d, fit_dir, a.seed)  # while the pool trains the other arms
+        spec = _fleet_spec(d, fit_dir, a.seed, _fit_data(a, d))  # while the pool trains the other arms
     futures.update(_submit(pool, a, d, fit_dir, spec, card, [arm for arm in ("identified_fleet",) if arm in a.arms]))
     rows: dict[str, list[dict[str, Any]]] = {}
     for arm in a.arms:
@@ -336,7 +366,7 @@ def identification(a: argparse.Namespace, d: Path, card: dict[str, Any], run: Pa
                    synth_s: tuple[float, float]) -> dict[str, Any]:
     """The first section: fit, held-out MAE per joint type, parameter recovery (module docstring)."""
     t1, c1 = time.perf_counter(), time.process_time()
-    doc = run_fit([d / "train"], run, robot=RobotFitOptions("anymal_c", max_evals=a.max_evals))
+    doc = run_fit(_fit_data(a, d), run, robot=RobotFitOptions("anymal_c", max_evals=a.max_evals))
     fit_s = (time.perf_counter() - t1, time.process_time() - c1)
     hand = json.loads(HAND.read_text())
     n_sets = len(JOINT_TYPES)
@@ -344,6 +374,7 @@ def identification(a: argparse.Namespace, d: Path, card: dict[str, Any], run: Pa
               "hand_written_sea": _score(d, {k: [v] * n_sets for k, v in hand["params"].items()}, hand["model"]),
               "config_m1": _score(d, None, None)}
     rec = _recovery(doc, hand, _truth_by_type(card))
+    drive = _drive_recovery(doc, card)
 
     print(f"ANYmal C in air: scale {a.scale:g}, seed {a.seed}, {card['splits']}; selected {doc['model']} "
           f"(fit {fit_s[0]:.0f} s wall, {fit_s[1]:.0f} s CPU; synth {synth_s[0]:.0f} s wall)")
@@ -362,10 +393,15 @@ def identification(a: argparse.Namespace, d: Path, card: dict[str, Any], run: Pa
                                                       ", search stopped short)" if r.get("improvable") else ")"))
         hand_txt = "-" if r["hand"] is None else f"{r['hand']:.4g} ({100 * r['hand_rel_err']:+.0f} %)"
         print(f"  {r['type']} {r['param']:<20} truth {r['truth']:.4g}  fitted {fit_txt}  hand-written {hand_txt}")
+    if drive:
+        print("drive-side identification (the drive-rate logs), per joint: median |error| (max) against each unit's truth")
+        for k, v in drive.items():
+            print(f"  {k:<20} {100 * v['median_abs_rel_err']:5.1f} %  ({100 * v['max_abs_rel_err']:.1f} %)"
+                  + ("" if k in (doc["drive_identification"].get("taken") or ()) else "  (not in the selected model)"))
     summary = {"bench": "legged_transfer", "section": "identification_in_air", "robot": "anymal_c",
                "scale": a.scale, "seed": a.seed, "max_evals": a.max_evals, "splits": card["splits"],
                "selected": doc["model"], "selection": sel.get("table"), "heldout_mae_rad": scores,
-               "parameter_recovery": rec, "fit_wall_s": fit_s[0], "fit_cpu_s": fit_s[1], "synth_wall_s": synth_s[0],
+               "parameter_recovery": rec, "drive_recovery": drive, "drive_logs": not a.no_drive, "fit_wall_s": fit_s[0], "fit_cpu_s": fit_s[1], "synth_wall_s": synth_s[0],
                "synth_cpu_s": synth_s[1], "date": dt.date.today().isoformat(),
                "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)"}
     return summary
@@ -376,6 +412,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--scale", type=float, default=0.3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-evals", type=int, default=100)
+    ap.add_argument("--no-drive", action="store_true",
+                    help="identify from the in-air logs at 50 Hz alone (the protocol before its drive-rate logs)")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--section", choices=("identification", "transfer", "all"), default="all")
     ap.add_argument("--arms", nargs="+", default=list(TABLE_ARMS), choices=list(ARMS))
@@ -396,7 +434,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     d = _dataset(a.seed, a.scale)
     synth_s = (time.perf_counter() - t0, time.process_time() - c0)
     card = json.loads((d / "dataset.json").read_text())
-    run = CACHE / f"fit_s{a.seed}_x{a.scale:g}_e{a.max_evals}"
+    run = CACHE / f"fit_s{a.seed}_x{a.scale:g}_e{a.max_evals}{'' if a.no_drive else '_drive'}"
     out: dict[str, Any] = {"bench": "legged_transfer", "robot": "anymal_c", "scale": a.scale, "seed": a.seed}
     with contextlib.ExitStack() as stack:
         pool = None

@@ -10,13 +10,18 @@ import numpy as np
 
 import pytest
 
-from actuatorlab.errors import DataError
+from actuatorlab.app.cli import main
+from actuatorlab.app.jobs import RobotFitOptions, run_fit
+from actuatorlab.errors import ActuatorlabError, DataError
+from actuatorlab.identify.drive import drive_logs, identify_drives, set_values
+from actuatorlab.synth.zoo import actuator_from_dict
 from actuatorlab.identify.arm_fit import evaluate_logs, fit_arm
 from actuatorlab.identify.arm_space import log_groups, robot_for_log
 from actuatorlab.logs.io import load_native
 from actuatorlab.synth.legged import HELDOUT_GAIN, TRAIN_GAIN
 from actuatorlab.synth.legged_sim import run_legged
 
+ROBOT_JOINTS = tuple(f"{leg}_{jt}" for leg in ("LF", "RF", "LH", "RH") for jt in ("HAA", "HFE", "KFE"))
 HAND = Path(__file__).resolve().parents[1] / "src/actuatorlab/robots/actuators/anymal_c_sea.json"
 
 
@@ -24,8 +29,9 @@ HAND = Path(__file__).resolve().parents[1] / "src/actuatorlab/robots/actuators/a
 def data(tmp_path_factory):
     out = tmp_path_factory.mktemp("legged_fit") / "d"
     run_legged("anymal_c", out, seed=1, scale=0.02)
-    return {s: [load_native(p, strict=False) for p in sorted((out / s).glob("*.parquet"))]
-            for s in ("train", "heldout/excitation", "heldout/load", "heldout/gain")}
+    d = {s: [load_native(p, strict=False) for p in sorted((out / s).glob("*.parquet"))]
+         for s in ("train", "heldout/excitation", "heldout/load", "heldout/gain", "drive")}
+    return {**d, "dir": out, "card": json.loads((out / "dataset.json").read_text())}
 
 
 def test_robot_for_log_in_air(data):
@@ -56,3 +62,60 @@ def test_fit_beats_the_hand_written_file_on_heldout_conditions(data):
         theirs = evaluate_logs("anymal_c", {k: [v] * 3 for k, v in hand["params"].items()}, data[split],
                                horizons=(100,), model=hand["model"])["position_mae"]
         assert ours < theirs, (split, ours, theirs)
+
+
+# --- the drive-rate logs (identify/drive.py) --------------------------------------------------------------
+
+def _truth(card, joint, field):
+    return getattr(actuator_from_dict(card["units"][joint]).gear, field)
+
+
+def test_drive_rate_logs_determine_inertia_friction_and_the_spring(data):
+    """The regression on the drive's registers at 1 kHz (2 s per log here) recovers each unit's reflected
+    inertia, Coulomb friction and spring to within a few per cent: the 50 Hz logs determine none of them."""
+    fast, rest = drive_logs(data["drive"] + data["train"], ROBOT_JOINTS)
+    assert len(fast) == len(data["drive"]) == 9 and len(rest) == len(data["train"])
+    fits = identify_drives(log_groups("anymal_c", fast))
+    assert set(fits) == set(ROBOT_JOINTS)  # every joint is excited by every family in one of the rotations
+    err = {k: [getattr(f, k) / _truth(data["card"], j, field) - 1.0 for j, f in fits.items()]
+           for k, field in (("armature", "reflected_inertia"), ("friction_base", "coulomb"),
+                            ("friction_viscous", "viscous"), ("stiffness", "stiffness"))}
+    med = {k: float(np.median(np.abs(v))) for k, v in err.items()}
+    assert med["armature"] < 0.12 and med["friction_base"] < 0.12 and med["stiffness"] < 0.03, med
+    assert med["friction_viscous"] < 0.25, med
+    with pytest.raises(DataError, match="drive-rate"):
+        identify_drives(log_groups("anymal_c", data["train"][:1]))
+
+
+def test_the_fit_keeps_what_the_drive_rate_logs_measured(data):
+    fits = identify_drives(log_groups("anymal_c", data["drive"]))
+    rb = log_groups("anymal_c", data["train"])[0][0]
+    given = set_values(rb, fits)
+    assert [g.name for g in rb.groups] == ["anydrive@HAA", "anydrive@HFE", "anydrive@KFE"]
+    # m1 has nothing left to search: the measured values, scored as they are
+    m1 = fit_arm("anymal_c", data["train"], model="m1", max_evals=8, seed=0, horizon=50, max_windows=16, given=given)
+    assert m1["evaluations"] == 1 and sorted(m1["given"]) == ["armature", "friction_base", "friction_viscous"]
+    for k in m1["given"]:
+        assert [m1["params"][k][g] for g in ("anydrive@HAA", "anydrive@HFE", "anydrive@KFE")] == given[k]
+    # m3 searches its load friction only, around the measured values
+    m3 = fit_arm("anymal_c", data["train"], model="m3", max_evals=8, seed=0, horizon=50, max_windows=16, given=given)
+    assert m3["evaluations"] > 1 and "load_friction" not in m3["given"]
+    assert m3["params"]["armature"]["anydrive@KFE"] == given["armature"][2]
+
+
+def test_fit_robot_with_drive_rate_logs_records_them(data, tmp_path, capsys):
+    """`fit DIR/train DIR/drive --robot anymal_c`: the drive-rate logs go to the drive-side regression, the model
+    keeps its values (m1: nothing left to search), the file records them and the command says so."""
+    cfg = tmp_path / "fit.json"
+    cfg.write_text(json.dumps({"max_evals": 4}))
+    run = tmp_path / "run"
+    assert main(["fit", str(data["dir"] / "train"), str(data["dir"] / "drive"), "--robot", "anymal_c", "--model", "m1",
+                 "--config", str(cfg), "--out", str(run)]) == 0
+    assert "drive-side identification (9 drive-rate logs, 12 joints): m1 keeps armature" in capsys.readouterr().out
+    doc = json.loads((run / "arm_model.json").read_text())
+    di = doc["drive_identification"]
+    assert len(di["logs"]) == 9 and sorted(di["taken"]) == ["armature", "friction_base", "friction_viscous"]
+    assert doc["params"]["armature"]["anydrive@HFE"] == pytest.approx(
+        float(np.median([di["per_joint"][j]["armature"] for j in ROBOT_JOINTS if j.endswith("HFE")])))
+    with pytest.raises(ActuatorlabError, match="control rate"):
+        run_fit([data["dir"] / "drive"], tmp_path / "run2", model="m1", robot=RobotFitOptions("anymal_c", max_evals=4))

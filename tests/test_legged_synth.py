@@ -9,8 +9,8 @@ import pytest
 
 from actuatorlab.robots.loader import home_qpos
 from actuatorlab.logs.io import load_native
-from actuatorlab.synth.legged import (ANYDRIVE, JOINT_TYPES, SAFETY, TRAIN_GAIN, LeggedLog, draw_units, leg_command,
-                                      legged_logs)
+from actuatorlab.synth.legged import (ANYDRIVE, DRIVE_FAMILIES, DRIVE_LOG_DT, JOINT_TYPES, SAFETY, TRAIN_GAIN,
+                                      LeggedLog, draw_units, leg_command, legged_logs)
 from actuatorlab.synth.legged_sim import (LeggedRun, legged_robot, log_target, protocol_log, run_legged,
                                           simulate_legged)
 from actuatorlab.synth.suites import SynthError
@@ -93,7 +93,7 @@ def tiny(tmp_path_factory):
 
 def test_protocol_never_leaves_its_safety_limits(tiny):
     card = json.loads((tiny / "dataset.json").read_text())
-    assert set(card["splits"]) == {"train", "heldout/excitation", "heldout/load", "heldout/gain"}
+    assert set(card["splits"]) == {"train", "heldout/excitation", "heldout/load", "heldout/gain", "drive"}
     # the check bites: the chirps resonate past the HAA box at full amplitude and were run again smaller
     assert any(rec["rejected_amplitudes"] for rec in card["logs"] if rec["family"] == "chirp")
     for rec in card["logs"]:
@@ -127,3 +127,20 @@ def test_same_seed_same_logs(tiny):
 def test_other_robot_refused():
     with pytest.raises(SynthError, match="anymal_c"):
         legged_robot("open_manipulator_x")
+
+
+def test_drive_rate_logs_sample_the_registers_at_1khz(tiny):
+    """The drive split: the same protocol's commands (50 Hz, held), the drive's registers every millisecond and
+    the datasheet constants the drive-side identification needs; appended after the other logs, whose seed
+    streams therefore did not move (test_same_seed_same_logs)."""
+    logs = legged_logs(0.02)
+    drive = [lg for lg in logs if lg.split == "drive"]
+    assert [lg.family for lg in drive] == [f for f in DRIVE_FAMILIES for _ in range(3)]
+    assert logs[-len(drive):] == drive and {lg.rotation for lg in drive} == {0, 1, 2}
+    traj = load_native(tiny / "drive" / f"{drive[0].name}.parquet", strict=False)
+    assert np.allclose(np.diff(traj.time), DRIVE_LOG_DT)
+    assert traj.setup.extra["drive"]["torque_constant"] == pytest.approx(4.0)
+    cmd = traj["position_target/LF_HAA"]
+    steps = np.flatnonzero(np.diff(cmd))  # the host's 50 Hz command, held between its samples
+    assert steps.size > 10 and np.all(np.diff(steps) % 20 == 0)
+    assert np.ptp(traj["current/LF_HAA"]) > 1.0 and np.ptp(traj["motor_position/LF_HAA"]) > 0.02

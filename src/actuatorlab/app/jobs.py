@@ -38,7 +38,8 @@ from ..models.modelfile import load_model, model_to_dict, save_model
 from ..identify.arm_fit import evaluate_logs, fit_arm, select_arm
 from ..identify.arm_jackknife import arm_jackknife
 from ..identify.arm_space import log_groups
-from ..robots.loader import Robot
+from ..identify.drive import CUTOFF_HZ, drive_logs, identify_drives, set_values
+from ..robots.loader import Robot, load_robot
 from ..sim.arm_data import _param_sets, robot_with_model
 from ..files import atomic_write, git_revision
 from ..errors import ActuatorlabError, ModelError, UnknownNameError
@@ -418,6 +419,8 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
         raise ActuatorlabError(f"--robot {robot}: refine_camera refines the cameras of the masks; give masks")
     if ro.state_std and ro.masks is None:
         raise ActuatorlabError(f"--robot {robot}: state_std corrects the states drawn for the masks' frames; give masks")
+    fast, trajs = drive_logs(trajs, load_robot(robot).joint_names)
+    drive = _drive_side(robot, fast, trajs, ro) if fast else None
     groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
     if ro.method == "grad" and len(groups) > 1:
         raise ActuatorlabError(f"--robot {robot}: the logs were recorded at {len(groups)} gain / load settings; "
@@ -434,12 +437,14 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     elif model is not None:
         r = fit_arm(robot, trajs, model=model, max_evals=ro.max_evals, seed=seed, per_joint=ro.per_joint,
                     horizon=ro.horizon, max_windows=ro.max_windows,
-                    init=[] if ro.init is None else [_init_sets(rb, model, ro.init, ro.per_joint)], sensitivity=True)
+                    init=[] if ro.init is None else [_init_sets(rb, model, ro.init, ro.per_joint)], sensitivity=True,
+                    given=None if drive is None else drive["values"])
     else:
         fit_part, val_part = split_validation(trajs)
         cb = (lambda m, i, n: progress(m, f"{i + 1}/{n + 1}", 0.0)) if progress else None
         res = select_arm(robot, fit_part, val_part, per_joint=ro.per_joint, max_evals=ro.max_evals, seed=seed,
-                         horizon=ro.horizon, max_windows=ro.max_windows, method=ro.method, progress=cb)
+                         horizon=ro.horizon, max_windows=ro.max_windows, method=ro.method, progress=cb,
+                         given=None if drive is None else drive["values"])
         r = res["final"]
         selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
                      "val_horizon": res["val_horizon"]}
@@ -452,10 +457,13 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
                                                             "horizon")},
                  **({"init": str(ro.init)} if ro.init is not None else {}),
                  **_images_record(ro, r)},
-         "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs],
+         "selection": selection, "metrics": {"train": ev}, "data": [t.source_file for t in trajs + fast],
          "package_version": __version__, "git_revision": git_revision()}
     if r.get("sensitivity"):  # which fitted values these logs do not determine (CMA-ES fits)
         d["identifiability"] = {"sensitivity": r["sensitivity"]}
+    if drive is not None:  # what the drive-rate logs measured, and which of it the model took
+        d["drive_identification"] = {**{k: v for k, v in drive.items() if k != "values"},
+                                     "taken": list(r.get("given") or [])}
     save(from_document(d, validate=False), out / "arm_model.json")
     if r.get("camera_refinement"):  # the refined cameras, in the file `train --camera` and `fit --config camera` read
         atomic_write(out / "camera_calibration.json", json.dumps(
@@ -471,6 +479,23 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
                                          max_windows=ro.max_windows)
         save(from_document(d, validate=False), out / "arm_model.json")
     return d
+
+
+def _drive_side(robot: str, fast: list[Trajectory], trajs: list[Trajectory], ro: RobotFitOptions) -> dict[str, Any]:
+    """The drive-side identification of the drive-rate logs ``fast`` (:mod:`actuatorlab.identify.drive`):
+    {"logs", "per_joint": {joint: DriveFit as a dict}, "values": {parameter: [value per parameter set of the
+    window fit]}, "cutoff_hz"}; the window fit keeps ``values`` (every parameter of its model it has)."""
+    if not trajs:
+        raise DataError(None, f"--robot {robot}: only drive-rate logs ({len(fast)}); the model is fitted on logs at "
+                              "the control rate, with the drive-rate logs beside them")
+    if ro.method != "cma":
+        raise ActuatorlabError(f"--robot {robot}: the drive-rate logs' values join the CMA-ES fit (method cma, "
+                               f"not {ro.method})")
+    fits = identify_drives(log_groups(robot, fast))
+    rb = log_groups(robot, trajs)[0][0]
+    return {"logs": [t.source_file for t in fast], "cutoff_hz": CUTOFF_HZ,
+            "per_joint": {j: f.to_dict() for j, f in fits.items()},
+            "values": set_values(rb, fits, per_joint=ro.per_joint)}
 
 
 def _init_sets(rb: Robot, model: str, path: str | Path, per_joint: bool) -> dict[str, list[float]]:

@@ -27,7 +27,7 @@ of window rollouts of ``horizon`` control steps.
 from __future__ import annotations
 
 import time as _time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -231,12 +231,25 @@ def _fit_parts(robot_name: str | Robot, trajs: Iterable[Trajectory], model: str 
     return out[0][0], out, np.concatenate(sc_all), keep, cfg
 
 
+def _take_given(names: tuple[str, ...], nominal: dict, given: dict[str, Sequence[float | None]] | None,
+                sets: list[int]) -> tuple[tuple[str, ...], tuple[str, ...], dict]:
+    """(names left to search, names taken from ``given``, nominal values with the taken ones written in) of
+    :func:`fit_arm`: a name is taken when ``given`` has a value for every fitted set."""
+    given = given or {}
+    taken = tuple(k for k in names if k in given and all(g < len(given[k]) and given[k][g] is not None
+                                                          for g in sets))
+    out = {k: np.asarray(v, float).copy() for k, v in nominal.items()}
+    for k in taken:
+        out[k] = np.array([float(nominal[k][g]) if v is None else float(v) for g, v in enumerate(given[k])])
+    return tuple(k for k in names if k not in taken), taken, out
+
+
 @physics
 def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
             params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
             max_evals: int = 300, seed: int = 0, horizon: int = 100, sigma0: float | None = None,
             init: Iterable[dict] = (), max_windows: int | None = None, per_set_best: bool = False,
-            sensitivity: bool = False) -> dict[str, Any]:
+            sensitivity: bool = False, given: dict[str, Sequence[float | None]] | None = None) -> dict[str, Any]:
     """Fit actuator parameters of a whole robot to multi-joint logs with CMA-ES (module docstring).
 
     Args:
@@ -265,6 +278,8 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
             best assembled vector by the summed error (:func:`_coevolve`; the jackknife's refits).
         sensitivity: also say which fitted values the logs do not determine (:func:`set_sensitivity`,
             one batched call of 2 x the fitted values' rollouts): the result's ``sensitivity``.
+        given: {parameter: [value or None per set]} measured elsewhere (:mod:`actuatorlab.identify.drive`):
+            kept, not searched, where every fitted set has one (:func:`_take_given`; the result's ``given``).
 
     Returns:
         {"model", "params": {name: {set or joint: value}} (servo side), "nominal": same layout,
@@ -278,10 +293,7 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     robot, names = fit_setup(robot_name, model, params, fixed, "fit_arm")
     if horizon < 1 or max_evals < 1:
         raise ModelError(f"fit_arm: horizon ({horizon}) and max_evals ({max_evals}) must be >= 1")
-    trajs = list(trajs)
-    if not trajs:
-        raise DataError(None, "no logs to fit")
-    r, parts, sc, keep, cfg = _fit_parts(robot_name, trajs, model, per_joint, horizon, max_windows)
+    r, parts, sc, keep, cfg = _fit_parts(robot_name, list(trajs), model, per_joint, horizon, max_windows)
     labels = [g.joints[0] if per_joint else g.name for g in r.groups]
     mask = np.concatenate([w.mask for _, w in parts])
     wgt = mask[..., None] * sc[:, None, :]
@@ -289,11 +301,18 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
     scored = np.any(sc, axis=0)
     sets = [g for g, grp in enumerate(r.groups) if any(scored[r.index(j)] for j in grp.joints)]
 
-    nominal = r.nominal_params()
-    space = ArmSpace.build(names, nominal, sets, set_bounds(r.groups))  # the config's bounds, if any
+    nominal0 = r.nominal_params()
+    names, taken, nominal = _take_given(names, nominal0, given, sets)
     # private copies per group: the armature is written in per evaluation
     scores, scores_per_joint = _window_scorers(r, [(rg, w, native_model(rg, nominal)) for rg, w in parts], wgt,
                                                den, nominal, cfg)
+    done: dict[str, Any] = {"horizon": int(horizon), "n_windows": int(len(keep)), "n_log_groups": len(parts),
+                            **({"given": list(taken)} if taken else {})}
+    if not names:  # every fitted parameter measured elsewhere: score them as they are
+        (mse, mae), = scores([nominal])
+        return fit_result(model, taken, labels, sets, nominal, nominal0, (mse, mae, mae), per_joint, evaluations=1,
+                          wall_s=float(_time.perf_counter() - t0), **done)
+    space = ArmSpace.build(names, nominal, sets, set_bounds(r.groups))  # the config's bounds, if any
 
     init = list(init)
     sigma0 = float(sigma0 if sigma0 is not None else (0.1 if init else 0.3))
@@ -320,10 +339,10 @@ def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str 
         evals += int(run_cma([es], score)[0])
         best_p = best.x
     (mse, mae), (_, mae0) = scores([best_p, nominal])
-    extra = {"sensitivity": set_sensitivity(scores_per_joint, best_p, names, sets, labels)} if sensitivity else {}
-    return fit_result(model, names, labels, sets, best_p, nominal, (mse, mae, mae0), per_joint,
-                      evaluations=evals, wall_s=float(_time.perf_counter() - t0), horizon=int(horizon),
-                      n_windows=int(len(keep)), n_log_groups=len(parts), **extra)
+    if sensitivity:
+        done["sensitivity"] = set_sensitivity(scores_per_joint, best_p, names, sets, labels)
+    return fit_result(model, names + taken, labels, sets, best_p, nominal0, (mse, mae, mae0), per_joint,
+                      evaluations=evals, wall_s=float(_time.perf_counter() - t0), **done)
 
 
 def evaluate_logs(robot_name: str | Robot, params: dict | None, trajs: Iterable[Trajectory],
@@ -368,7 +387,8 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
                seed: int = 0, horizon: int = 100, val_horizon: int = 300, min_gain: float = 0.02,
                fixed: Iterable[str] = ("R",), max_windows: int | None = 64, final_evals: int | None = None,
                method: str = "cma", child_sigma0: float = 0.2,
-               progress: Callable[[str, int, int], None] | None = None) -> dict[str, Any]:
+               progress: Callable[[str, int, int], None] | None = None,
+               given: dict[str, Sequence[float | None]] | None = None) -> dict[str, Any]:
     """Nested model selection on a whole robot: each model must earn its place on validation logs.
 
     Every model of ``ladder`` is fitted (:func:`fit_arm`) on ``fit_trajs``, starting from the fits
@@ -391,6 +411,9 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
     default window curriculum and step counts; ``max_evals``, ``horizon``, ``max_windows`` and
     ``final_evals`` do not apply to it).
 
+    ``given``: parameter values measured by another experiment, kept in every fit that has them
+    (:func:`fit_arm`; CMA-ES only).
+
     Returns:
         {"selected", "table": [{"model", "parent", "n_free", "train_mae", "validation_mae",
         "gain_vs_parent", "earns_place", "selected", "wall_s"}], "fits": {model: fit_arm result},
@@ -398,6 +421,8 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
     """
     if method not in ("cma", "grad"):
         raise UnknownNameError("fit method", method, ("cma", "grad"))
+    if given and method != "cma":
+        raise ModelError("select_arm: given values (the drive-side identification) join the CMA-ES fits (method cma)")
     robot = _robot(robot_name)
     fit_trajs, val_trajs = list(fit_trajs), list(val_trajs)
     if not fit_trajs or not val_trajs:
@@ -423,7 +448,7 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
         else:
             r = fit_arm(robot, fit_trajs, model=m, fixed=fixed, per_joint=per_joint, max_evals=max_evals,
                         seed=seed + i, horizon=horizon, init=starts, max_windows=max_windows,
-                        sigma0=child_sigma0 if starts else None)
+                        sigma0=child_sigma0 if starts else None, given=given)
         fits[m] = r
         ev = evaluate_logs(robot, r["params"], val_trajs, horizons=(vh,), model=m)
         v = ev["position_mae"]
@@ -431,7 +456,7 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
         verdict = judge(val_mae[m], inner, val_mae, eligible, i == 0, min_gain)
         eligible[m] = verdict.earns_place
         table.append({"model": m, "parent": verdict.parent,
-                      "n_free": len(r["params"]) * len(next(iter(r["params"].values()))),
+                      "n_free": (len(r["params"]) - len(r.get("given", ()))) * len(next(iter(r["params"].values()))),
                       "train_mae": r["train_mae"], "validation_mae": float(val_mae[m][0]),
                       "gain_vs_parent": verdict.gain, "earns_place": eligible[m], "wall_s": r["wall_s"]})
     if not any(eligible.values()):
@@ -447,7 +472,7 @@ def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_tra
     else:
         final = fit_arm(robot, fit_trajs + val_trajs, model=selected, fixed=fixed, per_joint=per_joint,
                         max_evals=final_evals or max(max_evals // 2, 20), seed=seed + 100, horizon=horizon,
-                        init=[fits[selected]["param_sets"]], max_windows=max_windows, sensitivity=True)
+                        init=[fits[selected]["param_sets"]], max_windows=max_windows, sensitivity=True, given=given)
     return {"selected": selected, "table": table, "fits": fits, "final": final,
             "fit_names": [t.name for t in fit_trajs], "val_names": [t.name for t in val_trajs],
             "val_horizon": vh}

@@ -63,7 +63,8 @@ def arm_jackknife(robot_name: str | Robot, trajs: Iterable[Trajectory], fit: dic
                   max_windows: int | None = None) -> dict[str, Any]:
     """The jackknife of ``fit`` (a :func:`~actuatorlab.identify.arm_fit.fit_arm` result on ``trajs``; module
     docstring). ``max_evals``: the all-data fit's budget (each refit gets :data:`REFIT_BUDGET_FRACTION` of it);
-    seed (refit g: seed + 1 + g), horizon, max_windows: the fit's.
+    seed (refit g: seed + 1 + g), horizon, max_windows: the fit's. The values the fit took from another
+    experiment (its ``given``: the drive-side identification) stay as they are in every refit (standard error 0).
 
     Returns {"method", "by", "key" (the condition tag, or "log"), "groups" (held-out group per refit),
     "n_resamples" (G), "max_evals" (per refit), "space" {name: "log" | "linear"}, "stderr" {name: {joint or
@@ -78,7 +79,8 @@ def arm_jackknife(robot_name: str | Robot, trajs: Iterable[Trajectory], fit: dic
     labels = [lab for lab in fit["params"][names[0]]] if names else []
     refits = [fit_arm(robot_name, [trajs[i] for i in f.train], model=fit["model"], params=names,
                       per_joint=bool(fit["per_joint"]), max_evals=budget, seed=seed + 1 + g, horizon=horizon,
-                      max_windows=max_windows, init=[fit["param_sets"]], per_set_best=True)
+                      max_windows=max_windows, init=[fit["param_sets"]], per_set_best=True,
+                      given={k: fit["param_sets"][k] for k in fit.get("given") or ()} or None)
               for g, f in enumerate(folds)]
     cols = [(n, lab) for n in names for lab in labels]
     est = np.array([[r["params"][n][lab] for n, lab in cols] for r in refits], float)  # (G, p)

@@ -31,7 +31,7 @@ import numpy as np
 from .zoo import BenchPlan, Gear, Interface, Motor, Sensors, Thermal, ZooActuator
 
 __all__ = ["LEGGED_SUITE", "ANYDRIVE", "JOINT_TYPES", "SAFETY", "TRAIN_GAIN", "HELDOUT_GAIN", "UNIT_SPREAD",
-           "LeggedLog", "draw_units", "legged_logs", "leg_command"]
+           "DRIVE_FAMILIES", "DRIVE_LOG_DT", "LeggedLog", "draw_units", "legged_logs", "leg_command"]
 
 #: the suite name on the command line (``synth --robot anymal_c --suite legged``)
 LEGGED_SUITE = "legged"
@@ -132,12 +132,16 @@ HELDOUT_FAMILY = "steps"
 TRAIN_LOAD, HELDOUT_LOAD = 1.0, 2.0
 #: [s] log length at scale 1, the shortest scaled one
 DURATION, MIN_DURATION = 20.0, 4.0
+#: families of the drive-rate logs (split ``drive``: the drives' registers at the drive's own rate, for the
+#: drive-side identification of inertia, friction and the spring), their period [s] and length at scale 1 [s]
+DRIVE_FAMILIES = ("chirp", "sweep_fast", "reversals")
+DRIVE_LOG_DT, DRIVE_DURATION, DRIVE_MIN_DURATION = 0.001, 8.0, 2.0
 
 
 @dataclass(frozen=True)
 class LeggedLog:
     """One log: name, split folder, family, foot load [kg], (kp, kd), rotation k (leg l excites
-    joint type JOINT_TYPES[(l + k) % 3]), duration [s]."""
+    joint type JOINT_TYPES[(l + k) % 3]), duration [s], log_dt [s] sample period (None: the host's 50 Hz)."""
 
     name: str
     split: str
@@ -146,6 +150,7 @@ class LeggedLog:
     gain: tuple[float, float]
     rotation: int
     duration: float
+    log_dt: float | None = None
 
     def excited(self, leg: int) -> str:
         """The joint type leg ``leg`` (0..3) excites."""
@@ -156,7 +161,9 @@ def legged_logs(scale: float) -> list[LeggedLog]:
     """The logs of the suite: every family x load x rotation (max(1, round(3 scale)) rotations), durations
     20 s x sqrt(scale), at least 4 s. Train: the four families, no load and 1 kg, training gains;
     heldout/excitation: steps; heldout/load: chirp and sweep_fast at 2 kg; heldout/gain: chirp and
-    sweep_slow at the held-out gains."""
+    sweep_slow at the held-out gains; drive (after the others, so their seed streams do not move): chirp,
+    sweep_fast and reversals at the training gain, no load, each in all three rotations (every joint excited
+    by every family), sampled at the drive's 1 kHz, 8 s x sqrt(scale), at least 2 s."""
     reps = max(1, int(round(3 * scale)))
     dur = round(max(MIN_DURATION, DURATION * math.sqrt(scale)), 2)
     out: list[LeggedLog] = []
@@ -174,6 +181,11 @@ def legged_logs(scale: float) -> list[LeggedLog]:
         add("heldout/load", fam, HELDOUT_LOAD, TRAIN_GAIN)
     for fam in ("chirp", "sweep_slow"):
         add("heldout/gain", fam, 0.0, HELDOUT_GAIN)
+    d_dur = round(max(DRIVE_MIN_DURATION, DRIVE_DURATION * math.sqrt(scale)), 2)
+    for fam in DRIVE_FAMILIES:
+        for k in range(3):
+            out.append(LeggedLog(f"{fam}_kp{TRAIN_GAIN[0]:g}_1khz_r{k}", "drive", fam, 0.0, TRAIN_GAIN, k, d_dur,
+                                 DRIVE_LOG_DT))
     return out
 
 

@@ -38,13 +38,17 @@ __all__ = ["DriveBank", "LeggedRun", "LeggedTruth", "truth_extremes", "backed_of
            "log_target", "protocol_log", "GENERATOR"]
 
 GENERATOR = "actuatorlab.synth.legged"
-GENERATOR_VERSION = "3"
+GENERATOR_VERSION = "4"
 LEGS = ("LF", "RF", "LH", "RH")
 #: [counts/rev] motor-side encoder (divided by the ratio on the output side)
 MOTOR_COUNTS = 2 ** 14
 #: the drive's torque loop (Hutter et al. 2017: joint PD cascaded with an SEA torque controller):
 #: (K_tau [1] gain on the torque error, D_tau [s] damping of the deflection rate, times the spring constant)
 TORQUE_LOOP = (1.0, 0.02)
+#: what a drive's datasheet gives (the drive-rate logs' ``Setup.extra["drive"]``): torque_constant [N.m/A] output
+#: side (gear ratio x motor kt at 20 degC, nominal), gear_ratio [1], spring_nominal [N.m/rad] (the firmware's)
+DRIVE_DATASHEET = {"torque_constant": ANYDRIVE.motor.kt * ANYDRIVE.gear.ratio, "gear_ratio": ANYDRIVE.gear.ratio,
+                   "spring_nominal": SPRING_NOMINAL}
 
 
 def legged_robot(name: str = "anymal_c") -> Robot:
@@ -56,13 +60,15 @@ def legged_robot(name: str = "anymal_c") -> Robot:
 
 @dataclasses.dataclass(frozen=True)
 class LeggedRun:
-    """One log to simulate: target (T, 12) [rad] host commands at the log period, gain (kp [N.m/rad],
-    kd [N.m.s/rad]), load [kg] at each foot, temperature0 (12,) [degC] winding start temperatures."""
+    """One log to simulate: target (T, 12) [rad] host commands at the host period (the sensors' ``log_dt``,
+    50 Hz), gain (kp [N.m/rad], kd [N.m.s/rad]), load [kg] at each foot, temperature0 (12,) [degC] winding
+    start temperatures, log_dt [s] the readings' period (None: the host period; the drive-rate logs: 1 ms)."""
 
     target: np.ndarray
     gain: tuple[float, float]
     load: float
     temperature0: np.ndarray
+    log_dt: float | None = None
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -206,7 +212,9 @@ def simulate_legged(robot: Robot, units: tuple[ZooActuator, ...], run: LeggedRun
     h, n = float(a0.physics_dt), robot.n_joints
     m = _scene(robot, run.load, h)
     d = mujoco.MjData(m)
-    T, log_dt = int(run.target.shape[0]), float(a0.sensors.log_dt)
+    T_cmd, cmd_dt = int(run.target.shape[0]), float(a0.sensors.log_dt)
+    log_dt = float(run.log_dt or cmd_dt)
+    T = int(round((T_cmd - 1) * cmd_dt / log_dt)) + 1
     qadr, dadr = robot.qpos_adr, robot.dof_adr
     d.qpos[:] = home_qpos(m)
     d.qpos[qadr] += run.target[0]
@@ -226,7 +234,7 @@ def simulate_legged(robot: Robot, units: tuple[ZooActuator, ...], run: LeggedRun
         q, dq = d.qpos[qadr].copy(), d.qvel[dadr].copy()
         if step % every == 0:
             for j in range(n):
-                k_cmd = min(T - 1, max(0, int(math.floor(((step - pre - delays[j]) * h) / log_dt + 1e-9))))
+                k_cmd = min(T_cmd - 1, max(0, int(math.floor(((step - pre - delays[j]) * h) / cmd_dt + 1e-9))))
                 cmd[j] = target[k_cmd, j] - home[j]
             bank.control(step, q, dq, cmd)
         d.qfrc_applied[dadr] = bank.step(q, dq)
@@ -257,8 +265,13 @@ def _readings(out: np.ndarray, supply: np.ndarray, home: np.ndarray, units: tupl
 
 
 def _trajectory(robot: Robot, log: LeggedLog, target: np.ndarray, r: LeggedTruth) -> Trajectory:
-    """The native multi-joint Trajectory of one simulated log (docs/synth.md channel convention)."""
+    """The native multi-joint Trajectory of one simulated log (docs/synth.md channel convention); ``target``
+    (host period) is held to the readings' period of a drive-rate log. A drive-rate log's ``Setup.extra["drive"]``
+    carries the datasheet constants the drive-side identification needs (nominal, not the unit's truth)."""
     data: dict[str, np.ndarray] = {}
+    cmd_dt = ANYDRIVE.sensors.log_dt
+    if r.time.size != target.shape[0]:  # the host's command as sent, at each reading
+        target = target[np.minimum(np.floor(r.time / cmd_dt + 1e-9).astype(int), target.shape[0] - 1)]
     chans: dict[str, Channel] = {}
     enc = f"output encoder {ANYDRIVE.sensors.encoder_counts} counts/rev"
     per = {"position_target": (target, Channel("rad", "commanded", "output", "host position target (velocity "
@@ -287,7 +300,8 @@ def _trajectory(robot: Robot, log: LeggedLog, target: np.ndarray, r: LeggedTruth
                          "point_masses": [[b, m, list(p)] for b, m, p in foot_masses(robot, log.load)],
                          "per_joint_gains": {j: {"kp": kp, "kd": kd} for j in robot.joint_names},
                          "excited": excited, "generator": f"{GENERATOR} {GENERATOR_VERSION}", "suite": LEGGED_SUITE,
-                         "family": log.family, "truth": "dataset.json of the dataset folder"})
+                         "family": log.family, "truth": "dataset.json of the dataset folder",
+                         **({"drive": DRIVE_DATASHEET} if log.log_dt is not None else {})})
     cond = {"load": "none" if log.load <= 0 else f"foot_{log.load:g}kg", "gain": f"kp{kp:g}_kd{kd:g}",
             "excitation": log.family, "variant": f"r{log.rotation}", "session": "s01", "split": log.split}
     return Trajectory(name=log.name, time=r.time, data=data, channels=chans, setup=setup, conditions=cond,
@@ -329,7 +343,8 @@ def protocol_log(robot: Robot, units: tuple[ZooActuator, ...], log: LeggedLog, s
     rng = np.random.default_rng([seed, 1, k])
     target = log_target(robot, log, rng)
     temp0 = np.array([a.thermal.ambient + a.thermal.start_rise for a in units]) + rng.uniform(0, 5, len(units))
-    amp, res, tries, _ = backed_off(robot, units, LeggedRun(target, log.gain, log.load, temp0), [seed, 2, k], home)
+    amp, res, tries, _ = backed_off(robot, units, LeggedRun(target, log.gain, log.load, temp0, log.log_dt),
+                                    [seed, 2, k], home)
     if amp is None:
         raise SynthError(f"legged protocol: log {log.name} leaves its safety limits at every amplitude tried ({tries})")
     return target, amp, res, tries

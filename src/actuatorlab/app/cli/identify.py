@@ -109,6 +109,12 @@ def _print_fit_robot(r) -> None:
                       "yes" if r["earns_place"] else "no")
         console.print(t)
     _print_per_joint(d["metrics"]["train"])
+    drv = d.get("drive_identification")
+    if drv:  # the drive-rate logs' regression: what the model kept (medians over the joints)
+        per = drv["per_joint"].values()
+        med = ", ".join(f"{k} {np.median([v[k] for v in per]):.3g}" for k in drv["taken"]) or "none of its parameters"
+        console.print(f"drive-side identification ({len(drv['logs'])} drive-rate logs, {len(drv['per_joint'])} joints): "
+                      f"{d['model']} keeps {med} (median over the joints)", soft_wrap=True)
     unc = d.get("uncertainty")
     if unc:  # one line: the median over joints (or sets) of each parameter's natural-space standard error
         med = ", ".join(f"{n} {np.median(list(v.values())):.3g}{'' if unc['space'][n] == 'log' else ' ' + PARAMS[n].unit}"
