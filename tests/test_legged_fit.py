@@ -85,6 +85,10 @@ def test_drive_rate_logs_determine_inertia_friction_and_the_spring(data):
     assert med["friction_viscous"] < 0.25, med
     with pytest.raises(DataError, match="drive-rate"):
         identify_drives(log_groups("anymal_c", data["train"][:1]))
+    bare = dataclasses.replace(fast[0], setup=dataclasses.replace(
+        fast[0].setup, extra={k: v for k, v in fast[0].setup.extra.items() if k != "drive"}))
+    with pytest.raises(DataError, match="torque constant"):
+        identify_drives(log_groups("anymal_c", [bare]))
 
 
 def test_the_fit_keeps_what_the_drive_rate_logs_measured(data):
