@@ -12,15 +12,18 @@ theta the rotor angle, q the link angle, d = theta - q the deflection (backlash 
     rotor:  kt i - tau_c = J dw/dt + sign(w) (F_c + F_s exp(-(|w|/v_s)^alpha) + F_v |w| + eta |tau_c|)
             tau_c = tau_link + F_b sign(dq),  eta = eta_d where tau_c w > 0 (driving) else eta_b
 
-(the classic identification of an SEA drive: Hutter et al., Advanced Robotics 2017, section 3; the friction
-law of Duclusaud et al., ICRA 2025). Velocities and accelerations come from Savitzky-Golay derivatives of
-the encoders (cubic, :data:`SMOOTH_S` wide); the spring equation is fitted first (k, b, c_s, F_b), then the
-rotor equation by bounded linear least squares on the samples where the rotor slides (|w| >
-:data:`MIN_SPEED`), with v_s and alpha on a grid (the lowest residual). Every coefficient is >= 0.
+(the SEA drive of Hutter et al., Advanced Robotics 2017; the friction law of Duclusaud et al., ICRA 2025;
+the inverse-model least squares with parallel filtering of the EMPS reference, Janot, Gautier and Brunot
+2019). Velocities and accelerations are central differences of the encoders low-passed at :data:`CUTOFF_HZ` (zero-phase
+Butterworth); every column and the regressand of an equation get that same filter, so the filtered equation
+holds where the rotor moves faster than the filter passes. The spring equation is fitted first (k, b, c_s,
+F_b), then the rotor equation, by bounded linear least squares on the samples outside the dead band
+(|d| > :data:`MIN_DEFLECTION`) and where the rotor slides (|w| > :data:`MIN_SPEED`) over the whole filter
+window, with v_s and alpha on a grid (the lowest residual). Every coefficient is >= 0.
 
 ``kt`` is the datasheet's output-side torque constant (a drive-rate log's ``Setup.extra["drive"]
-["torque_constant"]``); a unit's own kt scales every rotor-side value by the same factor (kt(T) drops a
-few per mille per degC: ignored). Results per joint (:class:`DriveFit`), and per parameter set of a
+["torque_constant"]``); a unit's own kt scales every rotor-side value by the same factor (kt(T) drops about
+a per mille per degC: ignored). Results per joint (:class:`DriveFit`), and per parameter set of a
 fitted robot (:func:`set_values`), under the family's parameter names."""
 
 from __future__ import annotations
@@ -120,7 +123,7 @@ def _torque_constant(t: Trajectory, kt: float | None) -> float:
 def _smooth(x: np.ndarray, dt: float) -> np.ndarray:
     """Zero-phase low-pass (Butterworth, order 4 forward and back, :data:`CUTOFF_HZ`) of (T, ...) ``x`` along
     time: the same filter on every column of the rotor equation, both sides (the parallel filtering of
-    inverse-model identification, Gautier 1997), so that the filtered acceleration is the filtered equation's."""
+    inverse-model identification, Janot et al. 2019), so that the filtered acceleration is the filtered equation's."""
     b, a = butter(4, min(CUTOFF_HZ * 2.0 * dt, 0.9))
     return filtfilt(b, a, x, axis=0)
 
