@@ -420,7 +420,9 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     if ro.state_std and ro.masks is None:
         raise ActuatorlabError(f"--robot {robot}: state_std corrects the states drawn for the masks' frames; give masks")
     fast, trajs = drive_logs(trajs, load_robot(robot).joint_names)
-    drive = _drive_side(robot, fast, trajs, ro) if fast else None
+    if fast and not trajs:
+        raise DataError(None, f"--robot {robot}: only drive-rate logs ({len(fast)}); the model is fitted on logs at "
+                              "the control rate, with the drive-rate logs beside them")
     groups = log_groups(robot, trajs)  # in-air logs: base welded, their gains and loads, sets by joint type
     if ro.method == "grad" and len(groups) > 1:
         raise ActuatorlabError(f"--robot {robot}: the logs were recorded at {len(groups)} gain / load settings; "
@@ -428,6 +430,7 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     rb = groups[0][0]
     if ro.method not in ("cma", "grad"):
         raise UnknownNameError("fit method", ro.method, ("cma", "grad"))
+    drive = _drive_side(robot, fast, rb, ro) if fast else None
     if model is not None and ro.method == "grad":
         images = None if ro.masks is None else load_image_supervision(rb, trajs, ro.masks, ro.camera,
                                                                      ImageOptions(weight=ro.image_weight, loss=ro.image_loss,
@@ -481,18 +484,15 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     return d
 
 
-def _drive_side(robot: str, fast: list[Trajectory], trajs: list[Trajectory], ro: RobotFitOptions) -> dict[str, Any]:
+def _drive_side(robot: str, fast: list[Trajectory], rb: Robot, ro: RobotFitOptions) -> dict[str, Any]:
     """The drive-side identification of the drive-rate logs ``fast`` (:mod:`actuatorlab.identify.drive`):
-    {"logs", "per_joint": {joint: DriveFit as a dict}, "values": {parameter: [value per parameter set of the
-    window fit]}, "cutoff_hz"}; the window fit keeps ``values`` (every parameter of its model it has)."""
-    if not trajs:
-        raise DataError(None, f"--robot {robot}: only drive-rate logs ({len(fast)}); the model is fitted on logs at "
-                              "the control rate, with the drive-rate logs beside them")
+    {"logs", "per_joint": {joint: DriveFit as a dict}, "values": {parameter: [value per parameter set of
+    ``rb``, the window fit's robot]}, "cutoff_hz"}; the window fit keeps ``values`` (every parameter of its
+    model it has)."""
     if ro.method != "cma":
         raise ActuatorlabError(f"--robot {robot}: the drive-rate logs' values join the CMA-ES fit (method cma, "
                                f"not {ro.method})")
     fits = identify_drives(log_groups(robot, fast))
-    rb = log_groups(robot, trajs)[0][0]
     return {"logs": [t.source_file for t in fast], "cutoff_hz": CUTOFF_HZ,
             "per_joint": {j: f.to_dict() for j, f in fits.items()},
             "values": set_values(rb, fits, per_joint=ro.per_joint)}

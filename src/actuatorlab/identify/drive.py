@@ -40,7 +40,8 @@ from scipy.signal import butter, filtfilt
 
 from ..errors import DataError
 from ..logs.format import Trajectory
-from ..robots.loader import Robot, model_spec
+from ..robots.fixed_base import links_spec
+from ..robots.loader import Robot
 
 __all__ = ["CUTOFF_HZ", "DriveFit", "MAX_DRIVE_DT", "MIN_SPEED", "SMOOTH_S", "drive_logs", "identify_drives", "set_values"]
 
@@ -134,17 +135,15 @@ def _derivatives(x: np.ndarray, dt: float) -> tuple[np.ndarray, np.ndarray]:
     return v, np.gradient(v, dt, axis=0)
 
 
-def _link_torque(robot: Robot, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
-    """(T, n) [N.m] inverse dynamics of the links (no joint armature, damping or friction, no contacts)."""
-    spec = model_spec(robot)
+def _links_model(robot: Robot) -> mujoco.MjModel:
+    """The links alone (:func:`~actuatorlab.robots.fixed_base.links_spec`), contacts off."""
+    spec = links_spec(robot)
     spec.option.disableflags |= int(mujoco.mjtDisableBit.mjDSBL_CONTACT)
-    for a in list(spec.actuators):
-        spec.delete(a)
-    for j in robot.joints:
-        sj = spec.joint(j.name)
-        sj.armature, sj.frictionloss = 0.0, 0.0
-        sj.damping = np.zeros_like(np.asarray(sj.damping, dtype=float))
-    m = spec.compile()
+    return spec.compile()
+
+
+def _link_torque(m: mujoco.MjModel, robot: Robot, q: np.ndarray, dq: np.ndarray, ddq: np.ndarray) -> np.ndarray:
+    """(T, n) [N.m] inverse dynamics of the links of ``m`` (:func:`_links_model` of ``robot``)."""
     d = mujoco.MjData(m)
     qa, da = robot.qpos_adr, robot.dof_adr
     out = np.empty_like(q)
@@ -172,6 +171,7 @@ def identify_drives(robot: Robot | Sequence[tuple[Robot, Sequence[Trajectory]]],
     names: list[str] = []
     for rb, ts in groups:
         names = list(rb.joint_names)
+        links = _links_model(rb)  # one compile per group (its loads), not per log
         for t in ts:
             dt = _period(t)
             if dt > MAX_DRIVE_DT:
@@ -185,7 +185,7 @@ def identify_drives(robot: Robot | Sequence[tuple[Robot, Sequence[Trajectory]]],
                 raise DataError(t.source_file, "NaN or inf in position, motor_position or current")
             dq, ddq = _derivatives(q, dt)
             w, dw = _derivatives(th, dt)
-            tau = _link_torque(rb, q, dq, ddq)
+            tau = _link_torque(links, rb, q, dq, ddq)
             for j, name in enumerate(names):
                 cols.setdefault(name, []).append([x[:, j] for x in (th - q, w, dw, dq, tau, k_t * cur)] + [dt])
     out: dict[str, DriveFit] = {}
@@ -200,6 +200,13 @@ def identify_drives(robot: Robot | Sequence[tuple[Robot, Sequence[Trajectory]]],
     return out
 
 
+def _held(x: np.ndarray, threshold: float, dt: float) -> np.ndarray:
+    """(T') bool, the filter's edges dropped: |x| above ``threshold`` over the whole filter window around each
+    sample (so that no filtered sample mixes in one outside the regime of its equation)."""
+    half = int(round(SMOOTH_S / dt)) // 2 + 1
+    return _trim(minimum_filter1d(np.abs(x), 2 * half + 1) > threshold, dt)
+
+
 def _rotor_columns(segs: list, f_b: float, vs: float, al: float) -> tuple[np.ndarray, np.ndarray]:
     """(X, y) of the rotor equation over every segment: columns dw, sign w, w, eta_d, eta_b and Stribeck terms,
     both sides smoothed alike, kept where the rotor slides over the whole filter window, the edges dropped."""
@@ -211,9 +218,7 @@ def _rotor_columns(segs: list, f_b: float, vs: float, al: float) -> tuple[np.nda
         raw = np.stack([sg, w, sg * at * driving, sg * at * ~driving, sg * np.exp(-((aw / vs) ** al))], 1)
         X = np.concatenate([dw[:, None], _smooth(raw, dt)], 1)
         y = _smooth(mot - tau_c, dt)
-        half = int(round(SMOOTH_S / dt)) // 2 + 1
-        slides = minimum_filter1d(aw, 2 * half + 1) > MIN_SPEED
-        keep = _trim(slides, dt)
+        keep = _held(w, MIN_SPEED, dt)
         Xs.append(_trim(X, dt)[keep])
         ys.append(_trim(y, dt)[keep])
     return np.concatenate(Xs), np.concatenate(ys)
@@ -225,8 +230,7 @@ def _fit_joint(name: str, segs: list) -> DriveFit:
     # spring: tau_link = k d - (k b/2) sign(d) + c_s (w - dq) - F_b sign(dq), outside the dead band
     Xl, yl = [], []
     for delta, w, _, dq, tau, _, dt in segs:
-        half = int(round(SMOOTH_S / dt)) // 2 + 1
-        out_band = _trim(minimum_filter1d(np.abs(delta), 2 * half + 1) > MIN_DEFLECTION, dt)
+        out_band = _held(delta, MIN_DEFLECTION, dt)
         X = _smooth(np.stack([delta, -np.sign(delta), w - dq, -np.sign(dq)], 1), dt)
         Xl.append(_trim(X, dt)[out_band])
         yl.append(_trim(tau, dt)[out_band])

@@ -12,10 +12,11 @@ from __future__ import annotations
 import dataclasses
 
 import mujoco
+import numpy as np
 
-from .loader import Robot, build_model
+from .loader import Robot, build_model, model_spec
 
-__all__ = ["on_fixed_base", "joint_types"]
+__all__ = ["on_fixed_base", "joint_types", "links_spec"]
 
 
 def on_fixed_base(robot: Robot) -> Robot:
@@ -27,6 +28,22 @@ def on_fixed_base(robot: Robot) -> Robot:
         j, qpos_adr=int(m.jnt_qposadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)]),
         dof_adr=int(m.jnt_dofadr[mujoco.mj_name2id(m, mujoco.mjtObj.mjOBJ_JOINT, j.name)])) for j in r.joints)
     return dataclasses.replace(r, joints=joints, nq=int(m.nq), nv=int(m.nv))
+
+
+def links_spec(robot: Robot) -> mujoco.MjSpec:
+    """The robot's links alone (:func:`~actuatorlab.robots.loader.model_spec` with its options and loads): the
+    MJCF's actuators removed, every joint's armature, damping and friction loss 0, keyframe controls cleared;
+    what a drive adds is the caller's (the in-air truth's rotors, the drive-side identification's regression)."""
+    spec = model_spec(robot)
+    for a in list(spec.actuators):
+        spec.delete(a)
+    for j in robot.joints:
+        sj = spec.joint(j.name)
+        sj.armature, sj.frictionloss = 0.0, 0.0
+        sj.damping = np.zeros_like(np.asarray(sj.damping, dtype=float))
+    for k in spec.keys:
+        k.ctrl = []
+    return spec
 
 
 def joint_types(joint_names) -> dict[str, str] | None:

@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import DataError
 from ..logs.format import Channel, Setup, Trajectory
 from ..logs.io import save_trajectory
-from ..robots.fixed_base import on_fixed_base
+from ..robots.fixed_base import links_spec, on_fixed_base
 from ..robots.loader import Robot, home_qpos, load_robot, model_spec
 from .legged import (ANYDRIVE, JOINT_TYPES, LEGGED_SUITE, SAFETY, SPRING_NOMINAL, LeggedLog, draw_units,
                      leg_command, legged_logs)
@@ -110,16 +110,8 @@ def _scene(robot: Robot, load: float, h: float) -> mujoco.MjModel:
     """The in-air MuJoCo model of the truth at the truth's step ``h`` [s]: actuators removed, joint
     armature/damping/friction 0, the load at the feet (:func:`foot_masses`, the loader's point masses: the
     same edit the fit's robot gets)."""
-    spec = model_spec(dataclasses.replace(robot, point_masses=foot_masses(robot, load)))
+    spec = links_spec(dataclasses.replace(robot, point_masses=foot_masses(robot, load)))
     spec.option.timestep = h
-    for a in list(spec.actuators):
-        spec.delete(a)
-    for j in robot.joints:
-        sj = spec.joint(j.name)
-        sj.armature, sj.frictionloss = 0.0, 0.0
-        sj.damping = np.zeros_like(np.asarray(sj.damping, dtype=float))
-    for k in spec.keys:
-        k.ctrl = []
     return spec.compile()
 
 
