@@ -129,15 +129,12 @@ def _coevolve(names, nominal: dict, sets: list[int], start: dict, score, max_eva
     return best.x, 1 + int(used.max(initial=0))
 
 
-def _window_scorers(robot: Robot, parts: list[tuple[Robot, Windows, Any]], wgt: np.ndarray, den: float,
-                    nominal: dict, cfg: ArmConfig) -> tuple[Callable, Callable]:
-    """(scores, scores_per_joint) of candidate parameter sets on the fit windows, all candidates in one
-    batched rollout per group of logs (``parts``: (robot of the group, its windows, its private MuJoCo
-    model), :func:`~actuatorlab.identify.arm_space.log_groups`); ``robot`` gives the joint order and the
-    parameter sets, ``wgt`` (W, L, n) the weights of the windows of all parts in order."""
+def window_errors(parts: list[tuple[Robot, Windows, Any]], nominal: dict, cfg: ArmConfig) -> Callable:
+    """errors(candidates) -> (P, W, L, n) position errors [rad] of candidate parameter sets on the fit windows
+    of ``parts`` ((robot of the group, its windows, its private MuJoCo model), :func:`_fit_parts`), all
+    candidates in one batched native rollout per group (the windows repeated once per candidate)."""
 
     def errors(cands: list[dict]) -> np.ndarray:
-        """(P, W, L, n) position errors of the candidates (the windows repeated once per candidate)."""
         P = len(cands)
         out = []
         for r, w, model_ in parts:
@@ -148,6 +145,16 @@ def _window_scorers(robot: Robot, parts: list[tuple[Robot, Windows, Any]], wgt: 
             _, o = rollout_native(r, batch, x, s0, cfg, model=model_)
             out.append(o.q.reshape((P,) + w.q_meas.shape) - w.q_meas[None])
         return np.concatenate(out, axis=1)
+
+    return errors
+
+
+def _window_scorers(robot: Robot, parts: list[tuple[Robot, Windows, Any]], wgt: np.ndarray, den: float,
+                    nominal: dict, cfg: ArmConfig) -> tuple[Callable, Callable]:
+    """(scores, scores_per_joint) of candidate parameter sets on the fit windows (:func:`window_errors`);
+    ``robot`` gives the joint order and the parameter sets, ``wgt`` (W, L, n) the weights of the windows of
+    all parts in order."""
+    errors = window_errors(parts, nominal, cfg)
 
     def scores(cands: list[dict]) -> list[tuple[float, float]]:
         """(mean squared, mean absolute) position error of each candidate."""
