@@ -102,7 +102,7 @@ def test_the_scale_covers_a_structural_error(m3_logs):
     assert res1["scale"] == 1.0 and res1["skill_rms"] < 0.2 * res["skill_rms"], res1
 
 
-def test_randomize_cover_writes_the_scaled_spec(tmp_path, m3_logs):
+def test_randomize_cover_writes_the_scaled_spec(tmp_path, m3_logs, capsys):
     """``randomize FLEET --cover LOGS --centre FIT``: the fleet's spec around the centre, scaled as
     :func:`cover_spec` finds, each entry keeping its measured spread."""
     logs, _, centre = m3_logs
@@ -124,5 +124,11 @@ def test_randomize_cover_writes_the_scaled_spec(tmp_path, m3_logs):
     plain = run_randomize_job(RandomizeJob((fleet,), out=tmp_path / "plain.json")).record
     assert _same(load_spec(out), scaled_spec(load_spec(tmp_path / "plain.json"), cov["scale"]))
     assert [e["std_measured"] for e in doc["entries"]] == [e["std"] for e in plain["entries"]]
+    # through the command: the same spec, and one line with the scale
+    from actuatorlab.app.cli import main
+    assert main(["randomize", str(fleet), "--out", str(tmp_path / "cli.json"), "--cover", str(tmp_path / "train"),
+                 "--centre", str(fit)]) == 0
+    assert f"coverage: spread x {cov['scale']:.3g}" in capsys.readouterr().out
+    assert json.loads((tmp_path / "cli.json").read_text())["entries"] == doc["entries"]
     with pytest.raises(ActuatorlabError, match="empty: no such file or folder"):
         run_randomize_job(RandomizeJob((fleet,), out=tmp_path / "x.json", cover=(tmp_path / "empty",), centre=fit))
