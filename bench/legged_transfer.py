@@ -38,8 +38,8 @@ own training environment. Arms (:data:`ARMS`): ``identified`` (the first section
 (the same + the fleet randomization spec: ``--spec``, or by default the library's, built and cached here by
 :func:`_fleet_spec`: the selected model fitted per joint from the type fit with the foot-load jackknife, then
 ``randomize``, docs/randomization.md), ``identified_cover`` (the same spec with its spread scaled until the
-randomized fleet's replay scatter on the training logs matches the fit's replay error there: ``randomize --cover``,
-:mod:`actuatorlab.identify.arm_cover`), ``builtin`` (MuJoCo's own position
+randomized fleet's replay scatter on the training logs matches the fit's replay error there: bench/fleet_cover.py,
+tried and not adopted), ``builtin`` (MuJoCo's own position
 servos of the MJCF), ``builtin_naive`` (the robot config's rigid m1, the hand-set model the built-in servos stand
 for, + wide naive randomization: the built-in servos' parameters are not randomizable through a spec),
 ``oracle`` (every unit's truth parameters, per joint, in the family member that has all of them,
@@ -69,6 +69,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 from common import emit  # noqa: E402
+from fleet_cover import covering_spec  # noqa: E402
 
 from actuatorlab.app.jobs import RobotFitOptions, run_fit  # noqa: E402
 from actuatorlab.app.use_jobs import RandomizeJob, run_randomize_job  # noqa: E402
@@ -181,7 +182,7 @@ def _recovery(fit: dict[str, Any], hand: dict[str, Any], truth: dict[str, dict[s
 ARMS = {
     "identified": "the default fit's model (the identification section's FIT/arm_model.json)",
     "identified_fleet": "the same + the fleet's randomization spec (--spec)",
-    "identified_cover": "the same + the fleet's spec scaled to cover the fit's replay error (randomize --cover)",
+    "identified_cover": "the same + the fleet's spec scaled to cover the fit's replay error (bench/fleet_cover.py)",
     "builtin": "MuJoCo's built-in position servos of the MJCF (kp 100)",
     "builtin_naive": "the config's rigid m1 + wide naive randomization (armature, friction x e^(+-0.7), viscous +-0.3)",
     "oracle": "every unit's truth parameters per joint in g2+backlash+delay (the closest member)",
@@ -225,7 +226,8 @@ FLEET_GROUP_BY = ("load",)
 
 def _fleet_spec(d: Path, fit_dir: Path, seed: int, data: list[Path], cover: bool = False) -> Path:
     """The fleet's randomization spec through the library (fit per joint of ``data`` + jackknife, ``randomize``);
-    with ``cover``, scaled to cover the fit's replay error on the training logs (``randomize --cover``); cached."""
+    with ``cover``, scaled to cover the fit's replay error on the training logs (bench/fleet_cover.py, tried and
+    not adopted); cached."""
     model = json.loads((fit_dir / "arm_model.json").read_text())["model"]
     units = CACHE / (f"fit_per_joint_{model}_init_{d.name.removeprefix('anymal_c_')}_e{FLEET_EVALS}_jkload"
                      + ("_drive" if d / "drive" in data else ""))
@@ -240,8 +242,7 @@ def _fleet_spec(d: Path, fit_dir: Path, seed: int, data: list[Path], cover: bool
     covered = units / "fleet_spec_cover.json"
     if cover and not covered.is_file():
         t0 = time.perf_counter()
-        doc = run_randomize_job(RandomizeJob((units / "arm_model.json",), out=covered, cover=(d / "train",),
-                                             centre=fit_dir / "arm_model.json")).record
+        doc = covering_spec(units / "arm_model.json", [d / "train"], fit_dir / "arm_model.json", covered)
         print(f"covering spec {covered}: spread x {doc['source']['coverage']['scale']:.3g} "
               f"({time.perf_counter() - t0:.0f} s wall)")
     return covered if cover else spec

@@ -55,16 +55,10 @@ def randomize(ctx: typer.Context,
                                                                 "or one RUN/arm_model.json fitted per joint (a robot's fleet)"),
               out: Optional[Path] = typer.Option(None, "--out", "-o", help="randomization spec (JSON) to write"),
               check: bool = typer.Option(False, "--check", help="only validate the spec given as MODEL_JSON"),
-              cover: Optional[List[Path]] = typer.Option(None, "--cover", help="training logs (files or folders; "
-                                                         "repeat): scale the spread until it covers the model's "
-                                                         "replay error on them (spread-skill)"),
-              centre: Optional[Path] = typer.Option(None, "--centre", help="with --cover: the arm_model.json the "
-                                                    "environment runs (default: MODEL_JSON)"),
               config: Config = None):
     """Propose a randomization spec from the identification (docs/randomization.md)."""
 
-    job = job_of(ctx, RandomizeJob, config, models="model_json", out="out", check="check", cover="cover",
-                 centre="centre")
+    job = job_of(ctx, RandomizeJob, config, models="model_json", out="out", check="check")
     doc = use_jobs.run_randomize_job(job).record
     if job.check:
         console.print(f"{job.models[0]}: valid, {len(doc['entries'])} entries "
@@ -78,12 +72,6 @@ def randomize(ctx: typer.Context,
         what = ", ".join(e["parameters"]) if e["kind"] == "identified" else e.get("parameter") or e.get("signal")
         t.add_row(e["name"], e["kind"], what, e.get("uncertainty_source", e.get("note", ""))[:60])
     console.print(t)
-    cov = doc["source"].get("coverage")
-    if cov:
-        console.print(f"coverage: spread x {cov['scale']:.3g} so the fleet's replay scatter "
-                      f"({1e3 * cov['spread_rms']:.3g} mrad RMS) matches the model's error ({1e3 * cov['skill_rms']:.3g}; "
-                      f"{1e3 * cov['spread_rms_measured']:.3g} at the measured spread)"
-                      + ("" if cov["covered"] else ": NOT covered within the largest scale"))
     undetermined = doc["source"].get("undetermined")
     if undetermined:
         console.print(f"warning: no unit's fit determines {', '.join(undetermined)} (each moved alone by "
