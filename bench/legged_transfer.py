@@ -39,7 +39,9 @@ own training environment. Arms (:data:`ARMS`): ``identified`` (the first section
 :func:`_fleet_spec`: the selected model fitted per joint from the type fit with the foot-load jackknife, then
 ``randomize``, docs/randomization.md), ``identified_cover`` (the same spec with its spread scaled until the
 randomized fleet's replay scatter on the training logs matches the fit's replay error there: bench/fleet_cover.py,
-tried and not adopted), ``builtin`` (MuJoCo's own position
+tried and not adopted), ``measured_compliant`` (m2+backlash with every value the drive-rate logs measure, spring
+and dead band included, by joint type, + the fleet spec; not the selected member: tried, not adopted),
+``builtin`` (MuJoCo's own position
 servos of the MJCF), ``builtin_naive`` (the robot config's rigid m1, the hand-set model the built-in servos stand
 for, + wide naive randomization: the built-in servos' parameters are not randomizable through a spec),
 ``oracle`` (every unit's truth parameters, per joint, in the family member that has all of them,
