@@ -36,9 +36,9 @@ not in it. Not adopted; it stays here, used by ``bench/legged_transfer.py --arms
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
-import argparse
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -69,16 +69,21 @@ NON_NEGATIVE = {k: (0.0, max(p[k][1] for p in BOUND_PROFILES.values())) for k in
                 if all(k in p and p[k][0] == 0.0 for p in BOUND_PROFILES.values())}
 
 
+def _physical_clip(distribution: str | None, parameter: str | None, clip: Any) -> Any:
+    """``clip``, or for an additive entry without one on a :data:`NON_NEGATIVE` parameter, its physical range."""
+    if clip is None and distribution != "lognormal" and parameter in NON_NEGATIVE:
+        return NON_NEGATIVE[parameter]
+    return clip
+
+
 def scaled_spec(spec: RandomizationSpec, s: float) -> RandomizationSpec:
     """``spec`` with its parameter entries' spread times ``s`` (unit: std, half_width; identified: chol);
     additive unit entries on a :data:`NON_NEGATIVE` parameter clipped at 0 when they had no clip."""
     out = []
     for e in spec.entries:
         if e.kind == "unit":
-            clip = e.clip
-            if clip is None and e.distribution != "lognormal" and e.parameter in NON_NEGATIVE:
-                clip = NON_NEGATIVE[e.parameter]
-            e = dataclasses.replace(e, std=e.std * s, half_width=e.half_width * s, clip=clip)
+            e = dataclasses.replace(e, std=e.std * s, half_width=e.half_width * s,
+                                    clip=_physical_clip(e.distribution, e.parameter, e.clip))
         elif e.kind == "identified":
             e = dataclasses.replace(e, chol=tuple(tuple(v * s for v in row) for row in e.chol))
         out.append(e)
@@ -179,8 +184,9 @@ def cover_document(doc: Mapping[str, Any], result: Mapping[str, Any]) -> dict:
                 if k in e:
                     e[f"{k}_measured"] = e[k]
                     e[k] = float(e[k]) * s
-            if e.get("clip") is None and e.get("distribution") != "lognormal" and e.get("parameter") in NON_NEGATIVE:
-                e["clip"] = list(NON_NEGATIVE[e["parameter"]])
+            clip = _physical_clip(e.get("distribution"), e.get("parameter"), e.get("clip"))
+            if clip is not None:
+                e["clip"] = list(clip)
         elif e["kind"] == "identified":  # Sigma -> s^2 Sigma (the Cholesky factor times s)
             if "covariance" in e:
                 e["covariance_measured"] = e["covariance"]
