@@ -4,6 +4,7 @@ One command (from the repo root), after ``python bench/legged_transfer.py --sect
 has trained the 4 M-step policies with the drive-rate fit::
 
     python bench/legged_continue.py --arms identified_fleet identified --seeds 0 1 2 [--steps 8000000] [--jobs 3]
+    python bench/legged_continue.py --arms identified_fleet --source cont8m --steps 12000000   # on from 8 M
 
 Each run ``bench/out/legged/policies/ARM_sS`` (``ARM_drv_sS`` for the identified arms) is copied to
 ``..._contNm_sS`` (its checkpoint, curve and config; the config's budget raised to ``--steps`` with the same chunk
@@ -42,12 +43,17 @@ def _name(arm: str) -> str:
     return f"{arm}_drv" if arm in lt.DRIVE_TAGGED else arm
 
 
-def _continued(arm: str, seed: int, steps: int) -> Path:
-    """The continued run's folder, made from the 4 M-step run (checkpoint, curve, config with the new budget)."""
+def _source(arm: str, seed: int, source: str) -> Path:
+    """The run to continue: the 4 M-step policy (``source`` "") or an earlier continuation (``source`` "cont8m")."""
+    return lt.CACHE / "policies" / "_".join(x for x in (_name(arm), source, f"s{seed}") if x)
+
+
+def _continued(arm: str, seed: int, steps: int, source: str = "") -> Path:
+    """The continued run's folder, made from the source run (checkpoint, curve, config with the new budget)."""
     from actuatorlab.policy.ppo import PPOConfig
     from actuatorlab.policy.train import plan_run
 
-    src = lt.CACHE / "policies" / f"{_name(arm)}_s{seed}"
+    src = _source(arm, seed, source)
     dst = lt.CACHE / "policies" / f"{_name(arm)}_cont{steps // 1_000_000}m_s{seed}"
     if dst.exists():
         return dst
@@ -71,14 +77,14 @@ def _continued(arm: str, seed: int, steps: int) -> Path:
     return dst
 
 
-def _row(arm: str, seed: int, steps: int, deploy_steps: int) -> dict[str, Any]:
+def _row(arm: str, seed: int, steps: int, deploy_steps: int, source: str = "") -> dict[str, Any]:
     """Train the continued run to ``steps`` (resumed when interrupted), deploy it on the truth; one table cell."""
     import time
 
     from actuatorlab.policy.deploy import DeployConfig, deploy_policy
     from actuatorlab.policy.train import TrainConfig, train_policy
 
-    run = _continued(arm, seed, steps)
+    run = _continued(arm, seed, steps, source)
     cfg = json.loads((run / "config.json").read_text())
     t0 = time.perf_counter()
     if not (run / "policy.json").is_file():
@@ -91,9 +97,9 @@ def _row(arm: str, seed: int, steps: int, deploy_steps: int) -> dict[str, Any]:
             "training_env": doc["training_env"], "gap": doc["gap"]}
 
 
-def _before(arm: str, seed: int) -> dict[str, Any]:
-    """The 4 M-step policy's deployment figures (written by bench/legged_transfer.py)."""
-    run = lt.CACHE / "policies" / f"{_name(arm)}_s{seed}"
+def _before(arm: str, seed: int, source: str = "") -> dict[str, Any]:
+    """The source policy's deployment figures (written by bench/legged_transfer.py or an earlier run of this one)."""
+    run = _source(arm, seed, source)
     doc = json.loads((run / "deploy_anymal_c_s0_x0.3" / "deploy.json").read_text())
     return {"seed": seed, "hardware": doc["hardware_figures"], "training_env": doc["training_env"]}
 
@@ -113,22 +119,24 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--steps", type=int, default=8_000_000)
     ap.add_argument("--deploy-steps", type=int, default=500)
     ap.add_argument("--jobs", type=int, default=lt.JOBS)
+    ap.add_argument("--source", default="", help="continue these runs instead of the 4 M-step ones (e.g. cont8m)")
     ap.add_argument("--out", type=Path, default=None)
     a = ap.parse_args(argv)
     cells = [(arm, s) for arm in a.arms for s in a.seeds]
     with ProcessPoolExecutor(max_workers=max(1, a.jobs)) as pool:
-        futures = {c: pool.submit(_row, c[0], c[1], a.steps, a.deploy_steps) for c in cells}
+        futures = {c: pool.submit(_row, c[0], c[1], a.steps, a.deploy_steps, a.source) for c in cells}
         rows = {c: f.result() for c, f in futures.items()}
     table = {}
     print(f"{'arm':<18}{'steps':>6}{'train-env vel':>14}{'truth vel':>11}{'gap':>7}{'falls':>7}  per seed")
     for arm in a.arms:
-        before = _mean([_before(arm, s) for s in a.seeds])
+        before = _mean([_before(arm, s, a.source) for s in a.seeds])
+        src_steps = json.loads((_source(arm, a.seeds[0], a.source) / "config.json").read_text())["steps"]
         after = _mean([rows[(arm, s)] for s in a.seeds])
         table[arm] = {"before": before, "after": after}
-        for label, m in (("4M", before), (f"{a.steps // 1_000_000}M", after)):
+        for label, m in ((f"{src_steps // 1_000_000}M", before), (f"{a.steps // 1_000_000}M", after)):
             print(f"{arm:<18}{label:>6}{m['train_env_vel_rmse']:14.3f}{m['vel_rmse']:11.3f}{m['gap_vel']:7.2f}"
                   f"{m['fell']:7.0%}  {m['per_seed_vel']}")
-    summary = {"bench": "legged_continue", "steps": a.steps, "seeds": a.seeds, "deploy_steps": a.deploy_steps,
+    summary = {"bench": "legged_continue", "source": a.source or "4M", "steps": a.steps, "seeds": a.seeds, "deploy_steps": a.deploy_steps,
                "table": table, "runs": {f"{arm}_s{s}": r for (arm, s), r in rows.items()}}
     emit(summary, a.out)
     return summary
