@@ -41,6 +41,8 @@ own training environment. Arms (:data:`ARMS`): ``identified`` (the first section
 randomized fleet's replay scatter on the training logs matches the fit's replay error there: bench/fleet_cover.py,
 tried and not adopted), ``measured_compliant`` (m2+backlash with every value the drive-rate logs measure, spring
 and dead band included, by joint type, + the fleet spec; not the selected member: tried, not adopted),
+``measured_mesh`` (the oracle's member less the delay, g2+backlash, with every joint's own drive-rate values, the
+mesh frictions included; no randomization),
 ``builtin`` (MuJoCo's own position
 servos of the MJCF), ``builtin_naive`` (the robot config's rigid m1, the hand-set model the built-in servos stand
 for, + wide naive randomization: the built-in servos' parameters are not randomizable through a spec),
@@ -188,6 +190,8 @@ ARMS = {
     "identified_cover": "the same + the fleet's spec scaled to cover the fit's replay error (bench/fleet_cover.py)",
     "measured_compliant": "every mechanism the drive-rate logs measure (m2+backlash: spring and dead band, by joint "
                           "type, the medians of the joints' values) + the fleet's spec; not the selected member",
+    "measured_mesh": "the oracle's member without the delay, g2+backlash, with every joint's own drive-rate values "
+                     "(spring, dead band, Stribeck, mesh frictions); no randomization",
     "builtin": "MuJoCo's built-in position servos of the MJCF (kp 100)",
     "builtin_naive": "the config's rigid m1 + wide naive randomization (armature, friction x e^(+-0.7), viscous +-0.3)",
     "oracle": "every unit's truth parameters per joint in g2+backlash+delay (the closest member)",
@@ -200,6 +204,26 @@ SPEC_ARMS = ("identified_fleet", "identified_cover", "measured_compliant")
 COMPLIANT_MODEL = "m2+backlash"
 COMPLIANT_PARAMS = ("armature", "stiffness", "backlash", "friction_base", "friction_stribeck", "stribeck_velocity",
                     "stribeck_alpha", "friction_viscous")
+
+
+#: the oracle's member less the delay (which the drive-rate logs do not measure), per joint, and its parameters
+MESH_MODEL = "g2+backlash"
+MESH_PARAMS = COMPLIANT_PARAMS + ("mesh_friction_drive", "mesh_friction_back")
+
+
+def _mesh_file(fit_dir: Path) -> Path:
+    """An arm_model.json of :data:`MESH_MODEL` with every joint's own drive-side values, written beside the fit."""
+    doc = json.loads((fit_dir / "arm_model.json").read_text())
+    per = (doc.get("drive_identification") or {}).get("per_joint")
+    if not per:
+        raise SystemExit(f"{fit_dir}: no drive-side identification (fit with the drive-rate logs)")
+    p = fit_dir / "measured_mesh.json"
+    text = json.dumps({"format": "actuatorlab-model", "format_version": "2", "robot": "anymal_c", "kind": "analytic",
+                       "model": MESH_MODEL, "params": {k: {j: float(v[k]) for j, v in per.items()} for k in MESH_PARAMS},
+                       "sources": {"params": f"{fit_dir / 'arm_model.json'} drive_identification, per joint"}}, indent=1)
+    if not p.is_file() or p.read_text() != text:
+        p.write_text(text)
+    return p
 
 
 def _compliant_file(fit_dir: Path) -> Path:
@@ -285,6 +309,8 @@ def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any
         return {"actuator": str(fit_dir / "arm_model.json"), "config": OBS}
     if arm == "measured_compliant":
         return {"actuator": str(_compliant_file(fit_dir)), "randomization": str(spec), "config": OBS}
+    if arm == "measured_mesh":
+        return {"actuator": str(_mesh_file(fit_dir)), "config": OBS}
     if arm in ("identified_fleet", "identified_cover"):
         if spec is None:
             raise SystemExit(f"{arm} needs a spec (--spec, or the library's: transfer() builds it)")
@@ -343,7 +369,7 @@ def _fit_data(a: argparse.Namespace, d: Path) -> list[Path]:
 
 #: arms whose runs are cached under the tag ``drv`` when the fit has the drive-rate logs (measured_compliant
 #: exists only with them)
-DRIVE_TAGGED = ("identified", "identified_fleet", "identified_cover")
+DRIVE_TAGGED = ("identified", "identified_fleet", "identified_cover")  # measured_mesh: only with them
 
 
 def _cell(a: argparse.Namespace, arm: str, seed: int, d: Path, fit_dir: Path, spec: Path | None,
