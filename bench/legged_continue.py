@@ -37,6 +37,10 @@ import legged_transfer as lt  # noqa: E402
 from common import emit  # noqa: E402
 
 
+#: the truth the policies are deployed on: the reduced configuration's dataset (scale 0.3, seed 0)
+HARDWARE = lt.CACHE / "anymal_c_s0_x0.3"
+
+
 def _name(arm: str) -> str:
     """The run name of ``arm``'s 4 M-step policies in bench/legged_transfer.py's cache (the identified arms of the
     drive-rate fit carry the tag ``drv``)."""
@@ -81,7 +85,6 @@ def _row(arm: str, seed: int, steps: int, deploy_steps: int, source: str = "") -
     """Train the continued run to ``steps`` (resumed when interrupted), deploy it on the truth; one table cell."""
     import time
 
-    from actuatorlab.policy.deploy import DeployConfig, deploy_policy
     from actuatorlab.policy.train import TrainConfig, train_policy
 
     run = _continued(arm, seed, steps, source)
@@ -90,17 +93,13 @@ def _row(arm: str, seed: int, steps: int, deploy_steps: int, source: str = "") -
     if not (run / "policy.json").is_file():
         train_policy(TrainConfig("anymal_c", "trot", "homotopy-adaptive", steps=steps, seed=seed, out=run, resume=True,
                                  env_options=cfg["env_options"], points=int(cfg["chunks"])))
-    t1 = time.perf_counter()
-    d = lt.CACHE / "anymal_c_s0_x0.3"
-    doc = deploy_policy(run, d, run / f"deploy_{d.name}", DeployConfig(steps=deploy_steps, seed=seed))
-    return {"seed": seed, "run": str(run), "train_wall_s": t1 - t0, "hardware": doc["hardware_figures"],
-            "training_env": doc["training_env"], "gap": doc["gap"]}
+    return lt.deployed(run, seed, HARDWARE, deploy_steps, time.perf_counter() - t0)
 
 
 def _before(arm: str, seed: int, source: str = "") -> dict[str, Any]:
     """The source policy's deployment figures (written by bench/legged_transfer.py or an earlier run of this one)."""
     run = _source(arm, seed, source)
-    doc = json.loads((run / "deploy_anymal_c_s0_x0.3" / "deploy.json").read_text())
+    doc = json.loads((run / f"deploy_{HARDWARE.name}" / "deploy.json").read_text())
     return {"seed": seed, "hardware": doc["hardware_figures"], "training_env": doc["training_env"]}
 
 

@@ -211,38 +211,36 @@ MESH_MODEL = "g2+backlash"
 MESH_PARAMS = COMPLIANT_PARAMS + ("mesh_friction_drive", "mesh_friction_back")
 
 
-def _mesh_file(fit_dir: Path) -> Path:
-    """An arm_model.json of :data:`MESH_MODEL` with every joint's own drive-side values, written beside the fit."""
+def _drive_model_file(fit_dir: Path, name: str, model: str, params: tuple[str, ...], by_type: bool) -> Path:
+    """``fit_dir/name``: an arm_model.json of ``model`` with the fit's drive-side values of ``params``, by joint type
+    (the median over each type's joints, as the fit keeps them) or per joint; written once for every seed's cell."""
     doc = json.loads((fit_dir / "arm_model.json").read_text())
     per = (doc.get("drive_identification") or {}).get("per_joint")
     if not per:
         raise SystemExit(f"{fit_dir}: no drive-side identification (fit with the drive-rate logs)")
-    p = fit_dir / "measured_mesh.json"
+    if by_type:
+        values = {k: {f"anydrive@{t}": float(np.median([v[k] for j, v in per.items() if j.endswith("_" + t)]))
+                      for t in JOINT_TYPES} for k in params}
+    else:
+        values = {k: {j: float(v[k]) for j, v in per.items()} for k in params}
+    p = fit_dir / name
     text = json.dumps({"format": "actuatorlab-model", "format_version": "2", "robot": "anymal_c", "kind": "analytic",
-                       "model": MESH_MODEL, "params": {k: {j: float(v[k]) for j, v in per.items()} for k in MESH_PARAMS},
-                       "sources": {"params": f"{fit_dir / 'arm_model.json'} drive_identification, per joint"}}, indent=1)
+                       "model": model, "params": values,
+                       "sources": {"params": f"{fit_dir / 'arm_model.json'} drive_identification, "
+                                             + ("median per joint type" if by_type else "per joint")}}, indent=1)
     if not p.is_file() or p.read_text() != text:
         p.write_text(text)
     return p
 
 
 def _compliant_file(fit_dir: Path) -> Path:
-    """An arm_model.json of :data:`COMPLIANT_MODEL` with the fit's drive-side values by joint type (the median over
-    each type's joints, as the fit keeps them), written beside the fit."""
-    doc = json.loads((fit_dir / "arm_model.json").read_text())
-    per = (doc.get("drive_identification") or {}).get("per_joint")
-    if not per:
-        raise SystemExit(f"{fit_dir}: no drive-side identification (fit with the drive-rate logs)")
-    params = {k: {f"anydrive@{t}": float(np.median([v[k] for j, v in per.items() if j.endswith("_" + t)]))
-                  for t in JOINT_TYPES} for k in COMPLIANT_PARAMS}
-    p = fit_dir / "measured_compliant.json"
-    text = json.dumps({"format": "actuatorlab-model", "format_version": "2", "robot": "anymal_c", "kind": "analytic",
-                       "model": COMPLIANT_MODEL, "params": params,
-                       "sources": {"params": f"{fit_dir / 'arm_model.json'} drive_identification, median per "
-                                             "joint type"}}, indent=1)
-    if not p.is_file() or p.read_text() != text:  # one write for the cells of every seed
-        p.write_text(text)
-    return p
+    """The ``measured_compliant`` arm's model: :data:`COMPLIANT_MODEL` with the drive-side values by joint type."""
+    return _drive_model_file(fit_dir, "measured_compliant.json", COMPLIANT_MODEL, COMPLIANT_PARAMS, by_type=True)
+
+
+def _mesh_file(fit_dir: Path) -> Path:
+    """The ``measured_mesh`` arm's model: :data:`MESH_MODEL` with every joint's own drive-side values."""
+    return _drive_model_file(fit_dir, "measured_mesh.json", MESH_MODEL, MESH_PARAMS, by_type=False)
 
 
 #: the issue's five arms (the default; config_m1, identified_cover and measured_compliant are not in the issue's
@@ -356,9 +354,15 @@ def _arm_row(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene
     """One cell of the table: the arm's policy trained (or reused), then deployed on the truth of ``d``."""
     t0 = time.perf_counter()
     run = _policy(arm, seed, steps, env_options, scene, tag)
+    return deployed(run, seed, d, deploy_steps, time.perf_counter() - t0)
+
+
+def deployed(run: Path, seed: int, d: Path, deploy_steps: int, train_wall_s: float) -> dict[str, Any]:
+    """One cell's figures: ``run``'s policy deployed on the truth of ``d`` (``deploy_steps`` per command, the
+    deployment seed = the policy's seed), written to ``run/deploy_<d.name>``."""
     t1 = time.perf_counter()
     doc = deploy_policy(run, d, run / f"deploy_{d.name}", DeployConfig(steps=deploy_steps, seed=seed))
-    return {"seed": seed, "run": str(run), "train_wall_s": t1 - t0, "deploy_wall_s": time.perf_counter() - t1,
+    return {"seed": seed, "run": str(run), "train_wall_s": train_wall_s, "deploy_wall_s": time.perf_counter() - t1,
             "hardware": doc["hardware_figures"], "training_env": doc["training_env"], "gap": doc["gap"]}
 
 
