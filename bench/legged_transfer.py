@@ -83,9 +83,10 @@ from actuatorlab.policy.deploy import DeployConfig, deploy_policy  # noqa: E402
 from actuatorlab.policy.train import TrainConfig, train_policy  # noqa: E402
 from actuatorlab.identify.arm_fit import evaluate_logs  # noqa: E402
 from actuatorlab.logs.io import load_native  # noqa: E402
+from actuatorlab.models.registry import get_model  # noqa: E402
 from actuatorlab.synth import run_legged  # noqa: E402
 from actuatorlab.synth.legged import JOINT_TYPES  # noqa: E402
-from actuatorlab.synth.legged_sim import GENERATOR_VERSION  # noqa: E402
+from actuatorlab.synth.legged_sim import GENERATOR_VERSION, legged_robot  # noqa: E402
 from actuatorlab.synth.zoo import actuator_from_dict  # noqa: E402
 from actuatorlab.synth.zoo_family import zoo_params  # noqa: E402
 
@@ -192,13 +193,21 @@ ARMS = {
                           "type, the medians of the joints' values) + the fleet's spec; not the selected member",
     "measured_mesh": "the oracle's member without the delay, g2+backlash, with every joint's own drive-rate values "
                      "(spring, dead band, Stribeck, mesh frictions); no randomization",
+    "identified_fleet_delay": "identified_fleet's model and spec + the command delay the drive-rate logs measure "
+                              "(m1+delay, the delay by joint type: actuatorlab.identify.drive.command_delay)",
     "builtin": "MuJoCo's built-in position servos of the MJCF (kp 100)",
     "builtin_naive": "the config's rigid m1 + wide naive randomization (armature, friction x e^(+-0.7), viscous +-0.3)",
     "oracle": "every unit's truth parameters per joint in g2+backlash+delay (the closest member)",
+    "oracle_nodelay": "the oracle without its delay: every unit's truth parameters per joint in g2+backlash "
+                      "(diagnostic: what the delay adds)",
+    "measured_mesh_delay": "measured_mesh with every joint's command delay as the drive-rate logs measure it "
+                           "(g2+backlash+delay: every value from the logs, none searched); no randomization",
+    "measured_mesh_truth_delay": "measured_mesh with every unit's truth command delay per joint "
+                                 "(diagnostic: whether the delay is what measured_mesh lacks)",
     "config_m1": "the config's rigid m1, hand-set, no randomization",
 }
 #: arms trained with a spec built from the fit (after it)
-SPEC_ARMS = ("identified_fleet", "identified_cover", "measured_compliant")
+SPEC_ARMS = ("identified_fleet", "identified_cover", "measured_compliant", "identified_fleet_delay")
 #: the member with every mechanism the drive-side regression measures well (the mesh frictions, 17-37 % off,
 #: left out; journal/legged.md 2026-12-06) and the values it takes from it
 COMPLIANT_MODEL = "m2+backlash"
@@ -243,6 +252,53 @@ def _mesh_file(fit_dir: Path) -> Path:
     return _drive_model_file(fit_dir, "measured_mesh.json", MESH_MODEL, MESH_PARAMS, by_type=False)
 
 
+def _measured_delays(fit_dir: Path, d: Path) -> dict[str, float]:
+    """{joint: command delay [s]} of the fit's drive-side identification; a fit made before the delay was measured
+    gets it from the dataset's drive-rate logs (the same library function, nothing else refitted)."""
+    per = (json.loads((fit_dir / "arm_model.json").read_text()).get("drive_identification") or {}).get("per_joint")
+    if per and all(v.get("delay") is not None for v in per.values()):
+        return {j: float(v["delay"]) for j, v in per.items()}
+    from actuatorlab.identify.arm_space import log_groups
+    from actuatorlab.identify.drive import drive_logs, identify_drives
+    from actuatorlab.logs import load_logs
+
+    fast, _ = drive_logs(load_logs(sorted((d / "drive").glob("*.json"))), legged_robot().joint_names)
+    return {j: float(f.delay) for j, f in identify_drives(log_groups("anymal_c", fast)).items() if f.delay is not None}
+
+
+def _delay_file(fit_dir: Path, d: Path) -> Path:
+    """The ``identified_fleet_delay`` arm's model: the fit's arm_model.json with the measured delay by joint type
+    (the median over each type's joints, as the fit keeps its drive-side values)."""
+    doc = json.loads((fit_dir / "arm_model.json").read_text())
+    delays = _measured_delays(fit_dir, d)
+    doc["model"] = get_model(doc["model"] + "+delay").name
+    doc["params"]["delay"] = {f"anydrive@{t}": float(np.median([v for j, v in delays.items() if j.endswith("_" + t)]))
+                              for t in JOINT_TYPES}
+    p = fit_dir / "identified_delay.json"
+    text = json.dumps(doc, indent=1)
+    if not p.is_file() or p.read_text() != text:
+        p.write_text(text)
+    return p
+
+
+def _mesh_delay_file(fit_dir: Path, card: dict[str, Any], truth: bool = False) -> Path:
+    """The ``measured_mesh_delay`` arm's model: the ``measured_mesh`` file's values and every joint's measured delay
+    (``truth``: every unit's truth delay instead, the ``measured_mesh_truth_delay`` diagnostic)."""
+    doc = json.loads(_mesh_file(fit_dir).read_text())
+    doc["model"] = MESH_MODEL + "+delay"
+    if truth:
+        doc["params"]["delay"] = _truth_params(card)["delay"]
+        doc["sources"]["delay"] = "the legged dataset's drawn truth (dataset.json units): a diagnostic, not measured"
+    else:
+        doc["params"]["delay"] = _measured_delays(fit_dir, _dataset(card['seed'], card['scale']))
+        doc["sources"]["delay"] = "actuatorlab.identify.drive.command_delay on the drive-rate logs, per joint"
+    p = fit_dir / f"measured_mesh_{'truth_' if truth else ''}delay.json"
+    text = json.dumps(doc, indent=1)
+    if not p.is_file() or p.read_text() != text:
+        p.write_text(text)
+    return p
+
+
 #: the issue's five arms (the default; config_m1, identified_cover and measured_compliant are not in the issue's
 #: table)
 TABLE_ARMS = ("identified", "identified_fleet", "builtin", "builtin_naive", "oracle")
@@ -257,15 +313,25 @@ NAIVE = {"format": "actuatorlab-randomization", "format_version": "1",
                       "distribution": "add_uniform", "half_width": 0.3, "clip": [0.0, 1.0]}]}
 
 
-def _oracle_file(card: dict[str, Any]) -> Path:
-    """An arm_model.json with every unit's truth parameters (zoo_params, output side) per joint."""
+def _truth_params(card: dict[str, Any]) -> dict[str, dict[str, float]]:
+    """{parameter: {joint: value}}: every unit's truth parameters (zoo_params, output side)."""
     params: dict[str, dict[str, float]] = {}
     for j, u in card["units"].items():
         for k, (v, _) in zoo_params(actuator_from_dict(u)).items():
             params.setdefault(k, {})[j] = float(v)
-    p = CACHE / f"oracle_s{card['seed']}.json"
+    return params
+
+
+def _oracle_file(card: dict[str, Any], delay: bool = True) -> Path:
+    """An arm_model.json with every unit's truth parameters (zoo_params, output side) per joint; without ``delay``
+    the oracle's member less its command delay."""
+    params = _truth_params(card)
+    model = ORACLE_MODEL if delay else ORACLE_MODEL.removesuffix("+delay")
+    if not delay:
+        params.pop("delay", None)
+    p = CACHE / f"oracle{'' if delay else '_nodelay'}_s{card['seed']}.json"
     p.write_text(json.dumps({"format": "actuatorlab-model", "format_version": "2", "robot": "anymal_c",
-                             "kind": "analytic", "model": ORACLE_MODEL, "params": params,
+                             "kind": "analytic", "model": model, "params": params,
                              "sources": {"params": "the legged dataset's drawn truth (dataset.json units), "
                                                    "actuatorlab.synth.zoo_family.zoo_params"}}, indent=1))
     return p
@@ -309,6 +375,8 @@ def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any
         return {"actuator": str(_compliant_file(fit_dir)), "randomization": str(spec), "config": OBS}
     if arm == "measured_mesh":
         return {"actuator": str(_mesh_file(fit_dir)), "config": OBS}
+    if arm == "identified_fleet_delay":
+        return {"actuator": str(_delay_file(fit_dir, _dataset(card['seed'], card['scale']))), "randomization": str(spec), "config": OBS}
     if arm in ("identified_fleet", "identified_cover"):
         if spec is None:
             raise SystemExit(f"{arm} needs a spec (--spec, or the library's: transfer() builds it)")
@@ -321,6 +389,11 @@ def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any
         return {"actuator": "nominal", "randomization": str(p), "config": OBS}
     if arm == "oracle":
         return {"actuator": str(_oracle_file(card)), "config": OBS}
+    if arm == "oracle_nodelay":
+        return {"actuator": str(_oracle_file(card, delay=False)), "config": OBS}
+    if arm in ("measured_mesh_delay", "measured_mesh_truth_delay"):
+        return {"actuator": str(_mesh_delay_file(fit_dir, card, truth=arm == "measured_mesh_truth_delay")),
+                "config": OBS}
     if arm == "config_m1":
         return {"actuator": "nominal", "config": OBS}
     raise SystemExit(f"unknown arm {arm!r}; known: {', '.join(ARMS)}")
@@ -346,7 +419,7 @@ def _policy(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene:
 #: fewer workers than arms the last one trains alone; journal/legged.md 2026-12-06, thirteenth session)
 JOBS = max(1, round(1.5 * (os.cpu_count() or 1)))
 #: arms whose environment needs no fit (trained while the identification runs, with ``--jobs`` > 1)
-FIT_FREE = ("builtin", "builtin_naive", "oracle", "config_m1")
+FIT_FREE = ("builtin", "builtin_naive", "oracle", "oracle_nodelay", "config_m1")
 
 
 def _arm_row(arm: str, seed: int, steps: int, env_options: dict[str, Any], scene: str, tag: str, d: Path,

@@ -21,6 +21,19 @@ F_b), then the rotor equation, by bounded linear least squares on the samples ou
 (|d| > :data:`MIN_DEFLECTION`) and where the rotor slides (|w| > :data:`MIN_SPEED`) over the whole filter
 window, with v_s and alpha on a grid (the lowest residual). Every coefficient is >= 0.
 
+Where the logs also carry the host's ``position_target`` and the drive runs the PD law (``law`` "pd": torque
+target kp (q_target - q) - kd dq on its own encoder and velocity estimate), the command delay is measured too
+(:func:`command_delay`): the drive's torque target, computed from the logged commands shifted by a candidate
+delay d, must explain the logged current; per joint the d of least residual of the linear regression::
+
+    i = a [kp (q_target(t - d) - q) - kd v] + b tau_s + c (w - dq) + e        (samples inside the effort limit)
+
+(tau_s the logged spring torque ``effort`` where there is one, w - dq the deflection rate: the torque loop of a
+series-elastic drive around the PD's torque, Hutter et al. 2017). Every signal of a log is read at the same
+instant, so d is the command's delay plus a reading's age, the family's ``delay`` (what the replay sees); it
+includes the wait for the drive's next control tick, which a nominal delay does not. A position log at 50 Hz
+does not resolve a few ms of delay (journal/legged.md, 2026-12-07).
+
 ``kt`` is the datasheet's output-side torque constant (a drive-rate log's ``Setup.extra["drive"]
 ["torque_constant"]``); a unit's own kt scales every rotor-side value by the same factor (kt(T) drops about
 a per mille per degC: ignored). Results per joint (:class:`DriveFit`), and per parameter set of a
@@ -43,7 +56,8 @@ from ..logs.format import Trajectory
 from ..robots.fixed_base import links_spec
 from ..robots.loader import Robot
 
-__all__ = ["CUTOFF_HZ", "DriveFit", "MAX_DRIVE_DT", "MIN_SPEED", "SMOOTH_S", "drive_logs", "identify_drives", "set_values"]
+__all__ = ["CUTOFF_HZ", "DelaySegment", "DriveFit", "MAX_DELAY", "MAX_DRIVE_DT", "MIN_SPEED", "SMOOTH_S",
+           "command_delay", "drive_logs", "identify_drives", "set_values"]
 
 #: [s] a log sampled at this period or faster, with current and motor-side position, is a drive-rate log
 MAX_DRIVE_DT = 0.0025
@@ -58,6 +72,12 @@ MIN_DEFLECTION = 0.003
 #: grid of the Stribeck velocity [rad/s] and exponent
 STRIBECK_VELOCITIES = tuple(float(v) for v in np.geomspace(0.02, 0.5, 9))
 STRIBECK_ALPHAS = (1.0, 1.5, 2.0)
+#: [s] longest command delay searched by :func:`command_delay`
+MAX_DELAY = 0.02
+#: candidate delays per log sample period (the grid's step), before the parabolic refinement
+DELAY_STEPS_PER_SAMPLE = 4
+#: samples whose PD torque is within this fraction of the effort limit count for the delay (the clip cuts the rest)
+DELAY_LIMIT_SHARE = 0.9
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,7 +87,8 @@ class DriveFit:
     friction_base [N.m] Coulomb, friction_stribeck [N.m], stribeck_velocity [rad/s], stribeck_alpha [1],
     friction_viscous [N.m.s/rad], mesh_friction_drive / mesh_friction_back [1] load-dependent friction
     while driving / backdriven; rms [N.m] the rotor equation's residual, spring_rms [N.m] the spring
-    equation's, n_samples: the rotor equation's samples."""
+    equation's, n_samples: the rotor equation's samples; delay [s] the command delay
+    (:func:`command_delay`; None where the logs have no position target or the drive no PD law)."""
 
     joint: str
     stiffness: float
@@ -85,6 +106,7 @@ class DriveFit:
     rms: float
     spring_rms: float
     n_samples: int
+    delay: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -92,7 +114,7 @@ class DriveFit:
 
 #: the DriveFit fields that are parameters of the family's models (names of actuatorlab.models.params)
 MODEL_PARAMS = ("armature", "stiffness", "backlash", "friction_base", "friction_stribeck", "stribeck_velocity",
-                "stribeck_alpha", "friction_viscous", "mesh_friction_drive", "mesh_friction_back")
+                "stribeck_alpha", "friction_viscous", "mesh_friction_drive", "mesh_friction_back", "delay")
 
 
 def _period(t: Trajectory) -> float:
@@ -168,6 +190,7 @@ def identify_drives(robot: Robot | Sequence[tuple[Robot, Sequence[Trajectory]]],
     their spring past the dead band (50 samples of each), are left out."""
     groups = [(robot, list(trajs))] if isinstance(robot, Robot) else [(r, list(ts)) for r, ts in robot]
     cols: dict[str, list[list[np.ndarray]]] = {}
+    delays: dict[str, list[DelaySegment]] = {}
     names: list[str] = []
     for rb, ts in groups:
         names = list(rb.joint_names)
@@ -188,6 +211,8 @@ def identify_drives(robot: Robot | Sequence[tuple[Robot, Sequence[Trajectory]]],
             tau = _link_torque(links, rb, q, dq, ddq)
             for j, name in enumerate(names):
                 cols.setdefault(name, []).append([x[:, j] for x in (th - q, w, dw, dq, tau, k_t * cur)] + [dt])
+            for name, seg in _delay_segments(t, rb, q, dq, w, cur).items():
+                delays.setdefault(name, []).append(seg)
     out: dict[str, DriveFit] = {}
     for name in names:
         if name not in cols:
@@ -196,7 +221,86 @@ def identify_drives(robot: Robot | Sequence[tuple[Robot, Sequence[Trajectory]]],
                 sum(int(np.sum(np.abs(c[0]) > MIN_DEFLECTION)) for c in cols[name]) < 50 or \
                 sum(int(np.sum(np.abs(c[1]) > MIN_SPEED)) for c in cols[name]) < 50:
             continue
-        out[name] = _fit_joint(name, cols[name])
+        out[name] = dataclasses.replace(_fit_joint(name, cols[name]), delay=command_delay(delays.get(name, [])))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class DelaySegment:
+    """One joint's signals in one drive-rate log, for :func:`command_delay` (arrays (T,)): time [s], target
+    [rad] the host's position target, q [rad] the output encoder, v [rad/s] the drive's velocity reading,
+    current [A], spring [N.m] the spring torque (None: not logged), rate [rad/s] the deflection rate w - dq;
+    kp [N.m/rad], kd [N.m.s/rad] and limit [N.m] of the drive's PD law."""
+
+    time: np.ndarray
+    target: np.ndarray
+    q: np.ndarray
+    v: np.ndarray
+    current: np.ndarray
+    spring: np.ndarray | None
+    rate: np.ndarray
+    kp: float
+    kd: float
+    limit: float
+
+
+def _delay_rss(segs: Sequence[DelaySegment], d: float) -> float:
+    """Summed squared residual of the current's regression (module docstring) with the commands delayed by d."""
+    total = 0.0
+    for g in segs:
+        pd = g.kp * (np.interp(g.time - d, g.time, g.target) - g.q) - g.kd * g.v
+        ok = (np.abs(pd) < DELAY_LIMIT_SHARE * g.limit) & (g.time - g.time[0] >= d)
+        cols = [pd, g.rate, np.ones_like(pd)] + ([] if g.spring is None else [g.spring])
+        X = np.stack(cols, 1)[ok]
+        sol, *_ = np.linalg.lstsq(X, g.current[ok], rcond=None)
+        total += float(np.sum((X @ sol - g.current[ok]) ** 2))
+    return total
+
+
+def command_delay(segs: Sequence[DelaySegment], max_delay: float = MAX_DELAY) -> float | None:
+    """[s] the command delay of one joint's drive (module docstring): the d in [0, ``max_delay``] of least summed
+    residual over ``segs``, searched on the log's sample grid, then every quarter sample around the best, then
+    refined by a parabola through the three lowest neighbours. None without segments, or when the best d is at
+    ``max_delay`` (the law does not explain the current within the range)."""
+    segs = [g for g in segs if g.time.size > 10]
+    if not segs:
+        return None
+    step = min(float(np.median(np.diff(g.time))) for g in segs)
+    coarse = np.arange(0.0, max_delay + 0.5 * step, step)
+    rss = [_delay_rss(segs, d) for d in coarse]
+    k = int(np.argmin(rss))
+    if k == len(coarse) - 1:
+        return None
+    fine = np.clip(coarse[k] + step / DELAY_STEPS_PER_SAMPLE * np.arange(-DELAY_STEPS_PER_SAMPLE,
+                                                                         DELAY_STEPS_PER_SAMPLE + 1), 0.0, None)
+    fine = np.unique(fine)
+    r = np.array([_delay_rss(segs, d) for d in fine])
+    i = int(np.argmin(r))
+    if 0 < i < len(fine) - 1:
+        den = r[i - 1] - 2.0 * r[i] + r[i + 1]
+        off = 0.5 * (r[i - 1] - r[i + 1]) / den if den > 0 else 0.0
+        return float(fine[i] + off * (fine[1] - fine[0]))
+    return float(fine[i])
+
+
+def _delay_segments(t: Trajectory, rb: Robot, q: np.ndarray, dq: np.ndarray, w: np.ndarray,
+                    cur: np.ndarray) -> dict[str, DelaySegment]:
+    """{joint: :class:`DelaySegment`} of a drive-rate log for the joints of ``rb`` that run the PD law and have a
+    logged ``position_target`` (velocity and spring torque as logged where they are, else the encoder's
+    derivative and none)."""
+    out: dict[str, DelaySegment] = {}
+    for j, js in enumerate(rb.joints):
+        name = js.name
+        if js.law != "pd" or f"position_target/{name}" not in t.data:
+            continue
+        target = np.asarray(t.data[f"position_target/{name}"], float)
+        v = np.asarray(t.data[f"velocity/{name}"], float) if f"velocity/{name}" in t.data else dq[:, j]
+        spring = np.asarray(t.data[f"effort/{name}"], float) if f"effort/{name}" in t.data else None
+        if not (np.all(np.isfinite(target)) and np.all(np.isfinite(v))
+                and (spring is None or np.all(np.isfinite(spring)))):
+            continue
+        out[name] = DelaySegment(np.asarray(t.time, float), target, q[:, j], v, cur[:, j], spring, w[:, j] - dq[:, j],
+                                 js.gain("kp", 0.0), js.gain("kd", 0.0), js.effort_limit)
     return out
 
 
@@ -264,7 +368,7 @@ def set_values(robot: Robot, fits: dict[str, DriveFit], per_joint: bool = False)
     for p in MODEL_PARAMS:
         vals: list[float | None] = []
         for js in sets:
-            v = [getattr(fits[j], p) for j in js if j in fits]
+            v = [getattr(fits[j], p) for j in js if j in fits and getattr(fits[j], p) is not None]
             vals.append(float(np.median(v)) if v else None)
         out[p] = vals
     return out

@@ -112,7 +112,8 @@ def _print_fit_robot(r) -> None:
     drv = d.get("drive_identification")
     if drv:  # the drive-rate logs' regression: what the model kept (medians over the joints)
         per = drv["per_joint"].values()
-        med = ", ".join(f"{k} {np.median([v[k] for v in per]):.3g}" for k in drv["taken"]) or "none of its parameters"
+        med = ", ".join(f"{k} {np.median([v[k] for v in per if v.get(k) is not None]):.3g}"
+                        for k in drv["taken"]) or "none of its parameters"
         console.print(f"drive-side identification ({len(drv['logs'])} drive-rate logs, {len(drv['per_joint'])} joints): "
                       f"{d['model']} keeps {med} (median over the joints)", soft_wrap=True)
     unc = d.get("uncertainty")
