@@ -42,7 +42,10 @@ randomized fleet's replay scatter on the training logs matches the fit's replay 
 tried and not adopted), ``measured_compliant`` (m2+backlash with every value the drive-rate logs measure, spring
 and dead band included, by joint type, + the fleet spec; not the selected member: tried, not adopted),
 ``measured_mesh`` (the oracle's member less the delay, g2+backlash, with every joint's own drive-rate values, the
-mesh frictions included; no randomization),
+mesh frictions included; no randomization), ``measured_mesh_delay`` (the same + every joint's command delay as the
+drive-rate logs measure it: every value from the logs; ``measured_mesh_delay_fleet`` with the fleet spec too), ``identified_fleet_delay`` (identified_fleet + the measured
+delay by joint type), and two diagnostics that use the truth: ``oracle_nodelay`` (the oracle less its delay) and
+``measured_mesh_truth_delay`` (measured_mesh + the truth's delay),
 ``builtin`` (MuJoCo's own position
 servos of the MJCF), ``builtin_naive`` (the robot config's rigid m1, the hand-set model the built-in servos stand
 for, + wide naive randomization: the built-in servos' parameters are not randomizable through a spec),
@@ -202,12 +205,14 @@ ARMS = {
                       "(diagnostic: what the delay adds)",
     "measured_mesh_delay": "measured_mesh with every joint's command delay as the drive-rate logs measure it "
                            "(g2+backlash+delay: every value from the logs, none searched); no randomization",
+    "measured_mesh_delay_fleet": "measured_mesh_delay + the fleet's randomization spec (identified_fleet's)",
     "measured_mesh_truth_delay": "measured_mesh with every unit's truth command delay per joint "
                                  "(diagnostic: whether the delay is what measured_mesh lacks)",
     "config_m1": "the config's rigid m1, hand-set, no randomization",
 }
 #: arms trained with a spec built from the fit (after it)
-SPEC_ARMS = ("identified_fleet", "identified_cover", "measured_compliant", "identified_fleet_delay")
+SPEC_ARMS = ("identified_fleet", "identified_cover", "measured_compliant", "identified_fleet_delay",
+             "measured_mesh_delay_fleet")
 #: the member with every mechanism the drive-side regression measures well (the mesh frictions, 17-37 % off,
 #: left out; journal/legged.md 2026-12-06) and the values it takes from it
 COMPLIANT_MODEL = "m2+backlash"
@@ -391,6 +396,8 @@ def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any
         return {"actuator": str(_oracle_file(card)), "config": OBS}
     if arm == "oracle_nodelay":
         return {"actuator": str(_oracle_file(card, delay=False)), "config": OBS}
+    if arm == "measured_mesh_delay_fleet":
+        return {"actuator": str(_mesh_delay_file(fit_dir, card)), "randomization": str(spec), "config": OBS}
     if arm in ("measured_mesh_delay", "measured_mesh_truth_delay"):
         return {"actuator": str(_mesh_delay_file(fit_dir, card, truth=arm == "measured_mesh_truth_delay")),
                 "config": OBS}
