@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import functools
 import json
 import multiprocessing
 import os
@@ -237,11 +238,14 @@ def _drive_model_file(fit_dir: Path, name: str, model: str, params: tuple[str, .
                       for t in JOINT_TYPES} for k in params}
     else:
         values = {k: {j: float(v[k]) for j, v in per.items()} for k in params}
-    p = fit_dir / name
-    text = json.dumps({"format": "actuatorlab-model", "format_version": "2", "robot": "anymal_c", "kind": "analytic",
+    return _write_if_changed(fit_dir / name, json.dumps({"format": "actuatorlab-model", "format_version": "2", "robot": "anymal_c", "kind": "analytic",
                        "model": model, "params": values,
                        "sources": {"params": f"{fit_dir / 'arm_model.json'} drive_identification, "
-                                             + ("median per joint type" if by_type else "per joint")}}, indent=1)
+                                             + ("median per joint type" if by_type else "per joint")}}, indent=1))
+
+
+def _write_if_changed(p: Path, text: str) -> Path:
+    """``p`` with ``text``, written only when it differs (the file is shared by every seed's cell)."""
     if not p.is_file() or p.read_text() != text:
         p.write_text(text)
     return p
@@ -257,9 +261,11 @@ def _mesh_file(fit_dir: Path) -> Path:
     return _drive_model_file(fit_dir, "measured_mesh.json", MESH_MODEL, MESH_PARAMS, by_type=False)
 
 
+@functools.lru_cache(maxsize=None)
 def _measured_delays(fit_dir: Path, d: Path) -> dict[str, float]:
     """{joint: command delay [s]} of the fit's drive-side identification; a fit made before the delay was measured
-    gets it from the dataset's drive-rate logs (the same library function, nothing else refitted)."""
+    gets it from the dataset's drive-rate logs (the same library function, nothing else refitted; once per
+    process, not per cell)."""
     per = (json.loads((fit_dir / "arm_model.json").read_text()).get("drive_identification") or {}).get("per_joint")
     if per and all(v.get("delay") is not None for v in per.values()):
         return {j: float(v["delay"]) for j, v in per.items()}
@@ -279,11 +285,7 @@ def _delay_file(fit_dir: Path, d: Path) -> Path:
     doc["model"] = get_model(doc["model"] + "+delay").name
     doc["params"]["delay"] = {f"anydrive@{t}": float(np.median([v for j, v in delays.items() if j.endswith("_" + t)]))
                               for t in JOINT_TYPES}
-    p = fit_dir / "identified_delay.json"
-    text = json.dumps(doc, indent=1)
-    if not p.is_file() or p.read_text() != text:
-        p.write_text(text)
-    return p
+    return _write_if_changed(fit_dir / "identified_delay.json", json.dumps(doc, indent=1))
 
 
 def _mesh_delay_file(fit_dir: Path, card: dict[str, Any], truth: bool = False) -> Path:
@@ -297,11 +299,7 @@ def _mesh_delay_file(fit_dir: Path, card: dict[str, Any], truth: bool = False) -
     else:
         doc["params"]["delay"] = _measured_delays(fit_dir, _dataset(card['seed'], card['scale']))
         doc["sources"]["delay"] = "actuatorlab.identify.drive.command_delay on the drive-rate logs, per joint"
-    p = fit_dir / f"measured_mesh_{'truth_' if truth else ''}delay.json"
-    text = json.dumps(doc, indent=1)
-    if not p.is_file() or p.read_text() != text:
-        p.write_text(text)
-    return p
+    return _write_if_changed(fit_dir / f"measured_mesh_{'truth_' if truth else ''}delay.json", json.dumps(doc, indent=1))
 
 
 #: the issue's five arms (the default; config_m1, identified_cover and measured_compliant are not in the issue's
