@@ -3,8 +3,8 @@
 One command (from the repo root), after ``python bench/legged_transfer.py --section transfer --arms ARM --seeds S``
 has trained the 4 M-step policies with the drive-rate fit::
 
-    python bench/legged_continue.py --arms identified_fleet identified --seeds 0 1 2 [--steps 8000000] [--jobs 3]
-    python bench/legged_continue.py --arms identified_fleet --source cont8m --steps 12000000   # on from 8 M
+    python bench/legged_continue.py --arms identified_fleet_replay identified_replay --seeds 0 1 2 [--steps 8000000] [--jobs 3]
+    python bench/legged_continue.py --arms identified_fleet_replay --source cont8m --steps 12000000   # on from 8 M
 
 Each run ``bench/out/legged/policies/ARM_sS`` (``ARM_drv_sS`` for the identified arms) is copied to
 ``..._contNm_sS`` (its checkpoint, curve and config; the config's budget raised to ``--steps`` with the same chunk
@@ -43,8 +43,11 @@ HARDWARE = lt.CACHE / "anymal_c_s0_x0.3"
 
 def _name(arm: str) -> str:
     """The run name of ``arm``'s 4 M-step policies in bench/legged_transfer.py's cache (the identified arms of the
-    drive-rate fit carry the tag ``drv``)."""
-    return f"{arm}_drv" if arm in lt.DRIVE_TAGGED else arm
+    drive-rate fit carry the tag ``drv`` for the replay fit's pick, ``msr`` for the drive-measured member)."""
+    base = lt.REPLAY_ARMS.get(arm, arm)
+    if base not in lt.DRIVE_TAGGED:
+        return base
+    return f"{base}_msr" if arm in lt.DEFAULT_ARMS else f"{base}_drv"
 
 
 def _source(arm: str, seed: int, source: str) -> Path:
@@ -113,7 +116,7 @@ def _mean(rows: list[dict[str, Any]]) -> dict[str, float]:
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--arms", nargs="+", default=["identified_fleet"], choices=sorted(lt.ARMS))
+    ap.add_argument("--arms", nargs="+", default=["identified_fleet_replay"], choices=sorted(lt.ARMS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     ap.add_argument("--steps", type=int, default=8_000_000)
     ap.add_argument("--deploy-steps", type=int, default=500)

@@ -17,8 +17,11 @@ In one run:
 * the default ``fit DIR/train DIR/drive --robot anymal_c`` (:func:`actuatorlab.app.jobs.run_fit`, the path the CLI
   takes: the drive-rate logs' drive-side identification, :mod:`actuatorlab.identify.drive`, whose values every
   member keeps; base welded, each log's drive gains and foot loads, one parameter set per joint type, the nested
-  ladder judged on a split of the training logs; timed wall and CPU; ``--no-drive``: ``DIR/train`` alone, the
-  protocol before its drive-rate logs);
+  ladder judged on a split of the training logs; where the drive-rate logs measure every value of
+  g2+backlash+delay, that member per joint is selected (selection "auto", since 2026-12-08), the ladder's table
+  kept; timed wall and CPU; cached in ``bench/out/legged/fit_sSEED_xSCALE_eN_drive_default``; ``--no-drive``:
+  ``DIR/train`` alone, the protocol before its drive-rate logs), and the replay fit beside it (selection
+  "replay", the ladder's pick: the fit of the replay and diagnostic arms, ``..._drive``);
 * held-out MAE per joint type (mean over the four joints of the type of the 100-step window-rollout MAE,
   :func:`actuatorlab.identify.arm_fit.evaluate_logs`: each log replayed on the robot as it was recorded,
   base welded, its gains and foot loads) on heldout/excitation, load and gain for the identified model,
@@ -34,10 +37,11 @@ seed, a trot policy trained with ``actuatorlab train-policy`` (homotopy-adaptive
 2 frames of history, ``--policy-steps`` env steps; cached in ``bench/out/legged/policies/ARM_sSEED``, resumed when
 interrupted), then deployed on the dataset's truth drives on the ground
 (:func:`actuatorlab.policy.deploy.deploy_policy`: the 12 fixed commands, ``--deploy-steps`` steps each) next to its
-own training environment. Arms (:data:`ARMS`): ``identified`` (the first section's fit), ``identified_fleet``
+own training environment. Arms (:data:`ARMS`): ``identified`` (the first section's default fit), ``identified_fleet``
 (the same + the fleet randomization spec: ``--spec``, or by default the library's, built and cached here by
-:func:`_fleet_spec`: the selected model fitted per joint from the type fit with the foot-load jackknife, then
-``randomize``, docs/randomization.md), ``identified_cover`` (the same spec with its spread scaled until the
+:func:`_fleet_spec`: the selected model fitted per joint (from the type fit) with the foot-load jackknife, then
+``randomize``, docs/randomization.md), ``identified_replay`` and ``identified_fleet_replay`` (the same on the replay
+fit: the default before 2026-12-08), ``identified_cover`` (the same spec with its spread scaled until the
 randomized fleet's replay scatter on the training logs matches the fit's replay error there: bench/fleet_cover.py,
 tried and not adopted), ``measured_compliant`` (m2+backlash with every value the drive-rate logs measure, spring
 and dead band included, by joint type, + the fleet spec; not the selected member: tried, not adopted),
@@ -165,6 +169,10 @@ def _recovery(fit: dict[str, Any], hand: dict[str, Any], truth: dict[str, dict[s
     no such pass was recorded."""
     rows = []
     sens = (fit.get("identifiability") or {}).get("sensitivity")
+    if fit.get("per_joint"):  # a fit per joint: each type's median against the type's mean truth, no pass
+        sens = None
+        fit = {**fit, "params": {k: {f"@{jt}": float(np.median([v for j, v in per.items() if j.endswith("_" + jt)]))
+                                     for jt in JOINT_TYPES} for k, per in fit["params"].items()}}
     for k, per_set in fit["params"].items():
         for name, v in per_set.items():
             jt = name.rsplit("@", 1)[-1]
@@ -190,8 +198,13 @@ def _recovery(fit: dict[str, Any], hand: dict[str, Any], truth: dict[str, dict[s
 
 #: the ablation's arms: name -> what the policy is trained with
 ARMS = {
-    "identified": "the default fit's model (the identification section's FIT/arm_model.json)",
-    "identified_fleet": "the same + the fleet's randomization spec (--spec)",
+    "identified": "the default fit's model (the identification section's FIT/arm_model.json: with drive-rate logs that "
+                  "measure every value of g2+backlash+delay, that member per joint, nothing searched)",
+    "identified_fleet": "the same + the fleet's randomization spec (--spec; default: the one `randomize` proposes "
+                        "from the model's fit per joint)",
+    "identified_replay": "the nested ladder's pick on the 50 Hz in-air replay (`fit` with selection replay, the "
+                         "default before 2026-12-08: m1 on the reduced configuration's seed 0)",
+    "identified_fleet_replay": "the same + its fleet spec (the replay pick fitted per joint, load jackknife)",
     "identified_cover": "the same + the fleet's spec scaled to cover the fit's replay error (bench/fleet_cover.py)",
     "measured_compliant": "every mechanism the drive-rate logs measure (m2+backlash: spring and dead band, by joint "
                           "type, the medians of the joints' values) + the fleet's spec; not the selected member",
@@ -211,9 +224,14 @@ ARMS = {
                                  "(diagnostic: whether the delay is what measured_mesh lacks)",
     "config_m1": "the config's rigid m1, hand-set, no randomization",
 }
+#: the arms trained on the default fit (`fit --robot anymal_c` as a user runs it); every other fitted arm on the
+#: replay fit (selection "replay"), the fit the diagnostic arms were built on
+DEFAULT_ARMS = ("identified", "identified_fleet")
+#: the replay fit's identified arms and the names their runs are cached under (theirs while it was the default)
+REPLAY_ARMS = {"identified_replay": "identified", "identified_fleet_replay": "identified_fleet"}
 #: arms trained with a spec built from the fit (after it)
-SPEC_ARMS = ("identified_fleet", "identified_cover", "measured_compliant", "identified_fleet_delay",
-             "measured_mesh_delay_fleet")
+SPEC_ARMS = ("identified_fleet", "identified_fleet_replay", "identified_cover", "measured_compliant",
+             "identified_fleet_delay", "measured_mesh_delay_fleet")
 #: the member with every mechanism the drive-side regression measures well (the mesh frictions, 17-37 % off,
 #: left out; journal/legged.md 2026-12-06) and the values it takes from it
 COMPLIANT_MODEL = "m2+backlash"
@@ -351,7 +369,10 @@ def _fleet_spec(d: Path, fit_dir: Path, seed: int, data: list[Path], cover: bool
     """The fleet's randomization spec through the library (fit per joint of ``data`` + jackknife, ``randomize``);
     with ``cover``, scaled to cover the fit's replay error on the training logs (bench/fleet_cover.py, tried and
     not adopted); cached."""
-    model = json.loads((fit_dir / "arm_model.json").read_text())["model"]
+    fit = json.loads((fit_dir / "arm_model.json").read_text())
+    if fit["per_joint"] and not cover:  # the default fit's drive-measured member: its own fit per joint
+        return _measured_fit(d, seed, data) / "fleet_spec.json"
+    model = fit["model"]
     units = CACHE / (f"fit_per_joint_{model}_init_{d.name.removeprefix('anymal_c_')}_e{FLEET_EVALS}_jkload"
                      + ("_drive" if d / "drive" in data else ""))
     spec = units / "fleet_spec.json"
@@ -369,6 +390,21 @@ def _fleet_spec(d: Path, fit_dir: Path, seed: int, data: list[Path], cover: bool
         print(f"covering spec {covered}: spread x {doc['source']['coverage']['scale']:.3g} "
               f"({time.perf_counter() - t0:.0f} s wall)")
     return covered if cover else spec
+
+
+def _measured_fit(d: Path, seed: int, data: list[Path]) -> Path:
+    """The fleet spec's fit when the default fit is the drive-measured member: that member per joint through the
+    library, every value taken from the drive-rate logs (the values of the default fit; the load jackknife beside
+    it, 0 for measured values), and the spec ``randomize`` proposes from it (every parameter's spread across the
+    units); cached. Returns the fit's folder (arm_model.json, fleet_spec.json)."""
+    fit = CACHE / f"fit_per_joint_measured_{d.name.removeprefix('anymal_c_')}_jkload"
+    if not (fit / "fleet_spec.json").is_file():
+        t0 = time.perf_counter()
+        run_fit(data, fit, model=ORACLE_MODEL, options=FamilyOptions(seed=seed, group_by=FLEET_GROUP_BY),
+                jackknife="group", robot=RobotFitOptions("anymal_c", max_evals=FLEET_EVALS, per_joint=True))
+        run_randomize_job(RandomizeJob((fit / "arm_model.json",), out=fit / "fleet_spec.json"))
+        print(f"measured fit and spec {fit} ({time.perf_counter() - t0:.0f} s wall)")
+    return fit
 
 
 def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any]) -> dict[str, Any]:
@@ -454,43 +490,57 @@ def _fit_data(a: argparse.Namespace, d: Path) -> list[Path]:
 DRIVE_TAGGED = ("identified", "identified_fleet", "identified_cover")  # measured_mesh: only with them
 
 
-def _cell(a: argparse.Namespace, arm: str, seed: int, d: Path, fit_dir: Path, spec: Path | None,
-          card: dict[str, Any]) -> tuple:
+def _fit_dir(a: argparse.Namespace, arm: str) -> Path:
+    """The fit ``arm`` is trained on: the default fit (:data:`DEFAULT_ARMS`) or the replay fit (built when missing)."""
+    if arm in DEFAULT_ARMS:
+        return a.fits["default"]
+    if not (a.fits["replay"] / "arm_model.json").is_file():
+        _replay_fit(a)
+    return a.fits["replay"]
+
+
+def _cell(a: argparse.Namespace, arm: str, seed: int, d: Path, spec: Path | None, card: dict[str, Any]) -> tuple:
     """The arguments of :func:`_arm_row` for one cell (the same in a worker process and in this one); the
-    identified arms' policies of a fit with the drive-rate logs are cached under the tag ``drv``."""
-    tag = "_".join(t for t in (a.tag, "" if a.no_drive or arm not in DRIVE_TAGGED else "drv") if t)
-    return arm, seed, a.policy_steps, _env_options(arm, fit_dir, spec, card), a.scene, tag, d, a.deploy_steps
+    identified arms' policies of a fit with the drive-rate logs are cached under the tag ``drv`` (the replay fit's
+    pick) or ``msr`` (the drive-measured member), the policies of another hardware than seed 0 at scale 0.3 under
+    ``hw<seed>x<scale>``; the replay arms under their names of :data:`REPLAY_ARMS`."""
+    fit_dir, name = _fit_dir(a, arm), REPLAY_ARMS.get(arm, arm)
+    hw = "" if (a.seed, a.scale) == (0, 0.3) else f"hw{a.seed}x{a.scale:g}"  # another hardware: its own runs
+    rule = (json.loads((fit_dir / "arm_model.json").read_text()).get("selection") or {}).get("rule")
+    drv = "" if a.no_drive or name not in DRIVE_TAGGED else "msr" if rule == "drive-measured" else "drv"
+    tag = "_".join(t for t in (a.tag, hw, drv) if t)
+    return name, seed, a.policy_steps, _env_options(name, fit_dir, spec, card), a.scene, tag, d, a.deploy_steps
 
 
-def _submit(pool: Executor | None, a: argparse.Namespace, d: Path, fit_dir: Path, spec: Path | None,
+def _submit(pool: Executor | None, a: argparse.Namespace, d: Path, spec: Path | None,
             card: dict[str, Any], arms: list[str]) -> dict[tuple[str, int], Any]:
     """{(arm, seed): future} of the arms' cells in ``pool`` (nothing without one: :func:`transfer` runs them)."""
     if pool is None:
         return {}
-    return {(arm, seed): pool.submit(_arm_row, *_cell(a, arm, seed, d, fit_dir, spec, card))
+    return {(arm, seed): pool.submit(_arm_row, *_cell(a, arm, seed, d, spec, card))
             for arm in arms for seed in a.seeds}
 
 
-def transfer(a: argparse.Namespace, d: Path, fit_dir: Path, pool: Executor | None = None,
+def transfer(a: argparse.Namespace, d: Path, pool: Executor | None = None,
              started: dict[tuple[str, int], Any] | None = None) -> dict[str, Any]:
     """The ablation table: train (or reuse) every arm x seed, deploy each on the dataset's truth; with a
     ``pool``, the cells run in its worker processes (``started``: those submitted before the fit existed)."""
     card = json.loads((d / "dataset.json").read_text())
     futures = dict(started or {})
     running = {arm for arm, _ in futures}
-    futures.update(_submit(pool, a, d, fit_dir, a.spec, card,
+    futures.update(_submit(pool, a, d, a.spec, card,
                            [arm for arm in a.arms if arm not in SPEC_ARMS and arm not in running]))
     specs: dict[str, Path | None] = {}
     for arm in (x for x in SPEC_ARMS if x in a.arms):  # while the pool trains the other arms
         specs[arm] = a.spec if a.spec is not None and arm == "identified_fleet" else (
-            _fleet_spec(d, fit_dir, a.seed, _fit_data(a, d), cover=arm == "identified_cover"))
-        futures.update(_submit(pool, a, d, fit_dir, specs[arm], card, [arm]))
+            _fleet_spec(d, _fit_dir(a, arm), a.seed, _fit_data(a, d), cover=arm == "identified_cover"))
+        futures.update(_submit(pool, a, d, specs[arm], card, [arm]))
     rows: dict[str, list[dict[str, Any]]] = {}
     for arm in a.arms:
         for seed in a.seeds:
             f = futures.get((arm, seed))
             rows.setdefault(arm, []).append(f.result() if f is not None else
-                                            _arm_row(*_cell(a, arm, seed, d, fit_dir, specs.get(arm, a.spec), card)))
+                                            _arm_row(*_cell(a, arm, seed, d, specs.get(arm, a.spec), card)))
     table = {}
     for arm, rs in rows.items():
         m = {k: float(np.mean([r["hardware"][k] for r in rs])) for k in ("vel_rmse", "yaw_rmse", "fell", "torque_rms",
@@ -531,18 +581,24 @@ def identification(a: argparse.Namespace, d: Path, card: dict[str, Any], run: Pa
     fit_s = (time.perf_counter() - t1, time.process_time() - c1)
     hand = json.loads(HAND.read_text())
     n_sets = len(JOINT_TYPES)
-    scores = {"identified": _score(d, doc["params"], doc["model"]),
+    replay = {}
+    if a.fits["replay"] != run:  # the replay fit's pick beside it
+        rep_doc = json.loads((_fit_dir(a, "identified_replay") / "arm_model.json").read_text())
+        replay = {"identified_replay": _score(d, rep_doc["params"], rep_doc["model"])}
+    scores = {"identified": _score(d, doc["params"], doc["model"]), **replay,
               "hand_written_sea": _score(d, {k: [v] * n_sets for k, v in hand["params"].items()}, hand["model"]),
               "config_m1": _score(d, None, None)}
     rec = _recovery(doc, hand, _truth_by_type(card))
     drive = _drive_recovery(doc, card)
 
-    print(f"ANYmal C in air: scale {a.scale:g}, seed {a.seed}, {card['splits']}; selected {doc['model']} "
-          f"(fit {fit_s[0]:.0f} s wall, {fit_s[1]:.0f} s CPU; synth {synth_s[0]:.0f} s wall)")
     sel = doc.get("selection") or {}
+    print(f"ANYmal C in air: scale {a.scale:g}, seed {a.seed}, {card['splits']}; selected {doc['model']}"
+          f"{' per joint (' + sel['rule'] + '; the replay picks ' + sel['replay_selected'] + ')' if doc['per_joint'] else ''} "
+          f"(fit {fit_s[0]:.0f} s wall, {fit_s[1]:.0f} s CPU; synth {synth_s[0]:.0f} s wall)")
     for row in sel.get("table", []):
-        print(f"  {row['model']:<12} train {1e3 * row['train_mae']:7.2f} mrad  validation "
-              f"{1e3 * row['validation_mae']:7.2f} mrad  earns place {row['earns_place']}")
+        print(f"  {row['model']:<18} train {1e3 * row['train_mae']:7.2f} mrad  validation "
+              f"{1e3 * row['validation_mae']:7.2f} mrad  earns place "
+              f"{'measured' if row.get('measured') else row['earns_place']}")
     print(f"{'held-out MAE [mrad], 100-step windows':<40}" + "".join(f"{s.split('/')[-1] + ' ' + jt:>15}"
                                                                    for s in SPLITS for jt in JOINT_TYPES))
     for who, sc in scores.items():
@@ -561,11 +617,21 @@ def identification(a: argparse.Namespace, d: Path, card: dict[str, Any], run: Pa
                   + ("" if k in (doc["drive_identification"].get("taken") or ()) else "  (not in the selected model)"))
     summary = {"bench": "legged_transfer", "section": "identification_in_air", "robot": "anymal_c",
                "scale": a.scale, "seed": a.seed, "max_evals": a.max_evals, "splits": card["splits"],
-               "selected": doc["model"], "selection": sel.get("table"), "heldout_mae_rad": scores,
+               "selected": doc["model"], "per_joint": doc["per_joint"], "rule": sel.get("rule"),
+               "replay_selected": sel.get("replay_selected"), "selection": sel.get("table"), "heldout_mae_rad": scores,
                "parameter_recovery": rec, "drive_recovery": drive, "drive_logs": not a.no_drive, "fit_wall_s": fit_s[0], "fit_cpu_s": fit_s[1], "synth_wall_s": synth_s[0],
                "synth_cpu_s": synth_s[1], "date": dt.date.today().isoformat(),
                "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)"}
     return summary
+
+
+def _replay_fit(a: argparse.Namespace) -> None:
+    """The replay fit (selection "replay": the nested ladder's pick on the 50 Hz in-air replay) into
+    ``a.fits["replay"]``, the fit of :data:`REPLAY_ARMS` and the diagnostic arms."""
+    t0 = time.perf_counter()
+    run_fit(_fit_data(a, _dataset(a.seed, a.scale)), a.fits["replay"],
+            robot=RobotFitOptions("anymal_c", max_evals=a.max_evals, selection="replay"))
+    print(f"replay fit {a.fits['replay']} ({time.perf_counter() - t0:.0f} s wall)")
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -595,17 +661,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     d = _dataset(a.seed, a.scale)
     synth_s = (time.perf_counter() - t0, time.process_time() - c0)
     card = json.loads((d / "dataset.json").read_text())
-    run = CACHE / f"fit_s{a.seed}_x{a.scale:g}_e{a.max_evals}{'' if a.no_drive else '_drive'}"
+    replay = CACHE / f"fit_s{a.seed}_x{a.scale:g}_e{a.max_evals}{'' if a.no_drive else '_drive'}"
+    run = replay if a.no_drive else replay.with_name(replay.name + "_default")  # without drive logs: the same fit
+    a.fits = {"default": run, "replay": replay}
     out: dict[str, Any] = {"bench": "legged_transfer", "robot": "anymal_c", "scale": a.scale, "seed": a.seed}
     with contextlib.ExitStack() as stack:
         pool = None
         if a.jobs > 1 and a.section in ("transfer", "all"):  # spawned: JAX's threads do not survive a fork
             pool = stack.enter_context(ProcessPoolExecutor(a.jobs, mp_context=multiprocessing.get_context("spawn")))
-        started = _submit(pool, a, d, run, None, card, [arm for arm in a.arms if arm in FIT_FREE])
+        started = _submit(pool, a, d, None, card, [arm for arm in a.arms if arm in FIT_FREE])
         if a.section in ("identification", "all") or not (run / "arm_model.json").is_file():
             out["identification"] = identification(a, d, card, run, synth_s)
         if a.section in ("transfer", "all"):
-            out["transfer"] = transfer(a, d, run, pool, started)
+            out["transfer"] = transfer(a, d, pool, started)
             out["transfer"]["jobs"] = a.jobs
     out["wall_s"] = time.perf_counter() - t0
     out.update(date=dt.date.today().isoformat(), machine=f"{platform.machine()}, {os.cpu_count()} cores (shared)")

@@ -13,7 +13,9 @@ import pytest
 from actuatorlab.app.cli import main
 from actuatorlab.app.jobs import RobotFitOptions, run_fit
 from actuatorlab.errors import ActuatorlabError, DataError
-from actuatorlab.identify.drive import DelaySegment, command_delay, drive_logs, identify_drives, set_values
+from actuatorlab.identify.drive import (MEASURED_MEMBER, DelaySegment, command_delay, drive_logs, identify_drives,
+                                       measured_values, set_values)
+from actuatorlab.models.registry import get_model
 from actuatorlab.synth.zoo import actuator_from_dict
 from actuatorlab.identify.arm_fit import evaluate_logs, fit_arm
 from actuatorlab.identify.arm_space import log_groups, robot_for_log
@@ -159,3 +161,38 @@ def test_fit_robot_with_drive_rate_logs_records_them(data, tmp_path, capsys):
         float(np.median([di["per_joint"][j]["armature"] for j in ROBOT_JOINTS if j.endswith("HFE")])))
     with pytest.raises(ActuatorlabError, match="control rate"):
         run_fit([data["dir"] / "drive"], tmp_path / "run2", model="m1", robot=RobotFitOptions("anymal_c", max_evals=4))
+
+
+def test_the_default_fit_selects_the_member_the_drive_rate_logs_measure(data, tmp_path, capsys):
+    """Without --model, where the drive-rate logs measure every value of MEASURED_MEMBER for every joint, `fit
+    --robot` selects it per joint with exactly those values (nothing searched); the ladder's replay table stays,
+    with the member's row; ``selection: replay`` keeps the ladder's pick. A joint without a delay: no such member."""
+    fits = identify_drives(log_groups("anymal_c", data["drive"]))
+    rb = log_groups("anymal_c", data["train"])[0][0]
+    measured = measured_values(rb, fits)
+    assert measured is not None and set(measured) == set(get_model(MEASURED_MEMBER).free_for("effort"))
+    assert measured["delay"] == [fits[j].delay for j in rb.joint_names]
+    cfg = tmp_path / "fit.json"
+    cfg.write_text(json.dumps({"max_evals": 4}))
+    args = ["fit", str(data["dir"] / "train"), str(data["dir"] / "drive"), "--robot", "anymal_c", "--config"]
+    assert main(args + [str(cfg), "--out", str(tmp_path / "auto")]) == 0
+    out = capsys.readouterr().out
+    doc = json.loads((tmp_path / "auto" / "arm_model.json").read_text())
+    sel = doc["selection"]
+    assert doc["model"] == get_model(MEASURED_MEMBER).name and doc["per_joint"] and sel["rule"] == "drive-measured"
+    assert doc["fit"]["evaluations"] == 1 and sorted(doc["drive_identification"]["taken"]) == sorted(measured)
+    for k, v in measured.items():
+        assert [doc["params"][k][j] for j in rb.joint_names] == v
+    rows = {r["model"]: r for r in sel["table"]}
+    assert [r["model"] for r in sel["table"] if r["selected"]] == [doc["model"]] and rows[doc["model"]]["n_free"] == 0
+    assert sel["replay_selected"] in rows and sel["replay_selected"] != doc["model"]
+    assert f"the replay alone would select {sel['replay_selected']}" in " ".join(out.split())
+    cfg.write_text(json.dumps({"max_evals": 4, "selection": "replay"}))
+    assert main(args + [str(cfg), "--out", str(tmp_path / "replay")]) == 0
+    rep = json.loads((tmp_path / "replay" / "arm_model.json").read_text())
+    assert rep["selection"]["rule"] == "replay" and rep["model"] == sel["replay_selected"] and not rep["per_joint"]
+    no_delay = {**fits, rb.joint_names[4]: dataclasses.replace(fits[rb.joint_names[4]], delay=None)}
+    assert measured_values(rb, no_delay) is None
+    cfg.write_text(json.dumps({"selection": "best"}))
+    assert main(args + [str(cfg), "--out", str(tmp_path / "bad")]) != 0
+    assert "auto" in capsys.readouterr().err

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from . import fleet, jobs
 from .train_work import compilation_cache
-from ..errors import ActuatorlabError
+from ..errors import ActuatorlabError, UnknownNameError
 from ..excite.design import ExciteConfig, excite
 from ..identify.select import CALIBRATION, FamilyOptions
 from ..models.actuator_model import check_robot, load
@@ -73,7 +73,10 @@ class FitJob:
     identify.images; the refined poses in arm_model.json "fit" "camera_refinement"), image_loss (soft_iou, or
     edge: the pixel residual against the masks' edge profiles, the loss to refine cameras with), state_std (with
     masks: [rad] prior std of per-frame state corrections, each frame's drawn joint positions moved under a
-    Gaussian prior, identify.images; 0: none; their summary in arm_model.json "fit" "state_corrections")."""
+    Gaussian prior, identify.images; 0: none; their summary in arm_model.json "fit" "state_corrections"),
+    selection (with robot and no model: auto, the member the drive-rate logs measure in full where they do
+    (g2+backlash+delay per joint, nothing searched), else the nested ladder judged on the validation logs'
+    replay; replay: the ladder always)."""
 
     data: tuple[Path, ...] = ()
     out: Path = Path("run")
@@ -93,6 +96,7 @@ class FitJob:
     refine_camera: bool = False
     image_loss: str = "soft_iou"
     state_std: float = 0.0
+    selection: str = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,6 +111,8 @@ class FitResult(Result):
         return {k: v for k, v in self.record.items() if not k.startswith("_")}
 
 
+#: the whole-robot fit's selection rules (FitJob.selection)
+SELECTIONS = ("auto", "replay")
 #: [s] a fit writes the programs that took this long to compile into the persistent compilation
 #: cache (:func:`~actuatorlab.app.train_work.compilation_cache`): the scorers, the polish's Jacobians
 FIT_CACHE_MIN_COMPILE_S = 0.2
@@ -119,6 +125,8 @@ def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
     check_range("max_evals", job.max_evals)
     check_range("image_weight", job.image_weight)
     check_range("state_std", job.state_std, low_ok=True)
+    if job.selection not in SELECTIONS:
+        raise UnknownNameError("selection", job.selection, SELECTIONS)
     if job.robot is not None and not job.data:
         raise ActuatorlabError("--robot needs DATA (multi-joint logs, e.g. from `actuatorlab synth`)")
     if job.robot is None and job.model is not None and job.options.calibration not in (CALIBRATION, "none"):
@@ -129,7 +137,8 @@ def run_fit_job(job: FitJob, progress: Callable | None = None) -> FitResult:
                          robot=jobs.RobotFitOptions(job.robot, job.max_evals, job.per_joint, method=job.method,
                                                     init=job.init, masks=job.masks, camera=job.camera,
                                                     image_weight=job.image_weight, refine_camera=job.refine_camera,
-                                                    image_loss=job.image_loss, state_std=job.state_std))
+                                                    image_loss=job.image_loss, state_std=job.state_std,
+                                                    selection=job.selection))
     robot = str(d.get("robot") or "")
     return FitResult(d, job.out, None if not robot or robot.startswith("bench:") else robot)
 

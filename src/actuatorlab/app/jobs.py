@@ -38,7 +38,7 @@ from ..models.modelfile import load_model, model_to_dict, save_model
 from ..identify.arm_fit import evaluate_logs, fit_arm, select_arm
 from ..identify.arm_jackknife import arm_jackknife
 from ..identify.arm_space import log_groups
-from ..identify.drive import CUTOFF_HZ, drive_logs, identify_drives, set_values
+from ..identify.drive import CUTOFF_HZ, MEASURED_MEMBER, drive_logs, identify_drives, measured_values, set_values
 from ..robots.loader import Robot, load_robot
 from ..sim.arm_data import _param_sets, robot_with_model
 from ..files import atomic_write, git_revision
@@ -156,6 +156,10 @@ class RobotFitOptions:
     refine_camera: bool = False  #: fit each camera's pose too (joint camera refinement, identify.images)
     image_loss: str = "soft_iou"  #: the per-frame image loss (identify.images.LOSSES)
     state_std: float = 0.0  #: [rad] prior std of per-frame state corrections (identify.images; 0: none)
+    #: without ``model``: "auto" selects the member the drive-rate logs measure in full
+    #: (:data:`~actuatorlab.identify.drive.MEASURED_MEMBER`, per joint) where they do, else the nested ladder judged
+    #: on the validation logs' replay; "replay": the ladder always
+    selection: str = "auto"
 
 
 def _images_record(ro: RobotFitOptions, r: dict) -> dict[str, Any]:
@@ -401,7 +405,10 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     :data:`~actuatorlab.identify.arm_fit.ARM_LADDER` is fitted on part of the logs and judged on
     the rest (:func:`~actuatorlab.identify.select.split_validation`: every 4th log by excitation,
     or a 70/30 time split of fewer than 3 logs), and the selected model is refitted on all of them
-    (:func:`~actuatorlab.identify.arm_fit.select_arm`).
+    (:func:`~actuatorlab.identify.arm_fit.select_arm`). With drive-rate logs that measure every value of
+    :data:`~actuatorlab.identify.drive.MEASURED_MEMBER` for every joint and ``ro.selection`` "auto" (the default),
+    that member is selected instead, per joint, nothing searched (:func:`_measured_member`); the ladder's table
+    stays in ``selection`` with the member's row, ``rule`` "drive-measured" and ``replay_selected``.
 
     ``jackknife`` = (unit, group_by): with unit "group" or "log" (CMA-ES fits only), after the fit is written,
     the delete-a-group jackknife of :func:`~actuatorlab.identify.arm_jackknife.arm_jackknife` (refits without
@@ -448,13 +455,17 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
         res = select_arm(robot, fit_part, val_part, per_joint=ro.per_joint, max_evals=ro.max_evals, seed=seed,
                          horizon=ro.horizon, max_windows=ro.max_windows, method=ro.method, progress=cb,
                          given=None if drive is None else drive["values"])
-        r = res["final"]
-        selection = {"table": res["table"], "fit": res["fit_names"], "validation": res["val_names"],
-                     "val_horizon": res["val_horizon"]}
+        r, table, rule = res["final"], res["table"], "replay"
+        if drive is not None and ro.selection == "auto" and drive["measured"] is not None:
+            r, row = _measured_member(robot, trajs, fit_part, val_part, res["val_horizon"], drive["measured"], seed, ro)
+            table, rule = [{**t, "selected": False} for t in table] + [row], "drive-measured"
+        selection = {"rule": rule, "replay_selected": res["selected"], "table": table, "fit": res["fit_names"],
+                     "validation": res["val_names"], "val_horizon": res["val_horizon"]}
     ev = evaluate_logs(robot, r["params"], trajs, model=r["model"])
 
+    per_joint = ro.per_joint or (selection or {}).get("rule") == "drive-measured"
     d = {"format": FORMAT, "format_version": FORMAT_VERSION, "robot": robot, "kind": "analytic", "model": r["model"],
-         "per_joint": ro.per_joint, "params": r["params"], "nominal": r["nominal"],
+         "per_joint": per_joint, "params": r["params"], "nominal": r["nominal"],
          "envelope": robot_envelope(rb, trajs),
          "fit": {"method": ro.method, **{k: r[k] for k in ("train_mae", "train_mae_nominal", "evaluations", "wall_s",
                                                             "horizon")},
@@ -465,7 +476,7 @@ def _fit_robot(robot: str, trajs: list[Trajectory], out: Path, model: str | None
     if r.get("sensitivity"):  # which fitted values these logs do not determine (CMA-ES fits)
         d["identifiability"] = {"sensitivity": r["sensitivity"]}
     if drive is not None:  # what the drive-rate logs measured, and which of it the model took
-        d["drive_identification"] = {**{k: v for k, v in drive.items() if k != "values"},
+        d["drive_identification"] = {**{k: v for k, v in drive.items() if k not in ("values", "measured")},
                                      "taken": list(r.get("given") or [])}
     save(from_document(d, validate=False), out / "arm_model.json")
     if r.get("camera_refinement"):  # the refined cameras, in the file `train --camera` and `fit --config camera` read
@@ -495,7 +506,27 @@ def _drive_side(robot: str, fast: list[Trajectory], rb: Robot, ro: RobotFitOptio
     fits = identify_drives(log_groups(robot, fast))
     return {"logs": [t.source_file for t in fast], "cutoff_hz": CUTOFF_HZ,
             "per_joint": {j: f.to_dict() for j, f in fits.items()},
-            "values": set_values(rb, fits, per_joint=ro.per_joint)}
+            "values": set_values(rb, fits, per_joint=ro.per_joint), "measured": measured_values(rb, fits)}
+
+
+def _measured_member(robot: str, trajs: list[Trajectory], fit_part: list[Trajectory], val_part: list[Trajectory],
+                     val_horizon: int, measured: dict[str, list[float]], seed: int,
+                     ro: RobotFitOptions) -> tuple[dict, dict]:
+    """The selection of ``selection="auto"`` where the drive-rate logs measure every value of
+    :data:`~actuatorlab.identify.drive.MEASURED_MEMBER` for every joint: that member per joint with the ``measured``
+    values (nothing searched, one evaluation), scored on the ladder's fit and validation logs for its row of the
+    table, and its file on all logs. Why it and not the ladder's pick: on the legged suite the 50 Hz in-air
+    replay ranks the rigid members first, and policies trained on them transfer worse to the hardware than
+    policies trained on this member (journal/legged.md, 2026-12-07 and 2026-12-08: two fleets, 3 seeds each).
+    Returns (the fit_arm result on all logs, the table's row)."""
+    kw: dict[str, Any] = dict(model=MEASURED_MEMBER, per_joint=True, max_evals=ro.max_evals, seed=seed,
+                              horizon=ro.horizon, max_windows=ro.max_windows, given=measured)
+    part = fit_arm(robot, fit_part, **kw)
+    v = evaluate_logs(robot, part["params"], val_part, horizons=(val_horizon,), model=MEASURED_MEMBER)["position_mae"]
+    row = {"model": part["model"], "parent": None, "n_free": 0, "train_mae": part["train_mae"],
+           "validation_mae": float("inf") if v is None else float(v), "gain_vs_parent": None, "earns_place": None,
+           "wall_s": part["wall_s"], "selected": True, "measured": True}
+    return fit_arm(robot, trajs, sensitivity=True, **kw), row
 
 
 def _init_sets(rb: Robot, model: str, path: str | Path, per_joint: bool) -> dict[str, list[float]]:

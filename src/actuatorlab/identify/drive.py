@@ -53,11 +53,12 @@ from scipy.signal import butter, filtfilt
 
 from ..errors import DataError
 from ..logs.format import Trajectory
+from ..models.registry import get_model
 from ..robots.fixed_base import links_spec
 from ..robots.loader import Robot
 
-__all__ = ["CUTOFF_HZ", "DelaySegment", "DriveFit", "MAX_DELAY", "MAX_DRIVE_DT", "MIN_SPEED", "SMOOTH_S",
-           "command_delay", "drive_logs", "identify_drives", "set_values"]
+__all__ = ["CUTOFF_HZ", "DelaySegment", "DriveFit", "MAX_DELAY", "MAX_DRIVE_DT", "MEASURED_MEMBER", "MIN_SPEED",
+           "SMOOTH_S", "command_delay", "drive_logs", "identify_drives", "measured_values", "set_values"]
 
 #: [s] a log sampled at this period or faster, with current and motor-side position, is a drive-rate log
 MAX_DRIVE_DT = 0.0025
@@ -358,6 +359,26 @@ def _fit_joint(name: str, segs: list) -> DriveFit:
                     stribeck_velocity=vs, stribeck_alpha=al, friction_viscous=float(x[2]),
                     mesh_friction_drive=float(x[3]), mesh_friction_back=float(x[4]), rms=rms, spring_rms=spring_rms,
                     n_samples=n)
+
+
+#: the family's member whose every free value for an effort or current drive is one of :data:`MODEL_PARAMS`
+#: (spring, dead band, mesh and rotor friction, armature, command delay): where every joint's drive-rate logs
+#: measure them all, the member has nothing left to search, and it is the one `fit --robot` selects
+#: (docs/robots.md; a voltage drive's motor constants are not measured here, so it never is)
+MEASURED_MEMBER = "g2+backlash+delay"
+
+
+def measured_values(robot: Robot, fits: dict[str, DriveFit]) -> dict[str, list[float]] | None:
+    """{parameter: [value per joint of ``robot``]} of :data:`MEASURED_MEMBER`'s free parameters (for the joints'
+    drives), each joint's own (:func:`set_values` per joint); None where a joint lacks a fit or a value (a spring
+    that never left its dead band, a delay beyond :data:`MAX_DELAY`, a joint not in the drive-rate logs, a
+    voltage drive's motor constants)."""
+    spec = get_model(MEASURED_MEMBER)
+    names = tuple(n for n in spec.free if any(n in spec.free_for(j.drive) for j in robot.joints))
+    values = set_values(robot, fits, per_joint=True)
+    if any(k not in values or any(v is None for v in values[k]) for k in names):
+        return None
+    return {k: [float(v) for v in values[k] if v is not None] for k in names}
 
 
 def set_values(robot: Robot, fits: dict[str, DriveFit], per_joint: bool = False) -> dict[str, list[float | None]]:

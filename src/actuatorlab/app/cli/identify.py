@@ -106,8 +106,12 @@ def _print_fit_robot(r) -> None:
             g = r["gain_vs_parent"]
             t.add_row(("* " if r["selected"] else "  ") + r["model"], str(r["n_free"]), _mrad(r["train_mae"], "rad"),
                       _mrad(r["validation_mae"], "rad"), "-" if g is None else f"{100 * g:+.1f} %",
-                      "yes" if r["earns_place"] else "no")
+                      "measured" if r.get("measured") else "yes" if r["earns_place"] else "no")
         console.print(t)
+        if d["selection"].get("rule") == "drive-measured":
+            console.print(f"selected {d['model']} per joint: the drive-rate logs measure every value of it (nothing "
+                          f"searched); the replay alone would select {d['selection']['replay_selected']} "
+                          "(--config {\"selection\": \"replay\"}); docs/robots.md", soft_wrap=True)
     _print_per_joint(d["metrics"]["train"])
     drv = d.get("drive_identification")
     if drv:  # the drive-rate logs' regression: what the model kept (medians over the joints)
