@@ -18,7 +18,7 @@ In one run:
   takes: the drive-rate logs' drive-side identification, :mod:`actuatorlab.identify.drive`, whose values every
   member keeps; base welded, each log's drive gains and foot loads, one parameter set per joint type, the nested
   ladder judged on a split of the training logs; where the drive-rate logs measure every value of
-  g2+backlash+delay, that member per joint is selected (selection "auto", since 2026-12-08), the ladder's table
+  g2+backlash+delay, that member per joint is selected (selection "auto", since 2026-12-07), the ladder's table
   kept; timed wall and CPU; cached in ``bench/out/legged/fit_sSEED_xSCALE_eN_drive_default``; ``--no-drive``:
   ``DIR/train`` alone, the protocol before its drive-rate logs), and the replay fit beside it (selection
   "replay", the ladder's pick: the fit of the replay and diagnostic arms, ``..._drive``);
@@ -41,7 +41,7 @@ own training environment. Arms (:data:`ARMS`): ``identified`` (the first section
 (the same + the fleet randomization spec: ``--spec``, or by default the library's, built and cached here by
 :func:`_fleet_spec`: the selected model fitted per joint (from the type fit) with the foot-load jackknife, then
 ``randomize``, docs/randomization.md), ``identified_replay`` and ``identified_fleet_replay`` (the same on the replay
-fit: the default before 2026-12-08), ``identified_cover`` (the same spec with its spread scaled until the
+fit: the default before 2026-12-07), ``identified_cover`` (the same spec with its spread scaled until the
 randomized fleet's replay scatter on the training logs matches the fit's replay error there: bench/fleet_cover.py,
 tried and not adopted), ``measured_compliant`` (m2+backlash with every value the drive-rate logs measure, spring
 and dead band included, by joint type, + the fleet spec; not the selected member: tried, not adopted),
@@ -203,7 +203,7 @@ ARMS = {
     "identified_fleet": "the same + the fleet's randomization spec (--spec; default: the one `randomize` proposes "
                         "from the model's fit per joint)",
     "identified_replay": "the nested ladder's pick on the 50 Hz in-air replay (`fit` with selection replay, the "
-                         "default before 2026-12-08: m1 on the reduced configuration's seed 0)",
+                         "default before 2026-12-07: m1 on the reduced configuration's seed 0)",
     "identified_fleet_replay": "the same + its fleet spec (the replay pick fitted per joint, load jackknife)",
     "identified_cover": "the same + the fleet's spec scaled to cover the fit's replay error (bench/fleet_cover.py)",
     "measured_compliant": "every mechanism the drive-rate logs measure (m2+backlash: spring and dead band, by joint "
