@@ -517,7 +517,8 @@ def _measured_member(robot: str, trajs: list[Trajectory], fit_part: list[Traject
     values (nothing searched, one evaluation), scored on the ladder's fit and validation logs for its row of the
     table, and its file on all logs. Why it and not the ladder's pick: on the legged suite the 50 Hz in-air
     replay ranks the rigid members first, and policies trained on them transfer worse to the hardware than
-    policies trained on this member (journal/legged.md, 2026-12-07, seventeenth and eighteenth sessions: two fleets, 3 seeds each).
+    policies trained on this member (journal/legged.md, 2026-12-07, seventeenth and eighteenth sessions: two
+    fleets, 3 seeds each).
     Returns (the fit_arm result on all logs, the table's row)."""
     kw: dict[str, Any] = dict(model=MEASURED_MEMBER, per_joint=True, max_evals=ro.max_evals, seed=seed,
                               horizon=ro.horizon, max_windows=ro.max_windows, given=measured)
