@@ -129,14 +129,14 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         futures = {c: pool.submit(_row, c[0], c[1], a.steps, a.deploy_steps, a.source) for c in cells}
         rows = {c: f.result() for c, f in futures.items()}
     table = {}
-    print(f"{'arm':<18}{'steps':>6}{'train-env vel':>14}{'truth vel':>11}{'gap':>7}{'falls':>7}  per seed")
+    print(f"{'arm':<26}{'steps':>6}{'train-env vel':>14}{'truth vel':>11}{'gap':>7}{'falls':>7}  per seed")
     for arm in a.arms:
         before = _mean([_before(arm, s, a.source) for s in a.seeds])
         src_steps = json.loads((_source(arm, a.seeds[0], a.source) / "config.json").read_text())["steps"]
         after = _mean([rows[(arm, s)] for s in a.seeds])
         table[arm] = {"before": before, "after": after}
         for label, m in ((f"{src_steps // 1_000_000}M", before), (f"{a.steps // 1_000_000}M", after)):
-            print(f"{arm:<18}{label:>6}{m['train_env_vel_rmse']:14.3f}{m['vel_rmse']:11.3f}{m['gap_vel']:7.2f}"
+            print(f"{arm:<26}{label:>6}{m['train_env_vel_rmse']:14.3f}{m['vel_rmse']:11.3f}{m['gap_vel']:7.2f}"
                   f"{m['fell']:7.0%}  {m['per_seed_vel']}")
     summary = {"bench": "legged_continue", "source": a.source or "4M", "steps": a.steps, "seeds": a.seeds, "deploy_steps": a.deploy_steps,
                "table": table, "runs": {f"{arm}_s{s}": r for (arm, s), r in rows.items()}}

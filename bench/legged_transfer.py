@@ -555,11 +555,11 @@ def transfer(a: argparse.Namespace, d: Path, pool: Executor | None = None,
             m["vs_oracle_vel"] = m["vel_rmse"] / table["oracle"]["vel_rmse"]
     print(f"deployed on the truth of {d.name} ({a.deploy_steps} steps x 12 commands; mean over seeds; "
           f"training scene {a.scene})")
-    print(f"{'arm':<18}{'seeds':>6}{'train-env vel':>14}{'truth vel':>11}{'gap':>7}{'truth yaw':>11}{'falls':>7}"
+    print(f"{'arm':<26}{'seeds':>6}{'train-env vel':>14}{'truth vel':>11}{'gap':>7}{'truth yaw':>11}{'falls':>7}"
           f"{'torque':>8}{'elec W':>8}{'/oracle':>9}")
     for arm, m in table.items():
         vo = m.get("vs_oracle_vel")
-        print(f"{arm:<18}{len(m['seeds']):>6}{m['train_env_vel_rmse']:14.3f}{m['vel_rmse']:11.3f}"
+        print(f"{arm:<26}{len(m['seeds']):>6}{m['train_env_vel_rmse']:14.3f}{m['vel_rmse']:11.3f}"
               f"{(m['gap_vel'] or float('nan')):7.2f}{m['yaw_rmse']:11.3f}{m['fell']:7.0%}{m['torque_rms']:8.1f}"
               f"{m['elec_power']:8.0f}{(vo if vo is not None else float('nan')):9.2f}")
     targets: dict[str, dict[str, bool | None]] = {}
