@@ -504,9 +504,11 @@ def _cell(a: argparse.Namespace, arm: str, seed: int, d: Path, spec: Path | None
     identified arms' policies of a fit with the drive-rate logs are cached under the tag ``drv`` (the replay fit's
     pick) or ``msr`` (the drive-measured member), the policies of another hardware than seed 0 at scale 0.3 under
     ``hw<seed>x<scale>``; the replay arms under their names of :data:`REPLAY_ARMS`."""
-    fit_dir, name = _fit_dir(a, arm), REPLAY_ARMS.get(arm, arm)
+    name = REPLAY_ARMS.get(arm, arm)
+    fit_dir = a.fits["default"] if arm in FIT_FREE else _fit_dir(a, arm)  # the fit-free arms start before any fit
     hw = "" if (a.seed, a.scale) == (0, 0.3) else f"hw{a.seed}x{a.scale:g}"  # another hardware: its own runs
-    rule = (json.loads((fit_dir / "arm_model.json").read_text()).get("selection") or {}).get("rule")
+    rule = None if arm in FIT_FREE else (
+        json.loads((fit_dir / "arm_model.json").read_text()).get("selection") or {}).get("rule")
     drv = "" if a.no_drive or name not in DRIVE_TAGGED else "msr" if rule == "drive-measured" else "drv"
     tag = "_".join(t for t in (a.tag, hw, drv) if t)
     return name, seed, a.policy_steps, _env_options(name, fit_dir, spec, card), a.scene, tag, d, a.deploy_steps
