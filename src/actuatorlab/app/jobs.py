@@ -512,14 +512,12 @@ def _drive_side(robot: str, fast: list[Trajectory], rb: Robot, ro: RobotFitOptio
 def _measured_member(robot: str, trajs: list[Trajectory], fit_part: list[Trajectory], val_part: list[Trajectory],
                      val_horizon: int, measured: dict[str, list[float]], seed: int,
                      ro: RobotFitOptions) -> tuple[dict, dict]:
-    """The selection of ``selection="auto"`` where the drive-rate logs measure every value of
-    :data:`~actuatorlab.identify.drive.MEASURED_MEMBER` for every joint: that member per joint with the ``measured``
-    values (nothing searched, one evaluation), scored on the ladder's fit and validation logs for its row of the
-    table, and its file on all logs. Why it and not the ladder's pick: on the legged suite the 50 Hz in-air
-    replay ranks the rigid members first, and policies trained on them transfer worse to the hardware than
-    policies trained on this member (journal/legged.md, 2026-12-07, seventeenth and eighteenth sessions: two
-    fleets, 3 seeds each).
-    Returns (the fit_arm result on all logs, the table's row)."""
+    """``selection="auto"`` where the drive-rate logs measure every value of :data:`~actuatorlab.identify.drive.
+    MEASURED_MEMBER` for every joint: that member per joint with the ``measured`` values (nothing searched), its
+    table row scored on the ladder's fit and validation logs; returns (the fit_arm result on all logs, the row).
+    Why not the ladder's pick: on the legged suite the 50 Hz in-air replay ranks the rigid members first, and
+    policies trained on them transfer worse to the hardware than on this member (journal/legged.md, 2026-12-07:
+    two fleets, 3 seeds each)."""
     kw: dict[str, Any] = dict(model=MEASURED_MEMBER, per_joint=True, max_evals=ro.max_evals, seed=seed,
                               horizon=ro.horizon, max_windows=ro.max_windows, given=measured)
     part = fit_arm(robot, fit_part, **kw)
