@@ -369,10 +369,7 @@ def _fleet_spec(d: Path, fit_dir: Path, seed: int, data: list[Path], cover: bool
     """The fleet's randomization spec through the library (fit per joint of ``data`` + jackknife, ``randomize``);
     with ``cover``, scaled to cover the fit's replay error on the training logs (bench/fleet_cover.py, tried and
     not adopted); cached."""
-    fit = json.loads((fit_dir / "arm_model.json").read_text())
-    if fit["per_joint"] and not cover:  # the default fit's drive-measured member: its own fit per joint
-        return _measured_fit(d, seed, data) / "fleet_spec.json"
-    model = fit["model"]
+    model = json.loads((fit_dir / "arm_model.json").read_text())["model"]
     units = CACHE / (f"fit_per_joint_{model}_init_{d.name.removeprefix('anymal_c_')}_e{FLEET_EVALS}_jkload"
                      + ("_drive" if d / "drive" in data else ""))
     spec = units / "fleet_spec.json"
@@ -390,21 +387,6 @@ def _fleet_spec(d: Path, fit_dir: Path, seed: int, data: list[Path], cover: bool
         print(f"covering spec {covered}: spread x {doc['source']['coverage']['scale']:.3g} "
               f"({time.perf_counter() - t0:.0f} s wall)")
     return covered if cover else spec
-
-
-def _measured_fit(d: Path, seed: int, data: list[Path]) -> Path:
-    """The fleet spec's fit when the default fit is the drive-measured member: that member per joint through the
-    library, every value taken from the drive-rate logs (the values of the default fit; the load jackknife beside
-    it, 0 for measured values), and the spec ``randomize`` proposes from it (every parameter's spread across the
-    units); cached. Returns the fit's folder (arm_model.json, fleet_spec.json)."""
-    fit = CACHE / f"fit_per_joint_measured_{d.name.removeprefix('anymal_c_')}_jkload"
-    if not (fit / "fleet_spec.json").is_file():
-        t0 = time.perf_counter()
-        run_fit(data, fit, model=ORACLE_MODEL, options=FamilyOptions(seed=seed, group_by=FLEET_GROUP_BY),
-                jackknife="group", robot=RobotFitOptions("anymal_c", max_evals=FLEET_EVALS, per_joint=True))
-        run_randomize_job(RandomizeJob((fit / "arm_model.json",), out=fit / "fleet_spec.json"))
-        print(f"measured fit and spec {fit} ({time.perf_counter() - t0:.0f} s wall)")
-    return fit
 
 
 def _env_options(arm: str, fit_dir: Path, spec: Path | None, card: dict[str, Any]) -> dict[str, Any]:
