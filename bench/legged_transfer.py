@@ -20,8 +20,9 @@ In one run:
   ladder judged on a split of the training logs; where the drive-rate logs measure every value of
   g2+backlash+delay, that member per joint is selected (selection "auto", since 2026-12-07), the ladder's table
   kept; timed wall and CPU; cached in ``bench/out/legged/fit_sSEED_xSCALE_eN_drive_default``; ``--no-drive``:
-  ``DIR/train`` alone, the protocol before its drive-rate logs), and the replay fit beside it (selection
-  "replay", the ladder's pick: the fit of the replay and diagnostic arms, ``..._drive``);
+  ``DIR/train`` alone, the protocol before its drive-rate logs), and with ``--replay-row`` the replay fit
+  beside it (selection "replay", the ladder's pick: the fit of the replay and diagnostic arms, ``..._drive``,
+  built anyway when one of those arms is trained);
 * held-out MAE per joint type (mean over the four joints of the type of the 100-step window-rollout MAE,
   :func:`actuatorlab.identify.arm_fit.evaluate_logs`: each log replayed on the robot as it was recorded,
   base welded, its gains and foot loads) on heldout/excitation, load and gain for the identified model,
@@ -566,7 +567,7 @@ def identification(a: argparse.Namespace, d: Path, card: dict[str, Any], run: Pa
     hand = json.loads(HAND.read_text())
     n_sets = len(JOINT_TYPES)
     replay = {}
-    if a.fits["replay"] != run:  # the replay fit's pick beside it
+    if a.replay_row and a.fits["replay"] != run:  # the replay fit's pick beside it (its own fit: opt-in)
         rep_doc = json.loads((_fit_dir(a, "identified_replay") / "arm_model.json").read_text())
         replay = {"identified_replay": _score(d, rep_doc["params"], rep_doc["model"])}
     scores = {"identified": _score(d, doc["params"], doc["model"]), **replay,
@@ -626,6 +627,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--no-drive", action="store_true",
                     help="identify from the in-air logs at 50 Hz alone (the protocol before its drive-rate logs)")
     ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--replay-row", action="store_true",
+                    help="identification: also fit with selection replay (the default before 2026-12-07) and score its "
+                         "pick beside the default's (one more fit of the 12 joints, about 7 min on 2 cores)")
     ap.add_argument("--section", choices=("identification", "transfer", "all"), default="all")
     ap.add_argument("--arms", nargs="+", default=list(TABLE_ARMS), choices=list(ARMS))
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])

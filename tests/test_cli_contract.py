@@ -323,8 +323,9 @@ def test_eval_policy_of_a_truncated_policy_file(policy_run, tmp_path):
     (["train-policy", "--robot", "toy", "--task", "point_mass", "--envs", "0", "--out", "{out}"], "--envs",
      ("actuatorlab.policy.train", "train_policy")),
     (["eval-policy", "{out}", "--steps", "-3"], "--steps", ("actuatorlab.policy.train", "evaluate_policy")),
+    (["eval-policy", "{out}", "--impl", "cuda"], "--impl", ("actuatorlab.policy.train", "evaluate_policy")),
 ], ids=["excite-budget-neg", "excite-budget-zero", "excite-segment", "synth-scale-zero", "synth-scale-neg", "fit-dt",
-        "train-steps", "train-policy-steps", "train-policy-envs", "eval-policy-steps"])
+        "train-steps", "train-policy-steps", "train-policy-envs", "eval-policy-steps", "eval-policy-impl"])
 def test_bad_numeric_options_are_refused_before_any_work(one, tmp_path, monkeypatch, argv, option, work):
     if work:
         _no_work(monkeypatch, *work)

@@ -9,7 +9,8 @@ from typing import Callable
 from ..policy import deploy
 from ..policy import train as policy_train
 from ..policy.schedule import make_schedule
-from ..errors import ActuatorlabError
+from ..errors import ActuatorlabError, UnknownNameError
+from ..sim.arm import IMPLS
 from .identify_jobs import Result, check_range
 from .learn_jobs import check_resume
 
@@ -65,7 +66,9 @@ class EvalPolicyJob:
     (evaluation environments), steps (per environment), seed; hardware (null, or a legged dataset
     folder / hardware file: deploy the policy on the virtual hardware's truth instead,
     :func:`actuatorlab.policy.deploy.deploy_policy`, one episode per fixed command), out (with
-    hardware: the folder for deploy.json and episodes.npz; null: RUN/deploy)."""
+    hardware: the folder for deploy.json and episodes.npz; null: RUN/deploy), impl (MJX's
+    implementation of the evaluation env's physics: "jax", or "warp" = MuJoCo Warp, the ``warp``
+    extra; the same environment on another simulator)."""
 
     run: Path
     actuator: str | None = None
@@ -75,12 +78,18 @@ class EvalPolicyJob:
     seed: int = 0
     hardware: Path | None = None
     out: Path | None = None
+    impl: str = "jax"
 
 
 def run_eval_policy_job(job: EvalPolicyJob) -> Result:
     """Evaluate the run's policy deterministically (:func:`actuatorlab.policy.train.evaluate_policy`)."""
     check_range("--envs", job.envs)
     check_range("--steps", job.steps)
+    if job.impl not in IMPLS:
+        raise UnknownNameError("--impl (MJX implementation)", job.impl, IMPLS)
+    if job.impl != "jax" and (job.hardware is not None or policy_train.load_policy(job.run).config["robot"] == "toy"):
+        raise ActuatorlabError(f"--impl {job.impl}: only for an evaluation env with MuJoCo physics, not "
+                               f"{'with --hardware (its own simulator)' if job.hardware is not None else 'a toy env'}")
     if job.hardware is not None:
         for name, v in (("--actuator", job.actuator), ("--envs", job.envs)):
             if v is not None:
@@ -91,6 +100,6 @@ def run_eval_policy_job(job: EvalPolicyJob) -> Result:
         return Result(deploy.deploy_policy(job.run, job.hardware, job.out if job.out is not None else
                                            Path(job.run) / "deploy", deploy.DeployConfig(steps=job.steps or 500,
                                                                                          seed=job.seed)))
-    return Result(policy_train.evaluate_policy(job.run, env_options=None if job.actuator is None
-                                               else {"actuator": job.actuator}, alpha=job.alpha, n_envs=job.envs,
+    options = ({} if job.actuator is None else {"actuator": job.actuator}) | ({} if job.impl == "jax" else {"impl": job.impl})
+    return Result(policy_train.evaluate_policy(job.run, env_options=options or None, alpha=job.alpha, n_envs=job.envs,
                                                steps=job.steps, seed=job.seed))

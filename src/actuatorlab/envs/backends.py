@@ -29,7 +29,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..precision import physics_precision
-from ..sim.arm import ArmInputs, make_mjx_rollout
+from ..sim.arm import WARP_WORLDS, ArmInputs, make_mjx_data, make_mjx_rollout, put_mjx_model
 from ..sim.arm_learned import LearnedInputs, frame
 from ..sim import mjx_module
 from ..sim.arm_native import native_model, rollout_native
@@ -60,7 +60,9 @@ class Physics(NamedTuple):
 
 def make_backend(env, spec):
     """The backend the spec names (``spec.backend``), built for ``env`` (an EnvCore)."""
-    return MjxBackend(env, spec.precision) if spec.backend == "mjx" else NativeBackend(env, spec.model_updates)
+    if spec.backend == "mjx":
+        return MjxBackend(env, spec.precision, spec.impl, spec.worlds)
+    return NativeBackend(env, spec.model_updates)
 
 
 def _ends(xp, out, final, axis):
@@ -78,18 +80,19 @@ class MjxBackend:
     int_dtype = jnp.int32
     net_dtype = jnp.float32
 
-    def __init__(self, env, precision: str = "float32"):
+    def __init__(self, env, precision: str = "float32", impl: str = "jax", worlds: int = WARP_WORLDS):
         self.env, self.precision = env, precision
         with jax.enable_x64(precision == "float64"):
             r, act = env.model_robot, env.actuator
             self.dtype = jnp.float64 if precision == "float64" else jnp.float32
-            self.mx = mjx_module.mjx().put_model(builtin_model(r, for_mjx=True) if act.kind == "builtin" else r.model(for_mjx=True))
+            m = builtin_model(r, for_mjx=True) if act.kind == "builtin" else r.model(for_mjx=True)
+            self.source, self.mx = m, put_mjx_model(m, impl)   # the MjModel the MJX model was put from
             self.params0 = {k: jnp.asarray(v, self.dtype) for k, v in act.params.items()}
             if act.kind != "builtin":
                 # the raw maker: the environment's precision is the caller's (never switched here)
-                self._rollout = inspect.unwrap(make_mjx_rollout)(r, env.cfg, self.mx)
+                self._rollout = inspect.unwrap(make_mjx_rollout)(r, env.cfg, self.mx, worlds)
             else:
-                self._template = mjx_module.mjx().make_data(self.mx)
+                self._template = make_mjx_data(m, self.mx, worlds)
 
     def precision_context(self):
         """Context to trace ``reset``/``step`` in (float64: x64 on; float32: a no-op)."""

@@ -42,7 +42,7 @@ import mujoco
 import numpy as np
 
 from ..errors import ModelError
-from ..sim.arm import ArmConfig, ArmState
+from ..sim.arm import IMPLS, WARP_WORLDS, ArmConfig, ArmState
 from ..sim.arm_learned import frame
 from .actuators import Actuator, builtin_ctrl_index, builtin_model, home_qpos, load_actuator
 from .backends import make_backend
@@ -71,7 +71,11 @@ class EnvSpec:
     MJCF's home / standing keyframe, else qpos0); builtin_joints: joints that keep MuJoCo's
     built-in actuator while the others run ``model`` (a mixed robot); backend: "mjx" | "native";
     precision: "float32" | "float64" (mjx; native is float64); model_updates: MjModel field ->
-    array written into the native model (native only, e.g. a payload's ``body_mass``).
+    array written into the native model (native only, e.g. a payload's ``body_mass``); impl: MJX's
+    implementation of the multibody physics, "jax" (default, differentiable) or "warp" (MuJoCo Warp
+    through MJX, forward only; the ``warp-lang`` package, :func:`~actuatorlab.sim.arm.put_mjx_model`);
+    worlds: Warp only, the most environments one batched call steps (Warp's contact buffer is shared by
+    them, :func:`~actuatorlab.sim.arm.make_mjx_data`; default 1024).
     """
 
     robot: Any = None
@@ -88,10 +92,17 @@ class EnvSpec:
     backend: str = "mjx"
     precision: str = "float32"
     model_updates: dict | None = None
+    impl: str = "jax"
+    worlds: int = WARP_WORLDS
 
     def __post_init__(self):
         if self.backend not in ("mjx", "native"):
             raise ModelError(f"EnvSpec: backend must be mjx or native, got {self.backend!r}")
+        if self.impl not in IMPLS or (self.impl != "jax" and self.backend != "mjx"):
+            raise ModelError(f"EnvSpec: impl must be one of {', '.join(IMPLS)} (other than jax only with the mjx "
+                             f"backend), got {self.impl!r} with backend {self.backend!r}")
+        if int(self.worlds) != self.worlds or self.worlds < 1:
+            raise ModelError(f"EnvSpec: worlds must be a whole number >= 1, got {self.worlds!r}")
         if self.precision not in ("float32", "float64"):
             raise ModelError(f"precision must be float32 or float64, got {self.precision!r}")
         modes = ("count", "clip", "warn") if self.backend == "native" else ("count", "clip")

@@ -73,7 +73,7 @@ from .timing import TimingContract
 from ..robots.loader import load_robot, Robot
 from ..sim.homotopy import make_homotopy
 from ..sim.randomization import Randomizer
-from ..sim.arm import mujoco_armature
+from ..sim.arm import WARP_WORLDS, mujoco_armature, put_mjx_model
 from ..errors import UnknownNameError
 from ..sim import mjx_module
 
@@ -228,7 +228,10 @@ class LocomotionEnv:
     config's, with the same joints and feet: another contact model, e.g. ANYmal C's
     ``scene_mjx_elliptic.xml`` (the feet's contact of the full model, elliptic cones and torsional and
     rolling friction, on the MJX variant's feet-only geometry); a relative path is looked up beside the
-    config's MJCF first, then from the working directory; reset_noise [rad] on the joints' start. The
+    config's MJCF first, then from the working directory; reset_noise [rad] on the joints' start; impl:
+    MJX's implementation of the physics, "jax" or "warp" (MuJoCo Warp: the same environment on
+    another simulator, for evaluation and speed), worlds: the largest batch Warp's contact buffer is
+    sized for (:class:`~actuatorlab.envs.core.EnvSpec`). The
     homotopy is :func:`~actuatorlab.sim.homotopy.make_homotopy`'s default floor (legs keep 1 % of
     their mass and 0.01 kg.m^2 of armature); the floors measured and not adopted are recipes of
     bench/homotopy_recipes.py.
@@ -237,7 +240,7 @@ class LocomotionEnv:
     def __init__(self, robot: Any = "anymal_c", actuator: Any = "nominal", *, contract: TimingContract | None = None,
                  randomization: Any = None, config: TrotConfig | None = None, episode_length: int = 1000,
                  physics_dt: float | None = None, reset_noise: float = 0.05, action_scale: float | None = None,
-                 mjcf: str | None = None):
+                 mjcf: str | None = None, impl: str = "jax", worlds: int = WARP_WORLDS):
         r = robot if isinstance(robot, Robot) else load_robot(robot)
         if mjcf is not None:
             r = dataclasses.replace(r, mjcf_path=str(scene_path(r, mjcf)))
@@ -263,7 +266,8 @@ class LocomotionEnv:
                                               action_scale=DEFAULT_ACTION_SCALE if action_scale is None else float(action_scale))
         self.core = MjxEnv(r, actuator_option(r.name, actuator), contract=contract, task=_CoreTask(),
                            randomization=None if randomization is None else _Hooks(randomization),
-                           episode_length=episode_length, reset_noise=reset_noise, precision="float32")
+                           episode_length=episode_length, reset_noise=reset_noise, precision="float32", impl=impl,
+                           worlds=worlds)
         if not self.core.free_base:
             raise ModelError(f"{r.name}: the locomotion env needs a floating base (free joint)")
         self.episode_length = int(episode_length)
@@ -297,7 +301,9 @@ class LocomotionEnv:
         # pose term's per-joint weights: 1 on hip joints, 0.1 on knees (*_KFE) as Playground's Go1 joystick
         names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.dof_jntid[a])) or "" for a in self.core.dadr]
         self.pose_w = np.array([0.1 if n.upper().endswith("KFE") else 1.0 for n in names], np.float32)
-        self._kin = mjx_module.mjx().make_data(self.core.mx)   # kinematics template (feet heights)
+        # the JAX implementation's model: feet heights and the homotopy's constants (also under Warp)
+        self.kin_mx = self.core.mx if impl == "jax" else put_mjx_model(self.core.core.backend.source)
+        self._kin = mjx_module.mjx().make_data(self.kin_mx)   # kinematics template (feet heights)
         # the actuator's MuJoCo armature for the nominal parameters (the invweights use it)
         self._arm0 = self._base_armature(self.core.params0)
 
@@ -318,7 +324,7 @@ class LocomotionEnv:
 
     def model_updates(self, env_params, params=None) -> dict:
         """MJX model fields for ``env_params["alpha"]`` (and this episode's actuator ``params``)."""
-        upd = self.hom.model_updates(env_params["alpha"], self._arm0, self.core.mx)
+        upd = self.hom.model_updates(env_params["alpha"], self._arm0, self.kin_mx)
         if params is not None and self.core.actuator.kind != "builtin":
             upd["dof_armature"] = upd["dof_armature"] - self._arm0 + self._base_armature(params)
         return upd
@@ -358,7 +364,7 @@ class LocomotionEnv:
         return jnp.concatenate([v, contact]).astype(jnp.float32)
 
     def _feet_height(self, qpos):
-        d = mjx_module.mjx().kinematics(self.core.mx, self._kin.replace(qpos=qpos))
+        d = mjx_module.mjx().kinematics(self.kin_mx, self._kin.replace(qpos=qpos))
         return d.geom_xpos[self.foot_geoms, 2] - self.foot_radius
 
     def _sample_command(self, key):

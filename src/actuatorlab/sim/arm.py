@@ -6,7 +6,9 @@ inside ``jax.lax.scan``: jit-, vmap- and grad-able with respect to actuator para
 inputs and MJX model fields (link masses, ...). Per physics step: ``fwd_position`` and
 ``fwd_velocity`` (positions, velocities, mass matrix, bias forces; :class:`~.arm_step.Sensed`),
 the actuator step, then ``qfrc_applied``, ``fwd_actuation``, ``fwd_acceleration``, the constraint
-solve (when the model has constraint rows) and the Euler or implicit integration.
+solve (when the model has constraint rows) and the Euler or implicit integration. On MJX's Warp
+implementation (an ``mx`` from :func:`put_mjx_model` with ``impl="warp"``: MuJoCo Warp, forward only,
+no gradients) the same step runs as ``mjx.forward`` then ``mjx.step`` (:class:`_WarpPhysics`).
 
 The native MuJoCo backend (:func:`actuatorlab.sim.arm_native.rollout_native`, fastest, no
 gradients) runs the same step with ``numpy``; :func:`actuatorlab.sim.backends.rollout` picks
@@ -35,7 +37,8 @@ from .arm_step import (ActuatorState, ArmConfig as ArmConfig, ArmInputs as ArmIn
                        command_step, motor_side, mujoco_armature as mujoco_armature)
 
 __all__ = ["ArmConfig", "ArmInputs", "ArmState", "ArmOutputs", "make_inputs", "initial_state",
-           "make_mjx_rollout", "mjx_model", "mujoco_armature", "position_loss"]
+           "make_mjx_rollout", "mjx_model", "mujoco_armature", "position_loss", "IMPLS", "put_mjx_model",
+           "make_mjx_data", "mjx_impl", "WARP_WORLDS"]
 
 
 def make_inputs(robot: Robot, q_target, enable=1.0, v_supply=None) -> ArmInputs:
@@ -204,14 +207,103 @@ class _MjxPhysics:
         return self.integrate(mxp, d)
 
 
-def _mjx_physics(robot: Robot, m: mujoco.MjModel, template, mjx) -> _MjxPhysics:
+@dataclass(frozen=True, eq=False)
+class _WarpPhysics:
+    """The same two calls on MJX's Warp implementation (MuJoCo Warp, ``impl="warp"``), which exposes
+    whole passes only: ``sense`` runs ``mjx.forward`` (positions, velocities, mass matrix and bias
+    forces at the step's start), ``advance`` runs ``mjx.step`` with the actuators' effort in
+    ``qfrc_applied`` (forward again, then the model's integrator): one more forward pass per physics
+    step than the JAX implementation, the same state. Warp keeps the mass matrix as MuJoCo's sparse
+    lower triangle (``d.M``, rows ``M_rownnz``/``M_rowadr``, columns ``M_colind``): ``rows``, ``cols``
+    scatter it into the dense M, ``diag`` indexes its diagonal."""
+
+    mjx: Any
+    qadr: Any
+    dadr: Any
+    dadr_np: np.ndarray
+    compliant: bool
+    rows: np.ndarray
+    cols: np.ndarray
+    diag: np.ndarray
+
+    def sense(self, mxp, d):
+        d = self.mjx.forward(mxp, d)
+        Mv = d._impl.M
+        i_load = None
+        if self.compliant:
+            nv = d.qvel.shape[-1]
+            M = jnp.zeros((nv, nv), Mv.dtype).at[self.rows, self.cols].set(Mv).at[self.cols, self.rows].set(Mv)
+            i_load = load_inertia(M, self.dadr_np)
+        return d, Sensed(d.qpos[self.qadr], d.qvel[self.dadr], Mv[self.diag][self.dadr], i_load,
+                         (d.qfrc_passive - d.qfrc_bias)[self.dadr])
+
+    def advance(self, mxp, d, applied):
+        d = d.replace(qfrc_applied=jnp.zeros_like(d.qfrc_applied).at[self.dadr].set(applied))
+        return self.mjx.step(mxp, d)
+
+
+def _mjx_physics(robot: Robot, m: mujoco.MjModel, template, mjx, impl: str = "jax") -> _MjxPhysics | _WarpPhysics:
+    qadr, dadr = jnp.asarray(robot.qpos_adr), jnp.asarray(robot.dof_adr)
+    compliant = bool(robot.compliant.any())
+    if impl == "warp":
+        rows = np.repeat(np.arange(m.nv), m.M_rownnz)
+        return _WarpPhysics(mjx, qadr, dadr, robot.dof_adr, compliant, rows, np.asarray(m.M_colind),
+                            np.asarray(m.M_rowadr + m.M_rownnz - 1))
     has_efc = getattr(template._impl, "efc_J", np.zeros(0)).size > 0  # as mjx.forward decides
     integrate = mjx.euler if m.opt.integrator == mujoco.mjtIntegrator.mjINT_EULER else mjx.implicit
-    return _MjxPhysics(mjx, jnp.asarray(robot.qpos_adr), jnp.asarray(robot.dof_adr), robot.dof_adr,
-                       bool(robot.compliant.any()), has_efc, integrate)
+    return _MjxPhysics(mjx, qadr, dadr, robot.dof_adr, compliant, has_efc, integrate)
 
 
-def _learned_start(learned, inputs, x_arm: ArmInputs, d0, phys: _MjxPhysics):
+def mjx_impl(mx) -> str:
+    """The implementation of an MJX model: "jax" or "warp" (MuJoCo Warp through MJX)."""
+    return str(getattr(getattr(mx, "impl", None), "value", "jax")).lower()
+
+
+def put_mjx_model(m: mujoco.MjModel, impl: str = "jax"):
+    """``mjx.put_model(m, impl=impl)``; "warp" needs MuJoCo Warp (the ``warp-lang`` package, the
+    ``actuatorlab[warp]`` extra), else a :class:`~actuatorlab.errors.ModelError` that says so. Under
+    Warp the notices of a spent solver or line-search iteration budget are switched off: the budget is
+    the model's choice (:meth:`Robot.model` for MJX: 1 and 4, for the gradients), which the JAX
+    implementation spends silently and Warp would report on every step; every other overflow notice
+    (contacts, constraint rows) stays on."""
+    if impl not in IMPLS:
+        raise ModelError(f"MJX implementation {impl!r} unknown; known: {', '.join(IMPLS)}")
+    mjx = mjx_module.mjx()
+    if impl == "jax":
+        return mjx.put_model(m)
+    warp = mjx_module.mjx_warp()
+    if warp is None:
+        raise ModelError("impl 'warp' needs MuJoCo Warp: install the warp-lang package (pip install "
+                         "'actuatorlab[warp]')")
+    OverflowType = warp.mjwp_types.OverflowType
+    mx = mjx.put_model(m, impl="warp")
+    opt = mx.opt._impl
+    quiet = int(opt.warn_overflow) & ~int(OverflowType.ITERATIONS | OverflowType.LS_ITERATIONS)
+    return mx.replace(opt=mx.opt.replace(_impl=opt.replace(warn_overflow=quiet)))
+
+
+#: environments a Warp template's contact buffer is sized for by default (:func:`make_mjx_data`)
+WARP_WORLDS = 1024
+
+
+def make_mjx_data(m: mujoco.MjModel, mx, worlds: int = WARP_WORLDS):
+    """An MJX ``Data`` template for ``mx`` (the JAX implementation makes it from ``mx``, Warp from ``m``).
+    Warp keeps one contact buffer for every world of a batched call (``naconmax``): it is sized for
+    ``worlds`` environments of MuJoCo Warp's default contacts per world; a larger batch overflows it
+    (Warp drops the contacts beyond it and prints a broadphase notice)."""
+    mjx = mjx_module.mjx()
+    if mjx_impl(mx) != "warp":
+        return mjx.make_data(mx)
+    one = mjx.make_data(m, impl="warp")
+    return mjx.make_data(m, impl="warp", naconmax=int(one._impl.naconmax) * int(worlds)) if worlds > 1 else one
+
+
+
+#: MJX implementations a rollout runs on (:func:`put_mjx_model`)
+IMPLS = ("jax", "warp")
+
+
+def _learned_start(learned, inputs, x_arm: ArmInputs, d0, phys: _MjxPhysics | _WarpPhysics):
     """(telemetry (T, k), network history) at the start of a rollout; empty without a network."""
     T = x_arm.q_target.shape[0]
     if learned is None:
@@ -233,7 +325,7 @@ class MJXRollout(Protocol):
 
 
 @physics_fn
-def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> MJXRollout:
+def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None, worlds: int = WARP_WORLDS) -> MJXRollout:
     """Build ``rollout(params, inputs, state, model_updates=None) -> (ArmState, ArmOutputs)``.
 
     params: parameter sets, name -> (n_groups,) servo-side values (``robot.nominal_params()``),
@@ -245,6 +337,9 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> MJX
     fields to replace (name -> full array, e.g. ``{"body_mass": m}``), traced like the rest;
     ctrl: None or (T, nu) MuJoCo ``ctrl`` held over each control step, for the model's own
     actuators (a mixed robot's built-in joints, :func:`~actuatorlab.envs.actuators.mixed_robot`).
+    ``mx``: the MJX model (default ``mjx.put_model`` of the robot's); one put with ``impl="warp"``
+    (:func:`put_mjx_model`) runs the rollout on MuJoCo Warp (forward only: not differentiable), its
+    contact buffer sized for ``worlds`` rollouts batched in one call (:func:`make_mjx_data`).
 
     The function is pure and not jitted: compose ``jax.jit``, ``jax.vmap`` (batch: ``in_axes=(None,
     0, 0)``) and ``jax.grad`` as needed. Differentiating through a model with constraint rows
@@ -255,8 +350,8 @@ def make_mjx_rollout(robot: Robot, cfg: ArmConfig | None = None, mx=None) -> MJX
     cfg = cfg or ArmConfig.from_robot(robot)
     m = robot.model(for_mjx=True)
     mx = mjx.put_model(m) if mx is None else mx
-    template = mjx.make_data(mx)
-    phys = _mjx_physics(robot, m, template, mjx)
+    template = make_mjx_data(m, mx, worlds)
+    phys = _mjx_physics(robot, m, template, mjx, mjx_impl(mx))
     act0 = actuators(robot, cfg, None, jnp)
 
     def run(params, inputs, state: ArmState, model_updates=None, ctrl=None):

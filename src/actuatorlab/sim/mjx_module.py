@@ -14,7 +14,7 @@ import io
 import sys
 from types import ModuleType
 
-__all__ = ["mjx"]
+__all__ = ["mjx", "mjx_warp"]
 
 #: lines the import prints when the optional Warp backend is missing (nothing is wrong then)
 _WARP_NOTICES = ("Failed to import warp", "Failed to import mujoco_warp")
@@ -32,3 +32,11 @@ def mjx() -> ModuleType:
     if rest:
         sys.stdout.write("".join(rest))
     return mod
+
+
+def mjx_warp() -> ModuleType | None:
+    """``mujoco.mjx.warp`` (MJX's bridge to MuJoCo Warp) when Warp is installed (the ``warp-lang``
+    package), else None."""
+    mjx()
+    mod = sys.modules.get("mujoco.mjx.warp")
+    return mod if mod is not None and mod.WARP_INSTALLED else None

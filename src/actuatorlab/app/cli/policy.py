@@ -68,12 +68,14 @@ def eval_policy_cmd(ctx: typer.Context, run: Optional[Path] = typer.Argument(Non
                     hardware: Optional[Path] = typer.Option(None, "--hardware", help="deploy on virtual hardware "
                                                             "instead: a legged dataset folder (its drives' truth) "
                                                             "or a hardware file (docs/deploy.md); writes RUN/deploy"),
+                    impl: str = typer.Option("jax", "--impl", help="MJX implementation of the evaluation env: jax, or "
+                                             "warp (MuJoCo Warp, the warp extra; docs/envs.md)"),
                     as_json: bool = typer.Option(False, "--json", help="print one JSON object"), config: Config = None):
     """Evaluate a trained policy deterministically: return and tracking RMSEs (docs/policy.md); with
     --hardware, on the virtual hardware's truth actuators, next to its training environment (docs/deploy.md)."""
 
     job = job_of(ctx, EvalPolicyJob, config, run="run", actuator="actuator", envs="envs", steps="steps", seed="seed",
-                 hardware="hardware")
+                 hardware="hardware", impl="impl")
     d = policy_jobs.run_eval_policy_job(job).to_json()
     if as_json:
         _emit_json(d)
