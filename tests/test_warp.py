@@ -51,6 +51,10 @@ def test_an_unknown_or_missing_mjx_implementation_is_named(monkeypatch):
         put_mjx_model(m, "warp")
     with pytest.raises(ModelError, match=r"impl must be one of jax, warp .* got 'warp' with backend 'native'"):
         EnvSpec("anymal_c", backend="native", impl="warp")
+    with pytest.raises(ModelError, match=r"got 'warp' with backend 'mjx' in float64"):   # Warp computes in float32
+        EnvSpec("anymal_c", impl="warp", precision="float64")
+    with pytest.raises(ModelError, match=r"worlds must be a whole number >= 1, got 0"):
+        EnvSpec("anymal_c", impl="warp", worlds=0)
     assert IMPLS == ("jax", "warp")
 
 

@@ -98,9 +98,9 @@ class EnvSpec:
     def __post_init__(self):
         if self.backend not in ("mjx", "native"):
             raise ModelError(f"EnvSpec: backend must be mjx or native, got {self.backend!r}")
-        if self.impl not in IMPLS or (self.impl != "jax" and self.backend != "mjx"):
+        if self.impl not in IMPLS or (self.impl != "jax" and (self.backend, self.precision) != ("mjx", "float32")):
             raise ModelError(f"EnvSpec: impl must be one of {', '.join(IMPLS)} (other than jax only with the mjx "
-                             f"backend), got {self.impl!r} with backend {self.backend!r}")
+                             f"backend in float32), got {self.impl!r} with backend {self.backend!r} in {self.precision}")
         if int(self.worlds) != self.worlds or self.worlds < 1:
             raise ModelError(f"EnvSpec: worlds must be a whole number >= 1, got {self.worlds!r}")
         if self.precision not in ("float32", "float64"):

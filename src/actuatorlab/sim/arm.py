@@ -282,6 +282,8 @@ def put_mjx_model(m: mujoco.MjModel, impl: str = "jax"):
     return mx.replace(opt=mx.opt.replace(_impl=opt.replace(warn_overflow=quiet)))
 
 
+#: MJX implementations a rollout runs on (:func:`put_mjx_model`)
+IMPLS = ("jax", "warp")
 #: environments a Warp template's contact buffer is sized for by default (:func:`make_mjx_data`)
 WARP_WORLDS = 1024
 
@@ -296,11 +298,6 @@ def make_mjx_data(m: mujoco.MjModel, mx, worlds: int = WARP_WORLDS):
         return mjx.make_data(mx)
     one = mjx.make_data(m, impl="warp")
     return mjx.make_data(m, impl="warp", naconmax=int(one._impl.naconmax) * int(worlds)) if worlds > 1 else one
-
-
-
-#: MJX implementations a rollout runs on (:func:`put_mjx_model`)
-IMPLS = ("jax", "warp")
 
 
 def _learned_start(learned, inputs, x_arm: ArmInputs, d0, phys: _MjxPhysics | _WarpPhysics):
