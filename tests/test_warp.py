@@ -58,8 +58,40 @@ def test_an_unknown_or_missing_mjx_implementation_is_named(monkeypatch):
     assert IMPLS == ("jax", "warp")
 
 
+def test_the_warp_physics_senses_what_the_jax_physics_senses():
+    """One state (legs bent, every joint moving), sensed by both physics (compliant: the load inertia
+    from the whole mass matrix too): positions, velocities, M's diagonal, the load inertias and the
+    smooth joint torques agree to float32 rounding."""
+    pytest.importorskip("warp")
+    import dataclasses
+
+    import jax
+    import jax.numpy as jnp
+
+    from actuatorlab.sim.arm import make_mjx_data
+
+    robot = load_robot("anymal_c")
+    m = robot.model(for_mjx=True)
+    rng = np.random.default_rng(0)
+    qpos = m.qpos0.copy()
+    qpos[7:] += rng.uniform(-0.4, 0.4, m.nq - 7)
+    qvel = rng.normal(0.0, 0.5, m.nv)
+    sensed = {}
+    with jax.enable_x64(False):
+        for impl in IMPLS:
+            mx = put_mjx_model(m, impl)
+            template = make_mjx_data(m, mx, 1)
+            phys = dataclasses.replace(_mjx_physics(robot, m, template, mjx_module.mjx(), impl), compliant=True)
+            d = template.replace(qpos=jnp.asarray(qpos, jnp.float32), qvel=jnp.asarray(qvel, jnp.float32))
+            sensed[impl] = jax.tree.map(np.asarray, jax.jit(phys.sense)(mx, d)[1])
+    assert np.abs(sensed["jax"].tau_smooth).max() > 1.0          # gravity and Coriolis terms are there to compare
+    for field in sensed["jax"]._fields:
+        np.testing.assert_allclose(getattr(sensed["warp"], field), getattr(sensed["jax"], field), rtol=1e-4,
+                                   atol=1e-4, err_msg=field)
+
+
 def test_the_trot_env_on_warp_follows_the_same_env_on_jax():
-    """The same trot environment (rigid nominal drives, no randomization) on both implementations, from
+    """The same trot environment (series-elastic drives, no randomization) on both implementations, from
     the same reset, under the same actions: the trunk and joints stay together to float32 rounding over
     10 policy steps (100 physics steps with contacts)."""
     pytest.importorskip("warp")
@@ -69,7 +101,7 @@ def test_the_trot_env_on_warp_follows_the_same_env_on_jax():
     from actuatorlab.envs import make_policy_env
 
     with jax.enable_x64(False):
-        envs = {impl: make_policy_env("anymal_c", "trot", impl=impl) for impl in IMPLS}
+        envs = {impl: make_policy_env("anymal_c", "trot", actuator="sea", impl=impl) for impl in IMPLS}
         p = {"alpha": jnp.float32(1.0)}
         keys = jax.random.split(jax.random.PRNGKey(0), 2)
         acts = jnp.asarray(np.random.default_rng(0).uniform(-0.3, 0.3, (10, 2, 12)), jnp.float32)
