@@ -53,13 +53,19 @@ def _check_warp() -> None:
         raise SystemExit("MuJoCo Warp is not installed (pip install 'actuatorlab[warp]'): nothing to compare")
 
 
-def _evaluate(run: Path, impl: str, steps: int, seed: int = 0) -> dict[str, Any]:
+def _env(run: Path, impl: str, worlds: int):
+    """The run's own training environment on ``impl``, Warp's contact buffer sized for ``worlds``."""
     from actuatorlab.envs import make_policy_env
-    from actuatorlab.policy.train import FIXED_COMMANDS, evaluate_policy, load_policy
+    from actuatorlab.policy.train import load_policy
 
     cfg = load_policy(run).config
-    env = make_policy_env(cfg["robot"], cfg["task"], **{**cfg.get("env_options", {}), "impl": impl,
-                                                        "worlds": len(FIXED_COMMANDS)})
+    return make_policy_env(cfg["robot"], cfg["task"], **{**cfg.get("env_options", {}), "impl": impl, "worlds": worlds})
+
+
+def _evaluate(run: Path, impl: str, steps: int, seed: int = 0) -> dict[str, Any]:
+    from actuatorlab.policy.train import FIXED_COMMANDS, evaluate_policy
+
+    env = _env(run, impl, len(FIXED_COMMANDS))
     t0 = time.perf_counter()
     res = evaluate_policy(run, env=env, steps=steps, commands="fixed", seed=seed)
     return {"impl": impl, "seed": seed, **{k: res[k] for k in FIGURES}, "wall_s": time.perf_counter() - t0,
@@ -71,11 +77,7 @@ def _speed(run: Path, impl: str, batch: int, steps: int, repeats: int) -> dict[s
     import jax.numpy as jnp
     import numpy as np
 
-    from actuatorlab.envs import make_policy_env
-    from actuatorlab.policy.train import load_policy
-
-    cfg = load_policy(run).config
-    env = make_policy_env(cfg["robot"], cfg["task"], **{**cfg.get("env_options", {}), "impl": impl, "worlds": batch})
+    env = _env(run, impl, batch)
     vstep = jax.vmap(env.step, in_axes=(0, 0, None))
 
     @jax.jit

@@ -18,6 +18,7 @@ actuators, or a mixed robot) from the commands ``sent`` (..., D, n).
 from __future__ import annotations
 
 import contextlib
+import functools
 import inspect
 from typing import Any, Callable, NamedTuple
 
@@ -29,7 +30,7 @@ import numpy as np
 
 from ..errors import ModelError
 from ..precision import physics_precision
-from ..sim.arm import WARP_WORLDS, ArmInputs, make_mjx_data, make_mjx_rollout, put_mjx_model
+from ..sim.arm import WARP_WORLDS, ArmInputs, make_mjx_data, make_mjx_rollout, mjx_impl, put_mjx_model
 from ..sim.arm_learned import LearnedInputs, frame
 from ..sim import mjx_module
 from ..sim.arm_native import native_model, rollout_native
@@ -86,13 +87,19 @@ class MjxBackend:
             r, act = env.model_robot, env.actuator
             self.dtype = jnp.float64 if precision == "float64" else jnp.float32
             m = builtin_model(r, for_mjx=True) if act.kind == "builtin" else r.model(for_mjx=True)
-            self.source, self.mx = m, put_mjx_model(m, impl)   # the MjModel the MJX model was put from
+            self._source, self.mx = m, put_mjx_model(m, impl)
             self.params0 = {k: jnp.asarray(v, self.dtype) for k, v in act.params.items()}
             if act.kind != "builtin":
                 # the raw maker: the environment's precision is the caller's (never switched here)
                 self._rollout = inspect.unwrap(make_mjx_rollout)(r, env.cfg, self.mx, worlds)
             else:
                 self._template = make_mjx_data(m, self.mx, worlds)
+
+    @functools.cached_property
+    def jax_mx(self):
+        """The same MjModel put with MJX's JAX implementation (``self.mx`` when that is the one): the
+        kinematics and constants (``mjx.kinematics``, ``full_m``) Warp's implementation does not expose."""
+        return self.mx if mjx_impl(self.mx) == "jax" else put_mjx_model(self._source)
 
     def precision_context(self):
         """Context to trace ``reset``/``step`` in (float64: x64 on; float32: a no-op)."""

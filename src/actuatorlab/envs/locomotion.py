@@ -73,7 +73,7 @@ from .timing import TimingContract
 from ..robots.loader import load_robot, Robot
 from ..sim.homotopy import make_homotopy
 from ..sim.randomization import Randomizer
-from ..sim.arm import WARP_WORLDS, mujoco_armature, put_mjx_model
+from ..sim.arm import WARP_WORLDS, mujoco_armature
 from ..errors import UnknownNameError
 from ..sim import mjx_module
 
@@ -302,7 +302,7 @@ class LocomotionEnv:
         names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, int(m.dof_jntid[a])) or "" for a in self.core.dadr]
         self.pose_w = np.array([0.1 if n.upper().endswith("KFE") else 1.0 for n in names], np.float32)
         # the JAX implementation's model: feet heights and the homotopy's constants (also under Warp)
-        self.kin_mx = self.core.mx if impl == "jax" else put_mjx_model(self.core.core.backend.source)
+        self.kin_mx = self.core.jax_mx
         self._kin = mjx_module.mjx().make_data(self.kin_mx)   # kinematics template (feet heights)
         # the actuator's MuJoCo armature for the nominal parameters (the invweights use it)
         self._arm0 = self._base_armature(self.core.params0)

@@ -61,6 +61,11 @@ class MjxEnv:
         return self.core.backend.mx
 
     @property
+    def jax_mx(self):
+        """The MJX model in MJX's JAX implementation (``mx`` itself unless the env runs on Warp)."""
+        return self.core.backend.jax_mx
+
+    @property
     def params0(self) -> dict:
         """The actuator's nominal parameter sets in the env's precision."""
         return self.core.backend.params0
