@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from actuatorlab.errors import ActuatorlabError, UnknownNameError
-from actuatorlab.identify.calibrate import (ARMATURE_BAND, OFFSET_BAND, free_swing_calibration,
-                                            torque_off_runs)
+from actuatorlab.identify.calibrate import (ARMATURE_BAND, OFFSET_BAND, describe, describe_judgement,
+                                            free_swing_calibration, torque_off_runs)
 from actuatorlab.identify.fit import ParamSpace, fit_model
-from actuatorlab.identify import family
+from actuatorlab.identify import family, select
 from actuatorlab.identify.select import FamilyOptions, fit_family
 from actuatorlab.models.registry import get_model
 from actuatorlab.sim.rollout import make_batches
@@ -126,3 +126,30 @@ def test_judged_calibration_lifts_a_wrong_box_and_keeps_a_right_one(logs, calibr
     monkeypatch.setattr(family, "free_swing_calibration", lambda *a, **k: calibration)
     sel = fit_family(logs, ("m3",), FamilyOptions(extensions=(), budget="quick", seed=0))
     assert sel.extras["calibration_judged"]["kept"] and sel.extras["calibration"] is not None
+
+
+def test_a_free_swing_on_its_box_edge_has_measured_nothing(calibration):
+    """A rotor inertia 10x below the servo profile's armature box (1e-5 kg.m^2): the free swing's armature
+    presses on the box's lower edge and is flagged (rule R48), while its offset is still recovered; the
+    right calibration is not flagged."""
+    assert calibration.on_bound == () and calibration.to_dict()["on_bound"] == []
+    light = synthetic_set([("drop400", "drop", 400.0), ("drop800", "drop", 800.0)], {**TRUTH, "armature": 1e-6},
+                          duration=DURATION, model=MODEL)
+    cal = free_swing_calibration(light, seed=0)
+    assert cal is not None and cal.armature == pytest.approx(1e-5, rel=1e-3)
+    assert cal.q_offset == pytest.approx(TRUTH["q_offset"], abs=0.002)
+    assert cal.on_bound == ("armature",) and "on the edge" in describe(cal.to_dict())
+
+
+def test_judged_selection_drops_boxes_on_the_edge_unfitted(logs, calibration, monkeypatch):
+    """The right boxes, kept by the judged selection above, are dropped once the free swing says they
+    ended on a bound: the lifted walk is taken and the calibrated one is never fitted."""
+    monkeypatch.setattr(family, "free_swing_calibration", lambda *a, **k: replace(calibration, on_bound=("armature",)))
+    fitted = []
+    real = select.fit_on_folds
+    monkeypatch.setattr(select, "fit_on_folds", lambda fam, *a, **k: fitted.append(fam.calibration) or real(fam, *a, **k))
+    sel = fit_family(logs, ("m3",), FamilyOptions(extensions=(), budget="quick", seed=0))
+    rec = sel.extras["calibration_judged"]
+    assert rec["on_bound"] == ["armature"] and not rec["kept"] and not rec["first_kept"]
+    assert sel.extras["calibration"] is None and fitted and all(c is None for c in fitted)
+    assert "armature ended on the edge" in describe_judgement(rec)

@@ -30,6 +30,12 @@ walk follows, :func:`~actuatorlab.identify.select.judge_first_base`), and on the
 whose fold optima are polished again with the boxes lifted; the lifted model replaces it when it
 earns its place by the nested rule (:func:`~actuatorlab.identify.select.judge_calibration`).
 ``"free_swing"`` always applies them.
+A free swing whose armature ends on the edge of its own search box (within ``BOUND_TOL`` of the
+box's width in the search coordinates) has not measured it: the runs are too damped to swing as a
+pendulum (a high-gear train, a harmonic drive: the zoo's ``high_gear`` and ``harmonic_drive`` end at
+the armature's lower bound, 1e-5 kg.m^2, 3000x below the truth, with Coulomb and viscous friction on
+their upper bounds). :attr:`FreeSwing.on_bound` names it, and the judged selection then drops the
+boxes before fitting with them (rule R48, bench/journal/fit_rules.md).
 Logs without such runs (no torque-off segment of at least ``MIN_RUN_S`` that swings by
 ``MIN_SWING`` rad or more, a prismatic carriage, a log without a ``torque_enable`` channel) leave
 the selection as it was: the calibration returns None.
@@ -46,7 +52,7 @@ from ..logs.format import Trajectory
 from .fit import fit_model, profile_for
 
 __all__ = ["FreeSwing", "torque_off_runs", "calibration_applies", "free_swing_calibration", "describe", "CALIBRATION_MODEL", "MIN_RUN_S", "describe_judgement",
-           "MIN_SWING", "ARMATURE_BAND", "OFFSET_BAND", "GRAD_STEPS"]
+           "MIN_SWING", "ARMATURE_BAND", "OFFSET_BAND", "GRAD_STEPS", "BOUND_TOL", "CALIBRATED"]
 
 #: the free pendulum: Coulomb, viscous and load-dependent friction, the armature and q_offset
 CALIBRATION_MODEL = "m3+qoffset"
@@ -65,6 +71,15 @@ OFFSET_BAND = 0.01
 #: XL330 splits and all 11 logs, STS3250 leave-one-log-out x 5 seeds: STS3250 seed 1, whose CMA-ES
 #: missed), and the steps were 2-3 s of the 11-log fit's critical path
 GRAD_STEPS = 0
+#: the calibrated parameters whose estimate on the edge of the free swing's search box drops the boxes
+#: (R48): the armature alone. A free swing determines its centre wherever the joint comes to rest, and
+#: the selection's box around an offset on the profile's edge reaches past that edge: dropping the boxes
+#: for it too made the zoo's sts3250_like (seed 1, offset at -0.1 rad) select a worse model (held out
+#: 10.5 -> 14.9 mrad, bench/journal/fit_rules.md)
+CALIBRATED = ("armature",)
+#: [1] a calibrated parameter within this fraction of its box's width (in the search coordinates:
+#: log-uniform for the armature) from an edge of the free swing's search box is on that bound
+BOUND_TOL = 1e-3
 
 
 @dataclass(frozen=True)
@@ -74,7 +89,9 @@ class FreeSwing:
     armature [kg.m^2] and q_offset [rad]: the free-swing estimates; bounds: name -> (lower, upper),
     the boxes the selection fits them in; runs: the torque-off runs used (``log#offK``, K = first
     sample); seconds [s]: their total length; mae [rad]: the free-swing replay's position MAE over
-    the runs; wall_s [s]: the calibration's wall time; model: the model fitted to the runs."""
+    the runs; wall_s [s]: the calibration's wall time; model: the model fitted to the runs; on_bound: the
+    calibrated parameters (:data:`CALIBRATED`) that ended on an edge of the free swing's search box
+    (:data:`BOUND_TOL`): not measured by the runs, so the judged selection drops the boxes."""
 
     armature: float
     q_offset: float
@@ -85,6 +102,7 @@ class FreeSwing:
     wall_s: float
     model: str = CALIBRATION_MODEL
     params: dict = field(default_factory=dict)
+    on_bound: tuple[str, ...] = ()  #: calibrated parameters whose estimate ended on its search box's edge
 
     def to_dict(self) -> dict:
         return {"method": "free_swing", "model": self.model, "armature": self.armature, "q_offset": self.q_offset,
@@ -92,7 +110,7 @@ class FreeSwing:
                 "seconds": self.seconds, "mae": self.mae, "wall_s": self.wall_s,
                 "armature_band": ARMATURE_BAND, "offset_band": OFFSET_BAND,
                 "friction": {k: self.params[k] for k in ("friction_base", "friction_viscous", "load_friction")
-                             if k in self.params}}
+                             if k in self.params}, "on_bound": list(self.on_bound)}
 
 
 def torque_off_runs(trajs: list[Trajectory], min_s: float = MIN_RUN_S, min_swing: float = MIN_SWING
@@ -138,17 +156,23 @@ def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float 
     t0 = time.perf_counter()
     fit = fit_model(runs, CALIBRATION_MODEL, seed=seed, dt=dt, workers=workers, stall=None, grad_steps=GRAD_STEPS)
     J, q0 = float(fit.params["armature"]), float(fit.params["q_offset"])
+    z = fit.space.to_z(fit.theta)
+    on_bound = tuple(n for n in CALIBRATED if n in fit.space.names
+                     and not BOUND_TOL < z[fit.space.names.index(n)] < 1.0 - BOUND_TOL)
     bounds = {"armature": ((1.0 - ARMATURE_BAND) * J, (1.0 + ARMATURE_BAND) * J),
               "q_offset": (q0 - OFFSET_BAND, q0 + OFFSET_BAND)}
     return FreeSwing(armature=J, q_offset=q0, bounds=bounds, runs=tuple(r.name for r in runs),
                      seconds=float(sum(r.duration for r in runs)), mae=float(fit.train_mae),
-                     wall_s=time.perf_counter() - t0, params=dict(fit.params))
+                     wall_s=time.perf_counter() - t0, params=dict(fit.params), on_bound=on_bound)
 
 
 def describe_judgement(rec: dict) -> str:
     """One sentence on the judged calibration's record (model.json's ``selection.calibration_judged``:
     :func:`~actuatorlab.identify.select.judge_first_base`, then
     :func:`~actuatorlab.identify.select.judge_calibration`)."""
+    if rec.get("on_bound"):
+        return (f"free-swing boxes dropped: the free swing's {' and '.join(rec['on_bound'])} ended on the edge of "
+                "its search box (the torque-off runs do not measure it)")
     text = (f"free-swing boxes on the first base {rec['first_base']}: {1e3 * rec['first_calibrated_score']:.2f} mrad "
             f"held out with them, {1e3 * rec['first_uncalibrated_score']:.2f} without them (geometric mean over the "
             "condition groups)") if "first_base" in rec else "free-swing boxes"
@@ -168,4 +192,6 @@ def describe(cal: dict) -> str:
             f"{cal['model']}: a free pendulum, the drive's bridge open; replay MAE {1e3 * cal['mae']:.1f} mrad): "
             f"armature {cal['armature']:.4g} kg.m^2, q_offset {cal['q_offset']:+.4f} rad; every model of the "
             f"selection fitted with q_offset free and both within +-{100 * cal['armature_band']:.0f} % / "
-            f"+-{cal['offset_band']:g} rad of these")
+            f"+-{cal['offset_band']:g} rad of these") + (
+            f" (where it applies: {' and '.join(cal['on_bound'])} on the edge of the free swing's search box)"
+            if cal.get("on_bound") else "")

@@ -100,6 +100,8 @@ def prepare_judged(trajs: list[Trajectory], ladder: tuple[str, ...] | None, opti
     def calibrated_first() -> tuple[Family, Ladder]:
         fam = replace(plain, calibration=calibrate(trajs, options))
         lad = Ladder()
+        if fam.calibration is not None and fam.calibration.on_bound:
+            return fam, lad  # not measured: dropped by judge_first_base before any fit with the boxes (R48)
         fit_on_folds(fam, lad, fam.ladder[0], 0,  # a progress name of its own: both fits run at once
                      (lambda m, stage, frac: progress(f"{m} (boxes)", stage, frac)) if progress else None)
         return fam, lad
@@ -358,10 +360,20 @@ def judge_first_base(fam: Family, progress: Callable | None = None,
     """The first base on the folds with the calibrated boxes (``fam``; ``fitted``: its ladder with
     the first base already fitted) and lifted (q_offset still free; ``lifted``: that problem and
     its ladder with the first base already fitted); returns the problem of lower mean held-out
-    score (``fam`` on ties), its ladder record and the judgement's record (None: nothing judged)."""
+    score (``fam`` on ties), its ladder record and the judgement's record (None: nothing judged).
+    A calibration with a parameter on the edge of its free swing's box (:attr:`~actuatorlab.identify.
+    calibrate.FreeSwing.on_bound`) measured nothing: the lifted problem is taken without fitting the
+    boxes (rule R48)."""
     lad = Ladder() if fitted is None else fitted
     if fam.calibration is None or not fam.judged:
         return fam, lad, None
+    if fam.calibration.on_bound:
+        if lifted is None:
+            plain, lad_plain = replace(fam, calibration=None), Ladder()
+        else:
+            plain, lad_plain = lifted
+        return plain, lad_plain, {"first_base": fam.ladder[0], "first_kept": False,
+                                  "on_bound": list(fam.calibration.on_bound)}
     if fam.ladder[0] not in lad.rows:
         fit_on_folds(fam, lad, fam.ladder[0], 0, progress)
     if lifted is None:
