@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..identify.calibrate import describe, describe_judgement
+from ..identify.select import describe_widening
 from ..report.diagnosis import diagnosis_section
 from ..report.fit import write_report
 
@@ -63,6 +64,9 @@ def write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection
         cal = selection.get("calibration")
         if selection.get("calibration_judged"):
             extra["Calibration judged"] = f"<p>{describe_judgement(selection['calibration_judged'])}.</p>"
+        if selection.get("boxes_widened"):
+            text = describe_widening(selection["boxes_widened"])
+            extra["Boxes widened (the selected model on the profile's edge)"] = f"<p>{text[0].upper() + text[1:]}.</p>"
         if cal:
             text = describe(cal)
             extra["Free-swing calibration (armature and encoder offset)"] = (

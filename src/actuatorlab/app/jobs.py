@@ -113,7 +113,8 @@ def _selection_record(sel, group_by: tuple[str, ...]) -> dict:
                  "fit_logs": sel.fit_names, "validation_logs": sel.val_names, "rule": sel.rule,
                  "timing": sel.extras.get("timing"), "starts": sel.extras.get("starts"),
                  "calibration": sel.extras.get("calibration"),
-                 "calibration_judged": sel.extras.get("calibration_judged")}
+                 "calibration_judged": sel.extras.get("calibration_judged"),
+                 "boxes_widened": sel.extras.get("boxes_widened")}
     if sel.scheme != "logo":
         selection["note"] = (f"fewer than 2 condition groups for {', '.join(group_by)}: selected on a single "
                              "validation split instead of leave-one-group-out")

@@ -23,7 +23,7 @@ from .space import ParamSpace, effort_available, profile_for
 
 __all__ = ["LADDERS", "ladder_for", "INHERITED_STEP", "SCRATCH_FACTOR", "FINAL_STARTS", "SelectionBudget",
            "SELECTION_BUDGETS", "BUDGETS", "CALIBRATIONS", "CALIBRATION", "FamilyOptions", "Family", "prepare",
-           "lifted_problem", "calibrate"]
+           "lifted_problem", "calibrate", "WIDENABLE", "WIDEN_FACTOR", "EDGE_TOL"]
 
 
 #: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
@@ -38,6 +38,19 @@ INHERITED_STEP = 0.2
 #: a model that contains no fitted model (m1) starts from scratch: it gets this many times the
 #: per-fold evaluations (every other model starts from its parents' fold optima)
 SCRATCH_FACTOR = 4
+
+#: parameters whose profile box is widened when the selected model's fold optima end on its edge
+#: (:func:`~actuatorlab.identify.select.judge_widened`, rule R49): magnitudes whose range the profile can
+#: only guess (inertia, friction levels, the Stribeck velocity, motor constants, the supply's resistance,
+#: the series stiffness); not the shapes, efficiencies and fractions with a natural range (the Stribeck
+#: exponent, gear-mesh losses, load coefficients), offsets, delays or gains
+WIDENABLE = ("armature", "friction_base", "friction_viscous", "friction_stribeck", "stribeck_velocity", "kt", "R",
+             "source_resistance", "stiffness")
+#: the widened box reaches this many times further: upper x 10 (lower / 10 for a log-uniform lower edge;
+#: a linear box's span x 10 from its lower edge)
+WIDEN_FACTOR = 10.0
+#: [1] a parameter within this fraction of its box (search coordinates) from an edge is on that edge
+EDGE_TOL = 1e-3
 
 #: CMA-ES starts of the final all-data refit (the budget is split between them): the first from the
 #: best fold optimum, the others a wide perturbation of the best point so far. One start landed in
@@ -131,12 +144,15 @@ class Family:
     workers: int | None
     scorer_size: int  # candidates (or candidate-log pairs) per compiled scorer call
     judged: bool = False  # whether the calibration must earn its place (judge_first_base, judge_calibration)
+    widened: dict | None = None  # name -> (lower, upper): profile boxes widened by select.judge_widened (R49)
     scorers: dict = field(default_factory=dict)
     jacobians: dict = field(default_factory=dict)
 
     @property
     def bounds(self) -> dict | None:
-        return self.calibration.bounds if self.calibration is not None else None
+        """The boxes that replace the profile's: the widened ones, then the calibration's."""
+        b = {**(self.widened or {}), **(self.calibration.bounds if self.calibration is not None else {})}
+        return b or None
 
     def space(self, spec: ModelSpec) -> ParamSpace:
         return ParamSpace.build(spec, self.batches, self.profile, bounds=self.bounds)

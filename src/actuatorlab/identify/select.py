@@ -62,8 +62,9 @@ from ..precision import in_this_precision, physics
 from ..models.registry import ModelSpec, get_model, tied_equivalents
 from .calibrate import calibration_applies
 from ..logs.format import Trajectory
-from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR, SELECTION_BUDGETS,
-                     Family, FamilyOptions, SelectionBudget, calibrate, ladder_for, lifted_problem, prepare)
+from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, EDGE_TOL, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR,
+                     SELECTION_BUDGETS, WIDEN_FACTOR, WIDENABLE, Family, FamilyOptions, SelectionBudget, calibrate,
+                     ladder_for, lifted_problem, prepare)
 from .fit import FitResult, make_loss
 from .nested import MIN_GAIN, center, contained, judge, lowest
 from .folds import (GROUP_KEYS, LOG_KEY, Fold, condition_folds, group_ids, group_jackknife, resampled_uncertainty,
@@ -75,6 +76,7 @@ from .space import ParamSpace, full_vectors
 __all__ = ["LADDERS", "ladder_for", "SelectionBudget", "SELECTION_BUDGETS", "BUDGETS", "CALIBRATIONS",
            "CALIBRATION", "MIN_GAIN", "FamilyOptions", "Family", "prepare", "prepare_judged", "FoldFits", "fold_settings",
            "fit_on_folds", "fold_fits", "SideBySide", "WALK_THREADS", "score_folds", "Ladder", "extend_bases", "walk", "judge_first_base", "judge_calibration",
+           "edge_boxes", "judge_widened", "describe_widening",
            "final_refit", "final_result", "selection_result", "SelectionResult", "fit_family",
            # groups and folds live in .folds; named here for the callers of the selection
            "GROUP_KEYS", "LOG_KEY", "Fold", "condition_folds", "group_ids", "group_jackknife",
@@ -412,6 +414,70 @@ def judge_calibration(fam: Family, lad: Ladder, selected: str, first: dict | Non
     return fam, record
 
 
+def edge_boxes(space: ParamSpace, points: list[dict], skip=()) -> dict[str, tuple[float, float]]:
+    """The widened boxes (name -> (lower, upper)) of the :data:`~actuatorlab.identify.family.WIDENABLE`
+    parameters of ``space`` (less ``skip``) that any of ``points`` (parameter dicts) puts on an open edge of
+    its box: within :data:`~actuatorlab.identify.family.EDGE_TOL` of the upper edge, or of the lower edge
+    of a log-uniform box (a linear box's lower edge, 0, switches the mechanism off and stays), widened
+    :data:`~actuatorlab.identify.family.WIDEN_FACTOR` times in that direction."""
+    out: dict[str, tuple[float, float]] = {}
+    for d in points:
+        z = space.to_z(space.theta_from(d))
+        for i, n in enumerate(space.names):
+            if n not in WIDENABLE or n in skip:
+                continue
+            lo, hi = out.get(n, (float(space.lower[i]), float(space.upper[i])))
+            if z[i] >= 1.0 - EDGE_TOL:
+                hi = float(space.upper[i]) * WIDEN_FACTOR if space.log[i] else float(
+                    space.lower[i] + WIDEN_FACTOR * (space.upper[i] - space.lower[i]))
+            elif z[i] <= EDGE_TOL and space.log[i]:
+                lo = float(space.lower[i]) / WIDEN_FACTOR
+            if (lo, hi) != (float(space.lower[i]), float(space.upper[i])):
+                out[n] = (lo, hi)
+    return out
+
+
+def judge_widened(fam: Family, lad: Ladder, selected: str) -> tuple[Family, dict | None]:
+    """Rule R49: where the selected model's fold optima end on an open edge of the profile's box
+    (:func:`edge_boxes`; calibrated boxes excepted), the profile has guessed this actuator's scale
+    wrong (the zoo's harmonic drive: armature, friction and Stribeck velocity all on their upper edges,
+    the reflected inertia 0.15 kg.m^2 against the servo box's 0.05). The fold optima are polished again
+    in the widened boxes and scored on the held-out groups; the widened problem replaces ``fam`` (and
+    its optima and scores ``lad``'s) when it earns its place over the narrow one by the nested rule.
+    Returns the problem of the final refit and the record (None: no parameter on an edge)."""
+    spec = get_model(selected)
+    space = fam.space(spec)
+    wide = edge_boxes(space, lad.fold_params[selected], skip=tuple(fam.calibration.bounds) if fam.calibration else ())
+    if not wide:
+        return fam, None
+    t0 = time.perf_counter()
+    wfam = replace(fam, widened={**(fam.widened or {}), **wide})
+    wspace = wfam.space(spec)
+    start = [FoldSearch(wspace.theta_from(d), np.inf, 0) for d in lad.fold_params[selected]]
+    res = polish_folds(wspace, wfam.jacobian(spec), wfam.W, start, wfam.effort_weight, workers=wfam.workers)
+    ff = score_folds(wfam, spec, wspace, res, t0)
+    v = judge(ff.held, [selected], {selected: lad.val[selected]}, {selected: True}, False)
+    record = {"model": selected, "boxes": {n: list(b) for n, b in wide.items()},
+              "profile_boxes": {n: [float(space.lower[space.names.index(n)]), float(space.upper[space.names.index(n)])]
+                                for n in wide},
+              "narrow_score": center(lad.val[selected]), "widened_score": center(ff.held), "wins": v.wins,
+              "losses": v.losses, "kept": bool(v.earns_place), "wall_s": time.perf_counter() - t0}
+    if v.earns_place:
+        lad.fold_params[selected], lad.val[selected] = ff.params, ff.held
+        return wfam, record
+    return fam, record
+
+
+def describe_widening(rec: dict) -> str:
+    """One sentence on :func:`judge_widened`'s record (model.json's ``selection.boxes_widened``), shared by
+    the CLI and the report."""
+    boxes = ", ".join(f"{n} [{a:.3g}, {b:.3g}] -> [{rec['boxes'][n][0]:.3g}, {rec['boxes'][n][1]:.3g}]"
+                      for n, (a, b) in rec["profile_boxes"].items())
+    return (f"{rec['model']} ended on the edge of the profile's box: {boxes}; polished in the widened boxes "
+            f"{1e3 * rec['widened_score']:.2f} mrad held out against {1e3 * rec['narrow_score']:.2f} (better in "
+            f"{rec['wins']} groups, worse in {rec['losses']}): " + ("widened" if rec["kept"] else "kept as it was"))
+
+
 def final_result(fam: Family, spec: ModelSpec, space: ParamSpace, res: FoldSearch, t0: float) -> FitResult:
     """The final refit's result, its MAE re-scored in float64 on ``fam``'s batches."""
     f64 = make_loss(spec, space, fam.batches, "mae")
@@ -531,6 +597,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None,
         walk(fam, lad, lambda m, i: fit_on_folds(fam, lad, m, i, progress))
     selected = lad.lowest_mean()
     fam, judged = judge_calibration(fam, lad, selected, first)
+    fam, widened = judge_widened(fam, lad, selected)
     t_sel, cpu_sel = time.perf_counter() - t_begin, _cpu() - cpu_begin
     final, record = final_refit(fam, selected, lad.fold_params[selected], progress)
     if record is not None:
@@ -544,6 +611,7 @@ def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None,
               "calibration": options.calibration, "calibration_s": cal_s}
     result = selection_result(fam, lad, selected, final, timing)
     result.extras["calibration_judged"] = judged
+    result.extras["boxes_widened"] = widened
     return result
 
 

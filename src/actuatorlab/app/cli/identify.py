@@ -15,6 +15,7 @@ from ...models.control import CONTROL_LAWS
 from ...models.params import PARAMS
 from ...models.registry import BASE_MODELS, EXTENSIONS
 from ...identify.calibrate import describe, describe_judgement
+from ...identify.select import describe_widening
 from .. import identify_jobs
 from ..identify_jobs import CompareJob, ExciteJob, FitJob, FleetJob
 from ._common import Config, documents, job_of, app, console, _progress, _Bars, _json_command, _emit_json, _mrad, _print_per_joint
@@ -155,6 +156,8 @@ def _print_selection(sel: dict, unit: str) -> None:
         console.print(describe_judgement(sel["calibration_judged"]))
     if cal:
         console.print(describe(cal))
+    if sel.get("boxes_widened"):
+        console.print(describe_widening(sel["boxes_widened"]), soft_wrap=True)
     groups = sel.get("groups") or []
     t = Table(title="Nested models: fitted without each condition group, judged on it (held-out MAE)")
     keys = {g["group"].split("=", 1)[0] for g in groups}
