@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from actuatorlab.identify import select
-from actuatorlab.identify.family import WIDEN_FACTOR
-from actuatorlab.identify.select import FamilyOptions, describe_widening, edge_boxes, fit_family
+from actuatorlab.identify.boxes import WIDEN_FACTOR, describe_widening, edge_boxes
+from actuatorlab.identify.select import FamilyOptions, fit_family
 from actuatorlab.identify.space import ParamSpace
 from actuatorlab.models.params import neutral_params
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..identify.calibrate import describe, describe_judgement
-from ..identify.select import describe_widening
+from ..identify.boxes import describe_widening
 from ..report.diagnosis import diagnosis_section
 from ..report.fit import write_report
 

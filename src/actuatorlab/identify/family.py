@@ -23,7 +23,7 @@ from .space import ParamSpace, effort_available, profile_for
 
 __all__ = ["LADDERS", "ladder_for", "INHERITED_STEP", "SCRATCH_FACTOR", "FINAL_STARTS", "SelectionBudget",
            "SELECTION_BUDGETS", "BUDGETS", "CALIBRATIONS", "CALIBRATION", "FamilyOptions", "Family", "prepare",
-           "lifted_problem", "calibrate", "WIDENABLE", "WIDEN_FACTOR", "EDGE_TOL"]
+           "lifted_problem", "calibrate"]
 
 
 #: base ladders; extensions (SELECTION_EXTENSIONS) are added on top of the best bases by fit_family
@@ -38,19 +38,6 @@ INHERITED_STEP = 0.2
 #: a model that contains no fitted model (m1) starts from scratch: it gets this many times the
 #: per-fold evaluations (every other model starts from its parents' fold optima)
 SCRATCH_FACTOR = 4
-
-#: parameters whose profile box is widened when the selected model's fold optima end on its edge
-#: (:func:`~actuatorlab.identify.select.judge_widened`, rule R49): magnitudes whose range the profile can
-#: only guess (inertia, friction levels, the Stribeck velocity, motor constants, the supply's resistance,
-#: the series stiffness); not the shapes, efficiencies and fractions with a natural range (the Stribeck
-#: exponent, gear-mesh losses, load coefficients), offsets, delays or gains
-WIDENABLE = ("armature", "friction_base", "friction_viscous", "friction_stribeck", "stribeck_velocity", "kt", "R",
-             "source_resistance", "stiffness")
-#: the widened box reaches this many times further: upper x 10 (lower / 10 for a log-uniform lower edge;
-#: a linear box's span x 10 from its lower edge)
-WIDEN_FACTOR = 10.0
-#: [1] a parameter within this fraction of its box (search coordinates) from an edge is on that edge
-EDGE_TOL = 1e-3
 
 #: CMA-ES starts of the final all-data refit (the budget is split between them): the first from the
 #: best fold optimum, the others a wide perturbation of the best point so far. One start landed in

@@ -62,9 +62,10 @@ from ..precision import in_this_precision, physics
 from ..models.registry import ModelSpec, get_model, tied_equivalents
 from .calibrate import calibration_applies
 from ..logs.format import Trajectory
-from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, EDGE_TOL, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR,
-                     SELECTION_BUDGETS, WIDEN_FACTOR, WIDENABLE, Family, FamilyOptions, SelectionBudget, calibrate,
-                     ladder_for, lifted_problem, prepare)
+from .boxes import edge_boxes
+from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR,
+                     SELECTION_BUDGETS, Family, FamilyOptions, SelectionBudget, calibrate, ladder_for, lifted_problem,
+                     prepare)
 from .fit import FitResult, make_loss
 from .nested import MIN_GAIN, center, contained, judge, lowest
 from .folds import (GROUP_KEYS, LOG_KEY, Fold, condition_folds, group_ids, group_jackknife, resampled_uncertainty,
@@ -76,7 +77,7 @@ from .space import ParamSpace, full_vectors
 __all__ = ["LADDERS", "ladder_for", "SelectionBudget", "SELECTION_BUDGETS", "BUDGETS", "CALIBRATIONS",
            "CALIBRATION", "MIN_GAIN", "FamilyOptions", "Family", "prepare", "prepare_judged", "FoldFits", "fold_settings",
            "fit_on_folds", "fold_fits", "SideBySide", "WALK_THREADS", "score_folds", "Ladder", "extend_bases", "walk", "judge_first_base", "judge_calibration",
-           "edge_boxes", "judge_widened", "describe_widening",
+           "judge_widened",
            "final_refit", "final_result", "selection_result", "SelectionResult", "fit_family",
            # groups and folds live in .folds; named here for the callers of the selection
            "GROUP_KEYS", "LOG_KEY", "Fold", "condition_folds", "group_ids", "group_jackknife",
@@ -414,29 +415,6 @@ def judge_calibration(fam: Family, lad: Ladder, selected: str, first: dict | Non
     return fam, record
 
 
-def edge_boxes(space: ParamSpace, points: list[dict], skip=()) -> dict[str, tuple[float, float]]:
-    """The widened boxes (name -> (lower, upper)) of the :data:`~actuatorlab.identify.family.WIDENABLE`
-    parameters of ``space`` (less ``skip``) that any of ``points`` (parameter dicts) puts on an open edge of
-    its box: within :data:`~actuatorlab.identify.family.EDGE_TOL` of the upper edge, or of the lower edge
-    of a log-uniform box (a linear box's lower edge, 0, switches the mechanism off and stays), widened
-    :data:`~actuatorlab.identify.family.WIDEN_FACTOR` times in that direction."""
-    out: dict[str, tuple[float, float]] = {}
-    for d in points:
-        z = space.to_z(space.theta_from(d))
-        for i, n in enumerate(space.names):
-            if n not in WIDENABLE or n in skip:
-                continue
-            lo, hi = out.get(n, (float(space.lower[i]), float(space.upper[i])))
-            if z[i] >= 1.0 - EDGE_TOL:
-                hi = float(space.upper[i]) * WIDEN_FACTOR if space.log[i] else float(
-                    space.lower[i] + WIDEN_FACTOR * (space.upper[i] - space.lower[i]))
-            elif z[i] <= EDGE_TOL and space.log[i]:
-                lo = float(space.lower[i]) / WIDEN_FACTOR
-            if (lo, hi) != (float(space.lower[i]), float(space.upper[i])):
-                out[n] = (lo, hi)
-    return out
-
-
 def judge_widened(fam: Family, lad: Ladder, selected: str) -> tuple[Family, dict | None]:
     """Rule R49: where the selected model's fold optima end on an open edge of the profile's box
     (:func:`edge_boxes`; calibrated boxes excepted), the profile has guessed this actuator's scale
@@ -466,16 +444,6 @@ def judge_widened(fam: Family, lad: Ladder, selected: str) -> tuple[Family, dict
         lad.fold_params[selected], lad.val[selected] = ff.params, ff.held
         return wfam, record
     return fam, record
-
-
-def describe_widening(rec: dict) -> str:
-    """One sentence on :func:`judge_widened`'s record (model.json's ``selection.boxes_widened``), shared by
-    the CLI and the report."""
-    boxes = ", ".join(f"{n} [{a:.3g}, {b:.3g}] -> [{rec['boxes'][n][0]:.3g}, {rec['boxes'][n][1]:.3g}]"
-                      for n, (a, b) in rec["profile_boxes"].items())
-    return (f"{rec['model']} ended on the edge of the profile's box: {boxes}; polished in the widened boxes "
-            f"{1e3 * rec['widened_score']:.2f} mrad held out against {1e3 * rec['narrow_score']:.2f} (better in "
-            f"{rec['wins']} groups, worse in {rec['losses']}): " + ("widened" if rec["kept"] else "kept as it was"))
 
 
 def final_result(fam: Family, spec: ModelSpec, space: ParamSpace, res: FoldSearch, t0: float) -> FitResult:

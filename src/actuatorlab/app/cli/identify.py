@@ -15,7 +15,7 @@ from ...models.control import CONTROL_LAWS
 from ...models.params import PARAMS
 from ...models.registry import BASE_MODELS, EXTENSIONS
 from ...identify.calibrate import describe, describe_judgement
-from ...identify.select import describe_widening
+from ...identify.boxes import describe_widening
 from .. import identify_jobs
 from ..identify_jobs import CompareJob, ExciteJob, FitJob, FleetJob
 from ._common import Config, documents, job_of, app, console, _progress, _Bars, _json_command, _emit_json, _mrad, _print_per_joint

@@ -1,0 +1,62 @@
+"""The profile's boxes against a fitted actuator: which parameters a fit leaves on an open edge of its
+box, and how far the box then reaches (rule R49, bench/journal/fit_rules.md).
+
+The bound profiles (:data:`~actuatorlab.models.params.BOUND_PROFILES`) are a guess at an actuator's scale (a
+hobby servo's inertia, friction and motor constants). A fit that ends on the edge of such a box has been held
+by the guess, not by the data: the zoo's harmonic drive (reflected inertia 0.15 kg.m^2) ends with its armature
+on the servo box's top (0.05) and its friction levels on theirs. :func:`edge_boxes` names such parameters and
+their widened boxes; :func:`~actuatorlab.identify.select.judge_widened` lets the selected model use them when
+that earns its place on the held-out groups.
+"""
+
+from __future__ import annotations
+
+from .space import ParamSpace
+
+__all__ = ["WIDENABLE", "WIDEN_FACTOR", "EDGE_TOL", "edge_boxes", "describe_widening"]
+
+#: parameters whose profile box is widened when the selected model's fold optima end on its edge
+#: (:func:`~actuatorlab.identify.select.judge_widened`, rule R49): magnitudes whose range the profile can
+#: only guess (inertia, friction levels, the Stribeck velocity, motor constants, the supply's resistance,
+#: the series stiffness); not the shapes, efficiencies and fractions with a natural range (the Stribeck
+#: exponent, gear-mesh losses, load coefficients), offsets, delays or gains
+WIDENABLE = ("armature", "friction_base", "friction_viscous", "friction_stribeck", "stribeck_velocity", "kt", "R",
+             "source_resistance", "stiffness")
+#: the widened box reaches this many times further: upper x 10 (lower / 10 for a log-uniform lower edge;
+#: a linear box's span x 10 from its lower edge)
+WIDEN_FACTOR = 10.0
+#: [1] a parameter within this fraction of its box (search coordinates) from an edge is on that edge
+EDGE_TOL = 1e-3
+
+
+def edge_boxes(space: ParamSpace, points: list[dict], skip=()) -> dict[str, tuple[float, float]]:
+    """The widened boxes (name -> (lower, upper)) of the :data:`WIDENABLE`
+    parameters of ``space`` (less ``skip``) that any of ``points`` (parameter dicts) puts on an open edge of
+    its box: within :data:`EDGE_TOL` of the upper edge, or of the lower edge
+    of a log-uniform box (a linear box's lower edge, 0, switches the mechanism off and stays), widened
+    :data:`WIDEN_FACTOR` times in that direction."""
+    out: dict[str, tuple[float, float]] = {}
+    for d in points:
+        z = space.to_z(space.theta_from(d))
+        for i, n in enumerate(space.names):
+            if n not in WIDENABLE or n in skip:
+                continue
+            lo, hi = out.get(n, (float(space.lower[i]), float(space.upper[i])))
+            if z[i] >= 1.0 - EDGE_TOL:
+                hi = float(space.upper[i]) * WIDEN_FACTOR if space.log[i] else float(
+                    space.lower[i] + WIDEN_FACTOR * (space.upper[i] - space.lower[i]))
+            elif z[i] <= EDGE_TOL and space.log[i]:
+                lo = float(space.lower[i]) / WIDEN_FACTOR
+            if (lo, hi) != (float(space.lower[i]), float(space.upper[i])):
+                out[n] = (lo, hi)
+    return out
+
+
+def describe_widening(rec: dict) -> str:
+    """One sentence on :func:`~actuatorlab.identify.select.judge_widened`'s record (model.json's ``selection.boxes_widened``), shared by
+    the CLI and the report."""
+    boxes = ", ".join(f"{n} [{a:.3g}, {b:.3g}] -> [{rec['boxes'][n][0]:.3g}, {rec['boxes'][n][1]:.3g}]"
+                      for n, (a, b) in rec["profile_boxes"].items())
+    return (f"{rec['model']} ended on the edge of the profile's box: {boxes}; polished in the widened boxes "
+            f"{1e3 * rec['widened_score']:.2f} mrad held out against {1e3 * rec['narrow_score']:.2f} (better in "
+            f"{rec['wins']} groups, worse in {rec['losses']}): " + ("widened" if rec["kept"] else "kept as it was"))
