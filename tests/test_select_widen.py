@@ -63,3 +63,19 @@ def test_without_the_rule_the_box_holds_the_armature(heavy, monkeypatch):
     sel = fit_family(logs, ("m1",), FamilyOptions(extensions=(), budget="quick", seed=0, calibration="none",
                                                   group_by=("excitation",)))
     assert sel.extras["boxes_widened"] is None and sel.final.params["armature"] == pytest.approx(0.05, rel=1e-3)
+
+
+def test_a_single_model_fit_is_refitted_in_the_widened_box(heavy):
+    """``fit --model`` (no selection to judge it): the same rotor, fitted as one model, ends on the armature
+    box's top, is fitted again in the widened box from there and keeps the better in-sample objective."""
+    from actuatorlab.app.jobs import fit_logs
+
+    logs = synthetic_set([("c400", "chirp", 400.0), ("s400", "steps", 400.0)], heavy[1], duration=3.0, model="m1")
+    fit, _, _ = fit_logs(logs, "m1", FamilyOptions(budget="quick", seed=0))
+    rec = fit.widened
+    assert rec is not None and rec["kept"] and rec["boxes"]["armature"] == [1e-5, 0.5]
+    assert rec["widened_objective"] < 0.1 * rec["narrow_objective"]
+    assert fit.params["armature"] == pytest.approx(heavy[1]["armature"], rel=0.05)
+    assert "fitted again in the widened boxes" in describe_widening(rec)
+    inside = synthetic_set([("c400", "chirp", 400.0)], TRUTH_M1, duration=1.5, model="m1")
+    assert fit_logs(inside, "m1", FamilyOptions(budget="quick", seed=0))[0].widened is None

@@ -51,6 +51,10 @@ def write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection
     extra = {}
     if d.get("diagnosis"):
         extra["Diagnosis: the in-sample error against the sensor floor"] = diagnosis_section(d["diagnosis"])
+    widened = (selection or {}).get("boxes_widened") or (d.get("fit") or {}).get("boxes_widened")
+    if widened:
+        text = describe_widening(widened)
+        extra["Boxes widened (the fit on the edge of the profile's box)"] = f"<p>{text[0].upper() + text[1:]}.</p>"
     if selection:
         groups = selection.get("groups") or []
         extra["Nested models (selection by held-out condition groups)"] = (
@@ -64,9 +68,6 @@ def write_fit_report(out: Path, d: dict, fit, results, summary, ident, selection
         cal = selection.get("calibration")
         if selection.get("calibration_judged"):
             extra["Calibration judged"] = f"<p>{describe_judgement(selection['calibration_judged'])}.</p>"
-        if selection.get("boxes_widened"):
-            text = describe_widening(selection["boxes_widened"])
-            extra["Boxes widened (the selected model on the profile's edge)"] = f"<p>{text[0].upper() + text[1:]}.</p>"
         if cal:
             text = describe(cal)
             extra["Free-swing calibration (armature and encoder offset)"] = (

@@ -11,6 +11,7 @@ import html
 import json
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,6 +23,7 @@ from ..errors import DataError
 from ..logs import load_logs, save_trajectory, audit_log
 from ..logs.format import Trajectory
 from ..models.actuator_model import FORMAT, FORMAT_VERSION, LEARNED_KINDS, check_robot, from_document, load, save
+from ..identify.boxes import refit_widened
 from ..identify.fit import fit_model, substeps_for
 from ..identify.identifiability import identifiability, sensitivity
 from ..sim.rollout import default_dt, make_batches, rollout_batch
@@ -51,10 +53,9 @@ from .data_files import _setup_summary, example_data_dir, load_data
 from .fit_report import param_rows, write_fit_report
 from .train_work import GATE_MODES, JointTrainOptions, TRAIN_BUDGET, TrainImages, run_infer, run_train, run_train_arm, split_arm_data
 
-__all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import",
-           "run_audit", "identifiability_for", "run_train", "TRAIN_BUDGET",
-           "JointTrainOptions", "GATE_MODES", "TrainImages", "run_infer", "run_train_arm", "split_arm_data", "RobotFitOptions",
-           "run_evaluate_arm"]
+__all__ = ["example_data_dir", "load_data", "run_fit", "run_evaluate", "run_compare", "run_import", "run_audit",
+           "identifiability_for", "run_train", "TRAIN_BUDGET", "JointTrainOptions", "GATE_MODES", "TrainImages",
+           "run_infer", "run_train_arm", "split_arm_data", "RobotFitOptions", "run_evaluate_arm"]
 
 Progress = Callable[[str, str, float], None]
 
@@ -63,7 +64,6 @@ Progress = Callable[[str, str, float], None]
 def identifiability_for(fit, batches) -> dict | None:
     """Standard errors and correlations of the free parameters at the optimum (rollout residuals), and
     ``sensitivity``: what these logs determine at all (:func:`~actuatorlab.identify.identifiability.sensitivity`)."""
-
     space = fit.space
     if space.n == 0:
         return None
@@ -130,10 +130,10 @@ def fit_logs(trajs: list[Trajectory], model: str | None, options: FamilyOptions,
         sel = fit_family(trajs, options=options, progress=progress)
         return sel.final, _selection_record(sel, options.group_by), sel.uncertainty
     assert isinstance(options.budget, str)  # _check_fit refused anything but a budget name
-    evals, starts, grad = BUDGETS[options.budget]
-    cb = (lambda s, d, t: progress(model, s, d / t)) if progress else None
-    return fit_model(trajs, model, seed=options.seed, max_evals=evals, n_starts=starts, grad_steps=grad,
-                     dt=options.dt, progress=cb, workers=options.workers), None, None
+    evals, starts, grad, cb = *BUDGETS[options.budget], (lambda s, d, t: progress(model, s, d / t)) if progress else None
+    one = partial(fit_model, trajs, model, seed=options.seed, max_evals=evals, n_starts=starts, grad_steps=grad,
+                  dt=options.dt, progress=cb, workers=options.workers)  # a profile box it ends on is widened (R49)
+    return refit_widened(one(), lambda bounds, init: one(bounds=bounds, init=init)), None, None
 
 
 @dataclass(frozen=True)

@@ -6,14 +6,19 @@ hobby servo's inertia, friction and motor constants). A fit that ends on the edg
 by the guess, not by the data: the zoo's harmonic drive (reflected inertia 0.15 kg.m^2) ends with its armature
 on the servo box's top (0.05) and its friction levels on theirs. :func:`edge_boxes` names such parameters and
 their widened boxes; :func:`~actuatorlab.identify.select.judge_widened` lets the selected model use them when
-that earns its place on the held-out groups.
+that earns its place on the held-out groups; a single model (``fit --model``) is fitted again in them from its
+optimum (:func:`refit_widened`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from typing import Callable
+
+from .fit import FitResult
 from .space import ParamSpace
 
-__all__ = ["WIDENABLE", "WIDEN_FACTOR", "EDGE_TOL", "edge_boxes", "describe_widening"]
+__all__ = ["WIDENABLE", "WIDEN_FACTOR", "EDGE_TOL", "edge_boxes", "describe_widening", "refit_widened"]
 
 #: parameters whose profile box is widened when the selected model's fold optima end on its edge
 #: (:func:`~actuatorlab.identify.select.judge_widened`, rule R49): magnitudes whose range the profile can
@@ -53,10 +58,37 @@ def edge_boxes(space: ParamSpace, points: list[dict], skip=()) -> dict[str, tupl
 
 
 def describe_widening(rec: dict) -> str:
-    """One sentence on :func:`~actuatorlab.identify.select.judge_widened`'s record (model.json's ``selection.boxes_widened``), shared by
-    the CLI and the report."""
+    """One sentence on a widening record, shared by the CLI and the report: the selection's
+    (:func:`~actuatorlab.identify.select.judge_widened`, model.json's ``selection.boxes_widened``) or a single
+    model's (:func:`refit_widened`, ``fit.boxes_widened``)."""
     boxes = ", ".join(f"{n} [{a:.3g}, {b:.3g}] -> [{rec['boxes'][n][0]:.3g}, {rec['boxes'][n][1]:.3g}]"
                       for n, (a, b) in rec["profile_boxes"].items())
-    return (f"{rec['model']} ended on the edge of the profile's box: {boxes}; polished in the widened boxes "
-            f"{1e3 * rec['widened_score']:.2f} mrad held out against {1e3 * rec['narrow_score']:.2f} (better in "
-            f"{rec['wins']} groups, worse in {rec['losses']}): " + ("widened" if rec["kept"] else "kept as it was"))
+    if "widened_objective" in rec:
+        judged = (f"fitted again in the widened boxes from there: objective {rec['widened_objective']:.4g} against "
+                  f"{rec['narrow_objective']:.4g} on the same logs")
+    else:
+        judged = (f"polished in the widened boxes {1e3 * rec['widened_score']:.2f} mrad held out against "
+                  f"{1e3 * rec['narrow_score']:.2f} (better in {rec['wins']} groups, worse in {rec['losses']})")
+    return (f"{rec['model']} ended on the edge of the profile's box: {boxes}; {judged}: "
+            + ("widened" if rec["kept"] else "kept as it was"))
+
+
+def refit_widened(fit: FitResult, refit: Callable[[dict, dict], FitResult]) -> FitResult:
+    """A single model's fit (``fit --model``; rule R49 without a selection to judge it): where ``fit`` ends on an
+    open edge of a profile box (:func:`edge_boxes`), ``refit(bounds, init)`` fits the model again in the widened
+    boxes from ``fit``'s parameters (scored first, so the result is never worse on the same logs) and the lower
+    objective is kept; the returned result's ``widened`` records the boxes, both objectives and which was kept.
+    Without an edge ``fit`` is returned as it is."""
+    wide = edge_boxes(fit.space, [fit.params])
+    if not wide:
+        return fit
+    again = refit(wide, fit.params)
+    space = fit.space
+    record = {"model": fit.model, "boxes": {n: list(b) for n, b in wide.items()},
+              "profile_boxes": {n: [float(space.lower[space.names.index(n)]), float(space.upper[space.names.index(n)])]
+                                for n in wide},
+              "narrow_objective": fit.objective, "widened_objective": again.objective,
+              "kept": bool(again.objective < fit.objective), "wall_s": again.wall_s}
+    best = again if record["kept"] else fit
+    return replace(best, wall_s=fit.wall_s + again.wall_s, evaluations=fit.evaluations + again.evaluations,
+                   widened=record)

@@ -98,6 +98,7 @@ class FitResult:
     history: list = field(default_factory=list)
     objective: float = math.nan  # value of the fitted objective (= train_mae without effort term)
     effort_weight: float = 0.0
+    widened: dict | None = None  # boxes.refit_widened's record (a single model refitted in widened boxes)
 
     @property
     def params(self) -> dict[str, float]:

@@ -51,6 +51,8 @@ def fit(ctx: typer.Context,
     unit = d["_summary"]["unit"]
     if d.get("selection"):
         _print_selection(d["selection"], unit)
+    elif d["fit"].get("boxes_widened"):
+        console.print(describe_widening(d["fit"]["boxes_widened"]), soft_wrap=True)
     unc = d.get("uncertainty")
     t = Table(title=f"{d['model']}: parameters (fitted on all given logs)")
     for c in ("parameter", "value", "unit", "stderr (Jacobian)", "stderr (resampled)", "bounds"):
