@@ -351,9 +351,10 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
     selected = SELECT_RULES[recipe.select_rule]({m: lad.val[m] for m in lad.rows if lad.eligible[m]},
                                                 {m: lad.rows[m]["n_free"] for m in lad.rows}, best_m)
     t_sel, cpu_sel = time.perf_counter() - t_begin, S._cpu() - cpu_begin
-    judged = None
-    if R == 1:  # the judged calibration's second half: the selected model with the boxes lifted
+    judged = widened = None
+    if R == 1:  # the judged calibration's second half: the selected model with the boxes lifted; then R49
         fam, judged = S.judge_calibration(fam, lad, selected, first)
+        fam, widened = S.judge_widened(fam, lad, selected)
 
     # the final refit(s): replica s of the S searches starts from the best of replica s's fold optima
     t0 = time.perf_counter()
@@ -391,8 +392,10 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
               "workers": next(iter(fam.scorers.values())).workers if fam.scorers else None,
               "calibration": options.calibration,
               "calibration_s": cal_s}
-    sel = S.selection_result(replace(fam0, calibration=fam.calibration), lad, selected, final, timing)
+    sel = S.selection_result(replace(fam0, calibration=fam.calibration, widened=fam.widened), lad, selected, final,
+                             timing)
     sel.extras["calibration_judged"] = judged
+    sel.extras["boxes_widened"] = widened
     if recipe.select_rule == "one_se":
         sel.rule = sel.rule.replace("eligible model with the lowest mean held-out MAE is selected",
                                     "eligible model with the fewest free parameters within one paired standard "
