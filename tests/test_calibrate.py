@@ -138,7 +138,7 @@ def test_a_free_swing_on_its_box_edge_has_measured_nothing(calibration):
     cal = free_swing_calibration(light, seed=0)
     assert cal is not None and cal.armature == pytest.approx(1e-5, rel=1e-3)
     assert cal.q_offset == pytest.approx(TRUTH["q_offset"], abs=0.002)
-    assert cal.on_bound == ("armature",) and "on the edge" in describe(cal.to_dict())
+    assert cal.on_bound == ("armature",) and "ended on the edge" in describe(cal.to_dict())
 
 
 def test_judged_selection_drops_boxes_on_the_edge_unfitted(logs, calibration, monkeypatch):

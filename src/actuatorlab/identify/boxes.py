@@ -18,7 +18,7 @@ from typing import Callable
 from .fit import FitResult
 from .space import ParamSpace
 
-__all__ = ["WIDENABLE", "WIDEN_FACTOR", "EDGE_TOL", "edge_boxes", "describe_widening", "refit_widened"]
+__all__ = ["WIDENABLE", "WIDEN_FACTOR", "EDGE_TOL", "edge_boxes", "box_record", "describe_widening", "refit_widened"]
 
 #: parameters whose profile box is widened when the selected model's fold optima end on its edge
 #: (:func:`~actuatorlab.identify.select.judge_widened`, rule R49): magnitudes whose range the profile can
@@ -34,7 +34,7 @@ WIDEN_FACTOR = 10.0
 EDGE_TOL = 1e-3
 
 
-def edge_boxes(space: ParamSpace, points: list[dict], skip=()) -> dict[str, tuple[float, float]]:
+def edge_boxes(space: ParamSpace, points: list[dict], skip: tuple[str, ...] = ()) -> dict[str, tuple[float, float]]:
     """The widened boxes (name -> (lower, upper)) of the :data:`WIDENABLE`
     parameters of ``space`` (less ``skip``) that any of ``points`` (parameter dicts) puts on an open edge of
     its box: within :data:`EDGE_TOL` of the upper edge, or of the lower edge
@@ -55,6 +55,14 @@ def edge_boxes(space: ParamSpace, points: list[dict], skip=()) -> dict[str, tupl
             if (lo, hi) != (float(space.lower[i]), float(space.upper[i])):
                 out[n] = (lo, hi)
     return out
+
+
+def box_record(space: ParamSpace, wide: dict[str, tuple[float, float]]) -> dict:
+    """The boxes part of a widening record: ``boxes`` (the widened) and ``profile_boxes`` (``space``'s), name ->
+    [lower, upper]."""
+    return {"boxes": {n: list(b) for n, b in wide.items()},
+            "profile_boxes": {n: [float(space.lower[space.names.index(n)]), float(space.upper[space.names.index(n)])]
+                              for n in wide}}
 
 
 def describe_widening(rec: dict) -> str:
@@ -83,11 +91,7 @@ def refit_widened(fit: FitResult, refit: Callable[[dict, dict], FitResult]) -> F
     if not wide:
         return fit
     again = refit(wide, fit.params)
-    space = fit.space
-    record = {"model": fit.model, "boxes": {n: list(b) for n, b in wide.items()},
-              "profile_boxes": {n: [float(space.lower[space.names.index(n)]), float(space.upper[space.names.index(n)])]
-                                for n in wide},
-              "narrow_objective": fit.objective, "widened_objective": again.objective,
+    record = {"model": fit.model, **box_record(fit.space, wide), "narrow_objective": fit.objective, "widened_objective": again.objective,
               "kept": bool(again.objective < fit.objective), "wall_s": again.wall_s}
     best = again if record["kept"] else fit
     return replace(best, wall_s=fit.wall_s + again.wall_s, evaluations=fit.evaluations + again.evaluations,

@@ -193,5 +193,5 @@ def describe(cal: dict) -> str:
             f"armature {cal['armature']:.4g} kg.m^2, q_offset {cal['q_offset']:+.4f} rad; every model of the "
             f"selection fitted with q_offset free and both within +-{100 * cal['armature_band']:.0f} % / "
             f"+-{cal['offset_band']:g} rad of these") + (
-            f" (where it applies: {' and '.join(cal['on_bound'])} on the edge of the free swing's search box)"
-            if cal.get("on_bound") else "")
+            f" (applied as asked, although its {' and '.join(cal['on_bound'])} ended on the edge of the free swing's "
+            "search box: not measured by the runs)" if cal.get("on_bound") else "")

@@ -62,7 +62,7 @@ from ..precision import in_this_precision, physics
 from ..models.registry import ModelSpec, get_model, tied_equivalents
 from .calibrate import calibration_applies
 from ..logs.format import Trajectory
-from .boxes import edge_boxes
+from .boxes import box_record, edge_boxes
 from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR,
                      SELECTION_BUDGETS, Family, FamilyOptions, SelectionBudget, calibrate, ladder_for, lifted_problem,
                      prepare)
@@ -435,10 +435,7 @@ def judge_widened(fam: Family, lad: Ladder, selected: str) -> tuple[Family, dict
     res = polish_folds(wspace, wfam.jacobian(spec), wfam.W, start, wfam.effort_weight, workers=wfam.workers)
     ff = score_folds(wfam, spec, wspace, res, t0)
     v = judge(ff.held, [selected], {selected: lad.val[selected]}, {selected: True}, False)
-    record = {"model": selected, "boxes": {n: list(b) for n, b in wide.items()},
-              "profile_boxes": {n: [float(space.lower[space.names.index(n)]), float(space.upper[space.names.index(n)])]
-                                for n in wide},
-              "narrow_score": center(lad.val[selected]), "widened_score": center(ff.held), "wins": v.wins,
+    record = {"model": selected, **box_record(space, wide), "narrow_score": center(lad.val[selected]), "widened_score": center(ff.held), "wins": v.wins,
               "losses": v.losses, "kept": bool(v.earns_place), "wall_s": time.perf_counter() - t0}
     if v.earns_place:
         lad.fold_params[selected], lad.val[selected] = ff.params, ff.held
