@@ -130,9 +130,10 @@ def fit_logs(trajs: list[Trajectory], model: str | None, options: FamilyOptions,
         sel = fit_family(trajs, options=options, progress=progress)
         return sel.final, _selection_record(sel, options.group_by), sel.uncertainty
     assert isinstance(options.budget, str)  # _check_fit refused anything but a budget name
-    evals, starts, grad, cb = *BUDGETS[options.budget], (lambda s, d, t: progress(model, s, d / t)) if progress else None
+    evals, starts, grad = BUDGETS[options.budget]
     one = partial(fit_model, trajs, model, seed=options.seed, max_evals=evals, n_starts=starts, grad_steps=grad,
-                  dt=options.dt, progress=cb, workers=options.workers)  # a profile box it ends on is widened (R49)
+                  dt=options.dt, progress=(lambda s, d, t: progress(model, s, d / t)) if progress else None,
+                  workers=options.workers)  # refitted in widened boxes where it ends on a profile box's edge (R49)
     return refit_widened(one(), lambda bounds, init: one(bounds=bounds, init=init)), None, None
 
 
@@ -268,7 +269,6 @@ def run_evaluate(model_path, paths, *, dt: float | None = None, mapping: str | P
     model file, an envelope coverage section); plotly.js goes once into a sibling file of the
     folder unless ``standalone`` (inlined: one larger self-contained page).
     """
-
     d = load_model(model_path)
     trajs = load_data(paths, mapping)
     joint = d.get("joint_type")

@@ -370,21 +370,14 @@ def judge_first_base(fam: Family, progress: Callable | None = None,
     lad = Ladder() if fitted is None else fitted
     if fam.calibration is None or not fam.judged:
         return fam, lad, None
+    # the same models (q_offset free), the profile's boxes
+    plain, lad_plain = (replace(fam, calibration=None), Ladder()) if lifted is None else lifted
     if fam.calibration.on_bound:
-        if lifted is None:
-            plain, lad_plain = replace(fam, calibration=None), Ladder()
-        else:
-            plain, lad_plain = lifted
         return plain, lad_plain, {"first_base": fam.ladder[0], "first_kept": False,
                                   "on_bound": list(fam.calibration.on_bound)}
-    if fam.ladder[0] not in lad.rows:
-        fit_on_folds(fam, lad, fam.ladder[0], 0, progress)
-    if lifted is None:
-        plain = replace(fam, calibration=None)  # the same models (q_offset free), the profile's boxes
-        lad_plain = Ladder()
-        fit_on_folds(plain, lad_plain, plain.ladder[0], 0, progress)
-    else:
-        plain, lad_plain = lifted
+    for problem, ladder in ((fam, lad), (plain, lad_plain)):  # the boxed first base, then the lifted one
+        if problem.ladder[0] not in ladder.rows:
+            fit_on_folds(problem, ladder, problem.ladder[0], 0, progress)
     with_cal, without = center(lad.val[fam.ladder[0]]), center(lad_plain.val[plain.ladder[0]])
     record = {"first_base": fam.ladder[0], "first_calibrated_score": with_cal, "first_uncalibrated_score": without,
               "first_kept": with_cal <= without}
