@@ -20,16 +20,20 @@ with the motor current i = tau_drive / kt. The rollout starts T at the log's fir
 temperature (the servo's own sensor, read as the winding's), else at ``ambient_temperature``.
 
 Compliant transmission with backlash (two bodies: motor side q_m with inertia J = armature,
-output q with inertia I_load), the coupling effort through the dead band of width b::
+output q with inertia I_load), the coupling effort through the dead band of width b, integrated
+semi-implicitly (:func:`two_body_step`)::
 
     delta = q_m - q;  e = delta - clip(delta, -b/2, b/2)          dead-zone (backlash)
-    tau_c = k e + c (dq_m - dq) [e != 0],   c = 2 zeta sqrt(k J_eff), zeta = 0.3
-    k is capped at 0.25 J_eff / h^2 (omega h <= 0.5) so the explicit step stays stable.
-    J dq_m'  = J dq_m + h (tau_m - tau_c + tau_f),   friction on the gearbox (motor side)
-    I dq'    = I dq + h (tau_c + tau_e)
+    tau_c' = k e + (k h + c) (dq_m' - dq') [engaged],  c = 2 zeta sqrt(k J_eff), zeta = 0.3
+    J dq_m'  = J dq_m + h (tau_m - tau_c' + tau_f),   friction on the gearbox (motor side)
+    I dq'    = I dq + h (tau_c' + tau_e)
+The spring acts on the positions at the end of the step (implicit), so the step is stable at
+any stiffness and an infinitely stiff spring without dead band locks the two bodies into the
+rigid transmission above (the compliant extensions contain their rigid parent). The friction's
+stick test is taken on the coupled pair, and its gear-mesh loss on the torque the mesh carries.
 (Nordin & Gutman, "Controlling mechanical systems with backlash — a survey", Automatica 2002,
-dead-zone model.) The coupling is :func:`transmission_coupling` (J_eff: :func:`effective_inertia`),
-the one function the whole-robot rollouts (:mod:`actuatorlab.sim.arm`) use as well.
+dead-zone model.) :func:`two_body_step` is the one function the whole-robot rollouts
+(:mod:`actuatorlab.sim.arm`) use as well.
 """
 
 from __future__ import annotations
@@ -48,7 +52,7 @@ from .motor import (dc_motor_torque, sagged_supply_voltage, winding_resistance,
 from .plant import PlantConstants, carriage, pendulum
 
 __all__ = ["StepConfig", "Constants", "State", "Inputs", "Outputs", "make_step", "drive_effort",
-           "transmission_coupling", "effective_inertia"]
+           "two_body_step", "effective_inertia"]
 
 _ZETA = 0.3
 
@@ -150,39 +154,61 @@ def effective_inertia(J, I_load):
     return J * I_load / (J + I_load)
 
 
-def transmission_coupling(p, qm, dqm, q, dq, j_eff, h, xp=jnp):
-    """Effort [N.m | N] that a compliant transmission with backlash passes from the motor side to
-    the output (the motor side feels its opposite).
+def two_body_step(p, J, I_load, tau_m, tau_e, qm, dqm, q, dq, h, xp=jnp):
+    """One physics step of the compliant transmission with backlash: returns
+    ``(tau_c, tau_f, dqm', dq')``, the effort [N.m | N] the transmission passes to the output over
+    the step (the motor side feels its opposite), the friction on the motor side, and both
+    bodies' velocities at the end of the step (semi-implicit Euler: positions follow as
+    q' = q + h dq').
 
     Args:
-        p: parameters; uses ``backlash`` [rad | m] (full width b of the dead band) and
-            ``stiffness`` [N.m/rad | N/m] (series spring k).
-        qm, dqm: motor-side position [rad | m] and velocity [rad/s | m/s], expressed at the output.
-        q, dq: output position and velocity (same units).
-        j_eff: reduced inertia of the two bodies [kg.m^2 | kg] (:func:`effective_inertia`).
+        p: parameters; uses ``backlash`` [rad | m] (full width b of the dead band), ``stiffness``
+            [N.m/rad | N/m] (series spring k) and the friction's (:func:`friction_budget`).
+        J: rotor inertia (``armature``) and I_load: output-side inertia [kg.m^2 | kg].
+        tau_m: motor effort [N.m | N] at the output; tau_e: every other effort on the output
+            (gravity, the physics engine's smooth forces).
+        qm, dqm: motor-side position [rad | m] and velocity, expressed at the output; q, dq the
+            output's.
         h: integration step [s].
 
     Equations (dead-zone backlash model, Nordin & Gutman, "Controlling mechanical systems with
-    backlash -- a survey", Automatica 38 (2002), with a spring-damper contact)::
+    backlash -- a survey", Automatica 38 (2002), with a spring-damper contact; backward Euler on
+    the spring and its damper)::
 
         delta = q_m - q
-        e     = delta - clip(delta, -b/2, b/2)         deflection beyond the dead band (0 inside)
-        k_s   = min(k, 0.25 J_eff / h^2)               omega h <= 0.5: the explicit step stays stable
-        c     = 2 zeta sqrt(k_s J_eff),  zeta = 0.3    contact damping, only while engaged
-        tau_c = k_s e + c (dq_m - dq) [e != 0]
+        e     = delta - clip(delta, -b/2, b/2)          deflection beyond the dead band (0 inside)
+        K     = k h + c  while engaged (|e| > 0, or b = 0), else 0;  c = 2 zeta sqrt(k J_eff)
+        tau_c = k e + K w',   w' = dq_m' - dq'           the spring at the end of the step
+        J dq_m' = J dq_m + h (tau_m - tau_c + tau_f),   I dq' = I dq + h (tau_c + tau_e)
 
-    A spring stiffer than the step can resolve acts as the stiffest resolvable one; b = 0 gives a
-    plain series spring (``+compliance``). Inside the band tau_c is exactly 0. Works on scalars or
-    arrays of any shape (elementwise); ``xp`` is the array namespace (``jax.numpy``, or ``numpy``
-    for the native MuJoCo rollout).
+    Solved for w' in closed form (one linear equation); the friction's stick/slip
+    (:func:`stick_slip_torque`) is taken on the motor side *with the load it drags through the
+    spring*: dq_m' moves by h tau_f / J_f with J_f = J (1 + h K / J_eff) / (1 + h K / I), which is
+    J for a free rotor (K = 0) and J + I for a rigid spring (K -> inf), so friction brings dq_m'
+    towards 0 and never past it (it dissipates), and a stiff joint at rest holds
+    |tau_m + tau_e| <= F as the rigid one does. The friction budget reads the load's effort tau_e
+    (BAM's external torque, as the rigid step) and charges the gear-mesh loss on the torque the
+    mesh carries, the coupling effort before friction. For k -> inf and b = 0 the step is the
+    rigid transmission's (the mesh torque tends to the rigid step's (1 - r) tau_m - r tau_e).
+    Works on scalars or arrays of any shape (elementwise); ``xp``: ``jax.numpy`` or ``numpy``.
     """
-    k_s = xp.minimum(p["stiffness"], 0.25 * j_eff / h**2)
+    j_eff = effective_inertia(J, I_load)
+    k = p["stiffness"]
     half = 0.5 * p["backlash"]
     delta = qm - q
     e = delta - xp.clip(delta, -half, half)
-    engaged = xp.abs(e) > 0.0
-    c_d = 2.0 * _ZETA * xp.sqrt(k_s * j_eff)
-    return k_s * e + xp.where(engaged, c_d * (dqm - dq), 0.0)
+    engaged = (xp.abs(e) > 0.0) | (half <= 0.0)
+    K = xp.where(engaged, k * h + 2.0 * _ZETA * xp.sqrt(k * j_eff), 0.0)
+    f0 = k * e
+    den = 1.0 + h * K / j_eff
+    a = J * dqm + h * tau_m  # momenta before the coupling and the friction
+    b = I_load * dq + h * tau_e
+    tau_c0 = f0 + K * ((a - h * f0) / J - (b + h * f0) / I_load) / den  # without friction
+    budget = friction_budget(p, tau_m, tau_e, dqm, xp=xp, tau_mesh=tau_c0)
+    j_f = J * den / (1.0 + h * K / I_load)
+    tau_f = stick_slip_torque(j_f, (a - h * tau_c0) / J, 0.0, budget, h, xp=xp)
+    tau_c = tau_c0 + K * h * tau_f / (J * den)
+    return tau_c, tau_f, (a + h * (tau_f - tau_c)) / J, (b + h * tau_c) / I_load
 
 
 def make_step(cfg: StepConfig):
@@ -242,14 +268,10 @@ def make_step(cfg: StepConfig):
                 # a plant whose whole moving mass is the armature (EMPS carriage) keeps 0.1 % of it
                 # on the output side so that the two-body model stays defined
                 I_load = jnp.maximum(I_load, 1e-3 * J)
-                tau_c = transmission_coupling(p, qm, dqm, q, dq, effective_inertia(J, I_load), h)
                 pT = hot(T)
                 tau_d = motor(dqm, pT)
                 tau_m = total(tau_d)
-                budget = friction_budget(p, tau_m, -tau_c, dqm)
-                tau_f = stick_slip_torque(J, dqm, tau_m - tau_c, budget, h)
-                dqm = dqm + h * (tau_m - tau_c + tau_f) / J
-                dq = dq + h * (tau_c + tau_e) / I_load
+                _, tau_f, dqm, dq = two_body_step(p, J, I_load, tau_m, tau_e, qm, dqm, q, dq, h)
                 return (q + h * dq, dq, qm + h * dqm, dqm, heat(T, tau_d, pT)), tau_f
 
             (q, dq, qm, dqm, T), tau_f = jax.lax.scan(sub, (s.q, s.dq, s.qm, s.dqm, s.temperature), None,

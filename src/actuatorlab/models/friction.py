@@ -20,7 +20,7 @@ __all__ = ["friction_budget", "stick_slip_torque"]
 _EPS = 1e-9
 
 
-def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0, xp=jnp):
+def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0, xp=jnp, tau_mesh=None):
     """Maximum friction effort [N.m] for the current state.
 
     s          = exp(-(|dq| / v_s)^alpha)                        Stribeck coefficient, 1 at rest
@@ -41,7 +41,9 @@ def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0, xp=jnp):
     torque minus what accelerates the rotor, tau_g = (1 - r) tau_motor - r tau_ext with
     r = J_rotor / (J_rotor + I_load) (``rotor_share``; rigid quasi-static estimate). Holding a
     load, tau_g = tau_motor; in free fall it is only the rotor's inertial torque r |tau_ext|,
-    which BAM's |tau_ext - tau_motor| overstates. The loss is
+    which BAM's |tau_ext - tau_motor| overstates. A two-body transmission passes the torque its
+    mesh carries itself (``tau_mesh``, :func:`~actuatorlab.models.actuator.two_body_step`), which
+    is then tau_g. The loss is
         + eta_d |tau_g|   when tau_g dq >= 0 (motor drives the load)
         + eta_b |tau_g|   otherwise (the load backdrives the motor)
     i.e. an efficiency 1 - eta_d driving and 1 - eta_b backdriving (Coulomb-like in each regime).
@@ -74,7 +76,7 @@ def friction_budget(p, tau_motor, tau_ext, dq, rotor_share=0.0, xp=jnp):
     coulomb = (p["friction_base"] + s * p["friction_stribeck"]
                + p["load_friction"] * tau_gb + s * p["load_friction_stribeck"] * tau_gb
                + tau_dir + s * tau_sdir + s * xp.where(opposite, quad, 0.0))
-    tau_g = (1.0 - rotor_share) * tau_motor - rotor_share * tau_ext
+    tau_g = (1.0 - rotor_share) * tau_motor - rotor_share * tau_ext if tau_mesh is None else tau_mesh
     mesh = xp.abs(tau_g) * (xp.where(tau_g * dq >= 0.0, p["mesh_friction_drive"], p["mesh_friction_back"])
                              + s * p.get("mesh_friction_static", 0.0))
     return coulomb + mesh + p["friction_viscous"] * adq

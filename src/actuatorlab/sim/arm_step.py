@@ -9,7 +9,7 @@ one-joint model's (:mod:`actuatorlab.models`), each taking the same ``xp``.
 A :class:`~actuatorlab.robots.Robot` names, per joint, a firmware law, a DC motor (or ideal torque
 source), a transmission and a friction model. The joint torque is computed here from the *same*
 pure functions as the one-joint model (:mod:`actuatorlab.models`: control laws, ``drive_effort``,
-``friction_budget``, ``stick_slip_torque``, ``transmission_coupling``) and applied to MuJoCo as
+``friction_budget``, ``stick_slip_torque``, ``two_body_step``) and applied to MuJoCo as
 ``qfrc_applied``; MuJoCo does the multibody dynamics (gravity, Coriolis, coupling, constraints).
 The two backends share these equations (:func:`actuator_step`) and this module's types:
 
@@ -37,10 +37,10 @@ Timing per control step k (period ``control_dt = substeps * physics_dt``)::
       compliant joint (``+backlash``, ``+compliance``; rotor q_m, dq_m with J = armature is a
       body of its own, MuJoCo's armature of the joint is 0):
         I_load = 1 / (M^-1)[i, i]                        output-side inertia, see below
-        J_eff  = J I_load / (J + I_load)
-        tau_c  = transmission_coupling(p, q_m, dq_m, q, dq, J_eff, h)   dead zone + spring-damper
-        tau_f  = stick_slip(J, dq_m, tau_m - tau_c, F(tau_m, -tau_c, dq_m), h)   motor side
-        dq_m'  = dq_m + h (tau_m - tau_c + tau_f) / J;   q_m' = q_m + h dq_m'
+        tau_c, tau_f, dq_m', _ = two_body_step(p, J, I_load, tau_m, tau_e, q_m, dq_m, q, dq, h)
+                                                         dead zone + spring-damper at the end of
+                                                         the step, friction on the motor side
+        q_m'   = q_m + h dq_m'
         qfrc_applied[i] = tau_c - force_offset
       winding temperature (``+thermal`` joints, voltage drives; T [degC] carried in ArmState):
         R_T    = R (1 + alpha (T - 25))                  R(T), used by the motor law above
@@ -48,13 +48,16 @@ Timing per control step k (period ``control_dt = substeps * physics_dt``)::
         T'     = T + h (i^2 R_T - (T - T_amb) / R_th) / C_th
       MuJoCo acceleration + Euler step
 
-The firmware always reads the output side (the joint), as the one-joint model does. The coupling
-(:func:`~actuatorlab.models.actuator.transmission_coupling`) is the one-joint model's: a dead zone
-of width ``backlash`` and a spring-damper beyond it, its stiffness capped at 0.25 J_eff / h^2 so
-the explicit step stays stable. I_load is 1 / (M^-1)[i, i], the inertia the joint presents to an
-effort applied on it alone, rather than M[i, i]: a joint's effort also accelerates the links it
-is coupled to, and a cap computed from M[i, i] (up to 4x larger on the OpenManipulator-X wrist)
-let a stiff, backlash-free chain diverge in a few steps. The motor-side state is part of
+The firmware always reads the output side (the joint), as the one-joint model does. The
+transmission (:func:`~actuatorlab.models.actuator.two_body_step`) is the one-joint model's: a dead
+zone of width ``backlash`` and a spring-damper beyond it, taken at the end of the step (implicit)
+with the output's response to it predicted from I_load, and the friction's stick test taken on
+rotor and joint together. Each joint predicts its own response only, so the whole robot caps the
+spring at 0.5 J_eff / h^2 (omega h <= 0.71, :data:`STIFFNESS_CAP`), where the one-joint model
+needs no cap; a spring stiffer than that acts as the capped one. I_load is 1 / (M^-1)[i, i],
+the inertia the joint presents to an effort applied on it alone, rather than M[i, i]: a joint's
+effort also accelerates the links it is coupled to, so 1 / (M^-1)[i, i] is what MuJoCo's step
+then does with tau_c (up to 4x smaller than M[i, i] on the OpenManipulator-X wrist). The motor-side state is part of
 :class:`ArmState`; :func:`initial_state` starts it at the joint's position and velocity (middle
 of the dead band, spring relaxed).
 
@@ -94,12 +97,19 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..errors import ModelError
-from ..models.actuator import drive_effort, effective_inertia, transmission_coupling
+from ..models.actuator import drive_effort, effective_inertia, two_body_step
 from ..models.control import CONTROL_LAWS, LawConstants
 from ..models.friction import friction_budget, stick_slip_torque
 from ..models.motor import dc_motor_current, winding_resistance, winding_temperature_step
 from ..robots.loader import Robot
 from .arm_learned import combine_effort, LearnedArm
+
+#: a compliant joint's spring in the whole robot is at most STIFFNESS_CAP J_eff / h^2 (omega h <= 0.71):
+#: each joint's implicit step predicts its own output's response only (1 / (M^-1)[i, i]), and a
+#: stiffer spring lets the joints' coupling through M ring the chain apart (the OpenManipulator-X
+#: chirps of tests/test_arm_backlash.py diverge from 2 J_eff / h^2 on); the one-joint model (one
+#: body, exact response) needs no cap
+STIFFNESS_CAP = 0.5
 
 __all__ = ["ArmConfig", "ArmInputs", "ArmState", "ArmOutputs", "Actuators", "ActuatorState", "Sensed",
            "Command", "StepRecord", "layout", "actuators", "command_step", "actuator_step", "arm_outputs",
@@ -330,11 +340,13 @@ def joint_effort(xp, lay: _Layout, p, tau_m, sensed: "Sensed", qm, dqm, h):
         applied = tau_m + tau_f
         if not comp.any():
             return applied - p["force_offset"], tau_f, tau_e, qm, dqm
-    J = p["armature"]  # compliant: the rotor is its own body, friction on the motor side
-    tau_c = transmission_coupling(p, qm, dqm, q, dq, effective_inertia(J, i_load), h, xp=xp)
-    budget_m = friction_budget(p, tau_m, -tau_c, dqm, xp=xp)
-    tau_fm = stick_slip_torque(J, dqm, tau_m - tau_c, budget_m, h, xp=xp)
-    dqm = dqm + h * (tau_m - tau_c + tau_fm) / J
+    # compliant: the rotor is its own body, friction on the motor side; the engine moves the
+    # output under tau_c with the inertia i_load the step assumes for it, each joint's spring
+    # capped where the joints' coupling through M (not in i_load) could make it ring
+    J = p["armature"]
+    k_s = xp.minimum(p["stiffness"], STIFFNESS_CAP * effective_inertia(J, i_load) / h**2)
+    tau_c, tau_fm, dqm, _ = two_body_step(dict(p, stiffness=k_s), J, i_load, tau_m, tau_e, qm, dqm, q, dq, h,
+                                          xp=xp)
     qm = qm + h * dqm
     if comp.all():
         return tau_c - p["force_offset"], tau_fm, tau_e, qm, dqm

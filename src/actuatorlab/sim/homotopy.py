@@ -39,7 +39,7 @@ The floor: leg bodies keep the share ``eps`` (default 1 %) of their mass and ine
 dof gets ``(1 - alpha) a_floor`` of armature (default 0.01 kg.m^2, about a third of an ANYmal
 knee's own joint-space inertia), so the mass matrix stays regular and swinging legs have an
 inertia the explicit step and a compliant transmission's stiffness cap
-(:func:`actuatorlab.models.actuator.transmission_coupling`) can resolve. Armature is a
+(:data:`actuatorlab.sim.arm_step.STIFFNESS_CAP`) can resolve. Armature is a
 joint-space (rotor) inertia: it enters M's diagonal only, never the composite rigid-body inertia,
 so it changes none of the conserved quantities above.
 

@@ -539,7 +539,8 @@ ZOO: dict[str, ZooActuator] = {
                 velocity_window=0.005, current_unit=0.01, current_noise=0.05),
         BenchPlan(length=0.3, mass=2.0, arm_mass=0.5, heldout_masses=(1.0, 3.0), gains=(100.0, 200.0),
                   heldout_gains=(50.0, 400.0), kd_per_kp=0.02, amplitude=1.0),
-        family="pd m4/m5+backlash comes closest (directional load friction, dead band + series stiffness); "
+        family="pd g1+delay+backlash comes closest (gear-mesh loss on the carried torque, dead band + series "
+               "stiffness), then m5+delay+backlash (directional load friction); "
                "the motor-side R(T)/kt(T) need +thermal, which the effort drive does not expose: none is exact",
         sources=("Hwangbo et al., Learning agile and dynamic motor skills for legged robots, Sci. Robotics 2019",
                  "Pratt & Williamson, Series elastic actuators, IROS 1995", _BAM)),
