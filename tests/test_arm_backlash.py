@@ -126,8 +126,8 @@ def test_two_body_step_is_one_function_for_numpy_and_jax():
     J, I = rng.uniform(1e-4, 0.05, n), rng.uniform(1e-3, 0.1, n)
     tau_m, tau_e, h = rng.normal(0, 1, n), rng.normal(0, 1, n), 0.002
     ref = [np.asarray(x) for x in two_body_step({k: jnp.asarray(v) for k, v in p.items()}, J, I, tau_m, tau_e,
-                                                qm, dqm, q, dq, h)]
-    tau_c, tau_f, dqm2, dq2 = two_body_step(p, J, I, tau_m, tau_e, qm, dqm, q, dq, h, xp=np)
+                                                (qm, dqm), (q, dq), h)]
+    tau_c, tau_f, dqm2, dq2 = two_body_step(p, J, I, tau_m, tau_e, (qm, dqm), (q, dq), h, xp=np)
     assert isinstance(tau_c, np.ndarray)
     for x, r in zip((tau_c, tau_f, dqm2, dq2), ref):
         np.testing.assert_allclose(x, r, rtol=1e-9, atol=1e-12)
@@ -139,12 +139,12 @@ def test_two_body_step_is_one_function_for_numpy_and_jax():
                                atol=1e-12)
     frictionless = {**p, **{k: np.zeros(n) for k in ("friction_base", "friction_viscous", "mesh_friction_drive",
                                                      "mesh_friction_back")}}
-    _, f0, v0, _ = two_body_step(frictionless, J, I, tau_m, tau_e, qm, dqm, q, dq, h, xp=np)
+    _, f0, v0, _ = two_body_step(frictionless, J, I, tau_m, tau_e, (qm, dqm), (q, dq), h, xp=np)
     assert np.all(f0 == 0.0) and np.abs(tau_f).min() > 0.0
     assert np.all(dqm2 * v0 >= -1e-12) and np.all(np.abs(dqm2) <= np.abs(v0) + 1e-12)  # towards rest, never past
     assert np.sum(dqm2 == 0.0) >= 3  # and some rotors stick (measured 7 of 400)
     stiff = {**p, "backlash": np.zeros(n), "stiffness": np.full(n, 1e12)}
-    _, _, dqm3, dq3 = two_body_step(stiff, J, I, tau_m, tau_e, q, dq, q, dq, h, xp=np)
+    _, _, dqm3, dq3 = two_body_step(stiff, J, I, tau_m, tau_e, (q, dq), (q, dq), h, xp=np)
     np.testing.assert_allclose(dqm3, dq3, rtol=1e-5, atol=1e-6)
     assert effective_inertia(0.045, 0.005) == pytest.approx(0.045 * 0.005 / 0.05)
 

@@ -154,7 +154,7 @@ def effective_inertia(J, I_load):
     return J * I_load / (J + I_load)
 
 
-def two_body_step(p, J, I_load, tau_m, tau_e, qm, dqm, q, dq, h, xp=jnp):
+def two_body_step(p, J, I_load, tau_m, tau_e, motor, output, h, xp=jnp):
     """One physics step of the compliant transmission with backlash: returns
     ``(tau_c, tau_f, dqm', dq')``, the effort [N.m | N] the transmission passes to the output over
     the step (the motor side feels its opposite), the friction on the motor side, and both
@@ -167,8 +167,8 @@ def two_body_step(p, J, I_load, tau_m, tau_e, qm, dqm, q, dq, h, xp=jnp):
         J: rotor inertia (``armature``) and I_load: output-side inertia [kg.m^2 | kg].
         tau_m: motor effort [N.m | N] at the output; tau_e: every other effort on the output
             (gravity, the physics engine's smooth forces).
-        qm, dqm: motor-side position [rad | m] and velocity, expressed at the output; q, dq the
-            output's.
+        motor: (qm, dqm), the motor side's position [rad | m] and velocity [rad/s | m/s],
+            expressed at the output; output: (q, dq), the output's.
         h: integration step [s].
 
     Equations (dead-zone backlash model, Nordin & Gutman, "Controlling mechanical systems with
@@ -192,6 +192,7 @@ def two_body_step(p, J, I_load, tau_m, tau_e, qm, dqm, q, dq, h, xp=jnp):
     rigid transmission's (the mesh torque tends to the rigid step's (1 - r) tau_m - r tau_e).
     Works on scalars or arrays of any shape (elementwise); ``xp``: ``jax.numpy`` or ``numpy``.
     """
+    (qm, dqm), (q, dq) = motor, output
     j_eff = effective_inertia(J, I_load)
     k = p["stiffness"]
     half = 0.5 * p["backlash"]
@@ -271,7 +272,7 @@ def make_step(cfg: StepConfig):
                 pT = hot(T)
                 tau_d = motor(dqm, pT)
                 tau_m = total(tau_d)
-                _, tau_f, dqm, dq = two_body_step(p, J, I_load, tau_m, tau_e, qm, dqm, q, dq, h)
+                _, tau_f, dqm, dq = two_body_step(p, J, I_load, tau_m, tau_e, (qm, dqm), (q, dq), h)
                 return (q + h * dq, dq, qm + h * dqm, dqm, heat(T, tau_d, pT)), tau_f
 
             (q, dq, qm, dqm, T), tau_f = jax.lax.scan(sub, (s.q, s.dq, s.qm, s.dqm, s.temperature), None,

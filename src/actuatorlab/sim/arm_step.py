@@ -37,7 +37,7 @@ Timing per control step k (period ``control_dt = substeps * physics_dt``)::
       compliant joint (``+backlash``, ``+compliance``; rotor q_m, dq_m with J = armature is a
       body of its own, MuJoCo's armature of the joint is 0):
         I_load = 1 / (M^-1)[i, i]                        output-side inertia, see below
-        tau_c, tau_f, dq_m', _ = two_body_step(p, J, I_load, tau_m, tau_e, q_m, dq_m, q, dq, h)
+        tau_c, tau_f, dq_m', _ = two_body_step(p, J, I_load, tau_m, tau_e, (q_m, dq_m), (q, dq), h)
                                                          dead zone + spring-damper at the end of
                                                          the step, friction on the motor side
         q_m'   = q_m + h dq_m'
@@ -345,7 +345,7 @@ def joint_effort(xp, lay: _Layout, p, tau_m, sensed: "Sensed", qm, dqm, h):
     # capped where the joints' coupling through M (not in i_load) could make it ring
     J = p["armature"]
     k_s = xp.minimum(p["stiffness"], STIFFNESS_CAP * effective_inertia(J, i_load) / h**2)
-    tau_c, tau_fm, dqm, _ = two_body_step(dict(p, stiffness=k_s), J, i_load, tau_m, tau_e, qm, dqm, q, dq, h,
+    tau_c, tau_fm, dqm, _ = two_body_step(dict(p, stiffness=k_s), J, i_load, tau_m, tau_e, (qm, dqm), (q, dq), h,
                                           xp=xp)
     qm = qm + h * dqm
     if comp.all():
