@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..logs.format import Trajectory
+from .censor import SELECTION_CENSOR
 from .fit import fit_model, profile_for
 
 __all__ = ["FreeSwing", "torque_off_runs", "calibration_applies", "free_swing_calibration", "describe", "CALIBRATION_MODEL", "MIN_RUN_S", "describe_judgement",
@@ -154,7 +155,8 @@ def free_swing_calibration(trajs: list[Trajectory], *, seed: int = 0, dt: float 
         return None
     runs = torque_off_runs(trajs, min_s=min_s)
     t0 = time.perf_counter()
-    fit = fit_model(runs, CALIBRATION_MODEL, seed=seed, dt=dt, workers=workers, stall=None, grad_steps=GRAD_STEPS)
+    fit = fit_model(runs, CALIBRATION_MODEL, seed=seed, dt=dt, workers=workers, stall=None, grad_steps=GRAD_STEPS,
+                    censor=SELECTION_CENSOR)  # a step of the selection: its objective
     J, q0 = float(fit.params["armature"]), float(fit.params["q_offset"])
     z = fit.space.to_z(fit.theta)
     on_bound = tuple(n for n in CALIBRATED if n in fit.space.names

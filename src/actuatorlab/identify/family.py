@@ -16,6 +16,7 @@ from ..logs.format import Trajectory
 from ..models.registry import SELECTION_EXTENSIONS, ModelSpec, get_model
 from ..sim.rollout import Batch, make_batches
 from .calibrate import FreeSwing, calibration_applies, free_swing_calibration
+from .censor import SELECTION_CENSOR
 from .folds import GROUP_KEYS, Fold, condition_folds, group_ids, split_validation
 from .polish import ResidualJacobian
 from .search import PopulationScorer
@@ -156,10 +157,11 @@ class Family:
 
     def scorer(self, spec: ModelSpec) -> PopulationScorer:
         return self._shared(self.scorers, spec, lambda: PopulationScorer(
-            self.batches, spec, size=self.scorer_size, dtype=np.float32, workers=self.workers))
+            self.batches, spec, size=self.scorer_size, dtype=np.float32, workers=self.workers,
+            censor=SELECTION_CENSOR))
 
     def jacobian(self, spec: ModelSpec) -> ResidualJacobian:
-        return self._shared(self.jacobians, spec, lambda: ResidualJacobian(self.batches, spec))
+        return self._shared(self.jacobians, spec, lambda: ResidualJacobian(self.batches, spec, censor=SELECTION_CENSOR))
 
     def for_final(self) -> "Family":
         """The problem of the final all-logs refit: the logs as given (the split scheme worked on

@@ -3,7 +3,9 @@
 For a model (see :mod:`actuatorlab.models.registry`) and a set of logs, the free parameters are
 searched in a normalised box z in [0, 1]^n (log-scaled parameters map log-uniformly), so every
 parameter has bounds and CMA-ES steps are scale-free. Each candidate is scored by the position
-mean absolute error of full closed-loop rollouts of every log from its measured initial state;
+mean absolute error of full closed-loop rollouts of every log from its measured initial state,
+outside each reading's quantisation cell (:mod:`actuatorlab.identify.censor`; the reported MAE is
+the plain one);
 CMA-ES (Hansen, ``cma`` package) evaluates whole populations in one batched ``vmap`` call. The
 best point is then refined with Adam (optax) on the same loss through ``jax.grad`` of the rollout.
 The CMA-ES budget is a pool of ``n_starts x max_evals`` evaluations: a start ends at ``max_evals``
@@ -25,23 +27,34 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..errors import UnknownNameError
 from ..precision import physics, physics_fn
 from ..logs.format import Trajectory
 from ..models.params import PARAMS
 from ..models.registry import ModelSpec, embed_params, get_model
 from ..sim.rollout import Batch, make_batches, rollout_batch
+from .censor import censored, half_cells
 from .search import BestSoFar, Stall, UnitBoxCMA, cma_stream, default_workers, run_cma, run_sliced
 from .space import ParamSpace, box_adam_step, effort_available, profile_for, substeps_for
 
-__all__ = ["FitResult", "fit_model", "make_loss", "ParamSpace", "profile_for", "substeps_for", "effort_available"]
+__all__ = ["FitResult", "fit_model", "make_loss", "LOSS_KINDS", "ParamSpace", "profile_for", "substeps_for",
+           "effort_available"]
+
+
+#: what :func:`make_loss` computes: the plain MAE (reported), the fit's censored MAE, its smooth form, the MSE
+LOSS_KINDS = ("mae", "censored", "smooth", "mse")
 
 
 @physics_fn
 def make_loss(spec: ModelSpec, space: ParamSpace, batches: list[Batch], kind: str = "mae",
-              effort_weight: float = 0.0) -> Callable:
+              effort_weight: float = 0.0, censor: float | None = None) -> Callable:
     """Loss(theta) over all samples of all batches (jit-able).
 
-    effort_weight = 0: pooled position error (MAE for ``kind="mae"``), in the log's unit.
+    effort_weight = 0: pooled position error, in the log's unit: ``kind`` "mae" the plain MAE (what
+    is reported), "censored" the MAE of the error outside each reading's quantisation cell (the
+    fit's objective, :mod:`actuatorlab.identify.censor`; ``censor`` the band's half-width as a
+    fraction of the lattice step, None: :data:`~actuatorlab.identify.censor.CENSOR`), "smooth" its
+    smooth form for gradients (sqrt(c^2 + eps^2)), "mse" the mean squared error.
     effort_weight = w > 0 (logs with a measured controller output):
         log(mean (q_sim - q)^2) + w log(mean (u_sim - u)^2)  (= 2 log ||e_q|| + 2 w log ||e_u|| + const)
     scale-free, so a relative improvement counts the same in either signal. A stiff position loop
@@ -49,35 +62,39 @@ def make_loss(spec: ModelSpec, space: ParamSpace, batches: list[Batch], kind: st
     controller output it needs; fitting position alone let a 0.13 ms command delay trade against
     viscous friction (Fv 5.6 instead of ~200 N.s/m, force error 30 %, bench/emps.py).
     """
+    if kind not in LOSS_KINDS:
+        raise UnknownNameError("loss kind", kind, LOSS_KINDS)
     sub = substeps_for(spec)
+    halves = half_cells(batches, 0.0 if kind in ("mae", "mse") else censor)
     items = [(b.step_config(spec.compliant, sub, spec.thermal), b.arrays(), jnp.asarray(b.mask, jnp.float64),
-              jnp.asarray(np.nan_to_num(b.effort_meas), jnp.float64)) for b in batches]
+              jnp.asarray(np.nan_to_num(b.effort_meas), jnp.float64), jnp.asarray(h, jnp.float64))
+             for b, h in zip(batches, halves)]
     n_total = float(sum(b.n_samples for b in batches))
 
-    def residual(e):
-        if kind == "mae":
-            r = jnp.abs(e)
-        elif kind == "mse":
+    def residual(e, h):
+        if kind == "mse":
             r = e**2
-        else:  # smooth MAE for gradients: sqrt(e^2 + eps^2)
-            r = jnp.sqrt(e**2 + 1e-12)
+        elif kind == "smooth":  # smooth censored MAE for gradients
+            r = jnp.sqrt(censored(e, h, jnp)**2 + 1e-12)
+        else:
+            r = jnp.abs(censored(e, h, jnp))
         return jnp.where(jnp.isfinite(r), r, 1e3)
 
     def loss(theta):
         p = space.params(theta)
         sq, su = 0.0, 0.0
-        for cfg, arr, mask, u_meas in items:
+        for cfg, arr, mask, u_meas, h in items:
             out = rollout_batch(cfg, p, arr)
-            sq = sq + jnp.sum(residual(out.q - arr["q_meas"]) * mask)
+            sq = sq + jnp.sum(residual(out.q - arr["q_meas"], h) * mask)
             if effort_weight > 0:
-                su = su + jnp.sum(residual(out.u - u_meas) * mask)
+                su = su + jnp.sum(residual(out.u - u_meas, 0.0) * mask)
         if effort_weight > 0:
             return jnp.log(sq / n_total + 1e-30) + effort_weight * jnp.log(su / n_total + 1e-30)
         return sq / n_total
 
     if effort_weight > 0 and kind != "mse":
         # the scale-free objective uses L2 norms, the norm of the benchmark's relative errors
-        return make_loss(spec, space, batches, "mse", effort_weight)
+        return make_loss(spec, space, batches, "mse", effort_weight, censor)
 
     return loss
 
@@ -113,7 +130,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
               init: dict | list[dict] | None = None, dt: float | None = None,
               progress: Callable | None = None, profile: str | None = None,
               sigma0: float = 0.25, effort_weight: float | None = None, workers: int | None = None,
-              bounds: dict | None = None, stall: Stall | None = Stall()) -> FitResult:
+              bounds: dict | None = None, stall: Stall | None = Stall(), censor: float | None = None) -> FitResult:
     """Fit ``model`` to the logs.
 
     bounds: name -> (lower, upper) replacing the profile's box of those parameters (e.g.
@@ -136,6 +153,9 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     when every log has a measured controller output and 0 otherwise. workers: threads each CMA-ES
     population is scored on, in slices of one compiled shape (default :func:`default_workers`;
     the same candidates are scored, up to floating-point rounding between compiled batch sizes).
+    censor: the objective's band about each reading, as a fraction of its log's encoder step
+    (:mod:`actuatorlab.identify.censor`; None: :data:`~actuatorlab.identify.censor.CENSOR`, 0: the
+    plain MAE). ``train_mae`` is the plain MAE at the result, ``objective`` the fitted objective.
     """
     t_start = time.perf_counter()
     spec = get_model(model)
@@ -147,7 +167,7 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     space = ParamSpace.build(spec, batches, profile, bounds=bounds)
     if effort_weight is None:
         effort_weight = 1.0 if effort_available(batches) else 0.0
-    loss = make_loss(spec, space, batches, "mae", effort_weight)
+    loss = make_loss(spec, space, batches, "censored", effort_weight, censor)
     pop_loss = jax.jit(jax.vmap(lambda z: loss(space.to_theta(z))))
     n_workers = max(1, int(default_workers() if workers is None else workers))
     part = -(-popsize // n_workers)  # candidates per compiled call
@@ -201,10 +221,11 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
 
     if grad_steps > 0 and space.n > 0:  # gradient refinement from the best point
         step = (lambda k: progress("grad", pool + k + 1, total_work)) if progress else None
-        score(_adam_path(make_loss(spec, space, batches, "smooth", effort_weight), space, best.x, grad_steps,
+        score(_adam_path(make_loss(spec, space, batches, "smooth", effort_weight, censor), space, best.x, grad_steps,
                          step))  # the refined point is kept only if it is better in MAE
     theta = np.asarray(space.to_theta(jnp.asarray(best.x)))
-    train_mae = best.f if effort_weight == 0 else float(jax.jit(make_loss(spec, space, batches, "mae"))(theta))
+    plain = effort_weight == 0 and not any(np.any(h) for h in half_cells(batches, censor))
+    train_mae = best.f if plain else float(jax.jit(make_loss(spec, space, batches, "mae"))(theta))
     return FitResult(spec.name, spec, space, theta, train_mae, evals, time.perf_counter() - t_start,
                      profile, batches[0].dt, history, objective=best.f, effort_weight=effort_weight)
 

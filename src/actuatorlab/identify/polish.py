@@ -16,8 +16,10 @@ iteration stops when an accepted step lowers the objective by less than ``rtol``
 With a measured controller output (``effort_weight`` w > 0) the objective is that of
 :func:`~actuatorlab.identify.fit.make_loss`, log(mean e_q^2) + w log(mean e_u^2); its Gauss-Newton
 model stacks the residuals scaled by 1 / ||e_q|| and sqrt(w) / ||e_u|| at the current point. The
-position MAE (w = 0) is not a sum of squares: the steps minimise the squared error, and the point
-kept is the iterate with the lowest MAE (the start included), so the polish never returns a worse
+position MAE (w = 0) is not a sum of squares: the steps minimise the squared error outside each
+reading's quantisation cell (``c(e) = e - clip(e, -h, h)``, :mod:`actuatorlab.identify.censor`; its
+Jacobian is J where |e| > h and 0 inside the cell), and the point kept is the iterate with the
+lowest censored MAE, the fit's objective (the start included), so the polish never returns a worse
 point than it was given.
 
 The Jacobian comes from forward-mode differentiation of the rollout (``jax.jvp``, one tangent per
@@ -40,6 +42,7 @@ import numpy as np
 
 from ..models.registry import ModelSpec
 from ..sim.rollout import Batch, rollout_batch
+from .censor import censored, half_cells
 from .search import FoldSearch, default_workers, run_sliced
 from .space import PARAM_ORDER, ParamSpace, full_vectors, substeps_for
 
@@ -70,9 +73,11 @@ class ResidualJacobian:
     ``rq`` (N,), ``Jq`` (N, K), ``ru`` (N,), ``Ju`` (N, K) over the N = sum of batch sizes x
     samples entries (0 where a sample is padding or not finite; ``ru`` 0 where no controller
     output is measured), ``self.log`` (N,) the log index (scorer order) of every entry and
-    ``self.valid`` (N,) whether it is a real sample. Float64 (the physics precision)."""
+    ``self.valid`` (N,) whether it is a real sample, ``self.half`` (N,) [rad | m] the half-width of
+    its reading's censored band (:func:`~actuatorlab.identify.censor.half_cells`; ``censor`` as
+    there). Float64 (the physics precision)."""
 
-    def __init__(self, batches: list[Batch], spec: ModelSpec):
+    def __init__(self, batches: list[Batch], spec: ModelSpec, censor: float | None = None):
         sub = substeps_for(spec)
         self.cfgs = tuple(b.step_config(spec.compliant, sub, spec.thermal) for b in batches)
         self.data = [(b.arrays(), jnp.asarray(b.mask, jnp.float64),
@@ -82,6 +87,8 @@ class ResidualJacobian:
         self.log = np.concatenate([(starts[i] + np.arange(b.size))[:, None].repeat(b.mask.shape[1], 1).ravel()
                                    for i, b in enumerate(batches)])
         self.valid = np.concatenate([b.mask.ravel() for b in batches]).astype(bool)
+        self.half = np.concatenate([np.broadcast_to(h, b.mask.shape).ravel()
+                                    for b, h in zip(batches, half_cells(batches, censor))])
         cfgs = self.cfgs
 
         def residuals(pvec, data):
@@ -128,23 +135,26 @@ def _directions(space: ParamSpace, z: np.ndarray) -> np.ndarray:
     return D
 
 
-def _objective(rq: np.ndarray, ru: np.ndarray, w: np.ndarray, n: float, effort_weight: float) -> float:
+def _objective(rq: np.ndarray, ru: np.ndarray, w: np.ndarray, n: float, effort_weight: float,
+               half: np.ndarray | float = 0.0) -> float:
     if effort_weight > 0:
         return float(np.log(w @ rq**2 / n + 1e-30) + effort_weight * np.log(w @ ru**2 / n + 1e-30))
-    return float(w @ np.abs(rq) / n)
+    return float(w @ np.abs(censored(rq, half)) / n)
 
 
 def _polish_one(space: ParamSpace, jac: ResidualJacobian, z0: np.ndarray, w: np.ndarray, n: float,
                 effort_weight: float, settings: PolishSettings) -> tuple[np.ndarray, float, int]:
     """One fold: the LM iterates from z0 on the samples weighted by w (N,). Returns the best
     point by the objective (z0 included), its objective and the rollouts spent."""
-    def merit(rq, ru) -> float:  # what the steps lower: the squared error, or the scale-free objective
-        return _objective(rq, ru, w, n, effort_weight) if effort_weight > 0 else float(w @ rq**2)
+    half = jac.half
+
+    def merit(rq, ru) -> float:  # what the steps lower: the squared censored error, or the scale-free objective
+        return _objective(rq, ru, w, n, effort_weight) if effort_weight > 0 else float(w @ censored(rq, half)**2)
 
     z = np.asarray(z0, float)
     rq, ru = jac.residuals(full_vectors(space, space.to_theta(z[None], np))[0])
     m = merit(rq, ru)
-    best_z, best_obj, evals, lam = z, _objective(rq, ru, w, n, effort_weight), 1, settings.lambda0
+    best_z, best_obj, evals, lam = z, _objective(rq, ru, w, n, effort_weight, half), 1, settings.lambda0
     for _ in range(settings.max_iters):
         rq, Jq, ru, Ju = jac(full_vectors(space, space.to_theta(z[None], np))[0], _directions(space, z))
         evals += 1 + space.n
@@ -153,8 +163,9 @@ def _polish_one(space: ParamSpace, jac: ResidualJacobian, z0: np.ndarray, w: np.
             sq, su = max(w @ rq**2, 1e-300), max(w @ ru**2, 1e-300)
             A = (Jq.T * w) @ Jq / sq + effort_weight * (Ju.T * w) @ Ju / su
             g = (Jq.T * w) @ rq / sq + effort_weight * (Ju.T * w) @ ru / su
-        else:
-            A, g = (Jq.T * w) @ Jq, (Jq.T * w) @ rq
+        else:  # Gauss-Newton on the censored residual: zero, with no slope, inside the cell
+            rc, Jc = censored(rq, half), Jq * ((np.abs(rq) > half) | (half == 0.0))[:, None]
+            A, g = (Jc.T * w) @ Jc, (Jc.T * w) @ rc
         free = ~(((z <= 0.0) & (g > 0)) | ((z >= 1.0) & (g < 0)))  # held on a bound it presses on
         gain = None
         while lam <= settings.max_lambda:
@@ -171,7 +182,7 @@ def _polish_one(space: ParamSpace, jac: ResidualJacobian, z0: np.ndarray, w: np.
             mn = merit(rqn, run)
             if np.isfinite(mn) and mn < m:
                 gain, z, m = (m - mn) / max(abs(m), 1e-300), zn, mn
-                obj = _objective(rqn, run, w, n, effort_weight)
+                obj = _objective(rqn, run, w, n, effort_weight, half)
                 if obj < best_obj:
                     best_z, best_obj = z, obj
                 lam = max(lam / 3.0, 1e-9)

@@ -29,6 +29,7 @@ from ..precision import in_this_precision
 from ..models.params import PARAMS
 from ..models.registry import ModelSpec, embed_params
 from ..sim.rollout import Batch, rollout, rollout_batch
+from .censor import censored, half_cells
 from .space import PARAM_ORDER, ParamSpace, full_vectors, substeps_for
 
 __all__ = ["PopulationScorer", "objective_from_sums", "FoldSearch", "SearchSettings", "search_folds",
@@ -82,9 +83,11 @@ class PopulationScorer:
     Every model with the same static structure (compliant, substeps, thermal) shares one scorer:
     all parameters are traced, a model only decides which of them vary. Called with full
     parameter vectors P (n, len(PARAM_ORDER)) it returns a dict of (n, L) arrays over the L logs of
-    ``batches`` (in batch order, ``self.names``): ``abs_q`` sum |q_sim - q| [rad|m], ``sq_q`` sum of
-    squares, ``sq_u`` sum of squared controller-output errors (0 where not measured); ``n`` (L,)
-    valid samples per log. Non-finite errors count as 1e3 per sample (as in :func:`make_loss`).
+    ``batches`` (in batch order, ``self.names``): ``abs_q`` sum |q_sim - q| [rad|m], ``cens_q`` the
+    same of the error outside each reading's quantisation cell (the fit's objective,
+    :mod:`actuatorlab.identify.censor`; ``censor`` the band's half-width as a fraction of the lattice
+    step, None: :data:`~actuatorlab.identify.censor.CENSOR`), ``sq_q`` sum of squares, ``sq_u`` sum
+    of squared controller-output errors (0 where not measured); ``n`` (L,) valid samples per log. Non-finite errors count as 1e3 per sample (as in :func:`make_loss`).
     Populations are padded to a multiple of ``size`` so that one compilation serves all calls. With
     a single batch the unit is a (candidate, log) pair instead (:meth:`pairs`): a fold's candidates
     run on that fold's training logs only, and ``size`` pairs make one call (choose popsize x the
@@ -96,7 +99,7 @@ class PopulationScorer:
     """
 
     def __init__(self, batches: list[Batch], spec: ModelSpec, size: int = 64, dtype=np.float64,
-                 workers: int | None = None):
+                 workers: int | None = None, censor: float | None = None):
         self.size = int(size)
         self.dtype = dtype
         self.workers = max(1, int(default_workers() if workers is None else workers))
@@ -105,8 +108,8 @@ class PopulationScorer:
         self.batch_of = np.concatenate([np.full(b.size, i) for i, b in enumerate(batches)])
         sub = substeps_for(spec)
         cfgs = tuple(b.step_config(spec.compliant, sub, spec.thermal) for b in batches)
-        arrays = [(b.arrays(), b.mask, np.nan_to_num(b.effort_meas), np.isfinite(b.effort_meas))
-                  for b in batches]
+        arrays = [(b.arrays(), b.mask, np.nan_to_num(b.effort_meas), np.isfinite(b.effort_meas), h)
+                  for b, h in zip(batches, half_cells(batches, censor))]
         arrays = jax.tree_util.tree_map(
             lambda x: jnp.asarray(x, dtype) if np.issubdtype(np.asarray(x).dtype, np.floating)
             or np.asarray(x).dtype == bool else jnp.asarray(x), arrays)
@@ -114,16 +117,19 @@ class PopulationScorer:
         def clean(r):
             return jnp.where(jnp.isfinite(r), r, 1e3)
 
+        banded = any(np.any(a[4]) for a in arrays)  # without a band the censored sums are the plain ones
+
         def one(pvec, data):
             p = {n: pvec[i] for i, n in enumerate(PARAM_ORDER)}
-            aq, sq, su = [], [], []
-            for cfg, (arr, mask, u_meas, u_ok) in zip(cfgs, data):
+            aq, cq, sq, su = [], [], [], []
+            for cfg, (arr, mask, u_meas, u_ok, h) in zip(cfgs, data):
                 out = rollout_batch(cfg, p, arr)
                 e = out.q - arr["q_meas"]
                 aq.append(jnp.sum(clean(jnp.abs(e)) * mask, axis=1))
+                cq.append(jnp.sum(clean(jnp.abs(censored(e, h, jnp))) * mask, axis=1) if banded else aq[-1])
                 sq.append(jnp.sum(clean(e**2) * mask, axis=1))
                 su.append(jnp.sum(clean((out.u - u_meas) ** 2) * mask * u_ok, axis=1))
-            return jnp.concatenate(aq), jnp.concatenate(sq), jnp.concatenate(su)
+            return jnp.concatenate(aq), jnp.concatenate(cq), jnp.concatenate(sq), jnp.concatenate(su)
 
         self._arrays = arrays
         self._fn = jax.jit(jax.vmap(one, in_axes=(0, None)))
@@ -132,14 +138,16 @@ class PopulationScorer:
             cfg = cfgs[0]
 
             def pair(pvec, i, data):
-                arr, mask, u_meas, u_ok = data
+                arr, mask, u_meas, u_ok, h = data
                 p = {n: pvec[k] for k, n in enumerate(PARAM_ORDER)}
                 c = jax.tree_util.tree_map(lambda x: x[i], arr["consts"])
                 qm, dqm = arr["q_meas"][i], arr["dq_meas"][i]
                 out = rollout(cfg, p, c, arr["q_target"][i], arr["enable"][i], arr["v_supply"][i], qm[0], dqm[0],
                               arr["temperature0"][i])
                 e = out.q - qm
-                return (jnp.sum(clean(jnp.abs(e)) * mask[i]), jnp.sum(clean(e**2) * mask[i]),
+                aq = jnp.sum(clean(jnp.abs(e)) * mask[i])
+                return (aq, jnp.sum(clean(jnp.abs(censored(e, h[i], jnp))) * mask[i]) if banded else aq,
+                        jnp.sum(clean(e**2) * mask[i]),
                         jnp.sum(clean((out.u - u_meas[i]) ** 2) * mask[i] * u_ok[i]))
 
             self._pair_fn = jax.jit(jax.vmap(pair, in_axes=(0, 0, None)))
@@ -162,8 +170,8 @@ class PopulationScorer:
             return [np.asarray(o, np.float64) for o in out]
 
         parts = run_sliced(run, range(0, len(P), part), self.workers)
-        aq, sq, su = (np.concatenate([p[k] for p in parts])[:n] for k in range(3))
-        return {"abs_q": aq, "sq_q": sq, "sq_u": su}
+        aq, cq, sq, su = (np.concatenate([p[k] for p in parts])[:n] for k in range(4))
+        return {"abs_q": aq, "cens_q": cq, "sq_q": sq, "sq_u": su}
 
     @property
     def has_pairs(self) -> bool:
@@ -185,21 +193,22 @@ class PopulationScorer:
             return [np.asarray(o, np.float64) for o in self._fn(jnp.asarray(P[i:i + part], self.dtype), self._arrays)]
 
         parts = run_sliced(run, range(0, len(P), part), self.workers)
-        aq, sq, su = (np.concatenate([p[k] for p in parts])[:n] for k in range(3))
-        return {"abs_q": aq, "sq_q": sq, "sq_u": su}
+        aq, cq, sq, su = (np.concatenate([p[k] for p in parts])[:n] for k in range(4))
+        return {"abs_q": aq, "cens_q": cq, "sq_q": sq, "sq_u": su}
 
 
 def objective_from_sums(sums: dict[str, np.ndarray], n: np.ndarray, weights: np.ndarray,
                         effort_weight: float = 0.0) -> np.ndarray:
     """The objective of :func:`~actuatorlab.identify.fit.make_loss` over the logs selected by
     ``weights`` (L,) (0/1), from :class:`PopulationScorer` sums: pooled position MAE (every
-    selected sample counts the same), or with ``effort_weight`` > 0
+    selected sample counts the same) outside each reading's quantisation cell (``cens_q``), or with
+    ``effort_weight`` > 0
     log(mean sq position error) + w log(mean sq controller-output error). Returns (n_candidates,)."""
     N = float(np.sum(weights * n))
     if effort_weight > 0:
         return (np.log(sums["sq_q"] @ weights / N + 1e-30)
                 + effort_weight * np.log(sums["sq_u"] @ weights / N + 1e-30))
-    return sums["abs_q"] @ weights / N
+    return sums["cens_q"] @ weights / N
 
 
 @dataclass

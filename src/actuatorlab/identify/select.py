@@ -61,6 +61,7 @@ import numpy as np
 from ..precision import in_this_precision, physics
 from ..models.registry import ModelSpec, get_model, tied_equivalents
 from .calibrate import calibration_applies
+from .censor import SELECTION_CENSOR
 from ..logs.format import Trajectory
 from .boxes import box_record, edge_boxes
 from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR,
@@ -437,12 +438,13 @@ def judge_widened(fam: Family, lad: Ladder, selected: str) -> tuple[Family, dict
 
 
 def final_result(fam: Family, spec: ModelSpec, space: ParamSpace, res: FoldSearch, t0: float) -> FitResult:
-    """The final refit's result, its MAE re-scored in float64 on ``fam``'s batches."""
-    f64 = make_loss(spec, space, fam.batches, "mae")
-    mae = float(f64(res.theta))
+    """The final refit's result, its MAE (and its objective, :data:`~actuatorlab.identify.censor.
+    SELECTION_CENSOR`) re-scored in float64 on ``fam``'s batches."""
+    mae = float(make_loss(spec, space, fam.batches, "mae")(res.theta))
+    objective = res.objective if fam.effort_weight else mae if not SELECTION_CENSOR else float(
+        make_loss(spec, space, fam.batches, "censored", censor=SELECTION_CENSOR)(res.theta))
     return FitResult(spec.name, spec, space, res.theta, mae, res.evaluations, time.perf_counter() - t0,
-                     fam.profile, fam.dt, res.history, objective=res.objective if fam.effort_weight else mae,
-                     effort_weight=fam.effort_weight)
+                     fam.profile, fam.dt, res.history, objective=objective, effort_weight=fam.effort_weight)
 
 
 def final_refit(fam: Family, selected: str, inits: list[dict],

@@ -23,6 +23,7 @@ import numpy as np
 from ..precision import physics
 from ..errors import DataError
 from ..logs.format import Trajectory
+from ..logs.lattice import lattice_step
 from ..models.actuator import Constants, Inputs, Outputs, State, StepConfig, make_step
 from ..models.control import DEFAULT_ERROR_GAIN, LawConstants, get_control_law
 from ..models.plant import GRAVITY, PlantConstants
@@ -45,6 +46,9 @@ class Batch:
     (:func:`controller_level`: measured where logged, else the control law on the measured
     position), NaN where the torque is off; read by the evaluation (the ``stall`` regime), never
     by a model or a fit.
+    q_step (B,) [rad | m] or None: the step of the lattice each log's logged positions lie on
+    (:func:`~actuatorlab.logs.lattice.lattice_step`; 0: none, continuous positions), read by the
+    fit's censored objective (:mod:`actuatorlab.identify.censor`).
     """
 
     names: tuple[str, ...]
@@ -65,6 +69,7 @@ class Batch:
     sources: tuple[str, ...] = field(default_factory=tuple)
     temperature0: np.ndarray | None = None
     effort_level: np.ndarray | None = None
+    q_step: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -245,7 +250,8 @@ def make_batches(trajs: list[Trajectory], dt: float | None = None) -> list[Batch
             conditions=tuple(dict(tr.conditions) for tr in group),
             sources=tuple(tr.source_file for tr in group),
             temperature0=np.array([a["temperature0"] for a in arrs], float),
-            effort_level=pad("effort_level", False)))
+            effort_level=pad("effort_level", False),
+            q_step=np.array([lattice_step(np.asarray(tr["position"], float)) for tr in group])))
     return batches
 
 
