@@ -159,10 +159,8 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
     """
     t_start = time.perf_counter()
     spec = get_model(model)
-    if trajs and isinstance(trajs[0], Batch):
-        batches = trajs
-    else:
-        batches = make_batches(list(cast(list[Trajectory], trajs)), dt)
+    batches = (trajs if trajs and isinstance(trajs[0], Batch)
+               else make_batches(list(cast(list[Trajectory], trajs)), dt))
     profile = profile or profile_for(batches)
     space = ParamSpace.build(spec, batches, profile, bounds=bounds)
     if effort_weight is None:
@@ -224,12 +222,20 @@ def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed:
         score(_adam_path(make_loss(spec, space, batches, "smooth", effort_weight, censor), space, best.x, grad_steps,
                          step))  # the refined point is kept only if it is better in MAE
     theta = np.asarray(space.to_theta(jnp.asarray(best.x)))
-    plain = effort_weight == 0 and not any(np.any(h) for h in half_cells(batches, censor))
-    train_mae = best.f if plain else float(jax.jit(make_loss(spec, space, batches, "mae"))(theta))
+    train_mae = _plain_mae(spec, space, batches, theta, best.f, effort_weight, censor)
     return FitResult(spec.name, spec, space, theta, train_mae, evals, time.perf_counter() - t_start,
                      profile, batches[0].dt, history, objective=best.f, effort_weight=effort_weight)
 
 
+
+
+def _plain_mae(spec: ModelSpec, space: ParamSpace, batches: list[Batch], theta: np.ndarray, objective: float,
+               effort_weight: float, censor: float | None) -> float:
+    """The plain position MAE at ``theta``: the objective itself where it is that MAE (no effort term, no
+    band), else a float64 replay."""
+    if effort_weight == 0 and not any(np.any(h) for h in half_cells(batches, censor)):
+        return objective
+    return float(jax.jit(make_loss(spec, space, batches, "mae"))(theta))
 
 
 def _adam_path(smooth: Callable, space: ParamSpace, z0: np.ndarray, steps: int, step: Callable | None) -> np.ndarray:
