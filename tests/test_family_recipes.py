@@ -134,7 +134,7 @@ def test_group_objectives_are_the_hand_computed_aggregates_over_the_selected_gro
     groups = np.array([0, 0, 1, 2])
     abs_q = np.array([[1.0, 5.0, 4.0, 40.0],    # per-group MAE: (1 + 5) / 40 = 0.15, 0.2, 1.0
                       [2.0, 2.0, 10.0, 4.0]])   # 0.1, 0.5, 0.1
-    sums = {"abs_q": abs_q, "sq_q": abs_q, "sq_u": abs_q}
+    sums = {"abs_q": abs_q, "cens_q": abs_q, "sq_q": abs_q, "sq_u": abs_q}  # the walk's censored sums: its plain ones
     w = np.ones(4)
     pooled = group_objective(sums, n, w, 0.0, groups, "pooled")
     assert pooled == pytest.approx([50 / 100, 18 / 100])
