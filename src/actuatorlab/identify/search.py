@@ -87,7 +87,8 @@ class PopulationScorer:
     same of the error outside each reading's quantisation cell (the fit's objective,
     :mod:`actuatorlab.identify.censor`; ``censor`` the band's half-width as a fraction of the lattice
     step, None: :data:`~actuatorlab.identify.censor.CENSOR`), ``sq_q`` sum of squares, ``sq_u`` sum
-    of squared controller-output errors (0 where not measured); ``n`` (L,) valid samples per log. Non-finite errors count as 1e3 per sample (as in :func:`make_loss`).
+    of squared controller-output errors (0 where not measured); ``n`` (L,) valid samples per log.
+    Non-finite errors count as 1e3 per sample (as in :func:`make_loss`).
     Populations are padded to a multiple of ``size`` so that one compilation serves all calls. With
     a single batch the unit is a (candidate, log) pair instead (:meth:`pairs`): a fold's candidates
     run on that fold's training logs only, and ``size`` pairs make one call (choose popsize x the
