@@ -43,6 +43,12 @@ MAX_WORKERS = 8
 _POOLS: dict[int, ThreadPoolExecutor] = {}
 _POOLS_LOCK = threading.Lock()
 
+#: pycma's constructor evaluates its option strings (``eval``, ``ast.literal_eval``), and CPython 3.11 can
+#: fail when two threads build syntax trees at once ("SystemError: AST constructor recursion depth
+#: mismatch", reported in threaded programs, python/cpython gh-106905): seen once on 3.11.7 in the walk's
+#: side-by-side fits (zoo high_gear, 2026-12-07). CMA-ES objects are therefore built one at a time.
+_CMA_INIT = threading.Lock()
+
 
 def _scorer_pool(n: int) -> ThreadPoolExecutor:
     """The process's pool of ``n`` scorer threads, made on first use and shared by every scorer (a
@@ -257,7 +263,8 @@ class UnitBoxCMA:
         self._lb, self._ub, self._al, self._au = (np.asarray(getattr(tf, a), float)
                                                   for a in ("_lb", "_ub", "_al", "_au"))
         mean0 = np.asarray(bt.inverse(z0.copy()), float)
-        self.es = cma.CMAEvolutionStrategy(list(mean0), sigma0, {**opts, "maxstd": 1.0 / 3.0})
+        with _CMA_INIT:
+            self.es = cma.CMAEvolutionStrategy(list(mean0), sigma0, {**opts, "maxstd": 1.0 / 3.0})
 
     def transform(self, G: np.ndarray) -> np.ndarray:
         """Genotypes (P, n) -> candidates in [0, 1]^n (pycma's transformation, row-wise)."""
