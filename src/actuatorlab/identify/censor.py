@@ -28,18 +28,22 @@ import numpy as np
 
 from ..sim.rollout import Batch
 
-__all__ = ["CENSOR", "SELECTION_CENSOR", "half_cells", "censored"]
+__all__ = ["CENSOR", "SELECTION_CENSOR", "FINAL_CENSOR", "half_cells", "censored"]
 
 #: half-width of the censored band as a fraction of each log's lattice step (0: the plain error), in
 #: every single-model fit (:func:`~actuatorlab.identify.fit.fit_model`, ``fit --model``)
 CENSOR = 0.5
 
-#: the same in the selection's walk (:mod:`actuatorlab.identify.select`: its fold searches, polish,
-#: final refit and free-swing calibration): the plain error. The censored walk was measured on the
-#: zoo and the real splits and not adopted (bench/journal/fit_rules.md, twenty-second session): with
-#: it the walk's knife-edge choices between delay models flip (zoo sts3250_like +45 %, bldc_family
-#: +231 % over seeds 0-2) while the real XL330 and STS3250 splits improve.
+#: the same in the selection's walk (:mod:`actuatorlab.identify.select`: its fold searches and their
+#: polish, the free-swing calibration): the plain error. The censored walk was measured on the zoo and
+#: the real splits and not adopted (bench/journal/fit_rules.md, twenty-second session): with it the
+#: walk's knife-edge choices between delay models flip (zoo sts3250_like +45 %, bldc_family +231 % over
+#: seeds 0-2) while the real XL330 and STS3250 splits improve.
 SELECTION_CENSOR = 0.0
+
+#: the same in the selection's final refit of the selected model on all the logs (rule R52,
+#: bench/journal/fit_rules.md): the model is chosen, only its parameters move, as in a single-model fit
+FINAL_CENSOR = CENSOR
 
 
 def half_cells(batches: Sequence[Batch], censor: float | None = None) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ from ..logs.format import Trajectory
 from ..models.registry import SELECTION_EXTENSIONS, ModelSpec, get_model
 from ..sim.rollout import Batch, make_batches
 from .calibrate import FreeSwing, calibration_applies, free_swing_calibration
-from .censor import SELECTION_CENSOR
+from .censor import FINAL_CENSOR, SELECTION_CENSOR
 from .folds import GROUP_KEYS, Fold, condition_folds, group_ids, split_validation
 from .polish import ResidualJacobian
 from .search import PopulationScorer
@@ -135,6 +135,7 @@ class Family:
     widened: dict | None = None  # name -> (lower, upper): profile boxes widened by select.judge_widened (R49)
     scorers: dict = field(default_factory=dict)
     jacobians: dict = field(default_factory=dict)
+    censor: float = SELECTION_CENSOR  #: the objective's band (identify/censor.py): the walk's, or the final refit's
 
     @property
     def bounds(self) -> dict | None:
@@ -158,21 +159,24 @@ class Family:
     def scorer(self, spec: ModelSpec) -> PopulationScorer:
         return self._shared(self.scorers, spec, lambda: PopulationScorer(
             self.batches, spec, size=self.scorer_size, dtype=np.float32, workers=self.workers,
-            censor=SELECTION_CENSOR))
+            censor=self.censor))
 
     def jacobian(self, spec: ModelSpec) -> ResidualJacobian:
-        return self._shared(self.jacobians, spec, lambda: ResidualJacobian(self.batches, spec, censor=SELECTION_CENSOR))
+        return self._shared(self.jacobians, spec, lambda: ResidualJacobian(self.batches, spec, censor=self.censor))
 
     def for_final(self) -> "Family":
         """The problem of the final all-logs refit: the logs as given (the split scheme worked on
-        cut logs), one all-ones weight row, fresh scorers of the same size."""
+        cut logs), one all-ones weight row, fresh scorers of the same size, the final refit's
+        objective (:data:`~actuatorlab.identify.censor.FINAL_CENSOR`)."""
         if self.scheme != "split":
-            return replace(self, W=np.ones((1, self.W.shape[1])))
+            same = FINAL_CENSOR == self.censor  # the walk's compiled scorers serve the final refit too
+            return replace(self, W=np.ones((1, self.W.shape[1])), censor=FINAL_CENSOR,
+                           scorers=self.scorers if same else {}, jacobians=self.jacobians if same else {})
         batches = make_batches(list(self.logs), self.dt)
         given = {t.name: t for t in self.logs}
         groups = group_ids([given[n] for b in batches for n in b.names], self.group_by)
         return replace(self, batches=batches, log_groups=groups, W=np.ones((1, sum(b.size for b in batches))),
-                       scorers={}, jacobians={})
+                       scorers={}, jacobians={}, censor=FINAL_CENSOR)
 
 
 def prepare(trajs: list[Trajectory], ladder: tuple[str, ...] | None, options: FamilyOptions,

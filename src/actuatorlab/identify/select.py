@@ -35,7 +35,8 @@ tried on every other base of the ladder (rule R45): a mechanism whose absence hi
 Every fold search is CMA-ES followed by a Levenberg-Marquardt polish that stops on convergence
 (:mod:`actuatorlab.identify.polish`), so the scores compare optima rather than searches cut short.
 The selected model is finally refitted on all the given logs from the best of its fold optima
-(and polished); its fold optima are the leave-one-group-out estimates reused by
+(and polished), on the error outside each reading's quantisation cell (rule R52,
+:data:`~actuatorlab.identify.censor.FINAL_CENSOR`; the walk compares models on the plain MAE); its fold optima are the leave-one-group-out estimates reused by
 :func:`~actuatorlab.identify.folds.group_jackknife` for the parameter uncertainty.
 
 :func:`fit_family` runs the named steps :func:`prepare` (calibration, folds, weights),
@@ -61,7 +62,6 @@ import numpy as np
 from ..precision import in_this_precision, physics
 from ..models.registry import ModelSpec, get_model, tied_equivalents
 from .calibrate import calibration_applies
-from .censor import SELECTION_CENSOR
 from ..logs.format import Trajectory
 from .boxes import box_record, edge_boxes
 from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR,
@@ -438,11 +438,11 @@ def judge_widened(fam: Family, lad: Ladder, selected: str) -> tuple[Family, dict
 
 
 def final_result(fam: Family, spec: ModelSpec, space: ParamSpace, res: FoldSearch, t0: float) -> FitResult:
-    """The final refit's result, its MAE (and its objective, :data:`~actuatorlab.identify.censor.
-    SELECTION_CENSOR`) re-scored in float64 on ``fam``'s batches."""
+    """The final refit's result, its MAE (and its objective, ``fam.censor``) re-scored in float64 on
+    ``fam``'s batches."""
     mae = float(make_loss(spec, space, fam.batches, "mae")(res.theta))
-    objective = res.objective if fam.effort_weight else mae if not SELECTION_CENSOR else float(
-        make_loss(spec, space, fam.batches, "censored", censor=SELECTION_CENSOR)(res.theta))
+    objective = res.objective if fam.effort_weight else mae if not fam.censor else float(
+        make_loss(spec, space, fam.batches, "censored", censor=fam.censor)(res.theta))
     return FitResult(spec.name, spec, space, res.theta, mae, res.evaluations, time.perf_counter() - t0,
                      fam.profile, fam.dt, res.history, objective=objective, effort_weight=fam.effort_weight)
 
