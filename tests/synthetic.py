@@ -17,18 +17,22 @@ import math
 import jax.numpy as jnp
 import numpy as np
 
-from actuatorlab.identify.fit import substeps_for
+from actuatorlab.identify.fit import ParamSpace, substeps_for
 from actuatorlab.logs.format import Channel, Setup, Trajectory
 from actuatorlab.models.modelfile import MODEL_FORMAT, MODEL_FORMAT_VERSION
 from actuatorlab.models.params import neutral_params
 from actuatorlab.models.registry import get_model
 from actuatorlab.sim.rollout import make_batches, rollout_batch
 
-__all__ = ["TRUTH_M1", "ENCODER_STEP", "DT", "xl330_setup", "command", "make_trajectory", "simulate",
+__all__ = ["TRUTH_M1", "TRUTH_M2_DELAY", "M2_DELAY_SPECS", "m2_delay_problem", "ENCODER_STEP", "DT", "xl330_setup", "command", "make_trajectory", "simulate",
            "synthetic_log", "synthetic_set", "full_params"]
 
 #: Ground truth of the m1 logs: kt [N.m/A], R [ohm], armature [kg.m^2], Coulomb [N.m], viscous [N.m.s/rad].
 TRUTH_M1: dict[str, float] = dict(kt=0.4, R=3.5, armature=0.002, friction_base=0.03, friction_viscous=0.01)
+#: an m2 truth (Stribeck friction) with an 8 ms command delay, and four logs of it at two gains
+TRUTH_M2_DELAY: dict[str, float] = {**TRUTH_M1, "friction_stribeck": 0.025, "stribeck_velocity": 0.1, "delay": 0.008}
+M2_DELAY_SPECS = [("chirp400", "chirp", 400), ("sine800", "sine", 800), ("steps400", "steps", 400),
+                  ("chirp800", "chirp", 800)]
 #: [rad] XL330 encoder resolution (4096 counts per turn).
 ENCODER_STEP = 2.0 * math.pi / 4096.0
 #: [s] sample period of the synthetic logs.
@@ -145,3 +149,12 @@ def analytic_model(params: dict[str, float], model: str = "m1") -> dict:
     return {"format": MODEL_FORMAT, "format_version": MODEL_FORMAT_VERSION, "model": model,
             "joint_type": "revolute", "controller": "dynamixel_pwm", "setup": {"joint_type": "revolute"},
             "parameters": {k: {"value": float(v), "free": True} for k, v in params.items()}, "fit": {"dt": DT}}
+
+
+def m2_delay_problem():
+    """(logs, batches, spec, space): 1.5 s logs of :data:`TRUTH_M2_DELAY` (:data:`M2_DELAY_SPECS`), their
+    batches, the m2+delay model and its servo box. Call in physics precision."""
+    logs = synthetic_set(M2_DELAY_SPECS, TRUTH_M2_DELAY, duration=1.5, model="m2+delay")
+    batches = make_batches(logs, None)
+    spec = get_model("m2+delay")
+    return logs, batches, spec, ParamSpace.build(spec, batches, "servo")

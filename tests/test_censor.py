@@ -8,30 +8,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from synthetic import ENCODER_STEP, TRUTH_M1, synthetic_set
+from synthetic import ENCODER_STEP, M2_DELAY_SPECS as SPECS, TRUTH_M2_DELAY as TRUTH, m2_delay_problem, synthetic_set
 
 from actuatorlab.identify.censor import censored
 from actuatorlab.identify.fit import make_loss
 from actuatorlab.identify.polish import PolishSettings, ResidualJacobian, polish_folds
 from actuatorlab.identify.search import FoldSearch, PopulationScorer, objective_from_sums
-from actuatorlab.identify.space import ParamSpace, full_vectors
+from actuatorlab.identify.space import full_vectors
 from actuatorlab.models.registry import get_model
 from actuatorlab.precision import physics_precision
 from actuatorlab.sim.rollout import make_batches
 
-SPECS = [("chirp400", "chirp", 400), ("sine800", "sine", 800), ("steps400", "steps", 400), ("chirp800", "chirp", 800)]
-#: an m2 truth (Stribeck friction) with an 8 ms command delay, as tests/test_polish.py's
-TRUTH = {**TRUTH_M1, "friction_stribeck": 0.025, "stribeck_velocity": 0.1, "delay": 0.008}
 LONG_POLISH = PolishSettings(max_iters=30, rtol=1e-6)
 
 
 @pytest.fixture(scope="module")
 def case():
     with physics_precision():
-        logs = synthetic_set(SPECS, TRUTH, duration=1.5, model="m2+delay")
-        batches = make_batches(logs, None)
-        spec = get_model("m2+delay")
-        space = ParamSpace.build(spec, batches, "servo")
+        logs, batches, spec, space = m2_delay_problem()
         yield dict(logs=logs, batches=batches, spec=spec, space=space, truth=space.theta_from(TRUTH))
 
 

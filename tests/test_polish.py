@@ -7,29 +7,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from synthetic import ENCODER_STEP, TRUTH_M1, synthetic_set
+from synthetic import ENCODER_STEP, TRUTH_M2_DELAY as TRUTH, m2_delay_problem
 
 from actuatorlab.identify.polish import PolishSettings, ResidualJacobian, polish_folds
 from actuatorlab.identify.search import FoldSearch, PopulationScorer, SearchSettings, objective_from_sums, search_folds
 from actuatorlab.identify.space import ParamSpace, full_vectors
 from actuatorlab.models.registry import embed_params, get_model
 from actuatorlab.precision import physics_precision
-from actuatorlab.sim.rollout import make_batches
 
-SPECS = [("chirp400", "chirp", 400), ("sine800", "sine", 800), ("steps400", "steps", 400),
-         ("chirp800", "chirp", 800)]
-#: an m2 truth (Stribeck friction) with an 8 ms command delay
-TRUTH = {**TRUTH_M1, "friction_stribeck": 0.025, "stribeck_velocity": 0.1, "delay": 0.008}
 SHARED = ("armature", "friction_base", "delay")
 
 
 @pytest.fixture(scope="module")
 def case():
     with physics_precision():
-        logs = synthetic_set(SPECS, TRUTH, duration=1.5, model="m2+delay")
-        batches = make_batches(logs, None)
-        spec = get_model("m2+delay")
-        space = ParamSpace.build(spec, batches, "servo")
+        logs, batches, spec, space = m2_delay_problem()
         W = np.ones((1, len(logs)))
         scorer = PopulationScorer(batches, spec, size=16 * len(logs), dtype=np.float32)
         jac = ResidualJacobian(batches, spec)

@@ -164,6 +164,7 @@ def _polish_one(space: ParamSpace, jac: ResidualJacobian, z0: np.ndarray, w: np.
             A = (Jq.T * w) @ Jq / sq + effort_weight * (Ju.T * w) @ Ju / su
             g = (Jq.T * w) @ rq / sq + effort_weight * (Ju.T * w) @ ru / su
         else:  # Gauss-Newton on the censored residual: zero, with no slope, inside the cell
+            # (a sample without a band keeps its slope where its error is exactly 0: the plain MAE's steps)
             rc, Jc = censored(rq, half), Jq * ((np.abs(rq) > half) | (half == 0.0))[:, None]
             A, g = (Jc.T * w) @ Jc, (Jc.T * w) @ rc
         free = ~(((z <= 0.0) & (g > 0)) | ((z >= 1.0) & (g < 0)))  # held on a bound it presses on

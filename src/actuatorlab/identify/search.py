@@ -115,16 +115,16 @@ class PopulationScorer:
         self.batch_of = np.concatenate([np.full(b.size, i) for i, b in enumerate(batches)])
         sub = substeps_for(spec)
         cfgs = tuple(b.step_config(spec.compliant, sub, spec.thermal) for b in batches)
+        halves = half_cells(batches, censor)
+        banded = any(np.any(h) for h in halves)  # without a band the censored sums are the plain ones
         arrays = [(b.arrays(), b.mask, np.nan_to_num(b.effort_meas), np.isfinite(b.effort_meas), h)
-                  for b, h in zip(batches, half_cells(batches, censor))]
+                  for b, h in zip(batches, halves)]
         arrays = jax.tree_util.tree_map(
             lambda x: jnp.asarray(x, dtype) if np.issubdtype(np.asarray(x).dtype, np.floating)
             or np.asarray(x).dtype == bool else jnp.asarray(x), arrays)
 
         def clean(r):
             return jnp.where(jnp.isfinite(r), r, 1e3)
-
-        banded = any(np.any(a[4]) for a in arrays)  # without a band the censored sums are the plain ones
 
         def one(pvec, data):
             p = {n: pvec[i] for i, n in enumerate(PARAM_ORDER)}

@@ -62,6 +62,7 @@ import numpy as np
 from ..precision import in_this_precision, physics
 from ..models.registry import ModelSpec, get_model, tied_equivalents
 from .calibrate import calibration_applies
+from .censor import censored
 from ..logs.format import Trajectory
 from .boxes import box_record, edge_boxes
 from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR,
@@ -438,11 +439,14 @@ def judge_widened(fam: Family, lad: Ladder, selected: str) -> tuple[Family, dict
 
 
 def final_result(fam: Family, spec: ModelSpec, space: ParamSpace, res: FoldSearch, t0: float) -> FitResult:
-    """The final refit's result, its MAE (and its objective, ``fam.censor``) re-scored in float64 on
-    ``fam``'s batches."""
+    """The final refit's result, its MAE re-scored in float64 on ``fam``'s batches; without an effort
+    term its objective too (the censored error, ``fam.censor``), from the polish's compiled residuals."""
     mae = float(make_loss(spec, space, fam.batches, "mae")(res.theta))
-    objective = res.objective if fam.effort_weight else mae if not fam.censor else float(
-        make_loss(spec, space, fam.batches, "censored", censor=fam.censor)(res.theta))
+    objective = mae if not fam.effort_weight else res.objective
+    if fam.censor and not fam.effort_weight:
+        jac = fam.jacobian(spec)
+        rq, _ = jac.residuals(full_vectors(space, np.asarray(res.theta)[None])[0])
+        objective = float(np.mean(np.abs(censored(rq, jac.half))[jac.valid]))
     return FitResult(spec.name, spec, space, res.theta, mae, res.evaluations, time.perf_counter() - t0,
                      fam.profile, fam.dt, res.history, objective=objective, effort_weight=fam.effort_weight)
 
