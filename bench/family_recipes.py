@@ -368,7 +368,7 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
     inits = [warm + (fp[(s % R) * F:(s % R + 1) * F] if R > 1 else fp) for s in range(Sn)]
     finals = search_folds(spec, space, ff.scorer(spec), np.ones((Sn, n_final)), inits,
                           SearchSettings(b.final_evals, max(b.popsize, int(b.popsize * fam0.W.sum()) // n_final),
-                                         b.final_starts, 0.1, fam.seed + 100),
+                                         b.final_starts, 0.1, fam.seed + 100, restart_gain=S.RESTART_GAIN),
                           effort_weight=fam.effort_weight, objective=objective(ff.log_groups),
                           progress=(lambda s_, d, t: progress(selected + " (all data)", s_, d / t)) if progress else None)
     pick = FINAL_PICKS[recipe.final_pick](space, finals)
@@ -377,10 +377,7 @@ def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOpt
         lad.starts["final seeds"] = {"objective": [float(r.objective) for r in finals], "picked": int(pick),
                                      "rule": recipe.final_pick}
     if res.history:
-        fw = np.zeros(len(res.history), int)
-        fw[int(np.argmin([h["best_f"] for h in res.history]))] = 1
-        lad.starts["final (all data)"] = {"wins_per_start": fw.tolist(), "evaluations": int(finals[pick].evaluations),
-                                          "best_f_per_start": [float(h["best_f"]) for h in res.history]}
+        lad.starts["final (all data)"] = S.final_record(res.history, finals[pick].evaluations)
     final = S.final_result(ff, spec, space, res, t0)
     timing = {"selection_s": t_sel, "final_fit_s": final.wall_s, "selection_cpu_s": cpu_sel,
               "final_fit_cpu_s": S._cpu() - cpu_begin - cpu_sel, "models": len(lad.rows), "folds": F,

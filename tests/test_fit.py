@@ -12,6 +12,7 @@ from synthetic import ENCODER_STEP, TRUTH_M1, synthetic_set
 
 from actuatorlab.identify import select
 from actuatorlab.identify.fit import ParamSpace, fit_model, make_loss, profile_for
+from actuatorlab.identify.space import PARAM_ORDER
 from actuatorlab.identify.search import PopulationScorer, SearchSettings, search_folds
 from actuatorlab.identify.select import FamilyOptions, fit_family, split_validation
 from actuatorlab.models.registry import embed_params, get_model
@@ -347,3 +348,36 @@ def test_the_fit_command_caches_its_compiled_programs_and_restores_jax(m1_logs, 
         cc.reset_cache()
     assert (tmp_path / "run" / "model.json").is_file()
     assert list((tmp_path / "xdg" / "actuatorlab" / "jax").glob("jit_*")), "no compiled program was cached"
+
+
+@pytest.mark.parametrize("gain, lower, moved", [(0.0, 0.01, True), (0.02, 0.01, False), (0.02, 0.05, True)])
+def test_a_restart_replaces_the_first_starts_point_only_by_the_restart_gain(m1_logs, gain, lower, moved):
+    """Rule R53's mechanism (``SearchSettings.restart_gain``): on two basins, a narrow well at a
+    (value 1, where the first start begins and, with a tiny step, stays) and a broad bowl at b
+    ``lower`` below it, the restart's wide perturbation finds b; its point is returned only when it
+    is at least ``gain`` lower (1 % lower: kept with no margin, refused with 2 %; 5 % lower: kept)."""
+    batches = make_batches(m1_logs)
+    spec = get_model("m1")
+    space = ParamSpace.build(spec, batches, profile_for(batches))
+    a, b = np.full(space.n, 0.3), np.full(space.n, 0.7)
+    cols = [PARAM_ORDER.index(n) for n in space.names]
+
+    class TwoBasins:
+        has_pairs, n = False, np.ones(1)
+
+        def __call__(self, P):
+            z = space.to_z(P[:, cols])
+            f = np.minimum(1.0 + 50 * np.sum((z - a) ** 2, 1), 1.0 - lower + 0.5 * np.sum((z - b) ** 2, 1))
+            return {"cens_q": f[:, None]}
+
+    start = {n: float(v) for n, v in zip(space.names, space.to_theta(a[None], np)[0])}
+    (r,) = search_folds(spec, space, TwoBasins(), np.ones((1, 1)), [[start]],
+                        SearchSettings(400, popsize=8, n_starts=2, sigma0=0.25, seed=1, stds=np.full(space.n, 0.01),
+                                       restart_gain=gain))
+    first, second = r.history
+    assert first["best_f"] == pytest.approx(1.0, abs=1e-3)  # the first start stayed in the well
+    assert second["best_f"] == pytest.approx(1.0 - lower, abs=1e-3)  # the restart found the bowl
+    assert second["kept"] is moved and first["kept"]
+    z = space.to_z(r.theta[None])[0]
+    assert np.allclose(z, b if moved else a, atol=0.02), z
+    assert r.objective == pytest.approx(1.0 - lower if moved else 1.0, abs=1e-3)

@@ -394,6 +394,16 @@ class SearchSettings:
     sigma0: float = 0.25  #: initial step in the unit box
     seed: int = 0  #: seed of the starts' draws and of the CMA-ES stream
     stds: np.ndarray | None = None  #: (space.n,) multipliers of sigma0 in the first start (None: 1)
+    #: a later start's optimum replaces the best so far only when it is at least this much lower
+    #: (relative; for a log objective, by log(1 - restart_gain)); 0: whenever it is lower
+    restart_gain: float = 0.0
+
+
+def _lowered(f: float, gain: float, log_objective: bool) -> float:
+    """The value a restart must beat to replace a point of objective ``f`` by a relative ``gain``."""
+    if gain <= 0.0:
+        return f
+    return f + math.log1p(-gain) if log_objective else f * (1.0 - gain)
 
 
 def _best(z: np.ndarray | None) -> np.ndarray:
@@ -413,7 +423,9 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
     scored first and the best is the fold's first start (as in
     :func:`~actuatorlab.identify.fit.fit_model`), so a fold's result is never worse than its
     parents' on its training logs. Starts after the first are a wide perturbation of the fold's
-    best point so far. ``settings.stds`` (space.n,): per-coordinate multipliers of sigma0 (e.g.
+    best point so far; with ``settings.restart_gain`` > 0 a later start's optimum replaces that
+    point only when it is at least that much lower (else the search goes on from, and returns, the
+    point it had). ``settings.stds`` (space.n,): per-coordinate multipliers of sigma0 (e.g.
     small for parameters inherited from a fitted parent, 1 for new mechanisms).
     objective(sums, n, weights_f) -> (n_candidates,): a fold's objective from the scorer's sums
     (default :func:`objective_from_sums` with ``effort_weight``: pooled over samples)."""
@@ -467,6 +479,7 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
         starts.append(np.array(Z0 + [z_neutral]))
     fs0 = score(starts)
     z_first = [starts[f][int(np.argmin(fs0[f]))] for f in range(F)]
+    kept = [BestSoFar() for _ in range(F)]  # the point each fold's search returns (restart_gain)
     total = n_starts * max_evals
     for si in range(n_starts):
         z0s, seeds = [], []
@@ -484,6 +497,12 @@ def search_folds(spec: ModelSpec, space: ParamSpace, scorer: PopulationScorer, w
                        (lambda u: progress("cma", si * max_evals + int(u.max()), total)) if progress else None)
         for f in range(F):
             history[f].append({"start": si, "evals": int(used[f]), "best_f": float(es[f].result.fbest)})
+            if si == 0 or best[f].f < _lowered(kept[f].f, settings.restart_gain, effort_weight > 0):
+                kept[f] = BestSoFar(best[f].f, best[f].x)
+                history[f][-1]["kept"] = True  # this start's point is the search's result so far
+            else:  # the restart did not earn its place: back to the point the search had
+                best[f] = BestSoFar(kept[f].f, kept[f].x)
+                history[f][-1]["kept"] = False
     return [FoldSearch(np.asarray(space.to_theta(_best(best[f].x)[None], np))[0], best[f].f, int(evals[f]),
                        history[f]) for f in range(F)]
 

@@ -65,8 +65,8 @@ from .calibrate import calibration_applies
 from .censor import censored
 from ..logs.format import Trajectory
 from .boxes import box_record, edge_boxes
-from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, SCRATCH_FACTOR,
-                     SELECTION_BUDGETS, Family, FamilyOptions, SelectionBudget, calibrate, ladder_for, lifted_problem,
+from .family import (BUDGETS, CALIBRATION, CALIBRATIONS, FINAL_STARTS, INHERITED_STEP, LADDERS, RESTART_GAIN,
+                     SCRATCH_FACTOR, SELECTION_BUDGETS, Family, FamilyOptions, SelectionBudget, calibrate, ladder_for, lifted_problem,
                      prepare)
 from .fit import FitResult, make_loss
 from .nested import MIN_GAIN, center, contained, judge, lowest
@@ -80,12 +80,12 @@ __all__ = ["LADDERS", "ladder_for", "SelectionBudget", "SELECTION_BUDGETS", "BUD
            "CALIBRATION", "MIN_GAIN", "FamilyOptions", "Family", "prepare", "prepare_judged", "FoldFits", "fold_settings",
            "fit_on_folds", "fold_fits", "SideBySide", "WALK_THREADS", "score_folds", "Ladder", "extend_bases", "walk", "judge_first_base", "judge_calibration",
            "judge_widened",
-           "final_refit", "final_result", "selection_result", "SelectionResult", "fit_family",
+           "final_refit", "final_record", "final_result", "selection_result", "SelectionResult", "fit_family",
            # groups and folds live in .folds; named here for the callers of the selection
            "GROUP_KEYS", "LOG_KEY", "Fold", "condition_folds", "group_ids", "group_jackknife",
            "resampled_uncertainty", "split_validation", "time_split",
            # the problem's constants live in .family
-           "INHERITED_STEP", "SCRATCH_FACTOR", "FINAL_STARTS"]
+           "INHERITED_STEP", "SCRATCH_FACTOR", "FINAL_STARTS", "RESTART_GAIN"]
 
 
 def prepare_judged(trajs: list[Trajectory], ladder: tuple[str, ...] | None, options: FamilyOptions,
@@ -463,18 +463,25 @@ def final_refit(fam: Family, selected: str, inits: list[dict],
     b = fam.budget
     pop = max(b.popsize, int(b.popsize * fam.W.sum()) // ff.W.shape[1])
     (res,) = search_folds(spec, space, ff.scorer(spec), ff.W, [inits],
-                          SearchSettings(b.final_evals, pop, b.final_starts, 0.1, fam.seed + 100),
+                          SearchSettings(b.final_evals, pop, b.final_starts, 0.1, fam.seed + 100,
+                                         restart_gain=RESTART_GAIN),
                           effort_weight=fam.effort_weight,
                           progress=(lambda s, d, t: progress(selected + " (all data)", s, d / t)) if progress else None)
     cma_evals = res.evaluations  # the record's; the polish's rollouts count in the result's
     (res,) = polish_folds(space, ff.jacobian(spec), ff.W, [res], fam.effort_weight)
-    record = None
-    if res.history:
-        fw = np.zeros(len(res.history), int)
-        fw[int(np.argmin([h["best_f"] for h in res.history]))] = 1
-        record = {"wins_per_start": fw.tolist(), "evaluations": int(cma_evals),
-                  "best_f_per_start": [float(h["best_f"]) for h in res.history]}
-    return final_result(ff, spec, space, res, t0), record
+    return final_result(ff, spec, space, res, t0), final_record(res.history, cma_evals)
+
+
+def final_record(history: list[dict], evaluations: int) -> dict | None:
+    """The final refit's start record (``extras["starts"]["final (all data)"]``): which start's point
+    was kept (R53: a restart's only when it beat the point by :data:`RESTART_GAIN`), the CMA-ES
+    evaluations, each start's best training objective. None without starts."""
+    if not history:
+        return None
+    fw = np.zeros(len(history), int)
+    fw[max(i for i, h in enumerate(history) if h["kept"])] = 1
+    return {"wins_per_start": fw.tolist(), "evaluations": int(evaluations),
+            "best_f_per_start": [float(h["best_f"]) for h in history], "restart_gain": RESTART_GAIN}
 
 
 @dataclass
