@@ -100,7 +100,14 @@ def test_a_single_model_fit_minimises_the_censored_error_and_the_selection_the_p
     theta = space.theta_from(TRUTH) * 1.05
     sums = fam.scorer(spec)(full_vectors(space, theta[None]))
     np.testing.assert_array_equal(sums["cens_q"], sums["abs_q"])
-    assert np.all(fam.jacobian(spec).half == 0.0)
+    jac = fam.jacobian(spec)
+    assert np.all(jac.half == 0.0)
+    # the final refit's problem: the band of FINAL_CENSOR on the walk's compiled residuals
+    final = fam.for_final().jacobian(spec)
+    assert final._lin is jac._lin and final._res is jac._res
+    assert np.all(final.half[final.valid] > 0.0) and np.all(jac.half == 0.0)
+    p = full_vectors(space, theta[None])[0]
+    np.testing.assert_array_equal(final.residuals(p)[0], jac.residuals(p)[0])
 
 
 def test_the_selections_final_refit_minimises_the_censored_error(case, monkeypatch):

@@ -34,6 +34,7 @@ fit_rules.md "R45"): from the m1+delay optimum at 2.50 mrad, five steps reach th
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 
 import jax
@@ -87,8 +88,7 @@ class ResidualJacobian:
         self.log = np.concatenate([(starts[i] + np.arange(b.size))[:, None].repeat(b.mask.shape[1], 1).ravel()
                                    for i, b in enumerate(batches)])
         self.valid = np.concatenate([b.mask.ravel() for b in batches]).astype(bool)
-        self.half = np.concatenate([np.broadcast_to(h, b.mask.shape).ravel()
-                                    for b, h in zip(batches, half_cells(batches, censor))])
+        self.half = _half_per_entry(batches, censor)
         cfgs = self.cfgs
 
         def residuals(pvec, data):
@@ -108,6 +108,13 @@ class ResidualJacobian:
         self._res = jax.jit(residuals)
         self._lin = jax.jit(lin)
 
+    def censored_at(self, batches: list[Batch], censor: float | None) -> "ResidualJacobian":
+        """The same residuals (the same compiled programs, nothing recompiled) with the censored
+        band ``censor`` of the same ``batches``."""
+        out = copy.copy(self)
+        out.half = _half_per_entry(batches, censor)
+        return out
+
     def residuals(self, pvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         rq, ru = self._res(jnp.asarray(pvec, jnp.float64), self.data)
         return _finite(rq), _finite(ru)
@@ -115,6 +122,11 @@ class ResidualJacobian:
     def __call__(self, pvec: np.ndarray, dirs: np.ndarray):
         rq, jq, ru, ju = self._lin(jnp.asarray(pvec, jnp.float64), jnp.asarray(dirs, jnp.float64), self.data)
         return _finite(rq), _finite(jq), _finite(ru), _finite(ju)
+
+
+def _half_per_entry(batches: list[Batch], censor: float | None) -> np.ndarray:
+    """(N,) [rad | m] the censored band's half-width of every residual entry (batch order, as ``rq``)."""
+    return np.concatenate([np.broadcast_to(h, b.mask.shape).ravel() for b, h in zip(batches, half_cells(batches, censor))])
 
 
 def _finite(x) -> np.ndarray:
