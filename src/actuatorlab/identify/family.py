@@ -182,8 +182,7 @@ class Family:
         if self.scheme != "split":
             same = FINAL_CENSOR == self.censor  # the walk's compiled scorers serve the final refit too
             # the Jacobians' programs do not depend on the band: the walk's, with the final band
-            jacobians = self.jacobians if same else {k: j.censored_at(self.batches, FINAL_CENSOR)
-                                                      for k, j in self.jacobians.items()}
+            jacobians = self.jacobians if same else {k: j.censored_at(FINAL_CENSOR) for k, j in self.jacobians.items()}
             return replace(self, W=np.ones((1, self.W.shape[1])), censor=FINAL_CENSOR,
                            scorers=self.scorers if same else {}, jacobians=jacobians)
         batches = make_batches(list(self.logs), self.dt)

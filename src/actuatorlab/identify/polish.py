@@ -88,6 +88,7 @@ class ResidualJacobian:
         self.log = np.concatenate([(starts[i] + np.arange(b.size))[:, None].repeat(b.mask.shape[1], 1).ravel()
                                    for i, b in enumerate(batches)])
         self.valid = np.concatenate([b.mask.ravel() for b in batches]).astype(bool)
+        self._batches = batches
         self.half = _half_per_entry(batches, censor)
         cfgs = self.cfgs
 
@@ -108,11 +109,10 @@ class ResidualJacobian:
         self._res = jax.jit(residuals)
         self._lin = jax.jit(lin)
 
-    def censored_at(self, batches: list[Batch], censor: float | None) -> "ResidualJacobian":
-        """The same residuals (the same compiled programs, nothing recompiled) with the censored
-        band ``censor`` of the same ``batches``."""
+    def censored_at(self, censor: float | None) -> "ResidualJacobian":
+        """The same residuals (the same compiled programs, nothing recompiled) with the band ``censor``."""
         out = copy.copy(self)
-        out.half = _half_per_entry(batches, censor)
+        out.half = _half_per_entry(self._batches, censor)
         return out
 
     def residuals(self, pvec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
