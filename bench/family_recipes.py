@@ -60,7 +60,7 @@ from actuatorlab.identify import select as S
 from actuatorlab.identify.search import SearchSettings, objective_from_sums, search_folds
 from actuatorlab.identify.space import full_vectors
 from actuatorlab.models.registry import embed_params, get_model
-from actuatorlab.precision import physics
+from actuatorlab.precision import on_fixed_blas_threads, physics
 
 #: how the replicas' held-out MAE of one group combine into the model's score on that group
 FOLD_SCORES: dict[str, Callable[[np.ndarray], np.ndarray]] = {
@@ -289,6 +289,7 @@ WALKS: dict[str, Callable] = {
 
 
 @physics
+@on_fixed_blas_threads  # as the library's fit_family: the same numbers
 def fit_family_recipe(trajs, ladder=None, options: S.FamilyOptions = S.FamilyOptions(), recipe: Recipe = Recipe(),
                       progress: Callable | None = None) -> S.SelectionResult:
     """:func:`~actuatorlab.identify.select.fit_family` with ``recipe`` (module docstring)."""

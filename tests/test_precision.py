@@ -7,11 +7,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from actuatorlab.identify.fit import ParamSpace, make_loss
 from actuatorlab.models.params import neutral_params
 from actuatorlab.models.registry import get_model
-from actuatorlab.precision import physics, physics_precision, x64_enabled
+from actuatorlab.precision import BLAS_THREADS, fixed_blas_threads, physics, physics_precision, x64_enabled
 from actuatorlab.sim.rollout import make_batches, rollout_batch
 
 from synthetic import DT, TRUTH_M1, synthetic_log
@@ -72,3 +73,30 @@ def test_work_handed_to_a_thread_runs_in_the_callers_precision():
         carried = pool.submit(in_this_precision(dtype_there)).result()
     assert plain == (True, jnp.float64)  # the worker's own default
     assert carried == (False, jnp.float32)
+
+
+def _blas_threads() -> set[int]:
+    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
+def test_a_fit_runs_blas_on_its_fixed_thread_count_and_gives_the_setting_back(log, monkeypatch):
+    """A threaded BLAS shares X^T W X among its threads, so its last bits depend on the thread count,
+    which OpenBLAS takes from the machine's cores; a fit runs BLAS on BLAS_THREADS threads whatever
+    the caller (here: one thread, as on a 1-core machine) had, and the caller's setting comes back."""
+    import actuatorlab.identify.fit as F
+
+    seen: list[set[int]] = []
+    real = F.run_cma
+
+    def spy(*args, **kwargs):
+        seen.append(_blas_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(F, "run_cma", spy)
+    outer = 1 if BLAS_THREADS > 1 else 2
+    with threadpool_limits(limits=outer, user_api="blas"):
+        F.fit_model([log], "m1", max_evals=64, n_starts=1, grad_steps=0)
+        assert _blas_threads() == {outer}                 # restored on exit
+    assert seen and all(s == {BLAS_THREADS} for s in seen)
+    with fixed_blas_threads(3):
+        assert _blas_threads() == {3}

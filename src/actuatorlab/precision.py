@@ -34,8 +34,10 @@ import functools
 from typing import Any, Callable, Iterator, TypeVar, cast
 
 import jax
+from threadpoolctl import threadpool_limits
 
-__all__ = ["physics_precision", "physics", "physics_fn", "x64_enabled", "in_this_precision"]
+__all__ = ["physics_precision", "physics", "physics_fn", "x64_enabled", "in_this_precision", "BLAS_THREADS",
+           "fixed_blas_threads", "on_fixed_blas_threads"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -117,3 +119,43 @@ def physics_fn(fn: F) -> F:
         return physics(out) if callable(out) else out
 
     return cast(F, maker)  # same signature as fn; the callables it returns are wrapped
+
+
+#: threads of the BLAS / LAPACK libraries inside a fit (:func:`fixed_blas_threads`)
+BLAS_THREADS = 2
+
+
+@contextlib.contextmanager
+def fixed_blas_threads(threads: int | None = None) -> Iterator[None]:
+    """Context in which the BLAS / LAPACK libraries loaded in the process (NumPy's, SciPy's) run on
+    exactly ``threads`` threads (default :data:`BLAS_THREADS`) whatever the machine's cores
+    (``threadpoolctl.threadpool_limits``; OpenBLAS grows its pool past the cores it started with);
+    the previous setting comes back on exit. Process-wide while active (a BLAS library has one
+    thread setting).
+
+    Why the fits use it: a threaded BLAS shares a product's sums among its threads, so X^T W X and
+    ``eigh`` differ in the last bits with the number of threads, which OpenBLAS sets from the cores
+    the process may use. A fit's Levenberg-Marquardt steps (``J^T W J``) and CMA-ES updates carry
+    those bits into its path, and through the selection's close calls into the selected model: the
+    11 shared XL330 logs gave another selection table with one BLAS thread than with two (22 models
+    instead of 28, 9 of the shared ones scored differently; docs/models.md, "The same numbers on any
+    machine"). With the count fixed, a fit's numbers do not depend on the cores the process may use
+    (measured: a 1-core container gives the 2-core table and parameters); a CPU for which OpenBLAS
+    picks other kernels can still differ in the last bits.
+    Two is the count every recorded figure was measured with (2-core machines), so none moves; one
+    thread is 7-13 % less CPU on 2 cores (OpenBLAS's idle threads spin after each call) but is
+    another set of last bits (the same journal entry: what that does to the benches' figures).
+    """
+    with threadpool_limits(limits=BLAS_THREADS if threads is None else int(threads), user_api="blas"):
+        yield
+
+
+def on_fixed_blas_threads(fn: F) -> F:
+    """Decorator: run ``fn`` inside :func:`fixed_blas_threads` (the fits' entry points)."""
+
+    @functools.wraps(fn)
+    def wrapped(*args, **kwargs):
+        with fixed_blas_threads():
+            return fn(*args, **kwargs)
+
+    return cast(F, wrapped)

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import jax.numpy as jnp
 import numpy as np
 
-from ..precision import in_this_precision, physics
+from ..precision import in_this_precision, on_fixed_blas_threads, physics
 from ..errors import DataError
 from ..logs import load_logs, save_trajectory, audit_log
 from ..logs.format import Trajectory
@@ -176,6 +176,7 @@ def _images_record(ro: RobotFitOptions, r: dict) -> dict[str, Any]:
 
 
 @physics
+@on_fixed_blas_threads  # the Jacobian standard errors too, not only the fit
 def run_fit(paths=None, out: str | Path = "run", *, model: str | None = None,
             options: FamilyOptions = FamilyOptions(), mapping: str | Path | None = None,
             progress: Progress | None = None, jackknife: str | None = None, timestep_sensitivity: bool = False,

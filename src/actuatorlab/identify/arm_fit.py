@@ -31,7 +31,7 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from ..precision import physics
+from ..precision import on_fixed_blas_threads, physics
 from ..errors import DataError, ModelError, UnknownNameError
 from ..logs.format import Trajectory
 from ..models.registry import embed_params, get_model
@@ -252,6 +252,7 @@ def _take_given(names: tuple[str, ...], nominal: dict, given: dict[str, Sequence
 
 
 @physics
+@on_fixed_blas_threads
 def fit_arm(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
             params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
             max_evals: int = 300, seed: int = 0, horizon: int = 100, sigma0: float | None = None,
@@ -389,6 +390,7 @@ ARM_LADDER: tuple[str, ...] = ("m1", "m2", "m3", "g1", "m3+delay")
 
 
 @physics
+@on_fixed_blas_threads
 def select_arm(robot_name: str | Robot, fit_trajs: Iterable[Trajectory], val_trajs: Iterable[Trajectory],
                ladder: Iterable[str] = ARM_LADDER, *, per_joint: bool = False, max_evals: int = 300,
                seed: int = 0, horizon: int = 100, val_horizon: int = 300, min_gain: float = 0.02,

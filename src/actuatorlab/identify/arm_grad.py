@@ -61,7 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from ..precision import physics, physics_fn
+from ..precision import on_fixed_blas_threads, physics, physics_fn
 from ..errors import DataError, ModelError
 from ..logs.format import Trajectory
 from ..robots.bounds import set_bounds
@@ -248,6 +248,7 @@ def _start_sets(nominal: dict, labels: list[str], groups: dict[str, list[int]], 
 
 
 @physics
+@on_fixed_blas_threads
 def fit_arm_grad(robot_name: str | Robot, trajs: Iterable[Trajectory], *, model: str | None = None,
                  params: Iterable[str] | None = None, fixed: Iterable[str] = ("R",), per_joint: bool = False,
                  curriculum: Iterable[int] = CURRICULUM, iters: int | Iterable[int] = DEFAULT_ITERS,

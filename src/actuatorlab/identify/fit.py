@@ -28,7 +28,7 @@ import numpy as np
 import optax
 
 from ..errors import UnknownNameError
-from ..precision import physics, physics_fn
+from ..precision import on_fixed_blas_threads, physics, physics_fn
 from ..logs.format import Trajectory
 from ..models.params import PARAMS
 from ..models.registry import ModelSpec, embed_params, get_model
@@ -125,6 +125,7 @@ class FitResult:
 
 
 @physics
+@on_fixed_blas_threads
 def fit_model(trajs: list[Trajectory] | list[Batch], model: str = "m1", *, seed: int = 0,
               max_evals: int = 3000, popsize: int = 16, n_starts: int = 2, grad_steps: int = 150,
               init: dict | list[dict] | None = None, dt: float | None = None,

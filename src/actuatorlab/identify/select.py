@@ -59,7 +59,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..precision import in_this_precision, physics
+from ..precision import in_this_precision, on_fixed_blas_threads, physics
 from ..models.registry import ModelSpec, get_model, tied_equivalents
 from .calibrate import calibration_applies
 from .censor import censored
@@ -538,6 +538,7 @@ def selection_result(fam: Family, lad: Ladder, selected: str, final: FitResult, 
 
 
 @physics
+@on_fixed_blas_threads
 def fit_family(trajs: list[Trajectory], ladder: tuple[str, ...] | None = None,
                options: FamilyOptions = FamilyOptions(),
                progress: Callable[[str, str, float], None] | None = None) -> SelectionResult:

@@ -21,7 +21,7 @@ from rich.markup import escape
 
 from ... import __version__
 from ...errors import ActuatorlabError
-from ...precision import physics_precision
+from ...precision import fixed_blas_threads, physics_precision
 # the command modules import MuJoCo's MJX, which prints "Failed to import warp" on stdout without the
 # optional warp package: that line goes to stderr, so that a --json command's stdout stays one document
 with contextlib.redirect_stdout(sys.stderr):
@@ -39,11 +39,13 @@ def version():
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input gives one line on stderr and exit code 2. Every command runs under
-    :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)."""
+    :func:`~actuatorlab.precision.physics_precision` (float64 physics; learned networks stay float32)
+    and :func:`~actuatorlab.precision.fixed_blas_threads` (NumPy's BLAS on a fixed number of threads:
+    the same numbers on any number of cores)."""
 
     _plain_output()
     try:
-        with physics_precision():
+        with physics_precision(), fixed_blas_threads():
             # standalone_mode=False: click returns a command's typer.Exit(code) instead of raising it
             rc = app(args=argv, standalone_mode=False)
     except ActuatorlabError as e:
