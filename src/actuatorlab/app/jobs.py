@@ -20,8 +20,7 @@ import numpy as np
 
 from ..precision import in_this_precision, on_fixed_blas_threads, physics
 from ..errors import DataError
-from ..logs import load_logs, save_trajectory, audit_log
-from ..logs.format import Trajectory
+from ..logs import Trajectory, load_logs, save_trajectory, audit_log
 from ..models.actuator_model import FORMAT, FORMAT_VERSION, LEARNED_KINDS, check_robot, from_document, load, save
 from ..identify.boxes import refit_widened
 from ..identify.fit import fit_model, substeps_for
