@@ -30,7 +30,10 @@ Both fits depend on their optimizer's seed (ours: 29-40 mrad on the balanced spl
 BAM m5: 28.0-40.2 over seeds 0-2), so ``--seeds`` runs the default fit once per seed and, like peer
 files of several ``run_peers.py --seed`` runs, adds a "mean over seeds" row per model; the JSON's
 ``per_split`` then also holds ``ours_seed_mean``, ``bam_seed_means`` and ``ratio_seed_means`` (ours
-over the best BAM model's seed mean).
+over the best BAM model's seed mean). Each seed mean comes with its standard error over the seeds.
+``--blas-threads N`` runs the fits with another BLAS thread count (the figures: 2): the same fits but for
+the last bits, i.e. a replica that shows how far the seed means move without any rule (the family
+split's 5-seed mean by 20 % with 1 thread, bench/journal/fit_rules.md, 2026-12-08).
 """
 
 from __future__ import annotations
@@ -43,6 +46,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import numpy as np
 
 BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
@@ -93,14 +98,18 @@ def ours(train_files, test_files, budget: str, seed: int, label: str) -> dict:
             "train_logs": [t.name for t in train], "heldout_logs": [t.name for t in test]}
 
 
-def seed_means(rows: list[dict]) -> dict[tuple[str, str], tuple[float, list]]:
-    """(peer, family) -> (mean held-out MAE over its runs, their seeds), one run per seed (the
-    first row of a repeated seed counts)."""
+def seed_means(rows: list[dict]) -> dict[tuple[str, str], tuple[float, list, float | None]]:
+    """(peer, family) -> (mean held-out MAE over its runs, their seeds, the mean's standard error
+    s / sqrt(n) over the seeds, None for one seed), one run per seed (the first row of a repeated
+    seed counts). The standard error is the scale a rule's change of the mean is to be read against:
+    the family split's 5-seed mean has one of 16 % (bench/journal/fit_rules.md, 2026-12-08)."""
     out: dict[tuple[str, str], dict] = {}
     for r in rows:
         by_seed = out.setdefault((r["peer"], r.get("family") or r["model"]), {})
         by_seed.setdefault(r.get("seed"), r["heldout_mae"])
-    return {k: (float(sum(v.values()) / len(v)), sorted(v, key=lambda x: (x is None, x))) for k, v in out.items()}
+    return {k: (float(np.mean(list(v.values()))), sorted(v, key=lambda x: (x is None, x)),
+                float(np.std(list(v.values()), ddof=1) / np.sqrt(len(v))) if len(v) > 1 else None)
+            for k, v in out.items()}
 
 
 def load_peers(files) -> list[dict]:
@@ -136,8 +145,16 @@ def main(argv=None) -> int:
     p.add_argument("--sts3250", action="store_true", help="also the 3 STS3250 logs, leave-one-log-out")
     p.add_argument("--reported-peers", action="store_true",
                    help="add BAM m5/m6 at 5000 trials on the balanced split as reported in issue 7 (not rerun)")
+    p.add_argument("--blas-threads", type=int, default=None,
+                   help="BLAS threads inside the fits (default: actuatorlab.precision.BLAS_THREADS, 2, with which "
+                        "every recorded figure was made); another count changes only the last bits, so a run with "
+                        "it is a perturbation replica: how far the seed means move without any rule")
     p.add_argument("--out", type=Path, default=None)
     a = p.parse_args(argv)
+    import actuatorlab.precision as precision
+
+    if a.blas_threads is not None:
+        precision.BLAS_THREADS = a.blas_threads
 
     raw = bench_split.DEFAULT_DATA_DIR / "raw"
     splits = {}
@@ -194,8 +211,10 @@ def main(argv=None) -> int:
                            "ours_per_seed": [{k: r[k] for k in ("seed", "model", "heldout_mae", "fit_wall_s")}
                                              for r in rs if r["peer"] == "actuatorlab"],
                            "ours_seed_mean": None if ours_mean is None else {"heldout_mae": ours_mean[0],
-                                                                               "seeds": ours_mean[1]},
-                           "bam_seed_means": {fam: {"heldout_mae": m, "seeds": sd} for fam, (m, sd) in bam_means.items()},
+                                                                               "seeds": ours_mean[1],
+                                                                               "stderr": ours_mean[2]},
+                           "bam_seed_means": {fam: {"heldout_mae": m, "seeds": sd, "stderr": se}
+                                              for fam, (m, sd, se) in bam_means.items()},
                            "ratio_seed_means": (ours_mean[0] / best_mean[0]) if ours_mean and best_mean else None,
                            "bam_best": None if not best else {k: best.get(k) for k in ("model", "trials",
                                                                                        "heldout_mae", "fit_wall_s",
@@ -212,15 +231,17 @@ def main(argv=None) -> int:
                       "-" if r.get("train_mae") is None else f"{1e3 * r['train_mae']:.1f}",
                       f"{1e3 * r['heldout_mae']:.1f}", "-" if ratio is None else f"{ratio:.2f}",
                       str(r.get("produced") or "this run")[:16])
-        for (peer, fam), (m, sd) in means.items():
+        for (peer, fam), (m, sd, se) in means.items():
             if len(sd) > 1:
                 ratio = m / best_mean[0] if best_mean else None
-                t.add_row(name, peer, f"{fam}: mean over seeds", " ".join(map(str, sd)), "", "", "", "",
-                          f"{1e3 * m:.1f}", "-" if ratio is None else f"{ratio:.2f} (of seed means)", "")
+                t.add_row(name, peer, f"{fam}: mean over seeds (± its standard error)", " ".join(map(str, sd)), "",
+                          "", "", "", f"{1e3 * m:.1f} ± {1e3 * se:.1f}",
+                          "-" if ratio is None else f"{ratio:.2f} (of seed means)", "")
     Console(width=200).print(t)
     summary = {
         "bench": "xl330", "machine": {"cpus": os.cpu_count(), "platform": platform.platform(),
                                       "load_average": os.getloadavg()},
+        "blas_threads": precision.BLAS_THREADS,
         "splits": {n: {"rule": s["rule"], "train": s["train"], "heldout": s["heldout"]} for n, s in splits.items()},
         "per_split": per_split,
         "rows": [{k: v for k, v in r.items() if k != "params"} for r in rows],
