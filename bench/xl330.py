@@ -107,9 +107,12 @@ def seed_means(rows: list[dict]) -> dict[tuple[str, str], tuple[float, list, flo
     for r in rows:
         by_seed = out.setdefault((r["peer"], r.get("family") or r["model"]), {})
         by_seed.setdefault(r.get("seed"), r["heldout_mae"])
-    return {k: (float(np.mean(list(v.values()))), sorted(v, key=lambda x: (x is None, x)),
-                float(np.std(list(v.values()), ddof=1) / np.sqrt(len(v))) if len(v) > 1 else None)
-            for k, v in out.items()}
+    means = {}
+    for k, v in out.items():
+        x = np.array(list(v.values()), float)
+        se = float(x.std(ddof=1) / np.sqrt(len(x))) if len(x) > 1 else None
+        means[k] = (float(x.mean()), sorted(v, key=lambda s: (s is None, s)), se)
+    return means
 
 
 def load_peers(files) -> list[dict]:
